@@ -1,0 +1,1 @@
+"""Audit: pure isolation invariants over observed fabric state."""

@@ -1,0 +1,1 @@
+"""Domain: typed values, models and errors. Imports nothing else of gpufabric."""

@@ -1,0 +1,107 @@
+"""The one error tree of gpufabric.
+
+Every error carries structured fields (``fields``) next to its one-line message so that
+the CLI can print one clear line and ``--json`` can print the fields. Code raises; it
+never swallows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GpufabricError(Exception):
+    """Root of every error gpufabric raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields: dict[str, Any] = fields
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.code, "message": self.message, **{k: _jsonable(v) for k, v in self.fields.items()}}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return str(v)
+
+
+class ValidationError(GpufabricError, ValueError):
+    """A value is outside what is allowed. Names the field and the allowed range."""
+
+    code = "invalid"
+
+    def __init__(self, field: str, value: Any, allowed: str, reason: str | None = None) -> None:
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"invalid {field}: {value!r}{why}; allowed: {allowed}", field=field, value=value, allowed=allowed
+        )
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+
+
+class ConfigError(ValidationError):
+    """Configuration (pools, mappings, driver settings) is inconsistent."""
+
+    code = "config"
+
+
+class NotFoundError(GpufabricError, LookupError):
+    code = "not_found"
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"{kind} not found: {name}", kind=kind, name=name)
+        self.kind = kind
+        self.name = name
+
+
+class ConflictError(GpufabricError):
+    """The request contradicts the current state (already leased, already exists, ...)."""
+
+    code = "conflict"
+
+
+class ExhaustedError(GpufabricError):
+    """A pool has no free value left."""
+
+    code = "exhausted"
+
+
+class FabricError(GpufabricError):
+    """A fabric (switch, SM, manager) failed or disagreed."""
+
+    code = "fabric"
+
+    def __init__(self, message: str, *, fabric: str, device: str = "", **fields: Any) -> None:
+        super().__init__(message, fabric=fabric, device=device, **fields)
+        self.fabric = fabric
+        self.device = device
+
+
+class CapacityError(FabricError):
+    """A plan would exceed a device limit (e.g. PKey table size of a port)."""
+
+    code = "capacity"
+
+
+class ApplyError(FabricError):
+    code = "apply"
+
+
+class VerifyError(FabricError):
+    """Reading the fabric back did not show the desired state in time."""
+
+    code = "verify"
+
+
+class LabError(GpufabricError):
+    """The local lab (ibsim, OpenSM, OVS, namespaces) could not be brought up or down."""
+
+    code = "lab"

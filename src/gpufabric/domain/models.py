@@ -1,0 +1,197 @@
+"""Immutable domain models: the inventory (nodes and their ports on each fabric),
+tenants, networks with one segment per fabric, offerings and leases."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId, check_mac, check_name
+
+
+class Fabric(enum.StrEnum):
+    ETHERNET = "ethernet"
+    INFINIBAND = "infiniband"
+    NVLINK = "nvlink"
+    DPU = "dpu"
+
+
+class NodeState(enum.StrEnum):
+    AVAILABLE = "available"  # in quarantine, leasable
+    LEASED = "leased"
+    MOVING = "moving"
+    MAINTENANCE = "maintenance"
+
+
+class DpuMode(enum.StrEnum):
+    """OVN-Kubernetes ovnkube-node modes."""
+
+    FULL = "full"
+    DPU = "dpu"
+    DPU_HOST = "dpu-host"
+
+
+QUARANTINE = "quarantine"
+"""The pseudo-tenant that owns every port not in a lease."""
+
+
+@dataclass(frozen=True)
+class EthernetPort:
+    """A node NIC cabled to a switch port."""
+
+    node: str
+    name: str  # the NIC name on the host, e.g. eth0
+    switch: str
+    switch_port: str
+    mac: str = ""
+
+    def __post_init__(self) -> None:
+        check_name("ethernet_port.node", self.node)
+        if not self.switch or not self.switch_port:
+            raise ValidationError(
+                "ethernet_port.switch", f"{self.switch}/{self.switch_port}", "non-empty switch and port"
+            )
+        if self.mac:
+            object.__setattr__(self, "mac", check_mac("ethernet_port.mac", self.mac))
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """An HCA port on the InfiniBand fabric, matched to its node by node description."""
+
+    node: str
+    device: str  # e.g. mlx5_0
+    port_num: int
+    port_guid: Guid
+    node_guid: Guid
+    switch_guid: Guid | None = None
+    switch_port: int | None = None
+
+    def __post_init__(self) -> None:
+        check_name("ib_port.node", self.node)
+        if not 1 <= self.port_num <= 254:
+            raise ValidationError("ib_port.port_num", self.port_num, "1-254")
+        if self.switch_port is not None and not 1 <= self.switch_port <= 254:
+            raise ValidationError("ib_port.switch_port", self.switch_port, "1-254")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    node: str
+    module_id: ModuleId
+    pci_bus_id: str = ""
+
+
+@dataclass(frozen=True)
+class Dpu:
+    """A DPU/SmartNIC paired with its x86 host node."""
+
+    node: str  # the host it sits in
+    name: str
+    mode: DpuMode = DpuMode.FULL
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    offering: str = ""
+    state: NodeState = NodeState.AVAILABLE
+    ethernet: tuple[EthernetPort, ...] = ()
+    ib: tuple[IbPort, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    dpus: tuple[Dpu, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_name("node.name", self.name)
+        owners: list[str] = [p.node for p in self.ethernet] + [p.node for p in self.ib]
+        owners += [g.node for g in self.gpus] + [d.node for d in self.dpus]
+        for owner in owners:
+            if owner != self.name:
+                raise ValidationError("node.port.node", owner, f"the node's own name {self.name!r}")
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+
+    def __post_init__(self) -> None:
+        check_name("tenant.name", self.name)
+        if self.name == QUARANTINE:
+            raise ValidationError("tenant.name", self.name, "any name but 'quarantine' (reserved)")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A network's isolation id on one fabric. ``seg_id`` is the Neutron-style integer."""
+
+    fabric: Fabric
+    seg_id: int
+    vlan: VlanId | None = None
+    pkey: PKey | None = None
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    tenant: str
+    segments: tuple[Segment, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_name("network.name", self.name)
+        check_name("network.tenant", self.tenant)
+
+    def segment(self, fabric: Fabric) -> Segment | None:
+        return next((s for s in self.segments if s.fabric is fabric), None)
+
+
+@dataclass(frozen=True)
+class Offering:
+    """A named profile a node is handed over in (openstack, openshift, baremetal, ...)."""
+
+    name: str
+    description: str = ""
+    dpu_mode: DpuMode = DpuMode.FULL
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        check_name("offering.name", self.name)
+
+
+BUILTIN_OFFERINGS: tuple[Offering, ...] = (
+    Offering("baremetal", "plain bare metal, tenant gets the host"),
+    Offering("openstack", "Ironic/ESI node handed to an OpenStack project"),
+    Offering("openshift", "OpenShift worker; SmartNIC hosts run OVN-K in dpu-host mode", DpuMode.DPU_HOST),
+)
+
+
+@dataclass(frozen=True)
+class Lease:
+    tenant: str
+    node: str
+    start: datetime
+    end: datetime | None = None
+    networks: tuple[str, ...] = ()
+    offering: str = "baremetal"
+    owner: str = "admin"
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_name("lease.tenant", self.tenant)
+        check_name("lease.node", self.node)
+        if self.end is not None and self.end <= self.start:
+            raise ValidationError("lease.end", self.end.isoformat(), f"after start {self.start.isoformat()}")
+
+    def active_at(self, t: datetime) -> bool:
+        return self.start <= t and (self.end is None or t < self.end)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Everything known about the hardware: nodes with their ports."""
+
+    nodes: tuple[Node, ...] = field(default_factory=tuple)
+
+    def node(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if n.name == name), None)

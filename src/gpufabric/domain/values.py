@@ -1,0 +1,231 @@
+"""Typed, immutable identifiers of the fabrics: VLAN ids, PKeys, GUIDs, NVLink ids.
+
+Each value validates on construction and raises :class:`ValidationError` naming the
+field and the allowed range. ``parse`` accepts the textual forms operators type.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from gpufabric.domain.errors import ValidationError
+
+_HEX_RE: Final = re.compile(r"^(0x)?[0-9a-f]+$")
+
+
+def _to_int(field: str, raw: str | int, allowed: str, *, base: int = 10) -> int:
+    if isinstance(raw, bool):
+        raise ValidationError(field, raw, allowed, "not a number")
+    if isinstance(raw, int):
+        return raw
+    text = str(raw).strip().lower()
+    try:
+        if text.startswith("0x"):
+            return int(text, 16)
+        return int(text, base)
+    except ValueError:
+        raise ValidationError(field, raw, allowed, "not a number") from None
+
+
+@dataclass(frozen=True, order=True)
+class VlanId:
+    """An 802.1Q VLAN id, 1–4094."""
+
+    value: int
+
+    MIN: Final = 1
+    MAX: Final = 4094
+    ALLOWED: Final = "1-4094"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise ValidationError("vlan", self.value, self.ALLOWED, "not an integer")
+        if not self.MIN <= self.value <= self.MAX:
+            raise ValidationError("vlan", self.value, self.ALLOWED)
+
+    @classmethod
+    def parse(cls, raw: str | int, field: str = "vlan") -> VlanId:
+        v = _to_int(field, raw, cls.ALLOWED)
+        if not cls.MIN <= v <= cls.MAX:
+            raise ValidationError(field, raw, cls.ALLOWED)
+        return cls(v)
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Membership(enum.StrEnum):
+    FULL = "full"
+    LIMITED = "limited"
+
+
+@dataclass(frozen=True, order=True)
+class PKey:
+    """An InfiniBand partition key usable by a tenant: 15-bit base 0x0001–0x7ffe.
+
+    ``value`` is the 15-bit partition number; ``membership`` is the top bit of the
+    16-bit table entry (full = 1). 0x0000/0x8000 (invalid) and 0x7fff/0xffff (the
+    default partition) are rejected as tenant keys. ``parse`` accepts "0x8a01",
+    "8a01" (hex) and 35329 (int) and names the partition 0x0a01; membership is full
+    unless given (use :meth:`from_table_entry` to read the top bit of a table entry).
+    """
+
+    value: int
+    membership: Membership = Membership.FULL
+
+    MIN: Final = 0x0001
+    MAX: Final = 0x7FFE
+    ALLOWED: Final = "0x0001-0x7ffe (0x0000, 0x7fff, 0x8000, 0xffff are reserved)"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise ValidationError("pkey", self.value, self.ALLOWED, "not an integer")
+        if not self.MIN <= self.value <= self.MAX:
+            raise ValidationError("pkey", _hex16(self.value), self.ALLOWED)
+
+    @classmethod
+    def parse(cls, raw: str | int, field: str = "pkey", membership: Membership | None = None) -> PKey:
+        """Parse a tenant PKey. Strings are hexadecimal (with or without 0x); ints are taken as is."""
+        if isinstance(raw, str):
+            text = raw.strip().lower()
+            if not text or not _HEX_RE.match(text):
+                raise ValidationError(field, raw, cls.ALLOWED, "not a hexadecimal number")
+            n = int(text.removeprefix("0x"), 16)
+        else:
+            n = _to_int(field, raw, cls.ALLOWED)
+        if not 0 <= n <= 0xFFFF:
+            raise ValidationError(field, raw, cls.ALLOWED, "more than 16 bits")
+        base = n & 0x7FFF
+        if not cls.MIN <= base <= cls.MAX:
+            raise ValidationError(field, raw, cls.ALLOWED, "reserved key")
+        return cls(base, membership or Membership.FULL)
+
+    @classmethod
+    def from_table_entry(cls, entry: int) -> PKey:
+        """From a raw 16-bit PKey table entry: the top bit is the membership."""
+        m = Membership.FULL if entry & 0x8000 else Membership.LIMITED
+        return cls(entry & 0x7FFF, m)
+
+    @property
+    def table_entry(self) -> int:
+        """The 16-bit value a port's PKey table holds for this key."""
+        return self.value | (0x8000 if self.membership is Membership.FULL else 0)
+
+    def with_membership(self, m: Membership) -> PKey:
+        return PKey(self.value, m)
+
+    def __str__(self) -> str:
+        return _hex16(self.value)
+
+
+def _hex16(v: int) -> str:
+    return f"0x{v:04x}"
+
+
+@dataclass(frozen=True, order=True)
+class Guid:
+    """A 64-bit EUI-64 (node or port GUID). Canonical form: ``0x`` + 16 lower-case hex digits.
+
+    Accepts "0x0002c90300000001", "0002c90300000001", "00:02:c9:03:00:00:00:01" and
+    the sysfs/ibstat form "0002:c903:0000:0001", and ints.
+    """
+
+    value: int
+
+    ALLOWED: Final = "64-bit hex, e.g. 0x0002c90300000001 or 00:02:c9:03:00:00:00:01"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise ValidationError("guid", self.value, self.ALLOWED, "not an integer")
+        if not 0 <= self.value <= 0xFFFF_FFFF_FFFF_FFFF:
+            raise ValidationError("guid", self.value, self.ALLOWED, "more than 64 bits")
+
+    @classmethod
+    def parse(cls, raw: str | int, field: str = "guid") -> Guid:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return cls(raw) if 0 <= raw <= 0xFFFF_FFFF_FFFF_FFFF else _bad_guid(field, raw)
+        if not isinstance(raw, str):
+            return _bad_guid(field, raw)
+        text = raw.strip().lower()
+        if ":" in text:
+            groups = text.split(":")
+            if len(groups) == 8 and all(re.fullmatch(r"[0-9a-f]{2}", g) for g in groups):
+                return cls(int("".join(groups), 16))
+            if len(groups) == 4 and all(re.fullmatch(r"[0-9a-f]{4}", g) for g in groups):
+                return cls(int("".join(groups), 16))
+            return _bad_guid(field, raw)
+        digits = text.removeprefix("0x")
+        if not re.fullmatch(r"[0-9a-f]{1,16}", digits):
+            return _bad_guid(field, raw)
+        return cls(int(digits, 16))
+
+    def __str__(self) -> str:
+        return f"0x{self.value:016x}"
+
+
+def _bad_guid(field: str, raw: object) -> Guid:
+    raise ValidationError(field, raw, Guid.ALLOWED)
+
+
+@dataclass(frozen=True, order=True)
+class NvlinkPartitionId:
+    """A Fabric Manager partition id (Shared NVSwitch model), 0–65535."""
+
+    value: int
+
+    ALLOWED: Final = "0-65535"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int) or not 0 <= self.value <= 0xFFFF:
+            raise ValidationError("nvlink_partition", self.value, self.ALLOWED)
+
+    @classmethod
+    def parse(cls, raw: str | int) -> NvlinkPartitionId:
+        return cls(_to_int("nvlink_partition", raw, cls.ALLOWED))
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+@dataclass(frozen=True, order=True)
+class ModuleId:
+    """A GPU's physical module id as Fabric Manager reports it (1–8 on an HGX baseboard; up to 64 allowed)."""
+
+    value: int
+
+    ALLOWED: Final = "1-64"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int) or not 1 <= self.value <= 64:
+            raise ValidationError("module_id", self.value, self.ALLOWED)
+
+    @classmethod
+    def parse(cls, raw: str | int) -> ModuleId:
+        return cls(_to_int("module_id", raw, cls.ALLOWED))
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+_NAME_RE: Final = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+NAME_ALLOWED: Final = "1-63 chars of a-z 0-9 . _ -, starting and ending alphanumeric"
+
+
+def check_name(field: str, raw: str) -> str:
+    """Validate a resource name (tenant, node, network, offering)."""
+    if not isinstance(raw, str) or not _NAME_RE.match(raw):
+        raise ValidationError(field, raw, NAME_ALLOWED)
+    return raw
+
+
+_MAC_RE: Final = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+def check_mac(field: str, raw: str) -> str:
+    text = str(raw).strip().lower().replace("-", ":")
+    if not _MAC_RE.match(text):
+        raise ValidationError(field, raw, "six colon-separated hex octets, e.g. 52:54:00:12:34:56")
+    return text

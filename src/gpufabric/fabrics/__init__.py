@@ -1,0 +1,1 @@
+"""Fabric drivers, one package per fabric; they import only gpufabric.domain."""

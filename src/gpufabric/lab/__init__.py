@@ -1,0 +1,1 @@
+"""The local lab: ibsim + OpenSM + Open vSwitch + network namespaces, started for real."""

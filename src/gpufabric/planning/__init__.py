@@ -1,0 +1,1 @@
+"""Planning: pure functions from desired and observed state to immutable plans."""

@@ -1,0 +1,1 @@
+"""Service: store, workflows, reconcile loop."""
