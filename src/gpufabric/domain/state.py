@@ -1,0 +1,142 @@
+"""Fabric state values shared by drivers, planning and audit.
+
+The same types describe *desired* state (derived from leases by planning) and
+*observed* state (read back from the real fabrics by drivers), so that a plan is the
+difference of two values of one type and an audit is a check of one observed value.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from gpufabric.domain.values import Guid, Membership, PKey, VlanId
+
+
+# --------------------------------------------------------------------------- Ethernet
+class PortMode(enum.StrEnum):
+    ACCESS = "access"
+    TRUNK = "trunk"
+    SHUTDOWN = "shutdown"
+
+
+@dataclass(frozen=True, order=True)
+class EthernetPortConfig:
+    """VLAN configuration of one switch port (desired or observed)."""
+
+    switch: str
+    port: str
+    mode: PortMode
+    vlan: VlanId | None = None  # access VLAN, or native VLAN of a trunk
+    trunks: tuple[VlanId, ...] = ()  # allowed tagged VLANs (trunk mode)
+
+    def vlans(self) -> frozenset[int]:
+        """Every VLAN whose traffic this port carries."""
+        if self.mode is PortMode.SHUTDOWN:
+            return frozenset()
+        s = {v.value for v in self.trunks}
+        if self.vlan is not None:
+            s.add(self.vlan.value)
+        return frozenset(s)
+
+
+@dataclass(frozen=True)
+class SwitchState:
+    """Every port of one switch that gpufabric manages, keyed by port name."""
+
+    switch: str
+    ports: tuple[EthernetPortConfig, ...] = ()
+
+    def port(self, name: str) -> EthernetPortConfig | None:
+        return next((p for p in self.ports if p.port == name), None)
+
+
+# --------------------------------------------------------------------------- InfiniBand
+@dataclass(frozen=True, order=True)
+class PartitionMember:
+    guid: Guid
+    membership: Membership = Membership.FULL
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One OpenSM/UFM partition: a PKey with its member port GUIDs."""
+
+    name: str
+    pkey: PKey
+    members: tuple[PartitionMember, ...] = ()
+    ipoib: bool = False
+
+    def full_members(self) -> frozenset[Guid]:
+        return frozenset(m.guid for m in self.members if m.membership is Membership.FULL)
+
+
+@dataclass(frozen=True)
+class PartitionLayout:
+    """The whole desired partitioning of a subnet: tenant partitions plus the policy of
+    the default partition (hosts limited, SM/trusted ports full)."""
+
+    partitions: tuple[Partition, ...] = ()
+    default_full: tuple[Guid, ...] = ()  # ports that are full members of the default partition (SM node)
+    default_limited_all: bool = True  # every other port is a limited member of the default partition
+
+
+@dataclass(frozen=True, order=True)
+class PkeyTable:
+    """What a port's PKey table really holds, read with SMPs (``smpquery pkeys``)."""
+
+    port_guid: Guid
+    entries: tuple[int, ...]  # raw 16-bit entries, zeros dropped
+    capacity: int = 0  # NodeInfo.PartitionCap (0 = unknown)
+    lid: int = 0
+
+    def keys(self) -> frozenset[PKey | int]:
+        return frozenset(self.entries)
+
+    def full_keys(self) -> frozenset[int]:
+        """15-bit partition numbers this port is a full member of."""
+        return frozenset(e & 0x7FFF for e in self.entries if e & 0x8000)
+
+    def limited_keys(self) -> frozenset[int]:
+        return frozenset(e & 0x7FFF for e in self.entries if e and not e & 0x8000)
+
+
+class SmState(enum.StrEnum):
+    MASTER = "master"
+    STANDBY = "standby"
+    DISCOVERING = "discovering"
+    NOTACTIVE = "notactive"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, order=True)
+class SmSeen:
+    """A subnet manager seen on the fabric (SMInfo / PortInfo.MasterSMLID)."""
+
+    guid: Guid
+    lid: int
+    priority: int
+    state: SmState
+    node: str = ""  # node description's host part, when known
+
+
+@dataclass(frozen=True)
+class IbFabricState:
+    """Observed InfiniBand state: PKey tables, SMs, and the SM's hardening settings."""
+
+    tables: tuple[PkeyTable, ...] = ()
+    sms: tuple[SmSeen, ...] = ()
+    master_guid: Guid | None = None
+    settings: tuple[tuple[str, str], ...] = ()  # e.g. ("sm_key", "0x..."), from the trusted SM's config
+
+    def table(self, guid: Guid) -> PkeyTable | None:
+        return next((t for t in self.tables if t.port_guid == guid), None)
+
+
+# --------------------------------------------------------------------------- all fabrics
+@dataclass(frozen=True)
+class FabricState:
+    """Everything observed on every fabric at one time."""
+
+    switches: tuple[SwitchState, ...] = ()
+    ib: IbFabricState = field(default_factory=IbFabricState)
