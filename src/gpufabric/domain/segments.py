@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric.domain.errors import ConfigError, ExhaustedError
+from gpufabric.domain.errors import ConfigError, ExhaustedError, ValidationError
 from gpufabric.domain.values import PKey, VlanId
 
 
@@ -127,7 +127,10 @@ class SegmentConfig:
         user = IdRange.parse("user_vlan_range", raw.get("user_vlan_range", "1-1999"))
         vlans = IdRange.parse("ethernet.vlan_range", eth.get("vlan_range", "2000-2999"))
         qv = eth.get("quarantine_vlan", 4000)
-        quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
+        try:
+            quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
+        except ValidationError as e:
+            raise ConfigError(e.field, e.value, e.allowed) from None
         seg_range = IdRange.parse("infiniband.seg_range", ib.get("seg_range", "3000-3999"))
         m = ib.get("mapping", {}) or {}
         mode_raw = m.get("mode", "offset")
@@ -198,13 +201,11 @@ class SegmentConfig:
 
 
 def _pkey_int(field: str, raw: Any) -> int:
+    """A configured PKey (hex string or int; a set full-member bit is accepted)."""
     try:
-        v = int(raw, 16) if isinstance(raw, str) else int(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(field, raw, PKey.ALLOWED) from None
-    if not PKey.MIN <= v <= PKey.MAX:
-        raise ConfigError(field, raw, PKey.ALLOWED)
-    return v
+        return PKey.parse(raw, field=field).value
+    except ValidationError as e:
+        raise ConfigError(e.field, e.value, e.allowed) from None
 
 
 def _table(raw: Any) -> Iterable[tuple[int, int]]:
