@@ -1,0 +1,86 @@
+"""Engine, URL resolution and schema migration of the store.
+
+Owns how gpufabric talks to its database: which URL is used (argument, then
+``$GPUFABRIC_DB``, then SQLite under ``$GPUFABRIC_HOME`` or ``./.gpufabric``), how
+connections are set up per backend, and the programmatic ``alembic upgrade head``.
+
+SQLite: every transaction is ``BEGIN IMMEDIATE`` (writers serialise up front instead
+of failing on lock upgrade) and foreign keys are on. PostgreSQL (psycopg 3): plain
+READ COMMITTED; concurrent migrations are serialised with an advisory lock.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Final
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection, make_url
+
+from gpufabric.domain.errors import ConfigError
+
+MIGRATIONS: Final = Path(__file__).parent / "migrations"
+_MIGRATION_LOCK: Final = 0x6770_6661  # "gpfa": pg_advisory_xact_lock key
+SQLITE_BUSY_TIMEOUT_S: Final = 30.0
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("GPUFABRIC_HOME") or ".gpufabric")
+
+
+def resolve_url(url: str | None = None, home: Path | None = None) -> str:
+    """The store URL: ``url`` if given, else ``$GPUFABRIC_DB``, else SQLite in ``home``."""
+    if url:
+        return url
+    env = os.environ.get("GPUFABRIC_DB")
+    if env:
+        return env
+    base = home if home is not None else default_home()
+    return f"sqlite:///{(base / 'gpufabric.db').absolute()}"
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine set up for the backend of ``url``."""
+    try:
+        u = make_url(url)
+    except Exception as e:  # sqlalchemy raises ArgumentError for malformed URLs
+        raise ConfigError("db", url, "an SQLAlchemy URL, e.g. sqlite:///path or postgresql+psycopg://...") from e
+    backend = u.get_backend_name()
+    if backend == "sqlite":
+        if u.database and u.database != ":memory:":
+            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
+        _sqlite_immediate(engine)
+        return engine
+    if backend == "postgresql":
+        if u.drivername == "postgresql":
+            u = u.set(drivername="postgresql+psycopg")
+        return create_engine(u, pool_pre_ping=True)
+    raise ConfigError("db", url, "a sqlite:// or postgresql+psycopg:// URL")
+
+
+def _sqlite_immediate(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def upgrade(engine: Engine) -> None:
+    """Run ``alembic upgrade head`` on ``engine`` in one transaction."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

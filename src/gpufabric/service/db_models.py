@@ -1,0 +1,239 @@
+"""SQLAlchemy 2 table mappings of the store (typed ``Mapped[]`` declarative).
+
+Owns the relational shape only: rows never leave :mod:`gpufabric.service.store`,
+which converts them to and from domain objects. The schema itself is created by the
+Alembic migrations in ``service/migrations`` (which must be kept in step with this
+file); ``Base.metadata`` is only used by tests that compare the two.
+
+Uniqueness that protects isolation lives in the database, not in Python, so that two
+replicas can never hand out the same switch port, GUID, VLAN or PKey:
+``ethernet_ports (switch, switch_port)``, ``ib_ports.port_guid``,
+``segments (fabric, seg_id)``, ``segments.vlan`` and ``segments.pkey``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from gpufabric.domain.errors import ValidationError
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored
+    as naive UTC and get ``tzinfo=UTC`` back when read. Naive datetimes are rejected.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValidationError("timestamp", value.isoformat(), "a timezone-aware datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: dict[Any, Any] = {datetime: UtcDateTime}
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    offering: Mapped[str] = mapped_column(String(63), default="")
+    state: Mapped[str] = mapped_column(String(16))
+
+    ethernet: Mapped[list[EthernetPortRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="EthernetPortRow.name"
+    )
+    ib: Mapped[list[IbPortRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by=lambda: (IbPortRow.device, IbPortRow.port_num)
+    )
+    gpus: Mapped[list[GpuRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="GpuRow.module_id"
+    )
+    dpus: Mapped[list[DpuRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="DpuRow.name"
+    )
+
+
+class EthernetPortRow(Base):
+    __tablename__ = "ethernet_ports"
+    __table_args__ = (
+        UniqueConstraint("switch", "switch_port", name="uq_ethernet_ports_switch_port"),
+        UniqueConstraint("node_id", "name", name="uq_ethernet_ports_node_name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    switch: Mapped[str] = mapped_column(String(255))
+    switch_port: Mapped[str] = mapped_column(String(255))
+    mac: Mapped[str] = mapped_column(String(17), default="")
+
+    node: Mapped[NodeRow] = relationship(back_populates="ethernet")
+
+
+class IbPortRow(Base):
+    """GUIDs are stored in their canonical text form (``0x`` + 16 hex digits): a
+    64-bit unsigned value does not fit a signed BIGINT."""
+
+    __tablename__ = "ib_ports"
+    __table_args__ = (UniqueConstraint("node_id", "device", "port_num", name="uq_ib_ports_node_device_port"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    device: Mapped[str] = mapped_column(String(63))
+    port_num: Mapped[int] = mapped_column(Integer)
+    port_guid: Mapped[str] = mapped_column(String(18), unique=True)
+    node_guid: Mapped[str] = mapped_column(String(18))
+    switch_guid: Mapped[str | None] = mapped_column(String(18))
+    switch_port: Mapped[int | None] = mapped_column(Integer)
+
+    node: Mapped[NodeRow] = relationship(back_populates="ib")
+
+
+class GpuRow(Base):
+    __tablename__ = "gpus"
+    __table_args__ = (UniqueConstraint("node_id", "module_id", name="uq_gpus_node_module"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    module_id: Mapped[int] = mapped_column(Integer)
+    pci_bus_id: Mapped[str] = mapped_column(String(32), default="")
+
+    node: Mapped[NodeRow] = relationship(back_populates="gpus")
+
+
+class DpuRow(Base):
+    __tablename__ = "dpus"
+    __table_args__ = (UniqueConstraint("node_id", "name", name="uq_dpus_node_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    mode: Mapped[str] = mapped_column(String(16))
+
+    node: Mapped[NodeRow] = relationship(back_populates="dpus")
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class NetworkRow(Base):
+    __tablename__ = "networks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    tenant: Mapped[TenantRow] = relationship()
+    segments: Mapped[list[SegmentRow]] = relationship(
+        back_populates="network", cascade="all, delete-orphan", order_by="SegmentRow.fabric"
+    )
+
+
+class SegmentRow(Base):
+    """One isolation id of a network on one fabric. ``pkey`` is the 15-bit partition number."""
+
+    __tablename__ = "segments"
+    __table_args__ = (
+        UniqueConstraint("fabric", "seg_id", name="uq_segments_fabric_seg_id"),
+        UniqueConstraint("network_id", "fabric", name="uq_segments_network_fabric"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    network_id: Mapped[int] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
+    fabric: Mapped[str] = mapped_column(String(16))
+    seg_id: Mapped[int] = mapped_column(Integer)
+    vlan: Mapped[int | None] = mapped_column(Integer, unique=True)
+    pkey: Mapped[int | None] = mapped_column(Integer, unique=True)
+
+    network: Mapped[NetworkRow] = relationship(back_populates="segments")
+
+
+class OfferingRow(Base):
+    __tablename__ = "offerings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    dpu_mode: Mapped[str] = mapped_column(String(16))
+    settings: Mapped[list[list[str]]] = mapped_column(JSON, default=list)
+
+
+class LeaseNetworkRow(Base):
+    __tablename__ = "lease_networks"
+
+    lease_id: Mapped[int] = mapped_column(ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True)
+    network_id: Mapped[int] = mapped_column(ForeignKey("networks.id"), primary_key=True, index=True)
+
+    network: Mapped[NetworkRow] = relationship()
+
+
+class LeaseRow(Base):
+    __tablename__ = "leases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id"), index=True)
+    start: Mapped[datetime]
+    end: Mapped[datetime | None]
+    offering: Mapped[str] = mapped_column(String(63))
+    owner: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    tenant: Mapped[TenantRow] = relationship()
+    node: Mapped[NodeRow] = relationship()
+    networks: Mapped[list[LeaseNetworkRow]] = relationship(cascade="all, delete-orphan")
+
+
+class MoveRow(Base):
+    """A durable move intent (node from one tenant to another). The move workflow
+    claims rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL and records
+    its progress in ``phase``/``status``; ``claimed_by``/``claimed_at`` name the replica."""
+
+    __tablename__ = "moves"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node: Mapped[str] = mapped_column(String(63), index=True)
+    from_tenant: Mapped[str] = mapped_column(String(63))
+    to_tenant: Mapped[str] = mapped_column(String(63))
+    offering: Mapped[str] = mapped_column(String(63), default="")
+    phase: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_at: Mapped[datetime | None]
