@@ -1,0 +1,64 @@
+"""A move: a node handed from one owner (tenant or quarantine) to another, as a durable
+intent with phases.
+
+Phases run in order and each is idempotent, so a crashed move is resumed by running its
+recorded phase again:
+
+``quarantine``  every port of the node leaves its old tenant (applied, then verified by reading the fabrics)
+``swap``        the old lease ends and the new one starts, in one store transaction
+``join``        every port joins the new tenant (applied, verified)
+``done``
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.values import check_name
+
+
+class MovePhase(enum.StrEnum):
+    QUARANTINE = "quarantine"
+    SWAP = "swap"
+    JOIN = "join"
+    DONE = "done"
+
+
+PHASE_ORDER: tuple[MovePhase, ...] = (MovePhase.QUARANTINE, MovePhase.SWAP, MovePhase.JOIN, MovePhase.DONE)
+
+
+class MoveStatus(enum.StrEnum):
+    PENDING = "pending"  # waiting for a worker
+    RUNNING = "running"  # claimed by a worker
+    FAILED = "failed"  # stopped at ``phase`` with ``error``; a retry resumes there
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Move:
+    node: str
+    to_tenant: str  # a tenant, or QUARANTINE to release the node
+    from_tenant: str = QUARANTINE
+    offering: str = "baremetal"
+    networks: tuple[str, ...] = ()
+    phase: MovePhase = MovePhase.QUARANTINE
+    status: MoveStatus = MoveStatus.PENDING
+    attempts: int = 0
+    error: str = ""
+    claimed_by: str | None = None
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        check_name("move.node", self.node)
+        if self.to_tenant != QUARANTINE:
+            check_name("move.to_tenant", self.to_tenant)
+
+    @property
+    def finished(self) -> bool:
+        return self.status is MoveStatus.DONE
+
+    def holds_node_in_quarantine(self) -> bool:
+        """Until the lease swap has committed, the node is desired in quarantine whatever its old lease."""
+        return self.status is not MoveStatus.DONE and self.phase in (MovePhase.QUARANTINE, MovePhase.SWAP)
