@@ -1,0 +1,69 @@
+"""Switches the Ethernet contract suite runs against: one factory per driver.
+
+A factory is a context manager ``factory(run_dir) -> EthernetTarget``: it brings up a
+real switch (in ``run_dir``, with names carrying a unique prefix), yields a driver for it
+plus the names of at least ``MIN_PORTS`` ports that exist on it, and tears everything
+down on exit.
+
+To add a driver to the suite, add ONE line to ``ETHERNET_TARGETS`` at the bottom, e.g.
+``pytest.param(ssh_target, id="ssh"),`` (import the factory from your own module).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gpufabric.domain.drivers import EthernetSwitchDriver
+from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.lab.ovs import OvsServer
+
+MIN_PORTS = 24
+QUARANTINE_VLAN = VlanId(4000)  # targets configure their driver with this quarantine VLAN
+
+
+@dataclass(frozen=True)
+class EthernetTarget:
+    driver: EthernetSwitchDriver
+    ports: tuple[str, ...]  # existing ports the suite may configure freely
+
+    @property
+    def switch(self) -> str:
+        return self.driver.switch
+
+
+EthernetTargetFactory = Callable[[Path], AbstractContextManager[EthernetTarget]]
+
+
+@contextmanager
+def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
+    """A private ovsdb-server + ovs-vswitchd, one netdev bridge with internal ports."""
+    prefix = "gc" + secrets.token_hex(2)
+    bridge = f"{prefix}br"
+    ports = tuple(f"{prefix}p{i:02d}" for i in range(MIN_PORTS))
+    ovs = OvsServer(run_dir / "ovs")
+    ovs.start()
+    try:
+        ovs.add_bridge(bridge)
+        args: list[str] = []
+        for p in ports:
+            args += ["--", "add-port", bridge, p, "--", "set", "interface", p, "type=internal"]
+        ovs.vsctl(*args)
+        with OvsdbSwitchDriver(bridge, ovs.remote, QUARANTINE_VLAN, timeout=10) as driver:
+            yield EthernetTarget(driver, ports)
+    finally:
+        try:
+            ovs.vsctl("--if-exists", "del-br", bridge)  # removes the bridge's tap devices
+        finally:
+            ovs.stop()
+
+
+ETHERNET_TARGETS = [
+    pytest.param(ovsdb_target, id="ovsdb"),
+]
