@@ -1,0 +1,146 @@
+"""A rendered hardened opensm.conf on the real OpenSM 3.3.23 over ibsim.
+
+Starts its own ibsim (unique IBSIM_SOCKNAME) and OpenSM in a temp dir and stops them.
+Checks OpenSM accepts every hardened setting (``-F``), reaches SUBNET UP without errors
+and is master at priority 15. It also pins what ibsim does with M_Key: nothing — the
+ports report ProtectBits 0 although OpenSM runs with m_key_protection_level 2, so M_Key
+*protection* cannot be tested here (see shared/notes/ibsim-opensm.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufabric.fabrics.infiniband.hardening import (
+    HardeningPolicy,
+    check_hardening,
+    parse_opensm_conf,
+    render_opensm_conf_overrides,
+)
+
+pytestmark = pytest.mark.root
+
+UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+POLICY = HardeningPolicy(sm_key=0x5EC2E7C0FFEE0001, sa_key=0x5A5A5A5A00C0FFEE, m_key=0x3C3C3C3CDEADBEEF)
+NET = """Switch 8 "leaf-1"
+[1] "sm-node mlx5_0"[1]
+[2] "gpu-a01 mlx5_0"[1]
+[3] "gpu-a02 mlx5_0"[1]
+
+Hca 1 "sm-node mlx5_0"
+[1] "leaf-1"[1]
+
+Hca 1 "gpu-a01 mlx5_0"
+[1] "leaf-1"[2]
+
+Hca 1 "gpu-a02 mlx5_0"
+[1] "leaf-1"[3]
+"""
+
+
+def _wait_for(path: Path, text: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        content = path.read_text(errors="replace") if path.exists() else ""
+        if text in content:
+            return content
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not in {path} after {timeout}s:\n{content[-2000:]}")
+
+
+def _stop(p: subprocess.Popen[bytes]) -> None:
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
+class Lab:
+    def __init__(self, root: Path, sockname: str) -> None:
+        self.root = root
+        self.env = {**os.environ, "IBSIM_SOCKNAME": sockname}
+        self.client_env = {**self.env, "LD_PRELOAD": UMAD2SIM}
+        self.scratch = root / "scratch"
+        self.scratch.mkdir()
+
+    def client(self, *args: str) -> str:
+        p = subprocess.run(list(args), env=self.client_env, cwd=self.scratch, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, f"{args}: {p.stderr}"
+        return p.stdout
+
+
+@pytest.fixture
+def hardened_opensm(tmp_path: Path) -> Iterator[tuple[Lab, str, str]]:
+    lab = Lab(tmp_path, f"gfhard-{uuid.uuid4().hex[:10]}")
+    (tmp_path / "net").write_text(NET)
+    conf = tmp_path / "opensm.conf"
+    # force_log_flush only so the test can read the log while OpenSM runs
+    conf.write_text(render_opensm_conf_overrides(POLICY) + "force_log_flush TRUE\n")
+    conf.chmod(0o600)
+    (tmp_path / "partitions.conf").write_text("Default=0x7fff, ipoib : ALL=full ;\n")
+    osm_tmp = tmp_path / "osm"
+    osm_tmp.mkdir()
+    ibsim_log = tmp_path / "ibsim.log"
+    with ibsim_log.open("wb") as out:
+        ibsim = subprocess.Popen(["ibsim", "-s", "net"], cwd=tmp_path, env=lab.env, stdout=out, stderr=subprocess.STDOUT)
+    osm: subprocess.Popen[bytes] | None = None
+    try:
+        _wait_for(ibsim_log, "Network simulator ready.", 15)
+        osm_env = {**lab.client_env, "OSM_TMP_DIR": str(osm_tmp), "OSM_CACHE_DIR": str(osm_tmp)}
+        osm_out = tmp_path / "opensm.out"
+        log = tmp_path / "opensm.log"
+        with osm_out.open("wb") as out:
+            osm = subprocess.Popen(
+                ["opensm", "-F", str(conf), "-P", str(tmp_path / "partitions.conf"), "-f", str(log), "-s", "0"],
+                cwd=lab.scratch,
+                env=osm_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        log_text = _wait_for(log, "SUBNET UP", 30)
+        yield lab, osm_out.read_text(errors="replace"), log_text
+    finally:
+        if osm is not None:
+            _stop(osm)  # OpenSM first: it hangs on exit when ibsim is already gone
+        _stop(ibsim)
+
+
+def test_opensm_accepts_hardened_conf(hardened_opensm: tuple[Lab, str, str]) -> None:
+    lab, out, log = hardened_opensm
+    # OpenSM echoes every non-default option it loaded from -F
+    for line in (
+        "Loading Cached Option:sm_priority = 15",
+        "Loading Cached Option:sm_key = 0x5ec2e7c0ffee0001",
+        "Loading Cached Option:sa_key = 0x5a5a5a5a00c0ffee",
+        "Loading Cached Option:m_key = 0x3c3c3c3cdeadbeef",
+        "Loading Cached Option:m_key_protection_level = 2",
+        "Loading Cached Option:m_key_lease_period = 0x012c",
+    ):
+        assert line in out
+    # protected M_Key leases need a live SM: OpenSM overrides "-s 0" to lease - 1
+    assert "re-enabling sweeping with interval 299" in out
+    assert " ERR " not in log
+    sminfo = lab.client("sminfo")
+    assert re.search(r"priority 15 state 3 SMINFO_MASTER", sminfo), sminfo
+    # what we rendered is what we check as hardened
+    assert check_hardening(parse_opensm_conf(render_opensm_conf_overrides(POLICY))) == []
+
+
+def test_ibsim_does_not_implement_m_key(hardened_opensm: tuple[Lab, str, str]) -> None:
+    lab, _out, _log = hardened_opensm
+    ca_lids = [int(m) for m in re.findall(r"^CA\s+(\d+)\s+1\s", lab.client("ibnetdiscover", "-p"), re.M)]
+    assert len(ca_lids) == 3
+    portinfo = lab.client("smpquery", "portinfo", str(ca_lids[0]), "1")
+    # a real HCA would report ProtectBits 2 after OpenSM set level 2; ibsim keeps 0
+    assert re.search(r"^ProtectBits:\.+0$", portinfo, re.M), portinfo
