@@ -237,3 +237,4 @@ class MoveRow(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
     claimed_by: Mapped[str | None] = mapped_column(String(255))
     claimed_at: Mapped[datetime | None]
+    networks: Mapped[str] = mapped_column(Text, default="", server_default="")  # comma-separated, 0002

@@ -1,0 +1,192 @@
+"""The move workflow: old tenant -> quarantine -> new tenant on every fabric, crash-safe.
+
+A move is a durable intent in the store. A worker claims a batch of pending moves
+(coalescing requests that arrived within a short window), then runs each phase for the
+whole batch: one plan, one transaction per switch, one SM sweep, then a verification
+that reads every fabric back. The phase is recorded only after it is verified, so a
+crash (kill -9 anywhere) leaves the move at a phase that is simply run again: every port
+is then in its old tenant, quarantine, or its new tenant — never two tenants.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from gpufabric.domain.errors import GpufabricError, VerifyError
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.moves import Move, MovePhase
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.values import Guid
+from gpufabric.planning.desired import DesiredState, derive_desired
+from gpufabric.planning.plan import Plan, plan
+from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.store import Store
+from gpufabric.service.store_moves import MoveLedger
+
+Progress = Callable[[str, str], None]  # (phase, message)
+
+
+@dataclass
+class PhaseTiming:
+    phase: str
+    seconds: float
+    applied: dict[str, float] = field(default_factory=dict)
+    changes: int = 0
+
+
+@dataclass
+class BatchResult:
+    moves: list[Move]
+    timings: list[PhaseTiming]
+    plans: dict[str, Plan]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "moves": [
+                {
+                    "id": m.id,
+                    "node": m.node,
+                    "from": m.from_tenant,
+                    "to": m.to_tenant,
+                    "status": m.status.value,
+                    "phase": m.phase.value,
+                }
+                for m in self.moves
+            ],
+            "phases": [
+                {
+                    "phase": t.phase,
+                    "seconds": round(t.seconds, 4),
+                    "changes": t.changes,
+                    "devices": {k: round(v, 4) for k, v in t.applied.items()},
+                }
+                for t in self.timings
+            ],
+            "total_seconds": round(sum(t.seconds for t in self.timings), 4),
+            "plans": {k: v.to_dict() for k, v in self.plans.items()},
+        }
+
+
+def checkpoint(name: str) -> None:
+    """A named point where the crash tests may kill this process (``GPUFABRIC_KILL_AT=name``)."""
+    if os.environ.get("GPUFABRIC_KILL_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class MoveEngine:
+    """Runs moves against the store and the fabrics. ``store`` is a service Store."""
+
+    def __init__(
+        self,
+        store: Store,
+        fabrics: Fabrics,
+        cfg: SegmentConfig,
+        worker: str = "",
+        verify_timeout: float = 30.0,
+        progress: Progress | None = None,
+        shutdown_unleased: bool = False,
+    ) -> None:
+        self.store = store
+        self.ledger = MoveLedger(store)
+        self.last_plan = Plan()
+        self.fabrics = fabrics
+        self.cfg = cfg
+        self.worker = worker or f"{os.uname().nodename}:{os.getpid()}"
+        self.verify_timeout = verify_timeout
+        self.progress = progress or (lambda _p, _m: None)
+        self.shutdown_unleased = shutdown_unleased
+
+    # ----------------------------------------------------------------- desired state
+    def desired(self, extra_quarantine: Sequence[str] = ()) -> DesiredState:
+        s = self.store
+        now = datetime.now(UTC)
+        overrides = {m.node: QUARANTINE for m in self.ledger.open_moves() if m.holds_node_in_quarantine()}
+        overrides.update({n: QUARANTINE for n in extra_quarantine})
+        return derive_desired(
+            s.nodes(),
+            s.leases(active_at=now),
+            s.networks(),
+            self.cfg.quarantine_vlan,
+            self.fabrics.sm_port_guids,
+            overrides,
+            self.shutdown_unleased,
+        )
+
+    def ib_guids(self) -> list[Guid]:
+        return [p.port_guid for n in self.store.nodes() for p in n.ib]
+
+    # ----------------------------------------------------------------- one converge step
+    def converge(self, label: str) -> PhaseTiming:
+        """Apply desired state to the fabrics and verify it by reading them back."""
+        t0 = time.monotonic()
+        desired = self.desired()
+        self.progress(label, "observing fabrics")
+        observed = self.fabrics.observe()
+        guids = self.ib_guids()
+        p = plan(desired, observed, guids)
+        self.last_plan = p
+        applied: dict[str, float] = {}
+        if not p.empty:
+            self.progress(label, f"applying {len(p.ethernet)} ethernet + {len(p.ib)} infiniband changes")
+            applied = self.fabrics.apply(p, on_done=lambda dev, sec: self.progress(label, f"{dev} done in {sec:.2f}s"))
+            checkpoint(f"{label}:applied")
+            self.progress(label, "verifying by reading the fabrics back")
+            self.verify(desired, guids)
+        return PhaseTiming(label, time.monotonic() - t0, applied, len(p.ethernet) + len(p.ib))
+
+    def verify(self, desired: DesiredState, guids: Sequence[Guid]) -> None:
+        deadline = time.monotonic() + self.verify_timeout
+        while True:
+            rest = plan(desired, self.fabrics.observe(), guids)
+            if rest.empty:
+                return
+            if time.monotonic() > deadline:
+                raise VerifyError(
+                    f"fabrics still differ from desired after {self.verify_timeout}s: {rest.lines()[:3]}",
+                    fabric="all",
+                    remaining=len(rest.lines()),
+                )
+            time.sleep(0.2)
+
+    # ----------------------------------------------------------------- moves
+    def run_batch(self, moves: Sequence[Move]) -> BatchResult:
+        """Run claimed moves through their remaining phases together."""
+        s = self.ledger
+        timings: list[PhaseTiming] = []
+        plans: dict[str, Plan] = {}
+        batch = list(moves)
+        try:
+            if any(m.phase is MovePhase.QUARANTINE for m in batch):
+                timings.append(self.converge("quarantine"))
+                plans["quarantine"] = self.last_plan
+                checkpoint("quarantine:verified")
+                batch = [s.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m for m in batch]
+            if any(m.phase is MovePhase.SWAP for m in batch):
+                t0 = time.monotonic()
+                batch = [s.swap_lease(m) if m.phase is MovePhase.SWAP else m for m in batch]
+                timings.append(PhaseTiming("swap", time.monotonic() - t0))
+                checkpoint("swap:committed")
+            if any(m.phase is MovePhase.JOIN for m in batch):
+                timings.append(self.converge("join"))
+                plans["join"] = self.last_plan
+                checkpoint("join:verified")
+                batch = [s.set_phase(m, MovePhase.DONE) for m in batch]
+        except GpufabricError as e:
+            batch = [s.fail(m, e.message) for m in batch]
+            raise
+        return BatchResult(batch, timings, plans)
+
+    def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
+        """Claim pending (and crashed) moves, coalescing those that arrive within ``window``
+        seconds, and run them as one batch. None when there was nothing to do."""
+        if window:
+            time.sleep(window)
+        claimed = self.ledger.claim(self.worker, limit, stale_after)
+        if not claimed:
+            return None
+        return self.run_batch(claimed)
