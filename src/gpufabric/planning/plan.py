@@ -11,7 +11,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpufabric.domain.state import EthernetPortConfig, FabricState, IbFabricState, PartitionLayout
+from gpufabric.domain.state import EthernetPortConfig, FabricState, IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.planning.desired import DesiredState
 
@@ -124,3 +124,12 @@ def plan(desired: DesiredState, observed: FabricState, ib_guids: Iterable[Guid] 
     eth = plan_ethernet(desired, observed)
     ib = plan_ib(desired.ib, observed.ib, ib_guids)
     return Plan(eth, ib, desired.ib if ib else None)
+
+
+def as_observed(desired: DesiredState, guids: Iterable[Guid]) -> FabricState:
+    """The fabric state that ``desired`` would read back as (for previews of later phases)."""
+    want = desired_full_keys(desired.ib)
+    tables = tuple(
+        PkeyTable(g, (DEFAULT_PKEY, *sorted(k | 0x8000 for k in want.get(g, set())))) for g in sorted(set(guids))
+    )
+    return FabricState(switches=desired.switches, ib=IbFabricState(tables=tables))

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.planning.desired import DesiredState, derive_desired
-from gpufabric.planning.plan import Plan, plan
+from gpufabric.planning.plan import Plan, as_observed, plan
 from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
@@ -152,6 +152,27 @@ class MoveEngine:
                     remaining=len(rest.lines()),
                 )
             time.sleep(0.2)
+
+    def preview(self, node: str, to_tenant: str, networks: tuple[str, ...]) -> dict[str, Plan]:
+        """The plans a move would apply, per phase, computed without changing anything."""
+        self.store.node(node)  # NotFoundError before anything else
+        guids = self.ib_guids()
+        observed = self.fabrics.observe()
+        first = self.desired(extra_quarantine=[node])
+        now = datetime.now(UTC)
+        leases = [x for x in self.store.leases(active_at=now) if x.node != node]
+        if to_tenant != QUARANTINE:
+            leases.append(Lease(to_tenant, node, now, None, networks))
+        second = derive_desired(
+            self.store.nodes(),
+            leases,
+            self.store.networks(),
+            self.cfg.quarantine_vlan,
+            self.fabrics.sm_port_guids,
+            None,
+            self.shutdown_unleased,
+        )
+        return {"quarantine": plan(first, observed, guids), "join": plan(second, as_observed(first, guids), guids)}
 
     # ----------------------------------------------------------------- moves
     def run_batch(self, moves: Sequence[Move]) -> BatchResult:
