@@ -1,0 +1,277 @@
+"""Switch CLI dialects as data, and the pure renderer of a batch of port changes.
+
+A :class:`Dialect` is loaded from ``dialects/<name>.yaml`` next to this module: command
+templates (enter/exit config, per-port access/trunk/quarantine lines, admin up/down,
+per-VLAN membership adds/removes, commit/save), how the batch travels (``exec``: one SSH
+exec request running a script; ``shell``: the commands written to the stdin of a shell
+channel without a PTY, so no prompt matching is needed), the regexes that mean a command
+failed, and which pure parser reads the running config back.
+
+:func:`render_batch` turns desired :class:`EthernetPortConfig` values (plus, for dialects
+whose CLI adds to VLAN lists instead of replacing them, the current state) into the
+exact command lines of one session. It does no I/O; golden files pin its output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.domain.values import VlanId
+
+DIALECT_DIR: Final = Path(__file__).with_name("dialects")
+DIALECTS: Final = ("nxos", "eos", "junos", "os10", "sonic", "nvue", "ovs")
+PORT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}$")
+PORT_ALLOWED: Final = "1-64 chars of A-Z a-z 0-9 / . _ : - starting alphanumeric"
+
+_TEMPLATE_KEYS: Final = (
+    "begin",
+    "ensure_vlan",
+    "port_begin",
+    "remove_tagged",
+    "remove_untagged",
+    "access",
+    "trunk",
+    "trunk_native",
+    "trunk_no_native",
+    "quarantine",
+    "add_untagged",
+    "add_tagged",
+    "admin_up",
+    "admin_down",
+    "port_end",
+    "end",
+    "read",
+)
+
+
+@dataclass(frozen=True)
+class VlanListStyle:
+    """How a list of VLANs is written: separator, range compression, wrapper."""
+
+    sep: str = ","
+    ranges: bool = True
+    wrap: str = "{}"
+
+    def format(self, vlans: Iterable[int]) -> str:
+        vs = sorted(set(vlans))
+        if not self.ranges:
+            return self.wrap.format(self.sep.join(str(v) for v in vs))
+        parts: list[str] = []
+        i = 0
+        while i < len(vs):
+            j = i
+            while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
+                j += 1
+            parts.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
+            i = j + 1
+        return self.wrap.format(self.sep.join(parts))
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One vendor CLI, entirely described by data (see ``dialects/*.yaml``)."""
+
+    name: str
+    title: str
+    transport: str  # "exec" or "shell"
+    parser: str  # name of a parser in gpufabric.fabrics.ethernet.parsers
+    templates: Mapping[str, tuple[str, ...]]
+    errors: tuple[str, ...] = ()
+    needs_current: bool = False  # render needs the current state (CLI adds to VLAN lists)
+    script_header: tuple[str, ...] = ()  # exec transport: lines run before the commands
+    batch_join: str = ""  # non-empty: every rendered piece joined into ONE command line
+    batch_wrap: str = "{body}"  # with batch_join: the single command around the joined pieces
+    vlan_list: VlanListStyle = field(default_factory=VlanListStyle)
+    variables: Mapping[str, str] = field(default_factory=dict)  # defaults, e.g. vsctl, bridge_domain
+    options: Mapping[str, Any] = field(default_factory=dict)  # parser options
+    runs_here: bool = False  # True only for dialects the test-suite runs for real (ovs)
+
+    def lines(self, key: str) -> tuple[str, ...]:
+        return self.templates.get(key, ())
+
+    def with_variables(self, **overrides: str) -> Dialect:
+        """A copy whose template variables (e.g. ``vsctl``) are overridden."""
+        return replace(self, variables={**self.variables, **overrides})
+
+    def error_res(self) -> tuple[re.Pattern[str], ...]:
+        return _compile(self.errors)
+
+
+@cache
+def _compile(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.MULTILINE) for p in patterns)
+
+
+def _tuple(raw: Any, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return (raw,)
+    if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+        return tuple(raw)
+    raise ConfigError(where, raw, "a string or a list of strings")
+
+
+def dialect_from_dict(data: Mapping[str, Any]) -> Dialect:
+    """Build a dialect from its YAML mapping (also used by tests for ad-hoc dialects)."""
+    name = str(data.get("name", ""))
+    transport = data.get("transport")
+    if transport not in ("exec", "shell"):
+        raise ConfigError(f"dialect {name}.transport", transport, "exec, shell")
+    tpl = data.get("templates") or {}
+    unknown = set(tpl) - set(_TEMPLATE_KEYS)
+    if unknown:
+        raise ConfigError(f"dialect {name}.templates", sorted(unknown), ", ".join(_TEMPLATE_KEYS))
+    vl = data.get("vlan_list") or {}
+    try:
+        for p in _tuple(data.get("errors"), "errors"):
+            re.compile(p)
+    except re.error as e:
+        raise ConfigError(f"dialect {name}.errors", str(e), "valid regular expressions") from e
+    return Dialect(
+        name=name,
+        title=str(data.get("title", name)),
+        transport=transport,
+        parser=str(data.get("parser", "")),
+        templates={k: _tuple(v, f"dialect {name}.templates.{k}") for k, v in tpl.items()},
+        errors=_tuple(data.get("errors"), f"dialect {name}.errors"),
+        needs_current=bool(data.get("needs_current", False)),
+        script_header=_tuple(data.get("script_header"), f"dialect {name}.script_header"),
+        batch_join=str(data.get("batch_join", "")),
+        batch_wrap=str(data.get("batch_wrap", "{body}")),
+        vlan_list=VlanListStyle(
+            sep=str(vl.get("sep", ",")), ranges=bool(vl.get("ranges", True)), wrap=str(vl.get("wrap", "{}"))
+        ),
+        variables={str(k): str(v) for k, v in (data.get("variables") or {}).items()},
+        options=dict(data.get("options") or {}),
+        runs_here=bool(data.get("runs_here", False)),
+    )
+
+
+@cache
+def load_dialect(name: str) -> Dialect:
+    """The built-in dialect ``name`` (one of :data:`DIALECTS`)."""
+    if name not in DIALECTS:
+        raise ValidationError("dialect", name, ", ".join(DIALECTS))
+    data = yaml.safe_load((DIALECT_DIR / f"{name}.yaml").read_text())
+    return dialect_from_dict(data)
+
+
+# --------------------------------------------------------------------------- rendering
+def check_port_name(port: str) -> str:
+    if not isinstance(port, str) or not PORT_RE.match(port):
+        raise ValidationError("port", port, PORT_ALLOWED)
+    return port
+
+
+def validate_change(c: EthernetPortConfig) -> None:
+    """Reject configurations a switch cannot represent unambiguously."""
+    check_port_name(c.port)
+    if c.mode is PortMode.ACCESS:
+        if c.vlan is None:
+            raise ValidationError("vlan", None, "1-4094", f"access port {c.port} needs a VLAN")
+        if c.trunks:
+            raise ValidationError("trunks", [t.value for t in c.trunks], "empty", f"access port {c.port}")
+    elif c.mode is PortMode.TRUNK and not c.trunks:
+        raise ValidationError(
+            "trunks", [], "at least one VLAN", f"trunk port {c.port} (an empty list means ALL VLANs on many switches)"
+        )
+
+
+def memberships(c: EthernetPortConfig, quarantine: int) -> frozenset[tuple[int, bool]]:
+    """(vlan, tagged) pairs a port is a member of; a shut-down port is parked in ``quarantine``."""
+    if c.mode is PortMode.SHUTDOWN:
+        return frozenset({(quarantine, False)})
+    s = {(t.value, True) for t in c.trunks}
+    if c.vlan is not None:
+        s.add((c.vlan.value, False))
+    return frozenset(s)
+
+
+def render_batch(
+    dialect: Dialect,
+    changes: Sequence[EthernetPortConfig],
+    *,
+    quarantine: VlanId,
+    current: SwitchState | None = None,
+    variables: Mapping[str, str] | None = None,
+) -> tuple[str, ...]:
+    """The command lines of ONE session applying ``changes`` (ports in the given order).
+
+    ``changes`` carry device port names. ``current`` (needed when ``dialect.needs_current``)
+    lets per-VLAN dialects remove stale memberships and skip existing ones.
+    """
+    if dialect.needs_current and current is None:
+        raise ValidationError("current", None, "the switch's current state", f"dialect {dialect.name} needs it")
+    for c in changes:
+        validate_change(c)
+    if not changes:
+        return ()
+    var = {**dialect.variables, **(variables or {}), "quarantine": str(quarantine.value)}
+    q = quarantine.value
+
+    def fmt(key: str, **kw: object) -> list[str]:
+        return [line.format(**var, **kw) for line in dialect.lines(key)]
+
+    out: list[str] = fmt("begin")
+    needed: set[int] = set()
+    for c in changes:
+        needed |= {v for v, _ in memberships(c, q)}
+    for v in sorted(needed):
+        out += fmt("ensure_vlan", vlan=v)
+    for c in changes:
+        want = memberships(c, q)
+        old_cfg = current.port(c.port) if current is not None else None
+        have = memberships(old_cfg, q) if old_cfg is not None else frozenset()
+        p = {"port": c.port}
+        out += fmt("port_begin", **p)
+        for v, tagged in sorted(have - want):
+            out += fmt("remove_tagged" if tagged else "remove_untagged", vlan=v, **p)
+        tagged_vlans = [t.value for t in c.trunks]
+        if c.mode is PortMode.ACCESS:
+            assert c.vlan is not None
+            out += fmt("access", vlan=c.vlan.value, **p)
+        elif c.mode is PortMode.TRUNK:
+            lists = {
+                "allowed": dialect.vlan_list.format(tagged_vlans),
+                "allowed_all": dialect.vlan_list.format([*tagged_vlans, *([c.vlan.value] if c.vlan else [])]),
+            }
+            out += fmt("trunk", **lists, **p)
+            if c.vlan is not None:
+                out += fmt("trunk_native", native=c.vlan.value, **lists, **p)
+            else:
+                out += fmt("trunk_no_native", **lists, **p)
+        else:
+            out += fmt("quarantine", **p)
+        for v, tagged in sorted(want - have, key=lambda m: (m[1], m[0])):
+            out += fmt("add_tagged" if tagged else "add_untagged", vlan=v, **p)
+        out += fmt("admin_down" if c.mode is PortMode.SHUTDOWN else "admin_up", **p)
+        out += fmt("port_end", **p)
+    out += fmt("end")
+    if dialect.batch_join:
+        return (dialect.batch_wrap.format(**var, body=dialect.batch_join.join(out)),)
+    return tuple(out)
+
+
+def render_read(dialect: Dialect, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The command lines that print the running config :func:`parse_running_config` reads."""
+    var = {**dialect.variables, **(variables or {})}
+    return tuple(line.format(**var) for line in dialect.lines("read"))
+
+
+def find_errors(dialect: Dialect, output: str) -> list[str]:
+    """Every output line matched by one of the dialect's error patterns."""
+    hits: list[str] = []
+    for line in output.splitlines():
+        if any(r.search(line) for r in dialect.error_res()):
+            hits.append(line.rstrip())
+    return hits

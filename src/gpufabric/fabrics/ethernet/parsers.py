@@ -1,0 +1,338 @@
+"""Pure parsers of switch running configs into :class:`SwitchState` (device port names).
+
+One parser per config family, chosen by the dialect's ``parser`` field:
+
+* ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (``switchport`` lines)
+* ``junos_set``  – Junos ``show configuration ... | display set``
+* ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
+* ``nvue_json``  – Cumulus ``nv config show -o json``
+* ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
+
+Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
+documented output; tests/fixtures/ssh/<dialect>/running-config.* pin concrete samples.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.dialects import Dialect
+
+ALL_VLANS: Final = tuple(VlanId(v) for v in range(VlanId.MIN, VlanId.MAX + 1))
+_ALL_SET: Final = frozenset(range(VlanId.MIN, VlanId.MAX + 1))
+_NOT_PORTS: Final = re.compile(r"^(?i:vlan|loopback|lo\d|mgmt|management|nve|tunnel|vxlan|null)")
+
+
+def parse_vlan_list(text: str) -> frozenset[int]:
+    """``"1-3,7"`` / ``"1-3 7"`` / ``"[ 1-3 7 ]"`` / ``"all"`` / ``"none"`` -> VLAN numbers."""
+    t = text.strip().strip("[]").strip().lower()
+    if t in ("", "none"):
+        return frozenset()
+    if t == "all":
+        return _ALL_SET
+    out: set[int] = set()
+    for part in re.split(r"[,\s]+", t):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValidationError("vlan list", text, "numbers and ranges, e.g. 10,20-30")
+        lo, hi = int(m[1]), int(m[2] or m[1])
+        out |= set(range(lo, hi + 1))
+    return frozenset(v for v in out if VlanId.MIN <= v <= VlanId.MAX)
+
+
+def _vids(vs: Iterable[int]) -> tuple[VlanId, ...]:
+    s = frozenset(vs)
+    return ALL_VLANS if s == _ALL_SET else tuple(VlanId(v) for v in sorted(s))
+
+
+def _port(
+    switch: str, name: str, mode: PortMode, vlan: int | None = None, trunks: Iterable[int] = ()
+) -> EthernetPortConfig:
+    if mode is PortMode.SHUTDOWN:
+        return EthernetPortConfig(switch, name, mode)
+    t = frozenset(trunks) - ({vlan} if vlan is not None else set())
+    return EthernetPortConfig(switch, name, mode, VlanId(vlan) if vlan is not None else None, _vids(t))
+
+
+# --------------------------------------------------------------------------- ios-like
+def parse_ios(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
+    default_vlan = int(options.get("default_vlan", 1))
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        m = re.match(r"^interface\s+(\S+)\s*$", line)
+        if m:
+            blocks.append((m[1], []))
+        elif blocks and line[:1] in (" ", "\t"):
+            blocks[-1][1].append(line.strip())
+        elif blocks and line.strip() and not line.startswith("!"):
+            blocks.append(("", []))  # a top-level statement ends the block
+    ports: list[EthernetPortConfig] = []
+    for name, body in blocks:
+        if not name or _NOT_PORTS.match(name):
+            continue
+        switchport: bool | None = None
+        mode, access, native = "access", default_vlan, default_vlan
+        allowed: set[int] | None = None
+        shutdown = False
+        access_removed = False
+        for ln in body:
+            words = ln.split()
+            if ln == "switchport":
+                switchport = True
+            elif ln == "no switchport":
+                switchport = False
+            elif ln == "shutdown":
+                shutdown = True
+            elif ln == "no shutdown":
+                shutdown = False
+            elif ln.startswith("switchport mode "):
+                mode, switchport = words[2], switchport if switchport is not None else True
+            elif ln.startswith("switchport access vlan "):
+                access, access_removed = int(words[3]), False
+            elif ln == "no switchport access vlan":
+                access_removed = True
+            elif ln.startswith("switchport trunk native vlan "):
+                native = int(words[4])
+            elif ln.startswith("switchport trunk allowed vlan "):
+                rest = words[4:]
+                verb = rest[0] if rest and rest[0] in ("add", "remove", "except") else ""
+                vl = parse_vlan_list(" ".join(rest[1:] if verb else rest))
+                if verb == "add":
+                    allowed = (allowed or set()) | vl
+                elif verb == "remove":
+                    allowed = (allowed if allowed is not None else set(_ALL_SET)) - vl
+                elif verb == "except":
+                    allowed = set(_ALL_SET - vl)
+                else:
+                    allowed = set(vl)
+        if switchport is False or (switchport is None and options.get("l2_requires_switchport")):
+            continue
+        if shutdown:
+            ports.append(_port(switch, name, PortMode.SHUTDOWN))
+        elif mode == "trunk":
+            if allowed is None:
+                allowed = set(_ALL_SET) if options.get("trunk_default_all", True) else set()
+            if options.get("native_is_access_vlan"):
+                untagged = None if access_removed else access
+                ports.append(_port(switch, name, PortMode.TRUNK, untagged, allowed))
+            else:
+                nat = native if native in allowed else None
+                ports.append(_port(switch, name, PortMode.TRUNK, nat, allowed))
+        else:
+            ports.append(_port(switch, name, PortMode.ACCESS, access))
+    return tuple(ports)
+
+
+# --------------------------------------------------------------------------- junos
+def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
+    names: dict[str, int] = {}
+    ifs: dict[str, dict[str, Any]] = {}
+    for raw in text.splitlines():
+        w = raw.split()
+        if len(w) >= 5 and w[:2] == ["set", "vlans"] and w[3] == "vlan-id":
+            names[w[2]] = int(w[4])
+            continue
+        if len(w) < 4 or w[:2] != ["set", "interfaces"] or _NOT_PORTS.match(w[2]):
+            continue
+        d = ifs.setdefault(w[2], {"members": [], "mode": None, "native": None, "disable": False, "l2": False})
+        rest = w[3:]
+        if rest == ["disable"]:
+            d["disable"] = True
+        elif rest[0] == "native-vlan-id" and len(rest) == 2:
+            d["native"] = int(rest[1])
+        elif len(rest) >= 5 and rest[0] == "unit" and rest[2:4] == ["family", "ethernet-switching"]:
+            d["l2"] = True
+            tail = rest[4:]
+            if tail[:1] in (["interface-mode"], ["port-mode"]) and len(tail) == 2:
+                d["mode"] = tail[1]
+            elif tail[:2] == ["vlan", "members"]:
+                d["members"] += [m for m in tail[2:] if m not in ("[", "]")]
+    ports: list[EthernetPortConfig] = []
+    for name, d in ifs.items():
+        if not d["l2"]:
+            if d["disable"]:
+                ports.append(_port(switch, name, PortMode.SHUTDOWN))
+            continue
+        vids: set[int] = set()
+        for m in d["members"]:
+            vids |= {names[m]} if m in names else set(parse_vlan_list(m))
+        if d["disable"]:
+            ports.append(_port(switch, name, PortMode.SHUTDOWN))
+        elif d["mode"] == "trunk":
+            nat = d["native"] if d["native"] in vids else None
+            ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
+        else:
+            ports.append(_port(switch, name, PortMode.ACCESS, min(vids) if vids else None))
+    return tuple(ports)
+
+
+# --------------------------------------------------------------------------- sonic
+def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
+    db = _json(text, "SONiC running configuration")
+    members: dict[str, list[tuple[int, bool]]] = {}
+    for key, attrs in (db.get("VLAN_MEMBER") or {}).items():
+        vlan_name, _, port = key.partition("|")
+        vid = int((db.get("VLAN") or {}).get(vlan_name, {}).get("vlanid", vlan_name.removeprefix("Vlan")))
+        members.setdefault(port, []).append((vid, (attrs or {}).get("tagging_mode", "tagged") != "untagged"))
+    ports: list[EthernetPortConfig] = []
+    all_ports = {**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})}
+    for name, attrs in all_ports.items():
+        ms = members.get(name, [])
+        if (attrs or {}).get("admin_status", "down") != "up":
+            ports.append(_port(switch, name, PortMode.SHUTDOWN))
+            continue
+        if not ms:
+            continue
+        untagged = [v for v, t in ms if not t]
+        tagged = {v for v, t in ms if t}
+        if tagged or (attrs or {}).get("mode") == "trunk":
+            ports.append(_port(switch, name, PortMode.TRUNK, untagged[0] if untagged else None, tagged))
+        else:
+            ports.append(_port(switch, name, PortMode.ACCESS, untagged[0]))
+    return tuple(ports)
+
+
+# --------------------------------------------------------------------------- nvue
+def _expand_ifnames(key: str) -> list[str]:
+    out: list[str] = []
+    for part in key.split(","):
+        m = re.fullmatch(r"(.*?)(\d+)-(\d+)", part)
+        out += [f"{m[1]}{i}" for i in range(int(m[2]), int(m[3]) + 1)] if m else [part]
+    return out
+
+
+def _untagged(raw: Any, default: int | None) -> int | None:
+    if raw is None:
+        return default
+    return None if str(raw) == "none" else int(raw)
+
+
+def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
+    doc = _json(text, "NVUE configuration")
+    cfg: dict[str, Any] = {}
+    if isinstance(doc, list):
+        for item in doc:
+            cfg.update(item.get("set") or {})
+    else:
+        cfg = doc.get("set", doc)
+    domains = (cfg.get("bridge") or {}).get("domain") or {}
+    ports: list[EthernetPortConfig] = []
+    for key, attrs in (cfg.get("interface") or {}).items():
+        attrs = attrs or {}
+        for name in _expand_ifnames(key):
+            if ((attrs.get("link") or {}).get("state")) == "down":
+                ports.append(_port(switch, name, PortMode.SHUTDOWN))
+                continue
+            doms = (attrs.get("bridge") or {}).get("domain") or {}
+            if not doms:
+                continue
+            dname, d = next(iter(doms.items()))
+            d = d or {}
+            dom = domains.get(dname) or {}
+            if d.get("access") is not None:
+                ports.append(_port(switch, name, PortMode.ACCESS, int(d["access"])))
+                continue
+            vlan_keys = d.get("vlan") or dom.get("vlan") or {}
+            vids: set[int] = set()
+            for k in vlan_keys:
+                vids |= set(parse_vlan_list(str(k)))
+            nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
+            ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
+    return tuple(ports)
+
+
+# --------------------------------------------------------------------------- ovs
+def _ovs_set(v: Any) -> list[Any]:
+    if isinstance(v, list) and len(v) == 2 and v[0] == "set":
+        return list(v[1])
+    if isinstance(v, list) and len(v) == 2 and v[0] == "uuid":
+        return [v]
+    return [v]
+
+
+def _ovs_scalar(v: Any) -> Any:
+    s = _ovs_set(v)
+    return s[0] if s else None
+
+
+def parse_ovs_json(
+    text: str, switch: str, options: dict[str, Any], *, bridge: str | None = None, quarantine: int | None = None
+) -> tuple[EthernetPortConfig, ...]:
+    docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+    if len(docs) != 2:
+        raise ValidationError("ovs-vsctl output", text[:200], "two JSON tables (bridge, port)")
+    bridges: dict[str, str] = {}
+    bridge_names: set[str] = set()
+    for row in docs[0]["data"]:
+        r = dict(zip(docs[0]["headings"], row, strict=True))
+        bridge_names.add(r["name"])
+        for u in _ovs_set(r["ports"]):
+            bridges[u[1]] = r["name"]
+    ports: list[EthernetPortConfig] = []
+    for row in docs[1]["data"]:
+        r = dict(zip(docs[1]["headings"], row, strict=True))
+        name = r["name"]
+        if name in bridge_names or (bridge is not None and bridges.get(r["_uuid"][1]) != bridge):
+            continue
+        tag = _ovs_scalar(r["tag"])
+        trunks = {int(t) for t in _ovs_set(r["trunks"])}
+        mode = _ovs_scalar(r["vlan_mode"]) or ("access" if tag is not None else "trunk")
+        if mode in ("access", "dot1q-tunnel"):
+            if quarantine is not None and tag == quarantine and options.get("shutdown_is_quarantine"):
+                ports.append(_port(switch, name, PortMode.SHUTDOWN))
+            else:
+                ports.append(_port(switch, name, PortMode.ACCESS, tag))
+        else:
+            nat = tag if mode.startswith("native") else None
+            ports.append(_port(switch, name, PortMode.TRUNK, nat, trunks or _ALL_SET))
+    return tuple(ports)
+
+
+# --------------------------------------------------------------------------- dispatch
+def natural_key(name: str) -> tuple[tuple[int, str], ...]:
+    """Sort key putting Ethernet1/2 before Ethernet1/10."""
+    return tuple((int(t), "") if t.isdigit() else (-1, t) for t in re.findall(r"\d+|\D+", name))
+
+
+def _json(text: str, what: str) -> Any:
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    try:
+        return json.loads(text[start:] if start >= 0 else text)
+    except json.JSONDecodeError as e:
+        raise ValidationError(what, text[:200], "JSON", str(e)) from e
+
+
+_PARSERS: Final[dict[str, Callable[[str, str, dict[str, Any]], tuple[EthernetPortConfig, ...]]]] = {
+    "ios": parse_ios,
+    "junos_set": parse_junos_set,
+    "sonic_json": parse_sonic_json,
+    "nvue_json": parse_nvue_json,
+}
+
+
+def parse_running_config(
+    dialect: Dialect, text: str, *, switch: str = "", quarantine: VlanId | None = None, bridge: str | None = None
+) -> SwitchState:
+    """Parse ``text`` (the output of the dialect's read commands) into a SwitchState.
+
+    ``quarantine`` lets dialects without an administrative shutdown (OVS) report ports
+    parked there as SHUTDOWN; ``bridge`` limits OVS to one bridge's ports.
+    """
+    opts = dict(dialect.options)
+    if dialect.parser == "ovs_json":
+        q = quarantine.value if quarantine is not None else None
+        ports = parse_ovs_json(text, switch, opts, bridge=bridge, quarantine=q)
+    elif dialect.parser in _PARSERS:
+        ports = _PARSERS[dialect.parser](text, switch, opts)
+    else:
+        raise ValidationError("dialect.parser", dialect.parser, ", ".join([*_PARSERS, "ovs_json"]))
+    return SwitchState(switch=switch, ports=tuple(sorted(ports, key=lambda p: natural_key(p.port))))
