@@ -4,6 +4,14 @@ Everything lives under one run directory: database, sockets, pid files and logs,
 several instances (the developer's lab, parallel tests) run side by side. Bridges made
 through :meth:`OvsServer.add_bridge` use ``datapath_type=netdev`` (there is no OVS
 kernel module here). ``stop`` ends only the processes whose PIDs it recorded.
+
+The userspace datapath opens one tap device named ``ovs-netdev`` in its network
+namespace, so only ONE ovs-vswitchd with netdev bridges can run per namespace (a second
+one logs "creating tap device failed: Device or resource busy" and creates no bridge).
+Pass ``netns=`` to run ovs-vswitchd in its own network namespace: it is created by
+``start`` when missing and deleted by ``stop`` (with every tap and veth end inside it)
+when ``start`` created it. Ports of such an instance (e.g. the switch ends of veths)
+must then live in that namespace.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 
 
 class OvsServer:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, netns: str | None = None) -> None:
         self.run_dir = Path(run_dir)
+        self.netns = netns
+        self._netns_marker = self.run_dir / "netns.created"
         self.db = self.run_dir / "conf.db"
         self.db_socket = self.run_dir / "db.sock"
         self._db_pid = self.run_dir / "ovsdb-server.pid"
@@ -65,8 +75,15 @@ class OvsServer:
         )
         wait_for(self.db_socket.exists, 10, "ovsdb-server socket")
         self.vsctl("--no-wait", "init")
+        in_netns: list[str] = []
+        if self.netns:
+            if self.netns not in run(["ip", "netns", "list"]).split():
+                run(["ip", "netns", "add", self.netns])
+                self._netns_marker.write_text(self.netns)
+            in_netns = ["ip", "netns", "exec", self.netns]
         run(
             [
+                *in_netns,
                 "ovs-vswitchd",
                 self.remote,
                 f"--pidfile={self._vs_pid}",
@@ -83,6 +100,10 @@ class OvsServer:
         stop_pid(read_pid(self._db_pid))
         for f in (self._vs_pid, self._db_pid):
             f.unlink(missing_ok=True)
+        if self.netns and self._netns_marker.exists():
+            if self.netns in run(["ip", "netns", "list"]).split():
+                run(["ip", "netns", "del", self.netns])
+            self._netns_marker.unlink()
 
     def vsctl(self, *args: str, timeout: float = 30) -> str:
         return run(["ovs-vsctl", f"--db={self.remote}", "--timeout=20", *args], env=self._env(), timeout=timeout)
