@@ -47,7 +47,7 @@ def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
     prefix = "gc" + secrets.token_hex(2)
     bridge = f"{prefix}br"
     ports = tuple(f"{prefix}p{i:02d}" for i in range(MIN_PORTS))
-    ovs = OvsServer(run_dir / "ovs")
+    ovs = OvsServer(run_dir / "ovs", netns=f"{prefix}-ovs")  # own netns: one netdev datapath per netns
     ovs.start()
     try:
         ovs.add_bridge(bridge)

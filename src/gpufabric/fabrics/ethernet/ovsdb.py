@@ -15,6 +15,9 @@ VLAN policy (never untagged, never VLAN 1, how SHUTDOWN is realised) live in
   records in its log (``ovsdb-tool show-log``), so the number of transactions can be
   checked from OVS itself; ``transactions`` counts them on the client side. The call
   returns once ovs-vswitchd has applied the new configuration (``next_cfg``/``cur_cfg``).
+  Every listed column of every listed port is written, but the OVS IDL sends a
+  transaction only if some value really differs: re-applying a batch that is already in
+  place sends nothing (``transactions`` and the log do not move).
 
 Tested against a private ovsdb-server/ovs-vswitchd (userspace datapath): the Ethernet
 contract suite, tests/functional/test_ovsdb_driver.py and the ping data-plane test.
@@ -60,11 +63,16 @@ class _CommentedTransaction(impl_idl.OvsVsctlTransaction):  # type: ignore[misc]
     def __init__(self, *args: Any, comment: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.comment = comment
+        self.committed = False  # True once ovsdb-server committed it (not for an UNCHANGED no-op)
 
     def pre_commit(self, txn: Any) -> None:
         super().pre_commit(txn)
         if self.comment:
             txn.add_comment(self.comment)
+
+    def post_commit(self, txn: Any) -> None:
+        self.committed = True  # ovsdbapp calls this only for a SUCCESS commit
+        super().post_commit(txn)
 
 
 class _Api(impl_idl.OvsdbIdl):  # type: ignore[misc]
@@ -120,7 +128,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
 
     ``remote`` is an OVSDB connection string (``unix:/path/db.sock``, ``tcp:host:6640``).
     ``quarantine_vlan`` is the VLAN a SHUTDOWN port is parked in (never carried by a trunk).
-    ``transactions`` counts OVSDB transactions committed by :meth:`apply`.
+    ``transactions`` counts OVSDB transactions :meth:`apply` committed (a batch that is
+    already in place commits none).
     """
 
     def __init__(
@@ -233,6 +242,7 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
         try:
             with api.transaction(check_error=True, log_errors=False, nested=False, comment=comment) as txn:
                 txn.add(_ApplyPorts(api, self.switch, columns))
+            committed = bool(txn.committed)
         except GpufabricError as e:
             if isinstance(e, ApplyError):
                 raise
@@ -242,4 +252,5 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
             raise ApplyError(
                 f"OVSDB transaction on {self.switch} failed: {e}", fabric=FABRIC, device=self.switch
             ) from e
-        self.transactions += 1
+        if committed:
+            self.transactions += 1
