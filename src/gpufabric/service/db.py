@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
 
@@ -75,12 +76,25 @@ def _sqlite_immediate(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest migration revision id."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    if head is None:
+        raise ConfigError("migrations", str(MIGRATIONS), "at least one revision")
+    return str(head)
+
+
 def upgrade(engine: Engine) -> None:
     """Run ``alembic upgrade head`` on ``engine`` in one transaction."""
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
-        cfg = Config()
-        cfg.set_main_option("script_location", str(MIGRATIONS))
+        cfg = _config()
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

@@ -126,11 +126,12 @@ class Store:
             with self._tx() as s:
                 rows = {r.name: r for r in s.scalars(select(NodeRow).options(*_NODE_LOAD))}
                 _check_claims(inv, rows)
+                changed: list[tuple[NodeRow, Node]] = []
                 for node in inv.nodes:
                     row = rows.get(node.name)
                     if row is None:
                         row = NodeRow(name=node.name, offering=node.offering, state=node.state.value)
-                        fill_node_children(row, node)
+                        changed.append((row, node))
                         s.add(row)
                         added += 1
                         continue
@@ -143,9 +144,11 @@ class Store:
                     row.ib.clear()
                     row.gpus.clear()
                     row.dpus.clear()
-                    s.flush()  # delete old children before inserting ones with the same unique keys
-                    fill_node_children(row, node)
+                    changed.append((row, node))
                     updated += 1
+                s.flush()  # delete every replaced child first: a port may move between nodes
+                for row, node in changed:
+                    fill_node_children(row, node)
         except IntegrityError as e:
             raise ConflictError(f"inventory conflicts with the store: {e.orig}", detail=str(e.orig)) from e
         return ImportResult(added, updated, unchanged)
