@@ -1,0 +1,159 @@
+"""InfiniBand isolation invariants, checked on the *observed* PKey tables and SMs.
+
+PKey tables are what the ports really hold (read by SMP), not the SM's configuration.
+A port's tenant is its node's tenant (lease, else quarantine); a port GUID that is not
+in the inventory counts as the pseudo-tenant ``(not in inventory)``. The SM node's ports
+(``sm_port_guids``) are infrastructure: they are exempt from the tenant checks and are
+the only ports allowed full membership of the default partition. A PKey's owners are
+the tenants whose networks use it; quarantine owns no PKey.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from gpufabric.audit.index import DEFAULT_PKEY, AuditIndex, fmt_pkeys
+from gpufabric.audit.model import AuditInput, Finding
+from gpufabric.domain.models import Fabric
+from gpufabric.domain.state import SmState
+from gpufabric.domain.values import Guid
+
+IB = Fabric.INFINIBAND
+NOT_IN_INVENTORY: Final = "(not in inventory)"
+
+
+def _tenant_ports(inp: AuditInput, idx: AuditIndex) -> Iterator[tuple[Guid, str, str, str, tuple[int, ...]]]:
+    """(guid, device, node, tenant, entries) of every observed port but the SM's."""
+    for guid, table in idx.observed_tables.items():
+        if guid in inp.sm_port_guids:
+            continue
+        port = idx.ib_ports.get(guid)
+        if port is None:
+            yield guid, "", "", NOT_IN_INVENTORY, table.entries
+        else:
+            yield guid, port.device, port.node, idx.tenant_of(port.node), table.entries
+
+
+def _who(node: str, tenant: str) -> str:
+    return f"node {node}, tenant {tenant}" if node else tenant
+
+
+def pkey_shared(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
+    """IB-PKEY-SHARED: a PKey whose members can talk across tenants, i.e. it is held by
+    ports of two or more tenants and at least one of them is a full member.
+
+    Flags every member port whose tenant does not own the PKey (all members when none of
+    the tenants present owns it).
+    """
+    by_pkey: dict[int, list[tuple[Guid, str, str, str]]] = {}
+    full_tenants: dict[int, set[str]] = {}
+    for guid, device, node, tenant, entries in _tenant_ports(inp, idx):
+        for e in entries:
+            pk = e & 0x7FFF
+            if pk == DEFAULT_PKEY or pk == 0:
+                continue
+            by_pkey.setdefault(pk, []).append((guid, device, node, tenant))
+            if e & 0x8000:
+                full_tenants.setdefault(pk, set()).add(tenant)
+    for pk, members in by_pkey.items():
+        tenants = {m[3] for m in members}
+        if len(tenants) < 2 or not full_tenants.get(pk):
+            continue
+        rightful = idx.pkey_owners.get(pk, frozenset()) & tenants
+        for guid, device, node, tenant in members:
+            if tenant in rightful:
+                continue
+            others = ", ".join(sorted(tenants - {tenant}))
+            yield Finding(
+                f"pkey 0x{pk:04x} on port {guid} ({_who(node, tenant)}) is shared with tenant(s) {others}",
+                fabric=IB,
+                device=device,
+                port=str(guid),
+                node=node,
+                tenants=tuple(sorted(tenants)),
+                resource=f"pkey:0x{pk:04x}",
+            )
+
+
+def guid_foreign_pkey(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
+    """IB-GUID-FOREIGN-PKEY: a port holds (full or limited) a PKey its tenant does not own."""
+    for guid, device, node, tenant, entries in _tenant_ports(inp, idx):
+        foreign = {
+            e & 0x7FFF
+            for e in entries
+            if e & 0x7FFF not in (0, DEFAULT_PKEY) and tenant not in idx.pkey_owner_set(e & 0x7FFF)
+        }
+        if not foreign:
+            continue
+        owners = sorted({o for pk in foreign for o in idx.pkey_owner_set(pk)})
+        yield Finding(
+            f"port {guid} ({_who(node, tenant)}) holds pkey(s) {fmt_pkeys(foreign)} owned by {', '.join(owners)}",
+            fabric=IB,
+            device=device,
+            port=str(guid),
+            node=node,
+            tenants=tuple(sorted({tenant, *owners})),
+            resource=f"pkey:{fmt_pkeys(foreign)}",
+        )
+
+
+def default_full_host(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
+    """IB-DEFAULT-FULL-HOST: a port other than the SM node's is a full member (0xffff)
+    of the default partition, so it can reach every host of the subnet."""
+    for guid, device, node, tenant, entries in _tenant_ports(inp, idx):
+        if DEFAULT_PKEY | 0x8000 in entries:
+            yield Finding(
+                f"port {guid} ({_who(node, tenant)}) is a full member of the default partition 0xffff",
+                fabric=IB,
+                device=device,
+                port=str(guid),
+                node=node,
+                resource="pkey:0x7fff",
+            )
+
+
+def rogue_sm(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
+    """IB-ROGUE-SM: a subnet manager (the master or any other seen) is not a trusted one."""
+    trusted = inp.trusted_sm_guids
+    master = inp.observed.ib.master_guid
+    reported: set[Guid] = set()
+    for sm in inp.observed.ib.sms:
+        if sm.guid in trusted or sm.guid in reported:
+            continue
+        reported.add(sm.guid)
+        is_master = sm.state is SmState.MASTER or sm.guid == master
+        where = f" on node {sm.node}" if sm.node else ""
+        yield Finding(
+            f"{'master' if is_master else sm.state.value} SM {sm.guid}{where} (lid {sm.lid}, "
+            f"priority {sm.priority}) is not trusted",
+            fabric=IB,
+            device=sm.node,
+            port=str(sm.guid),
+            node=sm.node,
+        )
+    if master is not None and master not in trusted and master not in reported:
+        yield Finding(f"master SM {master} is not trusted", fabric=IB, port=str(master))
+
+
+def pkey_capacity(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
+    """IB-PKEY-CAPACITY: a port's PKey table (observed, or as the desired layout would fill
+    it) holds more keys than the port's PartitionCap; the SM silently drops the excess."""
+    for guid, table in idx.observed_tables.items():
+        if table.capacity <= 0:
+            continue
+        observed = len([e for e in table.entries if e])
+        desired = len(idx.desired_table(guid)) if idx.desired_entries is not None else 0
+        need = max(observed, desired)
+        if need <= table.capacity:
+            continue
+        device, node = idx.ib_place(guid)
+        what = "the desired layout gives it" if desired >= observed else "it holds"
+        on = f" (node {node})" if node else ""
+        yield Finding(
+            f"port {guid}{on}: {what} {need} pkeys, capacity {table.capacity}",
+            fabric=IB,
+            device=device,
+            port=str(guid),
+            node=node,
+        )

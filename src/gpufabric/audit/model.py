@@ -1,0 +1,198 @@
+"""The audit's values: severities, violations, the audit input and the report.
+
+Everything here is an immutable value. ``AuditReport.to_dict`` is the stable JSON
+schema documented in ``docs/audit.md`` (bump ``SCHEMA_VERSION`` on any breaking change).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from gpufabric.domain.models import Fabric, Lease, Network, Node
+from gpufabric.domain.state import FabricState, PartitionLayout, SwitchState
+from gpufabric.domain.values import Guid, VlanId
+
+SCHEMA_VERSION: Final = 1
+
+
+class Severity(enum.StrEnum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """Higher is worse: critical 3, high 2, medium 1, low 0."""
+        return _RANK[self]
+
+    @classmethod
+    def ordered(cls) -> tuple[Severity, ...]:
+        """Worst first."""
+        return (cls.CRITICAL, cls.HIGH, cls.MEDIUM, cls.LOW)
+
+
+_RANK: Final[Mapping[Severity, int]] = {
+    Severity.CRITICAL: 3,
+    Severity.HIGH: 2,
+    Severity.MEDIUM: 1,
+    Severity.LOW: 0,
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant at one place.
+
+    ``device`` is the switch (Ethernet) or the HCA device, e.g. ``mlx5_0`` (InfiniBand,
+    when the GUID is in the inventory); ``port`` is the switch port name (Ethernet) or
+    the canonical port GUID (InfiniBand; the SM's GUID for ``IB-ROGUE-SM``).
+    ``resource`` names the VLAN(s)/PKey(s) involved, e.g. ``vlan:2001`` or ``pkey:0x0a01``.
+    """
+
+    invariant: str
+    severity: Severity
+    message: str
+    fabric: Fabric | None = None
+    device: str = ""
+    port: str = ""
+    node: str = ""
+    tenants: tuple[str, ...] = ()
+    resource: str = ""
+
+    def sort_key(self) -> tuple[int, str, str, str, str, str, str, str]:
+        return (
+            -self.severity.rank,
+            self.invariant,
+            self.fabric.value if self.fabric else "",
+            self.device,
+            self.port,
+            self.node,
+            self.resource,
+            self.message,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "invariant": self.invariant,
+            "severity": self.severity.value,
+            "fabric": self.fabric.value if self.fabric else None,
+            "device": self.device,
+            "port": self.port,
+            "node": self.node,
+            "tenants": list(self.tenants),
+            "resource": self.resource,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a check function yields: a violation without its invariant id and severity,
+    which the registry adds (``severity`` here overrides it, for pass-through findings)."""
+
+    message: str
+    fabric: Fabric | None = None
+    device: str = ""
+    port: str = ""
+    node: str = ""
+    tenants: tuple[str, ...] = ()
+    resource: str = ""
+    severity: Severity | None = None
+
+    def violation(self, invariant: str, severity: Severity) -> Violation:
+        return Violation(
+            invariant=invariant,
+            severity=self.severity or severity,
+            message=self.message,
+            fabric=self.fabric,
+            device=self.device,
+            port=self.port,
+            node=self.node,
+            tenants=self.tenants,
+            resource=self.resource,
+        )
+
+
+@dataclass(frozen=True)
+class AuditInput:
+    """Everything one audit looks at; the caller collects it (store + drivers).
+
+    * ``nodes``: the inventory with every node's Ethernet and IB ports.
+    * ``leases``: the *active* leases (a node without one belongs to quarantine).
+    * ``networks``: tenants' networks; an Ethernet segment's VLAN is ``vlan`` (else
+      ``seg_id``), an InfiniBand segment's PKey is ``pkey`` (segments without one are ignored).
+    * ``quarantine_vlan``; ``trusted_sm_guids``: the only SMs allowed on the subnet;
+      ``sm_port_guids``: the SM node's ports, the only ones allowed full in the default partition.
+    * ``desired_switches`` / ``desired_layout``: the desired state derived from the leases;
+      ``None`` means "not given" and skips that fabric's desired-vs-observed comparison.
+    * ``observed``: what the drivers read from the real fabrics.
+    * ``extra_findings``: violations computed elsewhere (e.g. the IB driver's hardening
+      checks); each must name a pass-through invariant (``IB-HARDENING``).
+    """
+
+    nodes: tuple[Node, ...]
+    leases: tuple[Lease, ...]
+    networks: tuple[Network, ...]
+    quarantine_vlan: VlanId
+    observed: FabricState
+    trusted_sm_guids: frozenset[Guid] = frozenset()
+    sm_port_guids: frozenset[Guid] = frozenset()
+    desired_switches: tuple[SwitchState, ...] | None = None
+    desired_layout: PartitionLayout | None = None
+    extra_findings: tuple[Violation, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of one audit: violations sorted worst first, then by place."""
+
+    generated_at: datetime
+    duration_seconds: float
+    checked: tuple[str, ...]
+    violations: tuple[Violation, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def counts_by_severity(self) -> dict[str, int]:
+        """Every severity, worst first, zero included."""
+        counts = {s.value: 0 for s in Severity.ordered()}
+        for v in self.violations:
+            counts[v.severity.value] += 1
+        return counts
+
+    def counts_by_invariant(self) -> dict[str, int]:
+        """Every checked invariant (zero included), plus any id seen in the violations."""
+        counts = dict.fromkeys(self.checked, 0)
+        for v in self.violations:
+            counts[v.invariant] = counts.get(v.invariant, 0) + 1
+        return counts
+
+    def by_severity(self) -> dict[Severity, tuple[Violation, ...]]:
+        """The violations grouped by severity, worst first; empty groups left out."""
+        groups: dict[Severity, list[Violation]] = {}
+        for v in self.violations:
+            groups.setdefault(v.severity, []).append(v)
+        return {s: tuple(groups[s]) for s in Severity.ordered() if s in groups}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON form; see docs/audit.md."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "generated_at": self.generated_at.isoformat(),
+            "duration_seconds": self.duration_seconds,
+            "ok": self.ok,
+            "checked_invariants": list(self.checked),
+            "summary": {
+                "total": len(self.violations),
+                "by_severity": self.counts_by_severity(),
+                "by_invariant": self.counts_by_invariant(),
+            },
+            "violations": [v.to_dict() for v in self.violations],
+        }

@@ -1,0 +1,215 @@
+"""Small audit scenarios: a clean cluster of 3 tenants + quarantine that breaks no
+invariant, and mutators that break exactly what a test wants.
+
+Cluster (switches leaf1, leaf2; VLANs: alpha 2001+2003, beta 2002, gamma 2010,
+quarantine 4000; PKeys: alpha 0x0a01, beta 0x0a02, gamma none):
+
+=====  ==========  ===========  ==========================
+node   tenant      eth port     IB port GUIDs (mlx5_0, mlx5_1)
+=====  ==========  ===========  ==========================
+a1     alpha       leaf1/p1     0x...a101, 0x...a102
+a2     alpha       leaf2/p1     0x...a201, 0x...a202
+b1     beta        leaf1/p2     0x...b101, 0x...b102
+g1     gamma       leaf1/p3     0x...c101, 0x...c102  (gamma has no IB network)
+q1     quarantine  leaf2/p2     0x...f101, 0x...f102
+=====  ==========  ===========  ==========================
+
+leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trusted SM
+(master 0x...ff01, standby 0x...ff02) runs on a node outside the inventory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from gpufabric.audit import AuditInput, Violation
+from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.state import (
+    EthernetPortConfig,
+    FabricState,
+    IbFabricState,
+    Partition,
+    PartitionLayout,
+    PartitionMember,
+    PkeyTable,
+    PortMode,
+    SmSeen,
+    SmState,
+    SwitchState,
+)
+from gpufabric.domain.values import Guid, PKey, VlanId
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+QVLAN = 4000
+SM_GUID = Guid(0x0002C9030000FF01)
+SM2_GUID = Guid(0x0002C9030000FF02)
+ROGUE_GUID = Guid(0x0002C9030000EE01)
+UNKNOWN_GUID = Guid(0x0002C9030000DEAD)
+
+ETH_PORT = {"a1": ("leaf1", "p1"), "a2": ("leaf2", "p1"), "b1": ("leaf1", "p2"), "g1": ("leaf1", "p3"),
+            "q1": ("leaf2", "p2")}  # fmt: skip
+_GUID_BASE = {"a1": 0xA100, "a2": 0xA200, "b1": 0xB100, "g1": 0xC100, "q1": 0xF100}
+UPLINK = ("leaf1", "up1")
+VLAN_OF = {"alpha": 2001, "beta": 2002, "gamma": 2010}
+PKEY_OF = {"alpha": 0x0A01, "beta": 0x0A02}
+
+
+def guid(node: str, i: int) -> Guid:
+    """Port GUID of ``node``'s HCA port ``i`` (0 = mlx5_0, 1 = mlx5_1)."""
+    return Guid(0x0002C90300000000 + _GUID_BASE[node] + i + 1)
+
+
+def nodes() -> tuple[Node, ...]:
+    out = []
+    for name, (sw, port) in ETH_PORT.items():
+        eth = (EthernetPort(name, "eth0", sw, port),)
+        ib = tuple(IbPort(name, f"mlx5_{i}", 1, guid(name, i), Guid(guid(name, i).value | 1 << 40)) for i in range(2))
+        out.append(Node(name, ethernet=eth, ib=ib))
+    return tuple(out)
+
+
+def networks() -> tuple[Network, ...]:
+    return (
+        Network("alpha-net", "alpha", (Segment(Fabric.ETHERNET, 2001, VlanId(2001)),
+                                       Segment(Fabric.INFINIBAND, 3001, pkey=PKey(0x0A01)))),
+        Network("alpha-storage", "alpha", (Segment(Fabric.ETHERNET, 2003),)),  # VLAN from seg_id
+        Network("beta-net", "beta", (Segment(Fabric.ETHERNET, 2002, VlanId(2002)),
+                                     Segment(Fabric.INFINIBAND, 3002, pkey=PKey(0x0A02)))),
+        Network("gamma-net", "gamma", (Segment(Fabric.ETHERNET, 2010, VlanId(2010)),)),
+    )  # fmt: skip
+
+
+def access(switch: str, port: str, vlan: int) -> EthernetPortConfig:
+    return EthernetPortConfig(switch, port, PortMode.ACCESS, VlanId(vlan))
+
+
+def trunk(switch: str, port: str, native: int | None, *tagged: int) -> EthernetPortConfig:
+    return EthernetPortConfig(switch, port, PortMode.TRUNK, VlanId(native) if native else None,
+                              tuple(VlanId(v) for v in tagged))  # fmt: skip
+
+
+def shutdown(switch: str, port: str) -> EthernetPortConfig:
+    return EthernetPortConfig(switch, port, PortMode.SHUTDOWN)
+
+
+@dataclass
+class Scenario:
+    """A mutable builder; ``build()`` freezes it into an ``AuditInput``.
+
+    The desired state is derived from ``leases`` at build time (quarantine VLAN and the
+    default partition only for unleased nodes); the observed state starts equal to the
+    desired state of the clean cluster and is changed by the mutators.
+    """
+
+    leases: list[tuple[str, str]] = field(
+        default_factory=lambda: [("a1", "alpha"), ("a2", "alpha"), ("b1", "beta"), ("g1", "gamma")]
+    )
+    eth: dict[tuple[str, str], EthernetPortConfig] = field(default_factory=dict)
+    tables: dict[Guid, PkeyTable] = field(default_factory=dict)
+    sms: list[SmSeen] = field(
+        default_factory=lambda: [SmSeen(SM_GUID, 1, 15, SmState.MASTER, "sm1"),
+                                 SmSeen(SM2_GUID, 2, 14, SmState.STANDBY, "sm2")]
+    )  # fmt: skip
+    master: Guid | None = SM_GUID
+    extra: list[Violation] = field(default_factory=list)
+    give_desired: bool = True
+    desired_eth_override: dict[tuple[str, str], EthernetPortConfig] = field(default_factory=dict)
+    capacity: int = 16
+
+    def __post_init__(self) -> None:
+        self.eth = {**self.desired_eth(), UPLINK: trunk(*UPLINK, None, 2001, 2002, 2003, 2010, QVLAN)}
+        layout = self.desired_layout()
+        for n in ETH_PORT:
+            for i in range(2):
+                g = guid(n, i)
+                self.tables[g] = PkeyTable(g, self._entries(layout, g), self.capacity)
+        self.tables[SM_GUID] = PkeyTable(SM_GUID, (0xFFFF,), self.capacity)
+
+    # ----------------------------------------------------------------- desired
+    def tenant(self, node: str) -> str | None:
+        return next((t for n, t in self.leases if n == node), None)
+
+    def desired_eth(self) -> dict[tuple[str, str], EthernetPortConfig]:
+        out = {}
+        for n, (sw, port) in ETH_PORT.items():
+            t = self.tenant(n)
+            out[(sw, port)] = access(sw, port, VLAN_OF[t] if t else QVLAN)
+        out.update(self.desired_eth_override)
+        return out
+
+    def desired_layout(self) -> PartitionLayout:
+        parts = []
+        for tenant, pk in PKEY_OF.items():
+            members = tuple(PartitionMember(guid(n, i)) for n in ETH_PORT if self.tenant(n) == tenant for i in range(2))
+            parts.append(Partition(f"{tenant}-net", PKey(pk), members))
+        return PartitionLayout(tuple(parts), default_full=(SM_GUID,))
+
+    @staticmethod
+    def _entries(layout: PartitionLayout, g: Guid) -> tuple[int, ...]:
+        entries = [p.pkey.table_entry for p in layout.partitions for m in p.members if m.guid == g]
+        return (*entries, 0xFFFF if g in layout.default_full else 0x7FFF)
+
+    # ----------------------------------------------------------------- mutators
+    def set_eth(self, node: str, cfg_fn: str, *vlans: int | None) -> Scenario:
+        """Observed config of ``node``'s port: ``set_eth("a1", "access", 2002)``,
+        ``set_eth("a1", "trunk", native, *tagged)``, ``set_eth("a1", "shutdown")``."""
+        sw, port = ETH_PORT[node]
+        return self.set_port(sw, port, cfg_fn, *vlans)
+
+    def set_port(self, sw: str, port: str, cfg_fn: str, *vlans: int | None) -> Scenario:
+        if cfg_fn == "access":
+            assert vlans[0] is not None
+            self.eth[(sw, port)] = access(sw, port, vlans[0])
+        elif cfg_fn == "trunk":
+            self.eth[(sw, port)] = trunk(sw, port, vlans[0], *(v for v in vlans[1:] if v is not None))
+        else:
+            self.eth[(sw, port)] = shutdown(sw, port)
+        return self
+
+    def drop_eth(self, node: str) -> Scenario:
+        del self.eth[ETH_PORT[node]]
+        return self
+
+    def set_pkeys(self, g: Guid, *entries: int, capacity: int | None = None) -> Scenario:
+        self.tables[g] = PkeyTable(g, tuple(entries), self.capacity if capacity is None else capacity)
+        return self
+
+    def drop_table(self, g: Guid) -> Scenario:
+        del self.tables[g]
+        return self
+
+    def lease(self, node: str, tenant: str) -> Scenario:
+        self.leases.append((node, tenant))
+        return self
+
+    def unlease(self, node: str) -> Scenario:
+        self.leases = [(n, t) for n, t in self.leases if n != node]
+        return self
+
+    # ----------------------------------------------------------------- build
+    def build(self) -> AuditInput:
+        by_switch: dict[str, list[EthernetPortConfig]] = {}
+        for cfg in self.eth.values():
+            by_switch.setdefault(cfg.switch, []).append(cfg)
+        desired: dict[str, list[EthernetPortConfig]] = {}
+        for cfg in self.desired_eth().values():
+            desired.setdefault(cfg.switch, []).append(cfg)
+        observed = FabricState(
+            switches=tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
+            ib=IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master),
+        )
+        return AuditInput(
+            nodes=nodes(),
+            leases=tuple(Lease(t, n, T0) for n, t in self.leases),
+            networks=networks(),
+            quarantine_vlan=VlanId(QVLAN),
+            observed=observed,
+            trusted_sm_guids=frozenset({SM_GUID, SM2_GUID}),
+            sm_port_guids=frozenset({SM_GUID}),
+            desired_switches=tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items()))
+            if self.give_desired
+            else None,
+            desired_layout=self.desired_layout() if self.give_desired else None,
+            extra_findings=tuple(self.extra),
+        )
