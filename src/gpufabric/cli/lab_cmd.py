@@ -1,0 +1,85 @@
+"""``gpufabric lab up|down|status``: the local lab (ibsim + trusted OpenSM + OVS + netns), for real.
+
+State lives under ``$GPUFABRIC_HOME/lab`` (default ``./.gpufabric/lab``). Needs root.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpufabric.cli.common import JSON_OPT, home
+from gpufabric.cli.output import console, emit_json, table
+from gpufabric.lab.lab import Lab, LabStatus
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _lab() -> Lab:
+    return Lab(home())
+
+
+def _show(st: LabStatus) -> None:
+    state = "[green]up[/]" if st.running else "[red]down[/]"
+    console.print(f"lab {st.prefix} under {st.home}: {state}", highlight=False)
+    for p in st.problems:
+        console.print(f"  [yellow]![/] {p}", highlight=False)
+    if not st.nodes:
+        return
+    console.print(
+        f"  ibsim pid {st.ibsim_pid}  IBSIM_SOCKNAME={st.ibsim_sockname}\n"
+        f"  OpenSM pid {st.opensm_pid} on {st.sm_node!r}  log {st.opensm_log}\n"
+        f"  partitions {st.partitions_conf}\n"
+        f"  OVSDB unix:{st.ovsdb_socket}  vswitchd in netns {st.ovs_netns}  "
+        f"bridges {st.spine_bridge}, {', '.join(st.leaf_bridges)}",
+        highlight=False,
+    )
+    rows = []
+    for n in st.nodes:
+        eth = "; ".join(f"{e.nic} {e.ip} {e.bridge}/{e.ovs_port}" for e in n.ethernet)
+        ib = "; ".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in n.ib)
+        rows.append((n.name, n.netns, eth, ib))
+    table("lab nodes", ["node", "netns", "ethernet (nic ip bridge/port)", "infiniband (device/port guid)"], rows)
+    for s in st.skipped_cas:
+        console.print(f"  skipped CA {s}", highlight=False)
+
+
+@app.command()
+def up(
+    nodes: int = typer.Option(6, "--nodes", help="GPU nodes gpu-a01.. (ignored with --topology)."),
+    hcas_per_node: int = typer.Option(2, "--hcas-per-node", help="HCAs mlx5_0.. per node."),
+    eth_ports_per_node: int = typer.Option(1, "--eth-ports-per-node", help="Ethernet NICs eth0.. per node."),
+    topology: Path = typer.Option(None, "--topology", help="Use this ibsim net file as is."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node."""
+    lab = _lab()
+    if json_out:
+        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology)
+        emit_json(st.to_dict())
+        return
+    with console.status("bringing the lab up") as spinner:
+        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, progress=lambda m: spinner.update(m))
+    _show(st)
+
+
+@app.command()
+def down(json_out: bool = JSON_OPT) -> None:
+    """Stop the lab's processes and remove its namespaces, veths and bridges."""
+    lab = _lab()
+    lab.down()
+    if json_out:
+        emit_json({"down": True, "home": str(lab.home)})
+    else:
+        console.print(f"lab {lab.prefix} is down", highlight=False)
+
+
+@app.command()
+def status(json_out: bool = JSON_OPT) -> None:
+    """Show the lab: processes, sockets, nodes with their Ethernet and InfiniBand ports."""
+    st = _lab().status()
+    if json_out:
+        emit_json(st.to_dict())
+    else:
+        _show(st)

@@ -1,0 +1,337 @@
+"""The local lab as one object: ibsim + trusted OpenSM, a private OVS leaf/spine, one netns per node.
+
+Everything lives under ``<home>/lab`` (``home`` is ``$GPUFABRIC_HOME``)::
+
+    state.json     what ``up`` made: prefix, parameters, node ports, names to remove
+    ib/            IbFabric run dir (net file, ibsim/OpenSM pids and logs, partitions.conf)
+    ovs/           OvsServer run dir (ovsdb-server in the root namespace, ovs-vswitchd in
+                   the namespace ``<prefix>-sw``)
+
+Global names carry the lab prefix ``gf<5 hex of sha1(home)>``: IBSIM_SOCKNAME
+``<prefix>-ibsim``, namespaces ``<prefix>-<node>`` and ``<prefix>-sw``, bridges, veths.
+
+``up`` is idempotent: a second call reuses the running processes (same PIDs) and only
+creates what is missing. ``down`` stops only the recorded PIDs and removes only the
+namespaces / veths / bridges recorded in state.json (plus the lab's own OVS namespace),
+and drops partitions.conf so the next ``up`` starts from the safe default; logs are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufabric.domain.errors import LabError
+from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
+from gpufabric.lab.ib import IbFabric
+from gpufabric.lab.netfile import SM_NODE, FabricSpec, plan_fabric, render_netfile
+from gpufabric.lab.netns import EthPlan, EthPortPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
+from gpufabric.lab.ovs import OvsServer
+from gpufabric.lab.procs import pid_alive
+
+Progress = Callable[[str], None]
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LabEthPort:
+    nic: str
+    bridge: str
+    ovs_port: str
+    mac: str
+    ip: str
+
+
+@dataclass(frozen=True)
+class LabNode:
+    name: str
+    netns: str
+    ethernet: tuple[LabEthPort, ...]
+    ib: tuple[IbPort, ...]
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    home: str
+    running: bool
+    prefix: str = ""
+    ibsim_sockname: str = ""
+    ibsim_pid: int | None = None
+    opensm_pid: int | None = None
+    opensm_log: str = ""
+    partitions_conf: str = ""
+    netfile: str = ""
+    sm_node: str = ""  # node description of the trusted SM's HCA, e.g. "sm-01 mlx5_0"
+    sm_port_guid: str = ""
+    ovsdb_socket: str = ""
+    ovs_netns: str = ""
+    ovs_pids: tuple[tuple[str, int | None], ...] = ()
+    spine_bridge: str = ""
+    leaf_bridges: tuple[str, ...] = ()
+    nodes: tuple[LabNode, ...] = ()
+    skipped_cas: tuple[str, ...] = ()  # CAs whose description is not "HOST DEVICE" (with --topology)
+    problems: tuple[str, ...] = ()
+
+    def node(self, name: str) -> LabNode | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ovs_pids"] = dict(self.ovs_pids)
+        d["nodes"] = [
+            {
+                "name": n.name,
+                "netns": n.netns,
+                "ethernet": [asdict(e) for e in n.ethernet],
+                "ib": [_ib_to_dict(p) for p in n.ib],
+            }
+            for n in self.nodes
+        ]
+        return d
+
+    def inventory(self) -> Inventory:
+        """The lab's nodes as the domain inventory (Ethernet switch = OVS bridge, port = OVS port)."""
+        return Inventory(
+            tuple(
+                Node(
+                    name=n.name,
+                    ethernet=tuple(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac) for e in n.ethernet),
+                    ib=n.ib,
+                )
+                for n in self.nodes
+            )
+        )
+
+
+def _ib_to_dict(p: IbPort) -> dict[str, Any]:
+    return {
+        "node": p.node,
+        "device": p.device,
+        "port_num": p.port_num,
+        "port_guid": str(p.port_guid),
+        "node_guid": str(p.node_guid),
+        "switch_guid": str(p.switch_guid) if p.switch_guid else None,
+        "switch_port": p.switch_port,
+    }
+
+
+def _ib_from_dict(d: dict[str, Any]) -> IbPort:
+    return IbPort(
+        node=d["node"],
+        device=d["device"],
+        port_num=d["port_num"],
+        port_guid=Guid.parse(d["port_guid"]),
+        node_guid=Guid.parse(d["node_guid"]),
+        switch_guid=Guid.parse(d["switch_guid"]) if d.get("switch_guid") else None,
+        switch_port=d.get("switch_port"),
+    )
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+class Lab:
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self.dir = self.home / "lab"
+        self.state_file = self.dir / "state.json"
+        self.prefix = "gf" + hashlib.sha1(str(self.home.resolve()).encode()).hexdigest()[:5]
+
+    # -- the pieces (for drivers and tests) ---------------------------------------------
+    def ib_fabric(self, sm_host: str | None = SM_NODE) -> IbFabric:
+        state = self._load()
+        if state is not None:
+            sm_host = state.get("sm_host")
+        return IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
+
+    def ovs(self) -> OvsServer:
+        return OvsServer(self.dir / "ovs", netns=f"{self.prefix}-sw")
+
+    # -- state file ---------------------------------------------------------------------
+    def _load(self) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise LabError(f"cannot read lab state {self.state_file}: {e}", path=str(self.state_file)) from e
+        return data
+
+    def _save(self, state: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+        tmp.replace(self.state_file)
+
+    # -- up -----------------------------------------------------------------------------
+    def up(
+        self,
+        nodes: int = 6,
+        hcas_per_node: int = 2,
+        eth_ports_per_node: int = 1,
+        topology: Path | None = None,
+        progress: Progress | None = None,
+    ) -> LabStatus:
+        say = progress or (lambda _msg: None)
+        params = {
+            "nodes": nodes,
+            "hcas_per_node": hcas_per_node,
+            "eth_ports_per_node": eth_ports_per_node,
+            "topology": str(Path(topology).resolve()) if topology else None,
+        }
+        state = self._load()
+        if state is not None and state.get("params") != params:
+            if self.status().running:
+                raise LabError(
+                    f"the lab is up with other parameters ({state.get('params')}); run `gpufabric lab down` first",
+                    params=str(state.get("params")),
+                )
+            self.down()
+            state = None
+
+        if topology is not None:
+            try:
+                net_text = Path(topology).read_text()
+            except OSError as e:
+                raise LabError(f"cannot read topology {topology}: {e}", path=str(topology)) from e
+            sm_host = SM_NODE if f'"{SM_NODE}"' in net_text else None
+            nodes_per_leaf = 4
+            order: list[str] | None = None
+        else:
+            spec = FabricSpec(nodes, hcas_per_node)
+            layout = plan_fabric(spec)
+            net_text, sm_host, nodes_per_leaf, order = (
+                render_netfile(layout),
+                SM_NODE,
+                spec.nodes_per_leaf,
+                list(layout.hosts),
+            )
+
+        fab = IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
+        if not fab.ibsim_running():
+            say("starting ibsim")
+            fab.stop()
+            fab.start_ibsim(net_text)
+        if not fab.opensm_running():
+            say("starting the trusted OpenSM")
+            fab.start_opensm()
+        say("discovering the InfiniBand fabric (ibnetdiscover)")
+        topo = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover"], sim_host=sm_host))
+        sm_guid = _sm_guid(fab.run_tool(["sminfo"], sim_host=sm_host))
+        ib_ports, skipped = match_ca_ports(topo)
+        sm_desc = next((ca.description for ca in topo.cas() for p in ca.ports if p.port_guid == sm_guid), sm_host or "")
+        sm_hostname = sm_desc.split(" ")[0]
+        ib_ports = tuple(p for p in ib_ports if p.node != sm_hostname)
+        hosts = order if order is not None else sorted({p.node for p in ib_ports}, key=_natural)
+        if not hosts:
+            raise LabError("the fabric has no CA with a 'HOST DEVICE' node description", topology=str(topology))
+
+        say("starting Open vSwitch")
+        ovs = self.ovs()
+        ovs.start()
+        eth = plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf)
+        say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
+        ensure_ethernet(ovs, eth)
+
+        self._save(
+            {
+                "version": STATE_VERSION,
+                "prefix": self.prefix,
+                "params": params,
+                "sm_host": sm_host,
+                "sm_node": sm_desc,
+                "sm_port_guid": str(sm_guid) if sm_guid else "",
+                "ib_ports": [_ib_to_dict(p) for p in ib_ports],
+                "skipped_cas": [f"{s.node_guid} {s.description!r}: {s.reason}" for s in skipped],
+                "eth": {"spine": eth.spine, "leaves": list(eth.leaves), "ports": [asdict(p) for p in eth.ports]},
+                "made": {
+                    "netns": list(eth.netns),
+                    "bridges": [eth.spine, *eth.leaves],
+                    "veths": [p.ovs_port for p in eth.ports],
+                },
+                "pids": {"ibsim": fab.ibsim_pid, "opensm": fab.opensm_pid, **ovs.pids()},
+            }
+        )
+        say("lab is up")
+        return self.status()
+
+    # -- status -------------------------------------------------------------------------
+    def status(self) -> LabStatus:
+        state = self._load()
+        if state is None:
+            return LabStatus(home=str(self.home), running=False, prefix=self.prefix, problems=("lab is not up",))
+        fab = self.ib_fabric()
+        ovs = self.ovs()
+        eth = EthPlan(
+            state["prefix"],
+            state["eth"]["spine"],
+            tuple(state["eth"]["leaves"]),
+            tuple(EthPortPlan(**p) for p in state["eth"]["ports"]),
+        )
+        ib_ports = [_ib_from_dict(d) for d in state["ib_ports"]]
+        problems: list[str] = []
+        if not pid_alive(fab.ibsim_pid):
+            problems.append("ibsim is not running")
+        if not pid_alive(fab.opensm_pid):
+            problems.append("OpenSM is not running")
+        if not ovs.running():
+            problems.append("Open vSwitch is not running")
+        missing = set(eth.netns) - list_netns()
+        if missing:
+            problems.append(f"missing namespaces: {', '.join(sorted(missing))}")
+        names = list(dict.fromkeys(p.node for p in eth.ports))
+        nodes = tuple(
+            LabNode(
+                name=n,
+                netns=next(p.netns for p in eth.ports if p.node == n),
+                ethernet=tuple(LabEthPort(p.nic, p.bridge, p.ovs_port, p.mac, p.ip) for p in eth.ports if p.node == n),
+                ib=tuple(p for p in ib_ports if p.node == n),
+            )
+            for n in names
+        )
+        return LabStatus(
+            home=str(self.home),
+            running=not problems,
+            prefix=state["prefix"],
+            ibsim_sockname=fab.sockname,
+            ibsim_pid=fab.ibsim_pid,
+            opensm_pid=fab.opensm_pid,
+            opensm_log=str(fab.opensm_log),
+            partitions_conf=str(fab.partitions_conf),
+            netfile=str(fab.netfile),
+            sm_node=state["sm_node"],
+            sm_port_guid=state["sm_port_guid"],
+            ovsdb_socket=str(ovs.db_socket),
+            ovs_netns=ovs.netns or "",
+            ovs_pids=tuple(ovs.pids().items()),
+            spine_bridge=eth.spine,
+            leaf_bridges=eth.leaves,
+            nodes=nodes,
+            skipped_cas=tuple(state.get("skipped_cas", ())),
+            problems=tuple(problems),
+        )
+
+    # -- down ---------------------------------------------------------------------------
+    def down(self) -> None:
+        state = self._load() or {}
+        made = state.get("made", {})
+        IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", None).stop()
+        ovs = self.ovs()
+        remove_ethernet(ovs, made.get("bridges", []), made.get("veths", []), [])
+        ovs.stop()
+        remove_ethernet(None, [], [], [*made.get("netns", []), f"{self.prefix}-sw"])
+        (self.dir / "ib" / "partitions.conf").unlink(missing_ok=True)
+        self.state_file.unlink(missing_ok=True)
+
+
+def _sm_guid(sminfo: str) -> Guid | None:
+    m = re.search(r"sm guid (0x[0-9a-fA-F]+)", sminfo)
+    return Guid.parse(m.group(1)) if m else None
