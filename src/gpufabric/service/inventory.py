@@ -1,0 +1,239 @@
+"""Inventory files: YAML or JSON text -> domain :class:`Inventory` (schema: docs/inventory.md).
+
+``parse_inventory(text, fmt)`` is the pure parser; ``load_inventory(path, fmt)`` reads
+a file. Every error is a :class:`ValidationError` whose field is the path of the bad
+value in the file (e.g. ``nodes[2].ib[0].port_guid``) and whose ``allowed`` says the
+accepted form. YAML is read with YAML 1.2-style scalars: ``52:54:00:12:34:56`` and
+``0000:18:00.0`` stay strings (PyYAML's YAML 1.1 would read them as base-60 numbers),
+``0x...`` is a hexadecimal integer, and only true/false are booleans.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import yaml
+
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node
+from gpufabric.domain.values import Guid, ModuleId, check_mac, check_name
+
+FORMATS: Final = ("yaml", "json")
+SCHEMA_VERSION: Final = 1
+PCI_ALLOWED: Final = "a PCI address DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0"
+_PCI_RE: Final = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+T = TypeVar("T")
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 core-schema scalars (no base 60, no yes/no/on/off, no timestamps)."""
+
+    yaml_implicit_resolvers: dict[Any, Any] = {}
+
+
+for _tag, _regex, _first in (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("float", r"^[-+]?(?:\.[0-9]+|(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$", "-+0123456789."),
+    ("null", r"^(?:~|null|Null|NULL|)$", "~nN"),
+):
+    _Yaml12Loader.add_implicit_resolver(f"tag:yaml.org,2002:{_tag}", re.compile(_regex), [*_first])
+_Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"), [""])
+
+
+def load_inventory(path: Path | str, fmt: str | None = None) -> Inventory:
+    """Read an inventory file; ``fmt`` is "yaml" or "json" and defaults to the suffix (.json is JSON, anything else YAML)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValidationError("inventory", str(p), "a readable UTF-8 YAML or JSON file", str(e)) from None
+    return parse_inventory(text, fmt or ("json" if p.suffix.lower() == ".json" else "yaml"))
+
+
+def parse_inventory(text: str, fmt: str = "yaml") -> Inventory:
+    """Parse inventory text (pure)."""
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValidationError("inventory", f"line {e.lineno} column {e.colno}", "valid JSON", e.msg) from None
+    elif fmt == "yaml":
+        try:
+            data = yaml.load(text, Loader=_Yaml12Loader)  # a SafeLoader subclass
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "?"
+            raise ValidationError("inventory", where, "valid YAML", str(getattr(e, "problem", e))) from None
+    else:
+        raise ValidationError("format", fmt, "yaml or json")
+    return inventory_from_dict(data)
+
+
+def inventory_from_dict(data: Any) -> Inventory:
+    """Build an Inventory from decoded YAML/JSON data (pure); see docs/inventory.md."""
+    top = _mapping("inventory", data, {"version", "nodes"})
+    version = top.get("version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ValidationError("version", version, str(SCHEMA_VERSION))
+    raw_nodes = _list("nodes", top.get("nodes", []))
+    nodes: list[Node] = []
+    first: dict[tuple[str, Any], str] = {}  # unique key -> path of its first use
+    for i, raw in enumerate(raw_nodes):
+        node = _node(f"nodes[{i}]", raw)
+        _unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
+        for k, p in enumerate(node.ethernet):
+            path = f"nodes[{i}].ethernet[{k}]"
+            _unique(first, ("nic", (node.name, p.name)), f"{path}.name", p.name, "NIC names per node")
+            sp = f"{p.switch}/{p.switch_port}"
+            _unique(first, ("switch_port", (p.switch, p.switch_port)), f"{path}.switch_port", sp, "switch ports")
+        for k, q in enumerate(node.ib):
+            path = f"nodes[{i}].ib[{k}]"
+            key = ("hca", (node.name, q.device, q.port_num))
+            _unique(first, key, f"{path}.device", f"{q.device}/{q.port_num}", "device/port_num per node")
+            _unique(first, ("guid", q.port_guid), f"{path}.port_guid", str(q.port_guid), "port GUIDs")
+        for k, g in enumerate(node.gpus):
+            path = f"nodes[{i}].gpus[{k}].module_id"
+            _unique(first, ("gpu", (node.name, g.module_id)), path, g.module_id.value, "module ids per node")
+        for k, d in enumerate(node.dpus):
+            _unique(first, ("dpu", (node.name, d.name)), f"nodes[{i}].dpus[{k}].name", d.name, "DPU names per node")
+        nodes.append(node)
+    return Inventory(tuple(nodes))
+
+
+# ---------------------------------------------------------------------- one node
+def _node(path: str, raw: Any) -> Node:
+    m = _mapping(path, raw, {"name", "offering", "ethernet", "ib", "gpus", "dpus"})
+    name = _name(f"{path}.name", _required(path, m, "name"))
+    offering = m.get("offering", "")
+    if offering != "":
+        _name(f"{path}.offering", offering)
+    return Node(
+        name,
+        offering=offering,
+        ethernet=tuple(_ethernet(f"{path}.ethernet[{k}]", name, r) for k, r in _items(path, m, "ethernet")),
+        ib=tuple(_ib(f"{path}.ib[{k}]", name, r) for k, r in _items(path, m, "ib")),
+        gpus=tuple(_gpu(f"{path}.gpus[{k}]", name, r) for k, r in _items(path, m, "gpus")),
+        dpus=tuple(_dpu(f"{path}.dpus[{k}]", name, r) for k, r in _items(path, m, "dpus")),
+    )
+
+
+def _ethernet(path: str, node: str, raw: Any) -> EthernetPort:
+    m = _mapping(path, raw, {"name", "switch", "switch_port", "mac"})
+    nic = _text(f"{path}.name", _required(path, m, "name"), "the NIC name on the host, e.g. eth0")
+    switch = _text(f"{path}.switch", _required(path, m, "switch"), "the switch name")
+    port = _required(path, m, "switch_port")
+    if isinstance(port, int) and not isinstance(port, bool):
+        port = str(port)
+    port = _text(f"{path}.switch_port", port, "the switch port name, e.g. Ethernet12 or 1/1/12")
+    mac = m.get("mac", "")
+    if mac != "":
+        allowed = "six colon-separated hex octets as a string, e.g. 52:54:00:12:34:56"
+        mac = _checked(f"{path}.mac", mac, lambda: check_mac(f"{path}.mac", _text(f"{path}.mac", mac, allowed)))
+    return EthernetPort(node, nic, switch, port, mac)
+
+
+def _ib(path: str, node: str, raw: Any) -> IbPort:
+    m = _mapping(path, raw, {"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port"})
+    device = _text(f"{path}.device", _required(path, m, "device"), "the HCA device name, e.g. mlx5_0")
+    port_num = _int(f"{path}.port_num", m.get("port_num", 1), 1, 254)
+    port_guid = _guid(f"{path}.port_guid", _required(path, m, "port_guid"))
+    node_guid = _guid(f"{path}.node_guid", _required(path, m, "node_guid"))
+    sw_guid = None if m.get("switch_guid") is None else _guid(f"{path}.switch_guid", m["switch_guid"])
+    sw_port = None if m.get("switch_port") is None else _int(f"{path}.switch_port", m["switch_port"], 1, 254)
+    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port)
+
+
+def _gpu(path: str, node: str, raw: Any) -> Gpu:
+    m = _mapping(path, raw, {"module_id", "pci_bus_id"})
+    module = _int(f"{path}.module_id", _required(path, m, "module_id"), 1, 64)
+    pci = m.get("pci_bus_id", "")
+    if pci != "":
+        pci = _text(f"{path}.pci_bus_id", pci, PCI_ALLOWED).lower()
+        if not _PCI_RE.match(pci):
+            raise ValidationError(f"{path}.pci_bus_id", m["pci_bus_id"], PCI_ALLOWED)
+    return Gpu(node, ModuleId(module), pci)
+
+
+def _dpu(path: str, node: str, raw: Any) -> Dpu:
+    m = _mapping(path, raw, {"name", "mode"})
+    name = _name(f"{path}.name", _required(path, m, "name"))
+    mode_raw = m.get("mode", DpuMode.FULL.value)
+    try:
+        mode = DpuMode(mode_raw)
+    except ValueError:
+        raise ValidationError(f"{path}.mode", mode_raw, " or ".join(x.value for x in DpuMode)) from None
+    return Dpu(node, name, mode)
+
+
+# ---------------------------------------------------------------------- field helpers
+def _mapping(path: str, raw: Any, keys: set[str]) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ValidationError(path, _short(raw), f"a mapping with keys {', '.join(sorted(keys))}")
+    prefix = "" if path == "inventory" else f"{path}."  # top-level keys are named bare
+    for k in raw:
+        if k not in keys:
+            raise ValidationError(f"{prefix}{k}", _short(raw[k]), f"known keys only: {', '.join(sorted(keys))}")
+    return raw
+
+
+def _list(path: str, raw: Any) -> list[Any]:
+    if not isinstance(raw, list):
+        raise ValidationError(path, _short(raw), "a list")
+    return raw
+
+
+def _items(path: str, m: Mapping[str, Any], key: str) -> list[tuple[int, Any]]:
+    raw = m.get(key)
+    return [] if raw is None else list(enumerate(_list(f"{path}.{key}", raw)))
+
+
+def _required(path: str, m: Mapping[str, Any], key: str) -> Any:
+    if m.get(key) is None:
+        raise ValidationError(f"{path}.{key}", None, "a value (required)", "missing")
+    return m[key]
+
+
+def _text(path: str, raw: Any, allowed: str) -> str:
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValidationError(path, raw, f"a non-empty string: {allowed}")
+    return raw.strip()
+
+
+def _name(path: str, raw: Any) -> str:
+    return _checked(path, raw, lambda: check_name(path, raw))
+
+
+def _int(path: str, raw: Any, lo: int, hi: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
+        raise ValidationError(path, raw, f"an integer {lo}-{hi}")
+    return raw
+
+
+def _guid(path: str, raw: Any) -> Guid:
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise ValidationError(path, raw, Guid.ALLOWED)
+    return Guid.parse(raw, field=path)
+
+
+def _checked(path: str, raw: Any, fn: Callable[[], T]) -> T:
+    """Run a domain check; re-raise its error under ``path`` with the raw value."""
+    try:
+        return fn()
+    except ValidationError as e:
+        raise ValidationError(path, raw, e.allowed) from None
+
+
+def _unique(first: dict[tuple[str, Any], str], key: tuple[str, Any], path: str, value: Any, what: str) -> None:
+    if key in first:
+        raise ValidationError(path, value, f"unique {what} (also at {first[key]})", "duplicate")
+    first[key] = path
+
+
+def _short(raw: Any) -> Any:
+    text = repr(raw)
+    return raw if len(text) <= 60 else text[:57] + "..."
