@@ -81,7 +81,11 @@ nodes:
     n = inv.nodes[0]
     assert (n.ethernet[0].mac, n.ethernet[0].switch_port) == ("52:54:00:12:34:56", "7")
     assert n.gpus[0].pci_bus_id == "0000:1a:00.0"
-    assert (n.ib[0].port_num, n.ib[0].port_guid, n.ib[0].node_guid) == (1, Guid(0x0002C90300000001), Guid(0x0002C90300000002))
+    assert (n.ib[0].port_num, n.ib[0].port_guid, n.ib[0].node_guid) == (
+        1,
+        Guid(0x0002C90300000001),
+        Guid(0x0002C90300000002),
+    )
 
 
 def _good() -> dict[str, Any]:
