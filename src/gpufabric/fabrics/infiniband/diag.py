@@ -1,0 +1,163 @@
+"""Run infiniband-diags (ibnetdiscover, smpquery, sminfo, ibportstate) for the OpenSM driver.
+
+Owns the command execution only: the environment/prefix that reaches the fabric (on a
+site: the SM host's own tools, maybe behind ``ssh``/``sudo``; in the lab:
+``LD_PRELOAD=libumad2sim.so`` + ``IBSIM_SOCKNAME`` + ``SIM_HOST=<sm node>``), a scratch
+working directory (umad2sim writes ``./sys-<pid>/`` there), and a small thread pool that
+runs many SMP queries concurrently. Every SMP is a separate process (~20 ms each here);
+parsing is in :mod:`.parsers` and :mod:`.ibnetdiscover`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from gpufabric.domain.errors import FabricError, GpufabricError
+from gpufabric.domain.state import SmSeen
+from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.parsers import (
+    PkeyDump,
+    PortInfo,
+    parse_sminfo,
+    parse_smpquery_pkeys,
+    parse_smpquery_portinfo,
+)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class CaPort:
+    """A CA port found by ibnetdiscover, with the switch port it is cabled to."""
+
+    guid: Guid
+    lid: int
+    port_num: int
+    description: str  # node description, "gpu-a01 mlx5_0"
+    switch_lid: int | None = None
+    switch_port: int | None = None
+
+    @property
+    def host(self) -> str:
+        return self.description.split(" ", 1)[0]
+
+
+def ca_ports(topo: IbTopology) -> dict[Guid, CaPort]:
+    """Every CA port with a LID, keyed by port GUID."""
+    out: dict[Guid, CaPort] = {}
+    for node in topo.cas():
+        for p in node.ports:
+            if p.port_guid is None or not p.lid:
+                continue
+            peer = topo.peer(p.port_guid, p.port_num)
+            sw_lid = None
+            if peer is not None and peer.kind is NodeKind.SWITCH and peer.port_guid is not None:
+                sw = topo.node(peer.port_guid)
+                sw_lid = sw.lid if sw is not None else None
+            out[p.port_guid] = CaPort(
+                p.port_guid, p.lid, p.port_num, node.description, sw_lid, peer.port if peer else None
+            )
+    return out
+
+
+class Diag:
+    """infiniband-diags runner: ``prefix + [tool, args...]`` with ``env`` in ``cwd``."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
+        cwd: Path | None = None,
+        timeout: float = 20.0,
+        workers: int = 4,
+        smp_timeout_ms: int = 0,
+    ) -> None:
+        self.env = dict(env or {})
+        self.prefix = tuple(prefix)
+        self.cwd = cwd
+        self.timeout = timeout
+        self.workers = max(1, workers)
+        self.smp_timeout_ms = smp_timeout_ms
+
+    def _full_env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update(extra or {})
+        return env
+
+    def run(self, args: Sequence[str], extra_env: Mapping[str, str] | None = None) -> str:
+        """Run one tool; stdout; FabricError (with stderr's last line) on failure."""
+        argv = [*self.prefix, *args]
+        if self.cwd is not None:
+            self.cwd.mkdir(parents=True, exist_ok=True)
+        try:
+            p = subprocess.run(
+                argv,
+                env=self._full_env(extra_env),
+                cwd=self.cwd,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise FabricError(
+                f"command not found: {argv[0]} (infiniband-diags installed?)", fabric="infiniband"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise FabricError(f"{' '.join(args)} timed out after {self.timeout}s", fabric="infiniband") from None
+        if p.returncode != 0:
+            lines = (p.stderr or p.stdout).strip().splitlines()
+            raise FabricError(
+                f"{' '.join(args)} failed (exit {p.returncode}): {lines[-1] if lines else ''}",
+                fabric="infiniband",
+                command=list(args),
+                returncode=p.returncode,
+            )
+        return p.stdout
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R | GpufabricError]:
+        """``fn`` over ``items`` on the pool; a GpufabricError is returned in place, not raised."""
+
+        def safe(x: T) -> R | GpufabricError:
+            try:
+                return fn(x)
+            except GpufabricError as e:
+                return e
+
+        seq = list(items)
+        if len(seq) <= 1:
+            return [safe(x) for x in seq]
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(seq))) as pool:
+            return list(pool.map(safe, seq))
+
+    def _smp(self, *args: str) -> list[str]:
+        t = ["-t", str(self.smp_timeout_ms)] if self.smp_timeout_ms else []
+        return ["smpquery", *t, *args]
+
+    # -- single queries ---------------------------------------------------------------
+    def discover(self) -> IbTopology:
+        return parse_ibnetdiscover(self.run(["ibnetdiscover", "-p"]))
+
+    def pkeys(self, lid: int, port: int) -> PkeyDump:
+        return parse_smpquery_pkeys(self.run(self._smp("pkeys", str(lid), str(port))))
+
+    def portinfo(self, lid: int, port: int) -> PortInfo:
+        return parse_smpquery_portinfo(self.run(self._smp("portinfo", str(lid), str(port))))
+
+    def sminfo(self, lid: int | None = None) -> SmSeen:
+        return parse_sminfo(self.run(["sminfo"] + ([str(lid)] if lid else [])))
+
+    def port_disable(self, switch_lid: int, switch_port: int) -> str:
+        return self.run(["ibportstate", str(switch_lid), str(switch_port), "disable"])
+
+    def port_enable(self, switch_lid: int, switch_port: int) -> str:
+        return self.run(["ibportstate", str(switch_lid), str(switch_port), "enable"])

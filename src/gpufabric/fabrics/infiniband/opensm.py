@@ -1,0 +1,403 @@
+"""OpenSM subnet-manager driver: partitions.conf + one HUP per batch, verified by SMP reads.
+
+``apply(layout)``: render (refusing at plan time what OpenSM would misread or what exceeds
+a port's PKey table), check that every named port is on the fabric, write the file
+atomically (temp + fsync + rename), send ONE reload (SIGHUP by pid file, ``systemctl kill
+-s HUP``, or a command), wait for the next ``SUBNET UP`` in the OpenSM log, then read every
+affected port's PKey table with SMPs (``smpquery pkeys`` - the ports' real tables, not
+OpenSM's view) until each equals what the layout implies. A PARSE ERROR (OpenSM fails
+open: every port full member of 0xffff), an ``ERR 05xx`` line (e.g. table full, keys
+silently skipped) or a mismatch at the deadline restores ``partitions.conf.last-good``,
+reloads, verifies that, and raises :class:`ApplyError` / :class:`VerifyError`.
+
+``observe()``: ibnetdiscover for the CA ports, then PKey table + PortInfo of each port
+(concurrently, ``workers`` processes), SMInfo of every port whose CapabilityMask has IsSM
+and of the master the ports point at.
+
+Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric.domain.drivers import SubnetManagerDriver
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, VerifyError
+from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
+from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
+from gpufabric.fabrics.infiniband.observe import observe_fabric
+from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
+from gpufabric.fabrics.infiniband.partitions import (
+    DEFAULT_CAPACITY,
+    check_layout,
+    expected_entries,
+    layout_guids,
+    parse_partitions_conf,
+    render_partitions_conf,
+)
+
+FABRIC = "infiniband"
+SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
+
+
+@dataclass(frozen=True)
+class OpenSMConfig:
+    partitions_conf: Path
+    log_path: Path
+    pid_file: Path | None = None
+    systemd_unit: str | None = None
+    reload_command: tuple[str, ...] = ()
+    restart_command: tuple[str, ...] = ()
+    trusted_sm_guids: tuple[Guid, ...] = ()
+    diag_env: tuple[tuple[str, str], ...] = ()
+    diag_prefix: tuple[str, ...] = ()
+    diag_cwd: Path | None = None
+    sweep_timeout: float = 60.0
+    verify_timeout: float = 20.0
+    default_capacity: int = DEFAULT_CAPACITY
+    require_present: bool = True
+    workers: int = 8
+
+    @classmethod
+    def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
+        """From fabrics.yaml ``options`` (strings, lists, a mapping for ``diag_env``)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(o) - known
+        if unknown:
+            raise ConfigError("infiniband.options", sorted(unknown), f"options of opensm: {', '.join(sorted(known))}")
+        if "partitions_conf" not in o or "log_path" not in o:
+            raise ConfigError("infiniband.options", sorted(o), "partitions_conf and log_path are required")
+
+        def path(k: str) -> Path | None:
+            return Path(o[k]) if o.get(k) else None
+
+        return cls(
+            partitions_conf=Path(o["partitions_conf"]),
+            log_path=Path(o["log_path"]),
+            pid_file=path("pid_file"),
+            systemd_unit=o.get("systemd_unit") or None,
+            reload_command=tuple(o.get("reload_command") or ()),
+            restart_command=tuple(o.get("restart_command") or ()),
+            trusted_sm_guids=tuple(Guid.parse(g, "trusted_sm_guids") for g in o.get("trusted_sm_guids") or ()),
+            diag_env=tuple(sorted((str(k), str(v)) for k, v in dict(o.get("diag_env") or {}).items())),
+            diag_prefix=tuple(o.get("diag_prefix") or ()),
+            diag_cwd=path("diag_cwd"),
+            sweep_timeout=float(o.get("sweep_timeout", 60.0)),
+            verify_timeout=float(o.get("verify_timeout", 20.0)),
+            default_capacity=int(o.get("default_capacity", DEFAULT_CAPACITY)),
+            require_present=bool(o.get("require_present", True)),
+            workers=int(o.get("workers", 8)),
+        )
+
+    @property
+    def last_good(self) -> Path:
+        return self.partitions_conf.with_name(self.partitions_conf.name + ".last-good")
+
+
+@dataclass
+class ApplyReport:
+    """Timings and counts of the last apply (for benchmarks and logs)."""
+
+    changed: bool = False
+    ports_checked: int = 0
+    reloads: int = 0
+    sweep_seconds: float = 0.0  # reload -> SUBNET UP
+    verify_seconds: float = 0.0  # SUBNET UP -> every affected table verified
+    total_seconds: float = 0.0
+    log: OpenSMLogScan = field(default_factory=OpenSMLogScan)
+
+
+class OpenSMDriver(SubnetManagerDriver):
+    """Drive one OpenSM through its partitions.conf (see module docstring)."""
+
+    def __init__(
+        self, config: OpenSMConfig | None = None, *, restart_hook: Callable[[], None] | None = None, **options: Any
+    ) -> None:
+        self.config = config if config is not None else OpenSMConfig.from_options(options)
+        c = self.config
+        self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers)
+        self.restart_hook = restart_hook
+        self.last_report = ApplyReport()
+        self._ports: dict[Guid, CaPort] = {}
+        self._capacity: dict[Guid, int] = {}
+        self._lock = threading.Lock()
+
+    # -- plan ---------------------------------------------------------------------------
+    def render(self, layout: PartitionLayout) -> str:
+        """The partitions.conf text for ``layout`` (raises CapacityError/ValidationError)."""
+        c = self.config
+        return render_partitions_conf(
+            layout, c.trusted_sm_guids, capacity=self._capacity, default_capacity=c.default_capacity
+        )
+
+    def ports(self, refresh: bool = False) -> dict[Guid, CaPort]:
+        """CA ports on the fabric (ibnetdiscover), cached until ``refresh`` or a GUID is missing."""
+        if refresh or not self._ports:
+            self._ports = ca_ports(self.diag.discover())
+        return self._ports
+
+    # -- apply --------------------------------------------------------------------------
+    def apply(self, layout: PartitionLayout) -> None:
+        with self._lock, self._file_lock():
+            self._apply(layout)
+
+    def _apply(self, layout: PartitionLayout) -> None:
+        c = self.config
+        t0 = time.monotonic()
+        text = self.render(layout)
+        new = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
+        old_text = _read(c.partitions_conf)
+        old = _safe_parse(old_text)
+        affected = layout_guids(new) | (layout_guids(old) if old is not None else frozenset())
+        ports = self._locate(affected, required=layout_guids(new))
+        report = ApplyReport(changed=old_text != text, ports_checked=len(ports))
+        self.last_report = report
+        if not report.changed and not self._mismatches(new, ports):
+            self._mark_good(text)
+            report.total_seconds = time.monotonic() - t0
+            return
+        last = _read(c.last_good)
+        if last is not None and _safe_parse(last) is not None:
+            good = last
+        else:  # bootstrap: the running file if it parses, else the safe default (fail closed)
+            good = old_text if old_text is not None and old is not None else self._safe_text()
+            _atomic_write(c.last_good, good)
+        _atomic_write(c.partitions_conf, text)
+        try:
+            report.log = self._reload_and_wait(report)
+            t1 = time.monotonic()
+            if not report.log.ok:
+                raise ApplyError(
+                    f"OpenSM rejected partitions.conf: {report.log.problems()[0]}",
+                    fabric=FABRIC,
+                    device=str(c.partitions_conf),
+                    problems=list(report.log.problems()[:20]),
+                )
+            self.verify(new, ports)
+            report.verify_seconds = time.monotonic() - t1
+        except GpufabricError as e:
+            self._rollback(good, ports, e)
+            raise
+        self._mark_good(text)
+        report.total_seconds = time.monotonic() - t0
+
+    def _safe_text(self) -> str:
+        return render_partitions_conf(SAFE_LAYOUT, self.config.trusted_sm_guids)
+
+    def _locate(self, guids: frozenset[Guid], required: frozenset[Guid]) -> list[CaPort]:
+        ports = self.ports()
+        if not guids <= ports.keys():
+            ports = self.ports(refresh=True)
+        missing = sorted(required - ports.keys())
+        if missing and self.config.require_present:
+            raise FabricError(
+                f"{len(missing)} port GUID(s) of the layout are not on the fabric (OpenSM would ignore them): "
+                + ", ".join(str(g) for g in missing[:5]),
+                fabric=FABRIC,
+                missing=[str(g) for g in missing],
+            )
+        return [ports[g] for g in sorted(guids) if g in ports]
+
+    def _reload_and_wait(self, report: ApplyReport) -> OpenSMLogScan:
+        offset = _size(self.config.log_path)
+        t = time.monotonic()
+        self.reload()
+        report.reloads += 1
+        scan = self._wait_subnet_up(offset)
+        report.sweep_seconds += time.monotonic() - t
+        return scan
+
+    def _wait_subnet_up(self, offset: int) -> OpenSMLogScan:
+        deadline = time.monotonic() + self.config.sweep_timeout
+        while True:
+            scan = parse_opensm_log(_read_from(self.config.log_path, offset))
+            if scan.subnet_up:  # after a PARSE ERROR OpenSM still sweeps (failing open)
+                return scan
+            if time.monotonic() > deadline:
+                raise ApplyError(
+                    f"no SUBNET UP in {self.config.log_path} within {self.config.sweep_timeout}s after reload",
+                    fabric=FABRIC,
+                    device=str(self.config.log_path),
+                    problems=list(scan.problems()[:20]),
+                )
+            time.sleep(0.02)
+
+    def _mismatches(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> dict[str, str]:
+        """Ports whose real table differs from ``layout``: {guid: "have [...] want [...]"}."""
+        reads = self.diag.map(lambda p: self.diag.pkeys(p.lid, p.port_num), ports)
+        out: dict[str, str] = {}
+        for p, r in zip(ports, reads, strict=True):
+            want = expected_entries(layout, p.guid)
+            if isinstance(r, GpufabricError):
+                out[str(p.guid)] = f"unreadable: {r.message}"
+                continue
+            self._capacity[p.guid] = r.capacity
+            if frozenset(r.entries) != want or len(r.entries) != len(set(r.entries)):
+                out[str(p.guid)] = f"have {_hexes(r.entries)} want {_hexes(sorted(want))}"
+        return out
+
+    def verify(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> None:
+        deadline = time.monotonic() + self.config.verify_timeout
+        todo = list(ports)
+        while True:
+            bad = self._mismatches(layout, todo)
+            if not bad:
+                return
+            if time.monotonic() > deadline:
+                raise VerifyError(
+                    f"{len(bad)} port(s) do not hold the expected PKeys after {self.config.verify_timeout}s: "
+                    + "; ".join(f"{g} {m}" for g, m in list(bad.items())[:3]),
+                    fabric=FABRIC,
+                    mismatches=[f"{g} {m}" for g, m in bad.items()],
+                )
+            todo = [p for p in todo if str(p.guid) in bad]
+            time.sleep(0.1)
+
+    def _rollback(self, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
+        c = self.config
+        _atomic_write(c.partitions_conf, good)
+        rollback_ok = False
+        try:
+            scan = self._reload_and_wait(self.last_report)
+            layout = parse_partitions_conf(good)
+            if scan.ok:
+                self.verify(layout, ports)
+                rollback_ok = True
+        except GpufabricError as e:
+            cause.fields["rollback_error"] = e.message
+        cause.fields["rolled_back"] = True
+        cause.fields["rollback_verified"] = rollback_ok
+
+    def _mark_good(self, text: str) -> None:
+        if _read(self.config.last_good) != text:
+            _atomic_write(self.config.last_good, text)
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        lock = self.config.partitions_conf.with_name(self.config.partitions_conf.name + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with lock.open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    # -- reaching the SM ----------------------------------------------------------------
+    def reload(self) -> None:
+        """Make OpenSM re-read partitions.conf and sweep (SIGHUP)."""
+        c = self.config
+        if c.pid_file is not None:
+            try:
+                os.kill(int(c.pid_file.read_text().strip()), signal.SIGHUP)
+            except (OSError, ValueError) as e:
+                raise ApplyError(f"cannot HUP OpenSM via {c.pid_file}: {e}", fabric=FABRIC) from None
+        elif c.systemd_unit:
+            _run_cmd(["systemctl", "kill", "-s", "HUP", c.systemd_unit])
+        elif c.reload_command:
+            _run_cmd(list(c.reload_command))
+        else:
+            raise ConfigError("infiniband.options", "reload", "one of pid_file, systemd_unit, reload_command")
+
+    def restart(self) -> None:
+        """Restart the trusted OpenSM and wait for its SUBNET UP (the only way it takes
+        mastership back from an SM that holds a different sm_key)."""
+        c = self.config
+        offset = _size(c.log_path)
+        if self.restart_hook is not None:
+            self.restart_hook()
+        elif c.systemd_unit:
+            _run_cmd(["systemctl", "restart", c.systemd_unit])
+        elif c.restart_command:
+            _run_cmd(list(c.restart_command))
+        else:
+            raise ConfigError("infiniband.options", "restart", "restart_hook, systemd_unit or restart_command")
+        self._wait_subnet_up(offset)
+
+    # -- observe ------------------------------------------------------------------------
+    def observe(self) -> IbFabricState:
+        return observe_fabric(self.diag, self.ports(refresh=True))
+
+    def tables(self, guids: Sequence[Guid]) -> list[PkeyTable]:
+        """PKey tables of the given ports, read by SMP now."""
+        ports = self.ports()
+        sel = [ports[g] for g in guids if g in ports]
+        reads = self.diag.map(lambda p: self.diag.pkeys(p.lid, p.port_num), sel)
+        out = []
+        for p, r in zip(sel, reads, strict=True):
+            if isinstance(r, GpufabricError):
+                raise r
+            out.append(PkeyTable(p.guid, r.entries, r.capacity, p.lid))
+        return out
+
+
+def _hexes(v: Sequence[int] | tuple[int, ...]) -> str:
+    return "[" + " ".join(f"0x{x:04x}" for x in v) + "]"
+
+
+def _safe_parse(text: str | None) -> PartitionLayout | None:
+    if text is None:
+        return None
+    try:
+        return parse_partitions_conf(text)
+    except GpufabricError:
+        return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """temp file in the same directory + fsync + rename + fsync of the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _run_cmd(argv: list[str]) -> None:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ApplyError(f"{' '.join(argv)} failed: {e}", fabric=FABRIC) from None
+    if p.returncode != 0:
+        raise ApplyError(f"{' '.join(argv)} failed (exit {p.returncode}): {p.stderr.strip()[-200:]}", fabric=FABRIC)
