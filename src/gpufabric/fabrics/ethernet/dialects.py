@@ -34,6 +34,7 @@ PORT_ALLOWED: Final = "1-64 chars of A-Z a-z 0-9 / . _ : - starting alphanumeric
 
 _TEMPLATE_KEYS: Final = (
     "begin",
+    "ensure_vlans",
     "ensure_vlan",
     "port_begin",
     "remove_tagged",
@@ -226,6 +227,8 @@ def render_batch(
     needed: set[int] = set()
     for c in changes:
         needed |= {v for v, _ in memberships(c, q)}
+    if needed:
+        out += fmt("ensure_vlans", vlans=dialect.vlan_list.format(needed))
     for v in sorted(needed):
         out += fmt("ensure_vlan", vlan=v)
     for c in changes:

@@ -149,7 +149,7 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             d["disable"] = True
         elif rest[0] == "native-vlan-id" and len(rest) == 2:
             d["native"] = int(rest[1])
-        elif len(rest) >= 5 and rest[0] == "unit" and rest[2:4] == ["family", "ethernet-switching"]:
+        elif len(rest) >= 4 and rest[0] == "unit" and rest[2:4] == ["family", "ethernet-switching"]:
             d["l2"] = True
             tail = rest[4:]
             if tail[:1] in (["interface-mode"], ["port-mode"]) and len(tail) == 2:
@@ -171,7 +171,9 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             nat = d["native"] if d["native"] in vids else None
             ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
         else:
-            ports.append(_port(switch, name, PortMode.ACCESS, min(vids) if vids else None))
+            ports.append(
+                _port(switch, name, PortMode.ACCESS, min(vids) if vids else int(options.get("default_vlan", 1)))
+            )
     return tuple(ports)
 
 
