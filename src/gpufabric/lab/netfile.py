@@ -8,7 +8,8 @@ Layout
   that description, so ``SIM_HOST="gpu-a01 mlx5_0"`` attaches a client to that HCA.
 * leaves ``leaf-01`` .. of ``leaf_ports`` ports (36 by default): ports ``1 .. leaf_ports/2`` are
   downlinks, the upper half are uplinks. Nodes fill leaves in order, ``nodes_per_leaf`` per
-  leaf, a node's HCAs on consecutive ports. Leaf 1 reserves its last downlink port for the
+  leaf (default: 4, fewer when that many nodes' HCAs do not fit), a node's HCAs on
+  consecutive ports. Leaf 1 reserves its last downlink port for the
   SM node.
 * ``spines`` spines ``spine-01`` .. (>= 2); every leaf has one link to every spine
   (leaf port ``leaf_ports/2 + s`` to spine port ``leaf index``).
