@@ -239,27 +239,25 @@ class Lab:
         ovs.start()
         eth = plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf)
         say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
+        record: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "prefix": self.prefix,
+            "params": params,
+            "sm_host": sm_host,
+            "sm_node": sm_desc,
+            "sm_port_guid": str(sm_guid) if sm_guid else "",
+            "ib_ports": [_ib_to_dict(p) for p in ib_ports],
+            "skipped_cas": [f"{s.node_guid} {s.description!r}: {s.reason}" for s in skipped],
+            "eth": {"spine": eth.spine, "leaves": list(eth.leaves), "ports": [asdict(p) for p in eth.ports]},
+            "made": {
+                "netns": list(eth.netns),
+                "bridges": [eth.spine, *eth.leaves],
+                "veths": [p.ovs_port for p in eth.ports],
+            },
+            "pids": {"ibsim": fab.ibsim_pid, "opensm": fab.opensm_pid, **ovs.pids()},
+        }
+        self._save(record)  # before making them: an interrupted ``up`` can still be taken down
         ensure_ethernet(ovs, eth)
-
-        self._save(
-            {
-                "version": STATE_VERSION,
-                "prefix": self.prefix,
-                "params": params,
-                "sm_host": sm_host,
-                "sm_node": sm_desc,
-                "sm_port_guid": str(sm_guid) if sm_guid else "",
-                "ib_ports": [_ib_to_dict(p) for p in ib_ports],
-                "skipped_cas": [f"{s.node_guid} {s.description!r}: {s.reason}" for s in skipped],
-                "eth": {"spine": eth.spine, "leaves": list(eth.leaves), "ports": [asdict(p) for p in eth.ports]},
-                "made": {
-                    "netns": list(eth.netns),
-                    "bridges": [eth.spine, *eth.leaves],
-                    "veths": [p.ovs_port for p in eth.ports],
-                },
-                "pids": {"ibsim": fab.ibsim_pid, "opensm": fab.opensm_pid, **ovs.pids()},
-            }
-        )
         say("lab is up")
         return self.status()
 
