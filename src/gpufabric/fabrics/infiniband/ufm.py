@@ -1,0 +1,272 @@
+"""UFM driver: InfiniBand partitions through NVIDIA UFM Enterprise's REST API (httpx).
+
+Written against the documented UFM "PKey GUIDs REST API" (``/ufmRest/resources/pkeys``:
+list, get with ``guids_data=true``, add GUIDs, remove GUIDs, delete PKey); no UFM runs
+here, so it is tested against a local HTTP server implementing that documented subset
+(tests/support/ufm_server.py). The plan and the response parsers are pure (``ufm_plan``).
+
+Authentication: user + password (HTTP basic auth, base path ``/ufmRest``) or an access
+token (``Authorization: Basic <token>``, base path ``/ufmRestV3``). TLS verification is
+on by default; ``verify`` may be False or a CA bundle path.
+
+``apply`` reads UFM's PKeys, plans remove-before-add, sends the calls, then reads back and
+raises :class:`VerifyError` unless UFM shows exactly the layout. If a call fails it puts
+back the PKeys read before (best effort, reported) and raises :class:`ApplyError` with the
+failed call, HTTP status, response text, calls done/pending and the rollback outcome.
+
+``observe`` returns *UFM's view*: PKey tables derived from UFM's PKey membership, not read
+from the ports with SMPs; ports UFM lists in no PKey do not appear, ``sms`` and
+``settings`` are empty (UFM's opensm.conf is not visible through this API). The default
+partition (0x7fff, "management" in UFM) is read-only in this API: its membership policy
+(``PartitionLayout.default_full`` / ``default_limited_all``) is UFM configuration, not
+something this driver sets; its members are reported when UFM lists them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+from gpufabric.domain.drivers import SubnetManagerDriver
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError, VerifyError
+from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
+from gpufabric.domain.values import Guid, Membership
+from gpufabric.fabrics.infiniband.ufm_plan import (
+    FABRIC,
+    MANAGEMENT_PKEY,
+    PKeyRange,
+    UfmCall,
+    UfmOp,
+    desired_partitions,
+    parse_ufm_members,
+    parse_ufm_pkey,
+    parse_ufm_pkey_list,
+    plan_ufm,
+    wire_pkey,
+)
+
+__all__ = ["PKeyRange", "UfmCall", "UfmDriver", "UfmOp", "plan_ufm"]
+
+BASIC_PREFIX: Final = "/ufmRest"
+TOKEN_PREFIX: Final = "/ufmRestV3"
+_BODY_MAX: Final = 500
+_GUIDS: Final = {"guids_data": "true"}
+
+
+def _secret(value: str | None, path: str | None, name: str) -> str | None:
+    if value and path:
+        raise ConfigError(name, "both given", f"either {name} or {name}_file")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"{name}_file", path, "a readable file", str(e)) from None
+    return value
+
+
+class UfmDriver(SubnetManagerDriver):
+    """A subnet whose partitions NVIDIA UFM manages. ``calls`` counts REST calls that changed UFM."""
+
+    def __init__(
+        self,
+        url: str,
+        username: str | None = None,
+        password: str | None = None,
+        token: str | None = None,
+        *,
+        password_file: str | None = None,
+        token_file: str | None = None,
+        verify: bool | str = True,
+        timeout: float = 30.0,
+        managed_pkeys: str | Sequence[int | str] | None = None,
+        index0: bool = False,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise ValidationError("url", url, "http(s)://host[:port] of the UFM server")
+        if timeout <= 0:
+            raise ValidationError("timeout", timeout, "> 0 seconds")
+        password = _secret(password, password_file, "password")
+        token = _secret(token, token_file, "token")
+        if token and (username or password):
+            raise ConfigError("token", "with username/password", "either a token or username + password")
+        if not token and not (username and password):
+            raise ConfigError("username/password", "missing", "username + password, or a token")
+        self.url = url.rstrip("/")
+        self._auth: httpx.Auth | None = None if token else httpx.BasicAuth(str(username), str(password))
+        self._headers = {"Authorization": f"Basic {token}"} if token else {}
+        self._prefix = TOKEN_PREFIX if token else BASIC_PREFIX
+        self.verify = verify
+        self.timeout = timeout
+        self.managed = PKeyRange.parse(managed_pkeys)
+        self.index0 = index0
+        self._transport = transport
+        self._http: httpx.Client | None = None
+        self._lock = threading.Lock()
+        self.calls = 0
+
+    # ------------------------------------------------------------------ HTTP
+    def _client(self) -> httpx.Client:
+        """One keep-alive client per driver, made on first use (building one costs ~0.2 s of TLS setup)."""
+        with self._lock:
+            if self._http is None:
+                self._http = httpx.Client(
+                    base_url=self.url + self._prefix,
+                    auth=self._auth,
+                    headers={**self._headers, "Accept": "application/json"},
+                    verify=self.verify if self.url.startswith("https:") else False,  # no CA load for plain http
+                    timeout=self.timeout,
+                    transport=self._transport,
+                )
+            return self._http
+
+    def close(self) -> None:
+        with self._lock:
+            if self._http is not None:
+                self._http.close()
+                self._http = None
+
+    def _send(
+        self,
+        c: httpx.Client,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        params: dict[str, str] | None = None,
+        missing_ok: bool = False,
+    ) -> Any:
+        try:
+            r = c.request(method, path, json=body, params=params)
+        except httpx.HTTPError as e:
+            raise FabricError(
+                f"UFM {method} {path}: {e.__class__.__name__}: {e}",
+                fabric=FABRIC,
+                device=self.url,
+                call=f"{method} {path}",
+            ) from e
+        if missing_ok and r.status_code == 404:
+            return None
+        if r.status_code >= 400:
+            raise FabricError(
+                f"UFM {method} {path} answered {r.status_code}: {r.text[:_BODY_MAX]}",
+                fabric=FABRIC,
+                device=self.url,
+                call=f"{method} {path}",
+                status=r.status_code,
+                response=r.text[:_BODY_MAX],
+            )
+        if not r.content.strip():
+            return None
+        try:
+            return r.json()
+        except ValueError:
+            if method == "GET":
+                raise FabricError(
+                    f"UFM {method} {path} answered non-JSON: {r.text[:_BODY_MAX]}", fabric=FABRIC, device=self.url
+                ) from None
+            return None  # writes are judged by status; the read-back verifies them
+
+    def _read(self, c: httpx.Client, only_managed: bool) -> tuple[list[Partition], tuple[PartitionMember, ...]]:
+        """UFM's tenant PKeys (all, or the managed range) and the members of 0x7fff."""
+        partitions: list[Partition] = []
+        management: tuple[PartitionMember, ...] = ()
+        for pk in parse_ufm_pkey_list(self._send(c, "GET", "/resources/pkeys")):
+            if pk == MANAGEMENT_PKEY:
+                if not only_managed:
+                    raw = self._send(c, "GET", f"/resources/pkeys/{wire_pkey(pk)}", params=_GUIDS, missing_ok=True)
+                    management = parse_ufm_members(pk, raw) or ()
+                continue
+            if pk == 0 or (only_managed and pk not in self.managed):
+                continue
+            raw = self._send(c, "GET", f"/resources/pkeys/{wire_pkey(pk)}", params=_GUIDS, missing_ok=True)
+            p = parse_ufm_pkey(pk, raw)
+            if p is not None:
+                partitions.append(p)
+        return partitions, management
+
+    def _execute(self, c: httpx.Client, call: UfmCall) -> None:
+        method, path, body = call.request()
+        self._send(c, method, path, body)
+        self.calls += 1
+
+    # ------------------------------------------------------------------ driver API
+    def partitions(self) -> tuple[Partition, ...]:
+        """UFM's managed tenant PKeys with their members, as UFM reports them."""
+        return tuple(self._read(self._client(), only_managed=True)[0])
+
+    def plan(self, layout: PartitionLayout) -> tuple[UfmCall, ...]:
+        """The calls :meth:`apply` would send now (reads UFM, changes nothing)."""
+        return plan_ufm(layout, self.partitions(), self.managed, index0=self.index0)
+
+    def apply(self, layout: PartitionLayout) -> None:
+        desired_partitions(layout, self.managed)  # refuse a bad layout before any I/O
+        c = self._client()
+        before = self._read(c, only_managed=True)[0]
+        calls = plan_ufm(layout, before, self.managed, index0=self.index0)
+        for i, call in enumerate(calls):
+            try:
+                self._execute(c, call)
+            except FabricError as e:
+                raise self._failed(c, e, calls, i, before) from e
+        after = self._read(c, only_managed=True)[0]
+        remaining = plan_ufm(layout, after, self.managed, index0=self.index0)
+        if remaining:
+            raise VerifyError(
+                f"UFM does not show the desired partitions after {len(calls)} calls: {len(remaining)} differences",
+                fabric=FABRIC,
+                device=self.url,
+                remaining=[str(r) for r in remaining],
+            )
+
+    def _failed(
+        self, c: httpx.Client, err: FabricError, calls: tuple[UfmCall, ...], i: int, before: list[Partition]
+    ) -> ApplyError:
+        """Put back the PKeys read before the apply (best effort) and describe everything."""
+        rollback_error = ""
+        rollback_calls: tuple[UfmCall, ...] = ()
+        if i > 0:
+            try:
+                now = self._read(c, only_managed=True)[0]
+                rollback_calls = plan_ufm(
+                    PartitionLayout(partitions=tuple(before)), now, self.managed, index0=self.index0
+                )
+                for call in rollback_calls:
+                    self._execute(c, call)
+            except GpufabricError as rb:
+                rollback_error = rb.message
+        state = (
+            "nothing was changed"
+            if i == 0
+            else f"rollback failed: {rollback_error}"
+            if rollback_error
+            else f"the {i} earlier calls were rolled back"
+        )
+        return ApplyError(
+            f"{err.message} (call {i + 1} of {len(calls)}; {state})",
+            fabric=FABRIC,
+            device=self.url,
+            failed_call=str(calls[i]),
+            status=err.fields.get("status"),
+            response=err.fields.get("response", ""),
+            done=[str(x) for x in calls[:i]],
+            pending=[str(x) for x in calls[i:]],
+            rolled_back=i > 0 and not rollback_error,
+            rollback_calls=[str(x) for x in rollback_calls],
+            rollback_error=rollback_error,
+        )
+
+    def observe(self) -> IbFabricState:
+        partitions, management = self._read(self._client(), only_managed=False)
+        entries: dict[Guid, set[int]] = {}
+        for p in partitions:
+            for m in p.members:
+                entries.setdefault(m.guid, set()).add(p.pkey.with_membership(m.membership).table_entry)
+        for m in management:
+            entries.setdefault(m.guid, set()).add(MANAGEMENT_PKEY | (0x8000 if m.membership is Membership.FULL else 0))
+        tables = tuple(PkeyTable(port_guid=g, entries=tuple(sorted(e))) for g, e in sorted(entries.items()))
+        return IbFabricState(tables=tables)

@@ -1,0 +1,275 @@
+"""UfmDriver against a local server implementing UFM's documented PKey REST subset
+(tests/support/ufm_server.py): real HTTP on 127.0.0.1, in-memory UFM state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError, VerifyError
+from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, PkeyTable
+from gpufabric.domain.values import Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.ufm import UfmDriver
+from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
+from support.ufm_server import UfmServer, ufm_server
+
+F, L = Membership.FULL, Membership.LIMITED
+A = [Guid(0x0002C90300000A00 + i) for i in range(3)]  # tenant A's ports
+B = [Guid(0x0002C90300000B00 + i) for i in range(3)]  # tenant B's ports
+RANGE = "0x0a00-0x0aff"
+
+
+def tenant(pk: int, members: list[tuple[Guid, Membership]], ipoib: bool = False) -> Partition:
+    return Partition(f"t{pk:x}", PKey(pk), tuple(sorted(PartitionMember(g, m) for g, m in members)), ipoib)
+
+
+TWO_TENANTS = PartitionLayout(
+    partitions=(
+        tenant(0xA01, [(A[0], F), (A[1], F), (A[2], L)], ipoib=True),
+        tenant(0xA02, [(B[0], F), (B[1], F)]),
+    )
+)
+
+
+@pytest.fixture
+def ufm() -> Iterator[UfmServer]:
+    with ufm_server() as s:
+        yield s
+
+
+def driver(s: UfmServer, **kw: object) -> UfmDriver:
+    opts: dict[str, object] = {"username": "admin", "password": "s3cret-test", "managed_pkeys": RANGE, **kw}
+    return UfmDriver(s.url, **opts)  # type: ignore[arg-type]
+
+
+def expected_tables(layout: PartitionLayout) -> tuple[PkeyTable, ...]:
+    entries: dict[Guid, set[int]] = {}
+    for p in layout.partitions:
+        for m in p.members:
+            entries.setdefault(m.guid, set()).add(p.pkey.with_membership(m.membership).table_entry)
+    return tuple(PkeyTable(g, tuple(sorted(e))) for g, e in sorted(entries.items()))
+
+
+def test_apply_two_tenants_and_observe(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    assert ufm.members() == {
+        0xA01: {wire_guid(A[0]): "full", wire_guid(A[1]): "full", wire_guid(A[2]): "limited"},
+        0xA02: {wire_guid(B[0]): "full", wire_guid(B[1]): "full"},
+    }
+    assert ufm.state.pkeys[0xA01].ip_over_ib is True
+    assert ufm.state.pkeys[0xA02].ip_over_ib is False
+    assert [(p.pkey, p.members, p.ipoib) for p in d.partitions()] == [
+        (p.pkey, p.members, p.ipoib) for p in TWO_TENANTS.partitions
+    ]
+    state = d.observe()
+    assert state.tables == expected_tables(TWO_TENANTS)
+    assert state.table(A[2]) == PkeyTable(A[2], (0x0A01,))  # limited: top bit clear
+    assert state.sms == () and state.settings == ()
+    assert d.calls == 3  # 0xa01 full, 0xa01 limited, 0xa02 full
+
+
+def test_second_apply_changes_nothing(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    n = len(ufm.writes())
+    d.apply(TWO_TENANTS)
+    assert len(ufm.writes()) == n
+    assert d.plan(TWO_TENANTS) == ()
+
+
+def test_move_guid_between_pkeys_removes_before_adding(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    ufm.requests.clear()
+    moved = PartitionLayout(
+        partitions=(
+            tenant(0xA01, [(A[0], F), (A[2], L)], ipoib=True),
+            tenant(0xA02, [(B[0], F), (B[1], F), (A[1], F)]),
+        )
+    )
+    d.apply(moved)
+    assert ufm.writes() == [
+        ("DELETE", f"/resources/pkeys/0xa01/guids/{wire_guid(A[1])}", None),
+        (
+            "POST",
+            "/resources/pkeys",
+            {"pkey": "0xa02", "guids": [wire_guid(A[1])], "membership": "full", "index0": False, "ip_over_ib": False},
+        ),
+    ]
+    assert wire_guid(A[1]) not in ufm.members()[0xA01]
+    assert d.observe().tables == expected_tables(moved)
+
+
+def test_release_tenant_deletes_its_pkey_and_leaves_others(ufm: UfmServer) -> None:
+    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test")) as c:  # someone else's PKey
+        body = {"pkey": "0xb00", "guids": [wire_guid(B[2])], "membership": "full"}
+        assert c.post("/ufmRest/resources/pkeys", json=body).status_code == 200
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    d.apply(PartitionLayout(partitions=(TWO_TENANTS.partitions[1],)))
+    assert ("DELETE", "/resources/pkeys/0xa01", None) in ufm.writes()
+    assert set(ufm.members()) == {0xA02, 0xB00}
+    assert d.observe().table(B[2]) == PkeyTable(B[2], (0x8B00,))  # observe shows every PKey UFM has
+
+
+@pytest.mark.parametrize(
+    ("missing_status", "drop_empty"), [(200, False), (404, True)], ids=["empty-object", "drop-empty"]
+)
+def test_ufm_variants_converge(missing_status: int, drop_empty: bool) -> None:
+    with ufm_server(missing_status=missing_status, drop_empty=drop_empty) as s:
+        d = driver(s)
+        d.apply(TWO_TENANTS)
+        only_a0 = PartitionLayout(partitions=(tenant(0xA02, [(A[0], F)]),))
+        d.apply(only_a0)
+        assert s.members() == {0xA02: {wire_guid(A[0]): "full"}}
+
+
+def test_membership_and_ipoib_changes(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    changed = PartitionLayout(
+        partitions=(
+            tenant(0xA01, [(A[0], F), (A[1], L), (A[2], L)], ipoib=True),
+            tenant(0xA02, [(B[0], F), (B[1], F)], ipoib=True),
+        )
+    )
+    ufm.requests.clear()
+    d.apply(changed)
+    assert [(m, p) for m, p, _ in ufm.writes()] == [
+        ("DELETE", f"/resources/pkeys/0xa01/guids/{wire_guid(A[1])}"),
+        ("DELETE", "/resources/pkeys/0xa02"),
+        ("POST", "/resources/pkeys"),
+        ("POST", "/resources/pkeys"),
+    ]
+    assert ufm.state.pkeys[0xA02].ip_over_ib is True
+    assert d.observe().tables == expected_tables(changed)
+
+
+def test_server_error_mid_apply_rolls_back(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    before = ufm.members()
+    ufm.fail("POST", "/resources/pkeys", status=500, body="UFM internal error: opensm restart failed")
+    moved = PartitionLayout(partitions=(tenant(0xA01, [(A[0], F)], ipoib=True), tenant(0xA02, [(A[1], F), (B[0], F)])))
+    with pytest.raises(ApplyError) as ei:
+        d.apply(moved)
+    err = ei.value
+    assert err.fields["status"] == 500
+    assert "opensm restart failed" in err.fields["response"]
+    assert err.fields["failed_call"] == "POST /resources/pkeys full x1"
+    assert len(err.fields["done"]) == 2  # removal of both from 0xa01 (one call), one from 0xa02
+    assert err.fields["rolled_back"] is True
+    assert "rolled back" in err.message and "call 3 of 3" in err.message
+    assert ufm.members() == before  # not half-applied
+
+
+def test_error_on_first_call_changes_nothing(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    ufm.fail("POST", "/resources/pkeys", status=400, body="Invalid GUIDs")
+    with pytest.raises(ApplyError) as ei:
+        d.apply(TWO_TENANTS)
+    assert "nothing was changed" in ei.value.message
+    assert ei.value.fields["done"] == [] and ei.value.fields["rolled_back"] is False
+    assert ufm.members() == {}
+
+
+def test_rollback_failure_is_reported(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    d.apply(TWO_TENANTS)
+    ufm.fail("POST", "/resources/pkeys", status=503, body="busy", count=5)
+    with pytest.raises(ApplyError) as ei:
+        d.apply(PartitionLayout(partitions=(tenant(0xA02, [(A[0], F)]),)))
+    assert ei.value.fields["rolled_back"] is False
+    assert "503" in ei.value.fields["rollback_error"]
+    assert "rollback failed" in ei.value.message
+
+
+def test_write_acknowledged_but_not_done_is_a_verify_error(ufm: UfmServer) -> None:
+    d = driver(ufm)
+    ufm.fail("POST", "/resources/pkeys", status=200, body="accepted", count=10)  # 200, state untouched
+    with pytest.raises(VerifyError) as ei:
+        d.apply(TWO_TENANTS)
+    assert len(ei.value.fields["remaining"]) == 3
+
+
+def test_token_auth_uses_v3_prefix(ufm: UfmServer) -> None:
+    d = UfmDriver(ufm.url, token="tok-test-0123456789", managed_pkeys=RANGE)
+    d.apply(TWO_TENANTS)
+    assert d.observe().tables == expected_tables(TWO_TENANTS)
+
+
+@pytest.mark.parametrize("kw", [{"password": "wrong"}, {"username": "nobody"}], ids=["bad-password", "bad-user"])
+def test_bad_credentials_fail_with_401(ufm: UfmServer, kw: dict[str, str]) -> None:
+    with pytest.raises(FabricError) as ei:
+        driver(ufm, **kw).observe()
+    assert ei.value.fields["status"] == 401
+    assert ufm.requests == []  # nothing reached the API
+
+
+def test_unreachable_ufm_is_a_fabric_error() -> None:
+    with ufm_server() as s:
+        url = s.url
+    with pytest.raises(FabricError) as ei:
+        UfmDriver(url, username="admin", password="x", timeout=2).observe()
+    assert "ConnectError" in ei.value.message
+
+
+def test_bad_layout_refused_before_any_request(ufm: UfmServer) -> None:
+    with pytest.raises(ValidationError):
+        driver(ufm).apply(PartitionLayout(partitions=(tenant(0xB01, [(A[0], F)]),)))
+    assert ufm.requests == []
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"username": "admin"},
+        {"token": "t", "username": "admin", "password": "p"},
+        {"password": "p", "password_file": "/nonexistent"},
+        {"username": "admin", "password_file": "/nonexistent/pw"},
+    ],
+    ids=["no-password", "token-and-password", "password-twice", "unreadable-file"],
+)
+def test_config_errors(kw: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        UfmDriver("https://ufm.example", **kw)  # type: ignore[arg-type]
+
+
+def test_secret_files(tmp_path: object, ufm: UfmServer) -> None:
+    from pathlib import Path
+
+    pw = Path(str(tmp_path)) / "pw"
+    pw.write_text("s3cret-test\n")
+    d = UfmDriver(ufm.url, username="admin", password_file=str(pw), managed_pkeys=RANGE)
+    assert d.observe().tables == ()
+
+
+# ----------------------------------------------------------------- the server's own validation
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"pkey": "0x7fff", "guids": ["0002c90300000001"]}, 400),
+        ({"pkey": "0x0", "guids": ["0002c90300000001"]}, 400),
+        ({"pkey": "12", "guids": ["0002c90300000001"]}, 400),
+        ({"pkey": "0x12", "guids": ["2c90300000001"]}, 400),
+        ({"pkey": "0x12", "guids": ["zz02c90300000001"]}, 400),
+        ({"pkey": "0x12", "guids": []}, 400),
+        ({"pkey": "0x12", "guids": ["0002c90300000001"], "membership": "both"}, 400),
+        ({"pkey": "0x12", "guids": ["0x0002c90300000001"], "membership": "limited"}, 200),
+    ],
+    ids=["mgmt-key", "zero", "no-0x", "short-guid", "bad-hex", "no-guids", "bad-membership", "ok-0x-guid"],
+)
+def test_server_validates_like_the_docs(ufm: UfmServer, body: dict[str, object], status: int) -> None:
+    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test")) as c:
+        assert c.post("/ufmRest/resources/pkeys", json=body).status_code == status
+
+
+def test_server_delete_unknown_and_management(ufm: UfmServer) -> None:
+    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test")) as c:
+        assert c.delete("/ufmRest/resources/pkeys/0xa05").status_code == 404
+        assert c.delete("/ufmRest/resources/pkeys/0x7fff").status_code == 400
+        assert c.get("/ufmRest/resources/pkeys/0xa05").status_code == 404
+        assert c.get("/ufmRest/resources/pkeys").json() == {"0x7fff": {"partition": "management", "ip_over_ib": True}}
