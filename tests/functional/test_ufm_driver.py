@@ -273,3 +273,17 @@ def test_server_delete_unknown_and_management(ufm: UfmServer) -> None:
         assert c.delete("/ufmRest/resources/pkeys/0x7fff").status_code == 400
         assert c.get("/ufmRest/resources/pkeys/0xa05").status_code == 404
         assert c.get("/ufmRest/resources/pkeys").json() == {"0x7fff": {"partition": "management", "ip_over_ib": True}}
+
+
+def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
+    """The service builds drivers as ``cls(**options)`` from fabrics.yaml (entry point ``ufm``)."""
+    from gpufabric.service.fabrics import Fabrics
+    from gpufabric.service.registry import Registry
+
+    reg = Registry()
+    reg.register("ufm", UfmDriver)
+    options = {"url": ufm.url, "username": "admin", "password": "s3cret-test", "managed_pkeys": [0xA00, 0xAFF]}
+    fabrics = Fabrics.from_config({"infiniband": {"driver": "ufm", "options": options}}, reg)
+    assert isinstance(fabrics.sm, UfmDriver)
+    fabrics.sm.apply(TWO_TENANTS)
+    assert fabrics.observe().ib.tables == expected_tables(TWO_TENANTS)
