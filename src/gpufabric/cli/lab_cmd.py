@@ -9,8 +9,9 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, home
-from gpufabric.cli.output import console, emit_json, table
+from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_store, segment_config
+from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.lab.fabrics_config import write_fabrics_config
 from gpufabric.lab.lab import Lab, LabStatus
 
 app = typer.Typer(no_args_is_help=True)
@@ -57,11 +58,21 @@ def up(
     lab = _lab()
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology)
-        emit_json(st.to_dict())
+    else:
+        with console.status("bringing the lab up") as spinner:
+            st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, progress=lambda m: spinner.update(m))
+    result = register(lab, st)
+    if json_out:
+        emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path())})
         return
-    with console.status("bringing the lab up") as spinner:
-        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, progress=lambda m: spinner.update(m))
     _show(st)
+    console.print(f"registered in the store: {result}; drivers in {fabrics_path()}", highlight=False)
+
+
+def register(lab: Lab, st: LabStatus) -> object:
+    """Register the lab's inventory in the store and write the fabrics.yaml its drivers use."""
+    write_fabrics_config(fabrics_path(), lab, st, segment_config().quarantine_vlan.value)
+    return open_store().upsert_inventory(st.inventory())
 
 
 @app.command()

@@ -11,6 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufabric.domain.errors import GpufabricError
+from gpufabric.domain.serial import jsonable
+
+__all__ = ["console", "emit_json", "fail", "jsonable", "table"]
 
 console = Console()
 err_console = Console(stderr=True)

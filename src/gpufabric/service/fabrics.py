@@ -9,6 +9,7 @@ registry, observed and applied in parallel (one thread per fabric, one transacti
       driver: opensm
       options: {...}
     sm_port_guids: ["0x..."]      # full members of the default partition
+    trusted_sm_guids: ["0x..."]   # the only SMs allowed on the subnet (default: sm_port_guids)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Fabrics:
     switches: dict[str, EthernetSwitchDriver] = field(default_factory=dict)
     sm: SubnetManagerDriver | None = None
     sm_port_guids: tuple[Guid, ...] = ()
+    trusted_sm_guids: tuple[Guid, ...] = ()
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any], registry: Registry) -> Fabrics:
@@ -51,7 +53,8 @@ class Fabrics:
                 raise ConfigError("infiniband.driver", raw["infiniband"].get("driver"), "a subnet manager driver")
             sm = sm_drv
         guids = tuple(Guid.parse(g, field="sm_port_guids") for g in raw.get("sm_port_guids", []) or [])
-        return cls(switches, sm, guids)
+        trusted = tuple(Guid.parse(g, field="trusted_sm_guids") for g in raw.get("trusted_sm_guids", []) or [])
+        return cls(switches, sm, guids, trusted or guids)
 
     @classmethod
     def load(cls, path: Path, registry: Registry) -> Fabrics:

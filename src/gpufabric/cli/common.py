@@ -1,0 +1,52 @@
+"""What every command shares: the store and configuration it works on, and ``--json``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.segments import SegmentConfig
+
+JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+
+
+def home() -> Path:
+    return Path(os.environ.get("GPUFABRIC_HOME", ".gpufabric")).resolve()
+
+
+def open_store() -> Any:
+    """Open the store named by GPUFABRIC_DB (any SQLAlchemy URL) or SQLite under GPUFABRIC_HOME."""
+    from gpufabric.service.store import Store
+
+    return Store.open(url=os.environ.get("GPUFABRIC_DB") or None, home=home())
+
+
+def segment_config() -> SegmentConfig:
+    """Pools and the PKey mapping from ``$GPUFABRIC_HOME/config.yaml`` (``segments:``), else defaults."""
+    path = Path(os.environ.get("GPUFABRIC_CONFIG", home() / "config.yaml"))
+    if not path.exists():
+        return SegmentConfig.default()
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError("config", str(path), "valid YAML", str(e).splitlines()[0]) from None
+    return SegmentConfig.from_dict(raw.get("segments", {}) or {})
+
+
+def fabrics_path() -> Path:
+    return Path(os.environ.get("GPUFABRIC_FABRICS", home() / "fabrics.yaml"))
+
+
+def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
+    """The move engine over the store and the fabrics of ``fabrics.yaml``."""
+    from gpufabric.service.fabrics import Fabrics
+    from gpufabric.service.moves import MoveEngine
+    from gpufabric.service.registry import Registry
+
+    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points())
+    return MoveEngine(open_store(), fabrics, segment_config(), progress=progress, verify_timeout=verify_timeout)

@@ -1,0 +1,74 @@
+"""``gpufabric inventory import FILE``: YAML/JSON inventory files and real ibnetdiscover output."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from gpufabric.cli.common import JSON_OPT, open_store
+from gpufabric.cli.output import console, emit_json, jsonable
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import Inventory, Node
+
+app = typer.Typer(no_args_is_help=True)
+
+
+class Format(StrEnum):
+    yaml = "yaml"
+    json = "json"
+    ibnetdiscover = "ibnetdiscover"
+
+
+def _guess(path: Path) -> Format:
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return Format.yaml
+    if suffix == ".json":
+        return Format.json
+    return Format.ibnetdiscover
+
+
+def merge_ib_ports(existing: list[Node], ib_inventory: Inventory) -> Inventory:
+    """Attach IB ports found on the fabric to the known nodes, keeping their other ports."""
+    by_name = {n.name: n for n in existing}
+    merged = []
+    for found in ib_inventory.nodes:
+        old = by_name.get(found.name)
+        merged.append(dataclasses.replace(old, ib=found.ib) if old else found)
+    return Inventory(tuple(merged))
+
+
+def load_ibnetdiscover(path: Path) -> Inventory:
+    from gpufabric.fabrics.infiniband.ibnetdiscover import ib_ports_from_topology, parse_ibnetdiscover
+
+    ports = ib_ports_from_topology(parse_ibnetdiscover(path.read_text()))
+    names = sorted({p.node for p in ports})
+    return Inventory(tuple(Node(name, ib=tuple(p for p in ports if p.node == name)) for name in names))
+
+
+@app.command("import")
+def import_(
+    file: Path = typer.Argument(..., exists=False),
+    fmt: Format = typer.Option(None, "--format", help="yaml, json or ibnetdiscover (default: by file suffix)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Register nodes and ports. ibnetdiscover output (with or without -p) adds IB ports to nodes
+    matched by node description "HOSTNAME DEVICE"."""
+    if not file.is_file():
+        raise ValidationError("file", str(file), "an existing, readable file")
+    fmt = fmt or _guess(file)
+    store = open_store()
+    if fmt is Format.ibnetdiscover:
+        inv = merge_ib_ports(store.nodes(), load_ibnetdiscover(file))
+    else:
+        from gpufabric.service.inventory import load_inventory
+
+        inv = load_inventory(file, fmt.value)
+    result = store.upsert_inventory(inv)
+    if json_out:
+        emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": jsonable(result)})
+    else:
+        console.print(f"imported {len(inv.nodes)} nodes from {file} ({fmt.value}): {result}")

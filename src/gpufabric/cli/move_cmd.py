@@ -1,0 +1,103 @@
+"""``gpufabric node move``, ``gpufabric move list|retry|resume`` and ``gpufabric reconcile``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from gpufabric.cli.common import JSON_OPT, open_engine, open_store
+from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.progress import phase_progress
+from gpufabric.domain.models import QUARANTINE
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _print_result(result: Any, json_out: bool) -> None:
+    data = result.to_dict()
+    if json_out:
+        emit_json(data)
+        return
+    for m in data["moves"]:
+        console.print(f"move {m['id']}: {m['node']} {m['from']} -> {m['to']}: [bold]{m['status']}[/]")
+    table(
+        "per-phase timings",
+        ["phase", "seconds", "changes", "devices"],
+        [
+            (
+                p["phase"],
+                f"{p['seconds']:.3f}",
+                p["changes"],
+                ", ".join(f"{k} {v:.3f}s" for k, v in p["devices"].items()) or "-",
+            )
+            for p in data["phases"]
+        ],
+    )
+    console.print(f"total {data['total_seconds']:.3f} s")
+
+
+def move_node(
+    node: str, to_tenant: str, networks: list[str], offering: str, dry_run: bool, json_out: bool, window: float
+) -> None:
+    with phase_progress(not json_out) as progress:
+        engine = open_engine(progress=progress)
+        if not networks and to_tenant != QUARANTINE:
+            networks = [n.name for n in engine.store.networks(to_tenant)]
+        if dry_run:
+            plans = engine.preview(node, to_tenant, tuple(networks))
+            if json_out:
+                emit_json({k: v.to_dict() for k, v in plans.items()})
+            else:
+                for phase, p in plans.items():
+                    console.print(f"[bold]{phase}[/]\n{p}")
+            return
+        move = engine.ledger.request(node, to_tenant, offering, tuple(networks))
+        result = engine.run_pending(window=window)
+    if result is None:  # another worker took it
+        m = engine.ledger.get(move.id)
+        emit_json(jsonable(m)) if json_out else console.print(f"move {m.id} is {m.status.value} by {m.claimed_by}")
+        return
+    _print_result(result, json_out)
+
+
+@app.command("list")
+def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
+    from gpufabric.service.store_moves import MoveLedger
+
+    ms = MoveLedger(open_store()).moves(open_only)
+    if json_out:
+        emit_json(jsonable(ms))
+    else:
+        table(
+            f"{len(ms)} moves",
+            ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
+            [
+                (m.id, m.node, m.from_tenant, m.to_tenant, m.phase.value, m.status.value, m.attempts, m.error[:60])
+                for m in ms
+            ],
+        )
+
+
+@app.command("retry")
+def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
+    """Re-queue a failed move and run it from the phase where it stopped."""
+    with phase_progress(not json_out) as progress:
+        engine = open_engine(progress=progress)
+        engine.ledger.retry(move_id)
+        result = engine.run_pending()
+    _print_result(result, json_out)
+
+
+@app.command("resume")
+def resume(
+    json_out: bool = JSON_OPT,
+    stale_after: float = typer.Option(120.0, "--stale-after", help="Take over running moves claimed longer ago (s)."),
+) -> None:
+    """Run pending moves and take over moves whose worker died (after a crash)."""
+    with phase_progress(not json_out) as progress:
+        result = open_engine(progress=progress).run_pending(stale_after=stale_after)
+    if result is None:
+        emit_json({"moves": [], "phases": []}) if json_out else console.print("nothing to resume")
+        return
+    _print_result(result, json_out)

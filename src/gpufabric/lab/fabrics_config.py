@@ -1,0 +1,44 @@
+"""The ``fabrics.yaml`` of a running lab: one OVSDB driver per leaf bridge and the OpenSM
+driver of the trusted SM (partitions.conf, pid file, log, and the umad2sim environment to
+read PKey tables by SMP as the SM node). ``gpufabric lab up`` writes it next to the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufabric.lab.lab import Lab, LabStatus
+
+
+def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, Any]:
+    fab = lab.ib_fabric()
+    remote = f"unix:{st.ovsdb_socket}"
+    return {
+        "ethernet": [
+            {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan}}
+            for br in st.leaf_bridges
+        ],
+        "infiniband": {
+            "driver": "opensm",
+            "options": {
+                "partitions_conf": str(fab.partitions_conf),
+                "log_path": str(fab.opensm_log),
+                "pid_file": str(fab.run_dir / "opensm.pid"),
+                "trusted_sm_guids": [st.sm_port_guid],
+                "diag_env": fab.tool_env(st.sm_node, base={}),
+                "diag_cwd": str(fab.scratch),
+            },
+        },
+        "sm_port_guids": [st.sm_port_guid],
+        "trusted_sm_guids": [st.sm_port_guid],
+    }
+
+
+def write_fabrics_config(path: Path, lab: Lab, st: LabStatus, quarantine_vlan: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(fabrics_config(lab, st, quarantine_vlan), sort_keys=True))
+    tmp.replace(path)
+    return path

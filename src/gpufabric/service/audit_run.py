@@ -1,0 +1,55 @@
+"""Collect an audit's input from the store and the real fabrics, and run the pure audit.
+
+The observed state comes from the drivers (OVSDB/SSH read-back, SMP reads of PKey
+tables, SMInfo), never from the store; the store only says who should own what.
+Hardening findings of the trusted SM's settings pass through as ``IB-HARDENING``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gpufabric.audit import AuditInput, AuditReport, Severity, Violation, run_audit
+from gpufabric.domain.models import Fabric
+from gpufabric.domain.state import FabricState
+from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.service.moves import MoveEngine
+
+
+def hardening_violations(observed: FabricState) -> tuple[Violation, ...]:
+    settings = dict(observed.ib.settings)
+    if not settings:
+        return ()
+    return tuple(
+        Violation(
+            "IB-HARDENING",
+            Severity(f.severity.value),
+            f"{f.setting} = {f.observed!r}: {f.description} (expected {f.expected})",
+            fabric=Fabric.INFINIBAND,
+            device="opensm",
+            resource=f"setting:{f.setting}",
+        )
+        for f in check_hardening(settings)
+    )
+
+
+def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInput:
+    store = engine.store
+    observed = observed if observed is not None else engine.fabrics.observe()
+    desired = engine.desired()
+    return AuditInput(
+        nodes=tuple(store.nodes()),
+        leases=tuple(store.leases(active_at=datetime.now(UTC))),
+        networks=tuple(store.networks()),
+        quarantine_vlan=engine.cfg.quarantine_vlan,
+        observed=observed,
+        trusted_sm_guids=frozenset(engine.fabrics.trusted_sm_guids),
+        sm_port_guids=frozenset(engine.fabrics.sm_port_guids),
+        desired_switches=desired.switches,
+        desired_layout=desired.ib if engine.fabrics.sm is not None else None,
+        extra_findings=hardening_violations(observed),
+    )
+
+
+def audit(engine: MoveEngine) -> AuditReport:
+    return run_audit(collect(engine))
