@@ -213,6 +213,12 @@ def test_shut_port_reaches_nobody(fabric: Fabric) -> None:
     assert not got[(1, 2)] and not got[(1, 3)] and got[(2, 3)]
 
 
+def test_trunk_carries_only_listed_vlans(fabric: Fabric) -> None:
+    """VLAN 103 is not on the uplink trunks: it works inside leaf1, never across the spine."""
+    fabric.bind({1: 103, 2: 103, 3: 103})
+    assert reachability(fabric, [1, 2, 3]) == {(1, 2): True, (1, 3): False, (2, 3): False}
+
+
 def test_quarantine_vlan_alone_would_leak_protected_stops_it(fabric: Fabric) -> None:
     """The control: two ports in the quarantine VLAN *without* ``protected`` do talk;
     the driver's SHUTDOWN (same VLAN, protected) does not."""
