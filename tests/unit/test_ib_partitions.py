@@ -12,7 +12,9 @@ from gpufabric.domain.errors import CapacityError, ValidationError
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.partitions import (
+    changed_ports,
     check_partition_name,
+    entries_by_port,
     expected_entries,
     normalize_layout,
     parse_partitions_conf,
@@ -212,3 +214,25 @@ def test_round_trip_property(layout: PartitionLayout) -> None:
     text = render_partitions_conf(layout, [SM])
     assert parse_partitions_conf(text) == normalize_layout(layout, [SM])
     assert render_partitions_conf(parse_partitions_conf(text)) == text
+
+
+@settings(max_examples=100, deadline=None)
+@given(layouts())
+def test_entries_by_port_matches_expected_entries(layout: PartitionLayout) -> None:
+    norm = normalize_layout(layout, [SM])
+    by_port = entries_by_port(norm)
+    for g in by_port:
+        assert by_port[g] == expected_entries(norm, g)
+
+
+def test_changed_ports_only_the_moved_node() -> None:
+    old = normalize_layout(two_tenants(), [SM])
+    moved = PartitionLayout(
+        (
+            Partition("tenant-a", PKey(0x0A01), (PartitionMember(A1),)),
+            Partition("tenant-b", PKey(0x0B01), (PartitionMember(A2), PartitionMember(B1), PartitionMember(B2)), True),
+        ),
+        (SM,),
+    )
+    assert changed_ports(old, moved) == {A2}
+    assert changed_ports(None, moved) == {A1, A2, B1, B2, SM}

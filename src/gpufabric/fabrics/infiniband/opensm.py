@@ -40,8 +40,9 @@ from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
     DEFAULT_CAPACITY,
+    changed_ports,
     check_layout,
-    expected_entries,
+    entries_by_port,
     layout_guids,
     parse_partitions_conf,
     render_partitions_conf,
@@ -159,7 +160,7 @@ class OpenSMDriver(SubnetManagerDriver):
         new = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
         old_text = _read(c.partitions_conf)
         old = _safe_parse(old_text)
-        affected = layout_guids(new) | (layout_guids(old) if old is not None else frozenset())
+        affected = changed_ports(old, new) if old_text != text else layout_guids(new)
         ports = self._locate(affected, required=layout_guids(new))
         report = ApplyReport(changed=old_text != text, ports_checked=len(ports))
         self.last_report = report
@@ -236,9 +237,11 @@ class OpenSMDriver(SubnetManagerDriver):
     def _mismatches(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> dict[str, str]:
         """Ports whose real table differs from ``layout``: {guid: "have [...] want [...]"}."""
         reads = self.diag.map(lambda p: self.diag.pkeys(p.lid, p.port_num), ports)
+        expected = entries_by_port(layout)
+        default = frozenset({0x7FFF} if layout.default_limited_all else ())
         out: dict[str, str] = {}
         for p, r in zip(ports, reads, strict=True):
-            want = expected_entries(layout, p.guid)
+            want = expected.get(p.guid, default)
             if isinstance(r, GpufabricError):
                 out[str(p.guid)] = f"unreadable: {r.message}"
                 continue

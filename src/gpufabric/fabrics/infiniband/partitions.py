@@ -362,3 +362,34 @@ def expected_entries(layout: PartitionLayout, guid: Guid) -> frozenset[int]:
         elif ms:
             out.add(p.pkey.value)
     return frozenset(out)
+
+
+def entries_by_port(layout: PartitionLayout) -> dict[Guid, frozenset[int]]:
+    """:func:`expected_entries` of every port the layout names, in one pass."""
+    out: dict[Guid, set[int]] = defaultdict(set)
+    full: dict[int, set[Guid]] = defaultdict(set)
+    for p in layout.partitions:
+        for m in p.members:
+            if m.membership is Membership.FULL:
+                full[p.pkey.value].add(m.guid)
+    for p in layout.partitions:
+        for m in p.members:
+            k = p.pkey.value
+            out[m.guid].add(k | 0x8000 if m.guid in full[k] else k)
+    for g in layout.default_full:
+        out[g].add(0xFFFF)
+    res: dict[Guid, frozenset[int]] = {}
+    for g, keys in out.items():
+        if g not in layout.default_full and layout.default_limited_all:
+            keys.add(DEFAULT_PKEY)
+        res[g] = frozenset(keys)
+    return res
+
+
+def changed_ports(old: PartitionLayout | None, new: PartitionLayout) -> frozenset[Guid]:
+    """Ports whose expected PKey table differs between ``old`` and ``new`` (all of
+    ``new``'s ports when ``old`` is unknown, or when the default policy changed)."""
+    if old is None or old.default_limited_all != new.default_limited_all:
+        return layout_guids(new) | (layout_guids(old) if old is not None else frozenset())
+    a, b = entries_by_port(old), entries_by_port(new)
+    return frozenset(g for g in a.keys() | b.keys() if a.get(g) != b.get(g))
