@@ -211,6 +211,9 @@ def test_shut_port_reaches_nobody(fabric: Fabric) -> None:
     got = reachability(fabric, sorted(tenants))
     assert got == expected(tenants)
     assert not got[(1, 2)] and not got[(1, 3)] and got[(2, 3)]
+    # shut ports on different leaves: the quarantine VLAN is not on the uplink trunks
+    fabric.bind({3: None})
+    assert reachability(fabric, [1, 2, 3]) == {(1, 2): False, (1, 3): False, (2, 3): False}
 
 
 def test_trunk_carries_only_listed_vlans(fabric: Fabric) -> None:
