@@ -5,6 +5,11 @@ public half is the only authorized key, a known_hosts file for strict host-key c
 the config, and the log. It listens on a free loopback port, runs in the foreground
 (``sshd -D``) as a child whose PID we keep, and :meth:`SshServer.accepted` counts the
 ``Accepted publickey`` lines of its log: the server-side count of SSH connections.
+
+``clean_env`` (default) adds ``SetEnv SHLVL=1``: Debian's bash sources ~/.bashrc for a
+non-interactive command when SSH_CLIENT is set and SHLVL < 2, and a developer's .bashrc
+(here root's runs ``pyenv init``, ~0.5 s) would then be timed with every SSH command.
+Interactive login shells (what netmiko opens) read ~/.profile whatever SHLVL says.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ def free_port() -> int:
 
 
 class SshServer:
-    def __init__(self, run_dir: Path, *, port: int | None = None) -> None:
+    def __init__(self, run_dir: Path, *, port: int | None = None, clean_env: bool = True) -> None:
         self.run_dir = Path(run_dir)
+        self.clean_env = clean_env
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.username = getpass.getuser()
@@ -69,6 +75,7 @@ class SshServer:
                     "MaxSessions 100",
                     "MaxStartups 100:30:200",
                     "LogLevel INFO",
+                    *(["SetEnv SHLVL=1"] if self.clean_env else []),
                     "",
                 ]
             )
@@ -99,8 +106,30 @@ class SshServer:
 
         wait_for(listening, 10, f"sshd on {self.host}:{self.port}")
 
+    def connection_pids(self) -> list[int]:
+        """PIDs of the per-connection sshd processes (children of our listener)."""
+        if self._proc is None:
+            return []
+        kids: list[int] = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == self._proc.pid and fields[0] != "Z":
+                kids.append(int(stat.parent.name))
+        return kids
+
+    def drop_connections(self) -> int:
+        """End every open SSH connection (server side); returns how many."""
+        kids = self.connection_pids()
+        for pid in kids:
+            stop_pid(pid)
+        return len(kids)
+
     def stop(self) -> None:
         if self._proc is not None:
+            self.drop_connections()
             stop_pid(self._proc.pid)
             try:
                 self._proc.wait(timeout=5)

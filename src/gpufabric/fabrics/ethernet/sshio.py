@@ -81,7 +81,11 @@ class SshConnection:
                 client.set_missing_host_key_policy(paramiko.RejectPolicy())
             else:
                 client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+            sock: socket.socket | None = None
             try:
+                # our own socket: TCP_NODELAY saves a delayed-ACK stall (~40 ms) per round trip
+                sock = socket.create_connection((t.host, t.port), timeout=t.connect_timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 client.connect(
                     t.host,
                     port=t.port,
@@ -92,6 +96,7 @@ class SshConnection:
                     timeout=t.connect_timeout,
                     banner_timeout=t.connect_timeout,
                     auth_timeout=t.connect_timeout,
+                    sock=sock,
                 )
             except paramiko.AuthenticationException as e:
                 client.close()
@@ -107,6 +112,8 @@ class SshConnection:
                 ) from e
             except (*_RETRYABLE, paramiko.SSHException, OSError) as e:
                 client.close()
+                if sock is not None:
+                    sock.close()
                 if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
                     raise ApplyError(
                         f"SSH host key of {t.host}:{t.port} is unknown", fabric="ethernet", device=self.device
