@@ -12,30 +12,60 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from gpufabric.audit.index import DEFAULT_PKEY, AuditIndex, EthKey, describe_eth, eth_place
 from gpufabric.audit.model import AuditInput, Finding
-from gpufabric.domain.models import Fabric
+from gpufabric.domain.models import Fabric, Node
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import Guid
 
 HARDENING_ID = "IB-HARDENING"
 
 
-def _eth_effective(idx: AuditIndex, cfg: EthernetPortConfig) -> frozenset[str]:
-    return frozenset(o for v in cfg.vlans() for o in idx.vlan_owners.get(v, ()))
-
-
-def _ib_effective(idx: AuditIndex, entries: Iterable[int]) -> frozenset[str]:
-    return frozenset(
-        o for e in entries if (e & 0x7FFF) not in (0, DEFAULT_PKEY) for o in idx.pkey_owners.get(e & 0x7FFF, ())
-    )
-
-
 def node_split(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     """X-NODE-SPLIT: flags each port of a split node whose effective tenants are not
-    exactly the node's tenant (per the store), and nodes with leases of several tenants."""
+    exactly the node's tenant (per the store), and nodes with leases of several tenants.
+
+    One cheap pass over the port rows finds the split nodes; only those are detailed.
+    """
+    vlan_memo: dict[frozenset[int], frozenset[str]] = {}
+    pkey_memo: dict[frozenset[int], frozenset[str]] = {}
+
+    def eth_eff(vlans: frozenset[int]) -> frozenset[str]:
+        eff = vlan_memo.get(vlans)
+        if eff is None:
+            eff = vlan_memo[vlans] = frozenset(o for v in vlans for o in idx.vlan_owners.get(v, ()))
+        return eff
+
+    def ib_eff(keys: frozenset[int]) -> frozenset[str]:
+        eff = pkey_memo.get(keys)
+        if eff is None:
+            eff = pkey_memo[keys] = frozenset(o for k in keys for o in idx.pkey_owners.get(k, ()))
+        return eff
+
+    first: dict[str, frozenset[str]] = {}
+    split: set[str] = set()
+
+    def note(node_name: str, eff: frozenset[str]) -> None:
+        seen = first.get(node_name)
+        if seen is None:
+            first[node_name] = eff
+            if len(eff) > 1:
+                split.add(node_name)
+        elif seen is not eff and seen != eff:
+            split.add(node_name)
+
+    for _, _, vlans, node_name, _ in idx.eth_rows():
+        if node_name and vlans:
+            eff = eth_eff(vlans)
+            if eff:
+                note(node_name, eff)
+    for _, _, node_name, _, _, keys, _ in idx.ib_rows():
+        if node_name and keys:
+            eff = ib_eff(keys)
+            if eff:
+                note(node_name, eff)
     for node in inp.nodes:
         leased = idx.node_tenants.get(node.name, ())
         if len(leased) > 1:
@@ -44,33 +74,40 @@ def node_split(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
                 node=node.name,
                 tenants=leased,
             )
-        expected = idx.tenant_of(node.name)
-        places: list[tuple[Fabric, str, str, str, frozenset[str]]] = []
-        for p in node.ethernet:
-            cfg = idx.observed_eth.get((p.switch, p.switch_port))
-            if cfg is not None:
-                eff = _eth_effective(idx, cfg)
-                places.append((Fabric.ETHERNET, p.switch, p.switch_port, eth_place((p.switch, p.switch_port)), eff))
-        for q in node.ib:
-            table = idx.observed_tables.get(q.port_guid)
-            if table is not None:
-                eff = _ib_effective(idx, table.entries)
-                places.append((Fabric.INFINIBAND, q.device, str(q.port_guid), f"{q.device} {q.port_guid}", eff))
-        union = frozenset(t for *_, eff in places for t in eff)
-        if len(union) < 2:
+        if node.name in split:
+            yield from _split_ports(idx, node, eth_eff, ib_eff)
+
+
+def _split_ports(
+    idx: AuditIndex,
+    node: Node,
+    eth_eff: Callable[[frozenset[int]], frozenset[str]],
+    ib_eff: Callable[[frozenset[int]], frozenset[str]],
+) -> Iterator[Finding]:
+    places: list[tuple[Fabric, str, str, str, frozenset[str]]] = []
+    for p in node.ethernet:
+        key = (p.switch, p.switch_port)
+        if key in idx.eth_vlans:
+            places.append((Fabric.ETHERNET, p.switch, p.switch_port, eth_place(key), eth_eff(idx.eth_vlans[key])))
+    for q in node.ib:
+        table = idx.observed_tables.get(q.port_guid.value)
+        if table is not None:
+            keys = frozenset(e & 0x7FFF for e in table.entries) - {0, DEFAULT_PKEY}
+            places.append((Fabric.INFINIBAND, q.device, str(q.port_guid), f"{q.device} {q.port_guid}", ib_eff(keys)))
+    union = sorted({t for *_, eff in places for t in eff})
+    expected = idx.tenant_of(node.name)
+    for fabric, device, port, label, eff in places:
+        if not eff or eff == {expected}:
             continue
-        for fabric, device, port, label, eff in places:
-            if not eff or eff == {expected}:
-                continue
-            yield Finding(
-                f"node {node.name} (tenant {expected}) is split across {', '.join(sorted(union))}: "
-                f"{label} is in {', '.join(sorted(eff))}",
-                fabric=fabric,
-                device=device,
-                port=port,
-                node=node.name,
-                tenants=tuple(sorted(union)),
-            )
+        yield Finding(
+            f"node {node.name} (tenant {expected}) is split across {', '.join(union)}: "
+            f"{label} is in {', '.join(sorted(eff))}",
+            fabric=fabric,
+            device=device,
+            port=port,
+            node=node.name,
+            tenants=tuple(union),
+        )
 
 
 def _same_eth(a: EthernetPortConfig, b: EthernetPortConfig) -> bool:
@@ -109,7 +146,7 @@ def _eth_drift(idx: AuditIndex) -> Iterator[Finding]:
             continue
         elif want is None:
             msg = f"{eth_place(key)}{on} has no desired configuration; observed {describe_eth(obs)}"
-        elif not _same_eth(want, obs):
+        elif want is not obs and want != obs and not _same_eth(want, obs):
             msg = f"{eth_place(key)}{on}: desired {describe_eth(want)}, observed {describe_eth(obs)}"
         else:
             continue
@@ -117,28 +154,33 @@ def _eth_drift(idx: AuditIndex) -> Iterator[Finding]:
 
 
 def _ib_drift(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
-    guids: set[Guid] = set(idx.ib_ports)
-    if idx.desired_entries is not None:
-        guids.update(idx.desired_entries)
-        guids.update(idx.observed_tables)
-    for guid in guids:
-        device, node = idx.ib_place(guid)
-        on = f" (node {node})" if node else ""
-        table = idx.observed_tables.get(guid)
-        if table is None:
-            msg = f"port {guid}{on}: pkey table not in the observed state"
-        elif idx.desired_entries is None:
+    keys: set[int] = set(idx.ib_ports)
+    if idx.desired_tables is not None:
+        keys.update(idx.desired_tables)  # covers the observed and the desired GUIDs too
+    have_memo: dict[tuple[int, ...], frozenset[int]] = {}
+    for key in keys:
+        table = idx.observed_tables.get(key)
+        if table is not None and idx.desired_tables is None:
             continue
-        else:
-            want = idx.desired_table(guid)
-            have = frozenset(e for e in table.entries if e)
+        msg = ""
+        if table is None:
+            msg = "pkey table not in the observed state"
+        elif idx.desired_tables is not None:
+            want = idx.desired_tables[key]
+            have = have_memo.get(table.entries)
+            if have is None:
+                have = have_memo[table.entries] = frozenset(e for e in table.entries if e)
             if want == have:
                 continue
             msg = (
-                f"port {guid}{on}: desired pkeys {_fmt_entries(want)}, observed {_fmt_entries(have)} "
+                f"desired pkeys {_fmt_entries(want)}, observed {_fmt_entries(have)} "
                 f"(missing {_fmt_entries(want - have)}, extra {_fmt_entries(have - want)})"
             )
-        yield Finding(msg, fabric=Fabric.INFINIBAND, device=device, port=str(guid), node=node)
+        port = idx.ib_ports.get(key)
+        guid = port.port_guid if port else Guid(key)
+        device, node = (port.device, port.node) if port else ("", "")
+        on = f" (node {node})" if node else ""
+        yield Finding(f"port {guid}{on}: {msg}", fabric=Fabric.INFINIBAND, device=device, port=str(guid), node=node)
 
 
 def hardening(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpufabric.audit.index import AuditIndex, EthKey, describe_eth, eth_place, fmt_vlans
+from gpufabric.audit.index import AuditIndex, EthRow, describe_eth, eth_place, fmt_vlans
 from gpufabric.audit.model import AuditInput, Finding
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.state import PortMode
@@ -24,20 +24,17 @@ def vlan_shared(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     Flags every port on such a VLAN whose tenant does not own the VLAN (all of its
     ports when none of the tenants present owns it).
     """
-    by_vlan: dict[int, list[tuple[EthKey, str, str]]] = {}
-    for key, cfg in idx.observed_eth.items():
-        port = idx.eth_ports.get(key)
-        if port is None:
-            continue
-        tenant = idx.tenant_of(port.node)
-        for vlan in cfg.vlans():
-            by_vlan.setdefault(vlan, []).append((key, port.node, tenant))
+    by_vlan: dict[int, list[EthRow]] = {}
+    for row in idx.eth_rows():
+        if row[3]:
+            for vlan in row[2]:
+                by_vlan.setdefault(vlan, []).append(row)
     for vlan, members in by_vlan.items():
-        tenants = {t for _, _, t in members}
+        tenants = {m[4] for m in members}
         if len(tenants) < 2:
             continue
         rightful = idx.vlan_owners.get(vlan, frozenset()) & tenants
-        for key, node, tenant in members:
+        for key, _, _, node, tenant in members:
             if tenant in rightful:
                 continue
             others = ", ".join(sorted(tenants - {tenant}))
@@ -62,8 +59,11 @@ def unleased_not_quarantined(inp: AuditInput, idx: AuditIndex) -> Iterator[Findi
         for p in node.ethernet:
             key = (p.switch, p.switch_port)
             cfg = idx.observed_eth.get(key)
-            if cfg is None or cfg.mode is PortMode.SHUTDOWN or cfg.vlans() == quarantine:
+            if cfg is None or cfg.mode is PortMode.SHUTDOWN:
                 continue  # an unobserved port is reported by X-DRIFT
+            vlans = idx.eth_vlans[key]
+            if vlans == quarantine:
+                continue
             yield Finding(
                 f"unleased node {node.name}: {eth_place(key)} is {describe_eth(cfg)}, "
                 f"not quarantine vlan {idx.quarantine_vlan}",
@@ -71,31 +71,27 @@ def unleased_not_quarantined(inp: AuditInput, idx: AuditIndex) -> Iterator[Findi
                 device=p.switch,
                 port=p.switch_port,
                 node=node.name,
-                resource=f"vlan:{fmt_vlans(cfg.vlans())}" if cfg.vlans() else "",
+                resource=f"vlan:{fmt_vlans(vlans)}" if vlans else "",
             )
 
 
 def trunk_foreign_vlan(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     """ETH-TRUNK-FOREIGN-VLAN: a trunk port of a node carries (native or tagged) a VLAN
     its node's tenant does not own."""
-    for key, cfg in idx.observed_eth.items():
-        if cfg.mode is not PortMode.TRUNK:
+    for key, cfg, vlans, node, tenant in idx.eth_rows():
+        if cfg.mode is not PortMode.TRUNK or not node:
             continue
-        port = idx.eth_ports.get(key)
-        if port is None:
-            continue
-        tenant = idx.tenant_of(port.node)
-        foreign = [v for v in cfg.vlans() if tenant not in idx.vlan_owner_set(v)]
+        foreign = [v for v in vlans if tenant not in idx.vlan_owner_set(v)]
         if not foreign:
             continue
         owners = sorted({o for v in foreign for o in idx.vlan_owner_set(v)})
         yield Finding(
-            f"trunk {eth_place(key)} (node {port.node}, tenant {tenant}) carries vlan(s) {fmt_vlans(foreign)} "
+            f"trunk {eth_place(key)} (node {node}, tenant {tenant}) carries vlan(s) {fmt_vlans(foreign)} "
             f"owned by {', '.join(owners)}",
             fabric=ETH,
             device=key[0],
             port=key[1],
-            node=port.node,
+            node=node,
             tenants=tuple(sorted({tenant, *owners})),
             resource=f"vlan:{fmt_vlans(foreign)}",
         )
@@ -103,11 +99,9 @@ def trunk_foreign_vlan(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
 
 def vlan1(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     """ETH-VLAN1: a managed port carries VLAN 1 (access, native or tagged)."""
-    for key, cfg in idx.observed_eth.items():
-        if 1 not in cfg.vlans():
+    for key, cfg, vlans, node, _ in idx.eth_rows():
+        if 1 not in vlans:
             continue
-        port = idx.eth_ports.get(key)
-        node = port.node if port else ""
         who = f" (node {node})" if node else ""
         yield Finding(
             f"{eth_place(key)}{who} carries vlan 1: {describe_eth(cfg)}",

@@ -11,7 +11,6 @@ the tenants whose networks use it; quarantine owns no PKey.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
 
 from gpufabric.audit.index import DEFAULT_PKEY, AuditIndex, fmt_pkeys
 from gpufabric.audit.model import AuditInput, Finding
@@ -20,19 +19,6 @@ from gpufabric.domain.state import SmState
 from gpufabric.domain.values import Guid
 
 IB = Fabric.INFINIBAND
-NOT_IN_INVENTORY: Final = "(not in inventory)"
-
-
-def _tenant_ports(inp: AuditInput, idx: AuditIndex) -> Iterator[tuple[Guid, str, str, str, tuple[int, ...]]]:
-    """(guid, device, node, tenant, entries) of every observed port but the SM's."""
-    for guid, table in idx.observed_tables.items():
-        if guid in inp.sm_port_guids:
-            continue
-        port = idx.ib_ports.get(guid)
-        if port is None:
-            yield guid, "", "", NOT_IN_INVENTORY, table.entries
-        else:
-            yield guid, port.device, port.node, idx.tenant_of(port.node), table.entries
 
 
 def _who(node: str, tenant: str) -> str:
@@ -46,23 +32,21 @@ def pkey_shared(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     Flags every member port whose tenant does not own the PKey (all members when none of
     the tenants present owns it).
     """
-    by_pkey: dict[int, list[tuple[Guid, str, str, str]]] = {}
-    full_tenants: dict[int, set[str]] = {}
-    for guid, device, node, tenant, entries in _tenant_ports(inp, idx):
-        for e in entries:
-            pk = e & 0x7FFF
-            if pk == DEFAULT_PKEY or pk == 0:
-                continue
-            by_pkey.setdefault(pk, []).append((guid, device, node, tenant))
-            if e & 0x8000:
-                full_tenants.setdefault(pk, set()).add(tenant)
-    for pk, members in by_pkey.items():
-        tenants = {m[3] for m in members}
-        if len(tenants) < 2 or not full_tenants.get(pk):
+    tenants_of: dict[int, set[str]] = {}
+    has_full: set[int] = set()
+    for _, _, _, tenant, _, keys, full in idx.ib_rows():
+        for pk in keys:
+            tenants_of.setdefault(pk, set()).add(tenant)
+        has_full.update(full)
+    shared = {pk: ts for pk, ts in tenants_of.items() if len(ts) > 1 and pk in has_full}
+    if not shared:
+        return
+    for guid, device, node, tenant, _, keys, _ in idx.ib_rows():
+        if keys.isdisjoint(shared):
             continue
-        rightful = idx.pkey_owners.get(pk, frozenset()) & tenants
-        for guid, device, node, tenant in members:
-            if tenant in rightful:
+        for pk in sorted(keys & shared.keys()):
+            tenants = shared[pk]
+            if tenant in idx.pkey_owners.get(pk, frozenset()):
                 continue
             others = ", ".join(sorted(tenants - {tenant}))
             yield Finding(
@@ -78,12 +62,14 @@ def pkey_shared(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
 
 def guid_foreign_pkey(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     """IB-GUID-FOREIGN-PKEY: a port holds (full or limited) a PKey its tenant does not own."""
-    for guid, device, node, tenant, entries in _tenant_ports(inp, idx):
-        foreign = {
-            e & 0x7FFF
-            for e in entries
-            if e & 0x7FFF not in (0, DEFAULT_PKEY) and tenant not in idx.pkey_owner_set(e & 0x7FFF)
-        }
+    memo: dict[tuple[str, frozenset[int]], frozenset[int]] = {}
+    for guid, device, node, tenant, _, keys, _ in idx.ib_rows():
+        if not keys:
+            continue
+        k = (tenant, keys)
+        foreign = memo.get(k)
+        if foreign is None:
+            foreign = memo[k] = frozenset(pk for pk in keys if tenant not in idx.pkey_owner_set(pk))
         if not foreign:
             continue
         owners = sorted({o for pk in foreign for o in idx.pkey_owner_set(pk)})
@@ -101,8 +87,9 @@ def guid_foreign_pkey(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
 def default_full_host(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     """IB-DEFAULT-FULL-HOST: a port other than the SM node's is a full member (0xffff)
     of the default partition, so it can reach every host of the subnet."""
-    for guid, device, node, tenant, entries in _tenant_ports(inp, idx):
-        if DEFAULT_PKEY | 0x8000 in entries:
+    full_default = DEFAULT_PKEY | 0x8000
+    for guid, device, node, tenant, entries, _, _ in idx.ib_rows():
+        if full_default in entries:
             yield Finding(
                 f"port {guid} ({_who(node, tenant)}) is a full member of the default partition 0xffff",
                 fabric=IB,
@@ -139,21 +126,22 @@ def rogue_sm(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
 def pkey_capacity(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
     """IB-PKEY-CAPACITY: a port's PKey table (observed, or as the desired layout would fill
     it) holds more keys than the port's PartitionCap; the SM silently drops the excess."""
-    for guid, table in idx.observed_tables.items():
-        if table.capacity <= 0:
+    desired_tables = idx.desired_tables or {}
+    for key, table in idx.observed_tables.items():
+        cap = table.capacity
+        if cap <= 0:
             continue
-        observed = len([e for e in table.entries if e])
-        desired = len(idx.desired_table(guid)) if idx.desired_entries is not None else 0
-        need = max(observed, desired)
-        if need <= table.capacity:
+        observed = len(table.entries) - table.entries.count(0)
+        desired = len(desired_tables.get(key, ()))
+        if observed <= cap and desired <= cap:
             continue
-        device, node = idx.ib_place(guid)
+        device, node = idx.ib_place(table.port_guid)
         what = "the desired layout gives it" if desired >= observed else "it holds"
         on = f" (node {node})" if node else ""
         yield Finding(
-            f"port {guid}{on}: {what} {need} pkeys, capacity {table.capacity}",
+            f"port {table.port_guid}{on}: {what} {max(observed, desired)} pkeys, capacity {cap}",
             fabric=IB,
             device=device,
-            port=str(guid),
+            port=str(table.port_guid),
             node=node,
         )

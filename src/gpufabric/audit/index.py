@@ -7,9 +7,9 @@ VLAN/PKey -> owning tenants, and the observed/desired configuration of each port
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from gpufabric.audit.model import AuditInput
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric, IbPort
@@ -22,36 +22,58 @@ DEFAULT_PKEY: Final = 0x7FFF
 UNOWNED: Final = "(unowned)"
 """Owner label of a VLAN/PKey that no network and no quarantine claims."""
 
+NOT_IN_INVENTORY: Final = "(not in inventory)"
+"""Tenant label of a port GUID that is not in the inventory."""
+
 EthKey = tuple[str, str]
+
+
+EthRow = tuple[EthKey, EthernetPortConfig, frozenset[int], str, str]
+"""(key, config, VLANs carried, node, tenant) of one observed switch port; node and
+tenant are "" when no inventory node is cabled to the port."""
+
+IbRow = tuple[Guid, str, str, str, tuple[int, ...], frozenset[int], frozenset[int]]
+"""(GUID, device, node, tenant, entries, tenant PKeys held, PKeys held as full member)
+of one observed PKey table that is not the SM node's; device and node are "" and the
+tenant NOT_IN_INVENTORY when the GUID is not in the inventory. PKeys are 15-bit, the
+default partition and 0 left out."""
 
 
 @dataclass(frozen=True)
 class AuditIndex:
+    """GUID-keyed maps use ``Guid.value`` (a plain int) as the key."""
+
     eth_ports: Mapping[EthKey, EthernetPort]
-    ib_ports: Mapping[Guid, IbPort]
-    node_tenants: Mapping[str, tuple[str, ...]]  # only nodes with an active lease
+    ib_ports: Mapping[int, IbPort]
+    node_tenants: Mapping[str, tuple[str, ...]]  # only nodes with an active lease, sorted
+    tenant: Mapping[str, str]  # every inventory node -> its (first) lease tenant or quarantine
     vlan_owners: Mapping[int, frozenset[str]]
     pkey_owners: Mapping[int, frozenset[str]]
     observed_eth: Mapping[EthKey, EthernetPortConfig]
-    observed_tables: Mapping[Guid, PkeyTable]
+    eth_columns: tuple[tuple[Any, ...], ...]  # EthRow fields, one tuple per field (see eth_rows)
+    eth_vlans: Mapping[EthKey, frozenset[int]]
+    observed_tables: Mapping[int, PkeyTable]
+    ib_columns: tuple[tuple[Any, ...], ...]  # IbRow fields, one tuple per field (see ib_rows)
+    entry_keys: Mapping[tuple[int, ...], tuple[frozenset[int], frozenset[int]]]  # entries -> (keys, full keys)
+    sm_keys: frozenset[int]
     desired_eth: Mapping[EthKey, EthernetPortConfig] | None
-    desired_entries: Mapping[Guid, frozenset[int]] | None  # explicit partition members only
-    desired_default_full: frozenset[Guid]
-    desired_default_limited_all: bool
+    desired_tables: Mapping[int, frozenset[int]] | None  # every inventory/observed/desired GUID
     quarantine_vlan: int
 
     @classmethod
     def build(cls, inp: AuditInput) -> AuditIndex:
         eth: dict[EthKey, EthernetPort] = {}
-        ib: dict[Guid, IbPort] = {}
+        ib: dict[int, IbPort] = {}
         for n in inp.nodes:
             for p in n.ethernet:
                 eth[(p.switch, p.switch_port)] = p
             for q in n.ib:
-                ib[q.port_guid] = q
-        tenants: dict[str, set[str]] = {}
+                ib[q.port_guid.value] = q
+        leased: dict[str, set[str]] = {}
         for lease in inp.leases:
-            tenants.setdefault(lease.node, set()).add(lease.tenant)
+            leased.setdefault(lease.node, set()).add(lease.tenant)
+        node_tenants = {k: tuple(sorted(v)) for k, v in leased.items()}
+        tenant = {n.name: node_tenants[n.name][0] if n.name in node_tenants else QUARANTINE for n in inp.nodes}
         vlans: dict[int, set[str]] = {inp.quarantine_vlan.value: {QUARANTINE}}
         pkeys: dict[int, set[str]] = {}
         for net in inp.networks:
@@ -60,65 +82,138 @@ class AuditIndex:
                     vlans.setdefault(seg.vlan.value if seg.vlan else seg.seg_id, set()).add(net.tenant)
                 elif seg.fabric is Fabric.INFINIBAND and seg.pkey is not None:
                     pkeys.setdefault(seg.pkey.value, set()).add(net.tenant)
+        tables = {t.port_guid.value: t for t in inp.observed.ib.tables}
         observed_eth = {(c.switch, c.port): c for s in inp.observed.switches for c in s.ports}
-        desired_eth = (
-            None
-            if inp.desired_switches is None
-            else {(c.switch, c.port): c for s in inp.desired_switches for c in s.ports}
-        )
-        layout = inp.desired_layout
+        eth_columns = _eth_columns(observed_eth, eth, tenant)
+        entry_keys = {e: _split_entries(e) for e in {t.entries for t in tables.values()}}
+        sm = {g.value for g in inp.sm_port_guids}
         return cls(
             eth_ports=eth,
             ib_ports=ib,
-            node_tenants={k: tuple(sorted(v)) for k, v in tenants.items()},
+            node_tenants=node_tenants,
+            tenant=tenant,
             vlan_owners={k: frozenset(v) for k, v in vlans.items()},
             pkey_owners={k: frozenset(v) for k, v in pkeys.items()},
             observed_eth=observed_eth,
-            observed_tables={t.port_guid: t for t in inp.observed.ib.tables},
-            desired_eth=desired_eth,
-            desired_entries=None if layout is None else _member_entries(layout),
-            desired_default_full=frozenset(layout.default_full) if layout else frozenset(),
-            desired_default_limited_all=layout.default_limited_all if layout else True,
+            eth_columns=eth_columns,
+            eth_vlans=dict(zip(eth_columns[0], eth_columns[2], strict=True)),
+            observed_tables=tables,
+            ib_columns=_ib_columns(tables, ib, tenant, sm, entry_keys),
+            entry_keys=entry_keys,
+            sm_keys=frozenset(sm),
+            desired_eth=None
+            if inp.desired_switches is None
+            else {(c.switch, c.port): c for s in inp.desired_switches for c in s.ports},
+            desired_tables=None if inp.desired_layout is None else _desired_tables(inp.desired_layout, ib, tables),
             quarantine_vlan=inp.quarantine_vlan.value,
         )
 
     # ------------------------------------------------------------------ lookups
     def tenant_of(self, node: str) -> str:
         """The node's tenant per the store: its lease's tenant, else quarantine."""
-        t = self.node_tenants.get(node)
-        return t[0] if t else QUARANTINE
+        return self.tenant.get(node, QUARANTINE)
 
     def vlan_owner_set(self, vlan: int) -> frozenset[str]:
-        return self.vlan_owners.get(vlan, frozenset({UNOWNED}))
+        return self.vlan_owners.get(vlan, _UNOWNED_SET)
 
     def pkey_owner_set(self, pkey: int) -> frozenset[str]:
-        return self.pkey_owners.get(pkey, frozenset({UNOWNED}))
+        return self.pkey_owners.get(pkey, _UNOWNED_SET)
+
+    def eth_rows(self) -> Iterator[EthRow]:
+        """Every observed switch port as an ``EthRow``."""
+        return zip(*self.eth_columns, strict=True)
+
+    def ib_rows(self) -> Iterator[IbRow]:
+        """Every observed PKey table but the SM node's, as an ``IbRow``.
+
+        Rows are kept as columns of existing objects and zipped on the fly, so that an
+        audit keeps almost no per-port objects alive (less work for the garbage collector).
+        """
+        return zip(*self.ib_columns, strict=True)
 
     def ib_place(self, guid: Guid) -> tuple[str, str]:
         """(device, node) of a port GUID, empty strings when not in the inventory."""
-        p = self.ib_ports.get(guid)
+        p = self.ib_ports.get(guid.value)
         return (p.device, p.node) if p else ("", "")
 
-    def desired_table(self, guid: Guid) -> frozenset[int]:
-        """The raw PKey table entries the desired layout gives ``guid`` (default partition included).
 
-        Only meaningful when ``desired_entries`` is not None.
-        """
-        entries = set(self.desired_entries.get(guid, frozenset())) if self.desired_entries else set()
-        if guid in self.desired_default_full:
-            entries.add(DEFAULT_PKEY | 0x8000)
-        elif self.desired_default_limited_all:
-            entries.add(DEFAULT_PKEY)
-        return frozenset(entries)
+_UNOWNED_SET: Final = frozenset({UNOWNED})
+_EMPTY: Final[frozenset[int]] = frozenset()
 
 
-def _member_entries(layout: PartitionLayout) -> dict[Guid, frozenset[int]]:
-    out: dict[Guid, set[int]] = {}
+def _split_entries(entries: tuple[int, ...]) -> tuple[frozenset[int], frozenset[int]]:
+    keys = frozenset(e & 0x7FFF for e in entries) - {0, DEFAULT_PKEY}
+    full = frozenset(e & 0x7FFF for e in entries if e & 0x8000) - {0, DEFAULT_PKEY}
+    return keys, full
+
+
+def _eth_columns(
+    observed: Mapping[EthKey, EthernetPortConfig], eth: Mapping[EthKey, EthernetPort], tenant: Mapping[str, str]
+) -> tuple[tuple[Any, ...], ...]:
+    keys, cfgs, vlans, nodes, tenants = [], [], [], [], []
+    memo: dict[frozenset[int], frozenset[int]] = {}
+    for key, cfg in observed.items():
+        p = eth.get(key)
+        v = cfg.vlans()
+        keys.append(key)
+        cfgs.append(cfg)
+        vlans.append(memo.setdefault(v, v))  # share equal sets
+        nodes.append(p.node if p else "")
+        tenants.append(tenant[p.node] if p else "")
+    return tuple(keys), tuple(cfgs), tuple(vlans), tuple(nodes), tuple(tenants)
+
+
+def _ib_columns(
+    tables: Mapping[int, PkeyTable],
+    ib: Mapping[int, IbPort],
+    tenant: Mapping[str, str],
+    sm: set[int],
+    entry_keys: Mapping[tuple[int, ...], tuple[frozenset[int], frozenset[int]]],
+) -> tuple[tuple[Any, ...], ...]:
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+    guids, devices, nodes, tenants, entries, keys, full = cols
+    for key, t in tables.items():
+        if key in sm:
+            continue
+        p = ib.get(key)
+        k, f = entry_keys[t.entries]
+        guids.append(t.port_guid)
+        devices.append(p.device if p else "")
+        nodes.append(p.node if p else "")
+        tenants.append(tenant[p.node] if p else NOT_IN_INVENTORY)
+        entries.append(t.entries)
+        keys.append(k)
+        full.append(f)
+    return tuple(tuple(c) for c in cols)
+
+
+def _desired_tables(
+    layout: PartitionLayout, ib: Mapping[int, IbPort], tables: Mapping[int, PkeyTable]
+) -> dict[int, frozenset[int]]:
+    """The raw table entries the layout gives each GUID, default partition included."""
+    single: dict[int, frozenset[int]] = {}
+    members: dict[int, frozenset[int]] = {}
     for part in layout.partitions:
         for m in part.members:
             entry = part.pkey.value | (0x8000 if m.membership is Membership.FULL else 0)
-            out.setdefault(m.guid, set()).add(entry)
-    return {g: frozenset(e) for g, e in out.items()}
+            one = single.get(entry)
+            if one is None:
+                one = single[entry] = frozenset({entry})
+            cur = members.get(m.guid.value)
+            members[m.guid.value] = one if cur is None else cur | one
+    full = {g.value for g in layout.default_full}
+    memo: dict[frozenset[int], frozenset[int]] = {}
+    out: dict[int, frozenset[int]] = {}
+    for key in {*members, *ib, *tables, *full}:
+        base = members.get(key, _EMPTY)
+        if key in full:
+            out[key] = base | {DEFAULT_PKEY | 0x8000}
+            continue
+        cached = memo.get(base)
+        if cached is None:
+            cached = memo[base] = base | {DEFAULT_PKEY} if layout.default_limited_all else base
+        out[key] = cached
+    return out
 
 
 def eth_place(key: EthKey) -> str:

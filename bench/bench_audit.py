@@ -1,0 +1,224 @@
+"""Benchmark of the pure audit core on synthetic clusters.
+
+Clusters of 512, 1,024 and 4,096 nodes, each with 2 Ethernet ports (one access port in
+the tenant's VLAN, one trunk with the tenant's two VLANs) and 8 IB ports (full member of
+the tenant's PKey, limited member of the default partition). ~10% of the nodes are in
+quarantine, the rest are spread over 20-60 tenants. The desired state equals the clean
+observed state; then a fixed handful of violations is injected, and every run checks that
+the audit finds exactly those.
+
+Times ``run_audit`` only (indexes + all invariants + sort; building the input is not
+timed), median of several runs. The figures that count are *CPU* seconds of this process
+(``time.process_time``): the machine is shared (2 cores, other jobs), so wall time is
+recorded too but varies with the load (``load_average_1min`` is recorded). Reports time
+per node and the growth ratio of time per node between the largest and the smallest
+cluster (1.0 = linear; ``linear_ok`` when <= 1.5). Target: <= 1 s for 4,096 nodes.
+
+Run: ``.venv/bin/python -m bench.bench_audit`` (writes bench/results/audit.json).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpufabric.audit import AuditInput, run_audit
+from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.state import (
+    EthernetPortConfig,
+    FabricState,
+    IbFabricState,
+    Partition,
+    PartitionLayout,
+    PartitionMember,
+    PkeyTable,
+    PortMode,
+    SmSeen,
+    SmState,
+    SwitchState,
+)
+from gpufabric.domain.values import Guid, PKey, VlanId
+
+SIZES = (512, 1024, 4096)
+RUNS = 7
+TARGET_SECONDS_4096 = 1.0
+RESULTS = Path(__file__).resolve().parent / "results" / "audit.json"
+QVLAN = 4000
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+SM = Guid(0x0002C90300FF0001)
+ROGUE_SM = Guid(0x0002C90300EE0001)
+PORTS_PER_LEAF = 32
+# the violations injected into every cluster (invariant -> count the audit must report)
+EXPECTED = {
+    "ETH-VLAN-SHARED": 2,  # node 1's access port moved into tenant 1's VLAN; node 0's (below)
+    "X-NODE-SPLIT": 3,  # node 1's access port; node 0's access port and first IB port
+    "ETH-UNLEASED-NOT-QUARANTINED": 1,  # node 0 (quarantined): access port left in tenant 0's VLAN
+    "IB-GUID-FOREIGN-PKEY": 1,  # node 0's first IB port kept tenant 0's PKey
+    "IB-PKEY-SHARED": 1,  # ... shared with tenant 0
+    "IB-DEFAULT-FULL-HOST": 1,  # node 2's last IB port is full in the default partition
+    "IB-ROGUE-SM": 1,  # a standby SM that is not trusted
+    "X-DRIFT": 4,  # node 0 eth + IB port, node 1 eth, node 2 IB port
+}
+
+
+def _guid(node: int, port: int) -> Guid:
+    return Guid(0x0002C90300000000 + (node << 4) + port + 1)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    inp: AuditInput
+    nodes: int
+    tenants: int
+    quarantined: int
+    ports: int
+
+
+def make_cluster(n: int) -> Cluster:
+    """A synthetic cluster of ``n`` nodes (n >= 64) with the EXPECTED violations injected."""
+    n_tenants = max(20, min(60, n // 40))
+    tenant_of: dict[int, int | None] = {}
+    for i in range(n):
+        # nodes 0 and every 10th are quarantined; the rest in contiguous blocks per tenant
+        tenant_of[i] = None if i % 10 == 0 else (i * n_tenants) // n
+    tenants = [f"t{t:02d}" for t in range(n_tenants)]
+    networks = tuple(
+        Network(f"{name}-net", name, (Segment(Fabric.ETHERNET, 2000 + t, VlanId(2000 + t)),
+                                      Segment(Fabric.INFINIBAND, 3000 + t, pkey=PKey(0x0A01 + t))))
+        for t, name in enumerate(tenants)
+    ) + tuple(
+        Network(f"{name}-storage", name, (Segment(Fabric.ETHERNET, 2500 + t, VlanId(2500 + t)),))
+        for t, name in enumerate(tenants)
+    )  # fmt: skip
+    nodes: list[Node] = []
+    leases: list[Lease] = []
+    desired_eth: list[EthernetPortConfig] = []
+    tables: list[PkeyTable] = []
+    members: dict[int, list[PartitionMember]] = {}
+    for i in range(n):
+        name = f"gpu{i:05d}"
+        t = tenant_of[i]
+        leaf = f"leaf{i // PORTS_PER_LEAF:03d}"
+        eth = tuple(EthernetPort(name, f"eth{k}", leaf, f"Eth1/{2 * (i % PORTS_PER_LEAF) + k + 1}") for k in range(2))
+        ib = tuple(IbPort(name, f"mlx5_{k}", 1, _guid(i, k), Guid(_guid(i, k).value | 1 << 48)) for k in range(8))
+        nodes.append(Node(name, ethernet=eth, ib=ib))
+        if t is None:
+            desired_eth += [EthernetPortConfig(leaf, p.switch_port, PortMode.ACCESS, VlanId(QVLAN)) for p in eth]
+            tables += [PkeyTable(p.port_guid, (0x7FFF,), 64) for p in ib]
+        else:
+            leases.append(Lease(tenants[t], name, T0))
+            desired_eth.append(EthernetPortConfig(leaf, eth[0].switch_port, PortMode.ACCESS, VlanId(2000 + t)))
+            desired_eth.append(EthernetPortConfig(leaf, eth[1].switch_port, PortMode.TRUNK, VlanId(2000 + t),
+                                                  (VlanId(2500 + t),)))  # fmt: skip
+            tables += [PkeyTable(p.port_guid, ((0x0A01 + t) | 0x8000, 0x7FFF), 64) for p in ib]
+            members.setdefault(t, []).extend(PartitionMember(p.port_guid) for p in ib)
+    tables.append(PkeyTable(SM, (0xFFFF,), 64))
+    layout = PartitionLayout(
+        tuple(Partition(f"{tenants[t]}-net", PKey(0x0A01 + t), tuple(m)) for t, m in sorted(members.items())),
+        default_full=(SM,),
+    )
+    observed_eth = {(c.switch, c.port): c for c in desired_eth}
+    obs_tables = {tb.port_guid: tb for tb in tables}
+    # ---- injected violations (see EXPECTED)
+    n0, n1 = nodes[0].ethernet[0], nodes[1].ethernet[0]
+    observed_eth[(n0.switch, n0.switch_port)] = EthernetPortConfig(n0.switch, n0.switch_port, PortMode.ACCESS,
+                                                                   VlanId(2000))  # fmt: skip
+    t1 = tenant_of[11] or 1
+    observed_eth[(n1.switch, n1.switch_port)] = EthernetPortConfig(n1.switch, n1.switch_port, PortMode.ACCESS,
+                                                                   VlanId(2000 + t1))  # fmt: skip
+    obs_tables[_guid(0, 0)] = PkeyTable(_guid(0, 0), (0x8A01, 0x7FFF), 64)
+    t2 = tenant_of[2] or 0
+    obs_tables[_guid(2, 7)] = PkeyTable(_guid(2, 7), ((0x0A01 + t2) | 0x8000, 0xFFFF), 64)
+    sms = (SmSeen(SM, 1, 15, SmState.MASTER, "sm1"), SmSeen(ROGUE_SM, 99, 1, SmState.STANDBY, "rogue"))
+    by_switch: dict[str, list[EthernetPortConfig]] = {}
+    for c in observed_eth.values():
+        by_switch.setdefault(c.switch, []).append(c)
+    want_by_switch: dict[str, list[EthernetPortConfig]] = {}
+    for c in desired_eth:
+        want_by_switch.setdefault(c.switch, []).append(c)
+    inp = AuditInput(
+        nodes=tuple(nodes),
+        leases=tuple(leases),
+        networks=networks,
+        quarantine_vlan=VlanId(QVLAN),
+        observed=FabricState(
+            tuple(SwitchState(s, tuple(p)) for s, p in by_switch.items()),
+            IbFabricState(tuple(obs_tables.values()), sms, SM),
+        ),
+        trusted_sm_guids=frozenset({SM}),
+        sm_port_guids=frozenset({SM}),
+        desired_switches=tuple(SwitchState(s, tuple(p)) for s, p in want_by_switch.items()),
+        desired_layout=layout,
+    )
+    quarantined = sum(1 for t in tenant_of.values() if t is None)
+    return Cluster(inp, n, n_tenants, quarantined, n * 10)
+
+
+def bench_one(n: int, runs: int = RUNS) -> dict[str, object]:
+    cluster = make_cluster(n)
+    times = []
+    report = None
+    cpu_times = []
+    for _ in range(runs):
+        gc.collect()  # settle the collector after building the input; the audit is not charged for it
+        start, cpu_start = time.perf_counter(), time.process_time()
+        report = run_audit(cluster.inp, now=T0)
+        times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
+    assert report is not None
+    found = {k: v for k, v in report.counts_by_invariant().items() if v}
+    if found != EXPECTED:
+        raise AssertionError(f"{n} nodes: audit found {found}, injected {EXPECTED}")
+    cpu = statistics.median(cpu_times)
+    return {
+        "nodes": n,
+        "tenants": cluster.tenants,
+        "quarantined_nodes": cluster.quarantined,
+        "ports": cluster.ports,
+        "violations": len(report.violations),
+        "runs": runs,
+        "median_cpu_seconds": round(cpu, 4),
+        "median_wall_seconds": round(statistics.median(times), 4),
+        "min_wall_seconds": round(min(times), 4),
+        "seconds_per_node": cpu / n,
+        "cpu_microseconds_per_node": round(cpu / n * 1e6, 2),
+    }
+
+
+def run_audit_bench(sizes: tuple[int, ...] = SIZES, runs: int = RUNS) -> list[dict[str, object]]:
+    """Run every size; write bench/results/audit.json; return one row per size.
+
+    The last row carries the growth check: ``per_node_growth`` = (time/node at the largest
+    size) / (time/node at the smallest); ``linear_ok`` when <= 1.5; ``target_ok`` when the
+    4,096-node audit takes <= 1 s.
+    """
+    rows = [bench_one(n, runs) for n in sizes]
+    small, large = rows[0], rows[-1]
+    growth = float(large["seconds_per_node"]) / float(small["seconds_per_node"])  # type: ignore[arg-type]
+    for row in rows:
+        row["per_node_growth_vs_smallest"] = round(
+            float(row["seconds_per_node"]) / float(small["seconds_per_node"]),  # type: ignore[arg-type]
+            3,
+        )
+    summary = {
+        "per_node_growth": round(growth, 3),
+        "linear_ok": growth <= 1.5,
+        "target_seconds_4096": TARGET_SECONDS_4096,
+        "target_ok": all(float(r["median_cpu_seconds"]) <= TARGET_SECONDS_4096 for r in rows if r["nodes"] == 4096),  # type: ignore[arg-type]
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"benchmark": "audit", "rows": rows, "summary": summary}, indent=2) + "\n")
+    rows[-1] = {**rows[-1], **summary}
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run_audit_bench():
+        print(json.dumps(r))
