@@ -150,6 +150,8 @@ CASES: list[Case] = [
          (("p1", "a2"),)),
     Case("quarantined-node-ib-keeps-tenant-pkey", "X-NODE-SPLIT",
          lambda s: s.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF), ((g("q1", 0), "q1"),)),
+    Case("one-trunk-carries-two-tenants", "X-NODE-SPLIT", lambda s: s.set_eth("g1", "trunk", 2010, 2002),
+         (("p3", "g1"),)),
     Case("two-active-leases", "X-NODE-SPLIT", lambda s: s.lease("a1", "beta"), (("", "a1"),)),
     # ------------------------------------------------------------- X-DRIFT
     Case("clean", "X-DRIFT", _noop, ()),

@@ -97,6 +97,28 @@ def test_violations_sorted_worst_first_and_deterministic() -> None:
     assert broken_report().to_dict() == a.to_dict()
 
 
+def test_result_does_not_depend_on_input_order() -> None:
+    s = Scenario()
+    s.set_eth("b1", "access", 2001)
+    s.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF)
+    inp = s.build()
+    obs = inp.observed
+    shuffled = replace(
+        inp,
+        nodes=inp.nodes[::-1],
+        leases=inp.leases[::-1],
+        networks=inp.networks[::-1],
+        observed=replace(
+            obs,
+            switches=tuple(replace(sw, ports=sw.ports[::-1]) for sw in obs.switches[::-1]),
+            ib=replace(obs.ib, tables=obs.ib.tables[::-1], sms=obs.ib.sms[::-1]),
+        ),
+    )
+    a, b = run_audit(inp, now=T0), run_audit(shuffled, now=T0)
+    assert len(a.violations) == 7  # b1: shared, split, drift; q1 port: foreign, shared, split, drift
+    assert [v.to_dict() for v in a.violations] == [v.to_dict() for v in b.violations]
+
+
 def test_clean_report_is_ok() -> None:
     d = run_audit(Scenario().build(), now=T0).to_dict()
     assert d["ok"] is True
