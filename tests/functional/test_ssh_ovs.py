@@ -34,7 +34,7 @@ class Lab:
         self.tag = f"gs{secrets.token_hex(2)}"
         self.bridge = f"{self.tag}br"
         self.ports = [f"{self.tag}p{i:03d}" for i in range(1, NPORTS + 1)]
-        self.ovs = OvsServer(root / "ovs")
+        self.ovs = OvsServer(root / "ovs", netns=f"{self.tag}-ovs")  # own netns: own netdev datapath
         self.sshd = SshServer(root / "ssh")
 
     def start(self) -> None:

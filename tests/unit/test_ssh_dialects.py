@@ -214,6 +214,8 @@ def test_ovs_bridge_filter_and_quarantine() -> None:
     assert [p.port for p in only_br0.ports] == ["p01", "p02", "p03", "p04", "p05", "p06"]
     no_q = parse_running_config(d, running_config("ovs"), switch="sw", quarantine=None)
     assert no_q.port("p03") == cfg("p03", PortMode.ACCESS, 999)
+    other_q = parse_running_config(d, running_config("ovs"), switch="sw", quarantine=VlanId(998))
+    assert other_q.port("p03") == cfg("p03", PortMode.ACCESS, 999)
 
 
 @pytest.mark.parametrize(
@@ -287,12 +289,29 @@ def test_error_patterns(name: str) -> None:
         EthernetPortConfig("sw", "p1", PortMode.TRUNK, VlanId(10), ()),
         EthernetPortConfig("sw", "p1;reboot", PortMode.ACCESS, VlanId(10)),
         EthernetPortConfig("sw", "p1 -- del-br br0", PortMode.ACCESS, VlanId(10)),
+        EthernetPortConfig("sw", "p1", PortMode.ACCESS, VlanId(1)),
+        EthernetPortConfig("sw", "p1", PortMode.TRUNK, VlanId(1), v(20)),
+        EthernetPortConfig("sw", "p1", PortMode.TRUNK, None, v(1, 20)),
+        EthernetPortConfig("sw", "p1", PortMode.ACCESS, Q),
+        EthernetPortConfig("sw", "p1", PortMode.SHUTDOWN, VlanId(10)),
     ],
-    ids=["access-without-vlan", "access-with-trunks", "trunk-without-vlans", "semicolon-in-port", "injection-in-port"],
+    ids=[
+        "access-without-vlan",
+        "access-with-trunks",
+        "trunk-without-vlans",
+        "semicolon-in-port",
+        "injection-in-port",
+        "access-vlan-1",
+        "native-vlan-1",
+        "trunk-vlan-1",
+        "access-quarantine",
+        "shutdown-with-vlan",
+    ],
 )
-def test_invalid_changes_are_rejected(change: EthernetPortConfig) -> None:
+@pytest.mark.parametrize("name", DIALECTS)
+def test_invalid_changes_are_rejected(name: str, change: EthernetPortConfig) -> None:
     with pytest.raises(ValidationError):
-        render_batch(load_dialect("ovs"), [change], quarantine=Q)
+        render_batch(load_dialect(name), [change], quarantine=Q, current=SwitchState("sw"))
 
 
 def test_empty_batch_renders_nothing() -> None:

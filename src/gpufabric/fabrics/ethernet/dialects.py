@@ -26,6 +26,7 @@ import yaml
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
 DIALECTS: Final = ("nxos", "eos", "junos", "os10", "sonic", "nvue", "ovs")
@@ -174,9 +175,13 @@ def check_port_name(port: str) -> str:
     return port
 
 
-def validate_change(c: EthernetPortConfig) -> None:
-    """Reject configurations a switch cannot represent unambiguously."""
+def validate_change(c: EthernetPortConfig, quarantine: VlanId | None = None) -> None:
+    """Reject configurations a switch cannot represent unambiguously, and (with
+    ``quarantine``) any that break the VLAN policy shared with the OVSDB driver: never
+    VLAN 1, never the quarantine VLAN as a tenant VLAN, never a VLAN-less port."""
     check_port_name(c.port)
+    if quarantine is not None:
+        check_port_config(c, quarantine)
     if c.mode is PortMode.ACCESS:
         if c.vlan is None:
             raise ValidationError("vlan", None, "1-4094", f"access port {c.port} needs a VLAN")
@@ -214,7 +219,7 @@ def render_batch(
     if dialect.needs_current and current is None:
         raise ValidationError("current", None, "the switch's current state", f"dialect {dialect.name} needs it")
     for c in changes:
-        validate_change(c)
+        validate_change(c, quarantine)
     if not changes:
         return ()
     var = {**dialect.variables, **(variables or {}), "quarantine": str(quarantine.value)}

@@ -23,9 +23,11 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import Dialect
+from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_columns
 
 ALL_VLANS: Final = tuple(VlanId(v) for v in range(VlanId.MIN, VlanId.MAX + 1))
 _ALL_SET: Final = frozenset(range(VlanId.MIN, VlanId.MAX + 1))
+_NO_QUARANTINE: Final = VlanId(VlanId.MAX)  # placeholder when no quarantine VLAN is known (protected is forced off)
 _NOT_PORTS: Final = re.compile(r"^(?i:vlan|loopback|lo\d|mgmt|management|nve|tunnel|vxlan|null)")
 
 
@@ -285,17 +287,14 @@ def parse_ovs_json(
         name = r["name"]
         if name in bridge_names or (bridge is not None and bridges.get(r["_uuid"][1]) != bridge):
             continue
-        tag = _ovs_scalar(r["tag"])
-        trunks = {int(t) for t in _ovs_set(r["trunks"])}
-        mode = _ovs_scalar(r["vlan_mode"]) or ("access" if tag is not None else "trunk")
-        if mode in ("access", "dot1q-tunnel"):
-            if quarantine is not None and tag == quarantine and options.get("shutdown_is_quarantine"):
-                ports.append(_port(switch, name, PortMode.SHUTDOWN))
-            else:
-                ports.append(_port(switch, name, PortMode.ACCESS, tag))
-        else:
-            nat = tag if mode.startswith("native") else None
-            ports.append(_port(switch, name, PortMode.TRUNK, nat, trunks or _ALL_SET))
+        cols = PortColumns(
+            vlan_mode=_ovs_scalar(r["vlan_mode"]) or "",
+            tag=_ovs_scalar(r["tag"]),
+            trunks=tuple(int(t) for t in _ovs_set(r["trunks"])),
+            protected=bool(_ovs_scalar(r.get("protected", False))) and quarantine is not None,
+        )
+        q = VlanId(quarantine) if quarantine is not None else _NO_QUARANTINE
+        ports.append(config_from_columns(switch, name, cols, q))
     return tuple(ports)
 
 

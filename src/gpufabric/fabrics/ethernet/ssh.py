@@ -37,6 +37,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_batch,
     render_read,
 )
+from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
 from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
 
@@ -84,7 +85,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
     ) -> None:
         self._switch = switch
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
-        self.quarantine = quarantine_vlan if isinstance(quarantine_vlan, VlanId) else VlanId.parse(quarantine_vlan)
+        self.quarantine = check_quarantine_vlan(quarantine_vlan)
         self.port_map = dict(port_map or {})
         for inv, dev in self.port_map.items():
             check_port_name(inv)
