@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
 from gpufabric.domain.state import (
     EthernetPortConfig,
@@ -50,12 +48,12 @@ LEASES = [Lease("ta", "gpu-a01", T0, networks=("a-net",)), Lease("tb", "gpu-a02"
 
 
 def test_desired_puts_leased_ports_on_tenant_vlans_and_pkeys_and_others_in_quarantine() -> None:
-    d = derive_desired(NODES, LEASES, NETS, Q, sm_port_guids=[Guid(0x99)])
+    d = derive_desired(NODES, LEASES, NETS, sm_port_guids=[Guid(0x99)])
     sw = d.switch("leaf1")
     assert sw is not None
     assert sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.ACCESS, VlanId(2000))
     assert sw.port("p2") == EthernetPortConfig("leaf1", "p2", PortMode.ACCESS, VlanId(2001))
-    assert sw.port("p3") == EthernetPortConfig("leaf1", "p3", PortMode.ACCESS, Q)
+    assert sw.port("p3") == EthernetPortConfig("leaf1", "p3", PortMode.SHUTDOWN)
     parts = {p.pkey.value: p.full_members() for p in d.ib.partitions}
     assert parts == {0x0A00: {Guid(0x1010), Guid(0x1011)}, 0x0A01: {Guid(0x1020), Guid(0x1021)}}
     assert d.ib.default_full == (Guid(0x99),)
@@ -63,33 +61,30 @@ def test_desired_puts_leased_ports_on_tenant_vlans_and_pkeys_and_others_in_quara
 
 
 def test_override_sends_a_leased_node_to_quarantine_on_every_fabric() -> None:
-    d = derive_desired(NODES, LEASES, NETS, Q, overrides={"gpu-a01": QUARANTINE})
+    d = derive_desired(NODES, LEASES, NETS, overrides={"gpu-a01": QUARANTINE})
     sw = d.switch("leaf1")
-    assert sw is not None and sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.ACCESS, Q)
+    assert sw is not None and sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.SHUTDOWN)
     assert {p.pkey.value for p in d.ib.partitions} == {0x0A01}
     assert d.owner("gpu-a01") == QUARANTINE
 
 
-@pytest.mark.parametrize(
-    ("shutdown", "mode"), [(False, PortMode.ACCESS), (True, PortMode.SHUTDOWN)], ids=["quarantine-vlan", "shutdown"]
-)
-def test_unleased_policy(shutdown: bool, mode: PortMode) -> None:
-    d = derive_desired(NODES, [], NETS, Q, shutdown_unleased=shutdown)
+def test_unleased_ports_are_quarantined_never_vlan1_or_untagged() -> None:
+    d = derive_desired(NODES, [], NETS)
     sw = d.switch("leaf1")
     assert sw is not None
-    assert {p.mode for p in sw.ports} == {mode}
-    assert all(p.vlan == Q for p in sw.ports)  # never VLAN 1, never untagged
+    assert {p.mode for p in sw.ports} == {PortMode.SHUTDOWN}
+    assert all(p.vlans() == frozenset() for p in sw.ports)
 
 
 def test_two_networks_make_a_trunk_with_only_those_vlans() -> None:
-    d = derive_desired(NODES, [Lease("ta", "gpu-a01", T0, networks=("a-net", "a-net2"))], NETS, Q)
+    d = derive_desired(NODES, [Lease("ta", "gpu-a01", T0, networks=("a-net", "a-net2"))], NETS)
     sw = d.switch("leaf1")
     assert sw is not None
     assert sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.TRUNK, None, (VlanId(2000), VlanId(2002)))
 
 
 def test_plan_lists_only_differences_and_removes_before_adds() -> None:
-    d = derive_desired(NODES, LEASES, NETS, Q)
+    d = derive_desired(NODES, LEASES, NETS)
     # observed: p1 still on quarantine; p2 already right; gpu-a01's ports still in tb's key
     observed = FabricState(
         switches=(
@@ -98,7 +93,7 @@ def test_plan_lists_only_differences_and_removes_before_adds() -> None:
                 (
                     EthernetPortConfig("leaf1", "p1", PortMode.ACCESS, Q),
                     EthernetPortConfig("leaf1", "p2", PortMode.ACCESS, VlanId(2001)),
-                    EthernetPortConfig("leaf1", "p3", PortMode.ACCESS, Q),
+                    EthernetPortConfig("leaf1", "p3", PortMode.SHUTDOWN),
                 ),
             ),
         ),
@@ -124,7 +119,7 @@ def test_plan_lists_only_differences_and_removes_before_adds() -> None:
 
 
 def test_plan_is_empty_when_observed_equals_desired() -> None:
-    d = derive_desired(NODES, LEASES, NETS, Q)
+    d = derive_desired(NODES, LEASES, NETS)
     tables = tuple(
         PkeyTable(
             g,

@@ -56,11 +56,15 @@ def up(
 ) -> None:
     """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node."""
     lab = _lab()
+    pool = segment_config().ethernet_vlans
+    uplinks = (pool.start, pool.end)
     if json_out:
-        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology)
+        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks)
     else:
         with console.status("bringing the lab up") as spinner:
-            st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, progress=lambda m: spinner.update(m))
+            st = lab.up(
+                nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks
+            )
     result = register(lab, st)
     if json_out:
         emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path())})

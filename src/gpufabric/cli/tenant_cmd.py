@@ -48,6 +48,7 @@ def create_network(
     name: str, tenant: str = typer.Option(..., "--tenant", help="Owning tenant."), json_out: bool = JSON_OPT
 ) -> None:
     """Create a tenant network: one VLAN and one PKey (through the segmentation-id mapping)."""
+    Network(name, tenant)  # validate names before touching the store
     cfg = segment_config()
     n = open_store().create_network(name, tenant, cfg)
     if json_out:

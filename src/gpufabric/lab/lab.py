@@ -18,6 +18,7 @@ and drops partitions.conf so the next ``up`` starts from the safe default; logs 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -179,6 +180,7 @@ class Lab:
         eth_ports_per_node: int = 1,
         topology: Path | None = None,
         progress: Progress | None = None,
+        uplink_vlans: tuple[int, int] = (2000, 2999),
     ) -> LabStatus:
         say = progress or (lambda _msg: None)
         params = {
@@ -237,7 +239,9 @@ class Lab:
         say("starting Open vSwitch")
         ovs = self.ovs()
         ovs.start()
-        eth = plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf)
+        eth = dataclasses.replace(
+            plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf), uplink_vlans=uplink_vlans
+        )
         say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
         record: dict[str, Any] = {
             "version": STATE_VERSION,

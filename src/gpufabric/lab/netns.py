@@ -6,8 +6,10 @@ namespaces). The switch end of each veth (``<prefix>n<NNN>p<k>``, <= 15 chars) l
 of the lab's ovs-vswitchd (``OvsServer(netns=...)``: one userspace-datapath vswitchd per
 namespace, see lab/ovs.py) and is an OVS port on the node's leaf bridge ``<prefix>-leaf<LL>``, in access mode on the quarantine VLAN 4000
 (never VLAN 1). Each leaf is joined to the one spine bridge ``<prefix>-spine`` by an OVS patch
-port pair (``<prefix>-l<LL>-up`` / ``<prefix>-s-l<LL>``) in trunk mode (all VLANs), so tenant
-VLAN traffic crosses switches. Bridges use ``datapath_type=netdev`` (OvsServer).
+port pair (``<prefix>-l<LL>-up`` / ``<prefix>-s-l<LL>``) trunking exactly the tenant VLAN pool
+(never the quarantine VLAN: a quarantined port, parked alone in VLAN 4000 and ``protected``, must
+not reach one on another leaf), so tenant VLAN traffic crosses switches. New node ports start
+quarantined (access 4000, protected). Bridges use ``datapath_type=netdev`` (OvsServer).
 
 :func:`plan_ethernet` is pure; :func:`ensure_ethernet` makes what is missing (idempotent) and
 :func:`remove_ethernet` deletes exactly the names it is given.
@@ -46,6 +48,7 @@ class EthPlan:
     spine: str
     leaves: tuple[str, ...]
     ports: tuple[EthPortPlan, ...]
+    uplink_vlans: tuple[int, int] = (2000, 2999)  # inclusive: the tenant VLAN pool the uplinks carry
 
     @property
     def netns(self) -> tuple[str, ...]:
@@ -131,19 +134,21 @@ def ensure_ethernet(ovs: OvsServer, plan: EthPlan) -> None:
         _ip("-n", p.netns, "link", "set", p.nic, "up")
         _ip(*sw, "link", "set", p.ovs_port, "up")
     cmds: list[str] = []
+    lo, hi = plan.uplink_vlans
+    trunks = "trunks=" + ",".join(str(v) for v in range(lo, hi + 1) if v != QUARANTINE_VLAN)
     for br in (plan.spine, *plan.leaves):
         cmds += ["--", "--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev"]
     for leaf in plan.leaves:
         up, down = plan.patch_ports(leaf)
         cmds += ["--", "--may-exist", "add-port", leaf, up, "--", "set", "interface", up, "type=patch",
-                 f"options:peer={down}", "--", "set", "port", up, "vlan_mode=trunk"]  # fmt: skip
+                 f"options:peer={down}", "--", "set", "port", up, "vlan_mode=trunk", trunks]  # fmt: skip
         cmds += ["--", "--may-exist", "add-port", plan.spine, down, "--", "set", "interface", down, "type=patch",
-                 f"options:peer={up}", "--", "set", "port", down, "vlan_mode=trunk"]  # fmt: skip
+                 f"options:peer={up}", "--", "set", "port", down, "vlan_mode=trunk", trunks]  # fmt: skip
     existing_ports = set(ovs.vsctl("--bare", "--columns=name", "list", "Port").split())
     for p in plan.ports:
         cmds += ["--", "--may-exist", "add-port", p.bridge, p.ovs_port]
         if p.ovs_port not in existing_ports:  # a re-run must not undo a tenant VLAN set by a driver
-            cmds += ["--", "set", "port", p.ovs_port, f"tag={QUARANTINE_VLAN}", "vlan_mode=access"]
+            cmds += ["--", "set", "port", p.ovs_port, f"tag={QUARANTINE_VLAN}", "vlan_mode=access", "protected=true"]
     ovs.vsctl(*cmds[1:], timeout=60)
 
 

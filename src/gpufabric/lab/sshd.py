@@ -10,6 +10,8 @@ the config, and the log. It listens on a free loopback port, runs in the foregro
 non-interactive command when SSH_CLIENT is set and SHLVL < 2, and a developer's .bashrc
 (here root's runs ``pyenv init``, ~0.5 s) would then be timed with every SSH command.
 Interactive login shells (what netmiko opens) read ~/.profile whatever SHLVL says.
+``env`` adds more session variables (e.g. ``OVS_RUNDIR`` so a plain ``ovs-vsctl`` run
+over SSH talks to a private OVS).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import getpass
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from gpufabric.domain.errors import LabError
@@ -32,9 +35,17 @@ def free_port() -> int:
 
 
 class SshServer:
-    def __init__(self, run_dir: Path, *, port: int | None = None, clean_env: bool = True) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        port: int | None = None,
+        clean_env: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.clean_env = clean_env
+        self.env = dict(env or {})  # set in every session (e.g. OVS_RUNDIR for a private OVS)
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.username = getpass.getuser()
@@ -75,11 +86,18 @@ class SshServer:
                     "MaxSessions 100",
                     "MaxStartups 100:30:200",
                     "LogLevel INFO",
-                    *(["SetEnv SHLVL=1"] if self.clean_env else []),
+                    *([f"SetEnv {setenv}"] if (setenv := self._setenv()) else []),
                     "",
                 ]
             )
         )
+
+    def _setenv(self) -> str:
+        env = {**({"SHLVL": "1"} if self.clean_env else {}), **self.env}
+        for k, v in env.items():
+            if not k.isidentifier() or any(c in v for c in " \"\n"):
+                raise LabError(f"sshd SetEnv {k}={v!r}: no spaces, quotes or newlines allowed", command=SSHD)
+        return " ".join(f"{k}={v}" for k, v in env.items())
 
     def start(self) -> None:
         if self._proc is not None and pid_alive(self._proc.pid):

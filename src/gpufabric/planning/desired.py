@@ -59,11 +59,9 @@ def owners_of(
     return by_node
 
 
-def _eth_config(switch: str, port: str, vlans: list[VlanId], quarantine: VlanId, shutdown: bool) -> EthernetPortConfig:
+def _eth_config(switch: str, port: str, vlans: list[VlanId]) -> EthernetPortConfig:
     if not vlans:
-        if shutdown:
-            return EthernetPortConfig(switch, port, PortMode.SHUTDOWN, quarantine)
-        return EthernetPortConfig(switch, port, PortMode.ACCESS, quarantine)
+        return EthernetPortConfig(switch, port, PortMode.SHUTDOWN)
     if len(vlans) == 1:
         return EthernetPortConfig(switch, port, PortMode.ACCESS, vlans[0])
     return EthernetPortConfig(switch, port, PortMode.TRUNK, None, tuple(sorted(vlans)))
@@ -73,17 +71,16 @@ def derive_desired(
     nodes: Iterable[Node],
     leases: Iterable[Lease],
     networks: Iterable[Network],
-    quarantine_vlan: VlanId,
     sm_port_guids: Iterable[Guid] = (),
     overrides: Mapping[str, str] | None = None,
-    shutdown_unleased: bool = False,
 ) -> DesiredState:
     """Desired Ethernet port configs per switch and the InfiniBand partition layout.
 
     A leased node's Ethernet ports carry its lease's networks' VLANs (one: access; several:
     a trunk with only those VLANs); its IB ports are full members of those networks' PKeys.
-    Unleased ports sit on the quarantine VLAN (or are shut down) and are members of no
-    tenant PKey. Hosts are limited members of the default partition; the SM is full.
+    Unleased ports are quarantined: SHUTDOWN, which a driver realises as shut down or
+    parked alone in the quarantine VLAN (never VLAN 1, never untagged); their IB ports
+    are members of no tenant PKey. Hosts are limited members of the default partition; the SM is full.
     """
     node_list = sorted(nodes, key=lambda n: n.name)
     nets = {n.name: n for n in networks}
@@ -97,7 +94,7 @@ def derive_desired(
             {s.vlan for n in lease_nets if (s := n.segment(Fabric.ETHERNET)) and s.vlan}, key=lambda v: v.value
         )
         for p in node.ethernet:
-            cfg = _eth_config(p.switch, p.switch_port, vlans, quarantine_vlan, shutdown_unleased)
+            cfg = _eth_config(p.switch, p.switch_port, vlans)
             ports_by_switch.setdefault(p.switch, []).append(cfg)
         for net in lease_nets:
             if net.segment(Fabric.INFINIBAND) is not None:

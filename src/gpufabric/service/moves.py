@@ -21,6 +21,7 @@ from gpufabric.domain.errors import GpufabricError, VerifyError
 from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid
 from gpufabric.planning.desired import DesiredState, derive_desired
 from gpufabric.planning.plan import Plan, as_observed, plan
@@ -89,17 +90,16 @@ class MoveEngine:
         worker: str = "",
         verify_timeout: float = 30.0,
         progress: Progress | None = None,
-        shutdown_unleased: bool = False,
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
         self.last_plan = Plan()
+        self.last_observed = FabricState()
         self.fabrics = fabrics
         self.cfg = cfg
         self.worker = worker or f"{os.uname().nodename}:{os.getpid()}"
         self.verify_timeout = verify_timeout
         self.progress = progress or (lambda _p, _m: None)
-        self.shutdown_unleased = shutdown_unleased
 
     # ----------------------------------------------------------------- desired state
     def desired(self, extra_quarantine: Sequence[str] = ()) -> DesiredState:
@@ -107,26 +107,21 @@ class MoveEngine:
         now = datetime.now(UTC)
         overrides = {m.node: QUARANTINE for m in self.ledger.open_moves() if m.holds_node_in_quarantine()}
         overrides.update({n: QUARANTINE for n in extra_quarantine})
-        return derive_desired(
-            s.nodes(),
-            s.leases(active_at=now),
-            s.networks(),
-            self.cfg.quarantine_vlan,
-            self.fabrics.sm_port_guids,
-            overrides,
-            self.shutdown_unleased,
-        )
+        return derive_desired(s.nodes(), s.leases(active_at=now), s.networks(), self.fabrics.sm_port_guids, overrides)
 
     def ib_guids(self) -> list[Guid]:
         return [p.port_guid for n in self.store.nodes() for p in n.ib]
 
     # ----------------------------------------------------------------- one converge step
-    def converge(self, label: str) -> PhaseTiming:
-        """Apply desired state to the fabrics and verify it by reading them back."""
+    def converge(self, label: str, observed: FabricState | None = None) -> PhaseTiming:
+        """Apply desired state to the fabrics and verify it by reading them back. ``observed``
+        may be a read-back just made (the previous phase's verification)."""
         t0 = time.monotonic()
         desired = self.desired()
-        self.progress(label, "observing fabrics")
-        observed = self.fabrics.observe()
+        if observed is None:
+            self.progress(label, "observing fabrics")
+            observed = self.fabrics.observe()
+        self.last_observed = observed
         guids = self.ib_guids()
         p = plan(desired, observed, guids)
         self.last_plan = p
@@ -136,15 +131,17 @@ class MoveEngine:
             applied = self.fabrics.apply(p, on_done=lambda dev, sec: self.progress(label, f"{dev} done in {sec:.2f}s"))
             checkpoint(f"{label}:applied")
             self.progress(label, "verifying by reading the fabrics back")
-            self.verify(desired, guids)
+            self.last_observed = self.verify(desired, guids)
         return PhaseTiming(label, time.monotonic() - t0, applied, len(p.ethernet) + len(p.ib))
 
-    def verify(self, desired: DesiredState, guids: Sequence[Guid]) -> None:
+    def verify(self, desired: DesiredState, guids: Sequence[Guid]) -> FabricState:
+        """Read every fabric back until it equals ``desired``; return that reading."""
         deadline = time.monotonic() + self.verify_timeout
         while True:
-            rest = plan(desired, self.fabrics.observe(), guids)
+            seen = self.fabrics.observe()
+            rest = plan(desired, seen, guids)
             if rest.empty:
-                return
+                return seen
             if time.monotonic() > deadline:
                 raise VerifyError(
                     f"fabrics still differ from desired after {self.verify_timeout}s: {rest.lines()[:3]}",
@@ -163,15 +160,7 @@ class MoveEngine:
         leases = [x for x in self.store.leases(active_at=now) if x.node != node]
         if to_tenant != QUARANTINE:
             leases.append(Lease(to_tenant, node, now, None, networks))
-        second = derive_desired(
-            self.store.nodes(),
-            leases,
-            self.store.networks(),
-            self.cfg.quarantine_vlan,
-            self.fabrics.sm_port_guids,
-            None,
-            self.shutdown_unleased,
-        )
+        second = derive_desired(self.store.nodes(), leases, self.store.networks(), self.fabrics.sm_port_guids, None)
         return {"quarantine": plan(first, observed, guids), "join": plan(second, as_observed(first, guids), guids)}
 
     # ----------------------------------------------------------------- moves
@@ -181,9 +170,11 @@ class MoveEngine:
         timings: list[PhaseTiming] = []
         plans: dict[str, Plan] = {}
         batch = list(moves)
+        quarantined = False
         try:
             if any(m.phase is MovePhase.QUARANTINE for m in batch):
                 timings.append(self.converge("quarantine"))
+                quarantined = True
                 plans["quarantine"] = self.last_plan
                 checkpoint("quarantine:verified")
                 batch = [s.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m for m in batch]
@@ -193,7 +184,7 @@ class MoveEngine:
                 timings.append(PhaseTiming("swap", time.monotonic() - t0))
                 checkpoint("swap:committed")
             if any(m.phase is MovePhase.JOIN for m in batch):
-                timings.append(self.converge("join"))
+                timings.append(self.converge("join", self.last_observed if quarantined else None))
                 plans["join"] = self.last_plan
                 checkpoint("join:verified")
                 batch = [s.set_phase(m, MovePhase.DONE) for m in batch]

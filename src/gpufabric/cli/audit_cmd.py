@@ -1,0 +1,41 @@
+"""``gpufabric audit``: prove isolation from the fabrics' real state (not the store's view)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpufabric.cli.audit_view import print_report
+from gpufabric.cli.common import JSON_OPT, open_engine
+from gpufabric.cli.output import console, emit_json
+from gpufabric.domain.errors import ValidationError
+
+
+def audit(
+    json_out: bool = JSON_OPT,
+    html: Path = typer.Option(None, "--html", help="Also write a self-contained HTML report to this file."),
+    fail_on: str = typer.Option("low", "--fail-on", help="Exit non-zero on violations of this severity or worse."),
+    only: list[str] = typer.Option([], "--only", help="Check only these invariant ids (repeatable)."),
+) -> None:
+    """Read every fabric, check the isolation invariants against the leases, and report.
+    Exit code 1 when a violation at or above --fail-on is found."""
+    from gpufabric.audit import Severity, exit_code, render_html, run_audit
+    from gpufabric.service.audit_run import collect
+
+    try:
+        threshold = Severity(fail_on)
+    except ValueError:
+        raise ValidationError("fail-on", fail_on, "critical, high, medium or low") from None
+    report = run_audit(collect(open_engine()), only=only or None)
+    if html is not None:
+        html.write_text(render_html(report))
+    if json_out:
+        emit_json(report.to_dict())
+    else:
+        print_report(report, console)
+        if html is not None:
+            console.print(f"HTML report: {html}")
+    code = exit_code(report, threshold)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,119 @@
+"""End-to-end fixtures: a real lab (ibsim + OpenSM + OVS + netns) driven through the
+``gpufabric`` command, and readers of the fabrics' real state that do not go through
+gpufabric's drivers (ovs-vsctl; ibnetdiscover + smpquery by SMP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.lab.lab import Lab
+
+GF = str(Path(sys.executable).parent / "gpufabric")
+
+
+@dataclass
+class LabEnv:
+    home: Path
+    status: dict[str, Any]
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "GPUFABRIC_HOME": str(self.home), "GPUFABRIC_DB": ""}
+
+    def gf(
+        self, *args: str, check: bool = True, extra_env: dict[str, str] | None = None, timeout: float = 180
+    ) -> subprocess.CompletedProcess[str]:
+        p = subprocess.run(
+            [GF, *args],
+            env={**self.env, **(extra_env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and p.returncode != 0:
+            raise AssertionError(f"gpufabric {' '.join(args)} exited {p.returncode}: {p.stdout}\n{p.stderr}")
+        return p
+
+    def gfj(self, *args: str, **kw: Any) -> Any:
+        return json.loads(self.gf(*args, "--json", **kw).stdout)
+
+    # ---- readers of the real fabrics, independent of gpufabric's drivers
+    def ovs_tag(self, port: str) -> int | None:
+        out = subprocess.run(
+            ["ovs-vsctl", f"--db=unix:{self.status['ovsdb_socket']}", "get", "port", port, "tag"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return None if out in ("[]", "") else int(out)
+
+    def ovs_set_tag(self, port: str, tag: int) -> None:
+        subprocess.run(
+            ["ovs-vsctl", f"--db=unix:{self.status['ovsdb_socket']}", "set", "port", port, f"tag={tag}"], check=True
+        )
+
+    def pkey_tables(self) -> dict[str, frozenset[int]]:
+        """Port GUID -> raw PKey table entries, read by SMP as the SM node."""
+        fab = Lab(self.home).ib_fabric()
+        sm = self.status["sm_node"]
+        topo = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover", "-p"], sim_host=sm))
+        out: dict[str, frozenset[int]] = {}
+        for n in topo.cas():
+            for p in n.ports:
+                if p.port_guid is None or p.lid is None:
+                    continue
+                text = fab.run_tool(["smpquery", "pkeys", str(p.lid), str(p.port_num)], sim_host=sm)
+                out[str(p.port_guid)] = frozenset(parse_smpquery_pkeys(text).entries)
+        return out
+
+    def node(self, name: str) -> dict[str, Any]:
+        return next(n for n in self.status["nodes"] if n["name"] == name)
+
+    def eth_ports(self, name: str) -> list[str]:
+        return [e["ovs_port"] for e in self.node(name)["ethernet"]]
+
+    def guids(self, name: str) -> list[str]:
+        return [p["port_guid"] for p in self.node(name)["ib"]]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabEnv]:
+    home = tmp_path_factory.mktemp("gfhome")
+    env = LabEnv(home, {})
+    env.status = env.gfj("lab", "up", "--nodes", "4", "--hcas-per-node", "1")
+    try:
+        env.gf("tenant", "create", "alpha")
+        env.gf("tenant", "create", "beta")
+        env.gf("network", "create", "alpha-net", "--tenant", "alpha")
+        env.gf("network", "create", "beta-net", "--tenant", "beta")
+        yield env
+    finally:
+        env.gf("lab", "down", check=False)
+
+
+def owner_of_ports(lab: LabEnv, node: str, nets: dict[str, tuple[int, int]], quarantine_vlan: int = 4000) -> set[str]:
+    """Every owner the node's ports are in, read from OVS and by SMP: tenant names or 'quarantine'."""
+    owners: set[str] = set()
+    for port in lab.eth_ports(node):
+        tag = lab.ovs_tag(port)
+        owners |= {t for t, (vlan, _pk) in nets.items() if vlan == tag}
+        if tag == quarantine_vlan:
+            owners.add("quarantine")
+    tables = lab.pkey_tables()
+    for g in lab.guids(node):
+        keys = {e & 0x7FFF for e in tables[g] if e & 0x8000}
+        in_tenants = {t for t, (_v, pk) in nets.items() if pk in keys}
+        owners |= in_tenants or {"quarantine"}
+    return owners

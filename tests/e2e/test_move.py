@@ -1,0 +1,59 @@
+"""A node moved between tenants and offerings on the real lab: VLANs and PKeys change,
+verified by reading OVS and the PKey tables by SMP; per-phase timings are printed."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.conftest import LabEnv, owner_of_ports
+
+pytestmark = pytest.mark.root
+
+
+def nets_of(lab: LabEnv) -> dict[str, tuple[int, int]]:
+    out = {}
+    for n in lab.gfj("network", "list"):
+        seg = {s["fabric"]: s for s in n["segments"]}
+        out[n["tenant"]] = (seg["ethernet"]["vlan"], int(seg["infiniband"]["pkey"], 16))
+    return out
+
+
+def test_move_from_openstack_tenant_to_openshift_tenant(lab: LabEnv) -> None:
+    nets = nets_of(lab)
+    first = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "alpha", "--offering", "openstack")
+    assert first["moves"][0]["status"] == "done"
+    assert owner_of_ports(lab, "gpu-a01", nets) == {"alpha"}
+    assert lab.ovs_tag(lab.eth_ports("gpu-a01")[0]) == nets["alpha"][0]
+
+    dry = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "beta", "--offering", "openshift", "--dry-run")
+    assert [c["after"] for c in dry["quarantine"]["ethernet"]] == ["shutdown"]
+    assert {(c["action"], c["pkey"]) for c in dry["quarantine"]["infiniband"]} == {
+        ("remove", f"0x{nets['alpha'][1]:04x}")
+    }
+    assert {(c["action"], c["pkey"]) for c in dry["join"]["infiniband"]} == {("add", f"0x{nets['beta'][1]:04x}")}
+    assert owner_of_ports(lab, "gpu-a01", nets) == {"alpha"}, "a dry run changes nothing"
+
+    result = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "beta", "--offering", "openshift")
+    assert result["moves"][0]["status"] == "done" and result["moves"][0]["from"] == "alpha"
+    assert [p["phase"] for p in result["phases"]] == ["quarantine", "swap", "join"]
+    assert all(p["seconds"] > 0 for p in result["phases"])
+    assert result["phases"][0]["changes"] >= 2 and result["phases"][2]["changes"] >= 2
+    assert owner_of_ports(lab, "gpu-a01", nets) == {"beta"}
+    node = lab.gfj("node", "show", "gpu-a01")
+    assert node["offering"] == "openshift" and node["state"] == "leased"
+    leases = [x for x in lab.gfj("lease", "list") if x["node"] == "gpu-a01"]
+    assert [x["tenant"] for x in leases if x["end"] is None] == ["beta"]
+
+    human = lab.gf("node", "move", "gpu-a01", "--to-tenant", "quarantine").stdout
+    assert "per-phase timings" in human and "quarantine" in human
+    assert owner_of_ports(lab, "gpu-a01", nets) == {"quarantine"}
+
+
+def test_bad_input_changes_nothing(lab: LabEnv) -> None:
+    before = lab.gfj("move", "list")
+    p = lab.gf("node", "move", "gpu-a02", "--to-tenant", "nosuch", check=False)
+    assert p.returncode == 2 and "tenant not found: nosuch" in p.stderr
+    p = lab.gf("network", "create", "x", "--tenant", "Bad Name", check=False)
+    assert p.returncode == 2 and "invalid network.tenant" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert lab.gfj("move", "list") == before
