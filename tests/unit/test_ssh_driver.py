@@ -1,0 +1,164 @@
+"""SshSwitchDriver logic with a recording fake connection (no network): what is sent,
+in which order, and how failures become ApplyError/FabricError."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
+from gpufabric.domain.state import EthernetPortConfig, PortMode
+from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
+from gpufabric.fabrics.ethernet.sshio import CommandResult
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ssh"
+
+
+class FakeConnection:
+    """Stands in for SshConnection: records scripts, answers from a queue."""
+
+    def __init__(self, answers: list[CommandResult]) -> None:
+        self.answers = answers
+        self.sent: list[tuple[str, str]] = []
+        self.connects = 0
+
+    def _answer(self, kind: str, text: str) -> CommandResult:
+        self.sent.append((kind, text))
+        self.connects = 1
+        return replace(self.answers.pop(0), command=text)
+
+    def run_exec(self, script: str) -> CommandResult:
+        return self._answer("exec", script)
+
+    def run_shell(self, lines: list[str]) -> CommandResult:
+        return self._answer("shell", "\n".join(lines))
+
+    def close(self) -> None:
+        pass
+
+
+def ok(out: str = "") -> CommandResult:
+    return CommandResult("", out, "", 0)
+
+
+def driver(dialect: str, answers: list[CommandResult], **kw: object) -> tuple[SshSwitchDriver, FakeConnection]:
+    args: dict[str, object] = {"quarantine_vlan": 999, **kw}
+    d = SshSwitchDriver(
+        host="192.0.2.1",
+        username="admin",
+        key_filename="/nonexistent",
+        dialect=dialect,
+        switch="leaf1",
+        **args,  # type: ignore[arg-type]
+    )
+    fake = FakeConnection(answers)
+    d.connection = fake  # type: ignore[assignment]
+    return d, fake
+
+
+def access(port: str, vlan: int, switch: str = "leaf1") -> EthernetPortConfig:
+    return EthernetPortConfig(switch, port, PortMode.ACCESS, VlanId(vlan))
+
+
+def test_shell_dialect_sends_the_whole_batch_in_one_shell_session() -> None:
+    d, fake = driver("eos", [ok("Copy completed successfully.")])
+    d.apply([access("Ethernet1", 10), access("Ethernet2", 11)])
+    assert len(fake.sent) == 1
+    kind, text = fake.sent[0]
+    assert kind == "shell"
+    assert text.splitlines()[0] == "configure terminal"
+    assert "interface Ethernet2\nswitchport mode access\nswitchport access vlan 11" in text
+    assert text.splitlines()[-1] == "write memory"
+
+
+def test_needs_current_dialect_reads_then_writes_with_header() -> None:
+    running = (FIX / "sonic" / "running-config.json").read_text()
+    d, fake = driver("sonic", [ok(running), ok()])
+    d.apply([access("Ethernet4", 100)])
+    assert [k for k, _ in fake.sent] == ["exec", "exec"]
+    assert fake.sent[0][1] == "set -ex\nshow runningconfiguration all"
+    script = fake.sent[1][1].splitlines()
+    assert script[0] == "set -ex"
+    assert "sudo config vlan member del 200 Ethernet4" in script
+    assert "sudo config vlan member add -u 100 Ethernet4" not in script  # already a member
+
+
+def test_exec_failure_names_the_traced_command() -> None:
+    err = CommandResult(
+        "",
+        "",
+        "+ sudo config vlan member add 401 Ethernet12\nError: Vlan401 doesn't exist\n",
+        1,
+    )
+    running = (FIX / "sonic" / "running-config.json").read_text()
+    d, _ = driver("sonic", [ok(running), err])
+    with pytest.raises(ApplyError) as e:
+        d.apply([EthernetPortConfig("leaf1", "Ethernet12", PortMode.TRUNK, None, (VlanId(401),))])
+    assert e.value.fields["command"] == "sudo config vlan member add 401 Ethernet12"
+    assert e.value.device == "leaf1"
+    assert e.value.fabric == "ethernet"
+    assert "Vlan401 doesn't exist" in e.value.message
+    assert e.value.fields["ports"] == ["Ethernet12"]
+
+
+def test_shell_failure_is_found_by_error_pattern_even_with_exit_status_zero() -> None:
+    d, _ = driver("nxos", [CommandResult("", "% Invalid command at '^' marker.\n", "", 0)])
+    with pytest.raises(ApplyError) as e:
+        d.apply([access("Ethernet1/1", 10)])
+    assert "% Invalid command" in e.value.message
+    assert e.value.fields["command"] == "% Invalid command at '^' marker."
+
+
+def test_observe_failure_is_a_fabric_error_not_an_apply_error() -> None:
+    d, _ = driver("nvue", [CommandResult("", "", "+ nv config show -o json\nError: permission denied\n", 1)])
+    with pytest.raises(FabricError) as e:
+        d.observe()
+    assert not isinstance(e.value, ApplyError)
+    assert e.value.fields["command"] == "nv config show -o json"
+    assert "permission denied" in e.value.message
+
+
+def test_port_map_renames_both_ways_and_limits_observe() -> None:
+    running = (FIX / "eos" / "running-config.txt").read_text()
+    d, fake = driver("eos", [ok(), ok(running)], port_map={"gpu01": "Ethernet1", "gpu02": "Ethernet2"})
+    d.apply([access("gpu02", 20)])
+    assert "interface Ethernet2" in fake.sent[0][1]
+    assert "gpu02" not in fake.sent[0][1]
+    state = d.observe()
+    assert [p.port for p in state.ports] == ["gpu01", "gpu02"]
+    assert state.port("gpu01") == access("gpu01", 100)
+
+
+@pytest.mark.parametrize(
+    ("change", "kw"),
+    [
+        (access("Ethernet1", 10, switch="leaf2"), {}),
+        (access("gpu09", 10), {"port_map": {"gpu01": "Ethernet1"}}),
+    ],
+    ids=["other-switch", "unmapped-port"],
+)
+def test_refused_before_anything_is_sent(change: EthernetPortConfig, kw: dict[str, object]) -> None:
+    d, fake = driver("eos", [], **kw)
+    with pytest.raises(ValidationError):
+        d.apply([change])
+    assert fake.sent == []
+
+
+def test_empty_batch_sends_nothing() -> None:
+    d, fake = driver("nxos", [])
+    d.apply([])
+    assert fake.sent == []
+
+
+@pytest.mark.parametrize("q", [1, 0, 4095], ids=["vlan-1", "zero", "too-big"])
+def test_bad_quarantine_vlan(q: int) -> None:
+    with pytest.raises(ValidationError):
+        driver("ovs", [], quarantine_vlan=q)
+
+
+def test_bad_port_map_name_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        driver("ovs", [], port_map={"gpu01": "eth0;reboot"})
