@@ -64,7 +64,7 @@ def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
             ovs.stop()
 
 
-from ssh_factory import ssh_target  # noqa: E402  (imports MIN_PORTS etc. from this module)
+from contract.ssh_factory import ssh_target  # noqa: E402  (imports MIN_PORTS etc. from this module)
 
 ETHERNET_TARGETS = [
     pytest.param(ovsdb_target, id="ovsdb"),

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ethernet_targets import MIN_PORTS, QUARANTINE_VLAN, EthernetTarget
-
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer
+
+from contract.ethernet_targets import MIN_PORTS, QUARANTINE_VLAN, EthernetTarget
 
 
 @contextmanager

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ethernet_targets import ETHERNET_TARGETS, MIN_PORTS, EthernetTarget, EthernetTargetFactory
 
 from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
+
+from contract.ethernet_targets import ETHERNET_TARGETS, MIN_PORTS, EthernetTarget, EthernetTargetFactory
 
 pytestmark = pytest.mark.root
 

@@ -124,15 +124,19 @@ def test_tenant_vlan_crosses_leaves_and_quarantine_does_not_reach_it(lab: Lab, f
     ovs = lab.ovs()
     try:
         for n in (a01, a05):
-            ovs.vsctl("set", "port", n.ethernet[0].ovs_port, "tag=101")
+            ovs.vsctl("set", "port", n.ethernet[0].ovs_port, "tag=2001", "protected=false")  # a tenant VLAN of the pool
         ip05 = a05.ethernet[0].ip.split("/")[0]
         ok = _ping(a01.netns, ip05)
-        blocked = _ping(a02.netns, ip05)  # a02 stays in quarantine VLAN 4000
+        blocked = _ping(a02.netns, ip05)  # a02 stays quarantined (VLAN 4000, protected)
+        a06 = first.node("gpu-a06")
+        assert a06 is not None and a06.ethernet[0].bridge != a02.ethernet[0].bridge
+        quarantined_pair = _ping(a02.netns, a06.ethernet[0].ip.split("/")[0])  # both quarantined, across leaves
     finally:
         for n in (a01, a05):
-            ovs.vsctl("set", "port", n.ethernet[0].ovs_port, f"tag={QUARANTINE_VLAN}")
+            ovs.vsctl("set", "port", n.ethernet[0].ovs_port, f"tag={QUARANTINE_VLAN}", "protected=true")
     assert ok.returncode == 0, ok.stdout
     assert blocked.returncode != 0, blocked.stdout
+    assert quarantined_pair.returncode != 0, quarantined_pair.stdout
 
 
 def _ping(netns: str, ip: str) -> subprocess.CompletedProcess[str]:

@@ -75,7 +75,9 @@ class Lab:
         self.scratch.mkdir()
 
     def client(self, *args: str) -> str:
-        p = subprocess.run(list(args), env=self.client_env, cwd=self.scratch, capture_output=True, text=True, timeout=30)
+        p = subprocess.run(
+            list(args), env=self.client_env, cwd=self.scratch, capture_output=True, text=True, timeout=30
+        )
         assert p.returncode == 0, f"{args}: {p.stderr}"
         return p.stdout
 
@@ -93,7 +95,9 @@ def hardened_opensm(tmp_path: Path) -> Iterator[tuple[Lab, str, str]]:
     osm_tmp.mkdir()
     ibsim_log = tmp_path / "ibsim.log"
     with ibsim_log.open("wb") as out:
-        ibsim = subprocess.Popen(["ibsim", "-s", "net"], cwd=tmp_path, env=lab.env, stdout=out, stderr=subprocess.STDOUT)
+        ibsim = subprocess.Popen(
+            ["ibsim", "-s", "net"], cwd=tmp_path, env=lab.env, stdout=out, stderr=subprocess.STDOUT
+        )
     osm: subprocess.Popen[bytes] | None = None
     try:
         _wait_for(ibsim_log, "Network simulator ready.", 15)

@@ -13,6 +13,7 @@ from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, 
 from gpufabric.domain.values import Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
+
 from support.ufm_server import UfmServer, ufm_server
 
 F, L = Membership.FULL, Membership.LIMITED

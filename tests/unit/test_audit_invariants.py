@@ -10,7 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from audit_scenarios import (
+
+from gpufabric.audit import DEFAULT_REGISTRY, Severity, Violation, run_audit
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import Fabric
+from gpufabric.domain.state import SmSeen, SmState
+
+from unit.audit_scenarios import (
     ROGUE_GUID,
     SM_GUID,
     T0,
@@ -20,11 +26,6 @@ from audit_scenarios import (
     guid,
     trunk,
 )
-
-from gpufabric.audit import DEFAULT_REGISTRY, Severity, Violation, run_audit
-from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Fabric
-from gpufabric.domain.state import SmSeen, SmState
 
 
 def g(node: str, i: int) -> str:

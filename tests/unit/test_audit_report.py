@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from audit_scenarios import T0, Scenario, guid
 from rich.console import Console
 
 from gpufabric.audit import (
@@ -26,6 +25,8 @@ from gpufabric.audit import (
 )
 from gpufabric.cli.audit_view import print_report
 from gpufabric.domain.models import Fabric
+
+from unit.audit_scenarios import T0, Scenario, guid
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "audit.md"
 

@@ -21,8 +21,14 @@ def test_default_config_is_valid_and_offset_maps_both_ways() -> None:
 
 
 def test_table_mode_maps_both_ways() -> None:
-    cfg = SegmentConfig.from_dict({"infiniband": {"seg_range": "3000-3009",
-                                                  "mapping": {"mode": "table", "table": {3000: "0x8001", 3001: "0x0042"}}}})
+    cfg = SegmentConfig.from_dict(
+        {
+            "infiniband": {
+                "seg_range": "3000-3009",
+                "mapping": {"mode": "table", "table": {3000: "0x8001", 3001: "0x0042"}},
+            }
+        }
+    )
     assert cfg.ib.pkey_for(3001) == PKey(0x42)
     assert cfg.ib.pkey_for(3000) == PKey(0x0001)
     assert cfg.ib.seg_for(PKey(0x42)) == 3001
@@ -33,22 +39,42 @@ def test_table_mode_maps_both_ways() -> None:
 
 BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("ib-range-overlaps-user-vlans", {"infiniband": {"seg_range": "1500-2500"}}, "infiniband.seg_range", "1500-2500"),
-    ("ib-range-overlaps-eth-pool", {"user_vlan_range": "1-99", "infiniband": {"seg_range": "2500-3500"}},
-     "infiniband.seg_range", "2500-3500"),
+    (
+        "ib-range-overlaps-eth-pool",
+        {"user_vlan_range": "1-99", "infiniband": {"seg_range": "2500-3500"}},
+        "infiniband.seg_range",
+        "2500-3500",
+    ),
     ("eth-pool-overlaps-user", {"ethernet": {"vlan_range": "1000-2999"}}, "ethernet.vlan_range", "1000-2999"),
     ("eth-pool-beyond-4094", {"ethernet": {"vlan_range": "2000-5000"}}, "ethernet.vlan_range", "2000-5000"),
     ("offset-runs-past-7ffe", {"infiniband": {"mapping": {"base": "0x7f00"}}}, "infiniband.mapping.base", "0x7f00"),
     ("offset-base-reserved", {"infiniband": {"mapping": {"base": "0x7fff"}}}, "infiniband.mapping.base", "0x7fff"),
-    ("quarantine-vlan-1", {"user_vlan_range": "2-1999", "ethernet": {"quarantine_vlan": 1}},
-     "ethernet.quarantine_vlan", "never VLAN 1"),
+    (
+        "quarantine-vlan-1",
+        {"user_vlan_range": "2-1999", "ethernet": {"quarantine_vlan": 1}},
+        "ethernet.quarantine_vlan",
+        "never VLAN 1",
+    ),
     ("quarantine-vlan-4095", {"ethernet": {"quarantine_vlan": 4095}}, "ethernet.quarantine_vlan", "1-4094"),
     ("quarantine-in-pool", {"ethernet": {"quarantine_vlan": 2500}}, "ethernet.quarantine_vlan", "2500"),
-    ("table-duplicate-pkey", {"infiniband": {"mapping": {"mode": "table", "table": {3000: "0x10", 3001: "0x10"}}}},
-     "infiniband.mapping.table", "0x0010"),
-    ("table-pkey-reserved", {"infiniband": {"mapping": {"mode": "table", "table": {3000: "0x7fff"}}}},
-     "infiniband.mapping.table[3000]", "0x7fff"),
-    ("table-seg-outside-range", {"infiniband": {"mapping": {"mode": "table", "table": {42: "0x10"}}}},
-     "infiniband.mapping.table", "42"),
+    (
+        "table-duplicate-pkey",
+        {"infiniband": {"mapping": {"mode": "table", "table": {3000: "0x10", 3001: "0x10"}}}},
+        "infiniband.mapping.table",
+        "0x0010",
+    ),
+    (
+        "table-pkey-reserved",
+        {"infiniband": {"mapping": {"mode": "table", "table": {3000: "0x7fff"}}}},
+        "infiniband.mapping.table[3000]",
+        "0x7fff",
+    ),
+    (
+        "table-seg-outside-range",
+        {"infiniband": {"mapping": {"mode": "table", "table": {42: "0x10"}}}},
+        "infiniband.mapping.table",
+        "42",
+    ),
     ("bad-mode", {"infiniband": {"mapping": {"mode": "magic"}}}, "infiniband.mapping.mode", "offset or table"),
     ("range-reversed", {"infiniband": {"seg_range": "3999-3000"}}, "infiniband.seg_range", "3999-3000"),
     ("range-garbage", {"user_vlan_range": "a-b"}, "user_vlan_range", "START-END"),

@@ -42,8 +42,19 @@ def test_pkey_accepts(raw: str | int, value: int, membership: Membership) -> Non
 @pytest.mark.parametrize(
     "raw",
     ["0x7fff", "0xffff", "0x0000", "0x8000", 0, 0x10000, "zz", "", "0x", -5, 32767],
-    ids=["default-7fff", "default-ffff", "zero", "zero-full", "int-0", "17-bits", "not-hex", "empty", "bare-0x",
-         "negative", "int-7fff"],
+    ids=[
+        "default-7fff",
+        "default-ffff",
+        "zero",
+        "zero-full",
+        "int-0",
+        "17-bits",
+        "not-hex",
+        "empty",
+        "bare-0x",
+        "negative",
+        "int-7fff",
+    ],
 )
 def test_pkey_rejects_reserved_and_malformed(raw: str | int) -> None:
     with pytest.raises(ValidationError) as ei:
@@ -64,8 +75,14 @@ def test_pkey_table_entry_roundtrip() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    ["0x0002c90300000001", "0002c90300000001", "00:02:c9:03:00:00:00:01", "0002:c903:0000:0001",
-     "0x0002C90300000001", 0x0002C90300000001],
+    [
+        "0x0002c90300000001",
+        "0002c90300000001",
+        "00:02:c9:03:00:00:00:01",
+        "0002:c903:0000:0001",
+        "0x0002C90300000001",
+        0x0002C90300000001,
+    ],
     ids=["0x", "bare", "colon-bytes", "colon-words", "upper", "int"],
 )
 def test_guid_forms_print_one_canonical_form(raw: str | int) -> None:
@@ -84,10 +101,14 @@ def test_guid_rejects_malformed(raw: str | int) -> None:
     assert "64-bit hex" in str(ei.value)
 
 
-@pytest.mark.parametrize(("cls", "good", "bad", "allowed"), [
-    (NvlinkPartitionId, [0, 7, 65535], [-1, 65536], "0-65535"),
-    (ModuleId, [1, 8, 64], [0, 65], "1-64"),
-], ids=["nvlink-partition", "module-id"])
+@pytest.mark.parametrize(
+    ("cls", "good", "bad", "allowed"),
+    [
+        (NvlinkPartitionId, [0, 7, 65535], [-1, 65536], "0-65535"),
+        (ModuleId, [1, 8, 64], [0, 65], "1-64"),
+    ],
+    ids=["nvlink-partition", "module-id"],
+)
 def test_small_ids(cls: type, good: list[int], bad: list[int], allowed: str) -> None:
     for g in good:
         assert cls.parse(g).value == g
@@ -97,9 +118,19 @@ def test_small_ids(cls: type, good: list[int], bad: list[int], allowed: str) -> 
             cls.parse(b)
 
 
-@pytest.mark.parametrize(("raw", "ok"), [("gpu-a01", True), ("tenant.a_1", True), ("A", False), ("-x", False),
-                                         ("x" * 64, False), ("", False), ("a b", False)],
-                         ids=["host", "dots-underscore", "upper", "leading-dash", "too-long", "empty", "space"])
+@pytest.mark.parametrize(
+    ("raw", "ok"),
+    [
+        ("gpu-a01", True),
+        ("tenant.a_1", True),
+        ("A", False),
+        ("-x", False),
+        ("x" * 64, False),
+        ("", False),
+        ("a b", False),
+    ],
+    ids=["host", "dots-underscore", "upper", "leading-dash", "too-long", "empty", "space"],
+)
 def test_names(raw: str, ok: bool) -> None:
     if ok:
         assert check_name("tenant.name", raw) == raw
