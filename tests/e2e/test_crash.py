@@ -56,6 +56,7 @@ class Sampler(threading.Thread):
                 continue
             self.samples += 1
             self.shared += [(p, o) for p, o in owners.items() if len(o - {"quarantine"}) > 1]
+            self.stop.wait(0.3)
 
 
 def assert_single_owner(lab: LabEnv, nets: dict[str, tuple[int, int]], allowed: set[str]) -> None:

@@ -161,7 +161,8 @@ CASES: list[Case] = [
     Case("eth-port-differs", "X-DRIFT", lambda s: s.set_eth("a1", "access", 2003), (("p1", "a1"),)),
     Case("eth-port-not-observed", "X-DRIFT", lambda s: s.drop_eth("b1"), (("p2", "b1"),)),
     Case("ib-table-missing-pkey", "X-DRIFT", lambda s: s.set_pkeys(guid("a1", 1), 0x7FFF), ((g("a1", 1), "a1"),)),
-    Case("ib-table-not-observed", "X-DRIFT", lambda s: s.drop_table(guid("q1", 0)), ((g("q1", 0), "q1"),)),
+    Case("ib-tenant-table-not-observed", "X-DRIFT", lambda s: s.drop_table(guid("a1", 0)), ((g("a1", 0), "a1"),)),
+    Case("ib-quarantined-port-cut-off-is-no-drift", "X-DRIFT", lambda s: s.drop_table(guid("q1", 0)), ()),
     Case("lease-ended-fabric-not-updated", "X-DRIFT", lambda s: s.unlease("g1"),
          (("p3", "g1"),)),  # g1 has no pkeys, so only its eth port drifts
     # ------------------------------------------------------------- IB-HARDENING

@@ -137,3 +137,15 @@ def test_plan_is_empty_when_observed_equals_desired() -> None:
     observed = FabricState(switches=d.switches, ib=IbFabricState(tables=tables))
     p = plan(d, observed, [p.port_guid for n in NODES for p in n.ib])
     assert p.empty and p.ib_layout is None and str(p) == "no changes"
+
+
+def test_ports_the_fabric_does_not_show_are_left_out_of_the_layout() -> None:
+    d = derive_desired(NODES, LEASES, NETS)
+    # gpu-a01's ports are gone from the fabric (e.g. its switch port was disabled)
+    observed = FabricState(
+        ib=IbFabricState(tables=(PkeyTable(Guid(0x1020), (0x7FFF,)), PkeyTable(Guid(0x1021), (0x7FFF,))))
+    )
+    p = plan(d, observed, [p.port_guid for n in NODES for p in n.ib])
+    assert p.ib_layout is not None
+    assert {q.pkey.value: q.full_members() for q in p.ib_layout.partitions} == {0x0A01: {Guid(0x1020), Guid(0x1021)}}
+    assert {c.guid for c in p.ib} == {Guid(0x1020), Guid(0x1021)}

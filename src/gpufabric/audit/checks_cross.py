@@ -6,7 +6,8 @@
   an IB port with only the default partition, and VLANs/PKeys no network owns add none.
 * ``X-DRIFT``: the store/desired state disagrees with the fabric: an inventory port (or
   a desired one) is missing from the observed state, or its observed configuration
-  differs from the desired one.
+  differs from the desired one. An IB port the fabric does not show is drift only when
+  it is owed a tenant PKey (a quarantined port cut off the fabric is as isolated as can be).
 * ``IB-HARDENING``: findings computed elsewhere (the IB driver) passed through as they are.
 """
 
@@ -164,6 +165,9 @@ def _ib_drift(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
             continue
         msg = ""
         if table is None:
+            want_keys = idx.desired_tables.get(key) if idx.desired_tables is not None else None
+            if want_keys is not None and all(e & 0x7FFF == DEFAULT_PKEY for e in want_keys):
+                continue  # unreachable (e.g. cut off after a rogue SM) and owed no tenant key: isolated
             msg = "pkey table not in the observed state"
         elif idx.desired_tables is not None:
             want = idx.desired_tables[key]

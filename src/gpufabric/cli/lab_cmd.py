@@ -98,3 +98,21 @@ def status(json_out: bool = JSON_OPT) -> None:
         emit_json(st.to_dict())
     else:
         _show(st)
+
+
+@app.command("restart-sm")
+def restart_sm(json_out: bool = JSON_OPT) -> None:
+    """Restart the lab's trusted OpenSM (the OpenSM driver's restart command in the lab)."""
+    pid = _lab().ib_fabric().restart_opensm()
+    emit_json({"opensm_pid": pid}) if json_out else console.print(f"trusted OpenSM restarted (pid {pid})")
+
+
+@app.command("rogue-sm")
+def rogue_sm(
+    node: str = typer.Option(..., "--node", help="Tenant host to start the rogue SM on, e.g. gpu-a03."),
+    device: str = typer.Option("mlx5_0", "--device"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Start a rogue OpenSM on a tenant node, as a tenant with root could (for the rogue-SM defence)."""
+    pid = _lab().ib_fabric().start_rogue_sm(f"{node} {device}")
+    emit_json({"rogue_pid": pid, "node": node}) if json_out else console.print(f"rogue OpenSM on {node} (pid {pid})")

@@ -37,6 +37,10 @@ def reconcile(
             )
             for line in result.drift.lines():
                 console.print(f"  {line}")
+            for line in result.rogue_sms:
+                console.print(f"  rogue SM: {line}")
+            if result.rogue_contained:
+                console.print(f"  contained (switch port disabled): {', '.join(result.rogue_contained)}")
         if once:
             return
         time.sleep(interval)

@@ -4,6 +4,7 @@ read PKey tables by SMP as the SM node). ``gpufabric lab up`` writes it next to 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
                 "trusted_sm_guids": [st.sm_port_guid],
                 "diag_env": fab.tool_env(st.sm_node, base={}),
                 "diag_cwd": str(fab.scratch),
+                "restart_command": [
+                    str(Path(sys.executable).parent / "gpufabric"),
+                    "--home",
+                    str(lab.home),
+                    "lab",
+                    "restart-sm",
+                ],
             },
         },
         "sm_port_guids": [st.sm_port_guid],

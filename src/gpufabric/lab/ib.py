@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -219,8 +220,31 @@ class IbFabric:
             return ""
 
     # -- stop ---------------------------------------------------------------------------
+    def restart_opensm(self) -> int:
+        """Stop the trusted OpenSM (by its recorded PID) and start it again."""
+        stop_pid(self.opensm_pid)
+        self._opensm_pid.unlink(missing_ok=True)
+        return self.start_opensm()
+
+    def start_rogue_sm(self, host: str, sm_key: str = "0x5ec2e7") -> int:
+        """Start what a tenant with root could run on ``host`` (its node description or
+        host name): an opensm with priority 15, its own sm_key and an everything-full
+        partitions.conf. For demos and tests of the rogue-SM defence; stopped by :meth:`stop`."""
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", host)
+        d = self.run_dir / f"rogue-{name}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "p.conf").write_text("Default=0x7fff : ALL=full ;\n")
+        (d / "o.conf").write_text("force_log_flush TRUE\n")
+        env = self.tool_env(host)
+        env["OSM_TMP_DIR"] = env["OSM_CACHE_DIR"] = str(d)
+        args = ["opensm", "-F", "o.conf", "-P", "p.conf", "-f", "r.log", "-s", "0", "-p", "15", "-k", sm_key]
+        return self._spawn(args, env, d / "out.log", self.run_dir / f"rogue-{name}.pid", cwd=d)
+
     def stop(self) -> None:
-        """Stop the recorded OpenSM, then the recorded ibsim; remove stale ./sys-* dirs."""
+        """Stop rogue SMs started here, the recorded OpenSM, then ibsim; remove stale ./sys-* dirs."""
+        for pid_file in self.run_dir.glob("rogue-*.pid"):
+            stop_pid(read_pid(pid_file))
+            pid_file.unlink(missing_ok=True)
         stop_pid(self.opensm_pid)
         self._opensm_pid.unlink(missing_ok=True)
         stop_pid(self.ibsim_pid)

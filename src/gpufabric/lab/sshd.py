@@ -10,6 +10,9 @@ the config, and the log. It listens on a free loopback port, runs in the foregro
 non-interactive command when SSH_CLIENT is set and SHLVL < 2, and a developer's .bashrc
 (here root's runs ``pyenv init``, ~0.5 s) would then be timed with every SSH command.
 Interactive login shells (what netmiko opens) read ~/.profile whatever SHLVL says.
+``plain_shell`` goes further for tools that open an interactive PTY shell (netmiko):
+a ForceCommand wrapper runs the client's command, or an interactive shell, with
+``bash --noprofile --norc``, so no tool pays for the developer's dotfiles.
 ``env`` adds more session variables (e.g. ``OVS_RUNDIR`` so a plain ``ovs-vsctl`` run
 over SSH talks to a private OVS).
 """
@@ -42,9 +45,13 @@ class SshServer:
         port: int | None = None,
         clean_env: bool = True,
         env: Mapping[str, str] | None = None,
+        plain_shell: bool = False,
     ) -> None:
+        if plain_shell and not clean_env:
+            raise LabError("plain_shell needs clean_env (the ForceCommand runs under the login shell)")
         self.run_dir = Path(run_dir)
         self.clean_env = clean_env
+        self.plain_shell = plain_shell
         self.env = dict(env or {})  # set in every session (e.g. OVS_RUNDIR for a private OVS)
         self.port = port or free_port()
         self.host = "127.0.0.1"
@@ -87,15 +94,27 @@ class SshServer:
                     "MaxStartups 100:30:200",
                     "LogLevel INFO",
                     *([f"SetEnv {setenv}"] if (setenv := self._setenv()) else []),
+                    *([f"ForceCommand {self._plain_shell_script()}"] if self.plain_shell else []),
                     "",
                 ]
             )
         )
 
+    def _plain_shell_script(self) -> Path:
+        script = self.run_dir / "plain-shell"
+        script.write_text(
+            "#!/bin/sh\n"
+            "# gpufabric lab sshd: the client's command, or an interactive shell, without dotfiles\n"
+            'if [ -n "$SSH_ORIGINAL_COMMAND" ]; then exec /bin/bash --noprofile --norc -c "$SSH_ORIGINAL_COMMAND"; fi\n'
+            "exec /bin/bash --noprofile --norc -i\n"
+        )
+        script.chmod(0o755)
+        return script
+
     def _setenv(self) -> str:
         env = {**({"SHLVL": "1"} if self.clean_env else {}), **self.env}
         for k, v in env.items():
-            if not k.isidentifier() or any(c in v for c in " \"\n"):
+            if not k.isidentifier() or any(c in v for c in ' "\n'):
                 raise LabError(f"sshd SetEnv {k}={v!r}: no spaces, quotes or newlines allowed", command=SSHD)
         return " ".join(f"{k}={v}" for k, v in env.items())
 

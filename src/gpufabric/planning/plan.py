@@ -7,6 +7,7 @@ the whole desired partition layout, since a subnet manager takes one file per sw
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -119,11 +120,27 @@ def plan_ib(layout: PartitionLayout, observed: IbFabricState, guids: Iterable[Gu
     return tuple(sorted(changes, key=lambda c: (c.action is PkeyAction.ADD, c.pkey, c.guid)))
 
 
+def reachable_layout(layout: PartitionLayout, observed: IbFabricState) -> PartitionLayout:
+    """``layout`` without members the fabric does not show (link down, port disabled after a
+    rogue SM was contained): a subnet manager cannot program them, and they rejoin as soon
+    as they are seen again. An unobserved subnet (no tables at all) leaves it unchanged."""
+    if not observed.tables:
+        return layout
+    seen = {t.port_guid for t in observed.tables}
+    parts = tuple(
+        dataclasses.replace(p, members=tuple(m for m in p.members if m.guid in seen)) for p in layout.partitions
+    )
+    return dataclasses.replace(layout, partitions=tuple(p for p in parts if p.members))
+
+
 def plan(desired: DesiredState, observed: FabricState, ib_guids: Iterable[Guid] = ()) -> Plan:
     """The changes that turn ``observed`` into ``desired`` (pure)."""
     eth = plan_ethernet(desired, observed)
-    ib = plan_ib(desired.ib, observed.ib, ib_guids)
-    return Plan(eth, ib, desired.ib if ib else None)
+    layout = reachable_layout(desired.ib, observed.ib)
+    seen = {t.port_guid for t in observed.ib.tables}
+    guids = [g for g in ib_guids if g in seen] if observed.ib.tables else list(ib_guids)
+    ib = plan_ib(layout, observed.ib, guids)
+    return Plan(eth, ib, layout if ib else None)
 
 
 def as_observed(desired: DesiredState, guids: Iterable[Guid]) -> FabricState:

@@ -5,7 +5,8 @@ site: the SM host's own tools, maybe behind ``ssh``/``sudo``; in the lab:
 ``LD_PRELOAD=libumad2sim.so`` + ``IBSIM_SOCKNAME`` + ``SIM_HOST=<sm node>``), a scratch
 working directory (umad2sim writes ``./sys-<pid>/`` there), and a small thread pool that
 runs many SMP queries concurrently. Every SMP is a separate process (~20 ms each here);
-parsing is in :mod:`.parsers` and :mod:`.ibnetdiscover`.
+parsing is in :mod:`.parsers` and :mod:`.ibnetdiscover`. The driver reads SMPs in bulk
+through :mod:`.smpread` (one batch process); these per-query tools are its fallback.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from gpufabric.domain.state import SmSeen
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.parsers import (
+    NodeInfo,
     PkeyDump,
     PortInfo,
     parse_sminfo,
+    parse_smpquery_nodeinfo,
     parse_smpquery_pkeys,
     parse_smpquery_portinfo,
 )
@@ -152,6 +155,9 @@ class Diag:
 
     def portinfo(self, lid: int, port: int) -> PortInfo:
         return parse_smpquery_portinfo(self.run(self._smp("portinfo", str(lid), str(port))))
+
+    def nodeinfo(self, lid: int) -> NodeInfo:
+        return parse_smpquery_nodeinfo(self.run(self._smp("nodeinfo", str(lid))))
 
     def sminfo(self, lid: int | None = None) -> SmSeen:
         return parse_sminfo(self.run(["sminfo"] + ([str(lid)] if lid else [])))

@@ -10,9 +10,13 @@ open: every port full member of 0xffff), an ``ERR 05xx`` line (e.g. table full, 
 silently skipped) or a mismatch at the deadline restores ``partitions.conf.last-good``,
 reloads, verifies that, and raises :class:`ApplyError` / :class:`VerifyError`.
 
-``observe()``: ibnetdiscover for the CA ports, then PKey table + PortInfo of each port
-(concurrently, ``workers`` processes), SMInfo of every port whose CapabilityMask has IsSM
-and of the master the ports point at.
+``observe()``: ibnetdiscover for the CA ports, then PKey table + PortInfo of each port,
+SMInfo of every port whose CapabilityMask has IsSM and of the master the ports point at.
+
+SMP reads (observe and apply's verification) go through ``reader``: ``"batch"`` (default,
+one long-lived ``smpbatch`` process per driver sending every SMP of a read through one
+libibmad port; :meth:`OpenSMDriver.close` stops it) or ``"smpquery"`` (one infiniband-diags
+process per query, ``workers`` at a time).
 
 Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
 """
@@ -47,6 +51,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     parse_partitions_conf,
     render_partitions_conf,
 )
+from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
 
 FABRIC = "infiniband"
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
@@ -69,6 +74,8 @@ class OpenSMConfig:
     default_capacity: int = DEFAULT_CAPACITY
     require_present: bool = True
     workers: int = 8
+    reader: str = "batch"  # "batch" | "smpquery"
+    reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -99,6 +106,8 @@ class OpenSMConfig:
             default_capacity=int(o.get("default_capacity", DEFAULT_CAPACITY)),
             require_present=bool(o.get("require_present", True)),
             workers=int(o.get("workers", 8)),
+            reader=str(o.get("reader", "batch")),
+            reader_command=tuple(o.get("reader_command") or ()),
         )
 
     @property
@@ -128,6 +137,7 @@ class OpenSMDriver(SubnetManagerDriver):
         self.config = config if config is not None else OpenSMConfig.from_options(options)
         c = self.config
         self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers)
+        self.reader: SmpReader = make_reader(c.reader, self.diag, c.reader_command)
         self.restart_hook = restart_hook
         self.last_report = ApplyReport()
         self._ports: dict[Guid, CaPort] = {}
@@ -236,7 +246,7 @@ class OpenSMDriver(SubnetManagerDriver):
 
     def _mismatches(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> dict[str, str]:
         """Ports whose real table differs from ``layout``: {guid: "have [...] want [...]"}."""
-        reads = self.diag.map(lambda p: self.diag.pkeys(p.lid, p.port_num), ports)
+        reads = read_pkeys(self.reader, ports)
         expected = entries_by_port(layout)
         default = frozenset({0x7FFF} if layout.default_limited_all else ())
         out: dict[str, str] = {}
@@ -330,13 +340,17 @@ class OpenSMDriver(SubnetManagerDriver):
 
     # -- observe ------------------------------------------------------------------------
     def observe(self) -> IbFabricState:
-        return observe_fabric(self.diag, self.ports(refresh=True))
+        return observe_fabric(self.reader, self.ports(refresh=True))
+
+    def close(self) -> None:
+        """Stop the batch reader's process (a later read starts a new one)."""
+        self.reader.close()
 
     def tables(self, guids: Sequence[Guid]) -> list[PkeyTable]:
         """PKey tables of the given ports, read by SMP now."""
         ports = self.ports()
         sel = [ports[g] for g in guids if g in ports]
-        reads = self.diag.map(lambda p: self.diag.pkeys(p.lid, p.port_num), sel)
+        reads = read_pkeys(self.reader, sel)
         out = []
         for p, r in zip(sel, reads, strict=True):
             if isinstance(r, GpufabricError):
