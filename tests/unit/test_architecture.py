@@ -27,3 +27,9 @@ def test_module_has_docstring_and_stays_small(path: Path) -> None:
     text = path.read_text()
     assert ast.get_docstring(ast.parse(text)), f"{path} has no module docstring"
     assert len(text.splitlines()) <= 450, f"{path} has {len(text.splitlines())} lines (keep modules under ~400)"
+
+
+def test_store_head_revision_constant_matches_the_migration_scripts() -> None:
+    from gpufabric.service import db
+
+    assert db.HEAD_REVISION == db.head_revision()

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.audit_view import print_report
 from gpufabric.cli.common import JSON_OPT, open_engine
 from gpufabric.cli.output import console, emit_json
 from gpufabric.domain.errors import ValidationError
@@ -21,6 +20,7 @@ def audit(
     """Read every fabric, check the isolation invariants against the leases, and report.
     Exit code 1 when a violation at or above --fail-on is found."""
     from gpufabric.audit import Severity, exit_code, render_html, run_audit
+    from gpufabric.cli.audit_view import print_report
     from gpufabric.service.audit_run import collect
 
     try:

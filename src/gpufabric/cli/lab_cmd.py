@@ -6,18 +6,22 @@ State lives under ``$GPUFABRIC_HOME/lab`` (default ``./.gpufabric/lab``). Needs 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_store, segment_config
 from gpufabric.cli.output import console, emit_json, jsonable, table
-from gpufabric.lab.fabrics_config import write_fabrics_config
-from gpufabric.lab.lab import Lab, LabStatus
+
+if TYPE_CHECKING:
+    from gpufabric.lab.lab import Lab, LabStatus
 
 app = typer.Typer(no_args_is_help=True)
 
 
 def _lab() -> Lab:
+    from gpufabric.lab.lab import Lab
+
     return Lab(home())
 
 
@@ -75,6 +79,8 @@ def up(
 
 def register(lab: Lab, st: LabStatus) -> object:
     """Register the lab's inventory in the store and write the fabrics.yaml its drivers use."""
+    from gpufabric.lab.fabrics_config import write_fabrics_config
+
     write_fabrics_config(fabrics_path(), lab, st, segment_config().quarantine_vlan.value)
     return open_store().upsert_inventory(st.inventory())
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
 
 from gpufabric.domain.errors import ConfigError
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+HEAD_REVISION: Final = "0002"
+"""The newest migration; a store already there opens without loading alembic (a test keeps it true)."""
 
 MIGRATIONS: Final = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK: Final = 0x6770_6661  # "gpfa": pg_advisory_xact_lock key
@@ -77,21 +80,38 @@ def _sqlite_immediate(engine: Engine) -> None:
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
 def head_revision() -> str:
-    """The newest migration revision id."""
+    """The newest migration revision id (read from the migration scripts)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_config()).get_current_head()
     if head is None:
         raise ConfigError("migrations", str(MIGRATIONS), "at least one revision")
     return str(head)
 
 
+def current_revision(engine: Engine) -> str | None:
+    """The store's migration revision, or None for an empty database."""
+    with engine.connect() as conn:
+        if not engine.dialect.has_table(conn, "alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
 def upgrade(engine: Engine) -> None:
-    """Run ``alembic upgrade head`` on ``engine`` in one transaction."""
+    """Run ``alembic upgrade head`` on ``engine`` in one transaction (skipped, without
+    importing alembic, when the store is already at :data:`HEAD_REVISION`)."""
+    if current_revision(engine) == HEAD_REVISION:
+        return
+    from alembic import command
+
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")

@@ -76,6 +76,7 @@ class OpenSMConfig:
     workers: int = 8
     reader: str = "batch"  # "batch" | "smpquery"
     reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
+    reader_idle: float = 5.0  # the batch reader process exits after this many idle seconds
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -108,6 +109,7 @@ class OpenSMConfig:
             workers=int(o.get("workers", 8)),
             reader=str(o.get("reader", "batch")),
             reader_command=tuple(o.get("reader_command") or ()),
+            reader_idle=float(o.get("reader_idle", 5.0)),
         )
 
     @property
@@ -137,7 +139,7 @@ class OpenSMDriver(SubnetManagerDriver):
         self.config = config if config is not None else OpenSMConfig.from_options(options)
         c = self.config
         self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers)
-        self.reader: SmpReader = make_reader(c.reader, self.diag, c.reader_command)
+        self.reader: SmpReader = make_reader(c.reader, self.diag, c.reader_command, c.reader_idle)
         self.restart_hook = restart_hook
         self.last_report = ApplyReport()
         self._ports: dict[Guid, CaPort] = {}

@@ -17,8 +17,9 @@ It issues the same SMPs in the same order as ``smpquery pkeys|portinfo|nodeinfo`
 ``sminfo LID`` (pkeys: NodeInfo for PartitionCap - SwitchInfo for switch ports > 0 - then
 every 32-entry P_KeyTable block) and returns the raw 64-byte attribute data as hex;
 decoding is the caller's (:mod:`.smpdecode`, pure). The first line it writes is
-``{"ready": PID}`` once the port is open, or ``{"fatal": "..."}`` (exit 2). EOF on stdin:
-close the port and exit 0 (umad2sim then removes its ``./sys-<pid>/``).
+``{"ready": PID}`` once the port is open, or ``{"fatal": "..."}`` (exit 2). EOF on stdin,
+or no request for ``--idle-exit`` seconds: close the port and exit 0 (umad2sim then
+disconnects from ibsim - which has only 10 client slots - and removes its ``./sys-<pid>/``).
 
 Written against libibmad 44 (rdma-core); tested on ibsim (tests/functional/test_ib_smpbatch.py).
 """
@@ -29,6 +30,7 @@ import argparse
 import ctypes
 import json
 import os
+import select
 import sys
 from collections.abc import Callable
 from typing import IO, Any
@@ -175,8 +177,18 @@ def answer(port: SmpPort, query: Any) -> dict[str, Any]:
         return {"ok": 0, "error": str(e)}
 
 
-def serve(port: SmpPort, inp: IO[str], out: IO[str]) -> None:
-    for line in inp:
+def serve(port: SmpPort, fd: int, out: IO[str], idle_exit: float = 0.0) -> None:
+    """Answer request lines from ``fd`` until EOF, or until none came for ``idle_exit`` s."""
+    buf = b""
+    while True:
+        while b"\n" not in buf:
+            if idle_exit > 0 and not select.select([fd], [], [], idle_exit)[0]:
+                return
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
         if not line.strip():
             continue
         try:
@@ -196,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="smpbatch", description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--timeout-ms", type=int, default=0, help="MAD timeout (0: libibmad's default)")
     ap.add_argument("--retries", type=int, default=0, help="MAD retries (0: libibmad's default)")
+    ap.add_argument("--idle-exit", type=float, default=0.0, help="exit after this many idle seconds (0: never)")
     a = ap.parse_args(argv)
     try:
         port = SmpPort(a.timeout_ms, a.retries)
@@ -206,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(json.dumps({"ready": os.getpid()}) + "\n")
     sys.stdout.flush()
     try:
-        serve(port, sys.stdin, sys.stdout)
+        serve(port, sys.stdin.fileno(), sys.stdout, a.idle_exit)
     finally:
         port.close()
     return 0

@@ -5,12 +5,14 @@ Both answer :meth:`SmpReader.read` - a list of :class:`SmpQuery` (``pkeys`` / ``
 (:class:`PkeyDump`, :class:`PortInfo`, :class:`NodeInfo`, :class:`SmSeen`), a failed query
 as a :class:`GpufabricError` in its place:
 
-- :class:`BatchSmpReader` ("batch", the default): ONE long-lived ``python -m
-  gpufabric.fabrics.infiniband.smpbatch`` child per driver (started lazily with the diag
-  env/prefix/cwd, restarted once if it died, stopped by :meth:`close` or when the reader is
-  collected) that sends every query of a read through one libibmad port; raw attribute
-  data is decoded here by :mod:`.smpdecode`. A child that stays silent for ``timeout``
-  seconds is killed (by its PID) and the read raises :class:`FabricError`.
+- :class:`BatchSmpReader` ("batch", the default): ONE ``python -m
+  gpufabric.fabrics.infiniband.smpbatch`` child per driver that sends every query of a
+  read through one libibmad port; raw attribute data is decoded here by :mod:`.smpdecode`.
+  The child is started lazily with the diag env/prefix/cwd, reused by the reads that
+  follow (a move's observes and verification polls), exits by itself after ``idle_exit``
+  seconds without a request (a umad client holds one of ibsim's 10 client slots), and is
+  stopped by :meth:`close` or when the reader is collected. A child that died is replaced
+  and the batch redone once; one silent for ``timeout`` seconds is killed (by its PID).
 - :class:`DiagSmpReader` ("smpquery"): one ``smpquery``/``sminfo`` process per query on
   the :class:`Diag` thread pool (~20-100 ms each).
 """
@@ -131,7 +133,7 @@ class _Child:
         while b"\n" not in self._buf:
             ready, _, _ = select.select([fd], [], [], self.timeout)
             if not ready:
-                self.stop()
+                self.stop(grace=0.0)
                 raise FabricError(f"SMP batch reader silent for {self.timeout}s (killed)", fabric=FABRIC)
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -155,14 +157,15 @@ class _Child:
             return ""
         return lines[-1] if lines else ""
 
-    def stop(self) -> None:
-        """EOF -> the child closes its port and exits; killed (this PID only) if it does not."""
+    def stop(self, grace: float = 5.0) -> None:
+        """EOF -> the child closes its port and exits; killed (this PID only) if it has not
+        within ``grace`` seconds."""
         try:
             self.stdin.close()
         except OSError:
             pass
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -181,6 +184,7 @@ class BatchSmpReader:
         timeout: float = 20.0,
         smp_timeout_ms: int = 0,
         command: Sequence[str] = (),
+        idle_exit: float = 5.0,
     ) -> None:
         self.env = dict(env or {})
         self.prefix = tuple(prefix)
@@ -188,6 +192,8 @@ class BatchSmpReader:
         self.timeout = timeout
         self.smp_timeout_ms = smp_timeout_ms
         self.command = tuple(command) or (sys.executable, "-m", MODULE)
+        self.idle_exit = idle_exit  # the child exits when idle that long (0: never)
+        self._last_use = 0.0
         self.starts = 0  # children started (tests, logs)
         self.last_seconds = 0.0  # duration of the last read
         self._lock = threading.Lock()
@@ -208,12 +214,15 @@ class BatchSmpReader:
 
     def _ensure(self) -> _Child:
         c = self._holder[0]
-        if c is not None and c.alive():
+        fresh = not self.idle_exit or time.monotonic() - self._last_use < 0.8 * self.idle_exit
+        if c is not None and c.alive() and fresh:
             return c
-        self._stop(self._holder)
+        self._stop(self._holder)  # gone, or about to exit idle: a new one
         argv = [*self.prefix, *self.command]
         if self.smp_timeout_ms:
             argv += ["--timeout-ms", str(self.smp_timeout_ms)]
+        if self.idle_exit:
+            argv += ["--idle-exit", str(self.idle_exit)]
         env = dict(os.environ)
         env.update(self.env)
         if self.cwd is not None:
@@ -259,7 +268,8 @@ class BatchSmpReader:
         done = child.line()
         if done.get("done") != len(queries):
             raise FabricError(f"SMP batch reader out of step: {done}", fabric=FABRIC)
-        self.last_seconds = time.monotonic() - t0
+        self._last_use = time.monotonic()
+        self.last_seconds = self._last_use - t0
         return out
 
 
@@ -274,10 +284,10 @@ def read_pkeys(reader: SmpReader, ports: Sequence[CaPort]) -> list[PkeyDump | Gp
     return out
 
 
-def make_reader(kind: str, diag: Diag, command: Sequence[str] = ()) -> SmpReader:
+def make_reader(kind: str, diag: Diag, command: Sequence[str] = (), idle_exit: float = 5.0) -> SmpReader:
     """``batch`` (one smpbatch process) or ``smpquery`` (a process per query)."""
     if kind == "smpquery":
         return DiagSmpReader(diag)
     if kind == "batch":
-        return BatchSmpReader(diag.env, diag.prefix, diag.cwd, diag.timeout, diag.smp_timeout_ms, command)
+        return BatchSmpReader(diag.env, diag.prefix, diag.cwd, diag.timeout, diag.smp_timeout_ms, command, idle_exit)
     raise ValidationError("reader", kind, "batch | smpquery")
