@@ -1,7 +1,8 @@
 """OpenSMDriver against a real OpenSM 3.3.23 on ibsim (started here, in a temp dir).
 
 Fabric: 4 GPU nodes x 1 HCA + the SM node (lab net file generator). Every assertion on
-tables is on PKey tables read with SMPs (smpquery pkeys), not on OpenSM's view.
+tables is on PKey tables read with SMPs (the batch reader or smpquery pkeys), not on
+OpenSM's view. Tests taking ``reader`` run with both SMP readers.
 """
 
 from __future__ import annotations
@@ -67,8 +68,13 @@ def entries(drv: OpenSMDriver) -> dict[Guid, frozenset[int]]:
     return {t.port_guid: frozenset(t.entries) for t in drv.tables([SM, *G])}
 
 
-def test_two_tenants_exactly_their_guids_full(fab: IbFabric) -> None:
-    drv = driver_for(fab)
+READERS = pytest.mark.parametrize("reader", ["batch", "smpquery"])
+
+
+@READERS
+def test_two_tenants_exactly_their_guids_full(fab: IbFabric, reader: str) -> None:
+    drv = driver_for(fab, reader=reader)
+    drv.apply(PartitionLayout())  # from the safe default, whatever ran before
     drv.apply(tenants(G[:2], G[2:]))
     assert entries(drv) == {
         SM: {0xFFFF},
@@ -93,8 +99,9 @@ def test_reapply_same_layout_does_not_reload(fab: IbFabric) -> None:
     assert drv.last_report.changed is False
 
 
-def test_move_node_remove_then_add(fab: IbFabric) -> None:
-    drv = driver_for(fab)
+@READERS
+def test_move_node_remove_then_add(fab: IbFabric, reader: str) -> None:
+    drv = driver_for(fab, reader=reader)
     drv.apply(tenants(G[:2], G[2:]))
     drv.apply(tenants(G[:1], G[2:]))  # step 1: out of tenant-a, verified
     assert entries(drv)[G[1]] == {0x7FFF}
@@ -109,16 +116,17 @@ class BrokenRender(OpenSMDriver):
         return super().render(layout) + "this line is not a partition\n"
 
 
-def test_broken_file_rolls_back_to_last_good(fab: IbFabric) -> None:
+@READERS
+def test_broken_file_rolls_back_to_last_good(fab: IbFabric, reader: str) -> None:
     good = tenants(G[:2], G[2:])
-    driver_for(fab).apply(good)
-    before = entries(driver_for(fab))
+    driver_for(fab, reader=reader).apply(good)
+    before = entries(driver_for(fab, reader=reader))
     with pytest.raises(ApplyError) as ei:
-        BrokenRender(driver_for(fab).config).apply(tenants(G[:3], G[3:]))
+        BrokenRender(driver_for(fab, reader=reader).config).apply(tenants(G[:3], G[3:]))
     assert "PARSE ERROR" in ei.value.message
     assert ei.value.fields["rolled_back"] is True
     assert ei.value.fields["rollback_verified"] is True
-    assert entries(driver_for(fab)) == before  # SMP reads: the last good tables, not 0xffff everywhere
+    assert entries(driver_for(fab, reader=reader)) == before  # SMP reads: the last good tables, not 0xffff everywhere
     assert parse_partitions_conf(fab.partitions_conf.read_text()) == parse_partitions_conf(
         render_partitions_conf(good, [SM])
     )
