@@ -3,12 +3,14 @@
 Both drive the SAME private OVS (own network namespace, userspace datapath, one bridge
 of 200 internal ports) through the SAME local sshd on 127.0.0.1 (own host key, one
 authorized key; ``OVS_RUNDIR`` set in every session so a plain ``ovs-vsctl`` reaches the
-private OVS). Binding N ports to a new access VLAN:
+private OVS). The main sshd presents a shell without the developer's dotfiles
+(``plain_shell``: root's ~/.bashrc here runs ``pyenv init``, ~0.5 s of CPU per login); a
+second sshd without that ("dotfiles sourced") shows what it costs each tool.
+
+Binding N ports to a new access VLAN:
 
 * gpufabric ``SshSwitchDriver`` (dialect ``ovs``): ONE ``apply`` = one SSH session, one
   ``ovs-vsctl`` invocation. "cold" includes opening the SSH connection; "warm" reuses it.
-  Also measured against a second sshd WITHOUT ``SetEnv SHLVL=1`` ("dotfiles"), where
-  bash sources root's ~/.bashrc (``pyenv init`` here) for every SSH command.
 * NGS ``netmiko_ovs_linux`` standalone (bench/ngs_worker.py, in NGS's own venv
   bench/.work/ngs-venv, installed here with pip): ``plug_port_to_network`` per port,
   serial (one after the other) and concurrent (a thread pool, no coordination; etcd-based
@@ -82,7 +84,7 @@ class _Bench:
         self.ports = [f"{prefix}p{i:03d}" for i in range(n_ports)]
         self.ovs = OvsServer(tmp / "ovs", netns=f"{prefix}-ovs")
         env = {"OVS_RUNDIR": str(self.ovs.run_dir)}
-        self.sshd = SshServer(tmp / "ssh", env=env)
+        self.sshd = SshServer(tmp / "ssh", env=env, plain_shell=True)
         self.sshd_dotfiles = SshServer(tmp / "ssh-dotfiles", env=env, clean_env=False)
         self.vlan = 100
 
@@ -147,19 +149,22 @@ class _Bench:
             r["ssh_sessions_both_batches"] = sessions
         return rows
 
-    def ngs_row(self, py: Path, n: int, threads: int) -> dict[str, Any]:
+    def ngs_row(
+        self, py: Path, n: int, threads: int, server: SshServer | None = None, label: str = ""
+    ) -> dict[str, Any]:
+        server = server or self.sshd
         ports = self.ports[:n]
         vlan = self.next_vlan()
         spec = {
-            "host": self.sshd.host,
-            "port": self.sshd.port,
-            "username": self.sshd.username,
-            "key_file": str(self.sshd.client_key),
+            "host": server.host,
+            "port": server.port,
+            "username": server.username,
+            "key_file": str(server.client_key),
             "ports": ports,
             "vlan": vlan,
             "threads": threads,
         }
-        before = self.sshd.accepted()
+        before = server.accepted()
         out = subprocess.run(
             [str(py), str(HERE / "ngs_worker.py"), json.dumps(spec)], capture_output=True, text=True, timeout=1800
         )
@@ -172,28 +177,31 @@ class _Bench:
         failed.update({p: "tag not set (read back)" for p in wrong if p not in failed})
         return {
             "tool": f"ngs-{NGS_VERSION}",
-            "mode": "serial" if threads == 0 else f"{threads} threads, no coordination",
+            "mode": ("serial" if threads == 0 else f"{threads} threads, no coordination") + label,
             "ports": n,
             "seconds": round(res["seconds"], 3),
             "per_port_seconds": round(res["seconds"] / n, 4),
             "bound_ok": ok,
             "failed": failed,
-            "ssh_sessions": self.sshd.accepted() - before,
+            "ssh_sessions": server.accepted() - before,
             "measured": True,
         }
 
 
 def _ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """NGS time over the SSH driver's cold one-batch time, same size and same sshd."""
     out = []
     for n in sorted({r["ports"] for r in rows}):
-        ssh = next(r for r in rows if r["ports"] == n and r["mode"] == "one batch, cold")
         for r in rows:
             if r["ports"] == n and r["tool"].startswith("ngs"):
+                suffix = " (dotfiles sourced)" if r["mode"].endswith("(dotfiles sourced)") else ""
+                ssh = next(x for x in rows if x["ports"] == n and x["mode"] == f"one batch, cold{suffix}")
                 out.append(
                     {
                         "ports": n,
                         "ngs_mode": r["mode"],
                         "ngs_measured": r["measured"],
+                        "ssh_mode": ssh["mode"],
                         "ngs_over_ssh_cold": round(r["seconds"] / ssh["seconds"], 1),
                     }
                 )
@@ -233,6 +241,8 @@ def run_ngs_comparison(
                     )
                 rows.append(b.ngs_row(py, n, min(n, ngs_threads)))
                 print(json.dumps(rows[-1]), file=sys.stderr)
+                if n == ngs_serial_max:  # the same concurrent run with dotfiles sourced at login
+                    rows.append(b.ngs_row(py, n, min(n, ngs_threads), b.sshd_dotfiles, " (dotfiles sourced)"))
         finally:
             b.stop()
     if write:
