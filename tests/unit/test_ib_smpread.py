@@ -16,8 +16,9 @@ import pytest
 
 from gpufabric.domain.errors import FabricError, GpufabricError, ValidationError
 from gpufabric.fabrics.infiniband.diag import Diag
+from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import PkeyDump, PortInfo, parse_sminfo
-from gpufabric.fabrics.infiniband.smpread import BatchSmpReader, DiagSmpReader, SmpQuery, make_reader
+from gpufabric.fabrics.infiniband.smpread import MODULE, BatchSmpReader, DiagSmpReader, SmpQuery, make_reader
 
 DIAGS = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 
@@ -132,3 +133,28 @@ def test_make_reader(kind: str) -> None:
 def test_make_reader_rejects_unknown() -> None:
     with pytest.raises(ValidationError):
         make_reader("ssh", Diag())
+
+
+@pytest.mark.parametrize(
+    ("options", "reader_type", "idle"),
+    [
+        ({}, BatchSmpReader, 5.0),
+        ({"reader": "batch", "reader_idle": "1.5", "reader_command": ["python3", "-m", "x"]}, BatchSmpReader, 1.5),
+        ({"reader": "smpquery"}, DiagSmpReader, 5.0),
+    ],
+    ids=["default-batch", "batch-options", "smpquery"],
+)
+def test_driver_reader_from_options(options: dict[str, object], reader_type: type, idle: float) -> None:
+    cfg = OpenSMConfig.from_options({"partitions_conf": "/x/p.conf", "log_path": "/x/o.log", **options})
+    drv = OpenSMDriver(cfg)
+    assert isinstance(drv.reader, reader_type)
+    assert cfg.reader_idle == idle
+    if isinstance(drv.reader, BatchSmpReader):
+        assert drv.reader.idle_exit == idle
+        assert drv.reader.command == tuple(options.get("reader_command") or (sys.executable, "-m", MODULE))  # type: ignore[arg-type]
+    drv.close()
+
+
+def test_driver_rejects_unknown_reader() -> None:
+    with pytest.raises(ValidationError):
+        OpenSMDriver(OpenSMConfig.from_options({"partitions_conf": "/p", "log_path": "/l", "reader": "ssh"}))

@@ -51,6 +51,10 @@ from gpufabric.fabrics.infiniband.partitions import (
     parse_partitions_conf,
     render_partitions_conf,
 )
+from gpufabric.fabrics.infiniband.smfiles import atomic_write as _atomic_write
+from gpufabric.fabrics.infiniband.smfiles import read_from as _read_from
+from gpufabric.fabrics.infiniband.smfiles import read_text as _read
+from gpufabric.fabrics.infiniband.smfiles import size as _size
 from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
 
 FABRIC = "infiniband"
@@ -372,45 +376,6 @@ def _safe_parse(text: str | None) -> PartitionLayout | None:
         return parse_partitions_conf(text)
     except GpufabricError:
         return None
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _read_from(path: Path, offset: int) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            return f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """temp file in the same directory + fsync + rename + fsync of the directory."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 def _run_cmd(argv: list[str]) -> None:
