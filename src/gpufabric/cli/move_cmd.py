@@ -93,10 +93,12 @@ def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
 def resume(
     json_out: bool = JSON_OPT,
     stale_after: float = typer.Option(120.0, "--stale-after", help="Take over running moves claimed longer ago (s)."),
+    limit: int = typer.Option(64, "--limit", help="At most this many moves in the batch."),
+    window: float = typer.Option(0.0, "--window", help="Wait this long first so concurrent requests share the batch."),
 ) -> None:
-    """Run pending moves and take over moves whose worker died (after a crash)."""
+    """Run pending moves (one coalesced batch) and take over moves whose worker died (after a crash)."""
     with phase_progress(not json_out) as progress:
-        result = open_engine(progress=progress).run_pending(stale_after=stale_after)
+        result = open_engine(progress=progress).run_pending(window=window, limit=limit, stale_after=stale_after)
     if result is None:
         emit_json({"moves": [], "phases": []}) if json_out else console.print("nothing to resume")
         return

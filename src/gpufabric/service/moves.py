@@ -114,8 +114,13 @@ class MoveEngine:
 
     # ----------------------------------------------------------------- one converge step
     def converge(self, label: str, observed: FabricState | None = None) -> PhaseTiming:
-        """Apply desired state to the fabrics and verify it by reading them back. ``observed``
-        may be a read-back just made (the previous phase's verification)."""
+        """Apply desired state to the fabrics and verify it by reading them back, holding the
+        fabric lock (one worker at a time computes, applies and verifies). ``observed`` may be
+        a read-back just made (the previous phase's verification)."""
+        with self.ledger.fabric_lock():
+            return self._converge(label, observed)
+
+    def _converge(self, label: str, observed: FabricState | None) -> PhaseTiming:
         t0 = time.monotonic()
         desired = self.desired()
         if observed is None:

@@ -53,14 +53,15 @@ def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True
     if resume_moves and policy is Policy.REPAIR:
         batch = engine.run_pending()
         resumed = len(batch.moves) if batch else 0
-    desired = engine.desired()
-    guids = engine.ib_guids()
-    drift = plan(desired, engine.fabrics.observe(), guids)
-    repaired = False
-    if policy is Policy.REPAIR and not drift.empty:
-        engine.fabrics.apply(drift)
-        engine.verify(desired, guids)
-        repaired = True
+    with engine.ledger.fabric_lock():
+        desired = engine.desired()
+        guids = engine.ib_guids()
+        drift = plan(desired, engine.fabrics.observe(), guids)
+        repaired = False
+        if policy is Policy.REPAIR and not drift.empty:
+            engine.fabrics.apply(drift)
+            engine.verify(desired, guids)
+            repaired = True
     return ReconcileResult(policy, drift, repaired, time.monotonic() - t0, resumed, rogues, contained)
 
 

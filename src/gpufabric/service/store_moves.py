@@ -9,7 +9,12 @@ lease, start the new one, advance the phase — is one transaction.
 
 from __future__ import annotations
 
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Final
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -21,6 +26,7 @@ from gpufabric.service import store_leases
 from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow, TenantRow
 from gpufabric.service.store import Store
 
+FABRIC_LOCK_KEY: Final = 0x6770_6662  # pg_advisory_lock key of the fabric-apply lock
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value)
 
 
@@ -92,6 +98,33 @@ class MoveLedger:
             row.state = NodeState.MOVING.value
             s.flush()
             return _to_domain(mr)
+
+    @contextmanager
+    def fabric_lock(self) -> Iterator[None]:
+        """Serialise desired-state computation + apply + verify across workers (replicas):
+        an advisory lock on PostgreSQL, a file lock beside an SQLite database. A crashed
+        holder releases it (its session or file descriptor dies with it)."""
+        engine = self.store._engine
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                conn.exec_driver_sql(f"SELECT pg_advisory_lock({FABRIC_LOCK_KEY})")
+                conn.commit()
+                try:
+                    yield
+                finally:
+                    conn.exec_driver_sql(f"SELECT pg_advisory_unlock({FABRIC_LOCK_KEY})")
+                    conn.commit()
+            return
+        database = engine.url.database
+        if not database or database == ":memory:":
+            yield
+            return
+        with Path(database + ".fabric-lock").open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     def get(self, move_id: int) -> Move:
         with self.store._tx() as s:
