@@ -11,6 +11,13 @@ per tenant partition):
 - on the largest fabric: 32 node moves applied as ONE batch (one HUP, one verification of
   the 64 affected ports) vs the same 32 moves applied one by one (32 HUPs).
 
+The driver reads SMPs with the batch reader (``reader="batch"``: one process, one
+libibmad port); for comparison ``readers`` times the same reads with the per-process
+``smpquery`` fallback (8 workers): a full observe, the read-back of every port after the
+initial HUP (``verify_all``: what ``initial.verify_s`` pays once the tables are right),
+and one node move (remove + add, HUP -> verified). ``loadavg`` is the 1-minute load when
+the size started (other jobs share the machine's 2 cores).
+
 Run: ``.venv/bin/python -m bench.bench_ib`` (writes bench/results/ib.json).
 """
 
@@ -22,12 +29,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.partitions import check_layout
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 
@@ -59,21 +68,11 @@ def bench_size(hcas: int, batch: bool) -> dict[str, Any]:
     nodes = hcas // HCAS_PER_NODE
     with tempfile.TemporaryDirectory(prefix="gf-bench-ib-") as tmp:
         fab = IbFabric(Path(tmp), f"gf-bench-ib-{os.getpid()}-{hcas}", SM_NODE)
+        drv, fallback = driver(fab, "batch"), driver(fab, "smpquery")
         try:
             fab.start_ibsim(generate_netfile(nodes, HCAS_PER_NODE))
             fab.start_opensm(timeout=180)
-            drv = OpenSMDriver(
-                OpenSMConfig(
-                    partitions_conf=fab.partitions_conf,
-                    log_path=fab.opensm_log,
-                    pid_file=fab.run_dir / "opensm.pid",
-                    trusted_sm_guids=(hca_port_guid(0, 0),),
-                    diag_env=tuple(sorted(fab.tool_env(SM_NODE, base={}).items())),
-                    diag_cwd=fab.scratch,
-                    sweep_timeout=180,
-                    verify_timeout=120,
-                )
-            )
+            loadavg = round(os.getloadavg()[0], 1)
             discover_s = timed(lambda: drv.ports(refresh=True))
             assign = {n: (n - 1) // NODES_PER_TENANT for n in range(1, nodes + 1)}
             tenants = max(assign.values()) + 1
@@ -81,6 +80,7 @@ def bench_size(hcas: int, batch: bool) -> dict[str, Any]:
             r0 = drv.last_report
             row: dict[str, Any] = {
                 "hcas": hcas,
+                "loadavg": loadavg,
                 "nodes": nodes,
                 "tenants": tenants,
                 "discover_s": round(discover_s, 3),
@@ -110,6 +110,7 @@ def bench_size(hcas: int, batch: bool) -> dict[str, Any]:
                 "add_ports_verified": r2.ports_checked,
             }
             row["observe_s"] = round(timed(drv.observe), 3)
+            row["readers"] = compare_readers(drv, fallback, layout_for(assign, nodes), assign, nodes, tenants)
             if batch:
                 movers = list(range(2, 2 + 32 * NODES_PER_TENANT, NODES_PER_TENANT))[:32]
                 movers = [m for m in movers if m <= nodes]
@@ -140,7 +141,55 @@ def bench_size(hcas: int, batch: bool) -> dict[str, Any]:
                 }
             return row
         finally:
+            drv.close()
             fab.stop()
+
+
+def driver(fab: IbFabric, reader: str) -> OpenSMDriver:
+    return OpenSMDriver(
+        OpenSMConfig(
+            partitions_conf=fab.partitions_conf,
+            log_path=fab.opensm_log,
+            pid_file=fab.run_dir / "opensm.pid",
+            trusted_sm_guids=(hca_port_guid(0, 0),),
+            diag_env=tuple(sorted(fab.tool_env(SM_NODE, base={}).items())),
+            diag_cwd=fab.scratch,
+            sweep_timeout=180,
+            verify_timeout=120,
+            reader=reader,
+        )
+    )
+
+
+def compare_readers(
+    drv: OpenSMDriver, fallback: OpenSMDriver, layout: PartitionLayout, assign: dict[int, int], nodes: int, tenants: int
+) -> dict[str, Any]:
+    """The same reads through both readers (tables already as ``layout`` says)."""
+    ports = list(drv.ports().values())
+    norm = check_layout(layout, drv.config.trusted_sm_guids)
+    out: dict[str, Any] = {}
+    for name, d in (("batch", drv), ("smpquery", fallback)):
+        d.ports(refresh=True)
+        observe = timed(d.observe)
+        verify_all = timed(partial(d.verify, norm, ports))
+        n, cur = 2, dict(assign)
+        dst = (cur[n] + 1) % tenants
+        cur[n] = 10_000
+        remove = timed(partial(d.apply, layout_for(cur, nodes)))
+        cur[n] = dst
+        add = timed(partial(d.apply, layout_for(cur, nodes)))
+        d.apply(layout)  # back
+        out[name] = {
+            "observe_s": round(observe, 3),
+            "verify_all_s": round(verify_all, 3),
+            "verify_all_ports": len(ports),
+            "move_remove_s": round(remove, 3),
+            "move_add_s": round(add, 3),
+        }
+    b, s = out["batch"], out["smpquery"]
+    out["speedup_observe"] = round(s["observe_s"] / b["observe_s"], 1) if b["observe_s"] else None
+    out["speedup_verify_all"] = round(s["verify_all_s"] / b["verify_all_s"], 1) if b["verify_all_s"] else None
+    return out
 
 
 def run_ib_bench(sizes: tuple[int, ...] = (100, 500, 1000)) -> list[dict[str, Any]]:
