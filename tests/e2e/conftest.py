@@ -78,6 +78,20 @@ class LabEnv:
                 out[str(p.port_guid)] = frozenset(parse_smpquery_pkeys(text).entries)
         return out
 
+    def ping(self, src: str, dst: str) -> bool:
+        """One bounded ping from node ``src``'s namespace to ``dst``'s first IP, after OVS has
+        revalidated its flows (a VLAN change reaches the datapath asynchronously)."""
+        ctl = self.home / "lab" / "ovs" / "ovs-vswitchd.ctl"
+        subprocess.run(["ovs-appctl", "-t", str(ctl), "revalidator/wait"], capture_output=True, timeout=30, check=True)
+        ip = self.node(dst)["ethernet"][0]["ip"].split("/")[0]
+        p = subprocess.run(
+            ["ip", "netns", "exec", self.node(src)["netns"], "ping", "-c", "2", "-i", "0.2", "-W", "1", ip],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        return p.returncode == 0
+
     def node(self, name: str) -> dict[str, Any]:
         return next(n for n in self.status["nodes"] if n["name"] == name)
 
@@ -89,10 +103,12 @@ class LabEnv:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabEnv]:
+def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LabEnv]:
+    """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, one HCA each."""
     home = tmp_path_factory.mktemp("gfhome")
     env = LabEnv(home, {})
-    env.status = env.gfj("lab", "up", "--nodes", "4", "--hcas-per-node", "1")
+    nodes = str(getattr(request.module, "LAB_NODES", 4))
+    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1")
     try:
         env.gf("tenant", "create", "alpha")
         env.gf("tenant", "create", "beta")
