@@ -27,6 +27,7 @@ bench: setup
 
 lab-down:
 	-$(BIN)/gpufabric lab down
+	-GPUFABRIC_HOME=$(CURDIR)/.gpufabric/demo $(BIN)/gpufabric lab down
 
 clean: lab-down
 	rm -rf .gpufabric .pytest_cache .mypy_cache .ruff_cache

@@ -37,5 +37,8 @@ $GF audit || true
 say "leases"
 $GF lease list
 
+echo
+echo "The lab stays up to explore: GPUFABRIC_HOME=$GPUFABRIC_HOME $GF --help   (stop it: make lab-down)"
+
 say "the lab's nodes, their Ethernet ports and IB GUIDs"
 $GF node list

@@ -26,7 +26,7 @@ def emit_json(data: Any) -> None:
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     t = Table(title=title)
     for c in columns:
-        t.add_column(c)
+        t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*[str(x) for x in r])
     console.print(t)
