@@ -27,6 +27,9 @@ import json, os, sys, time
 rows = json.load(open(sys.argv[1]))["rows"]
 table = {(r["op"], r["lid"], r["port"]): r["response"] for r in rows}
 mode, flag = sys.argv[2], sys.argv[3]
+if mode == "crash":  # what umad2sim does when ibsim has no free client slot
+    sys.stderr.write("ibpanic: [1] sim_init: connect failed: Success\\n")
+    sys.exit(255)
 if mode == "fatal":
     print(json.dumps({"fatal": "mad_rpc_open_port failed"}), flush=True)
     sys.exit(2)
@@ -92,6 +95,13 @@ def test_child_that_cannot_open_its_port(tmp_path: Path) -> None:
     r = fake_reader(tmp_path, "fatal")
     with pytest.raises(FabricError, match="did not start: mad_rpc_open_port failed"):
         r.read(QUERIES)
+
+
+def test_child_crashing_at_start_reports_its_stderr(tmp_path: Path) -> None:
+    r = fake_reader(tmp_path, "crash")
+    with pytest.raises(FabricError, match=r"exited \(rc 255\): ibpanic: \[1\] sim_init: connect failed"):
+        r.read(QUERIES)
+    assert r.starts == 0 and r.pid is None
 
 
 def test_missing_command_is_a_fabric_error(tmp_path: Path) -> None:

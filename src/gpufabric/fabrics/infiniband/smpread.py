@@ -119,7 +119,11 @@ class _Child:
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         self._buf = b""
-        first = self.line()
+        try:
+            first = self.line()
+        except FabricError:
+            self.stop(grace=0.0)
+            raise
         if "ready" not in first:
             self.stop()
             raise FabricError(f"SMP batch reader did not start: {first.get('fatal', first)}", fabric=FABRIC)
