@@ -209,6 +209,12 @@ class OpenSMDriver(SubnetManagerDriver):
         self._mark_good(text)
         report.total_seconds = time.monotonic() - t0
 
+    def write_partitions(self, layout: PartitionLayout) -> None:
+        """Write ``layout`` as partitions.conf (atomically) without reloading the SM: what a
+        restart should come up with (the rogue-SM containment restarts the SM)."""
+        with self._lock, self._file_lock():
+            _atomic_write(self.config.partitions_conf, self.render(layout))
+
     def _safe_text(self) -> str:
         return render_partitions_conf(SAFE_LAYOUT, self.config.trusted_sm_guids)
 

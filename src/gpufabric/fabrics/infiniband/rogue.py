@@ -10,7 +10,7 @@ nothing stops the rewrite itself.
 
 Containment (:func:`contain_rogue_sms`, policy ``contain``): disable the switch port the
 rogue HCA is cabled to (``ibportstate <switch lid> <port> disable``, run as the trusted SM
-node), restart the trusted OpenSM (it sweeps with its own partitions.conf), then verify by
+node), write the intended layout and restart the trusted OpenSM, then verify by
 SMP reads that every remaining port holds exactly the PKeys of the intended layout.
 Policy ``alert`` only reports. Times to detect and to restore are measured.
 """
@@ -103,6 +103,9 @@ def contain_rogue_sms(
             )
         driver.diag.port_disable(p.switch_lid, p.switch_port)
         contained.append(f.guid)
+    # The trusted SM comes back with the intended layout, whatever was in the file before
+    # (seen on OpenSM 3.3.23: after a rogue's sweep, a later HUP did not drop a stale key).
+    driver.write_partitions(layout)
     driver.restart()
     norm = check_layout(layout, driver.config.trusted_sm_guids)
     live = driver.ports(refresh=True)
