@@ -25,6 +25,8 @@ contract suite, tests/functional/test_ovsdb_driver.py and the ping data-plane te
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -123,6 +125,34 @@ def _bridge_ports(api: Any, bridge: str) -> dict[str, Any]:
     raise FabricError(f"bridge not found: {bridge}", fabric=FABRIC, device=bridge)
 
 
+def probe_ovsdb(remote: str, timeout: float, switch: str = "") -> None:
+    """One JSON-RPC ``echo`` to the OVSDB server, bounded by ``timeout``: ovsdbapp's first
+    schema fetch has no timeout of its own, so a server that accepts but never answers (hung,
+    stopped) would hang the caller forever. Raises FabricError naming the remote."""
+    kind, _, where = remote.partition(":")
+    if kind not in ("unix", "tcp"):
+        return  # ssl: left to ovsdbapp
+    try:
+        if kind == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            address: Any = where
+        else:
+            host, _, port = where.rpartition(":")
+            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            address = (host.strip("[]"), int(port))
+        with sock:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.sendall(json.dumps({"method": "echo", "params": ["gpufabric"], "id": "probe"}).encode())
+            reply = sock.recv(4096)
+    except (OSError, ValueError) as e:
+        raise FabricError(
+            f"OVSDB at {remote} did not answer within {timeout}s: {e}", fabric=FABRIC, device=switch
+        ) from e
+    if b"probe" not in reply:
+        raise FabricError(f"OVSDB at {remote} gave no echo reply", fabric=FABRIC, device=switch)
+
+
 class OvsdbSwitchDriver(EthernetSwitchDriver):
     """One OVS bridge as an Ethernet switch, driven over OVSDB.
 
@@ -166,6 +196,7 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     def _connect(self) -> Any:
         with self._lock:
             if self._api is None:
+                probe_ovsdb(self.remote, self.timeout, self.switch)
                 try:
                     idl = ovs_connection.OvsdbIdl.from_server(self.remote, "Open_vSwitch", helper_tables=_TABLES)
                     conn = ovs_connection.Connection(idl=idl, timeout=self.timeout)
