@@ -32,4 +32,4 @@ def test_module_has_docstring_and_stays_small(path: Path) -> None:
 def test_store_head_revision_constant_matches_the_migration_scripts() -> None:
     from gpufabric.service import db
 
-    assert db.HEAD_REVISION == db.head_revision()
+    assert db.head_revision() == db.HEAD_REVISION
