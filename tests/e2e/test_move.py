@@ -57,3 +57,49 @@ def test_bad_input_changes_nothing(lab: LabEnv) -> None:
     assert p.returncode == 2 and "invalid network.tenant" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert lab.gfj("move", "list") == before
+
+
+def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+
+    from e2e.conftest import GF
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [GF, "serve", "--port", str(port), "--interval", "0.5", "--policy", "report"],
+        env=lab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        metrics = ""
+        sample = "\ngpufabric_audit_last_timestamp_seconds 1"  # set (a Unix time), not the initial 0.0
+        while time.monotonic() < deadline and sample not in metrics:
+            try:
+                metrics = httpx.get(f"{base}/metrics", timeout=2).text
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        assert sample in metrics
+        assert 'gpufabric_audit_violations{invariant="IB-ROGUE-SM",severity="critical"} 0.0' in metrics
+        assert "gpufabric_audit_duration_seconds" in metrics and "gpufabric_reconcile_drift 0.0" in metrics
+        spec = httpx.get(f"{base}/openapi.json", timeout=5).json()
+        assert {"/nodes", "/tenants", "/networks", "/leases", "/metrics"} <= set(spec["paths"])
+        nodes = httpx.get(f"{base}/nodes", timeout=5).json()
+        assert {n["name"] for n in nodes} == {"gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"}
+        missing = httpx.get(f"{base}/nodes/nope", timeout=5)
+        assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+        bad = httpx.post(f"{base}/tenants", json={"name": "Bad Name"}, timeout=5)
+        assert bad.status_code == 422 and bad.json()["field"] == "tenant.name"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
