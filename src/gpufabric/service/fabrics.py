@@ -25,7 +25,7 @@ import yaml
 
 from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
 from gpufabric.domain.errors import ConfigError, GpufabricError
-from gpufabric.domain.state import FabricState, IbFabricState, SwitchState
+from gpufabric.domain.state import FabricState, IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.planning.plan import Plan
 from gpufabric.service.registry import Registry
@@ -109,8 +109,6 @@ class Fabrics:
             raise errors[0]
         return timings
 
-    def switch_state(self, name: str) -> SwitchState:
-        return self.switches[name].observe()
 
 
 def _build(registry: Registry, where: str, entry: Any) -> object:

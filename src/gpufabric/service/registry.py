@@ -33,6 +33,3 @@ class Registry:
             return self.drivers[name]
         except KeyError:
             raise NotFoundError("driver", f"{name} (known: {', '.join(sorted(self.drivers)) or 'none'})") from None
-
-    def names(self) -> list[str]:
-        return sorted(self.drivers)
