@@ -39,6 +39,7 @@ from typing import Any
 
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer
@@ -149,6 +150,29 @@ class _Bench:
             r["ssh_sessions_both_batches"] = sessions
         return rows
 
+    def ovsdb_row(self, n: int) -> dict[str, Any]:
+        """The OVSDB driver on the same OVS and ports: one transaction for the batch."""
+        ports = self.ports[:n]
+        vlan = self.next_vlan()
+        with OvsdbSwitchDriver(self.bridge, self.ovs.remote, QUARANTINE) as drv:
+            drv.observe()  # connect first: the connection is set up once per process, like the SSH warm row
+            t0 = time.monotonic()
+            drv.apply([EthernetPortConfig(self.bridge, p, PortMode.ACCESS, VlanId(vlan)) for p in ports])
+            seconds = time.monotonic() - t0
+            txns = drv.transactions
+        ok, wrong = _verify(self.ovs, ports, vlan)
+        return {
+            "tool": "gpufabric-ovsdb",
+            "mode": "one batch (one OVSDB transaction)",
+            "ports": n,
+            "seconds": round(seconds, 4),
+            "per_port_seconds": round(seconds / n, 5),
+            "bound_ok": ok,
+            "failed": {p: "tag not set" for p in wrong},
+            "transactions": txns,
+            "measured": True,
+        }
+
     def ngs_row(
         self, py: Path, n: int, threads: int, server: SshServer | None = None, label: str = ""
     ) -> dict[str, Any]:
@@ -208,6 +232,26 @@ def _ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ratios against NGS's best mode (fastest measured run that bound every port), same run."""
+    out = []
+    for n in sorted({r["ports"] for r in rows}):
+        ngs = [r for r in rows if r["ports"] == n and r["tool"].startswith("ngs") and r.get("measured")
+               and r.get("bound_ok") == n and "dotfiles" not in r["mode"]]  # fmt: skip
+        ovsdb = next((r for r in rows if r["ports"] == n and r["tool"] == "gpufabric-ovsdb"), None)
+        ssh = next((r for r in rows if r["ports"] == n and r["mode"] == "one batch, cold"), None)
+        if not ngs or ovsdb is None or ssh is None:
+            continue
+        best = min(ngs, key=lambda r: r["seconds"])
+        out.append({
+            "ports": n, "ngs_best_mode": best["mode"], "ngs_best_seconds": best["seconds"],
+            "ovsdb_seconds": ovsdb["seconds"], "ssh_cold_seconds": ssh["seconds"],
+            "ovsdb_speedup": round(best["seconds"] / ovsdb["seconds"], 1), "ovsdb_target": 50,
+            "ssh_speedup": round(best["seconds"] / ssh["seconds"], 1), "ssh_target": 10,
+        })  # fmt: skip
+    return out
+
+
 def run_ngs_comparison(
     sizes: tuple[int, ...] = SIZES, *, ngs_serial_max: int = 50, ngs_threads: int = 50, write: bool = True
 ) -> list[dict[str, Any]]:
@@ -221,6 +265,7 @@ def run_ngs_comparison(
             b.start()
             serial_per_port: float | None = None
             for n in sizes:
+                rows.append(b.ovsdb_row(n))
                 rows += b.ssh_rows(n, b.sshd, "")
                 rows += b.ssh_rows(n, b.sshd_dotfiles, " (dotfiles sourced)")
                 if n <= ngs_serial_max:
@@ -256,6 +301,7 @@ def run_ngs_comparison(
                     "total_seconds": round(time.monotonic() - t_all, 1),
                     "rows": rows,
                     "ratios": _ratios(rows),
+                    "targets_vs_ngs_best": _targets(rows),
                 },
                 indent=2,
             )

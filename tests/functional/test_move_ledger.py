@@ -1,0 +1,115 @@
+"""Move intents in the store (SQLite and PostgreSQL): one open move per node, claims that
+never hand a move to two workers, the lease swap in one transaction, fail/retry, and
+expired leases falling out of the desired state (their nodes go to quarantine)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
+from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.state import PortMode
+from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.moves import MoveEngine
+from gpufabric.service.store import Store
+from gpufabric.service.store_moves import MoveLedger
+
+CFG = SegmentConfig.default()
+
+
+@pytest.fixture
+def store(store_url: str) -> Store:
+    s = Store.open(url=store_url)
+    nodes = tuple(Node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in range(1, 7))
+    s.upsert_inventory(Inventory(nodes))
+    for t in ("ta", "tb"):
+        s.create_tenant(t)
+        s.create_network(f"{t}-net", t, CFG)
+    return s
+
+
+def test_request_validates_and_allows_one_open_move_per_node(store: Store) -> None:
+    ledger = MoveLedger(store)
+    with pytest.raises(NotFoundError, match="tenant not found: nosuch"):
+        ledger.request("n1", "nosuch", networks=("x",))
+    with pytest.raises(ValidationError, match="networks"):
+        ledger.request("n1", "ta")
+    m = ledger.request("n1", "ta", networks=("ta-net",))
+    assert (m.from_tenant, m.to_tenant, m.phase, m.status) == (
+        QUARANTINE,
+        "ta",
+        MovePhase.QUARANTINE,
+        MoveStatus.PENDING,
+    )
+    with pytest.raises(ConflictError, match="already has open move"):
+        ledger.request("n1", "tb", networks=("tb-net",))
+    assert store.node("n1").state.value == "moving"
+
+
+def test_concurrent_claims_never_share_a_move(store: Store) -> None:
+    ledger = MoveLedger(store)
+    ids = {ledger.request(f"n{i}", "ta", networks=("ta-net",)).id for i in range(1, 7)}
+    got: dict[str, list[int]] = {}
+
+    def claim(worker: str) -> None:
+        got[worker] = [m.id for m in MoveLedger(store).claim(worker, limit=3) if m.id is not None]
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = [i for ms in got.values() for i in ms]
+    assert sorted(claimed) == sorted(ids) and len(claimed) == len(set(claimed))
+    assert ledger.claim("late", limit=10) == []  # nothing pending, nothing stale
+    assert {m.id for m in ledger.claim("rescuer", limit=10, stale_after=0)} == ids  # a dead worker's moves
+
+
+def test_swap_ends_the_old_lease_and_starts_the_new_in_one_step(store: Store) -> None:
+    ledger = MoveLedger(store)
+    store.create_lease(Lease("ta", "n2", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
+    m = ledger.request("n2", "tb", "openshift", ("tb-net",))
+    assert m.from_tenant == "ta"
+    (m,) = ledger.claim("w", 1)
+    m = ledger.swap_lease(ledger.set_phase(m, MovePhase.SWAP))
+    assert m.phase is MovePhase.JOIN
+    active = [x for x in store.leases(active_at=datetime.now(UTC) + timedelta(seconds=1)) if x.node == "n2"]
+    assert [(x.tenant, x.offering, x.networks) for x in active] == [("tb", "openshift", ("tb-net",))]
+    assert len([x for x in store.leases() if x.node == "n2"]) == 2
+    done = ledger.set_phase(m, MovePhase.DONE)
+    assert done.status is MoveStatus.DONE and store.node("n2").state.value == "leased"
+    assert store.node("n2").offering == "openshift"
+
+
+def test_failed_move_is_retried_from_its_phase(store: Store) -> None:
+    ledger = MoveLedger(store)
+    ledger.request("n3", "ta", networks=("ta-net",))
+    (m,) = ledger.claim("w", 1)
+    m = ledger.fail(ledger.set_phase(m, MovePhase.SWAP), "OpenSM did not answer")
+    assert (m.status, m.phase, m.error) == (MoveStatus.FAILED, MovePhase.SWAP, "OpenSM did not answer")
+    assert ledger.claim("w2", 5) == []  # failed moves wait for an explicit retry
+    again = ledger.retry(m.id or 0)
+    assert (again.status, again.phase) == (MoveStatus.PENDING, MovePhase.SWAP)
+    with pytest.raises(ConflictError, match="not failed"):
+        ledger.retry(m.id or 0)
+
+
+def test_expired_lease_and_moves_in_flight_shape_the_desired_state(store: Store) -> None:
+    now = datetime.now(UTC)
+    store.create_lease(Lease("ta", "n4", now - timedelta(hours=2), now - timedelta(hours=1), ("ta-net",)))
+    store.create_lease(Lease("tb", "n5", now - timedelta(hours=1), None, ("tb-net",)))
+    store.create_lease(Lease("tb", "n6", now - timedelta(hours=1), None, ("tb-net",)))
+    MoveLedger(store).request("n6", "ta", networks=("ta-net",))  # n6 is quarantined until its swap
+    engine = MoveEngine(store, Fabrics(), CFG)
+    desired = engine.desired()
+    sw = desired.switch("leaf1")
+    assert sw is not None
+    modes = {p.port: p.mode for p in sw.ports}
+    assert modes["p4"] is PortMode.SHUTDOWN, "an expired lease sends the node to quarantine"
+    assert modes["p5"] is PortMode.ACCESS and modes["p6"] is PortMode.SHUTDOWN
+    assert desired.owner("n4") == QUARANTINE and desired.owner("n5") == "tb" and desired.owner("n6") == QUARANTINE
