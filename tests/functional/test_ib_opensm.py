@@ -7,6 +7,7 @@ OpenSM's view. Tests taking ``reader`` run with both SMP readers.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 
@@ -30,13 +31,8 @@ G = [hca_port_guid(n, 0) for n in range(1, 5)]  # gpu-a01..a04 mlx5_0
 
 
 def driver_for(fab: IbFabric, **kw: object) -> OpenSMDriver:
-    cfg = OpenSMConfig(
-        partitions_conf=fab.partitions_conf,
-        log_path=fab.opensm_log,
-        pid_file=fab.run_dir / "opensm.pid",
-        trusted_sm_guids=(SM,),
-        diag_env=tuple(sorted(fab.tool_env(SM_NODE, base={}).items())),
-        diag_cwd=fab.scratch,
+    cfg = dataclasses.replace(
+        OpenSMConfig.from_options(fab.driver_options(SM_NODE, [SM])),
         verify_timeout=10,
         sweep_timeout=30,
         **kw,  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ other port with exactly its intended PKeys (read by SMP).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import time
@@ -86,13 +87,8 @@ def start_rogue(fab: IbFabric, procs: list[subprocess.Popen[bytes]]) -> None:
 
 def test_rogue_sm_detected_and_contained(fab: IbFabric, rogue: list[subprocess.Popen[bytes]]) -> None:
     drv = OpenSMDriver(
-        OpenSMConfig(
-            partitions_conf=fab.partitions_conf,
-            log_path=fab.opensm_log,
-            pid_file=fab.run_dir / "opensm.pid",
-            trusted_sm_guids=(SM,),
-            diag_env=tuple(sorted(fab.tool_env(SM_NODE, base={}).items())),
-            diag_cwd=fab.scratch,
+        dataclasses.replace(
+            OpenSMConfig.from_options(fab.driver_options(SM_NODE, [SM])),
             verify_timeout=15,
             sweep_timeout=30,
         ),

@@ -8,6 +8,7 @@ SMInfo and an absent LID are read through both readers and must be equal.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -40,13 +41,8 @@ LAYOUT = PartitionLayout(
 
 def driver(fab: IbFabric, reader: str) -> OpenSMDriver:
     return OpenSMDriver(
-        OpenSMConfig(
-            partitions_conf=fab.partitions_conf,
-            log_path=fab.opensm_log,
-            pid_file=fab.run_dir / "opensm.pid",
-            trusted_sm_guids=(SM,),
-            diag_env=tuple(sorted(fab.tool_env(SM_NODE, base={}).items())),
-            diag_cwd=fab.scratch,
+        dataclasses.replace(
+            OpenSMConfig.from_options(fab.driver_options(SM_NODE, [SM])),
             verify_timeout=10,
             sweep_timeout=30,
             reader=reader,

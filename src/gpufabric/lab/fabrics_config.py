@@ -24,12 +24,7 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
         "infiniband": {
             "driver": "opensm",
             "options": {
-                "partitions_conf": str(fab.partitions_conf),
-                "log_path": str(fab.opensm_log),
-                "pid_file": str(fab.run_dir / "opensm.pid"),
-                "trusted_sm_guids": [st.sm_port_guid],
-                "diag_env": fab.tool_env(st.sm_node, base={}),
-                "diag_cwd": str(fab.scratch),
+                **fab.driver_options(st.sm_node, [st.sm_port_guid]),
                 "restart_command": [
                     str(Path(sys.executable).parent / "gpufabric"),
                     "--home",

@@ -30,6 +30,7 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpufabric.domain.errors import LabError
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
@@ -111,6 +112,18 @@ class IbFabric:
         if sim_host:
             env["SIM_HOST"] = sim_host
         return env
+
+    def driver_options(self, sm_host: str | None, trusted_sm_guids: Sequence[object] = ()) -> dict[str, Any]:
+        """The OpenSM driver's options (``fabrics.yaml`` / ``OpenSMConfig.from_options``) for
+        this fabric's trusted SM, reading the fabric by SMP as ``sm_host``."""
+        return {
+            "partitions_conf": str(self.partitions_conf),
+            "log_path": str(self.opensm_log),
+            "pid_file": str(self._opensm_pid),
+            "trusted_sm_guids": [str(g) for g in trusted_sm_guids],
+            "diag_env": self.tool_env(sm_host, base={}),
+            "diag_cwd": str(self.scratch),
+        }
 
     def run_tool(self, args: Sequence[str], sim_host: str | None = None, timeout: float = 30) -> str:
         """Run an infiniband-diags tool (smpquery, ibnetdiscover, ...) against this fabric; stdout."""

@@ -110,7 +110,6 @@ class Fabrics:
         return timings
 
 
-
 def _build(registry: Registry, where: str, entry: Any) -> object:
     if not isinstance(entry, Mapping) or "driver" not in entry:
         raise ConfigError(where, entry, "a mapping with 'driver' and 'options'")
