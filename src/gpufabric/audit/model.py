@@ -6,42 +6,16 @@ schema documented in ``docs/audit.md`` (bump ``SCHEMA_VERSION`` on any breaking 
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 from gpufabric.domain.models import Fabric, Lease, Network, Node
+from gpufabric.domain.severity import Severity as Severity
 from gpufabric.domain.state import FabricState, PartitionLayout, SwitchState
 from gpufabric.domain.values import Guid, VlanId
 
 SCHEMA_VERSION: Final = 1
-
-
-class Severity(enum.StrEnum):
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-
-    @property
-    def rank(self) -> int:
-        """Higher is worse: critical 3, high 2, medium 1, low 0."""
-        return _RANK[self]
-
-    @classmethod
-    def ordered(cls) -> tuple[Severity, ...]:
-        """Worst first."""
-        return (cls.CRITICAL, cls.HIGH, cls.MEDIUM, cls.LOW)
-
-
-_RANK: Final[Mapping[Severity, int]] = {
-    Severity.CRITICAL: 3,
-    Severity.HIGH: 2,
-    Severity.MEDIUM: 1,
-    Severity.LOW: 0,
-}
 
 
 @dataclass(frozen=True)

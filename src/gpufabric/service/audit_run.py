@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gpufabric.audit import AuditInput, AuditReport, Severity, Violation, run_audit
+from gpufabric.audit import AuditInput, AuditReport, Violation, run_audit
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.state import FabricState
 from gpufabric.fabrics.infiniband.hardening import check_hardening
@@ -23,7 +23,7 @@ def hardening_violations(observed: FabricState) -> tuple[Violation, ...]:
     return tuple(
         Violation(
             "IB-HARDENING",
-            Severity(f.severity.value),
+            f.severity,
             f"{f.setting} = {f.observed!r}: {f.description} (expected {f.expected})",
             fabric=Fabric.INFINIBAND,
             device="opensm",

@@ -35,7 +35,6 @@ protection cannot be exercised in the lab.
 
 from __future__ import annotations
 
-import enum
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -43,6 +42,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.severity import Severity
 
 _U64: Final = 0xFFFF_FFFF_FFFF_FFFF
 _KEY_ALLOWED: Final = "64-bit value other than 0x0 and 0x1"
@@ -62,13 +62,6 @@ OPENSM_DEFAULTS: Final[Mapping[str, str]] = {
     "sm_inactive": "FALSE",
     "console": "off",
 }
-
-
-class Severity(enum.StrEnum):
-    CRITICAL = "critical"
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
 
 
 @dataclass(frozen=True)
