@@ -103,3 +103,16 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_lease_create_and_delete_apply_on_the_fabrics(lab: LabEnv) -> None:
+    nets = nets_of(lab)
+    dry = lab.gfj("lease", "create", "--tenant", "alpha", "--node", "gpu-a03", "--network", "alpha-net", "--dry-run")
+    assert [c["after"] for c in dry["ethernet"]] == [f"access {nets['alpha'][0]}"]
+    assert owner_of_ports(lab, "gpu-a03", nets) == {"quarantine"}, "a dry run changes nothing"
+    created = lab.gfj("lease", "create", "--tenant", "alpha", "--node", "gpu-a03", "--network", "alpha-net")
+    assert created["applied"]["changes"] >= 2
+    assert owner_of_ports(lab, "gpu-a03", nets) == {"alpha"}
+    gone = lab.gfj("lease", "delete", str(created["id"]))
+    assert gone["applied"]["changes"] >= 2
+    assert owner_of_ports(lab, "gpu-a03", nets) == {"quarantine"}
