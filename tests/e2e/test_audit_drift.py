@@ -52,6 +52,11 @@ def test_drift_on_every_fabric_is_reported_then_repaired(lab: LabEnv) -> None:
     assert code == 1
     assert has(vs, "X-DRIFT", port, "gpu-a01") and has(vs, "X-NODE-SPLIT", port, "gpu-a01")
     assert has(vs, "IB-GUID-FOREIGN-PKEY", guid, "gpu-a03") and has(vs, "IB-PKEY-SHARED", guid, "gpu-a03")
+    report = lab.home / "audit.html"
+    human = lab.gf("audit", "--html", str(report), check=False)
+    assert human.returncode == 1 and "violation(s) of 12 invariant(s)" in human.stdout
+    html = report.read_text()
+    assert html.startswith("<!DOCTYPE html>") and guid in html and port in html and "<script" not in html
 
     # 3. a rogue OpenSM on a node a tenant had (gpu-a04, now in quarantine, still with root)
     rogue_node = "gpu-a04"
