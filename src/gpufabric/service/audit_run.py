@@ -7,8 +7,6 @@ Hardening findings of the trusted SM's settings pass through as ``IB-HARDENING``
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from gpufabric.audit import AuditInput, AuditReport, Violation, run_audit
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.state import FabricState
@@ -34,13 +32,13 @@ def hardening_violations(observed: FabricState) -> tuple[Violation, ...]:
 
 
 def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInput:
-    store = engine.store
     observed = observed if observed is not None else engine.fabrics.observe()
-    desired = engine.desired()
+    view = engine.view()
+    desired = engine.desired(view)
     return AuditInput(
-        nodes=tuple(store.nodes()),
-        leases=tuple(store.leases(active_at=datetime.now(UTC))),
-        networks=tuple(store.networks()),
+        nodes=view.nodes,
+        leases=view.leases,
+        networks=view.networks,
         quarantine_vlan=engine.cfg.quarantine_vlan,
         observed=observed,
         trusted_sm_guids=frozenset(engine.fabrics.trusted_sm_guids),

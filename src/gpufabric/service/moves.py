@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
-from gpufabric.domain.models import QUARANTINE, Lease
+from gpufabric.domain.models import QUARANTINE, Lease, Network, Node
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
@@ -73,6 +73,20 @@ class BatchResult:
         }
 
 
+@dataclass(frozen=True)
+class StoreView:
+    """The store's inputs of the desired state, read once: nodes, active leases, networks,
+    and the nodes that moves in flight hold in quarantine."""
+
+    nodes: tuple[Node, ...]
+    leases: tuple[Lease, ...]
+    networks: tuple[Network, ...]
+    held_in_quarantine: frozenset[str]
+
+    def ib_guids(self) -> list[Guid]:
+        return [p.port_guid for n in self.nodes for p in n.ib]
+
+
 def checkpoint(name: str) -> None:
     """A named point where the crash tests may kill this process (``GPUFABRIC_KILL_AT=name``)."""
     if os.environ.get("GPUFABRIC_KILL_AT") == name:
@@ -102,15 +116,16 @@ class MoveEngine:
         self.progress = progress or (lambda _p, _m: None)
 
     # ----------------------------------------------------------------- desired state
-    def desired(self, extra_quarantine: Sequence[str] = ()) -> DesiredState:
+    def view(self) -> StoreView:
+        """One read of what the desired state is derived from."""
         s = self.store
-        now = datetime.now(UTC)
-        overrides = {m.node: QUARANTINE for m in self.ledger.open_moves() if m.holds_node_in_quarantine()}
-        overrides.update({n: QUARANTINE for n in extra_quarantine})
-        return derive_desired(s.nodes(), s.leases(active_at=now), s.networks(), self.fabrics.sm_port_guids, overrides)
+        held = frozenset(m.node for m in self.ledger.open_moves() if m.holds_node_in_quarantine())
+        return StoreView(tuple(s.nodes()), tuple(s.leases(active_at=datetime.now(UTC))), tuple(s.networks()), held)
 
-    def ib_guids(self) -> list[Guid]:
-        return [p.port_guid for n in self.store.nodes() for p in n.ib]
+    def desired(self, view: StoreView | None = None, extra_quarantine: Sequence[str] = ()) -> DesiredState:
+        v = view or self.view()
+        overrides = {n: QUARANTINE for n in (*v.held_in_quarantine, *extra_quarantine)}
+        return derive_desired(v.nodes, v.leases, v.networks, self.fabrics.sm_port_guids, overrides)
 
     # ----------------------------------------------------------------- one converge step
     def converge(self, label: str, observed: FabricState | None = None) -> PhaseTiming:
@@ -122,12 +137,13 @@ class MoveEngine:
 
     def _converge(self, label: str, observed: FabricState | None) -> PhaseTiming:
         t0 = time.monotonic()
-        desired = self.desired()
+        view = self.view()
+        desired = self.desired(view)
         if observed is None:
             self.progress(label, "observing fabrics")
             observed = self.fabrics.observe()
         self.last_observed = observed
-        guids = self.ib_guids()
+        guids = view.ib_guids()
         p = plan(desired, observed, guids)
         self.last_plan = p
         applied: dict[str, float] = {}
@@ -158,14 +174,14 @@ class MoveEngine:
     def preview(self, node: str, to_tenant: str, networks: tuple[str, ...]) -> dict[str, Plan]:
         """The plans a move would apply, per phase, computed without changing anything."""
         self.store.node(node)  # NotFoundError before anything else
-        guids = self.ib_guids()
+        view = self.view()
+        guids = view.ib_guids()
         observed = self.fabrics.observe()
-        first = self.desired(extra_quarantine=[node])
-        now = datetime.now(UTC)
-        leases = [x for x in self.store.leases(active_at=now) if x.node != node]
+        first = self.desired(view, extra_quarantine=[node])
+        leases = [x for x in view.leases if x.node != node]
         if to_tenant != QUARANTINE:
-            leases.append(Lease(to_tenant, node, now, None, networks))
-        second = derive_desired(self.store.nodes(), leases, self.store.networks(), self.fabrics.sm_port_guids, None)
+            leases.append(Lease(to_tenant, node, datetime.now(UTC), None, networks))
+        second = derive_desired(view.nodes, leases, view.networks, self.fabrics.sm_port_guids, None)
         return {"quarantine": plan(first, observed, guids), "join": plan(second, as_observed(first, guids), guids)}
 
     # ----------------------------------------------------------------- moves

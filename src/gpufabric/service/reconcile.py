@@ -54,8 +54,9 @@ def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True
         batch = engine.run_pending()
         resumed = len(batch.moves) if batch else 0
     with engine.ledger.fabric_lock():
-        desired = engine.desired()
-        guids = engine.ib_guids()
+        view = engine.view()
+        desired = engine.desired(view)
+        guids = view.ib_guids()
         drift = plan(desired, engine.fabrics.observe(), guids)
         repaired = False
         if policy is Policy.REPAIR and not drift.empty:
