@@ -5,7 +5,8 @@
 # and ends with the table of the lab's nodes, their Ethernet ports and IB GUIDs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GPUFABRIC_HOME=${GPUFABRIC_HOME:-$PWD/.gpufabric/demo}
+# The demo has its own state dir (it starts from scratch there), never the default one.
+export GPUFABRIC_HOME=${DEMO_HOME:-$PWD/.gpufabric/demo}
 GF=.venv/bin/gpufabric
 say() { printf '\n\033[1;36m== %s\033[0m\n' "$*"; }
 
