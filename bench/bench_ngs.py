@@ -91,11 +91,7 @@ class _Bench:
 
     def start(self) -> None:
         self.ovs.start()
-        self.ovs.add_bridge(self.bridge)
-        args: list[str] = []
-        for p in self.ports:
-            args += ["--", "add-port", self.bridge, p, "--", "set", "interface", p, "type=internal"]
-        self.ovs.vsctl(*args)
+        self.ovs.add_bridge(self.bridge, self.ports)
         self.sshd.start()
         self.sshd_dotfiles.start()
 

@@ -50,11 +50,7 @@ def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
     ovs = OvsServer(run_dir / "ovs", netns=f"{prefix}-ovs")  # own netns: one netdev datapath per netns
     ovs.start()
     try:
-        ovs.add_bridge(bridge)
-        args: list[str] = []
-        for p in ports:
-            args += ["--", "add-port", bridge, p, "--", "set", "interface", p, "type=internal"]
-        ovs.vsctl(*args)
+        ovs.add_bridge(bridge, ports)
         with OvsdbSwitchDriver(bridge, ovs.remote, QUARANTINE_VLAN, timeout=10) as driver:
             yield EthernetTarget(driver, ports)
     finally:

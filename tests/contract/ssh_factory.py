@@ -24,11 +24,7 @@ def ssh_target(run_dir: Path) -> Iterator[EthernetTarget]:
     sshd = SshServer(run_dir / "ssh")
     ovs.start()
     try:
-        ovs.add_bridge(bridge)
-        args: list[str] = []
-        for p in ports:
-            args += ["--", "add-port", bridge, p, "--", "set", "interface", p, "type=internal"]
-        ovs.vsctl(*args)
+        ovs.add_bridge(bridge, ports)
         sshd.start()
         with SshSwitchDriver(
             host=sshd.host,

@@ -49,11 +49,7 @@ def _start(run_dir: Path, n_ports: int) -> Lab:
     ovs.start()
     bridge = f"{prefix}br"
     ports = tuple(f"{prefix}p{i:02d}" for i in range(n_ports))
-    ovs.add_bridge(bridge)
-    args: list[str] = []
-    for p in ports:
-        args += ["--", "add-port", bridge, p, "--", "set", "interface", p, "type=internal"]
-    ovs.vsctl(*args)
+    ovs.add_bridge(bridge, ports)
     return Lab(ovs, bridge, ports, prefix)
 
 

@@ -39,11 +39,7 @@ class Lab:
 
     def start(self) -> None:
         self.ovs.start()
-        self.ovs.add_bridge(self.bridge)
-        args: list[str] = []
-        for p in self.ports:
-            args += ["--", "add-port", self.bridge, p, "--", "set", "interface", p, "type=internal"]
-        self.ovs.vsctl(*args)
+        self.ovs.add_bridge(self.bridge, self.ports)
         self.sshd.start()
 
     def stop(self) -> None:

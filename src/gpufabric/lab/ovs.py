@@ -17,6 +17,7 @@ must then live in that namespace.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
@@ -108,5 +109,9 @@ class OvsServer:
     def vsctl(self, *args: str, timeout: float = 30) -> str:
         return run(["ovs-vsctl", f"--db={self.remote}", "--timeout=20", *args], env=self._env(), timeout=timeout)
 
-    def add_bridge(self, name: str) -> None:
-        self.vsctl("--may-exist", "add-br", name, "--", "set", "bridge", name, "datapath_type=netdev")
+    def add_bridge(self, name: str, internal_ports: Sequence[str] = ()) -> None:
+        """A netdev bridge, with ``internal_ports`` added in the same ovs-vsctl call."""
+        args = ["--may-exist", "add-br", name, "--", "set", "bridge", name, "datapath_type=netdev"]
+        for p in internal_ports:
+            args += ["--", "--may-exist", "add-port", name, p, "--", "set", "interface", p, "type=internal"]
+        self.vsctl(*args, timeout=60)
