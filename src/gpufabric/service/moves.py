@@ -38,13 +38,18 @@ class PhaseTiming:
     seconds: float
     applied: dict[str, float] = field(default_factory=dict)
     changes: int = 0
+    plan: Plan | None = None  # what a converge phase applied
+    observed: FabricState | None = None  # its last read of the fabrics (the verification)
 
 
 @dataclass
 class BatchResult:
     moves: list[Move]
     timings: list[PhaseTiming]
-    plans: dict[str, Plan]
+
+    @property
+    def plans(self) -> dict[str, Plan]:
+        return {t.phase: t.plan for t in self.timings if t.plan is not None}
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -107,8 +112,6 @@ class MoveEngine:
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
-        self.last_plan = Plan()
-        self.last_observed = FabricState()
         self.fabrics = fabrics
         self.cfg = cfg
         self.worker = worker or f"{os.uname().nodename}:{os.getpid()}"
@@ -142,18 +145,16 @@ class MoveEngine:
         if observed is None:
             self.progress(label, "observing fabrics")
             observed = self.fabrics.observe()
-        self.last_observed = observed
         guids = view.ib_guids()
         p = plan(desired, observed, guids)
-        self.last_plan = p
         applied: dict[str, float] = {}
         if not p.empty:
             self.progress(label, f"applying {len(p.ethernet)} ethernet + {len(p.ib)} infiniband changes")
             applied = self.fabrics.apply(p, on_done=lambda dev, sec: self.progress(label, f"{dev} done in {sec:.2f}s"))
             checkpoint(f"{label}:applied")
             self.progress(label, "verifying by reading the fabrics back")
-            self.last_observed = self.verify(desired, guids)
-        return PhaseTiming(label, time.monotonic() - t0, applied, len(p.ethernet) + len(p.ib))
+            observed = self.verify(desired, guids)
+        return PhaseTiming(label, time.monotonic() - t0, applied, len(p.ethernet) + len(p.ib), p, observed)
 
     def verify(self, desired: DesiredState, guids: Sequence[Guid]) -> FabricState:
         """Read every fabric back until it equals ``desired``; return that reading."""
@@ -189,14 +190,12 @@ class MoveEngine:
         """Run claimed moves through their remaining phases together."""
         s = self.ledger
         timings: list[PhaseTiming] = []
-        plans: dict[str, Plan] = {}
         batch = list(moves)
-        quarantined = False
+        read_back: FabricState | None = None  # the quarantine phase's verification, reused by join
         try:
             if any(m.phase is MovePhase.QUARANTINE for m in batch):
                 timings.append(self.converge("quarantine"))
-                quarantined = True
-                plans["quarantine"] = self.last_plan
+                read_back = timings[-1].observed
                 checkpoint("quarantine:verified")
                 batch = [s.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m for m in batch]
             if any(m.phase is MovePhase.SWAP for m in batch):
@@ -205,14 +204,13 @@ class MoveEngine:
                 timings.append(PhaseTiming("swap", time.monotonic() - t0))
                 checkpoint("swap:committed")
             if any(m.phase is MovePhase.JOIN for m in batch):
-                timings.append(self.converge("join", self.last_observed if quarantined else None))
-                plans["join"] = self.last_plan
+                timings.append(self.converge("join", read_back))
                 checkpoint("join:verified")
                 batch = [s.set_phase(m, MovePhase.DONE) for m in batch]
         except GpufabricError as e:
             batch = [s.fail(m, e.message) for m in batch]
             raise
-        return BatchResult(batch, timings, plans)
+        return BatchResult(batch, timings)
 
     def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
         """Claim pending (and crashed) moves, coalescing those that arrive within ``window``
