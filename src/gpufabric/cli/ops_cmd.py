@@ -67,8 +67,9 @@ def serve(
         engine = open_engine()
         while not stop.is_set():
             try:
-                telemetry.record_reconcile(reconcile_once(engine, Policy(policy)))
-                telemetry.record_audit(engine)
+                result = reconcile_once(engine, Policy(policy))
+                telemetry.record_reconcile(result)
+                telemetry.record_audit(engine, result.observed)
             except Exception as e:  # the loop reports and goes on; the error is visible in metrics and log
                 telemetry.record_error(e)
                 err_console.print(f"reconcile pass failed: {e}")

@@ -49,5 +49,5 @@ def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInp
     )
 
 
-def audit(engine: MoveEngine) -> AuditReport:
-    return run_audit(collect(engine))
+def audit(engine: MoveEngine, observed: FabricState | None = None) -> AuditReport:
+    return run_audit(collect(engine, observed))

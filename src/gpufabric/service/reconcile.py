@@ -12,10 +12,12 @@ import enum
 import time
 from dataclasses import dataclass
 
+from gpufabric.domain.state import FabricState
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms
+from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.planning.desired import DesiredState
 from gpufabric.planning.plan import Plan, plan
-from gpufabric.service.moves import MoveEngine
+from gpufabric.service.moves import MoveEngine, StoreView
 
 
 class Policy(enum.StrEnum):
@@ -32,6 +34,7 @@ class ReconcileResult:
     moves_resumed: int = 0
     rogue_sms: tuple[str, ...] = ()  # findings, one line each
     rogue_contained: tuple[str, ...] = ()  # GUIDs whose switch port was disabled
+    observed: FabricState | None = None  # the pass's last read of the fabrics (None if moves ran after it)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -47,31 +50,41 @@ class ReconcileResult:
 
 
 def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True) -> ReconcileResult:
+    """One pass, on one read of the fabrics: rogue SMs first (while one is master the trusted
+    SM cannot apply anything), then the drift; then pending and crashed moves (repair only)."""
     t0 = time.monotonic()
-    rogues, contained = _rogue_sms(engine, policy)
-    resumed = 0
-    if resume_moves and policy is Policy.REPAIR:
-        batch = engine.run_pending()
-        resumed = len(batch.moves) if batch else 0
     with engine.ledger.fabric_lock():
         view = engine.view()
         desired = engine.desired(view)
         guids = view.ib_guids()
-        drift = plan(desired, engine.fabrics.observe(), guids)
+        observed = engine.fabrics.observe()
+        rogues, contained = _rogue_sms(engine, view, desired, observed, policy)
+        if contained:
+            observed = engine.fabrics.observe()
+        drift = plan(desired, observed, guids)
         repaired = False
         if policy is Policy.REPAIR and not drift.empty:
             engine.fabrics.apply(drift)
-            engine.verify(desired, guids)
+            observed = engine.verify(desired, guids)
             repaired = True
-    return ReconcileResult(policy, drift, repaired, time.monotonic() - t0, resumed, rogues, contained)
+    resumed = 0
+    if resume_moves and policy is Policy.REPAIR:
+        batch = engine.run_pending()
+        resumed = len(batch.moves) if batch else 0
+    return ReconcileResult(
+        policy, drift, repaired, time.monotonic() - t0, resumed, rogues, contained, None if resumed else observed
+    )
 
 
-def _rogue_sms(engine: MoveEngine, policy: Policy) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Rogue subnet managers first: while one is master the trusted SM cannot apply anything.
-    Repair contains them (switch port disabled, trusted SM restarted, tables verified)."""
+def _rogue_sms(
+    engine: MoveEngine, view: StoreView, desired: DesiredState, observed: FabricState, policy: Policy
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Untrusted SMs in ``observed``; repair contains them (switch port disabled, trusted SM
+    restarted with the intended layout, tables verified by SMP)."""
+    nodes = {p.port_guid: n.name for n in view.nodes for p in n.ib}
+    findings = find_rogue_sms(observed.ib, engine.fabrics.trusted_sm_guids, nodes)
     sm = engine.fabrics.sm
-    if not isinstance(sm, OpenSMDriver):
-        return (), ()
-    rogue_policy = RoguePolicy.CONTAIN if policy is Policy.REPAIR else RoguePolicy.ALERT
-    report = contain_rogue_sms(sm, engine.desired().ib, rogue_policy)
+    if not findings or policy is not Policy.REPAIR or not isinstance(sm, OpenSMDriver):
+        return tuple(str(f) for f in findings), ()
+    report = contain_rogue_sms(sm, desired.ib, RoguePolicy.CONTAIN)
     return tuple(str(f) for f in report.findings), tuple(str(g) for g in report.contained)
