@@ -11,57 +11,12 @@ from datetime import datetime
 from typing import Any, Final
 
 from gpufabric.domain.models import Fabric, Lease, Network, Node
+from gpufabric.domain.findings import Violation as Violation
 from gpufabric.domain.severity import Severity as Severity
 from gpufabric.domain.state import FabricState, PartitionLayout, SwitchState
 from gpufabric.domain.values import Guid, VlanId
 
 SCHEMA_VERSION: Final = 1
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken invariant at one place.
-
-    ``device`` is the switch (Ethernet) or the HCA device, e.g. ``mlx5_0`` (InfiniBand,
-    when the GUID is in the inventory); ``port`` is the switch port name (Ethernet) or
-    the canonical port GUID (InfiniBand; the SM's GUID for ``IB-ROGUE-SM``).
-    ``resource`` names the VLAN(s)/PKey(s) involved, e.g. ``vlan:2001`` or ``pkey:0x0a01``.
-    """
-
-    invariant: str
-    severity: Severity
-    message: str
-    fabric: Fabric | None = None
-    device: str = ""
-    port: str = ""
-    node: str = ""
-    tenants: tuple[str, ...] = ()
-    resource: str = ""
-
-    def sort_key(self) -> tuple[int, str, str, str, str, str, str, str]:
-        return (
-            -self.severity.rank,
-            self.invariant,
-            self.fabric.value if self.fabric else "",
-            self.device,
-            self.port,
-            self.node,
-            self.resource,
-            self.message,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "invariant": self.invariant,
-            "severity": self.severity.value,
-            "fabric": self.fabric.value if self.fabric else None,
-            "device": self.device,
-            "port": self.port,
-            "node": self.node,
-            "tenants": list(self.tenants),
-            "resource": self.resource,
-            "message": self.message,
-        }
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def _badge(sev: Severity) -> str:
 def _row(v: Violation) -> str:
     cells = (
         f"<code>{_e(v.invariant)}</code>",
-        _e(v.fabric.value if v.fabric else ""),
+        _e(str(v.fabric or "")),
         _e(v.device),
         f'<span class="mono">{_e(v.port)}</span>',
         _e(v.node),

@@ -41,7 +41,7 @@ def violation_tables(report: AuditReport) -> list[Table]:
         for col in ("invariant", "fabric", "device", "port / GUID", "node", "tenants", "message"):
             t.add_column(col, overflow="fold")
         for v in group:
-            cells = (v.invariant, v.fabric.value if v.fabric else "", v.device, v.port, v.node, ", ".join(v.tenants))
+            cells = (v.invariant, str(v.fabric or ""), v.device, v.port, v.node, ", ".join(v.tenants))
             t.add_row(*(Text(c) for c in (*cells, v.message)))
         tables.append(t)
     return tables

@@ -91,6 +91,7 @@ class Dpu:
     node: str  # the host it sits in
     name: str
     mode: DpuMode = DpuMode.FULL
+    details: tuple[tuple[str, str], ...] = ()  # fabric-specific pairing facts (PF, VFs, mgmt VF, ...)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,7 @@ class Lease:
     offering: str = "baremetal"
     owner: str = "admin"
     id: int | None = None
+    gpus: int | None = None  # GPUs of the node in this lease (NVLink partition size); None: all
 
     def __post_init__(self) -> None:
         check_name("lease.tenant", self.tenant)

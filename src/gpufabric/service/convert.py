@@ -67,7 +67,7 @@ def node_to_domain(r: NodeRow) -> Node:
                 for p in r.ib
             ),
             gpus=tuple(Gpu(n, ModuleId(g.module_id), g.pci_bus_id) for g in r.gpus),
-            dpus=tuple(Dpu(n, d.name, DpuMode(d.mode)) for d in r.dpus),
+            dpus=tuple(Dpu(n, d.name, DpuMode(d.mode), tuple(sorted((str(k), str(v)) for k, v in (d.details or {}).items()))) for d in r.dpus),
         )
     )
 
@@ -119,4 +119,5 @@ def lease_to_domain(r: LeaseRow) -> Lease:
         offering=r.offering,
         owner=r.owner,
         id=r.id,
+        gpus=r.gpus,
     )

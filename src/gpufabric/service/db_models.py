@@ -136,6 +136,7 @@ class DpuRow(Base):
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(63))
     mode: Mapped[str] = mapped_column(String(16))
+    details: Mapped[dict[str, object]] = mapped_column(JSON, default=dict, server_default="{}")  # 0003
 
     node: Mapped[NodeRow] = relationship(back_populates="dpus")
 
@@ -211,6 +212,7 @@ class LeaseRow(Base):
     offering: Mapped[str] = mapped_column(String(63))
     owner: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: whole node (0003)
 
     tenant: Mapped[TenantRow] = relationship()
     node: Mapped[NodeRow] = relationship()
@@ -238,3 +240,5 @@ class MoveRow(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(255))
     claimed_at: Mapped[datetime | None]
     networks: Mapped[str] = mapped_column(Text, default="", server_default="")  # comma-separated, 0002
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0003
+    heartbeat_at: Mapped[datetime | None]  # 0003

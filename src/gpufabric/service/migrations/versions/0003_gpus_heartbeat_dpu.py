@@ -1,0 +1,39 @@
+"""Leases and moves may take a GPU count (NVLink partitions); moves heartbeat while a worker
+holds them (fencing); DPUs keep their pairing details (PF, VFs, management VF, representors).
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0003"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("leases") as b:
+        b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
+    with op.batch_alter_table("moves") as b:
+        b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
+        b.add_column(sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
+    with op.batch_alter_table("dpus") as b:
+        b.add_column(sa.Column("details", sa.JSON, nullable=False, server_default="{}"))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("dpus") as b:
+        b.drop_column("details")
+    with op.batch_alter_table("moves") as b:
+        b.drop_column("heartbeat_at")
+        b.drop_column("gpus")
+    with op.batch_alter_table("leases") as b:
+        b.drop_column("gpus")
