@@ -25,6 +25,7 @@ from gpufabric.audit import (
 )
 from gpufabric.cli.audit_view import print_report
 from gpufabric.domain.models import Fabric
+from gpufabric.domain.state import FabricState
 
 from unit.audit_scenarios import T0, Scenario, guid
 
@@ -109,8 +110,7 @@ def test_result_does_not_depend_on_input_order() -> None:
         nodes=inp.nodes[::-1],
         leases=inp.leases[::-1],
         networks=inp.networks[::-1],
-        observed=replace(
-            obs,
+        observed=FabricState(
             switches=tuple(replace(sw, ports=sw.ports[::-1]) for sw in obs.switches[::-1]),
             ib=replace(obs.ib, tables=obs.ib.tables[::-1], sms=obs.ib.sms[::-1]),
         ),

@@ -14,8 +14,39 @@ from gpufabric.domain.state import (
     SwitchState,
 )
 from gpufabric.domain.values import Guid, PKey, VlanId
-from gpufabric.planning.desired import derive_desired
-from gpufabric.planning.plan import PkeyAction, plan
+from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.plan import EthernetPlan
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.plan import IbPlan, PkeyAction, pkey_partition_name
+from gpufabric.planning.desired import DesiredState, tenancy_of
+from gpufabric.planning.desired import derive_desired as derive
+from gpufabric.planning.plan import Plan, merge, plan, tenants_seen
+
+KINDS = [EthernetKind(), InfinibandKind()]
+
+
+def derive_desired(
+    nodes: list[Node], leases: list[Lease], nets: list[Network], sm_port_guids: list[Guid] = (),  # type: ignore[assignment]
+    overrides: dict[str, str] | None = None,
+) -> DesiredState:
+    settings = {"quarantine_vlan": 4000, "sm_port_guids": tuple(sm_port_guids)}
+    return derive(KINDS, tenancy_of(nodes, leases, nets, settings=settings, overrides=overrides))
+
+
+def sw_of(d: DesiredState, name: str) -> SwitchState | None:
+    return next((s for s in d.get("ethernet") if s.switch == name), None)
+
+
+def eth(p: Plan) -> EthernetPlan:
+    e = p.get("ethernet")
+    assert isinstance(e, EthernetPlan)
+    return e
+
+
+def ib(p: Plan) -> IbPlan:
+    i = p.get("infiniband")
+    assert isinstance(i, IbPlan)
+    return i
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Q = VlanId(4000)
@@ -49,28 +80,28 @@ LEASES = [Lease("ta", "gpu-a01", T0, networks=("a-net",)), Lease("tb", "gpu-a02"
 
 def test_desired_puts_leased_ports_on_tenant_vlans_and_pkeys_and_others_in_quarantine() -> None:
     d = derive_desired(NODES, LEASES, NETS, sm_port_guids=[Guid(0x99)])
-    sw = d.switch("leaf1")
+    sw = sw_of(d, "leaf1")
     assert sw is not None
     assert sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.ACCESS, VlanId(2000))
     assert sw.port("p2") == EthernetPortConfig("leaf1", "p2", PortMode.ACCESS, VlanId(2001))
     assert sw.port("p3") == EthernetPortConfig("leaf1", "p3", PortMode.SHUTDOWN)
-    parts = {p.pkey.value: p.full_members() for p in d.ib.partitions}
+    parts = {p.pkey.value: p.full_members() for p in d.get("infiniband").layout.partitions}
     assert parts == {0x0A00: {Guid(0x1010), Guid(0x1011)}, 0x0A01: {Guid(0x1020), Guid(0x1021)}}
-    assert d.ib.default_full == (Guid(0x99),)
+    assert d.get("infiniband").layout.default_full == (Guid(0x99),)
     assert dict(d.owners) == {"gpu-a01": "ta", "gpu-a02": "tb", "gpu-a03": QUARANTINE}
 
 
 def test_override_sends_a_leased_node_to_quarantine_on_every_fabric() -> None:
     d = derive_desired(NODES, LEASES, NETS, overrides={"gpu-a01": QUARANTINE})
-    sw = d.switch("leaf1")
+    sw = sw_of(d, "leaf1")
     assert sw is not None and sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.SHUTDOWN)
-    assert {p.pkey.value for p in d.ib.partitions} == {0x0A01}
+    assert {p.pkey.value for p in d.get("infiniband").layout.partitions} == {0x0A01}
     assert d.owner("gpu-a01") == QUARANTINE
 
 
 def test_unleased_ports_are_quarantined_never_vlan1_or_untagged() -> None:
     d = derive_desired(NODES, [], NETS)
-    sw = d.switch("leaf1")
+    sw = sw_of(d, "leaf1")
     assert sw is not None
     assert {p.mode for p in sw.ports} == {PortMode.SHUTDOWN}
     assert all(p.vlans() == frozenset() for p in sw.ports)
@@ -78,7 +109,7 @@ def test_unleased_ports_are_quarantined_never_vlan1_or_untagged() -> None:
 
 def test_two_networks_make_a_trunk_with_only_those_vlans() -> None:
     d = derive_desired(NODES, [Lease("ta", "gpu-a01", T0, networks=("a-net", "a-net2"))], NETS)
-    sw = d.switch("leaf1")
+    sw = sw_of(d, "leaf1")
     assert sw is not None
     assert sw.port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.TRUNK, None, (VlanId(2000), VlanId(2002)))
 
@@ -106,16 +137,22 @@ def test_plan_lists_only_differences_and_removes_before_adds() -> None:
             )
         ),
     )
-    guids = [p.port_guid for n in NODES for p in n.ib]
-    p = plan(d, observed, guids)
-    assert [(c.after.port, c.after.vlan) for c in p.ethernet] == [("p1", VlanId(2000))]
-    assert [(c.action, c.pkey, c.guid) for c in p.ib] == [
+    p = plan(KINDS, d, observed)
+    assert [(c.after.port, c.after.vlan) for c in eth(p).changes] == [("p1", VlanId(2000))]
+    assert [(c.action, c.pkey, c.guid) for c in ib(p).changes] == [
         (PkeyAction.REMOVE, 0x0A01, Guid(0x1010)),
         (PkeyAction.ADD, 0x0A00, Guid(0x1010)),
         (PkeyAction.ADD, 0x0A00, Guid(0x1011)),
     ]
-    assert p.ib_layout == d.ib
+    assert ib(p).layout == d.get("infiniband").layout
     assert "leaf1/p1: access 4000 -> access 2000" in str(p)
+    removals, additions = p.split()
+    # access 4000 -> 2000: VLAN 4000 is dropped first (drivers report quarantine as SHUTDOWN, which removes nothing)
+    assert [str(c.after.mode) for c in eth(removals).changes] == ["shutdown"]
+    assert [(c.action, c.pkey, c.guid) for c in ib(removals).changes] == [(PkeyAction.REMOVE, 0x0A01, Guid(0x1010))]
+    layout = ib(removals).layout
+    assert layout is not None and all(Guid(0x1010) not in q.full_members() for q in layout.partitions)
+    assert [(c.after.port, c.after.vlan) for c in eth(additions).changes] == [("p1", VlanId(2000))]
 
 
 def test_plan_is_empty_when_observed_equals_desired() -> None:
@@ -134,9 +171,9 @@ def test_plan_is_empty_when_observed_equals_desired() -> None:
         )
         for g in (Guid(x) for x in (0x1010, 0x1011, 0x1020, 0x1021, 0x1030, 0x1031))
     )
-    observed = FabricState(switches=d.switches, ib=IbFabricState(tables=tables))
-    p = plan(d, observed, [p.port_guid for n in NODES for p in n.ib])
-    assert p.empty and p.ib_layout is None and str(p) == "no changes"
+    observed = FabricState(switches=d.get("ethernet"), ib=IbFabricState(tables=tables))
+    p = plan(KINDS, d, observed)
+    assert p.empty and ib(p).layout is None and str(p) == "no changes"
 
 
 def test_ports_the_fabric_does_not_show_are_left_out_of_the_layout() -> None:
@@ -145,7 +182,40 @@ def test_ports_the_fabric_does_not_show_are_left_out_of_the_layout() -> None:
     observed = FabricState(
         ib=IbFabricState(tables=(PkeyTable(Guid(0x1020), (0x7FFF,)), PkeyTable(Guid(0x1021), (0x7FFF,))))
     )
-    p = plan(d, observed, [p.port_guid for n in NODES for p in n.ib])
-    assert p.ib_layout is not None
-    assert {q.pkey.value: q.full_members() for q in p.ib_layout.partitions} == {0x0A01: {Guid(0x1020), Guid(0x1021)}}
-    assert {c.guid for c in p.ib} == {Guid(0x1020), Guid(0x1021)}
+    p = plan(KINDS, d, observed)
+    layout = ib(p).layout
+    assert layout is not None
+    assert {q.pkey.value: q.full_members() for q in layout.partitions} == {0x0A01: {Guid(0x1020), Guid(0x1021)}}
+    assert {c.guid for c in ib(p).changes} == {Guid(0x1020), Guid(0x1021)}
+
+
+def test_a_host_that_is_a_full_member_of_the_default_partition_is_drift() -> None:
+    d = derive_desired(NODES, [], NETS)
+    tables = tuple(PkeyTable(g, (0xFFFF if g == Guid(0x1010) else 0x7FFF,)) for g in (Guid(x) for x in (0x1010, 0x1011, 0x1020, 0x1021, 0x1030, 0x1031)))
+    p = plan(KINDS, d, FabricState(switches=d.get("ethernet"), ib=IbFabricState(tables=tables)))
+    assert [(c.action, c.entry, c.guid) for c in ib(p).changes] == [
+        (PkeyAction.REMOVE, 0xFFFF, Guid(0x1010)),
+        (PkeyAction.ADD, 0x7FFF, Guid(0x1010)),
+    ]
+
+
+def test_partition_names_come_from_the_pkey_not_from_user_names() -> None:
+    odd = [Network("a-b", "1acme", (Segment(Fabric.INFINIBAND, 3005, pkey=PKey(0x0A05)),)),
+           Network("a_b", "1acme", (Segment(Fabric.INFINIBAND, 3006, pkey=PKey(0x0A06)),))]  # fmt: skip
+    d = derive_desired(NODES, [Lease("1acme", "gpu-a01", T0, networks=("a-b", "a_b"))], odd)
+    assert [q.name for q in d.get("infiniband").layout.partitions] == ["pk_0a05", "pk_0a06"]
+    assert pkey_partition_name(0x8A05) == "pk_0a05"
+
+
+def test_merge_replaces_only_what_was_read_back_and_tenants_seen_names_every_owner() -> None:
+    d = derive_desired(NODES, LEASES, NETS)
+    observed = FabricState(switches=d.get("ethernet"), ib=IbFabricState(tables=(PkeyTable(Guid(0x1010), (0x7FFF, 0x8A00)),)))
+    read_back = {"ethernet": (SwitchState("leaf1", (EthernetPortConfig("leaf1", "p3", PortMode.ACCESS, VlanId(2001)),)),),
+                 "infiniband": IbFabricState(tables=(PkeyTable(Guid(0x1030), (0x7FFF, 0x8A00)),))}  # fmt: skip
+    merged = merge(KINDS, observed, read_back)
+    ports = {p.port: p for p in merged.switches[0].ports}
+    assert ports["p3"].vlan == VlanId(2001) and ports["p1"].vlan == VlanId(2000)
+    assert {t.port_guid for t in merged.ib.tables} == {Guid(0x1010), Guid(0x1030)}
+    seen = tenants_seen(KINDS, d, merged)
+    assert seen["gpu-a01"] == {"ta"}
+    assert seen["gpu-a03"] == {"tb", "ta"}  # p3 on tb's VLAN while its HCA holds ta's PKey: split

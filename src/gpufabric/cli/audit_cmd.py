@@ -19,15 +19,15 @@ def audit(
 ) -> None:
     """Read every fabric, check the isolation invariants against the leases, and report.
     Exit code 1 when a violation at or above --fail-on is found."""
-    from gpufabric.audit import Severity, exit_code, render_html, run_audit
+    from gpufabric.audit import Severity, exit_code, render_html
     from gpufabric.cli.audit_view import print_report
-    from gpufabric.service.audit_run import collect
+    from gpufabric.service.audit_run import audit
 
     try:
         threshold = Severity(fail_on)
     except ValueError:
         raise ValidationError("fail-on", fail_on, "critical, high, medium or low") from None
-    report = run_audit(collect(open_engine()), only=only or None)
+    report = audit(open_engine(), only=only or None)
     if html is not None:
         html.write_text(render_html(report))
     if json_out:

@@ -48,5 +48,6 @@ def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
     from gpufabric.service.moves import MoveEngine
     from gpufabric.service.registry import Registry
 
-    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points())
-    return MoveEngine(open_store(), fabrics, segment_config(), progress=progress, verify_timeout=verify_timeout)
+    cfg = segment_config()
+    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
+    return MoveEngine(open_store(), fabrics, cfg, progress=progress, verify_timeout=verify_timeout)

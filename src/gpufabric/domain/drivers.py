@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
-from gpufabric.domain.state import EthernetPortConfig, IbFabricState, PartitionLayout, SwitchState
+from gpufabric.domain.state import EthernetPortConfig, IbFabricState, PartitionLayout, PkeyTable, SwitchState
 
 
 class EthernetSwitchDriver(ABC):
@@ -43,5 +43,6 @@ class SubnetManagerDriver(ABC):
         """Read PKey tables (by SMP where possible), SMs seen and settings."""
 
     @abstractmethod
-    def apply(self, layout: PartitionLayout) -> None:
-        """Make the subnet's partitions equal to ``layout`` and verify it by reading back."""
+    def apply(self, layout: PartitionLayout) -> Sequence[PkeyTable]:
+        """Make the subnet's partitions equal to ``layout``, verify it by reading back, and
+        return the read-back PKey tables of (at least) the ports whose tables changed."""

@@ -19,16 +19,18 @@ drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
 
 D = TypeVar("D")  # a fabric's desired slice
-O = TypeVar("O")  # a fabric's observed slice
+S = TypeVar("S")  # a fabric's observed slice
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,14 @@ class FabricPlan(ABC):
 
 
 @dataclass(frozen=True)
+class Containment:
+    """What :meth:`FabricBackend.contain` found (one line each) and cut off (device ids)."""
+
+    findings: tuple[str, ...] = ()
+    contained: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class InvariantSpec:
     """An audit invariant a fabric checks (for docs/audit.md and ``--select``)."""
 
@@ -99,36 +109,41 @@ class InvariantSpec:
     description: str
 
 
-class FabricBackend(ABC, Generic[O]):
+class FabricBackend(ABC, Generic[S]):
     """The I/O side of one fabric in one deployment."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"observe", "apply"})
 
     @abstractmethod
-    def observe(self) -> O:
+    def observe(self) -> S:
         """Read the whole fabric's real state."""
 
     @abstractmethod
-    def apply(self, plan: FabricPlan) -> O:
+    def apply(self, plan: FabricPlan) -> S:
         """Apply ``plan`` (one transaction/session per device) and return the verified
         read-back of at least what it changed; raise a GpufabricError if it cannot."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release connections (default: nothing to release)."""
+
+    def contain(self, tenancy: Tenancy, desired: Any, observed: S, repair: bool) -> Containment:
+        """Find intruders this fabric can see (e.g. rogue subnet managers) and, with
+        ``repair``, cut them off (capability ``contain``). Default: none."""
+        return Containment()
 
 
 DriverLookup = Callable[[str], type]
 """Driver class by name (the ``gpufabric.drivers`` registry)."""
 
 
-class FabricKind(ABC, Generic[D, O]):
+class FabricKind(ABC, Generic[D, S]):
     """The pure side of one fabric. Instances are stateless; one per fabric per process."""
 
     name: ClassVar[str]
 
     # ---- configuration
     @abstractmethod
-    def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[O]:
+    def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[S]:
         """The backend for this fabric's section of ``fabrics.yaml`` (raise ConfigError)."""
 
     # ---- networks
@@ -143,23 +158,23 @@ class FabricKind(ABC, Generic[D, O]):
         """This fabric's slice of the desired state."""
 
     @abstractmethod
-    def diff(self, desired: D, observed: O) -> FabricPlan:
+    def diff(self, desired: D, observed: S) -> FabricPlan:
         """The changes that turn ``observed`` into ``desired`` (for what the fabric can program)."""
 
     @abstractmethod
-    def as_observed(self, desired: D) -> O:
+    def as_observed(self, desired: D) -> S:
         """What ``desired`` reads back as (previews of later phases)."""
 
     @abstractmethod
-    def empty_state(self) -> O:
+    def empty_state(self) -> S:
         """The observed value of a fabric not yet read."""
 
-    def merge(self, observed: O, read_back: O) -> O:
+    def merge(self, observed: S, read_back: S) -> S:
         """``observed`` updated with a (possibly partial) verified read-back."""
         return read_back
 
     @abstractmethod
-    def tenants_seen(self, observed: O, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
+    def tenants_seen(self, observed: S, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         """node -> the tenants (or QUARANTINE) whose resources its ports hold in ``observed``.
         A node mapped to two tenants is split across tenants (must never happen)."""
 
@@ -167,7 +182,7 @@ class FabricKind(ABC, Generic[D, O]):
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return ()
 
-    def audit(self, tenancy: Tenancy, desired: D, observed: O) -> Iterable[Violation]:
+    def audit(self, tenancy: Tenancy, desired: D, observed: S) -> Iterable[Violation]:
         """Findings of this fabric's own invariants (default: none beyond the core's)."""
         return ()
 
@@ -175,3 +190,38 @@ class FabricKind(ABC, Generic[D, O]):
     def summary(self, node: Node) -> str:
         """One cell of the node table: this fabric's resources of ``node``."""
         return ""
+
+
+def build_driver(
+    drivers: DriverLookup,
+    where: str,
+    entry: Any,
+    extra: Mapping[str, Any],
+    optional: Mapping[str, Any] | None = None,
+    expect: tuple[type, str] | None = None,
+) -> object:
+    """A driver instance from a ``{driver, options}`` entry; ``extra`` options are injected
+    (a conflicting value in the entry is refused); ``optional`` ones only into drivers
+    that take them. ``expect``: (base class, what to call it) the driver must be."""
+    if not isinstance(entry, Mapping) or "driver" not in entry:
+        raise ConfigError(where, entry, "a mapping with 'driver' and 'options'")
+    options = dict(entry.get("options") or {})
+    for k, v in extra.items():
+        if k in options and str(options[k]) != str(v):
+            raise ConfigError(f"{where}.options.{k}", options[k], f"{v} (set once, in config.yaml / fabrics.yaml top level)")
+        options[k] = v
+    cls = drivers(str(entry["driver"]))
+    if expect is not None and not (isinstance(cls, type) and issubclass(cls, expect[0])):
+        raise ConfigError(f"{where}.driver", entry.get("driver"), expect[1])
+    if optional:
+        params = inspect.signature(cls).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for k, v in optional.items():
+            if k in options and str(options[k]) != str(v):
+                raise ConfigError(f"{where}.options.{k}", options[k], f"{v} (set once, at the top level)")
+            if takes_any or k in params:
+                options[k] = v
+    try:
+        return cls(**options)
+    except TypeError as e:
+        raise ConfigError(f"{where}.options", entry.get("options"), f"the options of driver {entry['driver']}", str(e)) from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from datetime import datetime
 
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_name
@@ -49,6 +50,8 @@ class Move:
     error: str = ""
     claimed_by: str | None = None
     id: int | None = None
+    gpus: int | None = None  # the new lease's GPU count (None: the whole node)
+    lease_end: datetime | None = None  # the new lease's end (None: open-ended)
 
     def __post_init__(self) -> None:
         check_name("move.node", self.node)
@@ -60,5 +63,8 @@ class Move:
         return self.status is MoveStatus.DONE
 
     def holds_node_in_quarantine(self) -> bool:
-        """Until the lease swap has committed, the node is desired in quarantine whatever its old lease."""
-        return self.status is not MoveStatus.DONE and self.phase in (MovePhase.QUARANTINE, MovePhase.SWAP)
+        """Until the lease swap has committed, the node is desired in quarantine whatever its old
+        lease; a failed move holds it there too (its ports were sent to quarantine) until retried."""
+        if self.status is MoveStatus.DONE:
+            return False
+        return self.status is MoveStatus.FAILED or self.phase in (MovePhase.QUARANTINE, MovePhase.SWAP)

@@ -8,9 +8,12 @@ difference of two values of one type and an audit is a check of one observed val
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
-from gpufabric.domain.values import Guid, Membership, PKey, VlanId
+from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey, VlanId
 
 
 # --------------------------------------------------------------------------- Ethernet
@@ -47,8 +50,12 @@ class SwitchState:
     switch: str
     ports: tuple[EthernetPortConfig, ...] = ()
 
+    @cached_property
+    def _by_name(self) -> dict[str, EthernetPortConfig]:
+        return {p.port: p for p in self.ports}
+
     def port(self, name: str) -> EthernetPortConfig | None:
-        return next((p for p in self.ports if p.port == name), None)
+        return self._by_name.get(name)
 
 
 # --------------------------------------------------------------------------- InfiniBand
@@ -93,6 +100,10 @@ class PkeyTable:
     def keys(self) -> frozenset[PKey | int]:
         return frozenset(self.entries)
 
+    def tenant_keys(self) -> frozenset[int]:
+        """15-bit partition numbers held (full or limited), the default partition excluded."""
+        return frozenset(e & 0x7FFF for e in self.entries if e & 0x7FFF) - {DEFAULT_PKEY}
+
     def full_keys(self) -> frozenset[int]:
         """15-bit partition numbers this port is a full member of."""
         return frozenset(e & 0x7FFF for e in self.entries if e & 0x8000)
@@ -129,14 +140,60 @@ class IbFabricState:
     master_guid: Guid | None = None
     settings: tuple[tuple[str, str], ...] = ()  # e.g. ("sm_key", "0x..."), from the trusted SM's config
 
+    @cached_property
+    def _by_guid(self) -> dict[Guid, PkeyTable]:
+        return {t.port_guid: t for t in self.tables}
+
     def table(self, guid: Guid) -> PkeyTable | None:
-        return next((t for t in self.tables if t.port_guid == guid), None)
+        return self._by_guid.get(guid)
 
 
 # --------------------------------------------------------------------------- all fabrics
-@dataclass(frozen=True)
 class FabricState:
-    """Everything observed on every fabric at one time."""
+    """Everything observed on every fabric at one time: one slice per fabric name, each of
+    the type that fabric's :class:`~gpufabric.domain.fabric.FabricKind` reads and plans.
+    ``switches`` and ``ib`` name the built-in Ethernet and InfiniBand slices."""
 
-    switches: tuple[SwitchState, ...] = ()
-    ib: IbFabricState = field(default_factory=IbFabricState)
+    __slots__ = ("_slices",)
+
+    def __init__(
+        self,
+        switches: tuple[SwitchState, ...] | None = None,
+        ib: IbFabricState | None = None,
+        *,
+        slices: Mapping[str, Any] | None = None,
+    ) -> None:
+        s = dict(slices or {})
+        if switches is not None:
+            s["ethernet"] = tuple(switches)
+        if ib is not None:
+            s["infiniband"] = ib
+        self._slices: dict[str, Any] = s
+
+    @property
+    def slices(self) -> Mapping[str, Any]:
+        return dict(self._slices)
+
+    def get(self, fabric: str, default: Any = None) -> Any:
+        return self._slices.get(fabric, default)
+
+    def with_slice(self, fabric: str, value: Any) -> FabricState:
+        return FabricState(slices={**self._slices, fabric: value})
+
+    @property
+    def switches(self) -> tuple[SwitchState, ...]:
+        return tuple(self._slices.get("ethernet", ()))
+
+    @property
+    def ib(self) -> IbFabricState:
+        v = self._slices.get("infiniband")
+        return v if isinstance(v, IbFabricState) else IbFabricState()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FabricState) and self._slices == other._slices
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._slices)))
+
+    def __repr__(self) -> str:
+        return f"FabricState({', '.join(f'{k}={v!r}' for k, v in sorted(self._slices.items()))})"

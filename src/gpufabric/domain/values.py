@@ -57,6 +57,10 @@ class VlanId:
         return str(self.value)
 
 
+DEFAULT_PKEY = 0x7FFF
+"""The default partition's 15-bit number (table entries 0x7fff limited, 0xffff full): one source."""
+
+
 class Membership(enum.StrEnum):
     FULL = "full"
     LIMITED = "limited"

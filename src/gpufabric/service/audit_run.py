@@ -1,40 +1,75 @@
 """Collect an audit's input from the store and the real fabrics, and run the pure audit.
 
-The observed state comes from the drivers (OVSDB/SSH read-back, SMP reads of PKey
-tables, SMInfo), never from the store; the store only says who should own what.
-Hardening findings of the trusted SM's settings pass through as ``IB-HARDENING``.
+The observed state comes from the drivers (OVSDB/SSH read-back, SMP reads of PKey tables,
+SMInfo, and each registered fabric's backend), never from the store; the store only says who
+should own what. Pass-through findings: every registered fabric kind's own findings
+(``FabricKind.audit``: e.g. the trusted SM's hardening settings, ``IB-HARDENING``), and a node whose
+resources on different fabrics belong to different tenants when any fabric beyond Ethernet
+and InfiniBand is involved (``X-NODE-SPLIT-FABRICS``; the built-in pair is ``X-NODE-SPLIT``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
 from gpufabric.audit import AuditInput, AuditReport, Violation, run_audit
-from gpufabric.domain.models import Fabric
+from gpufabric.audit.model import Finding
+from gpufabric.audit.registry import INVARIANTS, Invariant, InvariantRegistry
+from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import FabricState
-from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.planning.desired import DesiredState
 from gpufabric.service.moves import MoveEngine
 
+BUILTIN = ("ethernet", "infiniband")
+SPLIT_ID = "X-NODE-SPLIT-FABRICS"
 
-def hardening_violations(observed: FabricState) -> tuple[Violation, ...]:
-    settings = dict(observed.ib.settings)
-    if not settings:
-        return ()
-    return tuple(
-        Violation(
-            "IB-HARDENING",
-            f.severity,
-            f"{f.setting} = {f.observed!r}: {f.description} (expected {f.expected})",
-            fabric=Fabric.INFINIBAND,
-            device="opensm",
-            resource=f"setting:{f.setting}",
-        )
-        for f in check_hardening(settings)
-    )
+
+def _passthrough(inv_id: str) -> Callable[[AuditInput, Any], Iterable[Finding]]:
+    """A check that yields the extra findings naming ``inv_id``, severity kept."""
+
+    def check(inp: AuditInput, _idx: Any) -> Iterable[Finding]:
+        for v in inp.extra_findings:
+            if v.invariant == inv_id:
+                yield Finding(v.message, v.fabric, v.device, v.port, v.node, v.tenants, v.resource, v.severity)
+
+    return check
+
+
+def registry_for(kinds: Iterable[FabricKind[Any, Any]]) -> InvariantRegistry:
+    """The built-in invariants plus every registered fabric kind's own (passed through)."""
+    extra = [Invariant(SPLIT_ID, Severity.CRITICAL, "cross",
+                       "A node's resources on different fabrics (NVLink, DPU, ... included) belong to different tenants.",
+                       _passthrough(SPLIT_ID), external=True)]  # fmt: skip
+    for k in kinds:
+        extra += [Invariant(i.id, Severity(i.severity), k.name, i.description, _passthrough(i.id), external=True) for i in k.invariants()]
+    return InvariantRegistry((*INVARIANTS, *extra))
+
+
+def fabric_violations(kinds: Iterable[FabricKind[Any, Any]], desired: DesiredState, observed: FabricState) -> list[Violation]:
+    out: list[Violation] = []
+    seen: dict[str, dict[str, frozenset[str]]] = {}
+    for k in kinds:
+        obs = observed.get(k.name, k.empty_state())
+        out += list(k.audit(desired.tenancy, desired.get(k.name), obs))
+        seen[k.name] = dict(k.tenants_seen(obs, desired.tenancy))
+    for node in sorted({n for m in seen.values() for n in m}):
+        tenants = {f: t - {QUARANTINE} for f, m in seen.items() if (t := m.get(node))}
+        every = frozenset().union(*tenants.values()) if tenants else frozenset()
+        if len(every) > 1 and any(f not in BUILTIN for f, t in tenants.items() if t):
+            where = "; ".join(f"{f}: {', '.join(sorted(t))}" for f, t in sorted(tenants.items()) if t)
+            out.append(Violation(SPLIT_ID, Severity.CRITICAL, f"node {node} is split across tenants ({where})",
+                                 fabric="cross", node=node, tenants=tuple(sorted(every))))  # fmt: skip
+    return out
 
 
 def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInput:
     observed = observed if observed is not None else engine.fabrics.observe()
     view = engine.view()
     desired = engine.desired(view)
+    ib = desired.get("infiniband")
     return AuditInput(
         nodes=view.nodes,
         leases=view.leases,
@@ -43,11 +78,13 @@ def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInp
         observed=observed,
         trusted_sm_guids=frozenset(engine.fabrics.trusted_sm_guids),
         sm_port_guids=frozenset(engine.fabrics.sm_port_guids),
-        desired_switches=desired.switches,
-        desired_layout=desired.ib if engine.fabrics.sm is not None else None,
-        extra_findings=hardening_violations(observed),
+        desired_switches=desired.get("ethernet"),
+        desired_layout=ib.layout if ib is not None else None,
+        extra_findings=tuple(fabric_violations(engine.kinds, desired, observed)),
     )
 
 
-def audit(engine: MoveEngine, observed: FabricState | None = None) -> AuditReport:
-    return run_audit(collect(engine, observed))
+def audit(
+    engine: MoveEngine, observed: FabricState | None = None, only: Collection[str] | None = None
+) -> AuditReport:
+    return run_audit(collect(engine, observed), only=only, registry=registry_for(engine.kinds))

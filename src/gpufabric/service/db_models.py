@@ -203,6 +203,7 @@ class LeaseNetworkRow(Base):
 
 class LeaseRow(Base):
     __tablename__ = "leases"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (0003)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
@@ -225,6 +226,7 @@ class MoveRow(Base):
     its progress in ``phase``/``status``; ``claimed_by``/``claimed_at`` name the replica."""
 
     __tablename__ = "moves"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (0003)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     node: Mapped[str] = mapped_column(String(63), index=True)
@@ -242,3 +244,15 @@ class MoveRow(Base):
     networks: Mapped[str] = mapped_column(Text, default="", server_default="")  # comma-separated, 0002
     gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0003
     heartbeat_at: Mapped[datetime | None]  # 0003
+    lease_end: Mapped[datetime | None]  # 0003
+
+
+class FabricEpochRow(Base):
+    """One row: bumped by every worker that applies to the fabrics (under the fabric lock), so a
+    warm worker knows whether its cached read-back is still the last word (0003)."""
+
+    __tablename__ = "fabric_epoch"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    writer: Mapped[str] = mapped_column(String(255), default="")

@@ -2,32 +2,43 @@
 
 A move is a durable intent in the store. A worker claims a batch of pending moves
 (coalescing requests that arrived within a short window), then runs each phase for the
-whole batch: one plan, one transaction per switch, one SM sweep, then a verification
-that reads every fabric back. The phase is recorded only after it is verified, so a
-crash (kill -9 anywhere) leaves the move at a phase that is simply run again: every port
-is then in its old tenant, quarantine, or its new tenant — never two tenants.
+whole batch over every registered fabric: one plan, split so that every removal on every
+fabric is applied and verified before any addition on any fabric; each fabric's backend
+applies its part (one transaction per switch, one SM sweep, ...) and returns the verified
+read-back of what it changed. The phase is recorded only after that, so a crash (kill -9
+anywhere) leaves the move at a phase that is simply run again: every port is then in its old
+tenant, quarantine, or its new tenant — never two tenants.
+
+A warm worker keeps its last verified state and plans against it while the fabric epoch
+shows that no other writer touched the fabrics since (full-fabric drift is the business of
+reconcile and the audit); otherwise it reads the fabrics first. A failure on any fabric
+sends every port of the batch's nodes on every fabric to quarantine and fails the moves.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node
+from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
-from gpufabric.domain.values import Guid
-from gpufabric.planning.desired import DesiredState, derive_desired
-from gpufabric.planning.plan import Plan, as_observed, plan
+from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
+from gpufabric.planning.plan import Plan, as_observed, merge, plan
+from gpufabric.service.fabric_lock import LockLostError, bump_epoch, read_epoch
 from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.service.store_moves import ClaimLostError, MoveLedger
 
 Progress = Callable[[str, str], None]  # (phase, message)
 
@@ -39,7 +50,8 @@ class PhaseTiming:
     applied: dict[str, float] = field(default_factory=dict)
     changes: int = 0
     plan: Plan | None = None  # what a converge phase applied
-    observed: FabricState | None = None  # its last read of the fabrics (the verification)
+    observed: FabricState | None = None  # the verified state after it
+    observed_first: bool = False  # it had to read the fabrics before planning (cold or another writer)
 
 
 @dataclass
@@ -53,23 +65,14 @@ class BatchResult:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "moves": [
-                {
-                    "id": m.id,
-                    "node": m.node,
-                    "from": m.from_tenant,
-                    "to": m.to_tenant,
-                    "status": m.status.value,
-                    "phase": m.phase.value,
-                }
-                for m in self.moves
-            ],
+            "moves": [_move_dict(m) for m in self.moves],
             "phases": [
                 {
                     "phase": t.phase,
                     "seconds": round(t.seconds, 4),
                     "changes": t.changes,
                     "devices": {k: round(v, 4) for k, v in t.applied.items()},
+                    "observed_first": t.observed_first,
                 }
                 for t in self.timings
             ],
@@ -78,18 +81,21 @@ class BatchResult:
         }
 
 
+def _move_dict(m: Move) -> dict[str, object]:
+    return {"id": m.id, "node": m.node, "from": m.from_tenant, "to": m.to_tenant, "status": m.status.value,
+            "phase": m.phase.value, "error": m.error}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StoreView:
     """The store's inputs of the desired state, read once: nodes, active leases, networks,
-    and the nodes that moves in flight hold in quarantine."""
+    offerings, and the nodes that moves in flight hold in quarantine."""
 
     nodes: tuple[Node, ...]
     leases: tuple[Lease, ...]
     networks: tuple[Network, ...]
     held_in_quarantine: frozenset[str]
-
-    def ib_guids(self) -> list[Guid]:
-        return [p.port_guid for n in self.nodes for p in n.ib]
+    offerings: tuple[Offering, ...] = ()
 
 
 def checkpoint(name: str) -> None:
@@ -109,59 +115,109 @@ class MoveEngine:
         worker: str = "",
         verify_timeout: float = 30.0,
         progress: Progress | None = None,
+        heartbeat_every: float = 5.0,
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
         self.fabrics = fabrics
+        self.kinds: list[FabricKind[Any, Any]] = fabrics.kind_list()
         self.cfg = cfg
         self.worker = worker or f"{os.uname().nodename}:{os.getpid()}"
         self.verify_timeout = verify_timeout
         self.progress = progress or (lambda _p, _m: None)
+        self.heartbeat_every = heartbeat_every
+        self._known: FabricState | None = None  # last verified state of every fabric
+        self._known_epoch: tuple[int, str] | None = None
 
     # ----------------------------------------------------------------- desired state
     def view(self) -> StoreView:
         """One read of what the desired state is derived from."""
         s = self.store
         held = frozenset(m.node for m in self.ledger.open_moves() if m.holds_node_in_quarantine())
-        return StoreView(tuple(s.nodes()), tuple(s.leases(active_at=datetime.now(UTC))), tuple(s.networks()), held)
+        return StoreView(
+            tuple(s.nodes()), tuple(s.leases(active_at=datetime.now(UTC))), tuple(s.networks()), held,
+            tuple(s.offerings()),
+        )  # fmt: skip
 
-    def desired(self, view: StoreView | None = None, extra_quarantine: Sequence[str] = ()) -> DesiredState:
+    def desired(
+        self, view: StoreView | None = None, extra_quarantine: Sequence[str] = (), leases: Sequence[Lease] | None = None
+    ) -> DesiredState:
         v = view or self.view()
         overrides = {n: QUARANTINE for n in (*v.held_in_quarantine, *extra_quarantine)}
-        return derive_desired(v.nodes, v.leases, v.networks, self.fabrics.sm_port_guids, overrides)
+        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        t = tenancy_of(v.nodes, v.leases if leases is None else leases, v.networks, v.offerings, settings, overrides)
+        return derive_desired(self.kinds, t)
+
+    # ----------------------------------------------------------------- the fabrics' state
+    def known_state(self) -> tuple[FabricState, bool]:
+        """The last verified state if no other writer touched the fabrics since, else a fresh
+        read. Call under the fabric lock. Returns (state, whether it was read now)."""
+        if self._known is not None and self._known_epoch == read_epoch(self.store):
+            return self._known, False
+        self.progress("observe", "reading every fabric")
+        self._known = self.fabrics.observe()
+        self._known_epoch = read_epoch(self.store)
+        return self._known, True
+
+    def adopt(self, state: FabricState) -> None:
+        """Take ``state``, just read from every fabric under the fabric lock, as the known state."""
+        self._known, self._known_epoch = state, read_epoch(self.store)
+
+    def forget(self) -> None:
+        self._known, self._known_epoch = None, None
 
     # ----------------------------------------------------------------- one converge step
-    def converge(self, label: str, observed: FabricState | None = None) -> PhaseTiming:
-        """Apply desired state to the fabrics and verify it by reading them back, holding the
-        fabric lock (one worker at a time computes, applies and verifies). ``observed`` may be
-        a read-back just made (the previous phase's verification)."""
+    def converge(self, label: str, extra_quarantine: Sequence[str] = ()) -> PhaseTiming:
+        """Apply the desired state to the fabrics, removals everywhere first, holding the
+        fabric lock (one worker at a time computes, applies and verifies)."""
         with self.ledger.fabric_lock():
-            return self._converge(label, observed)
+            return self._converge(label, extra_quarantine)
 
-    def _converge(self, label: str, observed: FabricState | None) -> PhaseTiming:
+    def _converge(self, label: str, extra_quarantine: Sequence[str] = ()) -> PhaseTiming:
         t0 = time.monotonic()
-        view = self.view()
-        desired = self.desired(view)
-        if observed is None:
-            self.progress(label, "observing fabrics")
-            observed = self.fabrics.observe()
-        guids = view.ib_guids()
-        p = plan(desired, observed, guids)
+        desired = self.desired(extra_quarantine=extra_quarantine)
+        state, observed_first = self.known_state()
+        p = plan(self.kinds, desired, state)
         applied: dict[str, float] = {}
         if not p.empty:
-            self.progress(label, f"applying {len(p.ethernet)} ethernet + {len(p.ib)} infiniband changes")
-            applied = self.fabrics.apply(p, on_done=lambda dev, sec: self.progress(label, f"{dev} done in {sec:.2f}s"))
+            removals, additions = p.split()
+            try:
+                for step, part in (("remove", removals), ("add", additions)):
+                    if part.empty:
+                        continue
+                    counts = ", ".join(f"{n} {c}" for n, c in part.counts().items() if c)
+                    self.progress(label, f"{step}: applying {counts}")
+                    read_back, timings = self.fabrics.apply(
+                        part, on_done=lambda dev, sec: self.progress(label, f"{dev} verified in {sec:.2f}s")
+                    )
+                    for k, v in timings.items():
+                        applied[f"{k}:{step}"] = v
+                    state = merge(self.kinds, state, read_back)
+                    self.ledger.lock.check()
+            except GpufabricError:
+                self.forget()  # what the fabrics hold now is unknown
+                raise
+            finally:
+                if applied:
+                    self._known_epoch = bump_epoch(self.store, self.worker)
             checkpoint(f"{label}:applied")
-            self.progress(label, "verifying by reading the fabrics back")
-            observed = self.verify(desired, guids)
-        return PhaseTiming(label, time.monotonic() - t0, applied, len(p.ethernet) + len(p.ib), p, observed)
+            rest = plan(self.kinds, desired, state)
+            if not rest.empty:
+                self.forget()
+                raise VerifyError(
+                    f"fabrics still differ from desired after apply: {rest.lines()[:3]}",
+                    fabric=",".join(rest.nonempty()),
+                    remaining=len(rest.lines()),
+                )
+            self._known = state
+        return PhaseTiming(label, time.monotonic() - t0, applied, len(p), p, state, observed_first)
 
-    def verify(self, desired: DesiredState, guids: Sequence[Guid]) -> FabricState:
+    def verify(self, desired: DesiredState) -> FabricState:
         """Read every fabric back until it equals ``desired``; return that reading."""
         deadline = time.monotonic() + self.verify_timeout
         while True:
             seen = self.fabrics.observe()
-            rest = plan(desired, seen, guids)
+            rest = plan(self.kinds, desired, seen)
             if rest.empty:
                 return seen
             if time.monotonic() > deadline:
@@ -172,45 +228,80 @@ class MoveEngine:
                 )
             time.sleep(0.2)
 
-    def preview(self, node: str, to_tenant: str, networks: tuple[str, ...]) -> dict[str, Plan]:
+    def preview(
+        self, node: str, to_tenant: str, networks: tuple[str, ...], gpus: int | None = None, offering: str = "baremetal"
+    ) -> dict[str, Plan]:
         """The plans a move would apply, per phase, computed without changing anything."""
         self.store.node(node)  # NotFoundError before anything else
         view = self.view()
-        guids = view.ib_guids()
-        observed = self.fabrics.observe()
+        with self.ledger.fabric_lock():
+            observed, _ = self.known_state()
         first = self.desired(view, extra_quarantine=[node])
         leases = [x for x in view.leases if x.node != node]
         if to_tenant != QUARANTINE:
-            leases.append(Lease(to_tenant, node, datetime.now(UTC), None, networks))
-        second = derive_desired(view.nodes, leases, view.networks, self.fabrics.sm_port_guids, None)
-        return {"quarantine": plan(first, observed, guids), "join": plan(second, as_observed(first, guids), guids)}
+            leases.append(Lease(to_tenant, node, datetime.now(UTC), None, networks, offering, gpus=gpus))
+        second = self.desired(view, leases=leases)
+        return {
+            "quarantine": plan(self.kinds, first, observed),
+            "join": plan(self.kinds, second, as_observed(self.kinds, first)),
+        }
 
     # ----------------------------------------------------------------- moves
+    @contextmanager
+    def _heartbeat(self, moves: Sequence[Move]) -> Iterator[None]:
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.heartbeat_every):
+                try:
+                    self.ledger.heartbeat(list(moves), self.worker)
+                except Exception:
+                    continue
+
+        t = threading.Thread(target=beat, name="move-heartbeat", daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(timeout=5)
+
     def run_batch(self, moves: Sequence[Move]) -> BatchResult:
         """Run claimed moves through their remaining phases together."""
         s = self.ledger
         timings: list[PhaseTiming] = []
         batch = list(moves)
-        read_back: FabricState | None = None  # the quarantine phase's verification, reused by join
-        try:
-            if any(m.phase is MovePhase.QUARANTINE for m in batch):
-                timings.append(self.converge("quarantine"))
-                read_back = timings[-1].observed
-                checkpoint("quarantine:verified")
-                batch = [s.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m for m in batch]
-            if any(m.phase is MovePhase.SWAP for m in batch):
-                t0 = time.monotonic()
-                batch = [s.swap_lease(m) if m.phase is MovePhase.SWAP else m for m in batch]
-                timings.append(PhaseTiming("swap", time.monotonic() - t0))
-                checkpoint("swap:committed")
-            if any(m.phase is MovePhase.JOIN for m in batch):
-                timings.append(self.converge("join", read_back))
-                checkpoint("join:verified")
-                batch = [s.set_phase(m, MovePhase.DONE) for m in batch]
-        except GpufabricError as e:
-            batch = [s.fail(m, e.message) for m in batch]
-            raise
+        with self._heartbeat(batch):
+            try:
+                if any(m.phase is MovePhase.QUARANTINE for m in batch):
+                    timings.append(self.converge("quarantine"))
+                    checkpoint("quarantine:verified")
+                    batch = [s.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m for m in batch]
+                if any(m.phase is MovePhase.SWAP for m in batch):
+                    t0 = time.monotonic()
+                    batch = [s.swap_lease(m) if m.phase is MovePhase.SWAP else m for m in batch]
+                    timings.append(PhaseTiming("swap", time.monotonic() - t0))
+                    checkpoint("swap:committed")
+                if any(m.phase is MovePhase.JOIN for m in batch):
+                    timings.append(self.converge("join"))
+                    checkpoint("join:verified")
+                    batch = [s.set_phase(m, MovePhase.DONE) for m in batch]
+            except (ClaimLostError, LockLostError):
+                raise  # another worker owns these moves now: touch nothing
+            except GpufabricError as e:
+                self._failsafe([m.node for m in batch], e)
+                batch = [s.fail(m, e.message) for m in batch]
+                raise
         return BatchResult(batch, timings)
+
+    def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
+        """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that
+        failed may fail again; what it holds is then reported by the audit)."""
+        try:
+            self.converge("failsafe", extra_quarantine=nodes)
+            cause.fields["failsafe"] = "quarantined"
+        except GpufabricError as e:
+            cause.fields["failsafe"] = f"quarantine failed too: {e.message}"
 
     def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
         """Claim pending (and crashed) moves, coalescing those that arrive within ``window``

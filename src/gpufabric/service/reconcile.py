@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass
 
 from gpufabric.domain.state import FabricState
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.planning.desired import DesiredState
 from gpufabric.planning.plan import Plan, plan
 from gpufabric.service.moves import MoveEngine, StoreView
@@ -56,16 +54,17 @@ def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True
     with engine.ledger.fabric_lock():
         view = engine.view()
         desired = engine.desired(view)
-        guids = view.ib_guids()
         observed = engine.fabrics.observe()
+        engine.adopt(observed)
         rogues, contained = _rogue_sms(engine, view, desired, observed, policy)
         if contained:
             observed = engine.fabrics.observe()
-        drift = plan(desired, observed, guids)
+            engine.adopt(observed)
+        drift = plan(engine.kinds, desired, observed)
         repaired = False
         if policy is Policy.REPAIR and not drift.empty:
-            engine.fabrics.apply(drift)
-            observed = engine.verify(desired, guids)
+            done = engine._converge("repair")
+            observed = done.observed or observed
             repaired = True
     resumed = 0
     if resume_moves and policy is Policy.REPAIR:
@@ -79,12 +78,17 @@ def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True
 def _rogue_sms(
     engine: MoveEngine, view: StoreView, desired: DesiredState, observed: FabricState, policy: Policy
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Untrusted SMs in ``observed``; repair contains them (switch port disabled, trusted SM
-    restarted with the intended layout, tables verified by SMP)."""
-    nodes = {p.port_guid: n.name for n in view.nodes for p in n.ib}
-    findings = find_rogue_sms(observed.ib, engine.fabrics.trusted_sm_guids, nodes)
-    sm = engine.fabrics.sm
-    if not findings or policy is not Policy.REPAIR or not isinstance(sm, OpenSMDriver):
-        return tuple(str(f) for f in findings), ()
-    report = contain_rogue_sms(sm, desired.ib, RoguePolicy.CONTAIN)
-    return tuple(str(f) for f in report.findings), tuple(str(g) for g in report.contained)
+    """Intruders every fabric with the ``contain`` capability sees (rogue SMs on InfiniBand);
+    repair cuts them off (switch port disabled, trusted SM restarted with the intended layout,
+    tables verified by SMP)."""
+    findings: list[str] = []
+    contained: list[str] = []
+    for name, backend in engine.fabrics.backends.items():
+        if "contain" not in backend.capabilities:
+            continue
+        kind = engine.fabrics.kinds[name]
+        c = backend.contain(desired.tenancy, desired.get(name), observed.get(name, kind.empty_state()),
+                            policy is Policy.REPAIR)  # fmt: skip
+        findings += c.findings
+        contained += c.contained
+    return tuple(findings), tuple(contained)

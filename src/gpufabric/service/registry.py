@@ -1,35 +1,58 @@
-"""The driver registry: fabric drivers found through the ``gpufabric.drivers`` entry points.
+"""The registry: fabric kinds (``gpufabric.fabrics`` entry points) and their drivers
+(``gpufabric.drivers`` entry points).
 
 A :class:`Registry` is an ordinary object (no module globals): the service builds one at
-start-up and asks it for a driver class by name.
+start-up and asks it for a driver class or the fabric kinds by name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from typing import Any
 
-from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.errors import ConfigError, NotFoundError
+from gpufabric.domain.fabric import FabricKind
 
 GROUP = "gpufabric.drivers"
+KINDS_GROUP = "gpufabric.fabrics"
 
 
 @dataclass
 class Registry:
     drivers: dict[str, type] = field(default_factory=dict)
+    kinds: dict[str, FabricKind[Any, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_entry_points(cls, group: str = GROUP) -> Registry:
+    def from_entry_points(cls, group: str = GROUP, kinds_group: str = KINDS_GROUP) -> Registry:
         reg = cls()
         for ep in entry_points(group=group):
             reg.drivers[ep.name] = ep.load()
+        for ep in entry_points(group=kinds_group):
+            reg.register_kind(ep.load()())
         return reg
 
     def register(self, name: str, driver: type) -> None:
         self.drivers[name] = driver
+
+    def register_kind(self, kind: FabricKind[Any, Any]) -> None:
+        if not isinstance(kind, FabricKind):
+            raise ConfigError("gpufabric.fabrics", repr(kind), "a FabricKind subclass")
+        self.kinds[kind.name] = kind
 
     def get(self, name: str) -> type:
         try:
             return self.drivers[name]
         except KeyError:
             raise NotFoundError("driver", f"{name} (known: {', '.join(sorted(self.drivers)) or 'none'})") from None
+
+    def kind(self, name: str) -> FabricKind[Any, Any]:
+        try:
+            return self.kinds[name]
+        except KeyError:
+            raise NotFoundError("fabric", f"{name} (known: {', '.join(sorted(self.kinds)) or 'none'})") from None
+
+    def ordered_kinds(self) -> list[FabricKind[Any, Any]]:
+        """Every registered kind, in a stable order (Ethernet, InfiniBand first)."""
+        first = ["ethernet", "infiniband"]
+        return sorted(self.kinds.values(), key=lambda k: (first.index(k.name) if k.name in first else 2, k.name))

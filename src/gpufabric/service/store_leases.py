@@ -37,6 +37,8 @@ def create(s: Session, lease: Lease) -> Lease:
     _aware("lease.start", lease.start)
     if lease.end is not None:
         _aware("lease.end", lease.end)
+    if lease.gpus is not None and not 1 <= lease.gpus <= 16:
+        raise ValidationError("lease.gpus", lease.gpus, "1-16 GPUs, or unset for the whole node")
     tenant = s.scalar(select(TenantRow).where(TenantRow.name == lease.tenant))
     if tenant is None:
         raise NotFoundError("tenant", lease.tenant)
@@ -73,6 +75,7 @@ def create(s: Session, lease: Lease) -> Lease:
         end=lease.end,
         offering=lease.offering,
         owner=lease.owner,
+        gpus=lease.gpus,
         networks=[LeaseNetworkRow(network=n) for n in nets],
     )
     s.add(row)

@@ -5,28 +5,30 @@ and running moves whose claim went stale (the worker died), with
 ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL, so several replicas never run the
 same move; SQLite serialises writers (``BEGIN IMMEDIATE``). The lease swap — end the old
 lease, start the new one, advance the phase — is one transaction.
+
+Fencing: a worker heartbeats while it holds moves; a claim is stale when its heartbeat is older
+than the longest a phase can take, or at once when its worker ran on this host and its process
+is gone. Every update is conditional on the claim it holds (:class:`ClaimLostError` otherwise).
 """
 
 from __future__ import annotations
 
-import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Final
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease, NodeState
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.service import store_leases
 from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow, TenantRow
+from gpufabric.service.fabric_lock import FabricLock
 from gpufabric.service.store import Store
 
-FABRIC_LOCK_KEY: Final = 0x6770_6662  # pg_advisory_lock key of the fabric-apply lock
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value)
 
 
@@ -43,7 +45,29 @@ def _to_domain(r: MoveRow) -> Move:
         error=r.error,
         claimed_by=r.claimed_by,
         id=r.id,
+        gpus=r.gpus,
+        lease_end=r.lease_end,
     )
+
+
+class ClaimLostError(GpufabricError):
+    """Another worker holds this move now (ours went stale): stop touching it."""
+
+
+def worker_dead(worker: str | None, host: str | None = None) -> bool:
+    """True when ``worker`` ("host:pid") ran on this host and its process is gone."""
+    if not worker or ":" not in worker:
+        return False
+    h, _, pid = worker.rpartition(":")
+    if h != (host or os.uname().nodename) or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def _active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
@@ -58,10 +82,22 @@ class MoveLedger:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.lock = FabricLock(store)
 
-    def request(self, node: str, to_tenant: str, offering: str = "baremetal", networks: tuple[str, ...] = ()) -> Move:
+    def request(
+        self,
+        node: str,
+        to_tenant: str,
+        offering: str = "baremetal",
+        networks: tuple[str, ...] = (),
+        *,
+        gpus: int | None = None,
+        lease_end: datetime | None = None,
+        release_ended: bool = False,
+    ) -> Move:
         """Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
-        everything first; ConflictError if the node already has an open move."""
+        everything first; ConflictError if the node already has an open move.
+        ``release_ended``: a release of a node whose lease has already ended (expiry)."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
             row = s.scalar(select(NodeRow).where(NodeRow.name == node).with_for_update())
@@ -79,9 +115,15 @@ class MoveLedger:
                     raise NotFoundError("tenant", to_tenant)
                 if not networks:
                     raise ValidationError("networks", "", f"at least one network of tenant {to_tenant}")
+            if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
+                raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+            if lease_end is not None and (lease_end.tzinfo is None or lease_end <= now):
+                raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time in the future")
+            if gpus is not None and not 1 <= gpus <= 16:
+                raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
             current = _active_lease(s, row.id, now)
             from_tenant = current.tenant.name if current else QUARANTINE
-            if from_tenant == to_tenant:
+            if from_tenant == to_tenant and not (release_ended and row.state == NodeState.LEASED.value):
                 raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
             mr = MoveRow(
                 node=node,
@@ -89,6 +131,8 @@ class MoveLedger:
                 to_tenant=to_tenant,
                 offering=offering,
                 networks=",".join(networks),
+                gpus=gpus,
+                lease_end=lease_end,
                 phase=MovePhase.QUARANTINE.value,
                 status=MoveStatus.PENDING.value,
                 attempts=0,
@@ -101,30 +145,9 @@ class MoveLedger:
 
     @contextmanager
     def fabric_lock(self) -> Iterator[None]:
-        """Serialise desired-state computation + apply + verify across workers (replicas):
-        an advisory lock on PostgreSQL, a file lock beside an SQLite database. A crashed
-        holder releases it (its session or file descriptor dies with it)."""
-        engine = self.store._engine
-        if engine.dialect.name == "postgresql":
-            with engine.connect() as conn:
-                conn.exec_driver_sql(f"SELECT pg_advisory_lock({FABRIC_LOCK_KEY})")
-                conn.commit()
-                try:
-                    yield
-                finally:
-                    conn.exec_driver_sql(f"SELECT pg_advisory_unlock({FABRIC_LOCK_KEY})")
-                    conn.commit()
-            return
-        database = engine.url.database
-        if not database or database == ":memory:":
+        """See :class:`~gpufabric.service.fabric_lock.FabricLock`."""
+        with self.lock.held():
             yield
-            return
-        with Path(database + ".fabric-lock").open("a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
 
     def get(self, move_id: int) -> Move:
         with self.store._tx() as s:
@@ -144,33 +167,62 @@ class MoveLedger:
         return self.moves(open_only=True)
 
     def claim(self, worker: str, limit: int = 64, stale_after: float = 120.0) -> list[Move]:
-        """Claim pending moves and running ones whose claim is older than ``stale_after`` s."""
+        """Claim pending moves, and running ones whose worker is gone: its heartbeat is older
+        than ``stale_after`` s, or it ran on this host and its process no longer exists."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
             q = (
                 select(MoveRow)
-                .where(
-                    or_(
-                        MoveRow.status == MoveStatus.PENDING.value,
-                        (MoveRow.status == MoveStatus.RUNNING.value)
-                        & (MoveRow.claimed_at < now - timedelta(seconds=stale_after)),
-                    )
-                )
+                .where(MoveRow.status.in_((MoveStatus.PENDING.value, MoveStatus.RUNNING.value)))
                 .order_by(MoveRow.id)
-                .limit(limit)
                 .with_for_update(skip_locked=True)
             )
-            rows = list(s.scalars(q))
+            rows: list[MoveRow] = []
+            for r in s.scalars(q):
+                if len(rows) >= limit:
+                    break
+                if r.status == MoveStatus.RUNNING.value:
+                    beat = r.heartbeat_at or r.claimed_at
+                    stale = beat is None or beat < now - timedelta(seconds=stale_after)
+                    if not (stale or worker_dead(r.claimed_by)):
+                        continue
+                rows.append(r)
             for r in rows:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
+                r.heartbeat_at = now
             s.flush()
             return [_to_domain(r) for r in rows]
+
+    def expired_nodes(self) -> list[str]:
+        """Nodes still marked leased whose lease has ended and that have no open move: each is
+        due a release (the worker requests it on its next tick)."""
+        now = datetime.now(UTC)
+        with self.store._tx() as s:
+            leased = s.scalars(select(NodeRow).where(NodeRow.state == NodeState.LEASED.value)).all()
+            busy = set(s.scalars(select(MoveRow.node).where(MoveRow.status.in_(OPEN))))
+            return sorted(n.name for n in leased if n.name not in busy and _active_lease(s, n.id, now) is None)
+
+    def heartbeat(self, moves: list[Move], worker: str) -> int:
+        """Refresh the heartbeat of the moves ``worker`` still holds; returns how many."""
+        ids = [m.id for m in moves if m.id is not None]
+        if not ids:
+            return 0
+        now = datetime.now(UTC)
+        with self.store._tx() as s:
+            rows = s.scalars(
+                select(MoveRow).where(
+                    MoveRow.id.in_(ids), MoveRow.claimed_by == worker, MoveRow.status == MoveStatus.RUNNING.value
+                )
+            ).all()
+            for r in rows:
+                r.heartbeat_at = now
+            return len(rows)
 
     def set_phase(self, move: Move, phase: MovePhase) -> Move:
         with self.store._tx() as s:
             r = self._row(s, move)
             r.phase = phase.value
-            r.claimed_at = datetime.now(UTC)
+            r.claimed_at = r.heartbeat_at = datetime.now(UTC)
             if phase is MovePhase.DONE:
                 r.status = MoveStatus.DONE.value
                 node = s.scalar(select(NodeRow).where(NodeRow.name == r.node))
@@ -192,13 +244,14 @@ class MoveLedger:
                 else:
                     old.end = now
                 s.flush()
-            if r.to_tenant != QUARANTINE:
+            if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now):
                 networks = tuple(n for n in r.networks.split(",") if n)
-                store_leases.create(s, Lease(r.to_tenant, r.node, now, None, networks, r.offering or "baremetal"))
+                lease = Lease(r.to_tenant, r.node, now, r.lease_end, networks, r.offering or "baremetal", gpus=r.gpus)
+                store_leases.create(s, lease)
             if r.offering:
                 node.offering = r.offering
             r.phase = MovePhase.JOIN.value
-            r.claimed_at = now
+            r.claimed_at = r.heartbeat_at = now
             return _to_domain(r)
 
     def fail(self, move: Move, error: str) -> Move:
@@ -220,8 +273,14 @@ class MoveLedger:
 
     @staticmethod
     def _row(s: Session, move: Move) -> MoveRow:
+        """The move's row, locked, if the claim ``move`` carries is still the row's (fencing)."""
         assert move.id is not None
         r = s.get(MoveRow, move.id, with_for_update=True)
         if r is None:
             raise NotFoundError("move", str(move.id))
+        if move.claimed_by is not None and r.claimed_by != move.claimed_by:
+            raise ClaimLostError(
+                f"move {move.id} is now held by {r.claimed_by} (this worker {move.claimed_by} went stale)",
+                move=move.id,
+            )
         return r

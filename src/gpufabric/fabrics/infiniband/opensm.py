@@ -148,6 +148,7 @@ class OpenSMDriver(SubnetManagerDriver):
         self.last_report = ApplyReport()
         self._ports: dict[Guid, CaPort] = {}
         self._capacity: dict[Guid, int] = {}
+        self._read_back: dict[Guid, PkeyTable] = {}
         self._lock = threading.Lock()
 
     # -- plan ---------------------------------------------------------------------------
@@ -165,9 +166,12 @@ class OpenSMDriver(SubnetManagerDriver):
         return self._ports
 
     # -- apply --------------------------------------------------------------------------
-    def apply(self, layout: PartitionLayout) -> None:
+    def apply(self, layout: PartitionLayout) -> tuple[PkeyTable, ...]:
+        """Apply ``layout``; returns the SMP read-back of every port whose table it changed."""
         with self._lock, self._file_lock():
+            self._read_back = {}
             self._apply(layout)
+            return tuple(self._read_back[g] for g in sorted(self._read_back))
 
     def _apply(self, layout: PartitionLayout) -> None:
         c = self.config
@@ -268,6 +272,7 @@ class OpenSMDriver(SubnetManagerDriver):
                 out[str(p.guid)] = f"unreadable: {r.message}"
                 continue
             self._capacity[p.guid] = r.capacity
+            self._read_back[p.guid] = PkeyTable(p.guid, r.entries, r.capacity, p.lid)
             if frozenset(r.entries) != want or len(r.entries) != len(set(r.entries)):
                 out[str(p.guid)] = f"have {_hexes(r.entries)} want {_hexes(sorted(want))}"
         return out

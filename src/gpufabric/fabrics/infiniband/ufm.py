@@ -203,7 +203,8 @@ class UfmDriver(SubnetManagerDriver):
         """The calls :meth:`apply` would send now (reads UFM, changes nothing)."""
         return plan_ufm(layout, self.partitions(), self.managed, index0=self.index0)
 
-    def apply(self, layout: PartitionLayout) -> None:
+    def apply(self, layout: PartitionLayout) -> tuple[PkeyTable, ...]:
+        """Apply ``layout`` through UFM's REST API; returns UFM's read-back of every port."""
         desired_partitions(layout, self.managed)  # refuse a bad layout before any I/O
         c = self._client()
         before = self._read(c, only_managed=True)[0]
@@ -222,6 +223,7 @@ class UfmDriver(SubnetManagerDriver):
                 device=self.url,
                 remaining=[str(r) for r in remaining],
             )
+        return self.observe().tables
 
     def _failed(
         self, c: httpx.Client, err: FabricError, calls: tuple[UfmCall, ...], i: int, before: list[Partition]

@@ -1,5 +1,6 @@
 """Leases and moves may take a GPU count (NVLink partitions); moves heartbeat while a worker
-holds them (fencing); DPUs keep their pairing details (PF, VFs, management VF, representors).
+holds them (fencing) and carry the new lease's end; the fabric epoch tells a warm worker whether its
+last verified read-back is still the latest write; DPUs keep their pairing details (PF, VFs, management VF, representors).
 
 Revision ID: 0003
 Revises: 0002
@@ -20,19 +21,29 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("leases") as b:
+    # AUTOINCREMENT on SQLite: an id once given to a lease or a move is never given again
+    with op.batch_alter_table("leases", recreate="always", table_kwargs={"sqlite_autoincrement": True}) as b:
         b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
-    with op.batch_alter_table("moves") as b:
+    with op.batch_alter_table("moves", recreate="always", table_kwargs={"sqlite_autoincrement": True}) as b:
         b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
         b.add_column(sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
+        b.add_column(sa.Column("lease_end", sa.DateTime(timezone=True), nullable=True))
     with op.batch_alter_table("dpus") as b:
         b.add_column(sa.Column("details", sa.JSON, nullable=False, server_default="{}"))
+    op.create_table(
+        "fabric_epoch",
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("epoch", sa.Integer, nullable=False, server_default="0"),
+        sa.Column("writer", sa.String(255), nullable=False, server_default=""),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("fabric_epoch")
     with op.batch_alter_table("dpus") as b:
         b.drop_column("details")
     with op.batch_alter_table("moves") as b:
+        b.drop_column("lease_end")
         b.drop_column("heartbeat_at")
         b.drop_column("gpus")
     with op.batch_alter_table("leases") as b:

@@ -1,0 +1,136 @@
+"""The Ethernet fabric on the seam: VLAN allocation, desired ports, diff, and the backend
+that drives every switch of ``fabrics.yaml``'s ``ethernet:`` list in parallel (one
+transaction/session per switch) and returns the verified read-back of the ports it set.
+
+``fabrics.yaml``::
+
+    ethernet:
+      - {driver: ovsdb, options: {switch: leaf-1, remote: "unix:/run/ovs/db.sock"}}
+      - {driver: ssh, options: {switch: leaf-2, host: ..., dialect: nxos, ...}}
+
+The quarantine VLAN has one source, ``config.yaml``'s ``segments.ethernet.quarantine_vlan``
+(handed in as ``settings["quarantine_vlan"]``); a driver option that disagrees is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from gpufabric.domain.drivers import EthernetSwitchDriver
+from gpufabric.domain.errors import ConfigError, VerifyError
+from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, Tenancy, build_driver
+from gpufabric.domain.models import Fabric, Network, Node, Segment
+from gpufabric.domain.parallel import run_parallel
+from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.state import EthernetPortConfig, SwitchState
+from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.plan import (
+    EthernetPlan,
+    EthState,
+    desired_switches,
+    diff_switches,
+    merge_switches,
+    settings_quarantine_vlan,
+    tenants_seen,
+)
+
+
+class EthernetBackend(FabricBackend[EthState]):
+    """Every configured switch; observed and applied in parallel, one thread per switch."""
+
+    capabilities = frozenset({"observe", "apply"})
+
+    def __init__(self, switches: Mapping[str, EthernetSwitchDriver], verify_timeout: float = 10.0) -> None:
+        self.switches = dict(switches)
+        self.verify_timeout = verify_timeout
+
+    def observe(self) -> EthState:
+        return tuple(s for s in run_parallel({n: d.observe for n, d in self.switches.items()}).values())
+
+    def observe_switches(self, names: Collection[str]) -> EthState:
+        return tuple(run_parallel({n: self.switches[n].observe for n in names}).values())
+
+    def apply(self, plan: FabricPlan) -> EthState:
+        assert isinstance(plan, EthernetPlan)
+        work = plan.by_switch()
+        for name in work:
+            if name not in self.switches:
+                raise ConfigError("switch", name, f"a switch in fabrics.yaml ({', '.join(sorted(self.switches))})")
+        jobs = {n: (lambda d=self.switches[n], ps=ps: self._apply_one(d, ps)) for n, ps in work.items()}
+        return tuple(run_parallel(jobs).values())
+
+    def _apply_one(self, drv: EthernetSwitchDriver, ports: Sequence[EthernetPortConfig]) -> SwitchState:
+        """Apply, then read the switch back until it holds ``ports`` (the verified read-back)."""
+        drv.apply(ports)
+        deadline = time.monotonic() + self.verify_timeout
+        want = {p.port: p for p in ports}
+        while True:
+            seen = drv.observe()
+            got = tuple(p for p in seen.ports if p.port in want)
+            if {p.port: p for p in got} == want:
+                return SwitchState(drv.switch, tuple(sorted(got)))
+            if time.monotonic() > deadline:
+                bad = [str(w) for k, w in want.items() if seen.port(k) != w]
+                raise VerifyError(
+                    f"{drv.switch}: {len(bad)} port(s) not as applied after {self.verify_timeout}s",
+                    fabric="ethernet",
+                    device=drv.switch,
+                    mismatches=bad[:20],
+                )
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        for d in self.switches.values():
+            close = getattr(d, "close", None)
+            if callable(close):
+                close()
+
+
+class EthernetKind(FabricKind[EthState, EthState]):
+    name = "ethernet"
+
+    def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> EthernetBackend:
+        if not isinstance(section, list):
+            raise ConfigError("ethernet", section, "a list of {driver, options} entries, one per switch")
+        qv = settings_quarantine_vlan(settings)
+        switches: dict[str, EthernetSwitchDriver] = {}
+        for i, entry in enumerate(section):
+            drv = build_driver(
+                drivers, f"ethernet[{i}]", entry, {}, {"quarantine_vlan": qv},
+                expect=(EthernetSwitchDriver, "an Ethernet switch driver"),
+            )  # fmt: skip
+            assert isinstance(drv, EthernetSwitchDriver)
+            if drv.switch in switches:
+                raise ConfigError(f"ethernet[{i}].options.switch", drv.switch, "each switch once")
+            switches[drv.switch] = drv
+        return EthernetBackend(switches)
+
+    def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
+        cfg: SegmentConfig = config
+        taken = {s.vlan.value if s.vlan else s.seg_id for s in used}
+        r = cfg.ethernet_vlans
+        vlan = allocate(range(r.start, r.end + 1), taken, "ethernet.vlan_range")
+        return Segment(Fabric.ETHERNET, vlan, vlan=VlanId(vlan))
+
+    def desired(self, tenancy: Tenancy) -> EthState:
+        return desired_switches(tenancy)
+
+    def diff(self, desired: EthState, observed: EthState) -> EthernetPlan:
+        return diff_switches(desired, observed)
+
+    def as_observed(self, desired: EthState) -> EthState:
+        return desired
+
+    def empty_state(self) -> EthState:
+        return ()
+
+    def merge(self, observed: EthState, read_back: EthState) -> EthState:
+        return merge_switches(observed, read_back)
+
+    def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
+        return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings))
+
+    def summary(self, node: Node) -> str:
+        return "\n".join(f"{p.switch}/{p.switch_port}" for p in node.ethernet) or "-"

@@ -1,0 +1,154 @@
+"""Ethernet's desired slice, pure diff and plan: switch ports on tenant VLANs.
+
+The desired and observed slices are ``tuple[SwitchState, ...]`` (one per switch). A leased
+node's ports carry its lease's networks' VLANs (one: access; several: a trunk of exactly
+those); every other port is SHUTDOWN, which a driver realises as shut down or parked alone in
+the quarantine VLAN (never VLAN 1, never untagged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpufabric.domain.fabric import FabricPlan, Tenancy
+from gpufabric.domain.models import QUARANTINE, Fabric
+from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.domain.values import VlanId
+
+EthState = tuple[SwitchState, ...]
+
+
+@dataclass(frozen=True)
+class EthernetChange:
+    before: EthernetPortConfig | None
+    after: EthernetPortConfig
+
+    @property
+    def switch(self) -> str:
+        return self.after.switch
+
+    def __str__(self) -> str:
+        return f"ethernet {self.after.switch}/{self.after.port}: {describe(self.before)} -> {describe(self.after)}"
+
+
+def describe(c: EthernetPortConfig | None) -> str:
+    if c is None:
+        return "absent"
+    if c.mode is PortMode.TRUNK:
+        return f"trunk[{','.join(str(v) for v in c.trunks)}]" + (f" native {c.vlan}" if c.vlan else "")
+    return f"{c.mode.value} {c.vlan}" if c.vlan else c.mode.value
+
+
+def port_config(switch: str, port: str, vlans: Iterable[VlanId]) -> EthernetPortConfig:
+    """The config of a port carrying exactly ``vlans`` (none: SHUTDOWN)."""
+    vs = sorted(set(vlans), key=lambda v: v.value)
+    if not vs:
+        return EthernetPortConfig(switch, port, PortMode.SHUTDOWN)
+    if len(vs) == 1:
+        return EthernetPortConfig(switch, port, PortMode.ACCESS, vs[0])
+    return EthernetPortConfig(switch, port, PortMode.TRUNK, None, tuple(vs))
+
+
+def removal_of(change: EthernetChange) -> EthernetPortConfig:
+    """The config that drops every VLAN ``change`` removes and adds none: the VLANs the port
+    carries both before and after (none: SHUTDOWN)."""
+    before = change.before.vlans() if change.before is not None else frozenset()
+    keep = before & change.after.vlans()
+    return port_config(change.after.switch, change.after.port, (VlanId(v) for v in keep))
+
+
+@dataclass(frozen=True)
+class EthernetPlan(FabricPlan):
+    fabric = "ethernet"
+    changes: tuple[EthernetChange, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+    def lines(self) -> list[str]:
+        return [str(c) for c in self.changes]
+
+    def to_dict(self) -> list[dict[str, str]]:
+        return [
+            {"switch": c.after.switch, "port": c.after.port, "before": describe(c.before), "after": describe(c.after)}
+            for c in self.changes
+        ]
+
+    def by_switch(self) -> dict[str, tuple[EthernetPortConfig, ...]]:
+        out: dict[str, list[EthernetPortConfig]] = {}
+        for c in self.changes:
+            out.setdefault(c.switch, []).append(c.after)
+        return {k: tuple(v) for k, v in sorted(out.items())}
+
+    def split(self) -> tuple[EthernetPlan, EthernetPlan]:
+        removals: list[EthernetChange] = []
+        additions: list[EthernetChange] = []
+        for c in self.changes:
+            mid = removal_of(c)
+            if c.before is None or mid != c.before:
+                removals.append(EthernetChange(c.before, mid))
+            if mid != c.after:
+                additions.append(EthernetChange(mid, c.after))
+        return EthernetPlan(tuple(removals)), EthernetPlan(tuple(additions))
+
+
+def desired_switches(tenancy: Tenancy) -> EthState:
+    """Every managed port's desired config, per switch."""
+    ports: dict[str, list[EthernetPortConfig]] = {}
+    for node in tenancy.nodes:
+        vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(Fabric.ETHERNET)) and s.vlan]
+        for p in node.ethernet:
+            ports.setdefault(p.switch, []).append(port_config(p.switch, p.switch_port, vlans))
+    return tuple(SwitchState(sw, tuple(sorted(ps))) for sw, ps in sorted(ports.items()))
+
+
+def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
+    seen = {s.switch: s for s in observed}
+    changes = []
+    for want_sw in desired:
+        have_sw = seen.get(want_sw.switch)
+        for want in want_sw.ports:
+            have = have_sw.port(want.port) if have_sw is not None else None
+            if have != want:
+                changes.append(EthernetChange(have, want))
+    return EthernetPlan(tuple(changes))
+
+
+def merge_switches(observed: EthState, read_back: EthState) -> EthState:
+    """``observed`` with every port of ``read_back`` replaced (switches and ports not read back kept)."""
+    by_switch = {s.switch: {p.port: p for p in s.ports} for s in observed}
+    for s in read_back:
+        by_switch.setdefault(s.switch, {}).update({p.port: p for p in s.ports})
+    return tuple(SwitchState(sw, tuple(sorted(ps.values()))) for sw, ps in sorted(by_switch.items()))
+
+
+def vlan_owners(tenancy: Tenancy, quarantine_vlan: int) -> Mapping[int, str]:
+    out: dict[int, str] = {quarantine_vlan: QUARANTINE}
+    for net in tenancy.networks.values():
+        seg = net.segment(Fabric.ETHERNET)
+        if seg is not None:
+            out[seg.vlan.value if seg.vlan else seg.seg_id] = net.tenant
+    return out
+
+
+def tenants_seen(observed: EthState, tenancy: Tenancy, quarantine_vlan: int) -> dict[str, frozenset[str]]:
+    owners = vlan_owners(tenancy, quarantine_vlan)
+    where = {(p.switch, p.switch_port): n.name for n in tenancy.nodes for p in n.ethernet}
+    out: dict[str, set[str]] = {}
+    for sw in observed:
+        for cfg in sw.ports:
+            node = where.get((cfg.switch, cfg.port))
+            if node is None:
+                continue
+            vlans = cfg.vlans()
+            tenants = {owners.get(v, f"vlan:{v}") for v in vlans} if vlans else {QUARANTINE}
+            out.setdefault(node, set()).update(tenants)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def settings_quarantine_vlan(settings: Mapping[str, Any]) -> int:
+    v = settings.get("quarantine_vlan", 4000)
+    return v.value if isinstance(v, VlanId) else int(v)

@@ -1,0 +1,142 @@
+"""The InfiniBand fabric on the seam: PKey allocation through the segmentation-id mapping,
+the desired partition layout, the diff of real PKey tables, and the backend around one
+subnet-manager driver (OpenSM or UFM) whose apply returns the SMP read-back of the ports
+it changed.
+
+``fabrics.yaml``::
+
+    infiniband: {driver: opensm, options: {...}}
+    sm_port_guids: ["0x..."]       # the SM node's ports: full members of the default partition
+    trusted_sm_guids: ["0x..."]    # the only SMs allowed (default: sm_port_guids)
+
+Trusted SM GUIDs have one source, the top level: they are handed to the driver, and a driver
+option that disagrees is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from gpufabric.domain.drivers import SubnetManagerDriver
+from gpufabric.domain.fabric import (
+    Containment,
+    DriverLookup,
+    FabricBackend,
+    FabricKind,
+    FabricPlan,
+    Tenancy,
+    build_driver,
+)
+from gpufabric.domain.findings import Violation
+from gpufabric.domain.models import Fabric, Network, Node, Segment
+from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.state import IbFabricState
+from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+from gpufabric.fabrics.infiniband.plan import (
+    IbDesired,
+    IbPlan,
+    as_observed_ib,
+    desired_ib,
+    diff_ib,
+    ib_tenants_seen,
+    merge_ib,
+)
+from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+
+
+def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
+    return tuple(g if isinstance(g, Guid) else Guid.parse(g, field=key) for g in settings.get(key, ()) or ())
+
+
+class InfinibandBackend(FabricBackend[IbFabricState]):
+    """One subnet manager driver (the subnet's partition authority)."""
+
+    capabilities = frozenset({"observe", "apply", "contain", "settings"})
+
+    def __init__(self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = ()) -> None:
+        self.sm = sm
+        self.trusted_sm_guids = trusted_sm_guids
+
+    def observe(self) -> IbFabricState:
+        return self.sm.observe()
+
+    def apply(self, plan: FabricPlan) -> IbFabricState:
+        assert isinstance(plan, IbPlan)
+        if plan.empty or plan.layout is None:
+            return IbFabricState()
+        return IbFabricState(tables=tuple(self.sm.apply(plan.layout)))
+
+    def contain(self, tenancy: Tenancy, desired: Any, observed: IbFabricState, repair: bool) -> Containment:
+        """Rogue SMs in ``observed``; with ``repair`` (OpenSM only) each is cut off at its switch
+        port, the trusted SM restarted with the intended layout and every table verified by SMP."""
+        trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
+        nodes = {p.port_guid: n.name for n in tenancy.nodes for p in n.ib}
+        findings = find_rogue_sms(observed, trusted, nodes)
+        if not findings or not repair or not isinstance(self.sm, OpenSMDriver):
+            return Containment(tuple(str(f) for f in findings))
+        report = contain_rogue_sms(self.sm, desired.layout, RoguePolicy.CONTAIN)
+        return Containment(tuple(str(f) for f in report.findings), tuple(str(g) for g in report.contained))
+
+    def close(self) -> None:
+        close = getattr(self.sm, "close", None)
+        if callable(close):
+            close()
+
+
+class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
+    name = "infiniband"
+
+    def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> InfinibandBackend:
+        trusted = [str(g) for g in guids_setting(settings, "trusted_sm_guids")]
+        drv = build_driver(
+            drivers, "infiniband", section, {}, {"trusted_sm_guids": trusted} if trusted else {},
+            expect=(SubnetManagerDriver, "a subnet manager driver"),
+        )  # fmt: skip
+        assert isinstance(drv, SubnetManagerDriver)
+        return InfinibandBackend(drv, guids_setting(settings, "trusted_sm_guids"))
+
+    def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
+        cfg: SegmentConfig = config
+        used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
+        pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in used_pkeys]
+        seg = allocate(pool, {s.seg_id for s in used}, "infiniband.seg_range")
+        return Segment(Fabric.INFINIBAND, seg, pkey=cfg.ib.pkey_for(seg))
+
+    def desired(self, tenancy: Tenancy) -> IbDesired:
+        return desired_ib(tenancy, guids_setting(tenancy.settings, "sm_port_guids"))
+
+    def diff(self, desired: IbDesired, observed: IbFabricState) -> IbPlan:
+        return diff_ib(desired, observed)
+
+    def as_observed(self, desired: IbDesired) -> IbFabricState:
+        return as_observed_ib(desired)
+
+    def empty_state(self) -> IbFabricState:
+        return IbFabricState()
+
+    def merge(self, observed: IbFabricState, read_back: IbFabricState) -> IbFabricState:
+        return merge_ib(observed, read_back)
+
+    def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
+        return ib_tenants_seen(observed, tenancy)
+
+    def audit(self, tenancy: Tenancy, desired: IbDesired, observed: IbFabricState) -> tuple[Violation, ...]:
+        """``IB-HARDENING`` (a built-in invariant): the trusted SM's settings, as its driver read them."""
+        settings = dict(observed.settings)
+        return tuple(
+            Violation(
+                "IB-HARDENING",
+                f.severity,
+                f"{f.setting} = {f.observed!r}: {f.description} (expected {f.expected})",
+                fabric=Fabric.INFINIBAND,
+                device="opensm",
+                resource=f"setting:{f.setting}",
+            )
+            for f in (check_hardening(settings) if settings else ())
+        )
+
+    def summary(self, node: Node) -> str:
+        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in node.ib) or "-"
