@@ -45,7 +45,7 @@ def test_drift_on_every_fabric_is_reported_then_repaired(lab: LabEnv) -> None:
     fab = Lab(lab.home).ib_fabric()
     guid = lab.guids("gpu-a03")[0]
     text = fab.partitions_conf.read_text()
-    head = next(line for line in text.splitlines() if line.startswith("alpha__alpha_net="))
+    head = next(line for line in text.splitlines() if line.startswith(f"pk_{nets['alpha'][1] & 0x7fff:04x}="))
     fab.write_partitions(text.replace(head + "\n", f"{head}\n{guid}=full,\n"))
     fab.wait_subnet_up(fab.hup())
     code, vs = violations(lab)
@@ -54,7 +54,7 @@ def test_drift_on_every_fabric_is_reported_then_repaired(lab: LabEnv) -> None:
     assert has(vs, "IB-GUID-FOREIGN-PKEY", guid, "gpu-a03") and has(vs, "IB-PKEY-SHARED", guid, "gpu-a03")
     report = lab.home / "audit.html"
     human = lab.gf("audit", "--html", str(report), check=False)
-    assert human.returncode == 1 and "violation(s) of 12 invariant(s)" in human.stdout
+    assert human.returncode == 1 and "violation(s) of 13 invariant(s)" in human.stdout
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") and guid in html and port in html and "<script" not in html
 

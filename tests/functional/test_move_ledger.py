@@ -14,10 +14,11 @@ from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, 
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import PortMode
+from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.moves import MoveEngine
 from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.service.store_moves import ClaimLostError, MoveLedger, worker_dead
 
 CFG = SegmentConfig.default()
 
@@ -105,11 +106,72 @@ def test_expired_lease_and_moves_in_flight_shape_the_desired_state(store: Store)
     store.create_lease(Lease("tb", "n5", now - timedelta(hours=1), None, ("tb-net",)))
     store.create_lease(Lease("tb", "n6", now - timedelta(hours=1), None, ("tb-net",)))
     MoveLedger(store).request("n6", "ta", networks=("ta-net",))  # n6 is quarantined until its swap
-    engine = MoveEngine(store, Fabrics(), CFG)
+    engine = MoveEngine(store, Fabrics(kinds={"ethernet": EthernetKind()}), CFG)
     desired = engine.desired()
-    sw = desired.switch("leaf1")
-    assert sw is not None
+    sw = next(s for s in desired.get("ethernet") if s.switch == "leaf1")
     modes = {p.port: p.mode for p in sw.ports}
     assert modes["p4"] is PortMode.SHUTDOWN, "an expired lease sends the node to quarantine"
     assert modes["p5"] is PortMode.ACCESS and modes["p6"] is PortMode.SHUTDOWN
     assert desired.owner("n4") == QUARANTINE and desired.owner("n5") == "tb" and desired.owner("n6") == QUARANTINE
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_move_of_a_dead_worker_on_this_host_is_reclaimed_at_once_a_live_one_is_not(store: Store) -> None:
+    import os
+
+    ledger = MoveLedger(store)
+    ledger.request("n1", "ta", networks=("ta-net",))
+    ledger.request("n2", "ta", networks=("ta-net",))
+    host = os.uname().nodename
+    dead = f"{host}:{_dead_pid()}"
+    assert worker_dead(dead) and not worker_dead(f"{host}:{os.getpid()}") and not worker_dead("elsewhere:1")
+    assert [m.node for m in ledger.claim(f"{host}:{os.getpid()}", limit=1)] == ["n1"]
+    assert [m.node for m in ledger.claim(dead, limit=1)] == ["n2"]
+    # n2's worker is gone: taken over at once, long before stale_after; n1's worker lives: kept
+    got = ledger.claim("other:1", stale_after=3600)
+    assert [m.node for m in got] == ["n2"] and got[0].attempts == 2
+
+
+def test_updates_are_fenced_by_the_claim_and_heartbeats_keep_a_claim_fresh(store: Store) -> None:
+    ledger = MoveLedger(store)
+    ledger.request("n3", "ta", networks=("ta-net",))
+    (mine,) = ledger.claim("w-old:1")
+    assert ledger.heartbeat([mine], "w-old:1") == 1
+    assert ledger.claim("w-new:1", stale_after=3600) == []  # fresh heartbeat: not stale
+    (theirs,) = ledger.claim("w-new:1", stale_after=0.0)  # stale: another worker takes it
+    assert ledger.heartbeat([mine], "w-old:1") == 0
+    with pytest.raises(ClaimLostError, match="held by w-new:1"):
+        ledger.set_phase(mine, MovePhase.SWAP)
+    assert ledger.set_phase(theirs, MovePhase.SWAP).phase is MovePhase.SWAP
+
+
+def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -> None:
+    ledger = MoveLedger(store)
+    now = datetime.now(UTC)
+    m = ledger.request("n4", "ta", networks=("ta-net",), lease_end=now + timedelta(seconds=1))
+    (m,) = ledger.claim("w:1")
+    m = ledger.swap_lease(ledger.set_phase(m, MovePhase.SWAP))
+    ledger.set_phase(m, MovePhase.DONE)
+    lease = next(x for x in store.leases() if x.node == "n4")
+    assert lease.end is not None and store.node("n4").state.value == "leased"
+    assert ledger.expired_nodes() == []
+    import time
+
+    time.sleep(max(0.0, (lease.end - datetime.now(UTC)).total_seconds()) + 0.05)
+    assert ledger.expired_nodes() == ["n4"]
+    rel = ledger.request("n4", QUARANTINE, release_ended=True)
+    assert (rel.from_tenant, rel.to_tenant) == (QUARANTINE, QUARANTINE)
+    assert ledger.expired_nodes() == []  # it has an open move now
+    with pytest.raises(ConflictError):
+        ledger.request("n5", QUARANTINE, release_ended=True)  # never leased: nothing to release
+    store.delete_lease(lease.id or 0)
+    new = store.create_lease(Lease("tb", "n5", now, None, ("tb-net",)))
+    assert new.id is not None and lease.id is not None and new.id > lease.id

@@ -11,13 +11,13 @@ replica won a race. Leases live in :mod:`gpufabric.service.store_leases`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -34,10 +34,11 @@ from gpufabric.domain.models import (
     Node,
     NodeState,
     Offering,
+    Segment,
     Tenant,
 )
-from gpufabric.domain.segments import SegmentConfig, allocate
-from gpufabric.domain.values import check_name
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.values import PKey, VlanId, check_name
 from gpufabric.service import db, store_leases
 from gpufabric.service.convert import (
     canonical,
@@ -47,6 +48,7 @@ from gpufabric.service.convert import (
     offering_to_domain,
 )
 from gpufabric.service.db_models import LeaseNetworkRow, NetworkRow, NodeRow, OfferingRow, SegmentRow, TenantRow
+from gpufabric.service.registry import Registry
 
 ALLOCATION_ATTEMPTS: Final = 50
 _NODE_LOAD: Final = (
@@ -189,18 +191,21 @@ class Store:
             return Tenant(_tenant_row(s, name).name)
 
     # ------------------------------------------------------------------ networks
-    def create_network(self, name: str, tenant: str, cfg: SegmentConfig) -> Network:
-        """Create a tenant network with an Ethernet VLAN from ``cfg.ethernet_vlans`` and an
-        InfiniBand segmentation id from ``cfg.ib`` mapped to its PKey (lowest free ones).
+    def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None) -> Network:
+        """Create a tenant network with one segment per fabric kind that has per-network
+        segments (``FabricKind.allocate``: the lowest free VLAN of ``cfg.ethernet_vlans``, the
+        lowest free InfiniBand segmentation id of ``cfg.ib`` mapped to its PKey, ...). ``kinds``
+        default to every registered kind.
 
         Raises NotFoundError (tenant), ConflictError (name taken), ExhaustedError (pool empty).
         """
         check_name("network.name", name)
+        allocators = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
         last: IntegrityError | None = None
         for _ in range(ALLOCATION_ATTEMPTS):
             try:
                 with self._tx() as s:
-                    return self._create_network(s, name, tenant, cfg)
+                    return self._create_network(s, name, tenant, cfg, allocators)
             except IntegrityError as e:  # another replica took the same id (or name): retry on fresh data
                 last = e
         raise ConflictError(
@@ -208,24 +213,29 @@ class Store:
         )
 
     @staticmethod
-    def _create_network(s: Session, name: str, tenant: str, cfg: SegmentConfig) -> Network:
+    def _create_network(s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any]) -> Network:
         t = _tenant_row(s, tenant)
         if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name)) is not None:
             raise ConflictError(f"network already exists: {name}", network=name)
         used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
-        used_vlans = {u.vlan for u in used if u.vlan is not None}
-        used_vlans |= {u.seg_id for u in used if u.fabric == Fabric.ETHERNET.value}
-        used_ib = {u.seg_id for u in used if u.fabric == Fabric.INFINIBAND.value}
-        used_pkeys = {u.pkey for u in used if u.pkey is not None}
-        ev = cfg.ethernet_vlans
-        vlan = allocate(range(ev.start, ev.end + 1), used_vlans, "ethernet.vlan_range")
-        ib_pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in used_pkeys]
-        ib_seg = allocate(ib_pool, used_ib, "infiniband.seg_range")
         row = NetworkRow(name=name, tenant=t)
-        row.segments.append(SegmentRow(fabric=Fabric.ETHERNET.value, seg_id=vlan, vlan=vlan))
-        row.segments.append(
-            SegmentRow(fabric=Fabric.INFINIBAND.value, seg_id=ib_seg, pkey=cfg.ib.pkey_for(ib_seg).value)
-        )
+        probe = Network(name, tenant)
+        for kind in kinds:
+            mine = [
+                Segment(Fabric(u.fabric), u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None)
+                for u in used
+                if u.fabric == kind.name
+            ]
+            seg = kind.allocate(probe, mine, cfg)
+            if seg is not None:
+                row.segments.append(
+                    SegmentRow(
+                        fabric=str(seg.fabric),
+                        seg_id=seg.seg_id,
+                        vlan=seg.vlan.value if seg.vlan else None,
+                        pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
+                    )
+                )
         s.add(row)
         s.flush()
         return network_to_domain(row)

@@ -10,6 +10,7 @@ Create Date: 2026-12-01
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import sqlalchemy as sa
 from alembic import op
@@ -21,10 +22,14 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    # AUTOINCREMENT on SQLite: an id once given to a lease or a move is never given again
-    with op.batch_alter_table("leases", recreate="always", table_kwargs={"sqlite_autoincrement": True}) as b:
+    # AUTOINCREMENT on SQLite (a table rebuild): an id once given to a lease or a move is never
+    # given again. PostgreSQL sequences never reuse ids; its tables are altered in place.
+    sqlite = op.get_bind().dialect.name == "sqlite"
+    recreate: Literal["always", "auto"] = "always" if sqlite else "auto"
+    auto = {"sqlite_autoincrement": True} if sqlite else {}
+    with op.batch_alter_table("leases", recreate=recreate, table_kwargs=auto) as b:
         b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
-    with op.batch_alter_table("moves", recreate="always", table_kwargs={"sqlite_autoincrement": True}) as b:
+    with op.batch_alter_table("moves", recreate=recreate, table_kwargs=auto) as b:
         b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
         b.add_column(sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
         b.add_column(sa.Column("lease_end", sa.DateTime(timezone=True), nullable=True))
