@@ -32,13 +32,13 @@ from gpufabric.domain.errors import ConfigError, FabricError, VerifyError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan
 from gpufabric.fabrics.nvlink.fmpm_parse import (
     FailedDevice,
-    FmReturn,
     norm_bus,
     parse_failed_devices,
     parse_failure,
     parse_partition_list,
     parse_unsupported,
 )
+from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.model import FABRIC, NodeFm, NvlinkPlan, NvlinkState, PartitionChange
 from gpufabric.fabrics.nvlink.smi_parse import parse_smi_q
 

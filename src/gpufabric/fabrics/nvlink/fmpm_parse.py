@@ -7,7 +7,6 @@ fmReturn: -7`` and exits with that code (249 as a process status).
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from dataclasses import dataclass
@@ -15,50 +14,9 @@ from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm
 from gpufabric.fabrics.nvlink.tables import MAX_PARTITIONS, Partition
-
-
-class FmReturn(enum.IntEnum):
-    """fmReturn_t of the Fabric Manager SDK."""
-
-    SUCCESS = 0
-    BADPARAM = -1
-    GENERIC_ERROR = -2
-    NOT_SUPPORTED = -3
-    UNINITIALIZED = -4
-    TIMEOUT = -5
-    VERSION_MISMATCH = -6
-    IN_USE = -7
-    NOT_CONFIGURED = -8
-    CONNECTION_NOT_VALID = -9
-    NVLINK_ERROR = -10
-
-    @property
-    def label(self) -> str:
-        return _LABELS[self]
-
-    @classmethod
-    def of(cls, code: int) -> FmReturn | None:
-        try:
-            return cls(code)
-        except ValueError:
-            return None
-
-
-_LABELS: Final = {
-    FmReturn.SUCCESS: "success",
-    FmReturn.BADPARAM: "bad parameter",
-    FmReturn.GENERIC_ERROR: "generic error",
-    FmReturn.NOT_SUPPORTED: "not supported",
-    FmReturn.UNINITIALIZED: "uninitialized (or partition not active)",
-    FmReturn.TIMEOUT: "timeout",
-    FmReturn.VERSION_MISMATCH: "version mismatch",
-    FmReturn.IN_USE: "in use (already active, or a GPU of it is in another active partition)",
-    FmReturn.NOT_CONFIGURED: "not configured",
-    FmReturn.CONNECTION_NOT_VALID: "connection not valid",
-    FmReturn.NVLINK_ERROR: "NVLink error",
-}
 
 _FMRETURN_RE: Final = re.compile(r"^(?P<what>.*?)\s*fmReturn:\s*(?P<code>-?\d+)\s*$", re.MULTILINE)
 
@@ -85,10 +43,9 @@ def parse_failure(output: str, returncode: int) -> FmFailure:
     """The failure of an fmpm run from its output and exit status (``fmReturn: -7`` wins;
     otherwise the exit status read as a signed byte, e.g. 249 -> -7)."""
     text = output.strip()
-    m = None
-    for m in _FMRETURN_RE.finditer(text):
-        pass
-    if m is not None:
+    matches = list(_FMRETURN_RE.finditer(text))
+    if matches:
+        m = matches[-1]
         return FmFailure(int(m.group("code")), m.group("what").strip())
     if returncode > 127:
         code = returncode - 256  # fmpm returns fmReturn_t from main(): -7 exits as 249

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from gpufabric.fabrics.nvlink.fmpm_parse import FmReturn
+from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.styled import styled
 from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, HGX_8GPU_PCI, MAX_PARTITIONS, TABLES
 
@@ -248,9 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if a == "-a" and (not value.isdigit() or int(value) >= MAX_PARTITIONS):
                 print("Invalid Partition ID.")
                 return int(FmReturn.BADPARAM)
-        elif a in {"-l", "--get-nvlink-failed-devices", "--list-unsupported-partitions", "--standin-restart"}:
-            op, i = a, i + 1
-        elif a == "--standin-nvidia-smi-q":
+        elif a in {"-l", "--get-nvlink-failed-devices", "--list-unsupported-partitions", "--standin-restart"} or a == "--standin-nvidia-smi-q":
             op, i = a, i + 1
         elif a == "-v":
             print("1.0.1 (gpufabric stand-in)")
