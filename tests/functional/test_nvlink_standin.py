@@ -152,3 +152,12 @@ def test_audit_reports_a_partition_activated_by_hand(driver: FmpmDriver, socks: 
         ("NVLINK-PARTITION-SHARED", "gpu-a01", "partition:2"),
         ("NVLINK-PARTITION-SHARED", "gpu-a02", "partition:12"),
     ]
+
+
+def test_lab_section_builds_a_working_backend(tmp_path: Path) -> None:
+    from gpufabric.fabrics.nvlink import standin
+
+    section = standin.lab_section(["gpu-c01", "gpu-c02"], tmp_path / "fm")
+    backend = KIND.build(section, {"fmpm": FmpmDriver}.__getitem__, {})
+    state = backend.observe()
+    assert sorted(state.nodes) == ["gpu-c01", "gpu-c02"] and all(not n.active for n in state.nodes.values())

@@ -163,3 +163,11 @@ def test_build_refuses_bad_sections(section: object, field: str) -> None:
 def test_summary_and_invariants() -> None:
     assert KIND.summary(node("a")) == "8 GPUs" and KIND.summary(Node("b")) == ""
     assert [i.id for i in KIND.invariants()] == ["NVLINK-PARTITION-SHARED", "NVLINK-FOREIGN", "NVLINK-UNHEALTHY-LEASED"]
+
+
+def test_registered_under_the_entry_point_groups() -> None:
+    from importlib.metadata import entry_points
+
+    kinds = {ep.name: ep.load() for ep in entry_points(group="gpufabric.fabrics")}
+    drivers = {ep.name: ep.load() for ep in entry_points(group="gpufabric.drivers")}
+    assert kinds["nvlink"] is NvlinkKind and drivers["fmpm"] is FmpmDriver

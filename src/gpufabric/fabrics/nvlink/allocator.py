@@ -11,6 +11,7 @@ with a ValidationError naming ``gpus`` and listing what is possible now.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.fabrics.nvlink.model import NodeFm, NodeWant
@@ -55,15 +56,31 @@ def allocate(
     at = f"{where}: " if where else ""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValidationError("gpus", k, possible(partitions, busy, unavailable, unsupported), f"{at}not a positive count")
-    free = free_partitions(partitions, busy, unavailable, unsupported)
-    candidates = [p for p in free if p.size == k]
-    if not candidates:
+    got = _choose(tuple(partitions), k, frozenset(busy), frozenset(unavailable), frozenset(unsupported), frozenset(prefer))
+    if got is None:
         reason = (
             f"no partition of {k} GPUs exists"
             if k not in sizes(partitions)
             else f"every partition of {k} GPUs overlaps an active partition or an unavailable GPU"
         )
         raise ValidationError("gpus", k, possible(partitions, busy, unavailable, unsupported), at + reason)
+    return got
+
+
+@lru_cache(maxsize=4096)
+def _choose(
+    partitions: tuple[Partition, ...],
+    k: int,
+    busy: frozenset[int],
+    unavailable: frozenset[int],
+    unsupported: frozenset[int],
+    prefer: frozenset[int],
+) -> Partition | None:
+    """The choice itself (pure, memoized: thousands of nodes share a handful of situations)."""
+    free = free_partitions(partitions, busy, unavailable, unsupported)
+    candidates = [p for p in free if p.size == k]
+    if not candidates:
+        return None
     kept = [p for p in candidates if p.id in prefer]
     if kept:
         return min(kept)

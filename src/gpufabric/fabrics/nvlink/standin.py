@@ -78,6 +78,21 @@ def init_state(path: Path, board: str = DEFAULT_BOARD, pci: Mapping[int, str] | 
     return state
 
 
+def lab_section(nodes: Sequence[str], state_dir: Path, board: str = DEFAULT_BOARD) -> dict[str, Any]:
+    """One stand-in FM per node under ``state_dir`` (fresh state, nothing active) and the
+    ``nvlink`` section of ``fabrics.yaml`` that drives them through the fmpm backend
+    (``nvidia-smi -q`` health included)."""
+    cmd = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin"]
+    fm: dict[str, str] = {}
+    smi: dict[str, list[str]] = {}
+    for node in nodes:
+        path = state_dir / f"{node}.fm"
+        init_state(path, board, node=node)
+        fm[node] = f"unix:{path}"
+        smi[node] = [*cmd, "--unix-domain-socket", str(path), "--standin-nvidia-smi-q"]
+    return {"driver": "fmpm", "options": {"fmpm": cmd, "fm": fm, "smi": smi}}
+
+
 def _save(path: Path, state: State) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, "w") as f:
