@@ -28,7 +28,7 @@ import os
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -101,7 +101,7 @@ def _save(path: Path, state: State) -> None:
 
 
 @contextmanager
-def _locked(path: Path):  # type: ignore[no-untyped-def]
+def _locked(path: Path) -> Iterator[None]:
     with open(f"{path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
