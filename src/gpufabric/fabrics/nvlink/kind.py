@@ -1,0 +1,146 @@
+"""The NVLink :class:`FabricKind` (pure): desired slice from the tenancy, diff into partition
+(de)activations, previews, merge, ownership and audit.
+
+Desired state holds, per node with GPUs in the inventory, *who* wants *how many* GPUs
+(``Lease.gpus``; None = every GPU of the node = partition 0 on HGX 8-GPU; quarantine = 0), not
+partition ids: the diff picks concrete ids against the observed state with
+:func:`~gpufabric.fabrics.nvlink.allocator.assign`, which keeps an active partition that still
+fits the lease. So desired is deterministic and stable, and a move of a node deactivates its
+old partition (removal phase) before it activates the new one (addition phase).
+
+``fabrics.yaml`` section (see docs/nvlink.md)::
+
+    nvlink:
+      driver: fmpm
+      options: {fmpm: /usr/bin/fmpm, fm: {gpu-a01: "unix:/run/nvidia-fabricmanager/fm.sock"}}
+
+The baseboard table used before a node is read comes from the deployment setting
+``nvlink_baseboard`` (default ``hgx-h100-8gpu``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
+from gpufabric.domain.findings import Violation
+from gpufabric.domain.models import QUARANTINE, Node
+from gpufabric.fabrics.nvlink import audit as nvaudit
+from gpufabric.fabrics.nvlink.allocator import allocate, assign
+from gpufabric.fabrics.nvlink.model import (
+    FABRIC,
+    NodeFm,
+    NodeWant,
+    NvlinkDesired,
+    NvlinkPlan,
+    NvlinkState,
+    PartitionChange,
+)
+from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, Partition, table
+
+BOARD_SETTING = "nvlink_baseboard"
+
+
+def lease_gpus(node: Node, gpus: int | None, board: str = DEFAULT_BOARD) -> int:
+    """The GPU count a lease of ``node`` asks for (None: all its GPUs), checked against the
+    baseboard's partitions and the node's GPUs in the inventory (ValidationError naming
+    ``gpus`` and listing what is possible). For the CLI/API at lease creation."""
+    if not node.gpus:
+        if gpus is None:
+            return 0
+        raise ValidationError("gpus", gpus, "none (node has no GPUs in the inventory)", f"node {node.name}")
+    k = len(node.gpus) if gpus is None else gpus
+    parts = table(board)
+    mids = frozenset(g.module_id.value for g in node.gpus)
+    every = frozenset().union(*(p.gpus for p in parts))
+    allocate(parts, k, unavailable=every - mids, where=f"node {node.name}")
+    return k
+
+
+class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
+    name: ClassVar[str] = FABRIC
+
+    def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[NvlinkState]:
+        if not isinstance(section, Mapping) or "driver" not in section:
+            raise ConfigError("nvlink", section, "a mapping with 'driver' and 'options'")
+        cls = drivers(str(section["driver"]))
+        if not (isinstance(cls, type) and issubclass(cls, FabricBackend)):
+            raise ConfigError("nvlink.driver", section["driver"], "an NVLink backend driver (e.g. fmpm)")
+        options = section.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise ConfigError("nvlink.options", options, "a mapping of driver options")
+        try:
+            backend: FabricBackend[NvlinkState] = cls(**options)
+        except TypeError as e:
+            raise ConfigError("nvlink.options", dict(options), f"the options of driver {section['driver']}", str(e)) from None
+        return backend
+
+    # ---- desired state and plan
+    def desired(self, tenancy: Tenancy) -> NvlinkDesired:
+        parts = table(str(tenancy.settings.get(BOARD_SETTING, DEFAULT_BOARD)))
+        wants: dict[str, NodeWant] = {}
+        for node in tenancy.nodes:
+            if not node.gpus:
+                continue
+            mids = frozenset(g.module_id.value for g in node.gpus)
+            lease = tenancy.owners.get(node.name)
+            if lease is None:
+                wants[node.name] = NodeWant(node.name, QUARANTINE, 0, parts, mids)
+            else:
+                k = len(node.gpus) if lease.gpus is None else lease.gpus
+                wants[node.name] = NodeWant(node.name, lease.tenant, k, parts, mids)
+        return NvlinkDesired(wants)
+
+    def diff(self, desired: NvlinkDesired, observed: NvlinkState) -> FabricPlan:
+        changes: list[PartitionChange] = []
+        for name in sorted(desired.nodes):
+            want = desired.nodes[name]
+            fm = observed.nodes.get(name)
+            target = assign(want, fm)
+            active = fm.active_partitions() if fm is not None else ()
+            for p in active:
+                if target is None or p.id != target.id:
+                    changes.append(PartitionChange(name, False, p.id, tuple(sorted(p.gpus))))
+            if target is not None and (fm is None or target.id not in fm.active):
+                changes.append(PartitionChange(name, True, target.id, tuple(sorted(target.gpus)), want.tenant))
+        return NvlinkPlan(tuple(changes))
+
+    def as_observed(self, desired: NvlinkDesired) -> NvlinkState:
+        nodes: dict[str, NodeFm] = {}
+        for name, want in desired.nodes.items():
+            try:
+                target = assign(want, None)
+            except ValidationError:
+                target = None
+            nodes[name] = NodeFm(name, want.partitions, frozenset({target.id}) if target else frozenset())
+        return NvlinkState(nodes)
+
+    def empty_state(self) -> NvlinkState:
+        return NvlinkState()
+
+    def merge(self, observed: NvlinkState, read_back: NvlinkState) -> NvlinkState:
+        return NvlinkState({**observed.nodes, **read_back.nodes})
+
+    def tenants_seen(self, observed: NvlinkState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
+        """A node with an active partition is seen as its current owner's (FM keeps no tenant
+        labels; a partition that should not be active is the audit's to report)."""
+        return {name: frozenset({tenancy.owner(name)}) for name, fm in observed.nodes.items() if fm.active}
+
+    # ---- audit
+    def invariants(self) -> tuple[InvariantSpec, ...]:
+        return nvaudit.INVARIANTS
+
+    def audit(self, tenancy: Tenancy, desired: NvlinkDesired, observed: NvlinkState) -> Iterable[Violation]:
+        return list(nvaudit.audit(desired, observed))
+
+    # ---- display
+    def summary(self, node: Node) -> str:
+        return f"{len(node.gpus)} GPUs" if node.gpus else ""
+
+
+def partition_of(observed: NvlinkState, node: str) -> tuple[Partition, ...]:
+    """The active partitions of ``node`` in ``observed`` (for tables and read-back checks)."""
+    fm = observed.nodes.get(node)
+    return fm.active_partitions() if fm is not None else ()

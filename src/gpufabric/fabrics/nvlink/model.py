@@ -1,0 +1,166 @@
+"""The NVLink fabric's typed values: what one node's Fabric Manager reports (observed), what
+the leases want (desired), and the plan of partition (de)activations between them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
+
+from gpufabric.domain.fabric import FabricPlan
+from gpufabric.fabrics.nvlink.tables import Partition
+
+FABRIC: Final = "nvlink"
+HEALTHY_STATE: Final = "Completed"
+HEALTHY_STATUS: Final = "Success"
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU of a node as FM (and optionally ``nvidia-smi -q``) reports it.
+
+    ``state``/``status`` are the Fabric section of ``nvidia-smi -q`` ("" when not read);
+    ``failed_ports`` come from ``fmpm --get-nvlink-failed-devices``."""
+
+    module_id: int
+    pci_bus_id: str = ""
+    uuid: str = ""
+    links_available: int = 0
+    links_max: int = 0
+    state: str = ""
+    status: str = ""
+    failed_ports: tuple[int, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        """Leasable: fabric State Completed and Status Success (when read), no failed NVLink
+        port, and every NVLink FM knows of available. Unknown health counts as healthy only
+        when nothing else says otherwise (FM alone does not report the Fabric section)."""
+        if self.failed_ports:
+            return False
+        if self.links_max and self.links_available < self.links_max:
+            return False
+        if self.state or self.status:
+            return self.state == HEALTHY_STATE and self.status == HEALTHY_STATUS
+        return True
+
+    def why_unhealthy(self) -> str:
+        if self.failed_ports:
+            return f"NVLink ports {','.join(map(str, self.failed_ports))} failed"
+        if self.links_max and self.links_available < self.links_max:
+            return f"{self.links_available}/{self.links_max} NVLinks available"
+        return f"fabric state {self.state or '?'}/{self.status or '?'}"
+
+
+@dataclass(frozen=True)
+class NodeFm:
+    """One node's Fabric Manager: its supported partitions, which are active, its GPUs."""
+
+    node: str
+    partitions: tuple[Partition, ...]
+    active: frozenset[int] = frozenset()
+    gpus: tuple[GpuInfo, ...] = ()
+    unsupported: frozenset[int] = frozenset()
+
+    def partition(self, pid: int) -> Partition | None:
+        return next((p for p in self.partitions if p.id == pid), None)
+
+    def active_partitions(self) -> tuple[Partition, ...]:
+        return tuple(p for p in self.partitions if p.id in self.active)
+
+    def unhealthy(self) -> frozenset[int]:
+        return frozenset(g.module_id for g in self.gpus if not g.healthy)
+
+    def gpu(self, module_id: int) -> GpuInfo | None:
+        return next((g for g in self.gpus if g.module_id == module_id), None)
+
+    def with_active(self, active: frozenset[int]) -> NodeFm:
+        return NodeFm(self.node, self.partitions, active, self.gpus, self.unsupported)
+
+
+@dataclass(frozen=True)
+class NvlinkState:
+    """The observed NVLink fabric: node -> its FM's view (nodes not read are absent)."""
+
+    nodes: Mapping[str, NodeFm] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            n: {"active": sorted(fm.active), "unhealthy": sorted(fm.unhealthy())} for n, fm in sorted(self.nodes.items())
+        }
+
+
+@dataclass(frozen=True)
+class NodeWant:
+    """What the lease of one node wants: ``gpus`` GPUs (0 in quarantine) for ``tenant``.
+
+    ``partitions`` is the baseboard table (used until FM's own list is read); ``module_ids``
+    are the node's GPUs in the inventory (others are never handed out)."""
+
+    node: str
+    tenant: str
+    gpus: int
+    partitions: tuple[Partition, ...]
+    module_ids: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class NvlinkDesired:
+    """Node -> its want. Deliberately no partition ids: the diff picks them against the
+    observed state, keeping an active partition that still fits (stable, deterministic)."""
+
+    nodes: Mapping[str, NodeWant] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, order=True)
+class PartitionChange:
+    node: str
+    activate: bool
+    partition: int
+    gpus: tuple[int, ...] = ()
+    tenant: str = ""
+
+    def line(self) -> str:
+        what = "activate" if self.activate else "deactivate"
+        whom = f" for {self.tenant}" if self.activate and self.tenant else ""
+        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {','.join(map(str, self.gpus))}){whom}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "action": "activate" if self.activate else "deactivate",
+            "partition": self.partition,
+            "gpus": list(self.gpus),
+            "tenant": self.tenant,
+        }
+
+
+@dataclass(frozen=True)
+class NvlinkPlan(FabricPlan):
+    """Partition deactivations (removals) and activations (additions), per node."""
+
+    fabric: ClassVar[str] = FABRIC
+    changes: tuple[PartitionChange, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+    def lines(self) -> list[str]:
+        return [c.line() for c in self.ordered()]
+
+    def ordered(self) -> tuple[PartitionChange, ...]:
+        """Deactivations first (by node, id), then activations."""
+        return tuple(sorted(self.changes, key=lambda c: (c.activate, c.node, c.partition)))
+
+    def to_dict(self) -> Any:
+        return [c.to_dict() for c in self.ordered()]
+
+    def split(self) -> tuple[NvlinkPlan, NvlinkPlan]:
+        return (
+            NvlinkPlan(tuple(c for c in self.ordered() if not c.activate)),
+            NvlinkPlan(tuple(c for c in self.ordered() if c.activate)),
+        )
+
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({c.node for c in self.changes}))
