@@ -26,7 +26,7 @@ _COUNTS: Final = re.compile(r"packets:(\d+), bytes:(\d+)")
 _OFFLOADED: Final = re.compile(r"offloaded:(yes|no|partial)")
 _DP: Final = re.compile(r"\bdp:(\w+)")
 _ACTIONS: Final = re.compile(r"actions:(.*)$")
-_PORT_ACTION: Final = re.compile(r"(?:^|,)([A-Za-z][A-Za-z0-9_.-]*)(?=,|$)")
+_PORT_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 _NON_PORTS: Final = frozenset({"drop", "userspace", "recirc", "ct", "clone", "push_vlan", "pop_vlan", "set", "trunc"})
 PATHS: Final = ("hw", "tc", "datapath")
 
@@ -65,7 +65,7 @@ def parse_dump_flows(text: str) -> list[DpFlow]:
             raise ValidationError(f"dump-flows line {n}: dp", dp, "tc, ovs or dpdk")
         ufid = _UFID.search(line)
         inp = _IN_PORT.search(line[: acts.start()])
-        outs = tuple(p for p in _PORT_ACTION.findall(acts.group(1)) if p not in _NON_PORTS)
+        outs = tuple(p for p in _top_level(acts.group(1).split(", dp-extra-info")[0]) if p not in _NON_PORTS)
         flows.append(
             DpFlow(
                 ufid.group(1) if ufid else f"line{n}",
@@ -78,6 +78,21 @@ def parse_dump_flows(text: str) -> list[DpFlow]:
             )
         )
     return flows
+
+
+def _top_level(actions: str) -> list[str]:
+    """Output ports among the comma-separated actions (nested ``tnl_push(...)`` etc. skipped)."""
+    out, depth, cur = [], 0, ""
+    for ch in actions + ",":
+        if ch == "," and depth == 0:
+            tok = cur.strip()
+            if _PORT_NAME.fullmatch(tok):
+                out.append(tok)
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    return out
 
 
 @dataclass(frozen=True)
