@@ -189,13 +189,12 @@ class OvnLab:
 
     def _down_dpu(self, node: str, rec: dict[str, Any]) -> None:
         self._stop_dir(self.dpu_dir(node), DPU_PROCS)
-        ns = f"{self.prefix}-d{rec['index']}"
+        ns, peer, ul = f"{self.prefix}-d{rec['index']}", f"{self.prefix}u{rec['index']}", f"{self.prefix}-ul"
         have = _netns_list()
+        if ul in have and _has_link(ul, peer):  # before the DPU namespace: deleting it destroys the pair
+            run(["ip", "-n", ul, "link", "del", peer])
         if ns in have:
             run(["ip", "netns", "del", ns])
-        peer = f"{self.prefix}u{rec['index']}"
-        if f"{self.prefix}-ul" in have and _has_link(f"{self.prefix}-ul", peer):
-            run(["ip", "-n", f"{self.prefix}-ul", "link", "del", peer])
 
     def down(self) -> None:
         st = self._state()

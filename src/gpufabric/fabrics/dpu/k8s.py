@@ -54,7 +54,7 @@ class K8sNodeDriver:
         name = node.metadata.name
         labels = [Label(name, k, v or "") for k, v in (node.metadata.labels or {}).items() if k in MANAGED_LABELS]
         taints = [
-            Taint(name, t.key, t.value or "", t.effect) for t in (node.spec.taints or []) if t.key in MANAGED_TAINT_KEYS
+            Taint(name, t.key, t.value or "", t.effect) for t in _taints(node) if t.key in MANAGED_TAINT_KEYS
         ]
         return labels, taints
 
@@ -103,13 +103,15 @@ class K8sNodeDriver:
                 return  # nothing to remove from a node that is not registered
             labels: dict[str, str | None] = {i.key: None for i in removes if isinstance(i, Label)}
             labels.update({i.key: i.value for i in adds if isinstance(i, Label)})
-            patch: dict[str, Any] = {"metadata": {"labels": labels, "resourceVersion": node.metadata.resource_version}}
+            patch: dict[str, Any] = {"metadata": {"labels": labels}}
+            if node.metadata.resource_version:  # optimistic concurrency: a concurrent writer gets 409
+                patch["metadata"]["resourceVersion"] = node.metadata.resource_version
             t_rm = {(i.key, i.value, i.effect) for i in removes if isinstance(i, Taint)}
             t_add = [i.to_k8s() for i in adds if isinstance(i, Taint)]
             if t_rm or t_add:
                 kept = [
                     {"key": t.key, "value": t.value, "effect": t.effect}
-                    for t in (node.spec.taints or [])
+                    for t in _taints(node)
                     if (t.key, t.value or "", t.effect) not in t_rm
                     and (t.key, t.effect) not in {(a["key"], a["effect"]) for a in t_add}
                 ]
@@ -117,3 +119,8 @@ class K8sNodeDriver:
             self.api.patch_node(name, patch)
         except ApiException as e:
             raise ApplyError(f"kubernetes: patching node {name}: {e.status} {e.reason}", fabric="dpu", device=name) from None
+
+
+def _taints(node: Any) -> list[Any]:
+    """A node's taints (a node may have no ``spec`` at all)."""
+    return list(node.spec.taints or []) if node.spec is not None else []
