@@ -149,3 +149,28 @@ def test_quarantine_removes_role_labels_taints_and_ports(env: Env) -> None:
     fresh = env.backend.observe()
     assert env.kind.tenants_seen(fresh, t)["gpu-a02"] == frozenset({"quarantine"})
     assert list(env.kind.audit(t, env.kind.desired(t), fresh)) == []
+
+
+def test_interrupted_apply_converges_and_reapply_is_idempotent(env: Env) -> None:
+    """Crash safety: gpu-a01 moves acme -> beta; the removal half is applied one device kind at
+    a time with a "crash" after each (no node ever holds two tenants), the next pass converges,
+    and applying the same additions again changes nothing."""
+    t = tenancy(INVENTORY, {"gpu-a01": ("beta", "openshift"), "gpu-a02": ("beta", "openshift"),
+                            "gpu-a03": ("beta", "openshift")})
+    plan = env.kind.diff(env.kind.desired(t), env.backend.observe())
+    assert isinstance(plan, DpuPlan)
+    removals, additions = plan.split()
+    assert isinstance(removals, DpuPlan) and isinstance(additions, DpuPlan)
+    assert {type(c.item).__name__ for c in removals.changes} == {"OvsSetting", "LogicalPort"}
+    seen = []
+    for kill_after in ("OvsSetting", "LogicalPort"):
+        env.backend.apply(DpuPlan(tuple(c for c in removals.changes if type(c.item).__name__ == kill_after)))
+        seen.append(env.kind.tenants_seen(env.backend.observe(), t)["gpu-a01"])
+    assert seen == [frozenset({"acme"}), frozenset({"quarantine"})]
+    env.converge(t)
+    assert env.kind.diff(env.kind.desired(t), env.backend.observe()).empty
+    again = env.backend.apply(additions)
+    assert again.items() <= env.backend.observe().items()
+    assert env.kind.diff(env.kind.desired(t), env.backend.observe()).empty
+    assert env.ping("gpu-a01", "gpu-a03", attempts=8)
+    assert env.ping("gpu-a02", "gpu-a03", attempts=8)

@@ -63,7 +63,7 @@ class OvnNbDriver:
             args += ["--", "--may-exist", "ls-add", sw, "--", "set", "Logical_Switch", sw]
             args += [f"external_ids:gpufabric-tenant={sw[len(SWITCH_PREFIX):]}"]
         for p in adds:
-            args += ["--", "lsp-add", p.switch, p.name, "--", "lsp-set-addresses", p.name, p.mac]
+            args += ["--", "--may-exist", "lsp-add", p.switch, p.name, "--", "lsp-set-addresses", p.name, p.mac]
             args += ["--", "lsp-set-port-security", p.name, p.mac, "--", "set", "Logical_Switch_Port", p.name]
             args += [f"external_ids:gpufabric-node={p.node}", f"external_ids:gpufabric-representor={p.representor}"]
         if args:
