@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +21,8 @@ from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.profiles import port_mac, port_name
 from gpufabric.fabrics.dpu.report import offload_report
 from gpufabric.lab.ovn import OvnLab
-from support.kmock_server import core_api, kmock_apiserver
 
+from support.kmock_server import core_api, kmock_apiserver
 from unit.dpu_scenarios import dpu_node, tenancy
 
 pytestmark = pytest.mark.root

@@ -11,7 +11,17 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli import audit_cmd, inventory_cmd, lab_cmd, lease_cmd, move_cmd, node_cmd, offload_cmd, ops_cmd, tenant_cmd
+from gpufabric.cli import (
+    audit_cmd,
+    inventory_cmd,
+    lab_cmd,
+    lease_cmd,
+    move_cmd,
+    node_cmd,
+    offload_cmd,
+    ops_cmd,
+    tenant_cmd,
+)
 from gpufabric.cli.output import fail
 from gpufabric.domain.errors import GpufabricError
 
