@@ -86,7 +86,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             kinds = {ep.name: ep.load() for ep in entry_points(group="gpufabric.fabrics")}
             drivers = {ep.name: ep.load() for ep in entry_points(group="gpufabric.drivers")}
             kind = kinds["dpu"]()
-            section = {"ovn_nb": lab.nb, "ovsdb": {n: lab.ovsdb(n) for n in NODES}, "kubernetes": {"host": url}, "timeout": 10}
+            section = lab.fabrics_section({"host": url}) | {"timeout": 10}
             backend = kind.build(section, drivers.__getitem__, {})
             yield Env(lab, kind, backend, api)
             backend.close()

@@ -210,6 +210,16 @@ class OvnLab:
         shutil.rmtree(self.central, ignore_errors=True)
         self.state_file.unlink(missing_ok=True)
 
+    def fabrics_section(self, kubernetes: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The ``dpu:`` section of fabrics.yaml for this lab (``kubernetes``: e.g. ``{"host": url}``)."""
+        section: dict[str, Any] = {
+            "ovn_nb": self.nb,
+            "ovsdb": {node: self.ovsdb(node) for node in sorted(self._state()["dpus"])},
+        }
+        if kubernetes is not None:
+            section["kubernetes"] = kubernetes
+        return section
+
     def status(self) -> dict[str, Any]:
         st = self._state()
         return {

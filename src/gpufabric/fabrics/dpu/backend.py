@@ -31,25 +31,26 @@ class DpuBackend(FabricBackend[DpuState]):
         if not isinstance(plan, DpuPlan):
             raise TypeError(f"DpuBackend.apply takes a DpuPlan, not {type(plan).__name__}")
         removed, added = plan.removed(), plan.added()
-        items: list[Item] = []
         hosts = sorted({i.node for i in [*removed, *added] if isinstance(i, OvsSetting)})
-        for h in hosts:
-            drv = self.ovs.get(h)
-            if drv is None:
-                raise ConfigError(f"dpu.ovsdb.{h}", None, "an OVSDB remote for every host with a DPU")
-            items += drv.apply(
-                [i for i in removed if isinstance(i, OvsSetting) and i.node == h],
-                [i for i in added if isinstance(i, OvsSetting) and i.node == h],
-            )
         k_rm = [i for i in removed if isinstance(i, (Label, Taint))]
         k_add = [i for i in added if isinstance(i, (Label, Taint))]
-        if k_rm or k_add:
-            if self.k8s is None:
-                raise ConfigError("dpu.kubernetes", None, "a Kubernetes API section (the plan changes node labels/taints)")
-            labels, taints = self.k8s.apply(k_rm, k_add)
-            items += [*labels, *taints]
+        for h in hosts:  # configuration checked before any I/O
+            if h not in self.ovs:
+                raise ConfigError(f"dpu.ovsdb.{h}", None, "an OVSDB remote for every host with a DPU")
+        if (k_rm or k_add) and self.k8s is None:
+            raise ConfigError("dpu.kubernetes", None, "a Kubernetes API section (the plan changes node labels/taints)")
+        items: list[Item] = []
+        # data plane first: a removal plan cuts the old tenant's logical ports before anything else
         p_rm = [i for i in removed if isinstance(i, LogicalPort)]
         p_add = [i for i in added if isinstance(i, LogicalPort)]
         if p_rm or p_add:
             items += self.ovn.apply(p_rm, p_add)
+        for h in hosts:
+            items += self.ovs[h].apply(
+                [i for i in removed if isinstance(i, OvsSetting) and i.node == h],
+                [i for i in added if isinstance(i, OvsSetting) and i.node == h],
+            )
+        if (k_rm or k_add) and self.k8s is not None:
+            labels, taints = self.k8s.apply(k_rm, k_add)
+            items += [*labels, *taints]
         return DpuState.of(items, plan.objects())

@@ -42,9 +42,9 @@ def _netdev(field: str, raw: str) -> str:
     return raw
 
 
-def check_remote(field: str, raw: str) -> str:
+def check_remote(field: str, raw: str, error: type[ValidationError] = ValidationError) -> str:
     if not isinstance(raw, str) or not _REMOTE_RE.match(raw):
-        raise ValidationError(field, raw, REMOTE_ALLOWED)
+        raise error(field, raw, REMOTE_ALLOWED)
     return raw
 
 

@@ -40,11 +40,11 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         for k in section:
             if k not in SECTION_KEYS:
                 raise ConfigError(f"dpu.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
-        nb = check_remote("dpu.ovn_nb", section.get("ovn_nb", ""))
+        nb = check_remote("dpu.ovn_nb", section.get("ovn_nb", ""), ConfigError)
         remotes = section.get("ovsdb") or {}
         if not isinstance(remotes, Mapping):
             raise ConfigError("dpu.ovsdb", remotes, "a mapping host node -> OVSDB remote")
-        ovsdb = {str(h): check_remote(f"dpu.ovsdb.{h}", r) for h, r in remotes.items()}
+        ovsdb = {str(h): check_remote(f"dpu.ovsdb.{h}", r, ConfigError) for h, r in remotes.items()}
         timeout = section.get("timeout", 10)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
             raise ConfigError("dpu.timeout", timeout, "a number of seconds in (0, 300]")
