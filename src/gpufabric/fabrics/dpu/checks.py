@@ -24,11 +24,12 @@ INVARIANTS = (
 
 
 def audit(tenancy: Tenancy, observed: DpuState) -> Iterator[Violation]:
-    for host, info in sorted(dpu_inventory(tenancy.nodes).items()):
+    inventory = dpu_inventory(tenancy.nodes)
+    for host, info in sorted(inventory.items()):
         want = offering_role(tenancy.offering(host))
         have = observed_role(observed, info)
         dpu_labelled = any(k in observed.labels_of(info.dpu_node) for k in DPU_LABELS)
-        tainted = any(t.k8s_node == host for t in observed.taints)
+        tainted = bool(observed.taints_of(host))
         if have != want or dpu_labelled != (want == "dpu-host") or tainted != (want == "dpu-host"):
             yield Violation(
                 "DPU-ROLE-MISMATCH",
@@ -41,23 +42,24 @@ def audit(tenancy: Tenancy, observed: DpuState) -> Iterator[Violation]:
                 resource=f"role:{want}",
             )
         owner = tenancy.owner(host)
-        for p in sorted(x for x in observed.ports if x.node == host and x.tenant != owner):
+        for p in sorted(x for x in observed.ports_of(host) if x.tenant != owner):
             yield _leftover(host, info.dpu_node, p.tenant, owner, f"logical port {p.switch}/{p.name}")
         bound = observed.ovs_of(host).get(TENANT_KEY)
         if bound is not None and bound != owner:
             yield _leftover(host, info.dpu_node, bound, owner, f"OVS {TENANT_KEY}={bound}")
-        if want != "none" and owner != QUARANTINE and observed.ovs_of(host).get(HW_OFFLOAD) != "true":
+        ovs = observed.ovs_of(host)
+        if want != "none" and owner != QUARANTINE and ovs.get(HW_OFFLOAD) != "true":
             yield Violation(
                 "DPU-HW-OFFLOAD-OFF",
                 Severity.MEDIUM,
                 f"{host}: role {want!r} needs {HW_OFFLOAD}=true on {info.dpu_node}, "
-                f"found {observed.ovs_of(host).get(HW_OFFLOAD, 'unset')!r}",
+                f"found {ovs.get(HW_OFFLOAD, 'unset')!r}",
                 fabric="dpu",
                 device=info.dpu_node,
                 node=host,
                 resource=HW_OFFLOAD,
             )
-    known = set(dpu_inventory(tenancy.nodes))
+    known = set(inventory)
     for p in sorted(x for x in observed.ports if x.node not in known):
         yield _leftover(p.node, "", p.tenant, "unknown node", f"logical port {p.switch}/{p.name}")
 

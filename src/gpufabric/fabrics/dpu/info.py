@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
@@ -67,6 +68,10 @@ class DpuInfo:
 
     @classmethod
     def from_dpu(cls, dpu: Dpu) -> DpuInfo:
+        return _parse(dpu)
+
+    @classmethod
+    def _from_dpu(cls, dpu: Dpu) -> DpuInfo:
         path = f"nodes[{dpu.node}].dpus[{dpu.name}]"
         d = dict(dpu.details)
         for key in d:
@@ -102,6 +107,12 @@ class DpuInfo:
             except ValueError:
                 raise ValidationError(f"{path}.gw_nexthop", gw_nh, "an IPv4 or IPv6 address") from None
         return cls(dpu.node, dpu.name, dpu.mode, dpu_node, pf, int(vfs_raw), mgmt, reps, nic, ovsdb, gw_if, gw_nh)
+
+
+@lru_cache(maxsize=1 << 16)
+def _parse(dpu: Dpu) -> DpuInfo:
+    """Parsed once per distinct inventory entry (desired, audit and ownership all ask)."""
+    return DpuInfo._from_dpu(dpu)
 
 
 def node_dpu(node: Node) -> DpuInfo | None:

@@ -7,6 +7,7 @@ logical switch ports of tenants (switches named ``gf-<tenant>``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 from gpufabric.domain.fabric import FabricPlan
@@ -109,11 +110,34 @@ class DpuState:
             covered,
         )
 
+    @cached_property
+    def _index(self) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]], dict[str, list[Taint]], dict[str, list[LogicalPort]]]:
+        """Per-object lookups, built once (an audit of thousands of nodes stays linear)."""
+        ovs: dict[str, dict[str, str]] = {}
+        labels: dict[str, dict[str, str]] = {}
+        taints: dict[str, list[Taint]] = {}
+        ports: dict[str, list[LogicalPort]] = {}
+        for s in self.ovs:
+            ovs.setdefault(s.node, {})[s.key] = s.value
+        for x in self.labels:
+            labels.setdefault(x.k8s_node, {})[x.key] = x.value
+        for t in self.taints:
+            taints.setdefault(t.k8s_node, []).append(t)
+        for p in self.ports:
+            ports.setdefault(p.node, []).append(p)
+        return ovs, labels, taints, ports
+
     def ovs_of(self, node: str) -> dict[str, str]:
-        return {s.key: s.value for s in self.ovs if s.node == node}
+        return dict(self._index[0].get(node, {}))
 
     def labels_of(self, k8s_node: str) -> dict[str, str]:
-        return {x.key: x.value for x in self.labels if x.k8s_node == k8s_node}
+        return dict(self._index[1].get(k8s_node, {}))
+
+    def taints_of(self, k8s_node: str) -> list[Taint]:
+        return list(self._index[2].get(k8s_node, []))
+
+    def ports_of(self, node: str) -> list[LogicalPort]:
+        return list(self._index[3].get(node, []))
 
     def to_dict(self) -> dict[str, Any]:
         return {
