@@ -136,3 +136,17 @@ def test_metrics_text() -> None:
     assert 'gpufabric_dpu_offload_bytes{node="gpu-a01",tenant="acme",path="tc"} 504' in text
     assert 'gpufabric_dpu_offload_table_capacity{node="gpu-a01",nic_model="BlueField-2"} 1000000' in text
     assert 'gpufabric_dpu_offload_alerts{node="gpu-a01",kind="skip_sw_not_in_hw"} 1' in text
+
+
+def test_ovnlab_recording_joined_to_its_tenant() -> None:
+    """Recorded from OvnLab (gpu-a01's DPU, tenant acme, after pings to gpu-a02 over Geneve)."""
+    flows = parse_dump_flows(_read("ovs-dpctl/ovnlab-gpu-a01-dump-flows-m.txt"))
+    assert len(flows) == 24 and {f.path for f in flows} == {"datapath"}
+    node = NodeOffload("gpu-a01", "generic", tuple(flows), (), {"pf0vf1": "gpu-a01.pf0vf1"})
+    lsp = LogicalPort("gpu-a01.pf0vf1", "acme", "gpu-a01", "0a:00:00:00:00:01", "pf0vf1")
+    r = offload_report([node], {lsp.name: lsp}, {"gpu-a01": "acme"})
+    acme = next(x for x in r["rows"] if x["tenant"] == "acme")
+    to_pod = [f for f in flows if f.out_ports == ("pf0vf1",)]
+    assert acme["datapath_flows"] == 4 + len(to_pod) and acme["hw_flows"] == acme["tc_flows"] == 0
+    assert acme["datapath_bytes"] == 238 + sum(f.bytes for f in to_pod)
+    assert r["alerts"] == []
