@@ -96,6 +96,11 @@ class OvnLab:
                 rec = st["dpus"][node] = {"index": idx, "encap_ip": f"172.31.{idx // 250}.{idx % 250 + 1}"}
                 self._save(st)
             if not self._alive(self.dpu_dir(node), DPU_PROCS):
+                for key in [k for k in st["pods"] if k.startswith(f"{node}/")]:  # their veths die with the DPU
+                    pod = st["pods"].pop(key)
+                    if pod in _netns_list():
+                        run(["ip", "netns", "del", pod])
+                self._save(st)
                 self._down_dpu(node, rec)
                 self._up_dpu(node, rec)
         self._save(st)
