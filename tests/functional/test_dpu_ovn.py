@@ -6,6 +6,7 @@ moving it out removes all of it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from gpufabric.cli.main import app
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.fabrics.dpu.collect import read_node_offload
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
@@ -128,6 +131,11 @@ def test_openshift_role_tenant_ports_and_isolation(env: Env) -> None:
     acme = [r for r in report["rows"] if r["tenant"] == "acme"]
     assert acme and acme[0]["datapath_flows"] > 0 and acme[0]["hw_flows"] == 0
     assert not [a for a in report["alerts"] if a["kind"] != "offload_table"]
+    # the same through the CLI, live from the lab directory
+    r = CliRunner().invoke(app, ["offload", "report", "--ovn-lab", str(env.lab.root), "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {(x["node"], x["tenant"]) for x in json.loads(r.output)["rows"]}
+    assert {("gpu-a01", "acme"), ("gpu-a02", "acme")} <= rows  # both pinged
 
 
 def test_quarantine_removes_role_labels_taints_and_ports(env: Env) -> None:

@@ -93,7 +93,11 @@ class OvnLab:
             if rec is None:
                 idx = next(i for i in range(1, 60000) if i not in used)
                 used.add(idx)
-                rec = st["dpus"][node] = {"index": idx, "encap_ip": f"172.31.{idx // 250}.{idx % 250 + 1}"}
+                rec = st["dpus"][node] = {
+                    "index": idx,
+                    "encap_ip": f"172.31.{idx // 250}.{idx % 250 + 1}",
+                    "netns": f"{self.prefix}-d{idx}",
+                }
                 self._save(st)
             if not self._alive(self.dpu_dir(node), DPU_PROCS):
                 for key in [k for k in st["pods"] if k.startswith(f"{node}/")]:  # their veths die with the DPU
@@ -233,7 +237,7 @@ class OvnLab:
                 node: {
                     "ovsdb": self.ovsdb(node),
                     "appctl": self.appctl_target(node),
-                    "netns": f"{self.prefix}-d{rec['index']}",
+                    "netns": rec.get("netns", f"{self.prefix}-d{rec['index']}"),
                     "encap_ip": rec["encap_ip"],
                     "running": self._alive(self.dpu_dir(node), DPU_PROCS),
                 }
