@@ -89,7 +89,7 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
         for p in node.ib
     )
     row.gpus.extend(GpuRow(module_id=g.module_id.value, pci_bus_id=g.pci_bus_id) for g in node.gpus)
-    row.dpus.extend(DpuRow(name=d.name, mode=d.mode.value) for d in node.dpus)
+    row.dpus.extend(DpuRow(name=d.name, mode=d.mode.value, details=dict(d.details)) for d in node.dpus)
 
 
 def network_to_domain(r: NetworkRow) -> Network:

@@ -159,15 +159,29 @@ def _gpu(path: str, node: str, raw: Any) -> Gpu:
     return Gpu(node, ModuleId(module), pci)
 
 
+DPU_DETAIL_KEYS = frozenset(
+    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop"}
+)
+"""Pairing facts a DPU entry may carry next to name/mode (the DPU fabric validates their values)."""
+
+
 def _dpu(path: str, node: str, raw: Any) -> Dpu:
-    m = _mapping(path, raw, {"name", "mode"})
+    m = _mapping(path, raw, {"name", "mode"} | DPU_DETAIL_KEYS)
     name = _name(f"{path}.name", _required(path, m, "name"))
     mode_raw = m.get("mode", DpuMode.FULL.value)
     try:
         mode = DpuMode(mode_raw)
     except ValueError:
         raise ValidationError(f"{path}.mode", mode_raw, " or ".join(x.value for x in DpuMode)) from None
-    return Dpu(node, name, mode)
+    details: list[tuple[str, str]] = []
+    for key in sorted(DPU_DETAIL_KEYS & set(m)):
+        value = m[key]
+        if isinstance(value, list) and all(isinstance(x, str) for x in value):
+            value = ",".join(value)  # representors: a list of netdev names
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValidationError(f"{path}.{key}", _short(value), "a string or an integer (representors: a list)")
+        details.append((key, str(value)))
+    return Dpu(node, name, mode, tuple(details))
 
 
 # ---------------------------------------------------------------------- field helpers

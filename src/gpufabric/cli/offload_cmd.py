@@ -1,0 +1,104 @@
+"""``gpufabric offload``: which DPU flows run in NIC hardware, tc software or the datapath,
+per tenant and node, with alerts; and the SR-IOV node policy a DPU host needs.
+
+``report`` reads either a directory of recorded outputs (``--from``, layout in docs/dpu.md) or
+the live OVN lab (``--ovn-lab ROOT``, an ``OvnLab`` directory); ``--prometheus`` prints the
+metrics text instead of tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+from gpufabric.cli.output import console, emit_json, table
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.fabrics.dpu.collect import load_recorded, read_node_offload
+from gpufabric.fabrics.dpu.info import node_dpu
+from gpufabric.fabrics.dpu.model import LogicalPort
+from gpufabric.fabrics.dpu.ovn import OvnNbDriver
+from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.profiles import TENANT_KEY
+from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_report
+from gpufabric.fabrics.dpu.sriov import sriov_policy
+from gpufabric.lab.ovn import OvnLab
+from gpufabric.service.inventory import load_inventory
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+
+def _capacity(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        model, _, n = item.rpartition("=")
+        if not model or not n.isdigit() or int(n) < 1:
+            raise ValidationError("--capacity", item, "NIC_MODEL=ENTRIES, e.g. BlueField-2=1000000")
+        out[model] = int(n)
+    return out
+
+
+def _live(root: Path) -> tuple[list[NodeOffload], dict[str, LogicalPort], dict[str, str]]:
+    lab = OvnLab(root)
+    st = lab.status()
+    nodes, owners = [], {}
+    for node, d in st["dpus"].items():
+        nodes.append(read_node_offload(node, d["ovsdb"], d["appctl"], d["netns"]))
+        binding = {s.key: s.value for s in DpuOvsDriver(node, d["ovsdb"]).read()}
+        owners[node] = binding.get(TENANT_KEY, QUARANTINE)
+    lsps = {p.name: p for p in OvnNbDriver(st["central"]["nb"]).read()}
+    return nodes, lsps, owners
+
+
+@app.command("report")
+def report(
+    source: Path = typer.Option(None, "--from", help="Directory of recorded outputs (see docs/dpu.md)."),
+    ovn_lab: Path = typer.Option(None, "--ovn-lab", help="Read the live OVN lab under this directory."),
+    capacity: list[str] = typer.Option([], "--capacity", help="Offload table size per NIC model: MODEL=N."),
+    warn_at: float = typer.Option(0.8, "--warn-at", help="Warn when a table is this full (0-1]."),
+    prometheus: bool = typer.Option(False, "--prometheus", help="Print Prometheus metrics text."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Per tenant and node: flows and bytes in hw / tc software / datapath, and alerts."""
+    if (source is None) == (ovn_lab is None):
+        raise ValidationError("offload report", "", "exactly one of --from DIR or --ovn-lab DIR")
+    nodes, lsps, owners = load_recorded(source) if source is not None else _live(ovn_lab)
+    rep: dict[str, Any] = offload_report(nodes, lsps, owners, _capacity(capacity), warn_at)
+    if json_out:
+        emit_json(rep)
+        return
+    if prometheus:
+        sys.stdout.write(metrics_text(rep))
+        return
+    table("Offload by tenant", ["node", "tenant", "hw flows", "hw bytes", "tc flows", "tc bytes", "dp flows", "dp bytes"],
+          [(r["node"], r["tenant"], r["hw_flows"], r["hw_bytes"], r["tc_flows"], r["tc_bytes"], r["datapath_flows"],
+            r["datapath_bytes"]) for r in rep["rows"]])
+    table("Offload tables", ["node", "NIC model", "used", "capacity", "full"],
+          [(t["node"], t["nic_model"], t["used"], t["capacity"], f"{t['ratio']:.1%}") for t in rep["tables"]])
+    for a in rep["alerts"]:
+        console.print(f"[bold]{a['severity']}[/] {a['kind']}: {a['message']}", highlight=False)
+    if not rep["alerts"]:
+        console.print("no alerts")
+
+
+@app.command("sriov-policy")
+def sriov(
+    node: str = typer.Argument(..., help="The host node (with a DPU in the inventory)."),
+    inventory: Path = typer.Option(..., "--inventory", "-i", help="Inventory file (YAML or JSON)."),
+    resource: str = typer.Option("dpu_vfs", "--resource", help="SR-IOV resource name."),
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+) -> None:
+    """The SriovNetworkNodePolicy for NODE's DPU (switchdev, netdevice, VF 0 excluded)."""
+    inv = load_inventory(inventory)
+    n = inv.node(node)
+    info = node_dpu(n) if n is not None else None
+    if info is None:
+        raise ValidationError("node", node, "a node with a DPU in the inventory")
+    policy = sriov_policy(info, resource)
+    if json_out:
+        emit_json(policy)
+    else:
+        sys.stdout.write(yaml.safe_dump(policy, sort_keys=False))

@@ -1,0 +1,56 @@
+"""``DpuBackend``: the DPU fabric's I/O in one deployment, made of three drivers — the
+DPU-side OVS of each host (:mod:`ovs`), the OVN northbound DB (:mod:`ovn`) and, when configured,
+the Kubernetes API (:mod:`k8s`). ``apply`` returns the verified read-back of the objects it
+touched (``DpuState.covered``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.fabric import FabricBackend, FabricPlan
+from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
+
+
+class DpuBackend(FabricBackend[DpuState]):
+    def __init__(self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None) -> None:
+        self.ovs, self.ovn, self.k8s = dict(ovs), ovn, k8s
+
+    def observe(self) -> DpuState:
+        items: list[Item] = []
+        for drv in self.ovs.values():
+            items += drv.read()
+        items += self.ovn.read()
+        if self.k8s is not None:
+            labels, taints = self.k8s.read()
+            items += [*labels, *taints]
+        return DpuState.of(items)
+
+    def apply(self, plan: FabricPlan) -> DpuState:
+        if not isinstance(plan, DpuPlan):
+            raise TypeError(f"DpuBackend.apply takes a DpuPlan, not {type(plan).__name__}")
+        removed, added = plan.removed(), plan.added()
+        hosts = sorted({i.node for i in [*removed, *added] if isinstance(i, OvsSetting)})
+        k_rm = [i for i in removed if isinstance(i, (Label, Taint))]
+        k_add = [i for i in added if isinstance(i, (Label, Taint))]
+        for h in hosts:  # configuration checked before any I/O
+            if h not in self.ovs:
+                raise ConfigError(f"dpu.ovsdb.{h}", None, "an OVSDB remote for every host with a DPU")
+        if (k_rm or k_add) and self.k8s is None:
+            raise ConfigError("dpu.kubernetes", None, "a Kubernetes API section (the plan changes node labels/taints)")
+        items: list[Item] = []
+        # data plane first: a removal plan cuts the old tenant's logical ports before anything else
+        p_rm = [i for i in removed if isinstance(i, LogicalPort)]
+        p_add = [i for i in added if isinstance(i, LogicalPort)]
+        if p_rm or p_add:
+            items += self.ovn.apply(p_rm, p_add)
+        for h in hosts:
+            items += self.ovs[h].apply(
+                [i for i in removed if isinstance(i, OvsSetting) and i.node == h],
+                [i for i in added if isinstance(i, OvsSetting) and i.node == h],
+            )
+        if (k_rm or k_add) and self.k8s is not None:
+            labels, taints = self.k8s.apply(k_rm, k_add)
+            items += [*labels, *taints]
+        return DpuState.of(items, plan.objects())

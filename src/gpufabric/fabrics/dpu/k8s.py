@@ -1,0 +1,126 @@
+"""``K8sNodeDriver``: the DPU-role labels and the dpu-host taint of Kubernetes Nodes, through the
+official ``kubernetes`` client.
+
+No API server runs on the development machine: tests run it against ``kmock`` (an apiserver
+emulator speaking the same REST protocol). Labels are patched key by key (``null`` deletes);
+taints have no patch-merge key, so the driver reads the node, edits only the managed taints and
+patches the whole list with the node's ``resourceVersion`` (a concurrent writer gets 409)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
+from gpufabric.fabrics.dpu.model import Label, Taint
+from gpufabric.fabrics.dpu.profiles import MANAGED_LABELS, MANAGED_TAINT_KEYS
+
+SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file"})
+
+
+class K8sNodeDriver:
+    kind = "dpu"
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+
+    @classmethod
+    def from_section(cls, section: Any) -> K8sNodeDriver:
+        if not isinstance(section, Mapping):
+            raise ConfigError("dpu.kubernetes", section, f"a mapping with keys {', '.join(sorted(SECTION_KEYS))}")
+        for k in section:
+            if k not in SECTION_KEYS:
+                raise ConfigError(f"dpu.kubernetes.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
+        cfg = client.Configuration()
+        if section.get("kubeconfig"):
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=os.path.expanduser(str(section["kubeconfig"])), client_configuration=cfg)
+        if section.get("host"):
+            cfg.host = str(section["host"]).rstrip("/")
+        if not cfg.host or cfg.host == "http://localhost":
+            raise ConfigError("dpu.kubernetes.host", section.get("host"), "an API server URL or a kubeconfig")
+        cfg.verify_ssl = bool(section.get("verify_ssl", True))
+        if section.get("token_file"):
+            with open(os.path.expanduser(str(section["token_file"]))) as f:
+                cfg.api_key = {"authorization": "Bearer " + f.read().strip()}
+        return cls(client.CoreV1Api(client.ApiClient(cfg)))
+
+    @staticmethod
+    def _managed(node: Any) -> tuple[list[Label], list[Taint]]:
+        name = node.metadata.name
+        labels = [Label(name, k, v or "") for k, v in (node.metadata.labels or {}).items() if k in MANAGED_LABELS]
+        taints = [
+            Taint(name, t.key, t.value or "", t.effect) for t in _taints(node) if t.key in MANAGED_TAINT_KEYS
+        ]
+        return labels, taints
+
+    def read(self, nodes: Sequence[str] | None = None) -> tuple[frozenset[Label], frozenset[Taint]]:
+        """Managed labels and taints of ``nodes`` (None: every node)."""
+        try:
+            if nodes is None:
+                objs = list(self.api.list_node().items)
+            else:
+                objs = [o for o in (self._get(n) for n in nodes) if o is not None]
+        except ApiException as e:
+            raise FabricError(f"kubernetes: reading nodes failed: {e.status} {e.reason}", fabric="dpu") from None
+        labels: set[Label] = set()
+        taints: set[Taint] = set()
+        for o in objs:
+            ls, ts = self._managed(o)
+            labels.update(ls)
+            taints.update(ts)
+        return frozenset(labels), frozenset(taints)
+
+    def _get(self, name: str) -> Any:
+        try:
+            return self.api.read_node(name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def apply(self, removes: Sequence[Label | Taint], adds: Sequence[Label | Taint]) -> tuple[frozenset[Label], frozenset[Taint]]:
+        nodes = sorted({i.k8s_node for i in [*removes, *adds]})
+        for name in nodes:
+            self._apply_node(name, [i for i in removes if i.k8s_node == name], [i for i in adds if i.k8s_node == name])
+        got_labels, got_taints = self.read(nodes)
+        got: set[Label | Taint] = set(got_labels) | set(got_taints)
+        wrong = [i for i in adds if i not in got] + [i for i in removes if i in got]
+        if wrong:
+            raise ApplyError(f"kubernetes did not take {', '.join(map(str, wrong))}", fabric="dpu")
+        return got_labels, got_taints
+
+    def _apply_node(self, name: str, removes: list[Label | Taint], adds: list[Label | Taint]) -> None:
+        try:
+            node = self._get(name)
+            if node is None:
+                if adds:
+                    raise ApplyError(f"kubernetes node {name} not found", fabric="dpu", device=name)
+                return  # nothing to remove from a node that is not registered
+            labels: dict[str, str | None] = {i.key: None for i in removes if isinstance(i, Label)}
+            labels.update({i.key: i.value for i in adds if isinstance(i, Label)})
+            patch: dict[str, Any] = {"metadata": {"labels": labels}}
+            if node.metadata.resource_version:  # optimistic concurrency: a concurrent writer gets 409
+                patch["metadata"]["resourceVersion"] = node.metadata.resource_version
+            t_rm = {(i.key, i.value, i.effect) for i in removes if isinstance(i, Taint)}
+            t_add = [i.to_k8s() for i in adds if isinstance(i, Taint)]
+            if t_rm or t_add:
+                kept = [
+                    {"key": t.key, "value": t.value, "effect": t.effect}
+                    for t in _taints(node)
+                    if (t.key, t.value or "", t.effect) not in t_rm
+                    and (t.key, t.effect) not in {(a["key"], a["effect"]) for a in t_add}
+                ]
+                patch["spec"] = {"taints": kept + t_add}
+            self.api.patch_node(name, patch)
+        except ApiException as e:
+            raise ApplyError(f"kubernetes: patching node {name}: {e.status} {e.reason}", fabric="dpu", device=name) from None
+
+
+def _taints(node: Any) -> list[Any]:
+    """A node's taints (a node may have no ``spec`` at all)."""
+    return list(node.spec.taints or []) if node.spec is not None else []

@@ -1,0 +1,87 @@
+"""``DpuKind``: the DPU fabric's seam implementation (pure) and its ``fabrics.yaml`` section.
+
+Section format (``dpu:`` in fabrics.yaml)::
+
+    dpu:
+      ovn_nb: unix:/run/ovn/ovnnb_db.sock          # OVN northbound remote (required)
+      ovsdb:                                       # host node -> its DPU-side OVSDB remote
+        gpu-a01: tcp:192.0.2.11:6640
+      kubernetes:                                  # optional; absent: labels/taints not managed
+        host: https://api.example:6443             # or kubeconfig: /path (in-cluster otherwise)
+        kubeconfig: ~/.kube/config
+        verify_ssl: true
+      timeout: 10                                  # seconds per device command
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
+from gpufabric.domain.findings import Violation
+from gpufabric.domain.models import Node
+from gpufabric.fabrics.dpu import checks, diff
+from gpufabric.fabrics.dpu.backend import DpuBackend
+from gpufabric.fabrics.dpu.info import check_remote, node_dpu
+from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
+from gpufabric.fabrics.dpu.profiles import desired_state
+
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout"})
+
+
+class DpuKind(FabricKind[DpuState, DpuState]):
+    name: ClassVar[str] = "dpu"
+
+    def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[DpuState]:
+        if not isinstance(section, Mapping):
+            raise ConfigError("dpu", section, f"a mapping with keys {', '.join(sorted(SECTION_KEYS))}")
+        for k in section:
+            if k not in SECTION_KEYS:
+                raise ConfigError(f"dpu.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
+        nb = check_remote("dpu.ovn_nb", section.get("ovn_nb", ""), ConfigError)
+        remotes = section.get("ovsdb") or {}
+        if not isinstance(remotes, Mapping):
+            raise ConfigError("dpu.ovsdb", remotes, "a mapping host node -> OVSDB remote")
+        ovsdb = {str(h): check_remote(f"dpu.ovsdb.{h}", r, ConfigError) for h, r in remotes.items()}
+        timeout = section.get("timeout", 10)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
+            raise ConfigError("dpu.timeout", timeout, "a number of seconds in (0, 300]")
+        ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
+        k8s_cls: Any = drivers("k8s-nodes")
+        k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
+        return DpuBackend(
+            {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s
+        )
+
+    def desired(self, tenancy: Tenancy) -> DpuState:
+        return desired_state(tenancy)
+
+    def diff(self, desired: DpuState, observed: DpuState) -> FabricPlan:
+        return diff.diff(desired, observed)
+
+    def as_observed(self, desired: DpuState) -> DpuState:
+        return desired
+
+    def empty_state(self) -> DpuState:
+        return DpuState()
+
+    def merge(self, observed: DpuState, read_back: DpuState) -> DpuState:
+        return diff.merge(observed, read_back)
+
+    def tenants_seen(self, observed: DpuState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
+        return diff.tenants_seen(observed, tenancy)
+
+    def invariants(self) -> tuple[InvariantSpec, ...]:
+        return checks.INVARIANTS
+
+    def audit(self, tenancy: Tenancy, desired: DpuState, observed: DpuState) -> Iterable[Violation]:
+        return list(checks.audit(tenancy, observed))
+
+    def summary(self, node: Node) -> str:
+        info = node_dpu(node)
+        return "" if info is None else f"{info.name} ({info.nic_model}) -> {info.dpu_node}"
+
+
+__all__ = ["DpuKind", "DpuPlan", "DpuState"]

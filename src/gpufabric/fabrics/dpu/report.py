@@ -1,0 +1,132 @@
+"""The offload report (pure): datapath flows and tc filters of each DPU joined to tenants
+through OVS ports (``external_ids:iface-id``) and OVN logical ports.
+
+Prometheus metrics (:func:`metrics_text`), all gauges:
+
+* ``gpufabric_dpu_offload_flows{node,tenant,path}``  flows per path ``hw``/``tc``/``datapath``
+* ``gpufabric_dpu_offload_bytes{node,tenant,path}``  bytes of those flows
+* ``gpufabric_dpu_offload_table_used{node,nic_model}`` entries in the NIC's offload table
+* ``gpufabric_dpu_offload_table_capacity{node,nic_model}`` configured capacity
+* ``gpufabric_dpu_offload_alerts{node,kind}``        open alerts per kind
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.fabrics.dpu.model import LogicalPort
+from gpufabric.fabrics.dpu.offload import PATHS, DpFlow, TcFilter
+
+UNATTRIBUTED = "-"
+DEFAULT_CAPACITY: Mapping[str, int] = {"BlueField-2": 1_000_000, "BlueField-3": 2_000_000, "generic": 65_536}
+
+
+@dataclass(frozen=True)
+class NodeOffload:
+    """What was read on one DPU: its flows, its representors' tc filters, and which logical
+    port each OVS port is bound to (``iface-id``)."""
+
+    node: str
+    nic_model: str = "generic"
+    flows: tuple[DpFlow, ...] = ()
+    filters: tuple[TcFilter, ...] = ()
+    iface_ids: Mapping[str, str] = field(default_factory=dict)
+
+
+def _tenant_of(port: str, node: NodeOffload, lsps: Mapping[str, LogicalPort]) -> str | None:
+    lsp = lsps.get(node.iface_ids.get(port, ""))
+    return lsp.tenant if lsp is not None else None
+
+
+def flow_tenant(flow: DpFlow, node: NodeOffload, lsps: Mapping[str, LogicalPort]) -> str:
+    """The tenant of a flow: its input port's logical port, else its first output's."""
+    for port in (flow.in_port, *flow.out_ports):
+        t = _tenant_of(port, node, lsps)
+        if t is not None:
+            return t
+    return UNATTRIBUTED
+
+
+def offload_report(
+    nodes: list[NodeOffload],
+    lsps: Mapping[str, LogicalPort],
+    owners: Mapping[str, str],
+    capacity: Mapping[str, int] | None = None,
+    warn_at: float = 0.8,
+) -> dict[str, Any]:
+    """Per tenant and node: flows and bytes in hardware / tc software / datapath; alerts for
+    ``skip_sw``+``not_in_hw`` filters, for tenant flows on a node that is quarantined or owned
+    by another tenant, and for offload-table occupancy at ``warn_at`` (warning) or full
+    (critical) of the NIC model's capacity. ``owners``: node -> tenant or ``quarantine``."""
+    if not 0 < warn_at <= 1:
+        raise ValidationError("offload.warn_at", warn_at, "a fraction in (0, 1]")
+    caps = {**DEFAULT_CAPACITY, **(capacity or {})}
+    rows: dict[tuple[str, str], dict[str, int]] = {}
+    alerts: list[dict[str, Any]] = []
+    tables: list[dict[str, Any]] = []
+    for n in sorted(nodes, key=lambda x: x.node):
+        owner = owners.get(n.node, QUARANTINE)
+        foreign: dict[str, int] = {}
+        for f in n.flows:
+            t = flow_tenant(f, n, lsps)
+            row = rows.setdefault((n.node, t), {f"{p}_{k}": 0 for p in PATHS for k in ("flows", "bytes")})
+            row[f"{f.path}_flows"] += 1
+            row[f"{f.path}_bytes"] += f.bytes
+            if t != UNATTRIBUTED and t != owner:
+                foreign[t] = foreign.get(t, 0) + 1
+        for t, count in sorted(foreign.items()):
+            kind = "quarantined_node_flows" if owner == QUARANTINE else "other_tenant_flows"
+            alerts.append(
+                {"kind": kind, "severity": "critical", "node": n.node, "tenant": t, "flows": count,
+                 "message": f"{n.node}: {count} flow(s) of tenant {t!r} on a node owned by {owner!r}"}
+            )
+        for tf in n.filters:
+            if tf.silent_drop:
+                alerts.append(
+                    {"kind": "skip_sw_not_in_hw", "severity": "high", "node": n.node, "dev": tf.dev,
+                     "pref": tf.pref, "handle": tf.handle,
+                     "message": f"{n.node} {tf.dev} pref {tf.pref}: skip_sw rule not in hardware (does nothing)"}
+            )
+        used = max(sum(1 for f in n.flows if f.path == "hw"), sum(tf.in_hw_count or 1 for tf in n.filters if tf.in_hw))
+        cap = caps.get(n.nic_model, caps["generic"])
+        ratio = used / cap if cap else 1.0
+        tables.append({"node": n.node, "nic_model": n.nic_model, "used": used, "capacity": cap, "ratio": round(ratio, 4)})
+        if ratio >= warn_at:
+            level = "critical" if ratio >= 1 else "warning"
+            alerts.append(
+                {"kind": "offload_table", "severity": level, "node": n.node, "used": used, "capacity": cap,
+                 "message": f"{n.node} ({n.nic_model}): offload table {used}/{cap} ({ratio:.0%})"}
+            )
+    return {
+        "rows": [{"node": k[0], "tenant": k[1], **v} for k, v in sorted(rows.items())],
+        "tables": tables,
+        "alerts": alerts,
+    }
+
+
+def _labels(**kv: str) -> str:
+    return "{" + ",".join(f'{k}="{v}"' for k, v in kv.items()) + "}"
+
+
+def metrics_text(report: Mapping[str, Any]) -> str:
+    """The report in Prometheus text exposition format (names in the module docstring)."""
+    out = ["# TYPE gpufabric_dpu_offload_flows gauge", "# TYPE gpufabric_dpu_offload_bytes gauge"]
+    for r in report["rows"]:
+        for p in PATHS:
+            lab = _labels(node=r["node"], tenant=r["tenant"], path=p)
+            out.append(f"gpufabric_dpu_offload_flows{lab} {r[p + '_flows']}")
+            out.append(f"gpufabric_dpu_offload_bytes{lab} {r[p + '_bytes']}")
+    out += ["# TYPE gpufabric_dpu_offload_table_used gauge", "# TYPE gpufabric_dpu_offload_table_capacity gauge"]
+    for t in report["tables"]:
+        lab = _labels(node=t["node"], nic_model=t["nic_model"])
+        out += [f"gpufabric_dpu_offload_table_used{lab} {t['used']}", f"gpufabric_dpu_offload_table_capacity{lab} {t['capacity']}"]
+    counts: dict[tuple[str, str], int] = {}
+    for a in report["alerts"]:
+        counts[(a["node"], a["kind"])] = counts.get((a["node"], a["kind"]), 0) + 1
+    out.append("# TYPE gpufabric_dpu_offload_alerts gauge")
+    out += [f"gpufabric_dpu_offload_alerts{_labels(node=n, kind=k)} {c}" for (n, k), c in sorted(counts.items())]
+    return "\n".join(out) + "\n"
