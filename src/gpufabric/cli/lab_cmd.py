@@ -46,6 +46,10 @@ def _show(st: LabStatus) -> None:
         ib = "; ".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in n.ib)
         rows.append((n.name, n.netns, eth, ib))
     table("lab nodes", ["node", "netns", "ethernet (nic ip bridge/port)", "infiniband (device/port guid)"], rows)
+    if st.gpus_per_node:
+        console.print(f"  NVLink: {st.gpus_per_node} GPUs per node, one stand-in Fabric Manager each", highlight=False)
+    if st.dpu_hosts:
+        console.print(f"  DPUs (real OVN + ovn-controller, kmock Kubernetes): {', '.join(st.dpu_hosts)}", highlight=False)
     for s in st.skipped_cas:
         console.print(f"  skipped CA {s}", highlight=False)
 
@@ -56,19 +60,24 @@ def up(
     hcas_per_node: int = typer.Option(2, "--hcas-per-node", help="HCAs mlx5_0.. per node."),
     eth_ports_per_node: int = typer.Option(1, "--eth-ports-per-node", help="Ethernet NICs eth0.. per node."),
     topology: Path = typer.Option(None, "--topology", help="Use this ibsim net file as is."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."),
+    dpus: int = typer.Option(0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node."""
+    """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node,
+    a stand-in Fabric Manager per node (NVLink) and, with --dpus, DPUs on a real OVN."""
     lab = _lab()
     pool = segment_config().ethernet_vlans
     uplinks = (pool.start, pool.end)
     if json_out:
-        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks)
+        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
+                    gpus_per_node=gpus_per_node, dpus=dpus)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
-                nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks
-            )
+                nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
+                gpus_per_node=gpus_per_node, dpus=dpus,
+            )  # fmt: skip
     result = register(lab, st)
     if json_out:
         emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path())})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store
 from gpufabric.cli.output import console, emit_json, jsonable, table
@@ -38,25 +39,47 @@ def _print_result(result: Any, json_out: bool) -> None:
 
 
 def move_node(
-    node: str, to_tenant: str, networks: list[str], offering: str, dry_run: bool, json_out: bool, window: float
+    node: str,
+    to_tenant: str,
+    networks: list[str],
+    offering: str,
+    dry_run: bool,
+    json_out: bool,
+    window: float,
+    gpus: int | None = None,
 ) -> None:
+    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
+
+    store = open_store()
+    store.node(node)  # "node not found" before anything needs the fabrics
+    if dry_run:
+        with phase_progress(not json_out) as progress:
+            engine = open_engine(progress=progress)
+            nets = tuple(networks) or tuple(n.name for n in store.networks(to_tenant)) if to_tenant != QUARANTINE else ()
+            plans = engine.preview(node, to_tenant, nets, gpus=gpus, offering=offering)
+        if json_out:
+            emit_json({k: v.to_dict() for k, v in plans.items()})
+        else:
+            for phase, p in plans.items():
+                console.print(f"[bold]{phase}[/]\n{escape(str(p))}")
+        return
+    engine = open_engine()
+    move = Tenancy(store).move(LOCAL_OPERATOR, node, to_tenant, networks, offering, gpus)
+    run_requested(engine, move.id, json_out, window)
+
+
+def run_requested(engine: Any, move_id: int | None, json_out: bool, window: float = 0.0) -> None:
+    """Run the pending moves (the one just requested among them) here, with live phases."""
     with phase_progress(not json_out) as progress:
-        engine = open_engine(progress=progress)
-        if not networks and to_tenant != QUARANTINE:
-            networks = [n.name for n in engine.store.networks(to_tenant)]
-        if dry_run:
-            plans = engine.preview(node, to_tenant, tuple(networks))
-            if json_out:
-                emit_json({k: v.to_dict() for k, v in plans.items()})
-            else:
-                for phase, p in plans.items():
-                    console.print(f"[bold]{phase}[/]\n{p}")
-            return
-        move = engine.ledger.request(node, to_tenant, offering, tuple(networks))
+        engine.progress = progress
         result = engine.run_pending(window=window)
-    if result is None:  # another worker took it
-        m = engine.ledger.get(move.id)
-        emit_json(jsonable(m)) if json_out else console.print(f"move {m.id} is {m.status.value} by {m.claimed_by}")
+    if result is None or all(m.id != move_id for m in result.moves):  # another worker took it, or scheduled
+        m = engine.ledger.get(move_id)
+        if json_out:
+            emit_json({"moves": [jsonable(m)], "phases": []})
+        else:
+            when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
+            console.print(f"move {m.id} is {m.status.value}{when} (worker {m.claimed_by or '-'})", highlight=False)
         return
     _print_result(result, json_out)
 

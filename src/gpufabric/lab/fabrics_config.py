@@ -16,7 +16,13 @@ from gpufabric.lab.lab import Lab, LabStatus
 def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, Any]:
     fab = lab.ib_fabric()
     remote = f"unix:{st.ovsdb_socket}"
+    extra: dict[str, Any] = {}
+    if st.nvlink_section:
+        extra["nvlink"] = st.nvlink_section
+    if st.dpu_section:
+        extra["dpu"] = st.dpu_section
     return {
+        **extra,
         "ethernet": [
             {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan}}
             for br in st.leaf_bridges
