@@ -8,10 +8,11 @@ from typing import Any
 import typer
 
 from gpufabric.cli.common import JSON_OPT, fabrics_path, open_engine, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Lease
+from gpufabric.domain.values import check_id
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -19,11 +20,14 @@ app = typer.Typer(no_args_is_help=True)
 def parse_time(field: str, raw: str | None) -> datetime | None:
     if not raw:
         return None
+    allowed = "ISO 8601 date-time with a timezone, e.g. 2026-12-01T09:00:00Z or 2026-12-01T10:00:00+01:00"
     try:
         t = datetime.fromisoformat(raw)
     except ValueError:
-        raise ValidationError(field, raw, "ISO 8601 date-time, e.g. 2026-12-01T09:00:00Z") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+        raise ValidationError(field, raw, allowed) from None
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValidationError(field, raw, allowed, "no timezone")
+    return t
 
 
 @app.command("create")
@@ -84,6 +88,7 @@ def list_leases(json_out: bool = JSON_OPT) -> None:
 @app.command("delete")
 def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
     """End a lease now: the node goes to quarantine on every fabric (verified)."""
+    check_id("lease_id", lease_id)
     gone = open_store().delete_lease(lease_id)
     applied = _apply_now("release", json_out)
     if json_out:
@@ -93,7 +98,7 @@ def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
 
 
 def _print_plan(plan: Any, json_out: bool) -> None:
-    emit_json(plan.to_dict()) if json_out else console.print(str(plan))
+    emit_json(plan.to_dict()) if json_out else console.print(escape(plan))
 
 
 def _apply_now(label: str, json_out: bool) -> dict[str, Any] | None:

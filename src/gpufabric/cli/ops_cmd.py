@@ -8,7 +8,7 @@ import time
 import typer
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, err_console
+from gpufabric.cli.output import console, emit_json, err_console, escape
 
 
 def reconcile(
@@ -36,11 +36,11 @@ def reconcile(
                 f"{', repaired' if result.repaired else ''} in {result.seconds:.2f}s"
             )
             for line in result.drift.lines():
-                console.print(f"  {line}")
+                console.print(f"  {escape(line)}")
             for line in result.rogue_sms:
-                console.print(f"  rogue SM: {line}")
+                console.print(f"  rogue SM: {escape(line)}")
             if result.rogue_contained:
-                console.print(f"  contained (switch port disabled): {', '.join(result.rogue_contained)}")
+                console.print(f"  contained (switch port disabled): {escape(', '.join(result.rogue_contained))}")
         if once:
             return
         time.sleep(interval)
@@ -72,7 +72,7 @@ def serve(
                 telemetry.record_audit(engine, result.observed)
             except Exception as e:  # the loop reports and goes on; the error is visible in metrics and log
                 telemetry.record_error(e)
-                err_console.print(f"reconcile pass failed: {e}")
+                err_console.print(f"reconcile pass failed: {escape(e)}")
             stop.wait(interval)
 
     if interval > 0:

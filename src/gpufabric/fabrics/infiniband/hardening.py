@@ -154,7 +154,7 @@ _NUM_RE: Final = re.compile(r"^(0x[0-9a-f]+|[0-9]+)$")
 
 def _num(text: str) -> int | None:
     t = text.strip().lower()
-    if not _NUM_RE.match(t):
+    if not _NUM_RE.fullmatch(t):
         return None
     return int(t, 16) if t.startswith("0x") else int(t)
 

@@ -325,7 +325,7 @@ def match_ca_ports(topo: IbTopology) -> tuple[tuple[IbPort, ...], tuple[SkippedC
     seen: dict[str, Guid] = {}
     for ca in topo.cas():
         assert ca.node_guid is not None
-        m = _HOST_DEVICE.match(ca.description.strip())
+        m = _HOST_DEVICE.fullmatch(ca.description.strip())
         if not m:
             skipped.append(SkippedCa(ca.node_guid, ca.description, f"not {DESCRIPTION_ALLOWED}"))
             continue
