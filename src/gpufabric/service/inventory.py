@@ -11,9 +11,9 @@ accepted form. YAML is read with YAML 1.2-style scalars: ``52:54:00:12:34:56`` a
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
