@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError

@@ -21,8 +21,9 @@ back the PKeys read before (best effort, reported) and raises :class:`ApplyError
 failed call, HTTP status, response text, calls done/pending and the rollback outcome.
 
 ``observe`` returns *UFM's view*: PKey tables derived from UFM's PKey membership, not read
-from the ports with SMPs; ports UFM lists in no PKey do not appear, ``sms`` and
-``settings`` are empty (UFM's opensm.conf is not visible through this API). The default
+from the ports with SMPs; ports UFM lists in no PKey do not appear, ``sms`` is empty and
+``settings`` says it could not be read (UFM's opensm.conf is not visible through the
+documented REST API), so the audit reports the hardening as unverified. The default
 partition (0x7fff, "management" in UFM) is read-only in this API: its membership policy
 (``PartitionLayout.default_full`` / ``default_limited_all``) is UFM configuration, not
 something this driver sets; its members are reported when UFM lists them.
@@ -43,6 +44,7 @@ from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, Gpufab
 from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership
+from gpufabric.fabrics.infiniband.hardening import unreadable_settings
 from gpufabric.fabrics.infiniband.ufm_plan import (
     FABRIC,
     MANAGEMENT_PKEY,
@@ -59,6 +61,9 @@ from gpufabric.fabrics.infiniband.ufm_plan import (
 
 __all__ = ["PKeyRange", "UfmCall", "UfmDriver", "UfmOp", "plan_ufm"]
 
+# UFM's documented REST API (PKey GUIDs, ports, systems) has no read of its SM's
+# opensm.conf (sm_key, m_key, part_enforce): the audit says the hardening is unverified.
+UFM_SETTINGS: Final = unreadable_settings("UFM's documented REST API does not expose its SM's settings")
 BASIC_PREFIX: Final = "/ufmRest"
 TOKEN_PREFIX: Final = "/ufmRestV3"
 _BODY_MAX: Final = 500
@@ -295,4 +300,4 @@ class UfmDriver(SubnetManagerDriver):
         for m in management:
             entries.setdefault(m.guid, set()).add(MANAGEMENT_PKEY | (0x8000 if m.membership is Membership.FULL else 0))
         tables = tuple(PkeyTable(port_guid=g, entries=tuple(sorted(e))) for g, e in sorted(entries.items()))
-        return IbFabricState(tables=tables)
+        return IbFabricState(tables=tables, settings=UFM_SETTINGS)
