@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import Lease, NodeState
+from gpufabric.domain.values import check_id
 from gpufabric.service.convert import lease_to_domain
 from gpufabric.service.db_models import LeaseNetworkRow, LeaseRow, NetworkRow, NodeRow, OfferingRow, TenantRow
 
@@ -104,6 +105,7 @@ def delete(s: Session, lease_id: int) -> Lease:
 
 
 def _row(s: Session, lease_id: int) -> LeaseRow:
+    check_id("lease_id", lease_id)  # an id no column can hold is refused, not an overflow
     row = s.scalar(select(LeaseRow).options(*_LOAD).where(LeaseRow.id == lease_id))
     if row is None:
         raise NotFoundError("lease", str(lease_id))
