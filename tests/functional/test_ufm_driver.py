@@ -14,6 +14,7 @@ from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, Valida
 from gpufabric.domain.secrets import Secret, TransportNote
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.hardening import SETTINGS_UNREADABLE
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
 
@@ -77,7 +78,7 @@ def test_apply_two_tenants_and_observe(ufm: UfmServer) -> None:
     state = d.observe()
     assert state.tables == expected_tables(TWO_TENANTS)
     assert state.table(A[2]) == PkeyTable(A[2], (0x0A01,))  # limited: top bit clear
-    assert state.sms == () and state.settings == ()
+    assert state.sms == () and dict(state.settings) == {SETTINGS_UNREADABLE: "UFM's documented REST API does not expose its SM's settings"}
     assert d.calls == 3  # 0xa01 full, 0xa01 limited, 0xa02 full
 
 
@@ -285,14 +286,15 @@ def test_tls_verified_by_default_against_system_cas(ufm: UfmServer) -> None:
 
 @pytest.mark.parametrize(
     ("kw", "field"),
-    [({"url": "http://127.0.0.1:1"}, "url"), ({"verify": False}, "verify"), ({"verify": "/nonexistent/ca.pem"}, "verify")],
-    ids=["plain-http", "verify-off", "missing-ca-bundle"],
+    [({"url": "http://127.0.0.1:1"}, "url"), ({"verify": False}, "verify"), ({"verify": "/nonexistent/ca.pem"}, "verify"),
+     ({"url": "https://admin:pw@ufm.example"}, "url")],
+    ids=["plain-http", "verify-off", "missing-ca-bundle", "credentials-in-url"],
 )  # fmt: skip
 def test_insecure_transport_refused_unless_explicit(kw: dict[str, object], field: str) -> None:
     opts: dict[str, object] = {"url": "https://ufm.example", "username": "admin", "password": Secret("p"), **kw}
     with pytest.raises(ConfigError) as ei:
         UfmDriver(**opts)  # type: ignore[arg-type]
-    assert ei.value.field == field
+    assert ei.value.field == field and ":pw@" not in str(ei.value)
 
 
 def test_explicit_insecure_transport_is_reported() -> None:

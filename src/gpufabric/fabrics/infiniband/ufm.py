@@ -94,6 +94,8 @@ class UfmDriver(SubnetManagerDriver):
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise ValidationError("url", url, "http(s)://host[:port] of the UFM server")
+        if "@" in url.split("://", 1)[1].split("/", 1)[0]:
+            raise ConfigError("url", url.split("://", 1)[0] + "://***@...", "a URL without credentials (use password_file:)")
         if url.startswith("http://") and allow_http is not True:
             raise ConfigError("url", url, "an https:// URL (or allow_http: true, reported by the audit)")
         if verify is False and insecure is not True:
