@@ -16,6 +16,8 @@ including the LID it answers from and the topology, is read from the fabric).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -200,6 +202,80 @@ def test_sm_claiming_a_victims_guid_gets_its_own_port_disabled(lab: LabEnv, forg
     leaked = leaks(lab)
     REPORT.append(("SM reporting a victim's GUID", "contained", took, ", ".join(leaked) or "nothing"))
     assert leaked == []
+
+
+def _ns(lab: LabEnv, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", lab.node(node)["netns"], *args], capture_output=True, text=True, timeout=30, check=check
+    )
+
+
+# Raw 802.1Q frames (this kernel has no 8021q module for VLAN sub-interfaces): the sender
+# writes tagged frames with a marker payload on the node's NIC with an AF_PACKET socket; the
+# receiver captures on the target node's NIC, first checking it sees its own probe frame.
+_RAW = r"""
+import socket, struct, sys, time
+mode, nic, marker = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((nic, 0))
+mac = s.getsockname()[4]
+def frame(vlan, payload):
+    tag = struct.pack("!HH", 0x8100, vlan) if vlan else b""
+    return b"\xff" * 6 + mac + tag + struct.pack("!H", 0x88B5) + payload.ljust(46, b"\0")
+if mode == "send":
+    for vlan in map(int, sys.argv[4:]):
+        for _ in range(5):
+            s.send(frame(vlan, marker))
+            time.sleep(0.05)
+    sys.exit(0)
+s.settimeout(0.2)
+probe = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)  # another socket: a socket never sees its own frames
+probe.bind((nic, 0))
+probe.send(frame(0, b"probe-" + marker))
+seen_probe, seen, end = False, False, time.monotonic() + float(sys.argv[4])
+while time.monotonic() < end and not seen:
+    try:
+        data = s.recv(2048)
+    except socket.timeout:
+        continue
+    seen_probe |= b"probe-" + marker in data
+    seen |= marker in data and b"probe-" + marker not in data
+print("probe" if seen_probe else "no-probe", "SEEN" if seen else "clean", flush=True)
+"""
+
+
+def test_vlan_tagged_frames_from_the_tenant_port_reach_nobody(lab: LabEnv) -> None:
+    """Root on alpha's gpu-a01 writes 802.1Q-tagged frames for beta's VLAN and the quarantine
+    VLAN into its NIC; captures on beta's gpu-a02 and quarantined gpu-a03 must not see them."""
+    nets = nets_of(lab)
+    marker = f"gf-drill-{time.monotonic_ns()}"
+    t0 = time.monotonic()
+    listeners = {
+        n: subprocess.Popen(
+            ["ip", "netns", "exec", lab.node(n)["netns"], sys.executable, "-c", _RAW, "recv",
+             lab.node(n)["ethernet"][0]["nic"], marker, "4"],
+            stdout=subprocess.PIPE, text=True,
+        )
+        for n in ("gpu-a02", "gpu-a03")
+    }  # fmt: skip
+    time.sleep(1.0)
+    nic = lab.node("gpu-a01")["ethernet"][0]["nic"]
+    _ns(lab, "gpu-a01", sys.executable, "-c", _RAW, "send", nic, marker, str(nets["beta"][0]), "4000", "1")
+    results = {n: p.communicate(timeout=30)[0].split() for n, p in listeners.items()}
+    took = time.monotonic() - t0
+    assert all(r[0] == "probe" for r in results.values()), results  # each capture really works
+    leaked = [f"{n} received the tagged frames" for n, r in results.items() if r[1] == "SEEN"] + leaks(lab)
+    REPORT.append(("VLAN-tagged frames from the tenant's port", "dropped", took, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+def test_ping_sweep_toward_other_tenants_reaches_nobody(lab: LabEnv) -> None:
+    others = [n["name"] for n in lab.status["nodes"] if n["name"] != "gpu-a01"]
+    t0 = time.monotonic()
+    reached = [n for n in others if lab.ping("gpu-a01", n)]
+    took = time.monotonic() - t0
+    REPORT.append((f"ping/ARP sweep from alpha to {len(others)} nodes", "refused", took, ", ".join(reached) or "nothing"))
+    assert reached == []
 
 
 def test_rewritten_node_description_cannot_move_a_guid(lab: LabEnv) -> None:
