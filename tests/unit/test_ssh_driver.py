@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
@@ -45,7 +45,7 @@ def ok(out: str = "") -> CommandResult:
 
 
 def driver(dialect: str, answers: list[CommandResult], **kw: object) -> tuple[SshSwitchDriver, FakeConnection]:
-    args: dict[str, object] = {"quarantine_vlan": 999, **kw}
+    args: dict[str, object] = {"quarantine_vlan": 999, "insecure": True, **kw}
     d = SshSwitchDriver(
         host="192.0.2.1",
         username="admin",
@@ -162,3 +162,50 @@ def test_bad_quarantine_vlan(q: int) -> None:
 def test_bad_port_map_name_is_refused() -> None:
     with pytest.raises(ValidationError):
         driver("ovs", [], port_map={"gpu01": "eth0;reboot"})
+
+
+def _build(**kw: object) -> SshSwitchDriver:
+    args: dict[str, object] = {
+        "host": "192.0.2.1", "username": "admin", "key_filename": "/nonexistent", "dialect": "eos",
+        "switch": "leaf1", "quarantine_vlan": 999, **kw,
+    }  # fmt: skip
+    return SshSwitchDriver(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({}, "known_hosts"),
+        ({"known_hosts": "/nonexistent/known_hosts"}, "known_hosts"),
+        ({"insecure": "yes"}, "known_hosts"),
+        ({"insecure": True, "passphrase": "inline"}, "passphrase"),
+        ({"insecure": True, "passphrase_env": "GPUFABRIC_TEST_UNSET_VAR"}, "passphrase_env"),
+    ],
+    ids=["no-known-hosts", "missing-known-hosts-file", "insecure-not-a-bool", "inline-passphrase", "unset-env"],
+)
+def test_host_keys_strict_unless_explicitly_insecure(kw: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        _build(**kw)
+    assert ei.value.field == field
+
+
+def test_known_hosts_and_insecure_together_refused(tmp_path: Path) -> None:
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    assert _build(known_hosts=str(kh)).transport_notes() == ()
+    with pytest.raises(ConfigError, match="insecure"):
+        _build(known_hosts=str(kh), insecure=True)
+
+
+def test_insecure_is_reported_and_passphrase_never_printed(tmp_path: Path) -> None:
+    pf = tmp_path / "pass"
+    pf.write_text("key-pass-phrase\n")
+    pf.chmod(0o644)
+    with pytest.raises(ConfigError, match="0600"):
+        _build(insecure=True, passphrase_file=str(pf))
+    pf.chmod(0o600)
+    d = _build(insecure=True, passphrase_file=str(pf))
+    assert [n.setting for n in d.transport_notes()] == ["insecure"]
+    assert d.connection.target.passphrase is not None
+    assert d.connection.target.passphrase.reveal() == "key-pass-phrase"
+    assert "key-pass-phrase" not in repr(d.connection.target) + str(d.connection.target.passphrase)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 
 if TYPE_CHECKING:
     from gpufabric.lab.lab import Lab, LabStatus
@@ -29,7 +29,7 @@ def _show(st: LabStatus) -> None:
     state = "[green]up[/]" if st.running else "[red]down[/]"
     console.print(f"lab {st.prefix} under {st.home}: {state}", highlight=False)
     for p in st.problems:
-        console.print(f"  [yellow]![/] {p}", highlight=False)
+        console.print(f"  [yellow]![/] {escape(p)}", highlight=False)
     if not st.nodes:
         return
     console.print(
@@ -51,7 +51,7 @@ def _show(st: LabStatus) -> None:
     if st.dpu_hosts:
         console.print(f"  DPUs (real OVN + ovn-controller, kmock Kubernetes): {', '.join(st.dpu_hosts)}", highlight=False)
     for s in st.skipped_cas:
-        console.print(f"  skipped CA {s}", highlight=False)
+        console.print(f"  skipped CA {escape(s)}", highlight=False)
 
 
 @app.command()

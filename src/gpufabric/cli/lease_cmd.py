@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.domain.errors import ValidationError
 
 app = typer.Typer(no_args_is_help=True)
@@ -18,11 +17,14 @@ app = typer.Typer(no_args_is_help=True)
 def parse_time(field: str, raw: str | None) -> datetime | None:
     if not raw:
         return None
+    allowed = "ISO 8601 date-time with a timezone, e.g. 2026-12-01T09:00:00Z or 2026-12-01T10:00:00+01:00"
     try:
         t = datetime.fromisoformat(raw)
     except ValueError:
-        raise ValidationError(field, raw, "ISO 8601 date-time, e.g. 2026-12-01T09:00:00Z") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+        raise ValidationError(field, raw, allowed) from None
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValidationError(field, raw, allowed, "no timezone")
+    return t
 
 
 @app.command("create")

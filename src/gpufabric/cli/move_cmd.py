@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.values import check_id
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -105,6 +105,7 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
 @app.command("retry")
 def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
     """Re-queue a failed move and run it from the phase where it stopped."""
+    check_id("move_id", move_id)
     with phase_progress(not json_out) as progress:
         engine = open_engine(progress=progress)
         engine.ledger.retry(move_id)

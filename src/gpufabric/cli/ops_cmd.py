@@ -8,7 +8,7 @@ import time
 import typer
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store, segment_config
-from gpufabric.cli.output import console, emit_json
+from gpufabric.cli.output import console, emit_json, escape
 
 
 def reconcile(
@@ -36,11 +36,11 @@ def reconcile(
                 f"{', repaired' if result.repaired else ''} in {result.seconds:.2f}s"
             )
             for line in result.drift.lines():
-                console.print(f"  {line}")
+                console.print(f"  {escape(line)}")
             for line in result.rogue_sms:
-                console.print(f"  rogue SM: {line}")
+                console.print(f"  rogue SM: {escape(line)}")
             if result.rogue_contained:
-                console.print(f"  contained (switch port disabled): {', '.join(result.rogue_contained)}")
+                console.print(f"  contained (switch port disabled): {escape(', '.join(result.rogue_contained))}")
         if once:
             return
         time.sleep(interval)

@@ -31,6 +31,7 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
             "driver": "opensm",
             "options": {
                 **fab.driver_options(st.sm_node, [st.sm_port_guid]),
+                "opensm_conf": str(fab.opensm_conf),  # read by observe: the hardening audit
                 "restart_command": [
                     str(Path(sys.executable).parent / "gpufabric"),
                     "--home",

@@ -20,11 +20,9 @@ from datetime import UTC, datetime
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease, NodeState
 from gpufabric.domain.moves import Move
-from gpufabric.domain.values import check_name
+from gpufabric.domain.values import check_id, check_name
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
-
-MAX_ID = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -41,12 +39,6 @@ class Principal:
 
 LOCAL_OPERATOR = Principal("local-operator", "admin")
 """The CLI acting directly on the store: the local operator's admin path."""
-
-
-def check_id(field: str, raw: int) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_ID:
-        raise ValidationError(field, raw, f"1-{MAX_ID}")
-    return raw
 
 
 class Tenancy:

@@ -12,6 +12,12 @@ Concurrency is bounded per switch (a semaphore keyed by host:port shared by ever
 object in the process, ``max_sessions`` slots, default 1), so concurrent batches for one
 switch queue instead of racing on its configuration.
 
+Host keys are checked strictly by default: ``known_hosts`` (a file in OpenSSH format) is
+required and unknown or changed keys are refused (paramiko ``RejectPolicy``). Only an
+explicit ``insecure: true`` (and no ``known_hosts``) accepts any key, and the driver then
+reports it (:meth:`SshSwitchDriver.transport_notes` -> audit ``TRANSPORT-INSECURE``). The
+private key's passphrase comes from ``passphrase_file`` (0600) or ``passphrase_env``.
+
 Only the ``ovs`` dialect (Linux + Open vSwitch, ``ovs-vsctl`` over SSH) runs here, in
 tests/functional against a local sshd and a private OVS. The vendor dialects (nxos, eos,
 junos, os10, sonic, nvue) are written against each vendor's documented CLI syntax and
@@ -24,9 +30,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
-from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
+from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import (
@@ -73,6 +81,10 @@ class SshSwitchDriver(EthernetSwitchDriver):
         port: int = 22,
         port_map: Mapping[str, str] | None = None,
         known_hosts: str | None = None,
+        insecure: bool = False,
+        passphrase: Secret | None = None,
+        passphrase_file: str | None = None,
+        passphrase_env: str | None = None,
         variables: Mapping[str, str] | None = None,
         command_prefix: str | None = None,
         bridge: str | None = None,
@@ -84,6 +96,16 @@ class SshSwitchDriver(EthernetSwitchDriver):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._switch = switch
+        if known_hosts:
+            if insecure is True:
+                raise ConfigError("insecure", True, "false when known_hosts is given (strict host-key checking)")
+            if not Path(known_hosts).is_file():
+                raise ConfigError("known_hosts", known_hosts, "an existing known_hosts file (OpenSSH format)")
+        elif insecure is not True:
+            raise ConfigError(
+                "known_hosts", None, "a known_hosts file for strict host-key checking (or insecure: true, reported by the audit)"
+            )
+        self.insecure = insecure is True
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
         self.quarantine = check_quarantine_vlan(quarantine_vlan)
         self.port_map = dict(port_map or {})
@@ -99,6 +121,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
             username=username,
             key_filename=key_filename,
             known_hosts=known_hosts,
+            insecure=self.insecure,
+            passphrase=load_secret("passphrase", passphrase, passphrase_file, passphrase_env),
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
             retries=retries,
@@ -110,6 +134,13 @@ class SshSwitchDriver(EthernetSwitchDriver):
     @property
     def switch(self) -> str:
         return self._switch
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What runs below the secure default, as configured (for the audit)."""
+        if not self.insecure:
+            return ()
+        t = self.connection.target
+        return (TransportNote(self._switch, "insecure", f"SSH to {t.host}:{t.port} accepts any host key (insecure: true)"),)
 
     @property
     def connections_opened(self) -> int:
