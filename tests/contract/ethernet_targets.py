@@ -62,7 +62,11 @@ def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
 
 from contract.ssh_factory import ssh_target  # noqa: E402  (imports MIN_PORTS etc. from this module)
 
+from contract.ethernet_doubles import DOUBLE_DIALECTS, memory_target, ssh_double_target  # noqa: E402
+
 ETHERNET_TARGETS = [
-    pytest.param(ovsdb_target, id="ovsdb"),
-    pytest.param(ssh_target, id="ssh-ovs"),
+    pytest.param(ovsdb_target, id="ovsdb", marks=pytest.mark.root),
+    pytest.param(ssh_target, id="ssh-ovs", marks=pytest.mark.root),
+    pytest.param(memory_target, id="memory"),
+    *(pytest.param(ssh_double_target(d), id=f"double-{d}") for d in DOUBLE_DIALECTS),
 ]

@@ -1,7 +1,9 @@
 """The contract every Ethernet switch driver passes: same scenarios, same assertions.
 
 The drivers under test are listed in ``ethernet_targets.ETHERNET_TARGETS`` (one line
-per driver). Each scenario configures real ports of a real switch and reads them back.
+per driver). Each scenario configures ports of a switch and reads them back: real switches
+(OVS, root), the in-memory switch, and the SSH driver in every dialect against the vendor-CLI
+doubles (tests/support/ssh_double).
 """
 
 from __future__ import annotations
@@ -15,9 +17,6 @@ from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 
 from contract.ethernet_targets import ETHERNET_TARGETS, MIN_PORTS, EthernetTarget, EthernetTargetFactory
-
-pytestmark = pytest.mark.root
-
 
 @pytest.fixture(scope="module", params=ETHERNET_TARGETS)
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EthernetTarget]:
