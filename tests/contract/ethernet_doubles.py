@@ -26,9 +26,18 @@ def ssh_double_target(dialect: str) -> Callable[[Path], AbstractContextManager[E
     def target(_run_dir: Path) -> Iterator[EthernetTarget]:
         ports = port_names(dialect, MIN_PORTS)
         drv, _ = double_driver(dialect, f"{dialect}-leaf", ports, QUARANTINE_VLAN.value)
-        yield EthernetTarget(drv, ports)
+        yield EthernetTarget(drv, ports, KNOWN_GAPS.get(dialect, {}))
 
     return target
 
 
 DOUBLE_DIALECTS = DIALECTS
+
+KNOWN_GAPS: dict[str, dict[str, str]] = {
+    "junos": {
+        "test_unknown_port_fails_and_changes_nothing": (
+            "a non-interactive Junos CLI commits the lines that did not fail (see dialects/junos.yaml), and its "
+            "config lists only configured interfaces, so the driver cannot refuse an unknown port up front"
+        ),
+    },
+}

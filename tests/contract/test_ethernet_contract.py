@@ -102,7 +102,15 @@ def test_move_port_between_vlans(target: EthernetTarget) -> None:
     assert observed(target, p).vlans() == {502}
 
 
-def test_unknown_port_fails_and_changes_nothing(target: EthernetTarget) -> None:
+def known_gap(request: pytest.FixtureRequest, target: EthernetTarget) -> None:
+    """Mark this test a strict xfail for a target that documents why it cannot pass it."""
+    reason = target.known_gaps.get(request.node.originalname)
+    if reason:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+def test_unknown_port_fails_and_changes_nothing(target: EthernetTarget, request: pytest.FixtureRequest) -> None:
+    known_gap(request, target)
     good = target.ports[6]
     target.driver.apply([access(target, good, 601)])
     before = target.driver.observe()
