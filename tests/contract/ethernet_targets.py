@@ -61,9 +61,8 @@ def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
             ovs.stop()
 
 
-from contract.ssh_factory import ssh_target  # noqa: E402  (imports MIN_PORTS etc. from this module)
-
 from contract.ethernet_doubles import DOUBLE_DIALECTS, memory_target, ssh_double_target  # noqa: E402
+from contract.ssh_factory import ssh_target  # noqa: E402  (imports MIN_PORTS etc. from this module)
 
 ETHERNET_TARGETS = [
     pytest.param(ovsdb_target, id="ovsdb", marks=pytest.mark.root),

@@ -18,6 +18,7 @@ from gpufabric.domain.values import VlanId
 
 from contract.ethernet_targets import ETHERNET_TARGETS, MIN_PORTS, EthernetTarget, EthernetTargetFactory
 
+
 @pytest.fixture(scope="module", params=ETHERNET_TARGETS)
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EthernetTarget]:
     factory: EthernetTargetFactory = request.param

@@ -18,7 +18,7 @@ from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory,
 from gpufabric.domain.moves import MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import EthernetPortConfig, PortMode
-from gpufabric.domain.values import Guid, VlanId
+from gpufabric.domain.values import Guid
 from gpufabric.planning.plan import merge, plan, tenants_seen
 from gpufabric.service.audit_run import SPLIT_ID, audit
 from gpufabric.service.fabrics import Fabrics

@@ -114,9 +114,7 @@ class IosDouble(CliDouble):
         if line == "switchport" and self.name == "nxos":
             if "switchport" not in self.blocks[port]:
                 self._put(port, line)
-        elif line in ("shutdown", "no shutdown"):
-            self._put(port, line)
-        elif re.fullmatch(r"switchport mode (access|trunk)", line):
+        elif line in ("shutdown", "no shutdown") or re.fullmatch(r"switchport mode (access|trunk)", line):
             self._put(port, line)
         elif re.fullmatch(r"switchport (access|trunk native) vlan \d+", line):
             self._put(port, line)
