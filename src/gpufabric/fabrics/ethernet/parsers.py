@@ -330,7 +330,9 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
 
 
 def lists_every_interface(dialect: Dialect) -> bool:
-    return dialect.parser in ("ios", "sonic_json", "ovs_json")
+    """The dialect's option ``lists_every_interface``: its running config names every
+    interface the switch has, so a port missing from it does not exist."""
+    return bool(dialect.options.get("lists_every_interface")) and dialect.parser in ("ios", "sonic_json", "ovs_json")
 
 
 _PARSERS: Final[dict[str, Callable[[str, str, dict[str, Any]], tuple[EthernetPortConfig, ...]]]] = {
