@@ -18,7 +18,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -44,6 +44,8 @@ class SmTarget:
     driver: SubnetManagerDriver
     guids: tuple[Guid, ...]  # host ports the suite may partition freely
     shows_default: bool  # observe() reports the default partition (SMP reads) or not (UFM's view)
+    sm_guids: tuple[Guid, ...] = ()  # the SM node's ports (full members of the default partition)
+    known_gaps: Mapping[str, str] = field(default_factory=dict)  # test name -> why it fails (strict xfail)
 
     def expected(self, layout: PartitionLayout) -> dict[Guid, frozenset[int]]:
         """The entries each of ``guids`` must show once ``layout`` is applied."""
@@ -68,7 +70,16 @@ SmTargetFactory = Callable[[Path], AbstractContextManager[SmTarget]]
 def memory_target(_run_dir: Path) -> Iterator[SmTarget]:
     sm = Guid(0x0002C90300FF0001)
     guids = tuple(Guid(0x0002C90300000A10 + i) for i in range(MIN_PORTS))
-    yield SmTarget(MemorySubnetManager(ports=guids, trusted_sm_guids=[sm]), guids, shows_default=True)
+    yield SmTarget(MemorySubnetManager(ports=guids, trusted_sm_guids=[sm]), guids, shows_default=True, sm_guids=(sm,))
+
+
+UFM_GAPS = {
+    "test_the_fabric_plan_is_empty_after_apply": (
+        "InfinibandKind's desired tables include the default partition (0x7fff limited), which UFM's view never "
+        "shows and this driver cannot set: with UFM the IB plan never converges (the engine's post-apply check "
+        "raises VerifyError, reconcile always reports drift)"
+    ),
+}
 
 
 @contextmanager
@@ -77,7 +88,7 @@ def ufm_target(_run_dir: Path) -> Iterator[SmTarget]:
     with ufm_server() as s:
         d = UfmDriver(s.url, username="admin", password="s3cret-test", managed_pkeys="0x0a00-0x0aff")
         try:
-            yield SmTarget(d, guids, shows_default=False)
+            yield SmTarget(d, guids, shows_default=False, known_gaps=UFM_GAPS)
         finally:
             d.close()
 
@@ -94,7 +105,7 @@ def opensm_target(run_dir: Path) -> Iterator[SmTarget]:
         cfg = dataclasses.replace(OpenSMConfig.from_options(opts), verify_timeout=10, sweep_timeout=30)
         drv = OpenSMDriver(cfg)
         drv.apply(PartitionLayout())  # from the safe default
-        yield SmTarget(drv, guids, shows_default=True)
+        yield SmTarget(drv, guids, shows_default=True, sm_guids=(sm,))
     finally:
         fab.stop()
 

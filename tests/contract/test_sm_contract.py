@@ -10,12 +10,17 @@ it refuses changes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
 
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.plan import IbPlan
+from gpufabric.planning.desired import tenancy_of
 
 from contract.sm_targets import MIN_PORTS, PKEYS, SM_TARGETS, SmTarget, SmTargetFactory
 
@@ -96,3 +101,24 @@ def test_a_refused_layout_changes_nothing(target: SmTarget) -> None:
     with pytest.raises(ValidationError):
         target.driver.apply(duplicate)
     assert target.seen(target.driver.observe()) == target.seen(before)
+
+
+def test_the_fabric_plan_is_empty_after_apply(target: SmTarget, request: pytest.FixtureRequest) -> None:
+    """What the engine relies on: applying the InfiniBand kind's plan through this driver makes
+    the kind's diff of what the driver then observes empty."""
+    reason = target.known_gaps.get(request.node.originalname)
+    if reason:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    nodes = [Node(f"h{i}", ib=(IbPort(f"h{i}", "mlx5_0", 1, g, Guid(g.value + 0x1000)),)) for i, g in enumerate(target.guids)]
+    nets = [Network(f"{t}-net", t, (Segment(Fabric.INFINIBAND, i, pkey=PKey(PKEYS[i])),)) for i, t in enumerate(("ta", "tb"))]
+    now = datetime.now(UTC)
+    leases = [Lease("ta", "h0", now, networks=("ta-net",)), Lease("ta", "h1", now, networks=("ta-net",)),
+              Lease("tb", "h2", now, networks=("tb-net",))]  # fmt: skip
+    kind = InfinibandKind()
+    want = kind.desired(tenancy_of(nodes, leases, nets, settings={"sm_port_guids": target.sm_guids}))
+    first = kind.diff(want, target.driver.observe())
+    assert isinstance(first, IbPlan)
+    if first.layout is not None:
+        target.driver.apply(first.layout)
+    rest = kind.diff(want, target.driver.observe())
+    assert rest.empty, rest.lines()
