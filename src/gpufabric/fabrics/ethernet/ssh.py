@@ -46,7 +46,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_read,
 )
 from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.parsers import interface_names, lists_every_interface, parse_running_config
 from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
 
 _SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
@@ -130,6 +130,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         )
         self.connection = SshConnection(target, switch, sleep=sleep)
         self._slot = switch_slot(host, port, max_sessions)
+        self._interfaces: frozenset[str] | None = None  # every interface the switch has (last read)
 
     @property
     def switch(self) -> str:
@@ -204,6 +205,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
         return result.stdout
 
     def _parse(self, text: str) -> SwitchState:
+        if lists_every_interface(self.dialect):
+            self._interfaces = interface_names(self.dialect, text)
         return parse_running_config(
             self.dialect, text, switch=self._switch, quarantine=self.quarantine, bridge=self.bridge
         )
@@ -227,6 +230,24 @@ class SshSwitchDriver(EthernetSwitchDriver):
         dev = [self._to_device(c) for c in changes]
         return render_batch(self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables)
 
+    def _check_ports_exist(self, ports: Sequence[str]) -> None:
+        """Refuse, before sending anything, a batch naming a port the switch does not have:
+        IOS-like CLIs and SONiC apply a batch line by line, so a bad port in the middle would
+        leave the lines before it applied. Uses the interface list of the last read (re-read
+        once on a miss); dialects whose config does not list every interface are not checked."""
+        if not lists_every_interface(self.dialect):
+            return
+        if self._interfaces is None or not set(ports) <= self._interfaces:
+            self._parse(self._read_text(ApplyError))
+        missing = sorted(set(ports) - (self._interfaces or frozenset()))
+        if missing:
+            raise ApplyError(
+                f"{self.dialect.name} on {self._switch}: no such port(s): {', '.join(missing)} (nothing was sent)",
+                fabric="ethernet",
+                device=self._switch,
+                ports=missing,
+            )
+
     def apply(self, changes: Sequence[EthernetPortConfig]) -> None:
         changes = list(changes)
         if not changes:
@@ -234,6 +255,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         dev = [self._to_device(c) for c in changes]
         with self._slot:
             current = self._parse(self._read_text(ApplyError)) if self.dialect.needs_current else None
+            self._check_ports_exist([c.port for c in dev])
             lines = render_batch(
                 self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables
             )

@@ -237,7 +237,9 @@ class UfmDriver(SubnetManagerDriver):
         return plan_ufm(layout, self.partitions(), self.managed, index0=self.index0)
 
     def apply(self, layout: PartitionLayout) -> tuple[PkeyTable, ...]:
-        """Apply ``layout`` through UFM's REST API; returns UFM's read-back of every port."""
+        """Apply ``layout`` through UFM's REST API; returns UFM's read-back of every port,
+        including an empty table for each port that left every managed PKey (UFM lists it in
+        none, so its read-back would otherwise not say that it changed)."""
         desired_partitions(layout, self.managed)  # refuse a bad layout before any I/O
         c = self._client()
         before = self._read(c, only_managed=True)[0]
@@ -256,7 +258,7 @@ class UfmDriver(SubnetManagerDriver):
                 device=self.url,
                 remaining=[str(r) for r in remaining],
             )
-        return self.observe().tables
+        return _with_departed(self.observe().tables, before)
 
     def _failed(
         self, c: httpx.Client, err: FabricError, calls: tuple[UfmCall, ...], i: int, before: list[Partition]
@@ -305,3 +307,10 @@ class UfmDriver(SubnetManagerDriver):
             entries.setdefault(m.guid, set()).add(MANAGEMENT_PKEY | (0x8000 if m.membership is Membership.FULL else 0))
         tables = tuple(PkeyTable(port_guid=g, entries=tuple(sorted(e))) for g, e in sorted(entries.items()))
         return IbFabricState(tables=tables, settings=UFM_SETTINGS)
+
+
+def _with_departed(tables: tuple[PkeyTable, ...], before: Sequence[Partition]) -> tuple[PkeyTable, ...]:
+    """``tables`` plus an empty table for every member of ``before`` that none of them shows."""
+    shown = {t.port_guid for t in tables}
+    gone = {m.guid for p in before for m in p.members} - shown
+    return tuple(sorted((*tables, *(PkeyTable(g, ()) for g in gone)), key=lambda t: t.port_guid.value))
