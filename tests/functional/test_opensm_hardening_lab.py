@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.state import FabricState
 from gpufabric.fabrics.infiniband.hardening import (
     SETTINGS_UNREADABLE,
     HardeningPolicy,
@@ -183,7 +182,10 @@ def test_observe_reads_opensm_conf_and_weak_settings_are_ib_hardening(
 ) -> None:
     """The driver reads the running SM's opensm.conf during observe; the audit's IB-HARDENING
     names the weak setting (part_enforce off; sm_key left at its default 1)."""
-    from gpufabric.service.audit_run import hardening_violations
+    from gpufabric.fabrics.infiniband.kind import InfinibandKind
+    from gpufabric.planning.desired import tenancy_of
+
+    kind = InfinibandKind()
 
     with _opensm(tmp_path, conf_text + "force_log_flush TRUE\n") as (lab, _out, _log):
         drv = _driver(lab, tmp_path, tmp_path / "opensm.conf")
@@ -193,7 +195,8 @@ def test_observe_reads_opensm_conf_and_weak_settings_are_ib_hardening(
             drv.close()
     settings = dict(observed.settings)
     assert settings.get("force_log_flush") == "TRUE" and len(observed.tables) == 3
-    found = {v.resource.removeprefix("setting:") for v in hardening_violations(FabricState(ib=observed))}
+    t = tenancy_of([], [], [])
+    found = {v.resource.removeprefix("setting:") for v in kind.audit(t, kind.desired(t), observed)}
     assert weak <= found, found
 
 

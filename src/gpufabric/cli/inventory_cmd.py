@@ -58,8 +58,8 @@ def import_(
     fmt: Format = typer.Option(None, "--format", help="yaml, json or ibnetdiscover (default: by file suffix)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Register nodes and ports. ibnetdiscover output (with or without -p) adds IB ports to nodes
-    matched by node description "HOSTNAME DEVICE"."""
+    """Register nodes and ports. ibnetdiscover output (its default format: `-p` output has no CA
+    node GUIDs and is refused) adds IB ports to nodes matched by node description "HOSTNAME DEVICE"."""
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.service.inventory import check_guid_moves, load_inventory, mark_sm_hosts

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_store, segment_config
+from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_engine, open_store, segment_config
 from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 
 if TYPE_CHECKING:
@@ -79,11 +79,26 @@ def up(
                 gpus_per_node=gpus_per_node, dpus=dpus,
             )  # fmt: skip
     result = register(lab, st)
+    converged = converge_leases()
     if json_out:
-        emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path())})
+        emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path()),
+                   "leases_converged": converged})  # fmt: skip
         return
     _show(st)
     console.print(f"registered in the store: {result}; drivers in {fabrics_path()}", highlight=False)
+
+
+def converge_leases() -> int:
+    """After a restart the lab's ports come back quarantined: put the store's active leases back
+    on the fabrics (one reconcile repair pass). Returns how many changes it made."""
+    from datetime import UTC, datetime
+
+    from gpufabric.service.reconcile import Policy, reconcile_once
+
+    if not open_store().leases(active_at=datetime.now(UTC)):
+        return 0
+    result = reconcile_once(open_engine(), Policy.REPAIR, resume_moves=False)
+    return len(result.drift.lines())
 
 
 def register(lab: Lab, st: LabStatus) -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import typer
@@ -9,6 +10,7 @@ import typer
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store
 from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
+from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_id
 
@@ -68,20 +70,33 @@ def move_node(
     run_requested(engine, move.id, json_out, window)
 
 
-def run_requested(engine: Any, move_id: int | None, json_out: bool, window: float = 0.0) -> None:
-    """Run the pending moves (the one just requested among them) here, with live phases."""
+def run_requested(engine: Any, move_id: int | None, json_out: bool, window: float = 0.0, wait: float = 600.0) -> None:
+    """Run the pending moves (the one just requested among them) here, with live phases; when a
+    running worker (``gpufabric serve``) took it first, follow it to its end instead."""
+    from gpufabric.domain.moves import MoveStatus
+
     with phase_progress(not json_out) as progress:
         engine.progress = progress
         result = engine.run_pending(window=window)
-    if result is None or all(m.id != move_id for m in result.moves):  # another worker took it, or scheduled
+        if result is not None and any(m.id == move_id for m in result.moves):
+            _print_result(result, json_out)
+            return
         m = engine.ledger.get(move_id)
-        if json_out:
-            emit_json({"moves": [jsonable(m)], "phases": []})
-        else:
-            when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
-            console.print(f"move {m.id} is {m.status.value}{when} (worker {m.claimed_by or '-'})", highlight=False)
-        return
-    _print_result(result, json_out)
+        deadline = time.monotonic() + wait
+        while m.status in (MoveStatus.PENDING, MoveStatus.RUNNING) and m.not_before is None:
+            engine.progress(m.phase.value, f"move {m.id} {m.status.value} by {m.claimed_by or 'a worker'}")
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+            m = engine.ledger.get(move_id)
+    if json_out:
+        emit_json({"moves": [jsonable(m)], "phases": []})
+    else:
+        when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
+        console.print(f"move {m.id}: {escape(m.node)} {escape(m.from_tenant)} -> {escape(m.to_tenant)}: "
+                      f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
+    if m.status is MoveStatus.FAILED:
+        raise GpufabricError(f"move {m.id} failed: {m.error}", move=m.id)
 
 
 @app.command("list")
