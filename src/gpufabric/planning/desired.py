@@ -83,13 +83,13 @@ def derive_desired(
     are members of no tenant PKey. Hosts are limited members of the default partition; the SM is full.
     """
     node_list = sorted(nodes, key=lambda n: n.name)
-    nets = {n.name: n for n in networks}
+    nets = {(n.tenant, n.name): n for n in networks}  # network names are unique per tenant only
     owner = owners_of(node_list, leases, overrides)
     ports_by_switch: dict[str, list[EthernetPortConfig]] = {}
     members: dict[str, set[Guid]] = {}
     for node in node_list:
         lease = owner[node.name]
-        lease_nets = [nets[name] for name in (lease.networks if lease else ()) if name in nets]
+        lease_nets = [nets[(lease.tenant, name)] for name in lease.networks if (lease.tenant, name) in nets] if lease else []
         vlans = sorted(
             {s.vlan for n in lease_nets if (s := n.segment(Fabric.ETHERNET)) and s.vlan}, key=lambda v: v.value
         )
