@@ -86,10 +86,11 @@ def derive_desired(
     nets = {(n.tenant, n.name): n for n in networks}  # network names are unique per tenant only
     owner = owners_of(node_list, leases, overrides)
     ports_by_switch: dict[str, list[EthernetPortConfig]] = {}
-    members: dict[str, set[Guid]] = {}
+    members: dict[tuple[str, str], set[Guid]] = {}
     for node in node_list:
         lease = owner[node.name]
-        lease_nets = [nets[(lease.tenant, name)] for name in lease.networks if (lease.tenant, name) in nets] if lease else []
+        keys = [(lease.tenant, name) for name in lease.networks] if lease else []
+        lease_nets = [nets[k] for k in keys if k in nets]
         vlans = sorted(
             {s.vlan for n in lease_nets if (s := n.segment(Fabric.ETHERNET)) and s.vlan}, key=lambda v: v.value
         )
@@ -98,17 +99,17 @@ def derive_desired(
             ports_by_switch.setdefault(p.switch, []).append(cfg)
         for net in lease_nets:
             if net.segment(Fabric.INFINIBAND) is not None:
-                members.setdefault(net.name, set()).update(p.port_guid for p in node.ib)
+                members.setdefault((net.tenant, net.name), set()).update(p.port_guid for p in node.ib)
     partitions = []
-    for name in sorted(members):
-        net = nets[name]
+    for key in sorted(members):
+        net = nets[key]
         seg = net.segment(Fabric.INFINIBAND)
         assert seg is not None and seg.pkey is not None
         partitions.append(
             Partition(
                 partition_name(net),
                 seg.pkey.with_membership(Membership.FULL),
-                tuple(PartitionMember(g, Membership.FULL) for g in sorted(members[name])),
+                tuple(PartitionMember(g, Membership.FULL) for g in sorted(members[key])),
             )
         )
     switches = tuple(SwitchState(sw, tuple(sorted(ps))) for sw, ps in sorted(ports_by_switch.items()))
