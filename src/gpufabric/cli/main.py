@@ -11,7 +11,17 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli import audit_cmd, inventory_cmd, lab_cmd, lease_cmd, move_cmd, node_cmd, ops_cmd, tenant_cmd
+from gpufabric.cli import (
+    audit_cmd,
+    inventory_cmd,
+    lab_cmd,
+    lease_cmd,
+    move_cmd,
+    node_cmd,
+    ops_cmd,
+    serve_cmd,
+    tenant_cmd,
+)
 from gpufabric.cli.output import fail
 from gpufabric.domain.errors import GpufabricError
 
@@ -42,7 +52,7 @@ app.add_typer(lease_cmd.app, name="lease", help="Leases of nodes to tenants.")
 app.add_typer(move_cmd.app, name="move", help="Move intents: list, retry a failed one, resume after a crash.")
 app.command("audit")(audit_cmd.audit)
 app.command("reconcile")(ops_cmd.reconcile)
-app.command("serve")(ops_cmd.serve)
+app.command("serve")(serve_cmd.serve)
 app.add_typer(lab_cmd.app, name="lab", help="The local lab: ibsim + OpenSM + OVS + namespaces.")
 
 

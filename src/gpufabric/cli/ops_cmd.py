@@ -1,14 +1,13 @@
-"""``gpufabric reconcile`` (one pass, for cron) and ``gpufabric serve`` (REST API + reconcile loop + metrics)."""
+"""``gpufabric reconcile``: one pass (for cron) or a loop. ``serve`` lives in :mod:`serve_cmd`."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_engine, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, err_console
+from gpufabric.cli.common import JSON_OPT, open_engine
+from gpufabric.cli.output import console, emit_json
 
 
 def reconcile(
@@ -45,42 +44,3 @@ def reconcile(
             return
         time.sleep(interval)
 
-
-def serve(
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8480, "--port"),
-    interval: float = typer.Option(30.0, "--interval", help="Seconds between reconcile passes (0: no loop)."),
-    policy: str = typer.Option("report", "--policy", help="Reconcile policy of the loop: repair or report."),
-    json_out: bool = JSON_OPT,
-) -> None:
-    """Run the REST API (OpenAPI at /openapi.json), the reconcile loop and /metrics."""
-    import uvicorn
-
-    from gpufabric.api.app import create_app
-    from gpufabric.service.reconcile import Policy, reconcile_once
-    from gpufabric.service.telemetry import Telemetry
-
-    telemetry = Telemetry()
-    stop = threading.Event()
-
-    def loop() -> None:
-        engine = open_engine()
-        while not stop.is_set():
-            try:
-                result = reconcile_once(engine, Policy(policy))
-                telemetry.record_reconcile(result)
-                telemetry.record_audit(engine, result.observed)
-            except Exception as e:  # the loop reports and goes on; the error is visible in metrics and log
-                telemetry.record_error(e)
-                err_console.print(f"reconcile pass failed: {e}")
-            stop.wait(interval)
-
-    if interval > 0:
-        threading.Thread(target=loop, name="reconcile", daemon=True).start()
-    if json_out:
-        emit_json({"listening": f"http://{host}:{port}", "openapi": f"http://{host}:{port}/openapi.json"})
-    app = create_app(open_store, segment_config, telemetry.render)
-    try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-    finally:
-        stop.set()

@@ -117,3 +117,9 @@ class ForbiddenError(GpufabricError):
     """The principal's role lacks this verb (HTTP 403). Objects it may not see are NotFoundError (404)."""
 
     code = "forbidden"
+
+
+class UnavailableError(GpufabricError):
+    """A dependency the call needs is not there (no fabrics configured, store down) (HTTP 503)."""
+
+    code = "unavailable"

@@ -1,0 +1,188 @@
+"""What every v1 endpoint shares: the server context, the caller's principal (Bearer token),
+paging, the one error shape, and pre-serialised JSON answers cached per store revision with
+ETags (``If-None-Match`` -> 304)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from fastapi import Depends, Query, Request
+from fastapi.responses import Response
+
+from gpufabric.domain.auth import Principal
+from gpufabric.domain.errors import (
+    ConflictError,
+    ExhaustedError,
+    FabricError,
+    ForbiddenError,
+    GpufabricError,
+    NotFoundError,
+    UnauthorizedError,
+    UnavailableError,
+    ValidationError,
+)
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.service.actions import Actions
+from gpufabric.service.auth import Tokens
+from gpufabric.service.loops import Loops
+from gpufabric.service.queries import Reader
+from gpufabric.service.store import Store
+
+STATUS: tuple[tuple[type[GpufabricError], int], ...] = (
+    (UnauthorizedError, 401),
+    (ForbiddenError, 403),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (ExhaustedError, 409),
+    (ValidationError, 422),
+    (UnavailableError, 503),
+    (FabricError, 502),
+)
+AUTH_TTL = 2.0  # seconds a checked token is trusted before it is looked up again (revocation delay)
+CACHE_TTL = 1.0  # seconds a cached answer lives even if the revision did not move (leases end by time)
+
+
+def status_of(e: GpufabricError) -> int:
+    return next((c for t, c in STATUS if isinstance(e, t)), 500)
+
+
+def error_body(e: GpufabricError) -> dict[str, Any]:
+    f = e.fields
+    return {
+        "error": {
+            "code": e.code,
+            "field": f.get("field") or f.get("kind"),
+            "value": _short(f.get("value", f.get("name"))),
+            "allowed": f.get("allowed"),
+            "message": e.message,
+        }
+    }
+
+
+def _short(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    text = str(v)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+@dataclass
+class ApiContext:
+    """Everything the endpoints use, built once by ``gpufabric serve`` (or a test)."""
+
+    store: Store
+    segment_config: Callable[[], SegmentConfig]
+    engine: Callable[[], Any] | None = None  # a MoveEngine over the configured fabrics (None: no fabrics)
+    loops: Loops = field(default_factory=Loops)
+    metrics: Callable[[], str] = lambda: ""
+    sse_poll: float = 0.2
+    reader: Reader = field(init=False)
+    actions: Actions = field(init=False)
+    tokens: Tokens = field(init=False)
+    _auth: dict[str, tuple[float, Principal]] = field(default_factory=dict)
+    _cache: dict[tuple[Any, ...], tuple[int, float, bytes, str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    last_audit: dict[str, Any] | None = None
+    last_audit_html: str = ""
+    last_reconcile: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.reader = Reader(self.store)
+        self.actions = Actions(self.store, self.segment_config, self.changed)
+        self.tokens = Tokens(self.store)
+
+    def changed(self, what: str) -> None:
+        self.loops.wake("worker")
+        if what == "converge":
+            self.converge_requested = True
+
+    converge_requested: bool = False
+
+    def principal(self, secret: str | None) -> Principal:
+        now = time.monotonic()
+        if secret:
+            hit = self._auth.get(secret)
+            if hit is not None and hit[0] > now:
+                return hit[1]
+        p = self.tokens.authenticate(secret)
+        assert secret is not None
+        with self._lock:
+            if len(self._auth) > 10_000:
+                self._auth.clear()
+            self._auth[secret] = (now + AUTH_TTL, p)
+        return p
+
+    def forget_tokens(self) -> None:
+        with self._lock:
+            self._auth.clear()
+
+    def need_engine(self) -> Any:
+        if self.engine is None:
+            raise UnavailableError("no fabrics are configured (fabrics.yaml): this call needs them", field="fabrics")
+        return self.engine()
+
+    def cached(self, request: Request, scope: tuple[Any, ...], build: Callable[[], Any]) -> Response:
+        """The JSON of ``build()``, built at most once per store revision (and per second) for
+        this URL and visibility ``scope``; 304 when the client's ETag matches."""
+        key = (request.url.path, str(request.url.query), scope)
+        rev = self.reader.revision()
+        now = time.monotonic()
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == rev and now - hit[1] < CACHE_TTL:
+            body, etag = hit[2], hit[3]
+        else:
+            body = orjson.dumps(build())
+            etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+            with self._lock:
+                if len(self._cache) > 4096:
+                    self._cache.clear()
+                self._cache[key] = (rev, now, body, etag)
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
+
+
+def ctx(request: Request) -> ApiContext:
+    c: ApiContext = request.app.state.ctx
+    return c
+
+
+def principal(request: Request) -> Principal:
+    auth = request.headers.get("authorization", "")
+    scheme, _, secret = auth.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
+    return ctx(request).principal(secret.strip())
+
+
+def json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int
+    offset: int
+
+
+def page(
+    limit: int = Query(100, ge=1, le=1000, description="At most this many items."),
+    offset: int = Query(0, ge=0, le=1_000_000, description="Skip this many items."),
+) -> Page:
+    return Page(limit, offset)
+
+
+def paged(items: list[dict[str, Any]], total: int, pg: Page) -> dict[str, Any]:
+    return {"items": items, "total": total, "limit": pg.limit, "offset": pg.offset}
+
+
+PRINCIPAL = Depends(principal)
+CTX = Depends(ctx)
+PAGE = Depends(page)
