@@ -8,13 +8,13 @@ for objects it may not see, 403 for verbs its role lacks. Every error is one JSO
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
-from starlette.routing import Match
 
 from gpufabric.api import dashboard
 from gpufabric.api.deps import ApiContext, error_body, status_of
@@ -25,12 +25,16 @@ from gpufabric.domain.errors import GpufabricError
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
 
 
-def _allowed(app: FastAPI, request: Request) -> str:
-    methods: set[str] = set()
-    for route in app.router.routes:
-        match, _ = route.matches({**request.scope, "method": "OPTIONS-PROBE"})
-        if match is not Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
+def _allowed(app: FastAPI, path: str) -> str:
+    """The methods the schema documents for ``path`` (for 405's ``Allow``)."""
+    table: list[tuple[re.Pattern[str], set[str]]] | None = getattr(app.state, "allow_table", None)
+    if table is None:
+        table = [
+            (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(tpl)) + "$"), {m.upper() for m in ops})
+            for tpl, ops in app.openapi()["paths"].items()
+        ]
+        app.state.allow_table = table
+    methods = set().union(*(ms for rx, ms in table if rx.match(path)))
     return ", ".join(sorted(methods))
 
 
@@ -70,7 +74,7 @@ def create_app(c: ApiContext) -> FastAPI:
     async def _http(r: Request, e: HTTPException) -> JSONResponse:
         headers = dict(e.headers or {})
         if e.status_code == 405:
-            headers["Allow"] = _allowed(app, r)
+            headers["Allow"] = _allowed(app, r.url.path)
         body = {
             "error": {
                 "code": _CODES.get(e.status_code, "error"),

@@ -77,8 +77,8 @@ class Actions:
         return self._do(p, "tenant.delete", name, name, lambda: tenancy.delete_tenant(self.store, name))
 
     def create_network(self, p: Principal, name: str, tenant: str, segments: dict[Fabric, int] | None = None) -> Network:
-        p.require("network", Verb.CREATE)
         self._tenant_visible(p, tenant)
+        p.require("network", Verb.CREATE)
         return self._do(
             p,
             "network.create",
@@ -103,8 +103,8 @@ class Actions:
         start: datetime | None = None,
         end: datetime | None = None,
     ) -> Lease:
-        p.require("lease", Verb.CREATE)
         self.node_visible(p, node)
+        p.require("lease", Verb.CREATE)
         owner = p.tenant if p.role is Role.OWNER else "admin"
 
         def run() -> Lease:
@@ -154,9 +154,9 @@ class Actions:
     def attach(self, p: Principal, node: str, network: str, tenant: str) -> tuple[Move | None, Lease | None]:
         """Put ``node`` in ``tenant`` with ``network`` added: a move when the tenant changes
         (through quarantine), else the lease's networks grow and the fabrics converge."""
-        p.require("node", Verb.ACT)
         self.node_visible(p, node)
         self._tenant_visible(p, tenant)
+        p.require("node", Verb.ACT)
 
         def run() -> tuple[Move | None, Lease | None]:
             self.store.network(network, tenant)  # NotFoundError first
@@ -177,8 +177,8 @@ class Actions:
     def detach(self, p: Principal, node: str, network: str) -> tuple[Move | None, Lease | None]:
         """Release ``network`` from ``node``: its lease keeps its other networks, or the node
         goes to quarantine (a move) when it was the last."""
-        p.require("node", Verb.ACT)
         self.node_visible(p, node)
+        p.require("node", Verb.ACT)
         current = tenancy.active_lease(self.store, node)
         if current is None or network not in current.networks or not p.sees_tenant(current.tenant):
             raise NotFoundError("attachment", f"{node}/{network}")

@@ -7,6 +7,7 @@ behind writers) and the database in WAL mode, so reads and lease writes run side
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -57,8 +58,11 @@ def _read_engine(store: Store) -> Engine:
         cur.close()
 
     if engine.url.database and engine.url.database != ":memory:":
-        with engine.connect() as c:
-            c.exec_driver_sql("PRAGMA journal_mode=WAL")  # outside BEGIN: set once, persists in the file
+        raw = sqlite3.connect(engine.url.database, timeout=30.0, isolation_level=None)
+        try:
+            raw.execute("PRAGMA journal_mode=WAL")  # outside any transaction: set once, persists in the file
+        finally:
+            raw.close()
     return reader
 
 
@@ -283,13 +287,13 @@ class Reader:
             return [{"name": r.name, "tenant": r.tenant, "segments": segs.get(r.id, [])} for r in rows], total
 
     def offerings(self, limit: int, offset: int, name: str | None = None) -> tuple[list[dict[str, Any]], int]:
-        O = OfferingRow.__table__
+        OF = OfferingRow.__table__
         with self.engine.connect() as c:
-            q = select(O)
+            q = select(OF)
             if name is not None:
-                q = q.where(O.c.name == name)
+                q = q.where(OF.c.name == name)
             total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
-            rows = c.execute(q.order_by(O.c.name).limit(limit).offset(offset)).all()
+            rows = c.execute(q.order_by(OF.c.name).limit(limit).offset(offset)).all()
             return [
                 {
                     "name": r.name,
