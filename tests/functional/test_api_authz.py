@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gpufabric.api.app import create_app
+
 from support.api_world import World, build_world, clone_world
 
 ROLES = ("admin", "owner-alpha", "lessee-alpha", "lessee-beta", "none")

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_store
+from gpufabric.cli.common import JSON_OPT, open_store, segment_config
 from gpufabric.cli.output import console, emit_json, jsonable
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Inventory, Node
 
@@ -67,7 +68,9 @@ def import_(
         from gpufabric.service.inventory import load_inventory
 
         inv = load_inventory(file, fmt.value)
-    result = store.upsert_inventory(inv)
+    from gpufabric.service.actions import Actions
+
+    result = Actions(store, segment_config).import_inventory(LOCAL_ADMIN, inv)
     if json_out:
         emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": jsonable(result)})
     else:

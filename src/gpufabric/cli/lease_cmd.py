@@ -7,9 +7,11 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, open_engine, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.backend import ALL, backend, items
+from gpufabric.cli.common import JSON_OPT, actions, fabrics_path, open_engine, reader
+from gpufabric.cli.output import console, emit_json, table
 from gpufabric.cli.progress import phase_progress
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Lease
 
@@ -46,50 +48,62 @@ def create(
         networks=tuple(network),
         offering=offering,
     )
+    r = backend()
     if dry_run:
+        if r:
+            plans = r.post("/moves/preview", {"node": node, "to_tenant": tenant, "networks": list(network)})["phases"]
+            emit_json(plans["join"]) if json_out else console.print(plans["join"])
+            return
         _print_plan(open_engine().preview(node, tenant, tuple(network))["join"], json_out)
         return
-    created = open_store().create_lease(lease)
-    applied = _apply_now("lease", json_out) if created.active_at(datetime.now(UTC)) else None
-    if json_out:
-        emit_json({**jsonable(created), "applied": applied})
+    if r:
+        body = {"tenant": tenant, "node": node, "networks": list(network), "offering": offering,
+                "start": lease.start.isoformat(), "end": lease.end.isoformat() if lease.end else None}
+        created = r.post("/leases", body)
+        applied = None  # the server's worker applies it
     else:
-        console.print(f"lease {created.id}: {created.node} -> {created.tenant} ({created.offering})")
+        made = actions().create_lease(LOCAL_ADMIN, tenant, node, lease.networks, offering, lease.start, lease.end)
+        created = reader().leases(LOCAL_ADMIN, 1, 0, lease_id=made.id)[0][0]
+        applied = _apply_now("lease", json_out) if made.active_at(datetime.now(UTC)) else None
+    if json_out:
+        emit_json({**created, "applied": applied})
+    else:
+        console.print(f"lease {created['id']}: {created['node']} -> {created['tenant']} ({created['offering']})")
 
 
 @app.command("list")
 def list_leases(json_out: bool = JSON_OPT) -> None:
-    ls = open_store().leases()
+    r = backend()
+    ls = items(r.get("/leases", limit=1000)) if r else reader().leases(LOCAL_ADMIN, ALL, 0)[0]
     if json_out:
-        emit_json(jsonable(ls))
+        emit_json(ls)
         return
     table(
         f"{len(ls)} leases",
         ["id", "node", "tenant", "offering", "networks", "start", "end"],
         [
-            (
-                x.id,
-                x.node,
-                x.tenant,
-                x.offering,
-                ",".join(x.networks),
-                x.start.isoformat(timespec="seconds"),
-                x.end.isoformat(timespec="seconds") if x.end else "-",
-            )
+            (x["id"], x["node"], x["tenant"], x["offering"], ",".join(x["networks"]), x["start"][:19], (x["end"] or "-")[:19])
             for x in ls
         ],
     )
 
 
 @app.command("delete")
-def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
-    """End a lease now: the node goes to quarantine on every fabric (verified)."""
-    gone = open_store().delete_lease(lease_id)
-    applied = _apply_now("release", json_out)
-    if json_out:
-        emit_json({**jsonable(gone), "applied": applied})
+def delete(lease_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
+    """End a lease now: the node goes to quarantine on every fabric (verified). The lease stays in the history."""
+    r = backend()
+    if r:
+        gone = r.delete(f"/leases/{lease_id}")
+        applied = None
     else:
-        console.print(f"lease {gone.id} deleted ({gone.node} leaves {gone.tenant})")
+        actions().end_lease(LOCAL_ADMIN, lease_id)
+        found = reader().leases(LOCAL_ADMIN, 1, 0, lease_id=lease_id)[0]
+        gone = found[0] if found else {"id": lease_id, "node": "-", "tenant": "-"}
+        applied = _apply_now("release", json_out)
+    if json_out:
+        emit_json({**gone, "applied": applied})
+    else:
+        console.print(f"lease {gone['id']} ended ({gone['node']} leaves {gone['tenant']})")
 
 
 def _print_plan(plan: Any, json_out: bool) -> None:

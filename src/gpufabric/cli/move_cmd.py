@@ -1,4 +1,5 @@
-"""``gpufabric node move``, ``gpufabric move list|retry|resume`` and ``gpufabric reconcile``."""
+"""``gpufabric node move`` (in-process, or through a running server with ``--api``) and
+``gpufabric move list|show|retry|resume``."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_engine, open_store
+from gpufabric.cli.backend import backend, items
+from gpufabric.cli.common import JSON_OPT, open_engine, open_store, reader
 from gpufabric.cli.output import console, emit_json, jsonable, table
 from gpufabric.cli.progress import phase_progress
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.models import QUARANTINE
 
 app = typer.Typer(no_args_is_help=True)
@@ -52,7 +55,11 @@ def move_node(
                 for phase, p in plans.items():
                     console.print(f"[bold]{phase}[/]\n{p}")
             return
-        move = engine.ledger.request(node, to_tenant, offering, tuple(networks))
+        from gpufabric.service.actions import Actions
+
+        move = Actions(engine.store, lambda: engine.cfg).request_move(
+            LOCAL_ADMIN, node, to_tenant, tuple(networks), offering
+        )
         result = engine.run_pending(window=window)
     if result is None:  # another worker took it
         m = engine.ledger.get(move.id)
@@ -61,10 +68,79 @@ def move_node(
     _print_result(result, json_out)
 
 
+def move_remote(
+    r: Any, node: str, to_tenant: str, networks: list[str], offering: str, dry_run: bool, json_out: bool
+) -> None:
+    """``node move`` through a running server: request it (the server's worker runs it) and
+    follow its progress over server-sent events until it is done or failed."""
+    import json
+
+    if dry_run:
+        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks})["phases"]
+        if json_out:
+            emit_json(plans)
+        else:
+            for k, v in plans.items():
+                console.print(f"[bold]{k}[/]\n{v}")
+        return
+    m = r.post("/moves", {"node": node, "to_tenant": to_tenant, "networks": networks, "offering": offering})
+    with phase_progress(not json_out) as progress, r.stream(f"/moves/{m['id']}/events") as resp:
+        kind = ""
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind == "progress":
+                e = json.loads(line[6:])
+                progress(e["phase"], e["message"])  # type: ignore[operator]
+    detail = r.get(f"/moves/{m['id']}")
+    if json_out:
+        emit_json(detail)
+        return
+    _print_detail(detail)
+
+
+def _print_detail(d: dict[str, Any]) -> None:
+    console.print(f"move {d['id']}: {d['node']} {d['from_tenant']} -> {d['to_tenant']}: [bold]{d['status']}[/]"
+                  f" at {d['phase']}", highlight=False)
+    if d["error"]:
+        console.print(f"error: {d['error']}", highlight=False, markup=False)
+    table("phases", ["phase", "seconds"], [(k, f"{v:.3f}") for k, v in d["timings"].items()])
+
+
+@app.command("show")
+def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
+    """One move with its phases, progress messages and timings."""
+    from gpufabric.domain.errors import NotFoundError
+
+    r = backend()
+    if r:
+        d = r.get(f"/moves/{move_id}")
+    else:
+        rd = reader()
+        found = rd.moves(LOCAL_ADMIN, 1, 0, move_id=move_id)[0]
+        if not found:
+            raise NotFoundError("move", str(move_id))
+        events = rd.move_events(move_id)
+        d = {**found[0], "events": events, "timings": {e["phase"]: e["seconds"] for e in events if e["seconds"]}}
+    emit_json(d) if json_out else _print_detail(d)
+
+
 @app.command("list")
 def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
     from gpufabric.service.store_moves import MoveLedger
 
+    r = backend()
+    if r:
+        data = items(r.get("/moves", limit=1000))
+        if open_only:
+            data = [m for m in data if m["status"] != "done"]
+        emit_json(data) if json_out else table(
+            f"{len(data)} moves",
+            ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
+            [(m["id"], m["node"], m["from_tenant"], m["to_tenant"], m["phase"], m["status"], m["attempts"],
+              m["error"][:60]) for m in data],
+        )
+        return
     ms = MoveLedger(open_store()).moves(open_only)
     if json_out:
         emit_json(jsonable(ms))

@@ -14,12 +14,12 @@ import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
@@ -46,7 +46,7 @@ from gpufabric.service.convert import (
     node_to_domain,
     offering_to_domain,
 )
-from gpufabric.service.db_models import LeaseNetworkRow, NetworkRow, NodeRow, OfferingRow, SegmentRow, TenantRow
+from gpufabric.service.db_models import LeaseNetworkRow, LeaseRow, NetworkRow, NodeRow, OfferingRow, SegmentRow, TenantRow
 
 ALLOCATION_ATTEMPTS: Final = 50
 _NODE_LOAD: Final = (
@@ -246,7 +246,15 @@ class Store:
         """Delete a network and release its segments. ConflictError while leases use it (naming them)."""
         with self._tx() as s:
             row = _network_row(s, name, tenant)
-            ids = sorted(s.scalars(select(LeaseNetworkRow.lease_id).where(LeaseNetworkRow.network_id == row.id)))
+            links = s.execute(
+                select(LeaseNetworkRow.lease_id, LeaseRow.end)
+                .join(LeaseRow, LeaseRow.id == LeaseNetworkRow.lease_id)
+                .where(LeaseNetworkRow.network_id == row.id)
+            ).all()
+            now = datetime.now(UTC)
+            ids = sorted(i for i, end in links if end is None or end > now)
+            if not ids and links:  # only ended leases name it: they keep their history without it
+                s.execute(delete(LeaseNetworkRow).where(LeaseNetworkRow.network_id == row.id))
             if ids:
                 raise ConflictError(
                     f"network {name} of tenant {tenant} is used by lease(s) {', '.join(map(str, ids))}",

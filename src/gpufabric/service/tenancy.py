@@ -24,6 +24,7 @@ from gpufabric.service.db_models import (
     NodeRow,
     SegmentRow,
     TenantRow,
+    TokenRow,
 )
 from gpufabric.service.store import Store
 from gpufabric.service.store_leases import _LOAD as LEASE_LOAD
@@ -34,7 +35,9 @@ def delete_tenant(store: Store, name: str) -> Tenant:
         row = s.scalar(select(TenantRow).where(TenantRow.name == name))
         if row is None:
             raise NotFoundError("tenant", name)
-        leases = sorted(s.scalars(select(LeaseRow.id).where(LeaseRow.tenant_id == row.id)))
+        now = datetime.now(UTC)
+        live = or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+        leases = sorted(s.scalars(select(LeaseRow.id).where(LeaseRow.tenant_id == row.id, live)))
         nets = sorted(s.scalars(select(NetworkRow.name).where(NetworkRow.tenant_id == row.id)))
         if leases or nets:
             uses = []
@@ -45,7 +48,12 @@ def delete_tenant(store: Store, name: str) -> Tenant:
             raise ConflictError(
                 f"tenant {name} is still used by {' and '.join(uses)}", tenant=name, leases=leases, networks=nets
             )
+        for old in s.scalars(select(LeaseRow).where(LeaseRow.tenant_id == row.id)):
+            s.delete(old)  # ended leases only (live ones refused above); the event log keeps the history
+        s.flush()
         s.delete(row)
+        for tok in s.scalars(select(TokenRow).where(TokenRow.tenant == name, TokenRow.revoked_at.is_(None))):
+            tok.revoked_at = now  # a tenant's tokens die with it (a new tenant of that name gets none)
         return Tenant(name)
 
 
