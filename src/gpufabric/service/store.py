@@ -46,7 +46,15 @@ from gpufabric.service.convert import (
     node_to_domain,
     offering_to_domain,
 )
-from gpufabric.service.db_models import LeaseNetworkRow, LeaseRow, NetworkRow, NodeRow, OfferingRow, SegmentRow, TenantRow
+from gpufabric.service.db_models import (
+    LeaseNetworkRow,
+    LeaseRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    SegmentRow,
+    TenantRow,
+)
 
 ALLOCATION_ATTEMPTS: Final = 50
 _NODE_LOAD: Final = (
