@@ -72,6 +72,10 @@ def create_app(c: ApiContext) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def _http(r: Request, e: HTTPException) -> JSONResponse:
+        if e.status_code == 400:  # a body that is not JSON at all: the same answer as any invalid field
+            body = {"error": {"code": "invalid", "field": "body", "value": None, "allowed": "a JSON document",
+                              "message": f"invalid body: {e.detail}"}}
+            return JSONResponse(body, status_code=422)
         headers = dict(e.headers or {})
         if e.status_code == 405:
             headers["Allow"] = _allowed(app, r.url.path)

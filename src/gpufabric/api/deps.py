@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Query, Request, Security
 from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import (
@@ -154,7 +155,10 @@ def ctx(request: Request) -> ApiContext:
     return c
 
 
-def principal(request: Request) -> Principal:
+BEARER = HTTPBearer(auto_error=False, description="A token from `gpufabric token create`")
+
+
+def principal(request: Request, _doc: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Principal:
     auth = request.headers.get("authorization", "")
     scheme, _, secret = auth.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():

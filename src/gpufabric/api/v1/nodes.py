@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
@@ -14,6 +14,7 @@ from gpufabric.api.v1.schemas import (
     AttachmentIn,
     AttachmentOut,
     ImportOut,
+    InventoryIn,
     NodeOut,
     NodePage,
     OwnerIn,
@@ -67,14 +68,14 @@ def show_node(request: Request, node: NodeName, p: Principal = PRINCIPAL, c: Api
     responses={200: {"model": ImportOut}, **errors(403, 409)},
 )
 def import_inventory(
-    body: Annotated[dict[str, Any], Body(description="The inventory document")],
+    body: InventoryIn,
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
 ) -> Response:
     from gpufabric.service.inventory import inventory_from_dict
 
     p.require("node", Verb.CREATE)
-    r = c.actions.import_inventory(p, inventory_from_dict(body))
+    r = c.actions.import_inventory(p, inventory_from_dict(body.model_dump(exclude_none=True)))
     return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
 
 

@@ -41,7 +41,7 @@ def events(
     )
 
 
-@router.get("/tokens", tags=["tokens"], responses={200: {"model": TokenList}, **errors(403)})
+@router.get("/tokens", tags=["tokens"], responses={200: {"model": TokenList}, **errors(403, params=False)})
 def list_tokens(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("token", Verb.READ)
     return json({"items": [t.to_dict() for t in c.tokens.list()]})
@@ -65,7 +65,7 @@ def revoke_token(
 
 
 @router.post("/audit", tags=["audit"], summary="Run the isolation audit on the fabrics' real state now",
-             responses={200: {"model": AuditOut}, **errors(403, 503)})
+             responses={200: {"model": AuditOut}, **errors(403, 503, params=False)})
 def run_audit(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("audit", Verb.ACT)
     from gpufabric.audit import render_html
@@ -80,7 +80,7 @@ def run_audit(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
 
 
 @router.get("/audit", tags=["audit"], summary="The last audit result (JSON)",
-            responses={200: {"model": AuditOut}, **errors(403, 404)})
+            responses={200: {"model": AuditOut}, **errors(403, 404, params=False)})
 def last_audit(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("audit", Verb.READ)
     if c.last_audit is None:
@@ -89,8 +89,8 @@ def last_audit(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
 
 
 @router.get("/audit/html", tags=["audit"], summary="The last audit result (self-contained HTML)",
-            response_class=HTMLResponse, responses={200: {"content": {"text/html": {}}}, **errors(403, 404)})
-def last_audit_html(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> HTMLResponse:
+            responses={200: {"content": {"text/html": {"schema": {"type": "string"}}}}, **errors(403, 404, params=False)})
+def last_audit_html(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("audit", Verb.READ)
     if not c.last_audit_html:
         raise NotFoundError("audit", "last")
@@ -98,7 +98,7 @@ def last_audit_html(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> HTMLRespon
 
 
 @router.get("/reconcile", tags=["reconcile"], summary="The serve loops: passes, errors, last success, last result",
-            responses={200: {"model": ReconcileOut}, **errors(403)})
+            responses={200: {"model": ReconcileOut}, **errors(403, params=False)})
 def reconcile_status(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("reconcile", Verb.READ)
     return json({"loops": [s.to_dict() for s in c.loops.states.values()], "last": c.last_reconcile})

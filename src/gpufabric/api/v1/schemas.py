@@ -32,7 +32,10 @@ class Error(BaseModel):
     error: ErrorDetail
 
 
-def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+def errors(*codes: int, params: bool = True) -> dict[int | str, dict[str, Any]]:
+    """Documented answers: 401 always, 422 when the call takes parameters, plus ``codes``."""
+    if params:
+        codes = (*codes, 422)
     text = {
         304: "Not modified (If-None-Match matched the ETag)",
         400: "Bad request",
@@ -45,7 +48,7 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         503: "A needed dependency (fabrics) is not configured",
     }
     out: dict[int | str, dict[str, Any]] = {}
-    for c in (401, 422, *codes):
+    for c in (401, *codes):
         out[c] = {"description": text[c]} if c == 304 else {"model": Error, "description": text[c]}
     return out
 
@@ -99,6 +102,49 @@ class NodePage(BaseModel):
     total: int
     limit: int
     offset: int
+
+
+class EthernetPortIn(Strict):
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,62}$")
+    switch: Name
+    switch_port: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,62}$")
+    mac: str | None = Field(None, pattern=r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+GuidStr = Annotated[str, Field(pattern=r"^0x[0-9a-f]{16}$")]
+
+
+class IbPortIn(Strict):
+    device: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9_.-]+$")
+    port_num: int = Field(ge=1, le=254)
+    port_guid: GuidStr
+    node_guid: GuidStr
+    switch_guid: GuidStr | None = None
+    switch_port: int | None = Field(None, ge=1, le=254)
+
+
+class GpuIn(Strict):
+    module_id: int = Field(ge=1, le=64)
+    pci_bus_id: str | None = Field(None, max_length=32, pattern=r"^[0-9a-fA-F:.]*$")
+
+
+class DpuIn(Strict):
+    name: Name
+    mode: Literal["full", "dpu", "dpu-host"] = "full"
+
+
+class NodeIn(Strict):
+    name: Name
+    offering: Name | None = None
+    ethernet: list[EthernetPortIn] = Field(default_factory=list, max_length=16)
+    ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
+    gpus: list[GpuIn] = Field(default_factory=list, max_length=64)
+    dpus: list[DpuIn] = Field(default_factory=list, max_length=8)
+
+
+class InventoryIn(Strict):
+    version: Literal[1] = 1
+    nodes: list[NodeIn] = Field(max_length=10_000)
 
 
 class ImportOut(BaseModel):
