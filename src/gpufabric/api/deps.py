@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 from fastapi import Depends, Query, Request, Security
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -45,6 +46,7 @@ STATUS: tuple[tuple[type[GpufabricError], int], ...] = (
     (UnavailableError, 503),
     (FabricError, 502),
 )
+REVISION_TTL = 0.05  # seconds the store revision is trusted before it is read again (own writes reset it)
 AUTH_TTL = 2.0  # seconds a checked token is trusted before it is looked up again (revocation delay)
 CACHE_TTL = 1.0  # seconds a cached answer lives even if the revision did not move (leases end by time)
 
@@ -98,19 +100,36 @@ class ApiContext:
         self.actions = Actions(self.store, self.segment_config, self.changed)
         self.tokens = Tokens(self.store)
 
+    converge_requested: bool = False
+    _rev: tuple[float, int] = (0.0, -1)
+
     def changed(self, what: str) -> None:
+        self._rev = (0.0, -1)  # this process wrote: read the revision again
+        if what == "write":
+            return
         self.loops.wake("worker")
         if what == "converge":
             self.converge_requested = True
 
-    converge_requested: bool = False
+    def revision(self) -> int:
+        now = time.monotonic()
+        at, rev = self._rev
+        if now - at < REVISION_TTL:
+            return rev
+        rev = self.reader.revision()
+        self._rev = (now, rev)
+        return rev
+
+    def cached_principal(self, secret: str) -> Principal | None:
+        hit = self._auth.get(secret)
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
 
     def principal(self, secret: str | None) -> Principal:
         now = time.monotonic()
         if secret:
-            hit = self._auth.get(secret)
-            if hit is not None and hit[0] > now:
-                return hit[1]
+            hit = self.cached_principal(secret)
+            if hit is not None:
+                return hit
         p = self.tokens.authenticate(secret)
         assert secret is not None
         with self._lock:
@@ -128,29 +147,37 @@ class ApiContext:
             raise UnavailableError("no fabrics are configured (fabrics.yaml): this call needs them", field="fabrics")
         return self.engine()
 
-    def cached(self, request: Request, scope: tuple[Any, ...], build: Callable[[], Any]) -> Response:
-        """The JSON of ``build()``, built at most once per store revision (and per second) for
-        this URL and visibility ``scope``; 304 when the client's ETag matches."""
-        key = (request.url.path, str(request.url.query), scope)
-        rev = self.reader.revision()
-        now = time.monotonic()
+    def _hit(self, key: tuple[Any, ...]) -> tuple[int, tuple[bytes, str] | None]:
+        rev = self.revision()
         hit = self._cache.get(key)
-        if hit is not None and hit[0] == rev and now - hit[1] < CACHE_TTL:
-            body, etag = hit[2], hit[3]
-        else:
-            body = orjson.dumps(build())
-            etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
-            with self._lock:
-                if len(self._cache) > 4096:
-                    self._cache.clear()
-                self._cache[key] = (rev, now, body, etag)
+        if hit is not None and hit[0] == rev and time.monotonic() - hit[1] < CACHE_TTL:
+            return rev, (hit[2], hit[3])
+        return rev, None
+
+    def _build(self, key: tuple[Any, ...], rev: int, build: Callable[[], Any]) -> tuple[bytes, str]:
+        body = orjson.dumps(build())
+        etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+        with self._lock:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = (rev, time.monotonic(), body, etag)
+        return body, etag
+
+    async def cached(self, request: Request, scope: tuple[Any, ...], build: Callable[[], Any]) -> Response:
+        """The JSON of ``build()``, built at most once per store revision (and per second) for
+        this URL and visibility ``scope`` (off the event loop); 304 when the client's ETag matches."""
+        key = (request.url.path, str(request.url.query), scope)
+        rev, hit = self._hit(key) if time.monotonic() - self._rev[0] < REVISION_TTL else await run_in_threadpool(
+            self._hit, key
+        )
+        body, etag = hit if hit is not None else await run_in_threadpool(self._build, key, rev, build)
         headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers=headers)
         return Response(body, media_type="application/json", headers=headers)
 
 
-def ctx(request: Request) -> ApiContext:
+async def ctx(request: Request) -> ApiContext:
     c: ApiContext = request.app.state.ctx
     return c
 
@@ -158,12 +185,16 @@ def ctx(request: Request) -> ApiContext:
 BEARER = HTTPBearer(auto_error=False, description="A token from `gpufabric token create`")
 
 
-def principal(request: Request, _doc: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Principal:
+async def principal(request: Request, _doc: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Principal:
     auth = request.headers.get("authorization", "")
     scheme, _, secret = auth.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
         raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
-    return ctx(request).principal(secret.strip())
+    c: ApiContext = request.app.state.ctx
+    hit = c.cached_principal(secret.strip())
+    if hit is not None:
+        return hit
+    return await run_in_threadpool(c.principal, secret.strip())
 
 
 def json(data: Any, status: int = 200) -> Response:
@@ -176,7 +207,7 @@ class Page:
     offset: int
 
 
-def page(
+async def page(
     limit: int = Query(100, ge=1, le=1000, description="At most this many items."),
     offset: int = Query(0, ge=0, le=1_000_000, description="Skip this many items."),
 ) -> Page:

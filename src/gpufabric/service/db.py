@@ -5,13 +5,15 @@ Owns how gpufabric talks to its database: which URL is used (argument, then
 connections are set up per backend, and the programmatic ``alembic upgrade head``.
 
 SQLite: every transaction is ``BEGIN IMMEDIATE`` (writers serialise up front instead
-of failing on lock upgrade) and foreign keys are on. PostgreSQL (psycopg 3): plain
+of failing on lock upgrade) and foreign keys are on; file databases are in WAL mode
+with ``synchronous=NORMAL``. PostgreSQL (psycopg 3): plain
 READ COMMITTED; concurrent migrations are serialised with an advisory lock.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -56,6 +58,7 @@ def make_engine(url: str) -> Engine:
     if backend == "sqlite":
         if u.database and u.database != ":memory:":
             Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+            _wal(u.database)
         engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         _sqlite_immediate(engine)
         return engine
@@ -66,12 +69,26 @@ def make_engine(url: str) -> Engine:
     raise ConfigError("db", url, "a sqlite:// or postgresql+psycopg:// URL")
 
 
+def _wal(path: str) -> None:
+    """WAL mode (persistent in the file): readers and the one writer do not block each other."""
+    raw = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        raw.execute("PRAGMA journal_mode=WAL")
+    finally:
+        raw.close()
+
+
 def _sqlite_immediate(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA journal_mode")
+        if str(cur.fetchone()[0]).lower() == "wal":
+            # WAL: readers never block the writer; NORMAL syncs at checkpoints, not every commit
+            # (a killed process loses nothing; only a power loss may drop the last commits)
+            cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -2,12 +2,11 @@
 dicts, filtered to what a principal may see. No ORM object graphs on these paths.
 
 SQLite reads use their own engine without ``BEGIN IMMEDIATE`` (readers must not queue
-behind writers) and the database in WAL mode, so reads and lease writes run side by side.
+behind writers; the store is in WAL mode), so reads and lease writes run side by side.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -57,12 +56,6 @@ def _read_engine(store: Store) -> Engine:
         cur.execute("PRAGMA query_only=ON")
         cur.close()
 
-    if engine.url.database and engine.url.database != ":memory:":
-        raw = sqlite3.connect(engine.url.database, timeout=30.0, isolation_level=None)
-        try:
-            raw.execute("PRAGMA journal_mode=WAL")  # outside any transaction: set once, persists in the file
-        finally:
-            raw.close()
     return reader
 
 

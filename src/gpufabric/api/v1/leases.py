@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -18,7 +19,7 @@ LeaseId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
 
 @router.get("/leases", responses={200: {"model": LeasePage}, **errors(304)})
-def list_leases(
+async def list_leases(
     request: Request,
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
@@ -27,7 +28,7 @@ def list_leases(
     node: NameQ = None,
     state: Literal["active", "ended", "scheduled"] | None = None,
 ) -> Response:
-    return c.cached(
+    return await c.cached(
         request,
         (p.role, p.tenant),
         lambda: paged(*c.reader.leases(p, pg.limit, pg.offset, tenant, node, state), pg),
@@ -35,14 +36,14 @@ def list_leases(
 
 
 @router.get("/leases/{lease_id}", responses={200: {"model": LeaseOut}, **errors(304, 404)})
-def show_lease(request: Request, lease_id: LeaseId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+async def show_lease(request: Request, lease_id: LeaseId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     def build() -> dict[str, Any]:
         items, _ = c.reader.leases(p, 1, 0, lease_id=lease_id)
         if not items:
             raise NotFoundError("lease", str(lease_id))
         return items[0]
 
-    return c.cached(request, (p.role, p.tenant), build)
+    return await c.cached(request, (p.role, p.tenant), build)
 
 
 @router.post(
@@ -55,8 +56,22 @@ def create_lease(body: LeaseIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -
     lease = c.actions.create_lease(
         p, body.tenant, body.node, tuple(body.networks), body.offering, body.start, body.end
     )
-    assert lease.id is not None
-    return json(c.reader.leases(p, 1, 0, lease_id=lease.id)[0][0], 201)
+    now = datetime.now(UTC)
+    return json(
+        {
+            "id": lease.id,
+            "tenant": lease.tenant,
+            "node": lease.node,
+            "start": lease.start.astimezone(UTC).isoformat(),
+            "end": lease.end.astimezone(UTC).isoformat() if lease.end else None,
+            "networks": list(lease.networks),
+            "offering": lease.offering,
+            "owner": lease.owner,
+            "gpus": lease.gpus,
+            "active": lease.active_at(now),
+        },
+        201,
+    )
 
 
 @router.delete(

@@ -32,7 +32,7 @@ def detail(c: ApiContext, p: Principal, move_id: int) -> dict[str, Any]:
 
 
 @router.get("/moves", responses={200: {"model": MovePage}, **errors(304)})
-def list_moves(
+async def list_moves(
     request: Request,
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
@@ -41,7 +41,7 @@ def list_moves(
     tenant: NameQ = None,
     state: Literal["pending", "running", "failed", "done"] | None = None,
 ) -> Response:
-    return c.cached(
+    return await c.cached(
         request, (p.role, p.tenant), lambda: paged(*c.reader.moves(p, pg.limit, pg.offset, node, state, tenant), pg)
     )
 

@@ -34,7 +34,7 @@ FabricQ = Literal["ethernet", "infiniband", "nvlink", "dpu"]
 
 
 @router.get("/nodes", summary="List nodes with their ports on every fabric", responses={200: {"model": NodePage}, **errors(304)})
-def list_nodes(
+async def list_nodes(
     request: Request,
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
@@ -47,18 +47,18 @@ def list_nodes(
         items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, fabric)
         return paged(items, total, pg)
 
-    return c.cached(request, (p.role, p.tenant), build)
+    return await c.cached(request, (p.role, p.tenant), build)
 
 
 @router.get("/nodes/{node}", summary="One node", responses={200: {"model": NodeOut}, **errors(304, 404)})
-def show_node(request: Request, node: NodeName, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+async def show_node(request: Request, node: NodeName, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     def build() -> dict[str, Any]:
         items, _ = c.reader.nodes(p, 1, 0, name=node)
         if not items:
             raise NotFoundError("node", node)
         return items[0]
 
-    return c.cached(request, (p.role, p.tenant), build)
+    return await c.cached(request, (p.role, p.tenant), build)
 
 
 @router.post(

@@ -28,7 +28,7 @@ router = APIRouter()
 
 @router.get("/events", tags=["events"], summary="The append-only event log (newest first)",
             responses={200: {"model": EventPage}, **errors(304)})
-def events(
+async def events(
     request: Request,
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
@@ -36,7 +36,7 @@ def events(
     action: Annotated[str | None, Query(max_length=63, pattern=r"^[a-z]+\.[a-z]+$")] = None,
     outcome: Literal["ok", "error"] | None = None,
 ) -> Response:
-    return c.cached(
+    return await c.cached(
         request, (p.role, p.tenant), lambda: paged(*c.reader.events(p, pg.limit, pg.offset, action, outcome), pg)
     )
 

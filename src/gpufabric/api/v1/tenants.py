@@ -30,8 +30,8 @@ NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
 
 
 @router.get("/tenants", tags=["tenants"], responses={200: {"model": TenantPage}, **errors(304)})
-def list_tenants(request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX, pg: Page = PAGE) -> Response:
-    return c.cached(request, (p.role, p.tenant), lambda: paged(*c.reader.tenants(p, pg.limit, pg.offset), pg))
+async def list_tenants(request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX, pg: Page = PAGE) -> Response:
+    return await c.cached(request, (p.role, p.tenant), lambda: paged(*c.reader.tenants(p, pg.limit, pg.offset), pg))
 
 
 @router.post("/tenants", status_code=201, tags=["tenants"], responses={201: {"model": TenantOut}, **errors(403, 409)})
@@ -41,14 +41,14 @@ def create_tenant(body: TenantIn, p: Principal = PRINCIPAL, c: ApiContext = CTX)
 
 
 @router.get("/tenants/{tenant}", tags=["tenants"], responses={200: {"model": TenantOut}, **errors(304, 404)})
-def show_tenant(request: Request, tenant: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+async def show_tenant(request: Request, tenant: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     def build() -> dict[str, Any]:
         items, _ = c.reader.tenants(p, 1, 0, tenant)
         if not items:
             raise NotFoundError("tenant", tenant)
         return items[0]
 
-    return c.cached(request, (p.role, p.tenant), build)
+    return await c.cached(request, (p.role, p.tenant), build)
 
 
 @router.delete(
@@ -63,10 +63,10 @@ def delete_tenant(tenant: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) 
 
 
 @router.get("/networks", tags=["networks"], responses={200: {"model": NetworkPage}, **errors(304)})
-def list_networks(
+async def list_networks(
     request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX, pg: Page = PAGE, tenant: NameQ = None
 ) -> Response:
-    return c.cached(
+    return await c.cached(
         request, (p.role, p.tenant), lambda: paged(*c.reader.networks(p, pg.limit, pg.offset, tenant), pg)
     )
 
@@ -85,14 +85,14 @@ def create_network(body: NetworkIn, p: Principal = PRINCIPAL, c: ApiContext = CT
 
 
 @router.get("/networks/{tenant}/{name}", tags=["networks"], responses={200: {"model": NetworkOut}, **errors(304, 404)})
-def show_network(request: Request, tenant: NameP, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+async def show_network(request: Request, tenant: NameP, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     def build() -> dict[str, Any]:
         items, _ = c.reader.networks(p, 1, 0, tenant, name)
         if not items:
             raise NotFoundError("network", f"{tenant}/{name}")
         return items[0]
 
-    return c.cached(request, (p.role, p.tenant), build)
+    return await c.cached(request, (p.role, p.tenant), build)
 
 
 @router.delete(
@@ -110,16 +110,16 @@ def delete_network(tenant: NameP, name: NameP, p: Principal = PRINCIPAL, c: ApiC
 
 
 @router.get("/offerings", tags=["offerings"], responses={200: {"model": OfferingPage}, **errors(304)})
-def list_offerings(request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX, pg: Page = PAGE) -> Response:
-    return c.cached(request, ("all",), lambda: paged(*c.reader.offerings(pg.limit, pg.offset), pg))
+async def list_offerings(request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX, pg: Page = PAGE) -> Response:
+    return await c.cached(request, ("all",), lambda: paged(*c.reader.offerings(pg.limit, pg.offset), pg))
 
 
 @router.get("/offerings/{name}", tags=["offerings"], responses={200: {"model": OfferingOut}, **errors(304, 404)})
-def show_offering(request: Request, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+async def show_offering(request: Request, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     def build() -> dict[str, Any]:
         items, _ = c.reader.offerings(1, 0, name)
         if not items:
             raise NotFoundError("offering", name)
         return items[0]
 
-    return c.cached(request, ("all",), build)
+    return await c.cached(request, ("all",), build)

@@ -1,0 +1,206 @@
+"""API v1 benchmark on SQLite, one store, one run, a real ``gpufabric serve`` (uvicorn) on
+loopback and a load client of persistent HTTP/1.1 connections (``http.client``, threads):
+
+* reads of a 100-node page (``GET /api/v1/nodes?limit=100``), target >= 1,000/s;
+* full-list reads at 400 nodes (``GET /api/v1/nodes?limit=1000``, ~0.8 MB), target >= 50/s;
+* lease writes (``POST /api/v1/leases``, scheduled leases), target >= 200/s;
+* each also without the revision cache (a write between reads): the build cost of one answer.
+
+The store: 400 nodes x 2 Ethernet ports, 8 IB ports, 8 GPUs; 300 active leases (the shape
+the issue measured). Results: ``bench/results/api.json``. Run: ``python -m bench.bench_api``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from gpufabric.domain.auth import LOCAL_ADMIN
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.service.actions import Actions
+from gpufabric.service.inventory import inventory_from_dict
+from gpufabric.service.store import Store
+
+RESULTS = Path(__file__).parent / "results" / "api.json"
+NODES, LEASES, CLIENTS, SECONDS = 400, 300, 4, 4.0
+TARGETS = {"page100_reads_per_s": 1000.0, "full400_reads_per_s": 50.0, "lease_writes_per_s": 200.0}
+
+
+def _inventory(n: int) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "nodes": [
+            {
+                "name": f"gpu-{i:04d}",
+                "ethernet": [{"name": f"eth{e}", "switch": f"leaf-{e}-{i // 48}", "switch_port": f"Ethernet{i % 48 + 1}"}
+                             for e in range(2)],
+                "ib": [{"device": f"mlx5_{j}", "port_num": 1, "port_guid": f"0x0002c903{i:04x}{j:04x}",
+                        "node_guid": f"0x0002c904{i:04x}{j:04x}"} for j in range(8)],
+                "gpus": [{"module_id": g + 1} for g in range(8)],
+            }
+            for i in range(n)
+        ],
+    }
+
+
+def _setup(home: Path) -> str:
+    store = Store.open(f"sqlite:///{home}/gpufabric.db")
+    act = Actions(store, SegmentConfig.default)
+    act.import_inventory(LOCAL_ADMIN, inventory_from_dict(_inventory(NODES)))
+    for t in ("alpha", "beta", "gamma"):
+        act.create_tenant(LOCAL_ADMIN, t)
+        act.create_network(LOCAL_ADMIN, f"{t}-net", t)
+    now = datetime.now(UTC)
+    for i in range(LEASES):
+        t = ("alpha", "beta", "gamma")[i % 3]
+        act.create_lease(LOCAL_ADMIN, t, f"gpu-{i:04d}", (f"{t}-net",), start=now)
+    secret = act.create_token(LOCAL_ADMIN, "bench", "admin", None)[1]
+    store.close()
+    return secret
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _load(port: int, token: str, request: Callable[[int, int], tuple[str, str, bytes | None]], seconds: float,
+          clients: int) -> dict[str, Any]:
+    """``clients`` threads, each a persistent connection, for ``seconds``: answers/s and latency."""
+    stop = time.monotonic() + seconds
+    lat: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def worker(w: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mine: list[float] = []
+        k = 0
+        while time.monotonic() < stop:
+            method, path, body = request(w, k)
+            k += 1
+            t0 = time.perf_counter()
+            conn.request(method, path, body=body, headers={"Authorization": f"Bearer {token}",
+                                                             "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            mine.append(time.perf_counter() - t0)
+            if resp.status >= 300:
+                errors.append(f"{resp.status} {data[:200]!r}")
+        conn.close()
+        with lock:
+            lat.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    lat.sort()
+    return {
+        "requests": len(lat),
+        "per_s": round(len(lat) / wall, 1),
+        "p50_ms": round(statistics.median(lat) * 1000, 2) if lat else None,
+        "p99_ms": round(lat[int(len(lat) * 0.99) - 1] * 1000, 2) if lat else None,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else "",
+    }
+
+
+def run_api_bench() -> list[dict[str, Any]]:
+    home = Path(tempfile.mkdtemp(prefix="gf-bench-api-"))
+    t0 = time.monotonic()
+    token = _setup(home)
+    setup_s = time.monotonic() - t0
+    port = _free_port()
+    env = {**os.environ, "GPUFABRIC_HOME": str(home), "GPUFABRIC_DB": ""}
+    gf = str(Path(sys.executable).parent / "gpufabric")
+    server = subprocess.Popen([gf, "serve", "--port", str(port), "--interval", "0"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+                break
+            except OSError:
+                time.sleep(0.1)
+        base = datetime(2030, 1, 1, tzinfo=UTC)
+
+        def page(_w: int, _k: int) -> tuple[str, str, bytes | None]:
+            return "GET", "/api/v1/nodes?limit=100", None
+
+        def full(_w: int, _k: int) -> tuple[str, str, bytes | None]:
+            return "GET", "/api/v1/nodes?limit=1000", None
+
+        def write(w: int, k: int) -> tuple[str, str, bytes | None]:
+            free = NODES - LEASES  # nodes without an open-ended lease take the scheduled ones
+            node = f"gpu-{LEASES + (k * CLIENTS + w) % free:04d}"
+            slot = (k * CLIENTS + w) // free
+            start = base + timedelta(hours=2 * slot + w * 10_000)
+            body = {"tenant": "alpha", "node": node, "networks": ["alpha-net"], "start": start.isoformat(),
+                    "end": (start + timedelta(hours=1)).isoformat()}
+            return "POST", "/api/v1/leases", json.dumps(body).encode()
+
+        mixed_k = [0]
+
+        def uncached_full(w: int, k: int) -> tuple[str, str, bytes | None]:
+            # every other request is a lease write, so every read misses the cache
+            mixed_k[0] += 1
+            if k % 2:
+                return write(w + 50, k)
+            return "GET", "/api/v1/nodes?limit=1000", None
+
+        _load(port, token, page, 1.0, CLIENTS)  # warm up
+        r_page = _load(port, token, page, SECONDS, CLIENTS)
+        r_full = _load(port, token, full, SECONDS, CLIENTS)
+        r_write = _load(port, token, write, SECONDS, CLIENTS)
+        r_mixed = _load(port, token, uncached_full, SECONDS, 1)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    measured = {
+        "page100_reads_per_s": r_page["per_s"],
+        "full400_reads_per_s": r_full["per_s"],
+        "lease_writes_per_s": r_write["per_s"],
+    }
+    rows = [
+        {"case": "page of 100 nodes (cached per revision)", **r_page},
+        {"case": "full list of 400 nodes (cached per revision)", **r_full},
+        {"case": "lease writes (POST /leases)", **r_write},
+        {"case": "full list, cache missed (a lease write between reads; 1 client)", **r_mixed},
+    ]
+    summary = {
+        "store": f"SQLite, {NODES} nodes x 2 eth + 8 IB + 8 GPU, {LEASES} leases; setup {setup_s:.1f}s",
+        "clients": CLIENTS,
+        "load_average_1m_after": round(os.getloadavg()[0], 2),  # the machine is shared: context for the numbers
+        "cpus": os.cpu_count(),
+        "seconds_per_case": SECONDS,
+        "targets": TARGETS,
+        "measured": measured,
+        "ratio_to_target": {k: round(measured[k] / v, 2) for k, v in TARGETS.items()},
+        "all_met": all(measured[k] >= v for k, v in TARGETS.items()),
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"benchmark": "api", "rows": rows, "summary": summary}, indent=2) + "\n")
+    return [*rows, summary]
+
+
+if __name__ == "__main__":
+    for row in run_api_bench():
+        print(json.dumps(row))
