@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -119,6 +120,13 @@ class ApiContext:
         rev = self.reader.revision()
         self._rev = (now, rev)
         return rev
+
+    def set_audit(self, report: Any) -> None:
+        """Keep ``report`` (an AuditReport) as the last audit result (JSON and HTML)."""
+        from gpufabric.audit import render_html
+
+        self.last_audit = {"at": datetime.now(UTC).isoformat(), "report": report.to_dict()}
+        self.last_audit_html = render_html(report)
 
     def cached_principal(self, secret: str) -> Principal | None:
         hit = self._auth.get(secret)

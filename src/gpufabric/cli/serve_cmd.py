@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,9 @@ def serve(
         e = engines["reconcile"]
         result = reconcile_once(e, pol, resume_moves=False)
         telemetry.record_reconcile(result)
-        telemetry.record_audit(e, result.observed)
-        ctx.last_reconcile = {"at": time.time(), **result.to_dict()}
+        report = telemetry.record_audit(e, result.observed)
+        ctx.set_audit(report)
+        ctx.last_reconcile = {"at": datetime.now(UTC).isoformat(), **result.to_dict()}
 
     if has_fabrics:
         loops.start("worker", worker_pass, poll)

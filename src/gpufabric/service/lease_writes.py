@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import insert, or_, select
+from sqlalchemy import insert, or_, select, update
 
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
@@ -94,6 +94,8 @@ def create_lease(store: Store, lease: Lease, who: Principal) -> Lease:
             )
         )
         lease_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+        if lease.active_at(datetime.now(UTC)):
+            c.execute(update(NodeRow).where(NodeRow.id == node_id).values(state="leased"))
         if net_ids:
             c.execute(insert(LeaseNetworkRow), [{"lease_id": lease_id, "network_id": n} for n in net_ids])
         c.execute(

@@ -352,7 +352,7 @@ class Reader:
                 {
                     "id": r.id,
                     "at": _iso(r.at),
-                    "actor": r.actor,
+                    "actor": r.actor if p.is_admin or r.role != "admin" else "operator",  # no operator names
                     "role": r.role,
                     "tenant": r.tenant,
                     "action": r.action,

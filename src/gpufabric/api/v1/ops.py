@@ -3,7 +3,6 @@ and HTML) and the reconcile/worker loops' status."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -68,13 +67,10 @@ def revoke_token(
              responses={200: {"model": AuditOut}, **errors(403, 503, params=False)})
 def run_audit(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("audit", Verb.ACT)
-    from gpufabric.audit import render_html
     from gpufabric.service.audit_run import audit
 
     report = audit(c.need_engine())
-    at = datetime.now(UTC).isoformat()
-    c.last_audit = {"at": at, "report": report.to_dict()}
-    c.last_audit_html = render_html(report)
+    c.set_audit(report)
     c.actions.record(p, "audit.run", "fabrics", True, f"{len(report.violations)} violation(s)")
     return json(c.last_audit)
 
