@@ -68,6 +68,9 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
 
     from e2e.conftest import GF
 
+    token = lab.gfj("token", "create", "--role", "admin", "--name", "metrics-test")["secret"]
+    refused = lab.gf("serve", "--host", "0.0.0.0", check=False)
+    assert refused.returncode == 2 and "loopback" in refused.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -92,14 +95,22 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
         assert sample in metrics
         assert 'gpufabric_audit_violations{invariant="IB-ROGUE-SM",severity="critical"} 0.0' in metrics
         assert "gpufabric_audit_duration_seconds" in metrics and "gpufabric_reconcile_drift 0.0" in metrics
+        assert "gpufabric_loop_last_success_timestamp_seconds" in metrics
         spec = httpx.get(f"{base}/openapi.json", timeout=5).json()
-        assert {"/nodes", "/tenants", "/networks", "/leases", "/metrics"} <= set(spec["paths"])
-        nodes = httpx.get(f"{base}/nodes", timeout=5).json()
+        assert {"/api/v1/nodes", "/api/v1/tenants", "/api/v1/networks", "/api/v1/leases", "/api/v1/moves"} <= set(
+            spec["paths"]
+        )
+        assert httpx.get(f"{base}/healthz", timeout=5).json()["status"] == "ok"
+        ready = httpx.get(f"{base}/readyz", timeout=5).json()
+        assert ready["status"] == "ok" and ready["checks"]["reconcile"]["alive"]
+        assert httpx.get(f"{base}/api/v1/nodes", timeout=5).status_code == 401  # no token, no answer
+        auth = {"Authorization": f"Bearer {token}"}
+        nodes = httpx.get(f"{base}/api/v1/nodes", headers=auth, timeout=5).json()["items"]
         assert {n["name"] for n in nodes} == {"gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"}
-        missing = httpx.get(f"{base}/nodes/nope", timeout=5)
-        assert missing.status_code == 404 and missing.json()["error"] == "not_found"
-        bad = httpx.post(f"{base}/tenants", json={"name": "Bad Name"}, timeout=5)
-        assert bad.status_code == 422 and bad.json()["field"] == "tenant.name"
+        missing = httpx.get(f"{base}/api/v1/nodes/nope", headers=auth, timeout=5)
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+        bad = httpx.post(f"{base}/api/v1/tenants", json={"name": "Bad Name"}, headers=auth, timeout=5)
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "name"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
