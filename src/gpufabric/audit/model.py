@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from gpufabric.domain.findings import Violation as Violation
 from gpufabric.domain.models import Fabric, Lease, Network, Node
+from gpufabric.domain.findings import Violation as Violation
 from gpufabric.domain.severity import Severity as Severity
 from gpufabric.domain.state import FabricState, PartitionLayout, SwitchState
 from gpufabric.domain.values import Guid, VlanId

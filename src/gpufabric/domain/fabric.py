@@ -113,7 +113,7 @@ class FabricBackend(ABC, Generic[O]):
         """Apply ``plan`` (one transaction/session per device) and return the verified
         read-back of at least what it changed; raise a GpufabricError if it cannot."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections (default: nothing to release)."""
 
 
