@@ -77,6 +77,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _load(port: int, token: str, request: Callable[[int, int], tuple[str, str, bytes | None]], seconds: float,
           clients: int) -> dict[str, Any]:
     """``clients`` threads, each a persistent connection, for ``seconds``: answers/s and latency."""
@@ -166,11 +172,19 @@ def run_api_bench() -> list[dict[str, Any]]:
                 return write(w + 50, k)
             return "GET", "/api/v1/nodes?limit=1000", None
 
+        def measured(req: Callable[[int, int], tuple[str, str, bytes | None]], clients: int) -> dict[str, Any]:
+            cpu0 = _cpu_seconds(server.pid)
+            r = _load(port, token, req, SECONDS, clients)
+            cpu_ms = (_cpu_seconds(server.pid) - cpu0) * 1000 / max(1, r["requests"])
+            # load-independent: server CPU per answer, and what one core could serve at that cost
+            return {**r, "server_cpu_ms_per_request": round(cpu_ms, 3),
+                    "per_s_per_core_at_that_cost": round(1000 / cpu_ms, 1) if cpu_ms else None}
+
         _load(port, token, page, 1.0, CLIENTS)  # warm up
-        r_page = _load(port, token, page, SECONDS, CLIENTS)
-        r_full = _load(port, token, full, SECONDS, CLIENTS)
-        r_write = _load(port, token, write, SECONDS, CLIENTS)
-        r_mixed = _load(port, token, uncached_full, SECONDS, 1)
+        r_page = measured(page, CLIENTS)
+        r_full = measured(full, CLIENTS)
+        r_write = measured(write, CLIENTS)
+        r_mixed = measured(uncached_full, 1)
     finally:
         server.terminate()
         server.wait(timeout=30)
