@@ -102,7 +102,8 @@ async function refresh() {
 function portCell(kind, label, key, tenant, title) {
   const drift = state.drift.get(key);
   const cls = `port ${colour(tenant)}${drift ? " drift" : ""}${state.focused === key ? " focus" : ""}`;
-  const cell = el("li", { class: cls, id: `port-${key}`, tabindex: "0",
+  // only drifted ports are tab stops (a 400-node map would be thousands); drill-down focuses any
+  const cell = el("li", { class: cls, id: `port-${key}`, tabindex: drift ? "0" : "-1",
                           title: drift ? `${title} — ${drift}` : title,
                           "aria-label": `${kind} ${label}: ${tenant}${drift ? ", drift: " + drift : ""}` },
                   drift ? "\u26a0 " : "", label);
