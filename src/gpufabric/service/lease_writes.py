@@ -79,7 +79,7 @@ def create_lease(store: Store, lease: Lease, who: Principal) -> Lease:
         if offering_id is None:
             raise NotFoundError("offering", lease.offering)
         wanted = list(dict.fromkeys(lease.networks))
-        found: dict[str, int] = dict(c.execute(_NETS, {"tid": tenant_id, "names": wanted}).tuples().all()) if wanted else {}
+        found: dict[str, int] = dict(c.execute(_NETS, {"tid": tenant_id, "names": wanted}).all()) if wanted else {}
         for name in wanted:
             if name not in found:
                 raise NotFoundError("network", f"{lease.tenant}/{name}")
