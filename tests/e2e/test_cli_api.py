@@ -86,3 +86,25 @@ def test_api_without_a_token_or_with_another_tenants_token(lab: LabEnv, server: 
     assert p.returncode == 2 and "not found" in p.stderr
     nets = nets_of(lab)
     assert owner_of_ports(lab, "gpu-a02", nets) == {"gamma"}, "nothing changed"
+
+
+def _wait_owner(lab: LabEnv, node: str, want: set[str], timeout: float = 30) -> set[str]:
+    nets = nets_of(lab)
+    deadline = time.monotonic() + timeout
+    while True:
+        got = owner_of_ports(lab, node, nets)
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def test_lease_through_the_api_is_applied_by_the_server(lab: LabEnv, server: dict[str, Any]) -> None:
+    env = api(server)
+    made = lab.gfj("lease", "create", "--tenant", "beta", "--node", "gpu-a03", "--network", "beta-net", extra_env=env)
+    assert made["tenant"] == "beta" and made["active"] and made["applied"] is None  # the server's worker applies it
+    assert _wait_owner(lab, "gpu-a03", {"beta"}) == {"beta"}
+    ended = lab.gfj("lease", "delete", str(made["id"]), extra_env=env)
+    assert ended["end"] is not None and not ended["active"]
+    assert _wait_owner(lab, "gpu-a03", {"quarantine"}) == {"quarantine"}
+    owner = lab.gfj("node", "owner", "gpu-a04", "--tenant", "beta", extra_env=env)
+    assert owner["owner"] == "beta"

@@ -61,17 +61,47 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     fmt = fmt or _guess(file)
-    store = open_store()
+    from gpufabric.cli.backend import backend
+
+    r = backend()
+    if r and fmt is Format.ibnetdiscover:
+        raise ValidationError("format", fmt.value, "yaml or json through --api (ibnetdiscover merges with the local store)")
+    store = None if r else open_store()
     if fmt is Format.ibnetdiscover:
+        assert store is not None
         inv = merge_ib_ports(store.nodes(), load_ibnetdiscover(file))
     else:
         from gpufabric.service.inventory import load_inventory
 
         inv = load_inventory(file, fmt.value)
+    if r:  # parsed and checked here, imported by the server (as the token's principal)
+        res = r.post("/inventory", {"version": 1, "nodes": [_node_doc(n) for n in inv.nodes]})
+        if json_out:
+            emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": res})
+        else:
+            console.print(f"imported {len(inv.nodes)} nodes from {file} ({fmt.value}) through the API: {res}")
+        return
     from gpufabric.service.actions import Actions
 
+    assert store is not None
     result = Actions(store, segment_config).import_inventory(LOCAL_ADMIN, inv)
     if json_out:
         emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": jsonable(result)})
     else:
         console.print(f"imported {len(inv.nodes)} nodes from {file} ({fmt.value}): {result}")
+
+
+def _node_doc(n: Node) -> dict[str, object]:
+    """A node as an inventory document entry (the API's import body)."""
+    return {
+        "name": n.name,
+        **({"offering": n.offering} if n.offering else {}),
+        "ethernet": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, **({"mac": p.mac} if p.mac else {})}
+                     for p in n.ethernet],
+        "ib": [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
+                **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
+                **({"switch_port": p.switch_port} if p.switch_port else {})} for p in n.ib],
+        "gpus": [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})}
+                 for g in n.gpus],
+        "dpus": [{"name": d.name, "mode": d.mode.value} for d in n.dpus],
+    }

@@ -92,7 +92,11 @@ def owner(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Set which tenant owns a node (ESI owner)."""
-    actions().set_owner(LOCAL_ADMIN, name, tenant)
+    r = backend()
+    if r:
+        r._do("PUT", f"/nodes/{name}/owner", json={"owner": tenant})
+    else:
+        actions().set_owner(LOCAL_ADMIN, name, tenant)
     n = _node(name)
     emit_json(n) if json_out else console.print(f"node {name} owner: {n['owner'] or '-'}", highlight=False)
 
