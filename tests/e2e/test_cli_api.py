@@ -108,3 +108,32 @@ def test_lease_through_the_api_is_applied_by_the_server(lab: LabEnv, server: dic
     assert _wait_owner(lab, "gpu-a03", {"quarantine"}) == {"quarantine"}
     owner = lab.gfj("node", "owner", "gpu-a04", "--tenant", "beta", extra_env=env)
     assert owner["owner"] == "beta"
+
+
+def test_node_attachments_for_integrations(lab: LabEnv, server: dict[str, Any]) -> None:
+    """What the Neutron integration calls: attach a node to a tenant's network (a move through
+    quarantine), look it up by switch port, then detach (back to quarantine)."""
+    base, auth = server["base"] + "/api/v1", {"Authorization": f"Bearer {server['admin']}"}
+
+    def wait_move(move_id: int) -> dict[str, Any]:
+        deadline = time.monotonic() + 60
+        while True:
+            m: dict[str, Any] = httpx.get(f"{base}/moves/{move_id}", headers=auth, timeout=5).json()
+            if m["status"] in ("done", "failed") or time.monotonic() > deadline:
+                return m
+            time.sleep(0.3)
+
+    r = httpx.post(f"{base}/nodes/gpu-a04/attachments", json={"network": "beta-net", "tenant": "beta"},
+                   headers=auth, timeout=10)
+    assert r.status_code == 202 and r.json()["move"]["to_tenant"] == "beta"
+    assert wait_move(r.json()["move"]["id"])["status"] == "done"
+    assert owner_of_ports(lab, "gpu-a04", nets_of(lab)) == {"beta"}
+    node = httpx.get(f"{base}/nodes/gpu-a04", headers=auth, timeout=5).json()
+    eth = node["ports"]["ethernet"][0]
+    found = httpx.get(f"{base}/ports/lookup", params={"switch": eth["switch"], "port": eth["switch_port"]},
+                      headers=auth, timeout=5)
+    assert found.json() == {"node": "gpu-a04"}
+    r = httpx.delete(f"{base}/nodes/gpu-a04/attachments/beta-net", headers=auth, timeout=10)
+    assert r.status_code == 202 and r.json()["move"]["to_tenant"] == "quarantine"
+    assert wait_move(r.json()["move"]["id"])["status"] == "done"
+    assert owner_of_ports(lab, "gpu-a04", nets_of(lab)) == {"quarantine"}
