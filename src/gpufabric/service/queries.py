@@ -128,29 +128,32 @@ class Reader:
         gpus: dict[int, list[dict[str, Any]]] = {}
         dpus: dict[int, list[dict[str, Any]]] = {}
         if ids:
+            wanted = set(ids)
+
+            def children(table: Any, *cols: Any, order: tuple[Any, ...] = ()) -> list[Any]:
+                q = select(table.c.node_id, *cols)
+                if len(ids) < 200:  # a page: filter in SQL; a big list: read all, filter here
+                    q = q.where(table.c.node_id.in_(ids))
+                return [r for r in c.execute(q.order_by(*order)).all() if r[0] in wanted]
+
             E = EthernetPortRow.__table__
-            for r in c.execute(select(E).where(E.c.node_id.in_(ids)).order_by(E.c.name)):
-                eth.setdefault(r.node_id, []).append(
-                    {"name": r.name, "switch": r.switch, "switch_port": r.switch_port, "mac": r.mac}
-                )
+            for nid, name, sw, sp, mac in children(E, E.c.name, E.c.switch, E.c.switch_port, E.c.mac, order=(E.c.name,)):
+                eth.setdefault(nid, []).append({"name": name, "switch": sw, "switch_port": sp, "mac": mac})
             B = IbPortRow.__table__
-            for r in c.execute(select(B).where(B.c.node_id.in_(ids)).order_by(B.c.device, B.c.port_num)):
-                ib.setdefault(r.node_id, []).append(
-                    {
-                        "device": r.device,
-                        "port_num": r.port_num,
-                        "port_guid": r.port_guid,
-                        "node_guid": r.node_guid,
-                        "switch_guid": r.switch_guid,
-                        "switch_port": r.switch_port,
-                    }
+            for nid, dev, num, pg, ng, sg, sp in children(
+                B, B.c.device, B.c.port_num, B.c.port_guid, B.c.node_guid, B.c.switch_guid, B.c.switch_port,
+                order=(B.c.device, B.c.port_num),
+            ):
+                ib.setdefault(nid, []).append(
+                    {"device": dev, "port_num": num, "port_guid": pg, "node_guid": ng, "switch_guid": sg,
+                     "switch_port": sp}
                 )
             G = GpuRow.__table__
-            for r in c.execute(select(G).where(G.c.node_id.in_(ids)).order_by(G.c.module_id)):
-                gpus.setdefault(r.node_id, []).append({"module_id": r.module_id, "pci_bus_id": r.pci_bus_id})
+            for nid, mid, bus in children(G, G.c.module_id, G.c.pci_bus_id, order=(G.c.module_id,)):
+                gpus.setdefault(nid, []).append({"module_id": mid, "pci_bus_id": bus})
             D = DpuRow.__table__
-            for r in c.execute(select(D.c.node_id, D.c.name, D.c.mode).where(D.c.node_id.in_(ids))):
-                dpus.setdefault(r.node_id, []).append({"name": r.name, "mode": r.mode})
+            for nid, name, mode in children(D, D.c.name, D.c.mode, order=(D.c.name,)):
+                dpus.setdefault(nid, []).append({"name": name, "mode": mode})
         return [
             {
                 "name": r.name,
