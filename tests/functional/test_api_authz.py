@@ -52,6 +52,8 @@ MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int, int, in
     ("GET", "/api/v1/networks/beta/beta-net", None, (200, 404, 404, 200, 401)),
     ("GET", "/api/v1/networks/alpha/shared-name", None, (200, 200, 200, 404, 401)),
     ("POST", "/api/v1/networks", {"name": "n2", "tenant": "beta"}, (201, 404, 404, 201, 401)),
+    ("POST", "/api/v1/networks", {"name": "n3", "tenant": "beta", "segments": [{"fabric": "ethernet", "seg_id": 2900}]},
+     (201, 404, 404, 403, 401)),
     ("DELETE", "/api/v1/networks/beta/beta-net", None, (409, 404, 404, 409, 401)),  # lease 2 uses it
     ("GET", "/api/v1/offerings/openstack", None, (200, 200, 200, 200, 401)),
     ("GET", "/api/v1/leases/2", None, (200, 404, 404, 200, 401)),

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from gpufabric.domain.auth import Principal, Role, Verb
-from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError
+from gpufabric.domain.errors import ConflictError, ForbiddenError, GpufabricError, NotFoundError
 from gpufabric.domain.models import QUARANTINE, Fabric, Inventory, Lease, Network, Node, Tenant
 from gpufabric.domain.moves import Move
 from gpufabric.domain.segments import SegmentConfig
@@ -90,6 +90,13 @@ class Actions:
     def create_network(self, p: Principal, name: str, tenant: str, segments: dict[Fabric, int] | None = None) -> Network:
         self._tenant_visible(p, tenant)
         p.require("network", Verb.CREATE)
+        if segments and not p.is_admin:
+            raise ForbiddenError(
+                "only an admin (e.g. the Neutron integration's token) may adopt explicit segments",
+                field="segments",
+                value=p.role.value,
+                allowed="admin",
+            )
         return self._do(
             p,
             "network.create",
