@@ -18,6 +18,7 @@ from gpufabric.service.actions import Actions
 from gpufabric.service.inventory import inventory_from_dict
 from gpufabric.service.queries import Reader
 from gpufabric.service.store import Store
+
 from support.api_world import inventory
 
 T0 = datetime(2031, 1, 1, tzinfo=UTC)
