@@ -18,7 +18,7 @@ from gpufabric.domain.errors import ConflictError, ForbiddenError, GpufabricErro
 from gpufabric.domain.models import QUARANTINE, Fabric, Inventory, Lease, Network, Node, Tenant
 from gpufabric.domain.moves import Move
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service import lease_writes, tenancy
+from gpufabric.service import lease_writes, tenant_admin
 from gpufabric.service.auth import EventLog, TokenInfo, Tokens
 from gpufabric.service.store import ImportResult, Store
 from gpufabric.service.store_moves import MoveLedger
@@ -64,14 +64,14 @@ class Actions:
     def node_visible(self, p: Principal, node: str) -> None:
         """NotFoundError unless ``p`` may see ``node`` (lessee: leased by its tenant now; owner: owned)."""
         if p.role is Role.ADMIN:
-            tenancy.node_owner(self.store, node)  # NotFoundError; no port graph loaded
+            tenant_admin.node_owner(self.store, node)  # NotFoundError; no port graph loaded
             return
         if p.role is Role.OWNER:
-            if tenancy.node_owner(self.store, node) != p.tenant:
+            if tenant_admin.node_owner(self.store, node) != p.tenant:
                 raise NotFoundError("node", node)
             return
         try:
-            lease = tenancy.active_lease(self.store, node)
+            lease = tenant_admin.active_lease(self.store, node)
         except NotFoundError:
             lease = None
         if lease is None or lease.tenant != p.tenant:
@@ -85,7 +85,7 @@ class Actions:
     def delete_tenant(self, p: Principal, name: str) -> Tenant:
         self._tenant_visible(p, name)
         p.require("tenant", Verb.DELETE)
-        return self._do(p, "tenant.delete", name, name, lambda: tenancy.delete_tenant(self.store, name))
+        return self._do(p, "tenant.delete", name, name, lambda: tenant_admin.delete_tenant(self.store, name))
 
     def create_network(self, p: Principal, name: str, tenant: str, segments: dict[Fabric, int] | None = None) -> Network:
         self._tenant_visible(p, tenant)
@@ -102,7 +102,7 @@ class Actions:
             "network.create",
             f"{tenant}/{name}",
             tenant,
-            lambda: tenancy.adopt_network(self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {}),
+            lambda: tenant_admin.adopt_network(self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {}),
         )
 
     def delete_network(self, p: Principal, name: str, tenant: str) -> Network:
@@ -145,12 +145,12 @@ class Actions:
             raise NotFoundError("lease", str(lease_id)) from None
         visible = p.is_admin or lease.tenant == p.tenant
         if p.role is Role.OWNER and not visible:
-            visible = tenancy.node_owner(self.store, lease.node) == p.tenant
+            visible = tenant_admin.node_owner(self.store, lease.node) == p.tenant
         if not visible:
             raise NotFoundError("lease", str(lease_id))
 
         def run() -> Lease:
-            ended = tenancy.end_lease(self.store, lease_id)
+            ended = tenant_admin.end_lease(self.store, lease_id)
             self.on_change("converge")
             return ended
 
@@ -182,12 +182,12 @@ class Actions:
 
         def run() -> tuple[Move | None, Lease | None]:
             self.store.network(network, tenant)  # NotFoundError first
-            current = tenancy.active_lease(self.store, node)
+            current = tenant_admin.active_lease(self.store, node)
             if current is not None and current.tenant == tenant:
                 if network in current.networks:
                     raise ConflictError(f"node {node} is already attached to {tenant}/{network}", node=node)
                 assert current.id is not None
-                lease = tenancy.set_lease_networks(self.store, current.id, (*current.networks, network))
+                lease = tenant_admin.set_lease_networks(self.store, current.id, (*current.networks, network))
                 self.on_change("converge")
                 return None, lease
             move = self.ledger.request(node, tenant, current.offering if current else "baremetal", (network,))
@@ -201,7 +201,7 @@ class Actions:
         goes to quarantine (a move) when it was the last."""
         self.node_visible(p, node)
         p.require("node", Verb.ACT)
-        current = tenancy.active_lease(self.store, node)
+        current = tenant_admin.active_lease(self.store, node)
         if current is None or network not in current.networks or not p.sees_tenant(current.tenant):
             raise NotFoundError("attachment", f"{node}/{network}")
 
@@ -209,7 +209,7 @@ class Actions:
             rest = tuple(n for n in current.networks if n != network)
             if rest:
                 assert current.id is not None
-                lease = tenancy.set_lease_networks(self.store, current.id, rest)
+                lease = tenant_admin.set_lease_networks(self.store, current.id, rest)
                 self.on_change("converge")
                 return None, lease
             move = self.ledger.request(node, QUARANTINE)
@@ -225,7 +225,7 @@ class Actions:
 
     def set_owner(self, p: Principal, node: str, owner: str | None) -> Node:
         p.require("node", Verb.CREATE)
-        return self._do(p, "node.owner", node, owner, lambda: tenancy.set_node_owner(self.store, node, owner))
+        return self._do(p, "node.owner", node, owner, lambda: tenant_admin.set_node_owner(self.store, node, owner))
 
     def create_token(self, p: Principal, name: str, role: str, tenant: str | None) -> tuple[TokenInfo, str]:
         p.require("token", Verb.CREATE)

@@ -1,4 +1,4 @@
-"""Store operations the API and CLI verbs added on top of :class:`Store`: tenant delete
+"""Store operations the API and CLI verbs added on top of :class:`Store` (tenant admin): tenant delete
 (refused while leases or networks use it, naming them), networks adopted with explicit
 segments (the Neutron integration), lease end (history kept) and lease network changes,
 node owners. One transaction each; domain objects in and out.
