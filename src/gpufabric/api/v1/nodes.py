@@ -21,11 +21,10 @@ from gpufabric.api.v1.schemas import (
     PortLookupOut,
     errors,
 )
-from gpufabric.domain.auth import Principal, Verb
+from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Verb
 from gpufabric.domain.errors import NotFoundError
 from gpufabric.domain.moves import Move
 from gpufabric.domain.serial import jsonable
-from gpufabric.service.queries import move_dict
 
 router = APIRouter(tags=["nodes"])
 NodeName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
@@ -87,25 +86,14 @@ def set_owner(node: NodeName, body: OwnerIn, p: Principal = PRINCIPAL, c: ApiCon
     return json(items[0])
 
 
-def _attachment(node: str, move: Move | None, lease: Any) -> dict[str, Any]:
+def _attachment(c: ApiContext, node: str, move: Move | None, lease: Any) -> dict[str, Any]:
     m = None
-    if move is not None:
-        assert move.id is not None
-        m = move_dict(_Row(move))
+    if move is not None and move.id is not None:  # the move it just made, as the moves endpoints show it
+        m = c.reader.moves(LOCAL_ADMIN, 1, 0, move_id=move.id)[0][0]
     lj = None
     if lease is not None:
         lj = {**jsonable(lease), "networks": list(lease.networks), "active": True}
     return {"node": node, "move": m, "lease": lj}
-
-
-class _Row:
-    """A Move read as a row by :func:`move_dict`."""
-
-    def __init__(self, m: Move) -> None:
-        self.id, self.node, self.from_tenant, self.to_tenant = m.id, m.node, m.from_tenant, m.to_tenant
-        self.offering, self.networks, self.phase, self.status = m.offering, ",".join(m.networks), m.phase.value, m.status.value
-        self.attempts, self.error, self.claimed_by = m.attempts, m.error, m.claimed_by
-        self.created_at = self.updated_at = None
 
 
 @router.post(
@@ -116,7 +104,7 @@ class _Row:
 )
 def attach(node: NodeName, body: AttachmentIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     move, lease = c.actions.attach(p, node, body.network, body.tenant)
-    return json(_attachment(node, move, lease), 202)
+    return json(_attachment(c, node, move, lease), 202)
 
 
 @router.delete(
@@ -132,7 +120,7 @@ def detach(
     c: ApiContext = CTX,
 ) -> Response:
     move, lease = c.actions.detach(p, node, network)
-    return json(_attachment(node, move, lease), 202)
+    return json(_attachment(c, node, move, lease), 202)
 
 
 @router.get(
