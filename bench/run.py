@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, each a ratio against a floor or a peer measured in the
 same run; results land in ``bench/results/*.json``. Set ``BENCH_ONLY=name,name`` to pick
-(audit, ethernet, ngs, ib, moves)."""
+(audit, ethernet, ngs, ib, moves, api)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ SUITES: dict[str, tuple[str, str]] = {
     "ngs": ("bench.bench_ngs", "run_ngs_comparison"),
     "ib": ("bench.bench_ib", "run_ib_bench"),
     "moves": ("bench.bench_moves", "run_moves_bench"),
+    "api": ("bench.bench_api", "run_api_bench"),
 }
 
 

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS=(openvswitch-switch opensm ibsim-utils libumad2sim0 infiniband-diags iproute2
-          iputils-ping postgresql openssh-server procps ovn-central ovn-host)
+          iputils-ping postgresql openssh-server procps ovn-central ovn-host chromium)
 missing=()
 for p in "${APT_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.drivers import SubnetManagerDriver
+from gpufabric.domain.secrets import Secret
 from gpufabric.domain.state import IbFabricState, PartitionLayout
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
@@ -86,7 +87,8 @@ UFM_GAPS = {
 def ufm_target(_run_dir: Path) -> Iterator[SmTarget]:
     guids = tuple(Guid(0x0002C90300000B10 + i) for i in range(MIN_PORTS))
     with ufm_server() as s:
-        d = UfmDriver(s.url, username="admin", password="s3cret-test", managed_pkeys="0x0a00-0x0aff")
+        d = UfmDriver(s.url, username="admin", password=Secret("s3cret-test"), managed_pkeys="0x0a00-0x0aff",
+                      verify=str(s.ca_file))  # fmt: skip
         try:
             yield SmTarget(d, guids, shows_default=False, known_gaps=UFM_GAPS)
         finally:

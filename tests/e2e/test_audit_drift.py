@@ -4,6 +4,7 @@ its GUID and node, and after ``gpufabric reconcile --once`` (repair) the audit i
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -54,7 +55,7 @@ def test_drift_on_every_fabric_is_reported_then_repaired(lab: LabEnv) -> None:
     assert has(vs, "IB-GUID-FOREIGN-PKEY", guid, "gpu-a03") and has(vs, "IB-PKEY-SHARED", guid, "gpu-a03")
     report = lab.home / "audit.html"
     human = lab.gf("audit", "--html", str(report), check=False)
-    assert human.returncode == 1 and "violation(s) of 15 invariant(s)" in human.stdout
+    assert human.returncode == 1 and re.search(r"violation\(s\) of \d+ invariant\(s\)", human.stdout)
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") and guid in html and port in html and "<script" not in html
 

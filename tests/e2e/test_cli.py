@@ -48,11 +48,11 @@ def test_inventory_yaml_then_ibnetdiscover_merges_ib_ports(gf, tmp_path: Path) -
     )
     assert lab["nodes"] == 7  # type: ignore[index]  # gpu-a01..a06 and the SM host sm-01
     node = ok_json(gf("node", "show", "gpu-a03", "--json"))
-    assert [(p["device"], p["port_guid"]) for p in node["ib"]] == [  # type: ignore[index]
+    assert [(p["device"], p["port_guid"]) for p in node["ports"]["infiniband"]] == [  # type: ignore[index]
         ("mlx5_0", "0x0002c90310000301"),
         ("mlx5_1", "0x0002c90310000311"),
     ]
-    assert {p["switch_port"] for p in node["ib"]} != {None}  # type: ignore[index]
+    assert {p["switch_port"] for p in node["ports"]["infiniband"]} != {None}  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ verified by reading OVS and the PKey tables by SMP; per-phase timings are printe
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from e2e.conftest import LabEnv, owner_of_ports
@@ -68,6 +70,9 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
 
     from e2e.conftest import GF
 
+    token = lab.gfj("token", "create", "--role", "admin", "--name", "metrics-test")["secret"]
+    refused = lab.gf("serve", "--host", "0.0.0.0", check=False)
+    assert refused.returncode == 2 and "loopback" in refused.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -92,14 +97,22 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
         assert sample in metrics
         assert 'gpufabric_audit_violations{invariant="IB-ROGUE-SM",severity="critical"} 0.0' in metrics
         assert "gpufabric_audit_duration_seconds" in metrics and "gpufabric_reconcile_drift 0.0" in metrics
+        assert "gpufabric_loop_last_success_timestamp_seconds" in metrics
         spec = httpx.get(f"{base}/openapi.json", timeout=5).json()
-        assert {"/nodes", "/tenants", "/networks", "/leases", "/metrics"} <= set(spec["paths"])
-        nodes = httpx.get(f"{base}/nodes", timeout=5).json()
+        assert {"/api/v1/nodes", "/api/v1/tenants", "/api/v1/networks", "/api/v1/leases", "/api/v1/moves"} <= set(
+            spec["paths"]
+        )
+        assert httpx.get(f"{base}/healthz", timeout=5).json()["status"] == "ok"
+        ready = httpx.get(f"{base}/readyz", timeout=5).json()
+        assert ready["status"] == "ok" and ready["checks"]["reconcile"]["alive"]
+        assert httpx.get(f"{base}/api/v1/nodes", timeout=5).status_code == 401  # no token, no answer
+        auth = {"Authorization": f"Bearer {token}"}
+        nodes = httpx.get(f"{base}/api/v1/nodes", headers=auth, timeout=5).json()["items"]
         assert {n["name"] for n in nodes} == {"gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"}
-        missing = httpx.get(f"{base}/nodes/nope", timeout=5)
-        assert missing.status_code == 404 and missing.json()["error"] == "not_found"
-        bad = httpx.post(f"{base}/tenants", json={"name": "Bad Name"}, timeout=5)
-        assert bad.status_code == 422 and bad.json()["field"] == "tenant.name"
+        missing = httpx.get(f"{base}/api/v1/nodes/nope", headers=auth, timeout=5)
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+        bad = httpx.post(f"{base}/api/v1/tenants", json={"name": "Bad Name"}, headers=auth, timeout=5)
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "name"
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -111,8 +124,17 @@ def test_lease_create_and_delete_apply_on_the_fabrics(lab: LabEnv) -> None:
     assert [c["after"] for c in dry["ethernet"]] == [f"access {nets['alpha'][0]}"]
     assert owner_of_ports(lab, "gpu-a03", nets) == {"quarantine"}, "a dry run changes nothing"
     created = lab.gfj("lease", "create", "--tenant", "alpha", "--node", "gpu-a03", "--network", "alpha-net")
-    assert created["applied"]["changes"] >= 2
+    (grant,) = created["moves"]  # a lease is granted by a move from quarantine: join adds, nothing to remove
+    assert (grant["from"], grant["to"], grant["status"]) == ("quarantine", "alpha", "done")
+    assert {p["phase"]: p["changes"] for p in created["phases"]}["join"] >= 2
     assert owner_of_ports(lab, "gpu-a03", nets) == {"alpha"}
-    gone = lab.gfj("lease", "delete", str(created["id"]))
-    assert gone["applied"]["changes"] >= 2
+    lease = next(x for x in lab.gfj("lease", "list") if x["node"] == "gpu-a03" and x["end"] is None)
+    gone = lab.gfj("lease", "delete", str(lease["id"]))
+    (release,) = gone["moves"]  # ending it is a move to quarantine: the quarantine phase removes
+    assert (release["from"], release["to"], release["status"]) == ("alpha", "quarantine", "done")
+    assert {p["phase"]: p["changes"] for p in gone["phases"]}["quarantine"] >= 2
     assert owner_of_ports(lab, "gpu-a03", nets) == {"quarantine"}
+    ended = next(x for x in lab.gfj("lease", "list") if x["id"] == lease["id"])
+    assert ended["end"] is not None, "the lease is kept, ended (history; its id is never given again)"
+    again = lab.gf("lease", "delete", str(lease["id"]), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["moves"] == []

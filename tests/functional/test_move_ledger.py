@@ -132,7 +132,8 @@ def test_a_move_of_a_dead_worker_on_this_host_is_reclaimed_at_once_a_live_one_is
     ledger.request("n2", "ta", networks=("ta-net",))
     host = os.uname().nodename
     dead = f"{host}:{_dead_pid()}"
-    assert worker_dead(dead) and not worker_dead(f"{host}:{os.getpid()}") and not worker_dead("elsewhere:1")
+    assert worker_dead(dead) and worker_dead(f"{dead}:serve") and not worker_dead(f"{host}:{os.getpid()}:serve")
+    assert not worker_dead(f"{host}:{os.getpid()}") and not worker_dead("elsewhere:1")
     assert [m.node for m in ledger.claim(f"{host}:{os.getpid()}", limit=1)] == ["n1"]
     assert [m.node for m in ledger.claim(dead, limit=1)] == ["n2"]
     # n2's worker is gone: taken over at once, long before stale_after; n1's worker lives: kept

@@ -179,12 +179,17 @@ def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
     assert [s.seg_id for s in ib if s] == [3000, 3001, 3002]
     assert [s.pkey for s in ib if s] == [PKey(0x0B00), PKey(0x0B01), PKey(0x0B02)]
     assert [n.name for n in store.networks("alpha")] == ["a-net1", "a-net2"]
-    assert store.network("b-net1") == b1
-    with pytest.raises(ConflictError, match="network already exists: a-net1"):
-        store.create_network("a-net1", "bravo", cfg)
+    assert store.network("b-net1", "bravo") == b1
+    with pytest.raises(NotFoundError, match="network not found: alpha/b-net1"):
+        store.network("b-net1", "alpha")  # names are per tenant: alpha has no b-net1
+    with pytest.raises(ConflictError, match="network already exists in tenant alpha: a-net1"):
+        store.create_network("a-net1", "alpha", cfg)
+    same_name = store.create_network("a-net1", "bravo", cfg)  # another tenant may use the same name
+    store.delete_network("a-net1", "bravo")
+    assert same_name.tenant == "bravo"
     with pytest.raises(NotFoundError, match="tenant not found: charlie"):
         store.create_network("c-net", "charlie", cfg)
-    store.delete_network("b-net1")
+    store.delete_network("b-net1", "bravo")
     again = store.create_network("b-net2", "bravo", cfg)  # the lowest free ids are reused
     assert again.segment(Fabric.ETHERNET) == b1.segment(Fabric.ETHERNET)
     assert again.segment(Fabric.INFINIBAND) == b1.segment(Fabric.INFINIBAND)
@@ -265,9 +270,9 @@ def test_overlapping_lease_conflicts(
 
 def test_lease_rules(leasable: Store) -> None:
     s = leasable
-    with pytest.raises(ValidationError, match="invalid lease.networks: 'b-net'.*networks of tenant alpha"):
+    with pytest.raises(NotFoundError, match="network not found: alpha/b-net"):
         s.create_lease(Lease("alpha", "gpu01", T0, networks=("a-net", "b-net")))
-    with pytest.raises(NotFoundError, match="network not found: zz"):
+    with pytest.raises(NotFoundError, match="network not found: alpha/zz"):
         s.create_lease(Lease("alpha", "gpu01", T0, networks=("zz",)))
     with pytest.raises(NotFoundError, match="offering not found: gold"):
         s.create_lease(Lease("alpha", "gpu01", T0, offering="gold"))
@@ -278,13 +283,13 @@ def test_lease_rules(leasable: Store) -> None:
     assert s.leases() == []
     s.create_offering(Offering("gold", "premium", DpuMode.DPU, (("k", "v"),)))
     lease = s.create_lease(Lease("alpha", "gpu01", T0, offering="gold", networks=("a-net",)))
-    with pytest.raises(ConflictError, match="network a-net is used by lease"):
-        s.delete_network("a-net")
+    with pytest.raises(ConflictError, match="network a-net of tenant alpha is used by lease"):
+        s.delete_network("a-net", "alpha")
     assert s.delete_lease(lease.id or 0) == lease
     assert s.leases() == []
     with pytest.raises(NotFoundError, match=f"lease not found: {lease.id}"):
         s.delete_lease(lease.id or 0)
-    assert s.delete_network("a-net").name == "a-net"
+    assert s.delete_network("a-net", "alpha").name == "a-net"
     assert [o for o in s.offerings() if o.name == "gold"] == [Offering("gold", "premium", DpuMode.DPU, (("k", "v"),))]
     with pytest.raises(ConflictError, match="offering already exists: gold"):
         s.create_offering(Offering("gold"))

@@ -339,11 +339,13 @@ def test_server_delete_unknown_and_management(ufm: UfmServer) -> None:
 
 def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
     """The service builds drivers as ``cls(**options)`` from fabrics.yaml (entry point ``ufm``)."""
+    from gpufabric.fabrics.infiniband.kind import InfinibandKind
     from gpufabric.service.fabrics import Fabrics
     from gpufabric.service.registry import Registry
 
     reg = Registry()
     reg.register("ufm", UfmDriver)
+    reg.register_kind(InfinibandKind())
     options = {
         "url": ufm.url,
         "username": "admin",

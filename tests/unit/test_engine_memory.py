@@ -106,7 +106,7 @@ def move(e: MoveEngine, node: str, tenant: str) -> list[str]:
 
 def test_the_memory_kind_plugs_in_through_registration_only(engine: MoveEngine) -> None:
     assert [k.name for k in engine.kinds] == ["ethernet", "infiniband", "memory"]
-    net = engine.store.network("ta-net")
+    net = engine.store.network("ta-net", "ta")
     assert {str(s.fabric) for s in net.segments} == {"ethernet", "infiniband"}  # memory allocates none
 
 
@@ -115,7 +115,7 @@ def test_moves_run_quarantine_swap_join_on_all_three_fabrics(engine: MoveEngine)
     engine.progress = lambda _phase, msg: seen.append(owners(engine)) if "verified" in msg else None
     assert move(engine, "n1", "ta") == ["quarantine", "swap", "join"]
     assert owners(engine)["n1"] == {"ta"}
-    ta_vlan = engine.store.network("ta-net").segments[0].vlan
+    ta_vlan = engine.store.network("ta-net", "ta").segments[0].vlan
     assert switch(engine).observe().port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.ACCESS, ta_vlan)
     assert dict(mem(engine).observe().tags)["n1/m0"] == "ta"
     assert move(engine, "n1", "tb") == ["quarantine", "swap", "join"]
@@ -156,7 +156,7 @@ def test_fabrics_apply_returns_the_read_back_of_each_fabric(engine: MoveEngine) 
 
 def test_reconcile_repairs_drift_on_every_fabric(engine: MoveEngine) -> None:
     move(engine, "n1", "ta")
-    tb = engine.store.network("tb-net").segments
+    tb = engine.store.network("tb-net", "tb").segments
     tb_vlan = next(s.vlan for s in tb if s.vlan)
     switch(engine).set_port(EthernetPortConfig("leaf1", "p2", PortMode.ACCESS, tb_vlan))
     sm(engine).set_table(guid(2, 0), [0xFFFF])  # a host made full member of the default partition

@@ -27,6 +27,22 @@ def audit(
         threshold = Severity(fail_on)
     except ValueError:
         raise ValidationError("fail-on", fail_on, "critical, high, medium or low") from None
+    from gpufabric.cli.backend import backend
+
+    r = backend()
+    if r:  # through a running server: its audit, printed as JSON (human: one line per violation)
+        data = r.post("/audit")["report"]
+        if json_out:
+            emit_json(data)
+        else:
+            for v in data.get("violations", []):
+                console.print(f"{v.get('severity')}: {v.get('invariant')}: {v.get('message')}", markup=False)
+            console.print(f"{len(data.get('violations', []))} violation(s)")
+        order = ["critical", "high", "medium", "low"]
+        worst = [order.index(v["severity"]) for v in data.get("violations", []) if v.get("severity") in order]
+        if worst and min(worst) <= order.index(threshold.value):
+            raise typer.Exit(1)
+        return
     report = audit(open_engine(), only=only or None)
     if html is not None:
         html.write_text(render_html(report))

@@ -51,3 +51,17 @@ def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
     cfg = segment_config()
     fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
     return MoveEngine(open_store(), fabrics, cfg, progress=progress, verify_timeout=verify_timeout)
+
+
+def reader() -> Any:
+    """Fast read queries over the store (the API's shapes)."""
+    from gpufabric.service.queries import Reader
+
+    return Reader(open_store())
+
+
+def actions() -> Any:
+    """Authorised, logged writes on the store (the CLI acts as the local operator, admin)."""
+    from gpufabric.service.actions import Actions
+
+    return Actions(open_store(), segment_config)

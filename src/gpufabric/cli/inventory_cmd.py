@@ -10,8 +10,9 @@ from typing import Any
 import typer
 import yaml
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store
+from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_config
 from gpufabric.cli.output import console, emit_json, escape, jsonable
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import Inventory, Node
 from gpufabric.domain.values import Guid
@@ -62,20 +63,33 @@ def import_(
     node GUIDs and is refused) adds IB ports to nodes matched by node description "HOSTNAME DEVICE"."""
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
+    from gpufabric.cli.backend import backend
     from gpufabric.service.inventory import check_guid_moves, load_inventory, mark_sm_hosts
 
     fmt = fmt or _guess(file)
+    r = backend()
+    if r and fmt is Format.ibnetdiscover:
+        raise ValidationError("format", fmt.value, "yaml or json through --api (ibnetdiscover merges with the local store)")
     fabrics = _fabrics_yaml()
-    store = open_store()
     sm_hosts: tuple[str, ...] = ()
     if fmt is Format.ibnetdiscover:
+        store = open_store()
         known = store.nodes()
         found = load_ibnetdiscover(file)
         check_guid_moves(found, known)
         inv, sm_hosts = mark_sm_hosts(merge_ib_ports(known, found), _sm_guids(fabrics))
     else:
         inv = load_inventory(file, fmt.value, _dialects(fabrics))
-    result = store.upsert_inventory(inv)
+    if r:  # parsed and checked here, imported by the server (as the token's principal)
+        res = r.post("/inventory", {"version": 1, "nodes": [_node_doc(n) for n in inv.nodes]})
+        if json_out:
+            emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": res})
+        else:
+            console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}) through the API: {escape(res)}")
+        return
+    from gpufabric.service.actions import Actions
+
+    result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, inv)
     if json_out:
         emit_json({"format": fmt.value, "nodes": len(inv.nodes), "sm_hosts": list(sm_hosts), "result": jsonable(result)})
     else:
@@ -108,3 +122,19 @@ def _dialects(fabrics: dict[str, Any]) -> dict[str, str]:
 def _sm_guids(fabrics: dict[str, Any]) -> list[Guid]:
     raw = [*(fabrics.get("sm_port_guids") or []), *(fabrics.get("trusted_sm_guids") or [])]
     return [Guid.parse(g, field="sm_port_guids") for g in raw]
+
+
+def _node_doc(n: Node) -> dict[str, object]:
+    """A node as an inventory document entry (the API's import body)."""
+    return {
+        "name": n.name,
+        **({"offering": n.offering} if n.offering else {}),
+        "ethernet": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, **({"mac": p.mac} if p.mac else {})}
+                     for p in n.ethernet],
+        "ib": [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
+                **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
+                **({"switch_port": p.switch_port} if p.switch_port else {})} for p in n.ib],
+        "gpus": [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})}
+                 for g in n.gpus],
+        "dpus": [{"name": d.name, "mode": d.mode.value, **dict(d.details)} for d in n.dpus],
+    }

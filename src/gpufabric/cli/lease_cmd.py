@@ -7,8 +7,10 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_engine, open_store
+from gpufabric.cli.backend import ALL, backend, items
+from gpufabric.cli.common import JSON_OPT, actions, open_engine, open_store, reader
 from gpufabric.cli.output import console, emit_json, escape, jsonable, table
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ValidationError
 
 app = typer.Typer(no_args_is_help=True)
@@ -39,11 +41,23 @@ def create(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Lease an available node to a tenant: a move from quarantine, applied and verified on every fabric."""
-    from gpufabric.cli.move_cmd import run_requested
-    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
+    """Lease an available node to a tenant: a move from quarantine, applied and verified on every
+    fabric (here, or by the server's worker with --api; its phases are shown as they happen)."""
+    from gpufabric.cli.move_cmd import follow_remote, run_requested
 
     t0, t1 = parse_time("start", start), parse_time("end", end)
+    r = backend()
+    if r:
+        if dry_run:
+            body: dict[str, Any] = {"node": node, "to_tenant": tenant, "networks": list(network), "offering": offering}
+            plans = r.post("/moves/preview", {**body, **({"gpus": gpus} if gpus else {})})["phases"]
+            emit_json(plans["join"]) if json_out else console.print(escape(plans["join"]))
+            return
+        body = {"tenant": tenant, "node": node, "networks": list(network), "offering": offering, "gpus": gpus,
+                "start": t0.isoformat() if t0 else None, "end": t1.isoformat() if t1 else None}  # fmt: skip
+        move = r.post("/leases", body)
+        follow_remote(r, move["id"], json_out)
+        return
     store = open_store()
     store.node(node)
     if dry_run:
@@ -51,29 +65,22 @@ def create(
         _print_plan(open_engine().preview(node, tenant, nets, gpus=gpus, offering=offering)["join"], json_out)
         return
     engine = open_engine()
-    move = Tenancy(store).grant(LOCAL_OPERATOR, tenant, node, network, offering, gpus=gpus, start=t0, end=t1)
+    move = actions().create_lease(LOCAL_ADMIN, tenant, node, tuple(network), offering, t0, t1, gpus)
     run_requested(engine, move.id, json_out)
 
 
 @app.command("list")
 def list_leases(json_out: bool = JSON_OPT) -> None:
-    ls = open_store().leases()
+    r = backend()
+    ls = items(r.get("/leases", limit=1000)) if r else reader().leases(LOCAL_ADMIN, ALL, 0)[0]
     if json_out:
-        emit_json(jsonable(ls))
+        emit_json(ls)
         return
     table(
         f"{len(ls)} leases",
         ["id", "node", "tenant", "offering", "networks", "start", "end"],
         [
-            (
-                x.id,
-                x.node,
-                x.tenant,
-                x.offering,
-                ",".join(x.networks),
-                x.start.isoformat(timespec="seconds"),
-                x.end.isoformat(timespec="seconds") if x.end else "-",
-            )
+            (x["id"], x["node"], x["tenant"], x["offering"], ",".join(x["networks"]), x["start"][:19], (x["end"] or "-")[:19])
             for x in ls
         ],
     )
@@ -82,10 +89,19 @@ def list_leases(json_out: bool = JSON_OPT) -> None:
 @app.command("delete")
 def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
     """End a lease now: its node goes to quarantine on every fabric (verified); the lease is kept, ended."""
-    from gpufabric.cli.move_cmd import run_requested
-    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
+    from gpufabric.cli.move_cmd import follow_remote, run_requested
+    from gpufabric.domain.values import check_id
 
-    lease, move = Tenancy(open_store()).end(LOCAL_OPERATOR, lease_id)
+    check_id("lease_id", lease_id)
+    r = backend()
+    if r:
+        ended = r.delete(f"/leases/{lease_id}")
+        if ended.get("move"):
+            follow_remote(r, ended["move"]["id"], json_out)
+        else:
+            emit_json(ended) if json_out else console.print(f"lease {lease_id} needs no release")
+        return
+    lease, move = actions().end_lease(LOCAL_ADMIN, lease_id)
     if move is None:
         if json_out:
             emit_json({"lease": jsonable(lease), "moves": [], "phases": []})

@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli import (
+    admin_cmd,
     audit_cmd,
     inventory_cmd,
     lab_cmd,
@@ -20,6 +21,7 @@ from gpufabric.cli import (
     node_cmd,
     offload_cmd,
     ops_cmd,
+    serve_cmd,
     tenant_cmd,
 )
 from gpufabric.cli.output import fail
@@ -37,7 +39,13 @@ app = typer.Typer(
 def _global(
     db: str = typer.Option("", "--db", help="SQLAlchemy URL of the store (default: SQLite under --home)."),
     home: Path = typer.Option(None, "--home", help="State directory (default $GPUFABRIC_HOME or ./.gpufabric)."),
+    api: str = typer.Option("", "--api", help="Act through a running `gpufabric serve` at this URL ($GPUFABRIC_API)."),
+    token: str = typer.Option("", "--token", help="Bearer token for --api ($GPUFABRIC_TOKEN)."),
 ) -> None:
+    if api:
+        os.environ["GPUFABRIC_API"] = api
+    if token:
+        os.environ["GPUFABRIC_TOKEN"] = token
     if db:
         os.environ["GPUFABRIC_DB"] = db
     if home is not None:
@@ -48,11 +56,14 @@ app.add_typer(inventory_cmd.app, name="inventory", help="Import the hardware inv
 app.add_typer(node_cmd.app, name="node", help="Nodes: list, show, move.")
 app.add_typer(tenant_cmd.tenant_app, name="tenant", help="Tenants.")
 app.add_typer(tenant_cmd.network_app, name="network", help="Tenant networks (one segment per fabric).")
+app.add_typer(tenant_cmd.offering_app, name="offering", help="Offerings (profiles a node is handed over in).")
+app.add_typer(admin_cmd.token_app, name="token", help="API tokens (admin, owner, lessee), stored hashed.")
+app.command("events")(admin_cmd.events)
 app.add_typer(lease_cmd.app, name="lease", help="Leases of nodes to tenants.")
 app.add_typer(move_cmd.app, name="move", help="Move intents: list, retry a failed one, resume after a crash.")
 app.command("audit")(audit_cmd.audit)
 app.command("reconcile")(ops_cmd.reconcile)
-app.command("serve")(ops_cmd.serve)
+app.command("serve")(serve_cmd.serve)
 app.add_typer(offload_cmd.app, name="offload", help="DPU offload report (hw / tc / datapath per tenant) and SR-IOV policy.")
 app.add_typer(lab_cmd.app, name="lab", help="The local lab: ibsim + OpenSM + OVS + namespaces.")
 

@@ -1,4 +1,5 @@
-"""``gpufabric node move``, ``gpufabric move list|retry|resume`` and ``gpufabric reconcile``."""
+"""``gpufabric node move`` (in-process, or through a running server with ``--api``) and
+``gpufabric move list|show|retry|resume``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_engine, open_store
+from gpufabric.cli.backend import backend, items
+from gpufabric.cli.common import JSON_OPT, actions, open_engine, open_store, reader
 from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_id
@@ -50,8 +53,6 @@ def move_node(
     window: float,
     gpus: int | None = None,
 ) -> None:
-    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
-
     store = open_store()
     store.node(node)  # "node not found" before anything needs the fabrics
     if dry_run:
@@ -66,7 +67,7 @@ def move_node(
                 console.print(f"[bold]{phase}[/]\n{escape(str(p))}")
         return
     engine = open_engine()
-    move = Tenancy(store).move(LOCAL_OPERATOR, node, to_tenant, networks, offering, gpus)
+    move = actions().request_move(LOCAL_ADMIN, node, to_tenant, tuple(networks), offering, gpus)
     run_requested(engine, move.id, json_out, window)
 
 
@@ -99,10 +100,92 @@ def run_requested(engine: Any, move_id: int | None, json_out: bool, window: floa
         raise GpufabricError(f"move {m.id} failed: {m.error}", move=m.id)
 
 
+def move_remote(
+    r: Any, node: str, to_tenant: str, networks: list[str], offering: str, dry_run: bool, json_out: bool,
+    gpus: int | None = None,
+) -> None:
+    """``node move`` through a running server: request it (the server's worker runs it) and
+    follow its progress over server-sent events until it is done or failed."""
+
+    if dry_run:
+        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks})["phases"]
+        if json_out:
+            emit_json(plans)
+        else:
+            for k, v in plans.items():
+                console.print(f"[bold]{k}[/]\n{v}")
+        return
+    body: dict[str, Any] = {"node": node, "to_tenant": to_tenant, "networks": networks, "offering": offering}
+    if gpus is not None:
+        body["gpus"] = gpus
+    m = r.post("/moves", body)
+    follow_remote(r, m["id"], json_out)
+
+
+def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
+    """Show a move's phases as the server's worker runs it (server-sent events), then its end."""
+    import json
+
+    m = {"id": move_id}
+    with phase_progress(not json_out) as progress, r.stream(f"/moves/{m['id']}/events") as resp:
+        kind = ""
+        for line in resp.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: ") and kind == "progress":
+                e = json.loads(line[6:])
+                progress(e["phase"], e["message"])  # type: ignore[operator]
+    detail = r.get(f"/moves/{m['id']}")
+    if json_out:
+        emit_json(detail)
+    else:
+        _print_detail(detail)
+    if detail.get("status") == "failed":
+        raise GpufabricError(f"move {detail['id']} failed: {detail.get('error', '')}", move=detail["id"])
+
+
+def _print_detail(d: dict[str, Any]) -> None:
+    console.print(f"move {d['id']}: {escape(d['node'])} {escape(d['from_tenant'])} -> {escape(d['to_tenant'])}: "
+                  f"[bold]{d['status']}[/] at {d['phase']}", highlight=False)  # fmt: skip
+    if d["error"]:
+        console.print(f"error: {d['error']}", highlight=False, markup=False)
+    table("phases", ["phase", "seconds"], [(k, f"{v:.3f}") for k, v in d["timings"].items()])
+
+
+@app.command("show")
+def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
+    """One move with its phases, progress messages and timings."""
+    from gpufabric.domain.errors import NotFoundError
+
+    r = backend()
+    if r:
+        d = r.get(f"/moves/{move_id}")
+    else:
+        rd = reader()
+        found = rd.moves(LOCAL_ADMIN, 1, 0, move_id=move_id)[0]
+        if not found:
+            raise NotFoundError("move", str(move_id))
+        events = rd.move_events(move_id)
+        d = {**found[0], "events": events, "timings": {e["phase"]: e["seconds"] for e in events if e["seconds"]}}
+    emit_json(d) if json_out else _print_detail(d)
+
+
 @app.command("list")
 def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
     from gpufabric.service.store_moves import MoveLedger
 
+    r = backend()
+    if r:
+        data = items(r.get("/moves", limit=1000))
+        if open_only:
+            data = [m for m in data if m["status"] != "done"]
+        emit_json(data) if json_out else table(
+            f"{len(data)} moves",
+            ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
+            [(m["id"], m["node"], m["from_tenant"], m["to_tenant"], m["phase"], m["status"], m["attempts"],
+              m["error"][:60]) for m in data],
+        )
+        return
     ms = MoveLedger(open_store()).moves(open_only)
     if json_out:
         emit_json(jsonable(ms))

@@ -1,32 +1,58 @@
-"""``gpufabric node list|show``: the inventory as the store holds it."""
+"""``gpufabric node list|show|move|owner``: the inventory as the store holds it, locally or
+through the API (``--api``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.backend import ALL, backend, items
+from gpufabric.cli.common import JSON_OPT, actions, reader
+from gpufabric.cli.output import console, emit_json, table
+from gpufabric.domain.auth import LOCAL_ADMIN
+from gpufabric.domain.errors import NotFoundError
 
 app = typer.Typer(no_args_is_help=True)
 
 
+def _node(name: str) -> dict[str, Any]:
+    r = backend()
+    if r:
+        n: dict[str, Any] = r.get(f"/nodes/{name}")
+        return n
+    found = reader().nodes(LOCAL_ADMIN, 1, 0, name=name)[0]
+    if not found:
+        raise NotFoundError("node", name)
+    return dict(found[0])
+
+
 @app.command("list")
-def list_nodes(json_out: bool = JSON_OPT) -> None:
-    """List nodes with their state, Ethernet ports and IB port GUIDs."""
-    nodes = open_store().nodes()
+def list_nodes(
+    tenant: str = typer.Option(None, "--tenant", help="Only nodes held by this tenant (or quarantine)."),
+    state: str = typer.Option(None, "--state"),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """List nodes with their tenant, state, Ethernet ports and IB port GUIDs."""
+    r = backend()
+    if r:
+        nodes = items(r.get("/nodes", tenant=tenant, state=state, limit=1000))
+    else:
+        nodes = reader().nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0]
     if json_out:
-        emit_json(jsonable(nodes))
+        emit_json(nodes)
         return
     table(
         f"{len(nodes)} nodes",
-        ["node", "offering", "state", "ethernet (switch/port)", "IB port GUIDs"],
+        ["node", "tenant", "offering", "state", "ethernet (switch/port)", "IB port GUIDs"],
         [
             (
-                n.name,
-                n.offering or "-",
-                n.state.value,
-                "\n".join(f"{p.switch}/{p.switch_port}" for p in n.ethernet) or "-",
-                "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in n.ib) or "-",
+                n["name"],
+                n["tenant"],
+                n["offering"] or "-",
+                n["state"],
+                "\n".join(f"{p['switch']}/{p['switch_port']}" for p in n["ports"]["ethernet"]) or "-",
+                "\n".join(f"{p['device']}/{p['port_num']} {p['port_guid']}" for p in n["ports"]["infiniband"]) or "-",
             )
             for n in nodes
         ],
@@ -36,21 +62,43 @@ def list_nodes(json_out: bool = JSON_OPT) -> None:
 @app.command("show")
 def show(name: str, json_out: bool = JSON_OPT) -> None:
     """Show one node with every port on every fabric."""
-    n = open_store().node(name)
+    n = _node(name)
     if json_out:
-        emit_json(jsonable(n))
+        emit_json(n)
         return
-    console.print(f"[bold]{n.name}[/]  offering={n.offering or '-'}  state={n.state.value}")
-    table("Ethernet", ["nic", "switch", "port", "mac"], [(p.name, p.switch, p.switch_port, p.mac) for p in n.ethernet])
+    console.print(
+        f"[bold]{n['name']}[/]  tenant={n['tenant']}  offering={n['offering'] or '-'}  state={n['state']}"
+        f"  owner={n['owner'] or '-'}",
+        highlight=False,
+    )
+    eth, ib = n["ports"]["ethernet"], n["ports"]["infiniband"]
+    table("Ethernet", ["nic", "switch", "port", "mac"], [(p["name"], p["switch"], p["switch_port"], p["mac"]) for p in eth])
     table(
         "InfiniBand",
         ["device", "port", "port GUID", "node GUID", "switch GUID", "switch port"],
-        [(p.device, p.port_num, p.port_guid, p.node_guid, p.switch_guid or "-", p.switch_port or "-") for p in n.ib],
+        [(p["device"], p["port_num"], p["port_guid"], p["node_guid"], p["switch_guid"] or "-", p["switch_port"] or "-")
+         for p in ib],
     )
-    if n.gpus:
-        table("GPUs", ["module id", "PCI bus id"], [(g.module_id, g.pci_bus_id) for g in n.gpus])
-    if n.dpus:
-        table("DPUs", ["name", "mode"], [(d.name, d.mode.value) for d in n.dpus])
+    if n["gpus"]:
+        table("GPUs", ["module id", "PCI bus id"], [(g["module_id"], g["pci_bus_id"]) for g in n["gpus"]])
+    if n["dpus"]:
+        table("DPUs", ["name", "mode"], [(d["name"], d["mode"]) for d in n["dpus"]])
+
+
+@app.command("owner")
+def owner(
+    name: str,
+    tenant: str = typer.Option(None, "--tenant", help="The owning tenant (may lease the node out); omit to clear."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Set which tenant owns a node (ESI owner)."""
+    r = backend()
+    if r:
+        r._do("PUT", f"/nodes/{name}/owner", json={"owner": tenant})
+    else:
+        actions().set_owner(LOCAL_ADMIN, name, tenant)
+    n = _node(name)
+    emit_json(n) if json_out else console.print(f"node {name} owner: {n['owner'] or '-'}", highlight=False)
 
 
 @app.command("move")
@@ -65,6 +113,10 @@ def move(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Move a node to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric."""
-    from gpufabric.cli.move_cmd import move_node
+    from gpufabric.cli.move_cmd import move_node, move_remote
 
+    r = backend()
+    if r:
+        move_remote(r, name, to_tenant, network, offering, dry_run, json_out, gpus)
+        return
     move_node(name, to_tenant, network, offering, dry_run, json_out, window, gpus)

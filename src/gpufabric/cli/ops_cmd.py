@@ -1,13 +1,12 @@
-"""``gpufabric reconcile`` (one pass, for cron) and ``gpufabric serve`` (REST API + reconcile loop + metrics)."""
+"""``gpufabric reconcile``: one pass (for cron) or a loop. ``serve`` lives in :mod:`serve_cmd`."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_engine, open_store, segment_config
+from gpufabric.cli.common import JSON_OPT, open_engine
 from gpufabric.cli.output import console, emit_json, escape
 
 
@@ -45,40 +44,3 @@ def reconcile(
             return
         time.sleep(interval)
 
-
-def serve(
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8480, "--port"),
-    interval: float = typer.Option(30.0, "--interval", help="Seconds between reconcile passes (0: none)."),
-    policy: str = typer.Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
-    tick: float = typer.Option(0.5, "--tick", help="Seconds between worker ticks (moves, lease expiry)."),
-    window: float = typer.Option(0.05, "--window", help="Coalescing window of the worker's move batches (s)."),
-    json_out: bool = JSON_OPT,
-) -> None:
-    """Run the REST API (OpenAPI at /openapi.json), the warm worker (moves as requested, lease
-    expiry on time, reconcile passes) and /metrics."""
-    import uvicorn
-
-    from gpufabric.api.app import create_app
-    from gpufabric.service.reconcile import Policy
-    from gpufabric.service.telemetry import Telemetry
-    from gpufabric.service.worker import Worker
-
-    telemetry = Telemetry()
-    stop = threading.Event()
-    engine = open_engine()
-
-    def on_reconcile(result: object) -> None:
-        telemetry.record_reconcile(result)  # type: ignore[arg-type]
-        telemetry.record_audit(engine, getattr(result, "observed", None))
-
-    worker = Worker(engine, tick=tick, window=window, reconcile_every=interval, policy=Policy(policy),
-                    on_reconcile=on_reconcile)  # fmt: skip
-    worker.start(stop)
-    if json_out:
-        emit_json({"listening": f"http://{host}:{port}", "openapi": f"http://{host}:{port}/openapi.json"})
-    app = create_app(open_store, segment_config, telemetry.render)
-    try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-    finally:
-        stop.set()

@@ -106,3 +106,21 @@ class LabError(GpufabricError):
     """The local lab (ibsim, OpenSM, OVS, namespaces) could not be brought up or down."""
 
     code = "lab"
+
+
+class UnauthorizedError(GpufabricError):
+    """No principal: the call carries no valid token (HTTP 401)."""
+
+    code = "unauthorized"
+
+
+class ForbiddenError(GpufabricError):
+    """The principal's role lacks this verb (HTTP 403). Objects it may not see are NotFoundError (404)."""
+
+    code = "forbidden"
+
+
+class UnavailableError(GpufabricError):
+    """A dependency the call needs is not there (no fabrics configured, store down) (HTTP 503)."""
+
+    code = "unavailable"

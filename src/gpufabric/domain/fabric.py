@@ -43,7 +43,7 @@ class Tenancy:
 
     nodes: tuple[Node, ...]
     owners: Mapping[str, Lease | None]
-    networks: Mapping[str, Network]
+    networks: Mapping[tuple[str, str], Network]  # by (tenant, name): names are unique per tenant
     offerings: Mapping[str, Offering] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
 
@@ -56,7 +56,7 @@ class Tenancy:
         lease = self.owners.get(node)
         if lease is None:
             return ()
-        return tuple(self.networks[n] for n in lease.networks if n in self.networks)
+        return tuple(n for name in lease.networks if (n := self.networks.get((lease.tenant, name))) is not None)
 
     def offering(self, node: str) -> Offering | None:
         lease = self.owners.get(node)

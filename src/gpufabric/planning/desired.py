@@ -58,7 +58,7 @@ def tenancy_of(
     return Tenancy(
         nodes=node_list,
         owners=owners_of(node_list, leases, overrides),
-        networks={n.name: n for n in networks},
+        networks={(n.tenant, n.name): n for n in networks},
         offerings={o.name: o for o in offerings},
         settings=dict(settings or {}),
     )

@@ -5,7 +5,8 @@ Owns how gpufabric talks to its database: which URL is used (argument, then
 connections are set up per backend, and the programmatic ``alembic upgrade head``.
 
 SQLite: every transaction is ``BEGIN IMMEDIATE`` (writers serialise up front instead
-of failing on lock upgrade) and foreign keys are on. PostgreSQL (psycopg 3): plain
+of failing on lock upgrade) and foreign keys are on; file databases are in WAL mode
+with ``synchronous=NORMAL``. PostgreSQL (psycopg 3): plain
 READ COMMITTED; concurrent migrations are serialised with an advisory lock.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,7 +27,7 @@ from gpufabric.domain.errors import ConfigError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD_REVISION: Final = "0003"
+HEAD_REVISION: Final = "0004"
 """The newest migration; a store already there opens without loading alembic (a test keeps it true)."""
 
 MIGRATIONS: Final = Path(__file__).parent / "migrations"
@@ -98,6 +100,7 @@ def make_engine(url: str) -> Engine:
                 _secure_sqlite_file(db_path)
             except OSError as e:
                 raise store_error(e, url) from None
+            _wal(u.database)
         engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         _sqlite_immediate(engine)
         return engine
@@ -108,12 +111,26 @@ def make_engine(url: str) -> Engine:
     raise ConfigError("db", redact(url), "a sqlite:// or postgresql+psycopg:// URL")
 
 
+def _wal(path: str) -> None:
+    """WAL mode (persistent in the file): readers and the one writer do not block each other."""
+    raw = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        raw.execute("PRAGMA journal_mode=WAL")
+    finally:
+        raw.close()
+
+
 def _sqlite_immediate(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA journal_mode")
+        if str(cur.fetchone()[0]).lower() == "wal":
+            # WAL: readers never block the writer; NORMAL syncs at checkpoints, not every commit
+            # (a killed process loses nothing; only a power loss may drop the last commits)
+            cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 
     @event.listens_for(engine, "begin")

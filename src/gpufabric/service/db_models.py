@@ -16,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -65,6 +65,7 @@ class NodeRow(Base):
     name: Mapped[str] = mapped_column(String(63), unique=True)
     offering: Mapped[str] = mapped_column(String(63), default="")
     state: Mapped[str] = mapped_column(String(16))
+    owner: Mapped[str | None] = mapped_column(String(63), nullable=True)  # owning tenant (ESI owner), 0004
 
     ethernet: Mapped[list[EthernetPortRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="EthernetPortRow.name"
@@ -150,10 +151,13 @@ class TenantRow(Base):
 
 
 class NetworkRow(Base):
+    """Network names are unique per tenant (0004), never global: a tenant cannot probe another's names."""
+
     __tablename__ = "networks"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_networks_tenant_name"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(63), unique=True)
+    name: Mapped[str] = mapped_column(String(63))
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
@@ -258,3 +262,57 @@ class FabricEpochRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     writer: Mapped[str] = mapped_column(String(255), default="")
+
+
+class TokenRow(Base):
+    """An API token (0004): only the sha256 of its secret is stored; revoked tokens are kept."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63))
+    role: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(255), default="")
+    revoked_at: Mapped[datetime | None]
+
+
+class EventRow(Base):
+    """The append-only event log (0004): every write, who, what, when, and its outcome."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str | None] = mapped_column(String(63), nullable=True, index=True)  # the object's tenant
+    action: Mapped[str] = mapped_column(String(63))
+    target: Mapped[str] = mapped_column(String(255), default="")
+    outcome: Mapped[str] = mapped_column(String(8))  # ok | error
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class MoveEventRow(Base):
+    """Progress of a move as its worker reports it (0004): phase changes, messages, timings."""
+
+    __tablename__ = "move_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    move_id: Mapped[int] = mapped_column(Integer, index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    phase: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")
+    seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class RevisionRow(Base):
+    """One row whose counter triggers bump on every write to the tables the API serves (0004):
+    read endpoints cache their serialised answers per revision (and ETag them)."""
+
+    __tablename__ = "gf_revision"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer, default=0)

@@ -14,12 +14,12 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
@@ -47,7 +47,15 @@ from gpufabric.service.convert import (
     node_to_domain,
     offering_to_domain,
 )
-from gpufabric.service.db_models import LeaseNetworkRow, NetworkRow, NodeRow, OfferingRow, SegmentRow, TenantRow
+from gpufabric.service.db_models import (
+    LeaseNetworkRow,
+    LeaseRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    SegmentRow,
+    TenantRow,
+)
 from gpufabric.service.registry import Registry
 
 ALLOCATION_ATTEMPTS: Final = 50
@@ -217,8 +225,8 @@ class Store:
     @staticmethod
     def _create_network(s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any]) -> Network:
         t = _tenant_row(s, tenant)
-        if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name)) is not None:
-            raise ConflictError(f"network already exists: {name}", network=name)
+        if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)) is not None:
+            raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
         used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
         row = NetworkRow(name=name, tenant=t)
         probe = Network(name, tenant)
@@ -249,17 +257,30 @@ class Store:
                 q = q.where(NetworkRow.tenant_id == _tenant_row(s, tenant).id)
             return [network_to_domain(r) for r in s.scalars(q.order_by(NetworkRow.name))]
 
-    def network(self, name: str) -> Network:
+    def network(self, name: str, tenant: str) -> Network:
+        """The network ``name`` of ``tenant`` (names are unique per tenant only)."""
         with self._tx() as s:
-            return network_to_domain(_network_row(s, name))
+            return network_to_domain(_network_row(s, name, tenant))
 
-    def delete_network(self, name: str) -> Network:
-        """Delete a network and release its segments. ConflictError while a lease uses it."""
+    def delete_network(self, name: str, tenant: str) -> Network:
+        """Delete a network and release its segments. ConflictError while leases use it (naming them)."""
         with self._tx() as s:
-            row = _network_row(s, name)
-            lease_id = s.scalar(select(LeaseNetworkRow.lease_id).where(LeaseNetworkRow.network_id == row.id))
-            if lease_id is not None:
-                raise ConflictError(f"network {name} is used by lease {lease_id}", network=name, lease=lease_id)
+            row = _network_row(s, name, tenant)
+            links = s.execute(
+                select(LeaseNetworkRow.lease_id, LeaseRow.end)
+                .join(LeaseRow, LeaseRow.id == LeaseNetworkRow.lease_id)
+                .where(LeaseNetworkRow.network_id == row.id)
+            ).all()
+            now = datetime.now(UTC)
+            ids = sorted(i for i, end in links if end is None or end > now)
+            if not ids and links:  # only ended leases name it: they keep their history without it
+                s.execute(delete(LeaseNetworkRow).where(LeaseNetworkRow.network_id == row.id))
+            if ids:
+                raise ConflictError(
+                    f"network {name} of tenant {tenant} is used by lease(s) {', '.join(map(str, ids))}",
+                    network=name,
+                    leases=ids,
+                )
             net = network_to_domain(row)
             s.delete(row)
             return net
@@ -323,10 +344,16 @@ def _tenant_row(s: Session, name: str) -> TenantRow:
     return row
 
 
-def _network_row(s: Session, name: str) -> NetworkRow:
-    row = s.scalar(select(NetworkRow).options(selectinload(NetworkRow.segments)).where(NetworkRow.name == name))
+def _network_row(s: Session, name: str, tenant: str) -> NetworkRow:
+    q = (
+        select(NetworkRow)
+        .join(TenantRow, NetworkRow.tenant_id == TenantRow.id)
+        .options(selectinload(NetworkRow.segments), selectinload(NetworkRow.tenant))
+        .where(NetworkRow.name == name, TenantRow.name == tenant)
+    )
+    row = s.scalar(q)
     if row is None:
-        raise NotFoundError("network", name)
+        raise NotFoundError("network", f"{tenant}/{name}")
     return row
 
 

@@ -54,11 +54,10 @@ def create(s: Session, lease: Lease) -> Lease:
         raise NotFoundError("offering", lease.offering)
     nets: list[NetworkRow] = []
     for name in dict.fromkeys(lease.networks):
-        net = s.scalar(select(NetworkRow).where(NetworkRow.name == name))
+        # names are unique per tenant: a lease's networks are always its own tenant's
+        net = s.scalar(select(NetworkRow).where(NetworkRow.name == name, NetworkRow.tenant_id == tenant.id))
         if net is None:
-            raise NotFoundError("network", name)
-        if net.tenant_id != tenant.id:
-            raise ValidationError("lease.networks", name, f"networks of tenant {lease.tenant}")
+            raise NotFoundError("network", f"{lease.tenant}/{name}")
         nets.append(net)
     q = select(LeaseRow).where(LeaseRow.node_id == node.id, or_(LeaseRow.end.is_(None), LeaseRow.end > lease.start))
     if lease.end is not None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
@@ -57,10 +57,10 @@ class ClaimLostError(GpufabricError):
 
 
 def worker_dead(worker: str | None, host: str | None = None) -> bool:
-    """True when ``worker`` ("host:pid") ran on this host and its process is gone."""
+    """True when ``worker`` ("host:pid" or "host:pid:role") ran on this host and its process is gone."""
     if not worker or ":" not in worker:
         return False
-    h, _, pid = worker.rpartition(":")
+    h, pid = worker.split(":")[:2]
     if h != (host or os.uname().nodename) or not pid.isdigit():
         return False
     try:
@@ -183,25 +183,26 @@ class MoveLedger:
         """Claim pending moves, and running ones whose worker is gone: its heartbeat is older
         than ``stale_after`` s, or it ran on this host and its process no longer exists."""
         now = datetime.now(UTC)
+        due = or_(MoveRow.not_before.is_(None), MoveRow.not_before <= now)
+        beat = func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)
+        stale = (MoveRow.status == MoveStatus.RUNNING.value) & (beat < now - timedelta(seconds=stale_after))
         with self.store._tx() as s:
             q = (
                 select(MoveRow)
-                .where(MoveRow.status.in_((MoveStatus.PENDING.value, MoveStatus.RUNNING.value)))
+                .where(or_((MoveRow.status == MoveStatus.PENDING.value) & due, stale))
                 .order_by(MoveRow.id)
+                .limit(limit)
                 .with_for_update(skip_locked=True)
             )
-            rows: list[MoveRow] = []
-            for r in s.scalars(q):
-                if len(rows) >= limit:
-                    break
-                if r.not_before is not None and r.not_before > now:
-                    continue
-                if r.status == MoveStatus.RUNNING.value:
-                    beat = r.heartbeat_at or r.claimed_at
-                    stale = beat is None or beat < now - timedelta(seconds=stale_after)
-                    if not (stale or worker_dead(r.claimed_by)):
-                        continue
-                rows.append(r)
+            rows = list(s.scalars(q))
+            if len(rows) < limit:  # running moves of a worker of this host whose process is gone
+                here = select(MoveRow).where(
+                    MoveRow.status == MoveStatus.RUNNING.value, MoveRow.claimed_by.like(f"{os.uname().nodename}:%")
+                )
+                taken = {r.id for r in rows}
+                for r in s.scalars(here.order_by(MoveRow.id).with_for_update(skip_locked=True)):
+                    if len(rows) < limit and r.id not in taken and worker_dead(r.claimed_by):
+                        rows.append(r)
             for r in rows:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
                 r.heartbeat_at = now

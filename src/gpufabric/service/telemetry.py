@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from gpufabric.audit import metrics_samples
+from gpufabric.audit import AuditReport, metrics_samples
 from gpufabric.domain.state import FabricState
 from gpufabric.service.audit_run import audit
 from gpufabric.service.moves import MoveEngine
@@ -31,13 +31,19 @@ class Telemetry:
     def record_reconcile(self, result: ReconcileResult) -> None:
         self.drift.set(len(result.drift.lines()))
 
-    def record_audit(self, engine: MoveEngine, observed: FabricState | None = None) -> None:
-        """Audit (on ``observed`` when given: the reconcile pass's read of the fabrics) and set the gauges."""
+    def record_audit(self, engine: MoveEngine, observed: FabricState | None = None) -> AuditReport:
+        """Audit (on ``observed`` when given: the reconcile pass's read of the fabrics), set the gauges,
+        and return the report."""
+        report = audit(engine, observed)
+        self.record_report(report)
+        return report
+
+    def record_report(self, report: AuditReport) -> None:
         gauges = {
             "gpufabric_audit_violations": self.violations,
             "gpufabric_audit_violations_by_severity": self.by_severity,
         }
-        for name, labels, value in metrics_samples(audit(engine, observed)):
+        for name, labels, value in metrics_samples(report):
             if name in gauges:
                 gauges[name].labels(**labels).set(value)
             elif name == "gpufabric_audit_last_timestamp_seconds":

@@ -14,9 +14,9 @@ touches a fabric directly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease, NodeState
 from gpufabric.domain.moves import Move
@@ -24,21 +24,16 @@ from gpufabric.domain.values import check_id, check_name
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
 
-
-@dataclass(frozen=True)
-class Principal:
-    """Who asks: ``name`` and ``role`` (admin, owner, lessee), ``tenant`` for a lessee."""
-
-    name: str
-    role: str = "admin"
-    tenant: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.role}:{self.name}" + (f"@{self.tenant}" if self.tenant else "")
-
-
-LOCAL_OPERATOR = Principal("local-operator", "admin")
+LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
+
+WORKER = Principal("worker", Role.ADMIN)
+"""The serve process's worker (lease expiry)."""
+
+
+def who(p: Principal) -> str:
+    """How a move records the principal that asked for it."""
+    return f"{p.role.value}:{p.name}" + (f"@{p.tenant}" if p.tenant else "")
 
 
 class Tenancy:
@@ -79,7 +74,7 @@ class Tenancy:
         nets = tuple(networks) or tuple(x.name for x in self.store.networks(tenant))
         return self.ledger.request(
             node, tenant, offering, nets, gpus=gpus, lease_end=end,
-            not_before=start if start is not None and start > now else None, requested_by=str(principal),
+            not_before=start if start is not None and start > now else None, requested_by=who(principal),
         )  # fmt: skip
 
     def move(
@@ -95,7 +90,7 @@ class Tenancy:
         nets = tuple(networks)
         if not nets and to_tenant != QUARANTINE:
             nets = tuple(x.name for x in self.store.networks(to_tenant))
-        return self.ledger.request(node, to_tenant, offering, nets, gpus=gpus, requested_by=str(principal))
+        return self.ledger.request(node, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal))
 
     def end(self, principal: Principal, lease_id: int) -> tuple[Lease, Move | None]:
         """End lease ``lease_id`` now: its node goes to quarantine. A lease that has not started
@@ -103,7 +98,7 @@ class Tenancy:
         lease = self.store.lease(check_id("lease.id", lease_id))
         now = datetime.now(UTC)
         if lease.active_at(now):
-            return lease, self.ledger.request(lease.node, QUARANTINE, requested_by=str(principal))
+            return lease, self.ledger.request(lease.node, QUARANTINE, requested_by=who(principal))
         if lease.start > now:  # never took effect: cancelled (its id is never given again)
             return self.store.delete_lease(lease_id), None
         return lease, None
@@ -113,7 +108,7 @@ class Tenancy:
         out = []
         for node in self.ledger.expired_nodes():
             try:
-                out.append(self.ledger.request(node, QUARANTINE, release_ended=True, requested_by=str(principal)))
+                out.append(self.ledger.request(node, QUARANTINE, release_ended=True, requested_by=who(principal)))
             except ConflictError:
                 continue  # a move took it meanwhile
         return out

@@ -99,6 +99,7 @@ def double_driver(dialect: str, switch: str, ports: tuple[str, ...], quarantine:
         switch=switch,
         quarantine_vlan=quarantine,
         bridge=OVS_BRIDGE if dialect == "ovs" else None,
+        insecure=True,  # no SSH at all: the connection is the double (no host key to check)
     )
     drv.connection = ReplayConnection(double)  # type: ignore[assignment]
     return drv, double

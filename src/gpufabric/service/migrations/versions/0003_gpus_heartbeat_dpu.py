@@ -23,10 +23,17 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     # AUTOINCREMENT on SQLite (a table rebuild): an id once given to a lease or a move is never
-    # given again. PostgreSQL sequences never reuse ids; its tables are altered in place.
-    sqlite = op.get_bind().dialect.name == "sqlite"
+    # given again. PostgreSQL sequences never reuse ids; its tables are altered in place. With
+    # foreign keys on, dropping the old leases table would cascade into lease_networks: they can
+    # only be switched off outside a transaction (SQLite's 12-step procedure).
+    bind = op.get_bind()
+    sqlite = bind.dialect.name == "sqlite"
     recreate: Literal["always", "auto"] = "always" if sqlite else "auto"
     auto = {"sqlite_autoincrement": True} if sqlite else {}
+    if sqlite:
+        op.execute("COMMIT")
+        op.execute("PRAGMA foreign_keys=OFF")
+        op.execute("BEGIN IMMEDIATE")
     with op.batch_alter_table("leases", recreate=recreate, table_kwargs=auto) as b:
         b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
     with op.batch_alter_table("moves", recreate=recreate, table_kwargs=auto) as b:
@@ -35,6 +42,13 @@ def upgrade() -> None:
         b.add_column(sa.Column("lease_end", sa.DateTime(timezone=True), nullable=True))
         b.add_column(sa.Column("not_before", sa.DateTime(timezone=True), nullable=True))
         b.add_column(sa.Column("requested_by", sa.String(255), nullable=False, server_default=""))
+    if sqlite:
+        bad = bind.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if bad:
+            raise RuntimeError(f"foreign key check failed after rebuilding leases/moves: {bad[:3]}")
+        op.execute("COMMIT")
+        op.execute("PRAGMA foreign_keys=ON")
+        op.execute("BEGIN IMMEDIATE")
     with op.batch_alter_table("dpus") as b:
         b.add_column(sa.Column("details", sa.JSON, nullable=False, server_default="{}"))
     op.create_table(

@@ -1,0 +1,231 @@
+"""What every v1 endpoint shares: the server context, the caller's principal (Bearer token),
+paging, the one error shape, and pre-serialised JSON answers cached per store revision with
+ETags (``If-None-Match`` -> 304)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from fastapi import Depends, Query, Request, Security
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from gpufabric.domain.auth import Principal
+from gpufabric.domain.errors import (
+    ConflictError,
+    ExhaustedError,
+    FabricError,
+    ForbiddenError,
+    GpufabricError,
+    NotFoundError,
+    UnauthorizedError,
+    UnavailableError,
+    ValidationError,
+)
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.service.actions import Actions
+from gpufabric.service.auth import Tokens
+from gpufabric.service.loops import Loops
+from gpufabric.service.queries import Reader
+from gpufabric.service.store import Store
+
+STATUS: tuple[tuple[type[GpufabricError], int], ...] = (
+    (UnauthorizedError, 401),
+    (ForbiddenError, 403),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (ExhaustedError, 409),
+    (ValidationError, 422),
+    (UnavailableError, 503),
+    (FabricError, 502),
+)
+REVISION_TTL = 0.05  # seconds the store revision is trusted before it is read again (own writes reset it)
+AUTH_TTL = 2.0  # seconds a checked token is trusted before it is looked up again (revocation delay)
+CACHE_TTL = 1.0  # seconds a cached answer lives even if the revision did not move (leases end by time)
+
+
+def status_of(e: GpufabricError) -> int:
+    return next((c for t, c in STATUS if isinstance(e, t)), 500)
+
+
+def error_body(e: GpufabricError) -> dict[str, Any]:
+    f = e.fields
+    return {
+        "error": {
+            "code": e.code,
+            "field": f.get("field") or f.get("kind"),
+            "value": _short(f.get("value", f.get("name"))),
+            "allowed": f.get("allowed"),
+            "message": e.message,
+        }
+    }
+
+
+def _short(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    text = str(v)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+@dataclass
+class ApiContext:
+    """Everything the endpoints use, built once by ``gpufabric serve`` (or a test)."""
+
+    store: Store
+    segment_config: Callable[[], SegmentConfig]
+    engine: Callable[[], Any] | None = None  # a MoveEngine over the configured fabrics (None: no fabrics)
+    loops: Loops = field(default_factory=Loops)
+    metrics: Callable[[], str] = lambda: ""
+    sse_poll: float = 0.2
+    reader: Reader = field(init=False)
+    actions: Actions = field(init=False)
+    tokens: Tokens = field(init=False)
+    _auth: dict[str, tuple[float, Principal]] = field(default_factory=dict)
+    _cache: dict[tuple[Any, ...], tuple[int, float, bytes, str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    last_audit: dict[str, Any] | None = None
+    last_audit_html: str = ""
+    last_reconcile: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        self.reader = Reader(self.store)
+        self.actions = Actions(self.store, self.segment_config, self.changed)
+        self.tokens = Tokens(self.store)
+
+    converge_requested: bool = False
+    _rev: tuple[float, int] = (0.0, -1)
+
+    def changed(self, what: str) -> None:
+        self._rev = (0.0, -1)  # this process wrote: read the revision again
+        if what == "write":
+            return
+        self.loops.wake("worker")
+        if what == "converge":
+            self.converge_requested = True
+
+    def revision(self) -> int:
+        now = time.monotonic()
+        at, rev = self._rev
+        if now - at < REVISION_TTL:
+            return rev
+        rev = self.reader.revision()
+        self._rev = (now, rev)
+        return rev
+
+    def set_audit(self, report: Any) -> None:
+        """Keep ``report`` (an AuditReport) as the last audit result (JSON and HTML)."""
+        from gpufabric.audit import render_html
+
+        self.last_audit = {"at": datetime.now(UTC).isoformat(), "report": report.to_dict()}
+        self.last_audit_html = render_html(report)
+
+    def cached_principal(self, secret: str) -> Principal | None:
+        hit = self._auth.get(secret)
+        return hit[1] if hit is not None and hit[0] > time.monotonic() else None
+
+    def principal(self, secret: str | None) -> Principal:
+        now = time.monotonic()
+        if secret:
+            hit = self.cached_principal(secret)
+            if hit is not None:
+                return hit
+        p = self.tokens.authenticate(secret)
+        assert secret is not None
+        with self._lock:
+            if len(self._auth) > 10_000:
+                self._auth.clear()
+            self._auth[secret] = (now + AUTH_TTL, p)
+        return p
+
+    def forget_tokens(self) -> None:
+        with self._lock:
+            self._auth.clear()
+
+    def need_engine(self) -> Any:
+        if self.engine is None:
+            raise UnavailableError("no fabrics are configured (fabrics.yaml): this call needs them", field="fabrics")
+        return self.engine()
+
+    def _hit(self, key: tuple[Any, ...]) -> tuple[int, tuple[bytes, str] | None]:
+        rev = self.revision()
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == rev and time.monotonic() - hit[1] < CACHE_TTL:
+            return rev, (hit[2], hit[3])
+        return rev, None
+
+    def _build(self, key: tuple[Any, ...], rev: int, build: Callable[[], Any]) -> tuple[bytes, str]:
+        body = orjson.dumps(build())
+        etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+        with self._lock:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[key] = (rev, time.monotonic(), body, etag)
+        return body, etag
+
+    async def cached(self, request: Request, scope: tuple[Any, ...], build: Callable[[], Any]) -> Response:
+        """The JSON of ``build()``, built at most once per store revision (and per second) for
+        this URL and visibility ``scope`` (off the event loop); 304 when the client's ETag matches."""
+        key = (request.url.path, str(request.url.query), scope)
+        rev, hit = self._hit(key) if time.monotonic() - self._rev[0] < REVISION_TTL else await run_in_threadpool(
+            self._hit, key
+        )
+        body, etag = hit if hit is not None else await run_in_threadpool(self._build, key, rev, build)
+        headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)
+
+
+async def ctx(request: Request) -> ApiContext:
+    c: ApiContext = request.app.state.ctx
+    return c
+
+
+BEARER = HTTPBearer(auto_error=False, description="A token from `gpufabric token create`")
+
+
+async def principal(request: Request, _doc: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Principal:
+    auth = request.headers.get("authorization", "")
+    scheme, _, secret = auth.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
+    c: ApiContext = request.app.state.ctx
+    hit = c.cached_principal(secret.strip())
+    if hit is not None:
+        return hit
+    return await run_in_threadpool(c.principal, secret.strip())
+
+
+def json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int
+    offset: int
+
+
+async def page(
+    limit: int = Query(100, ge=1, le=1000, description="At most this many items."),
+    offset: int = Query(0, ge=0, le=1_000_000, description="Skip this many items."),
+) -> Page:
+    return Page(limit, offset)
+
+
+def paged(items: list[dict[str, Any]], total: int, pg: Page) -> dict[str, Any]:
+    return {"items": items, "total": total, "limit": pg.limit, "offset": pg.offset}
+
+
+PRINCIPAL = Depends(principal)
+CTX = Depends(ctx)
+PAGE = Depends(page)

@@ -1,0 +1,269 @@
+// gpufabric dashboard: vanilla JS over the v1 API. The token lives in sessionStorage and is
+// sent as a Bearer header; every text goes through textContent (never HTML).
+"use strict";
+
+const API = "/api/v1";
+const PHASES = ["quarantine", "swap", "join", "done"];
+const POLL_MS = 2000;
+const state = { token: sessionStorage.getItem("gf-token") || "", me: null, colours: new Map(), etags: new Map(),
+                cache: new Map(), drift: new Map(), streams: new Set(), timer: null, focused: "" };
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+async function api(path, opts = {}) {
+  const headers = { Authorization: `Bearer ${state.token}`, ...(opts.body ? { "Content-Type": "application/json" } : {}) };
+  const method = opts.method || "GET";
+  if (method === "GET" && state.etags.has(path)) headers["If-None-Match"] = state.etags.get(path);
+  const r = await fetch(API + path, { method, headers, body: opts.body ? JSON.stringify(opts.body) : undefined });
+  if (r.status === 304) return state.cache.get(path);
+  const data = r.headers.get("content-type")?.includes("json") ? await r.json() : await r.text();
+  if (!r.ok) {
+    const err = new Error(data?.error?.message || `HTTP ${r.status}`);
+    err.status = r.status;
+    throw err;
+  }
+  if (method === "GET" && r.headers.get("etag")) {
+    state.etags.set(path, r.headers.get("etag"));
+    state.cache.set(path, data);
+  }
+  return data;
+}
+
+function colour(tenant) {
+  if (tenant === "quarantine") return "quarantine";
+  if (!state.colours.has(tenant)) state.colours.set(tenant, `t${state.colours.size % 8}`);
+  return state.colours.get(tenant);
+}
+
+function fmtTime(iso) {
+  if (!iso) return "open end";
+  const d = new Date(iso);
+  return d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+// ------------------------------------------------------------------ sign-in
+async function signIn(token) {
+  state.token = token;
+  const probe = await api("/nodes?limit=1");  // 401 for a bad token
+  sessionStorage.setItem("gf-token", token);
+  let role = "admin";
+  try { await api("/tokens"); } catch (e) { role = e.status === 403 ? "tenant" : role; }
+  state.me = { role, total: probe.total };
+  $("#who").textContent = role === "admin" ? "Signed in as an admin" : "Signed in as a tenant (you see only your nodes)";
+  $("#signin").hidden = true;
+  $("#app").hidden = false;
+  $("#signout").hidden = false;
+  $("#move-form").hidden = role !== "admin";
+  $("#audit-tools").hidden = role !== "admin";
+  await refresh();
+  state.timer = setInterval(() => refresh().catch(report), POLL_MS);
+}
+
+function signOut() {
+  sessionStorage.removeItem("gf-token");
+  clearInterval(state.timer);
+  state.token = "";
+  state.etags.clear();
+  state.cache.clear();
+  $("#app").hidden = true;
+  $("#signin").hidden = false;
+  $("#signout").hidden = true;
+  $("#who").textContent = "";
+  $("#token").value = "";
+  $("#token").focus();
+}
+
+function report(e) {
+  if (e.status === 401) { signOut(); $("#signin-error").textContent = "Your token is no longer valid."; }
+  else console.error(e);
+}
+
+// ------------------------------------------------------------------ panels
+async function refresh() {
+  await Promise.all([renderAudit(), renderLeases(), renderMoves(), renderEvents()]);
+  await renderMap();  // after the audit: it marks drifted ports
+}
+
+function portCell(kind, label, key, tenant, title) {
+  const drift = state.drift.get(key);
+  const cls = `port ${colour(tenant)}${drift ? " drift" : ""}${state.focused === key ? " focus" : ""}`;
+  // only drifted ports are tab stops (a 400-node map would be thousands); drill-down focuses any
+  const cell = el("li", { class: cls, id: `port-${key}`, tabindex: drift ? "0" : "-1",
+                          title: drift ? `${title} — ${drift}` : title,
+                          "aria-label": `${kind} ${label}: ${tenant}${drift ? ", drift: " + drift : ""}` },
+                  drift ? "\u26a0 " : "", label);
+  return cell;
+}
+
+async function renderMap() {
+  const data = await api("/nodes?limit=1000");
+  const tenants = new Set();
+  const rows = data.items.map((n) => {
+    tenants.add(n.tenant);
+    const eth = el("ul", { class: "ports" }, ...n.ports.ethernet.map((p) =>
+      portCell("Ethernet", `${p.name} ${p.switch}/${p.switch_port}`, `eth-${p.switch}-${p.switch_port}`, n.tenant,
+               `${n.name} ${p.name} on ${p.switch} ${p.switch_port}`)));
+    const ib = el("ul", { class: "ports" }, ...n.ports.infiniband.map((p) =>
+      portCell("InfiniBand", `${p.device}/${p.port_num}`, `ib-${p.port_guid}`, n.tenant,
+               `${n.name} ${p.device} port ${p.port_num} GUID ${p.port_guid}`)));
+    return el("tr", { "data-node": n.name },
+      el("th", { scope: "row" }, n.name),
+      el("td", {}, el("span", { class: `badge ${colour(n.tenant)}` }, n.tenant)),
+      el("td", {}, n.state), el("td", {}, eth), el("td", {}, ib));
+  });
+  fill($("#map tbody"), rows);
+  fill($("#legend"), [...tenants].sort().map((t) => el("span", { class: `badge ${colour(t)}` }, t)));
+  const nodes = $("#move-node");
+  if (!$("#move-form").hidden && nodes.options.length !== data.items.length) {
+    nodes.replaceChildren(...data.items.map((n) => el("option", { value: n.name }, n.name)));
+    const ts = await api("/tenants?limit=1000");
+    $("#move-tenant").replaceChildren(el("option", { value: "quarantine" }, "quarantine (release)"),
+      ...ts.items.map((t) => el("option", { value: t.name }, t.name)));
+  }
+}
+
+async function renderLeases() {
+  const data = await api("/leases?state=active&limit=1000");
+  fill($("#leases tbody"), data.items.map((l) => el("tr", {},
+    el("td", {}, String(l.id)), el("td", {}, l.node),
+    el("td", {}, el("span", { class: `badge ${colour(l.tenant)}` }, l.tenant)),
+    el("td", {}, l.networks.join(", ") || "-"), el("td", {}, fmtTime(l.start)), el("td", {}, fmtTime(l.end)))));
+}
+
+function phaseList(m) {
+  const at = PHASES.indexOf(m.phase);
+  return el("ol", { class: "phases", "aria-label": `phases of move ${m.id}` }, ...PHASES.map((p, i) => {
+    let st = i < at || m.status === "done" ? "complete" : i === at ? m.status : "todo";
+    if (m.status === "done") st = "complete";
+    return el("li", { class: `phase ${st}`, "data-phase": p }, `${p}${st === "complete" ? " \u2713" : st === "failed" ? " \u2717" : ""}`);
+  }));
+}
+
+async function renderMoves() {
+  const data = await api("/moves?limit=10");
+  fill($("#moves"), data.items.map((m) => {
+    const timing = m.status === "done" || m.status === "failed" ? "" : " (in progress)";
+    const li = el("li", { class: `move ${m.status}`, "data-move": String(m.id), "data-status": m.status },
+      el("strong", {}, `Move ${m.id}: ${m.node} ${m.from_tenant} \u2192 ${m.to_tenant}`),
+      el("span", { class: "status" }, ` ${m.status}${timing}`), phaseList(m));
+    if (m.error) li.append(el("p", { class: "error" }, m.error));
+    if (m.status === "pending" || m.status === "running") follow(m.id);
+    return li;
+  }));
+}
+
+async function follow(id) {
+  // Server-sent events over fetch (EventSource cannot send an Authorization header).
+  if (state.streams.has(id)) return;
+  state.streams.add(id);
+  try {
+    const r = await fetch(`${API}/moves/${id}/events`, { headers: { Authorization: `Bearer ${state.token}` } });
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const chunk = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        if (chunk.startsWith("event: move")) {
+          const m = JSON.parse(chunk.split("\ndata: ")[1]);
+          const li = document.querySelector(`[data-move="${m.id}"]`);
+          if (li) {
+            li.className = `move ${m.status}`;
+            li.dataset.status = m.status;
+            li.querySelector(".status").textContent = ` ${m.status}`;
+            li.querySelector(".phases").replaceWith(phaseList(m));
+          }
+        }
+      }
+    }
+  } finally {
+    state.streams.delete(id);
+  }
+}
+
+async function renderAudit() {
+  if (state.me.role !== "admin") {
+    $("#audit-none").textContent = "The audit is for operators.";
+    fill($("#violations tbody"), []);
+    return;
+  }
+  let data = null;
+  try { data = await api("/audit"); } catch (e) { if (e.status !== 404) throw e; }
+  state.drift.clear();
+  if (!data) { $("#audit-none").textContent = "No audit has run yet."; fill($("#violations tbody"), []); return; }
+  const vs = data.report.violations;
+  $("#audit-none").textContent = `Last audit ${fmtTime(data.at)}: ${vs.length} violation(s).`;
+  fill($("#violations tbody"), vs.map((v) => {
+    const key = v.fabric === "infiniband" ? `ib-${v.port}` : `eth-${v.device}-${v.port}`;
+    if (v.port) state.drift.set(key, `${v.invariant}: ${v.message}`);
+    const where = [v.node, v.device, v.port].filter(Boolean).join(" ");
+    const link = v.port ? el("a", { href: `#port-${key}`, class: "drill", onclick: (ev) => drill(ev, key) }, where)
+                        : where || "-";
+    return el("tr", { class: `sev-${v.severity}` }, el("td", {}, v.severity), el("td", {}, v.invariant),
+              el("td", {}, link), el("td", {}, v.message));
+  }));
+}
+
+function drill(ev, key) {
+  ev.preventDefault();
+  const cell = document.getElementById(`port-${key}`);
+  if (!cell) return;
+  document.querySelectorAll(".port.focus").forEach((c) => c.classList.remove("focus"));
+  state.focused = key;
+  cell.classList.add("focus");
+  cell.scrollIntoView({ block: "center" });
+  cell.focus();
+}
+
+async function renderEvents() {
+  const data = await api("/events?limit=25");
+  fill($("#events tbody"), data.items.map((e) => el("tr", { class: e.outcome },
+    el("td", {}, fmtTime(e.at)), el("td", {}, `${e.actor} (${e.role})`), el("td", {}, e.action),
+    el("td", {}, e.target), el("td", {}, e.outcome === "ok" ? "ok" : `error: ${e.message}`))));
+}
+
+// ------------------------------------------------------------------ wiring
+document.addEventListener("DOMContentLoaded", () => {
+  $("#signin-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("#signin-error").textContent = "";
+    try { await signIn($("#token").value.trim()); }
+    catch (e) { $("#signin-error").textContent = e.status === 401 ? "That token is not valid." : e.message; }
+  });
+  $("#signout").addEventListener("click", signOut);
+  $("#move-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    $("#move-error").textContent = "";
+    try {
+      await api("/moves", { method: "POST", body: { node: $("#move-node").value, to_tenant: $("#move-tenant").value } });
+      await renderMoves();
+    } catch (e) { $("#move-error").textContent = e.message; }
+  });
+  $("#run-audit").addEventListener("click", async () => {
+    $("#audit-status").textContent = "running...";
+    try { await api("/audit", { method: "POST" }); state.etags.delete("/audit"); await refresh(); $("#audit-status").textContent = "done"; }
+    catch (e) { $("#audit-status").textContent = e.message; }
+  });
+  if (state.token) signIn(state.token).catch(() => signOut());
+  else $("#token").focus();
+});

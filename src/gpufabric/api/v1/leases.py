@@ -1,0 +1,95 @@
+"""v1 leases: list (filter by tenant, node, state), show, create, end."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
+from gpufabric.api.v1.schemas import NAME_PATTERN, LeaseEndOut, LeaseIn, LeaseOut, LeasePage, MoveOut, errors
+from gpufabric.domain.auth import Principal
+from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.moves import Move
+
+router = APIRouter(tags=["leases"])
+NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
+LeaseId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+
+
+@router.get("/leases", responses={200: {"model": LeasePage}, **errors(304)})
+async def list_leases(
+    request: Request,
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+    pg: Page = PAGE,
+    tenant: NameQ = None,
+    node: NameQ = None,
+    state: Literal["active", "ended", "scheduled"] | None = None,
+) -> Response:
+    return await c.cached(
+        request,
+        (p.role, p.tenant),
+        lambda: paged(*c.reader.leases(p, pg.limit, pg.offset, tenant, node, state), pg),
+    )
+
+
+@router.get("/leases/{lease_id}", responses={200: {"model": LeaseOut}, **errors(304, 404)})
+async def show_lease(request: Request, lease_id: LeaseId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    def build() -> dict[str, Any]:
+        items, _ = c.reader.leases(p, 1, 0, lease_id=lease_id)
+        if not items:
+            raise NotFoundError("lease", str(lease_id))
+        return items[0]
+
+    return await c.cached(request, (p.role, p.tenant), build)
+
+
+def move_out(m: Move) -> dict[str, Any]:
+    """A move as ``MoveOut`` (straight from the workflow's answer: visible to its requester even
+    before the node is its tenant's)."""
+    return {
+        "id": m.id, "node": m.node, "from_tenant": m.from_tenant, "to_tenant": m.to_tenant, "offering": m.offering,
+        "networks": list(m.networks), "phase": m.phase.value, "status": m.status.value, "attempts": m.attempts,
+        "error": m.error, "created_at": None, "updated_at": None, "claimed_by": m.claimed_by,
+    }  # fmt: skip
+
+
+@router.post(
+    "/leases",
+    status_code=202,
+    summary="Lease an available node: returns at once the move from quarantine that grants it (run by the worker)",
+    responses={202: {"model": MoveOut}, **errors(403, 404, 409)},
+)
+def create_lease(body: LeaseIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    move = c.actions.create_lease(
+        p, body.tenant, body.node, tuple(body.networks), body.offering, body.start, body.end, body.gpus
+    )
+    return json(move_out(move), 202)
+
+
+@router.delete(
+    "/leases/{lease_id}",
+    status_code=202,
+    summary="End a lease now: the move that releases its node to quarantine (none for a lease not active); "
+    "the lease stays in the history, ended by that move",
+    responses={202: {"model": LeaseEndOut}, **errors(403, 404, 409)},
+)
+def end_lease(lease_id: LeaseId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    lease, move = c.actions.end_lease(p, lease_id)
+    now = datetime.now(UTC)
+    return json(
+        {
+            "lease": {
+                "id": lease.id, "tenant": lease.tenant, "node": lease.node,
+                "start": lease.start.astimezone(UTC).isoformat(),
+                "end": lease.end.astimezone(UTC).isoformat() if lease.end else None,
+                "networks": list(lease.networks), "offering": lease.offering, "owner": lease.owner,
+                "gpus": lease.gpus, "active": lease.active_at(now),
+            },
+            "move": move_out(move) if move is not None else None,
+        },
+        202,
+    )  # fmt: skip

@@ -1,0 +1,104 @@
+"""v1 moves: create (202, run by the serve worker), list, show with phases/progress/timings,
+a server-sent event stream of its progress, and the dry-run preview."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
+from gpufabric.api.v1.schemas import NAME_PATTERN, MoveDetail, MoveIn, MoveOut, MovePage, PreviewIn, PreviewOut, errors
+from gpufabric.domain.auth import Principal, Verb
+from gpufabric.domain.errors import NotFoundError
+
+router = APIRouter(tags=["moves"])
+MoveId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
+FINISHED = ("done", "failed")
+
+
+def detail(c: ApiContext, p: Principal, move_id: int) -> dict[str, Any]:
+    items, _ = c.reader.moves(p, 1, 0, move_id=move_id)
+    if not items:
+        raise NotFoundError("move", str(move_id))
+    events = c.reader.move_events(move_id)
+    timings = {e["phase"]: e["seconds"] for e in events if e["seconds"] is not None}
+    return {**items[0], "events": events, "timings": timings}
+
+
+@router.get("/moves", responses={200: {"model": MovePage}, **errors(304)})
+async def list_moves(
+    request: Request,
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+    pg: Page = PAGE,
+    node: NameQ = None,
+    tenant: NameQ = None,
+    state: Literal["pending", "running", "failed", "done"] | None = None,
+) -> Response:
+    return await c.cached(
+        request, (p.role, p.tenant), lambda: paged(*c.reader.moves(p, pg.limit, pg.offset, node, state, tenant), pg)
+    )
+
+
+@router.post(
+    "/moves",
+    status_code=202,
+    summary="Request a move (old tenant -> quarantine -> new tenant); returned at once, run by the worker",
+    responses={202: {"model": MoveOut}, **errors(403, 404, 409)},
+)
+def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    move = c.actions.request_move(p, body.node, body.to_tenant, tuple(body.networks), body.offering, body.gpus)
+    assert move.id is not None
+    return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0], 202)
+
+
+@router.get("/moves/{move_id}", summary="A move with its phases, progress and timings",
+            responses={200: {"model": MoveDetail}, **errors(404)})
+def show_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    return json(detail(c, p, move_id))
+
+
+@router.get(
+    "/moves/{move_id}/events",
+    summary="Server-sent events: the move's progress as it happens (event: progress | move), until done or failed",
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}, **errors(404)},
+)
+def move_events(move_id: MoveId, request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> StreamingResponse:
+    detail(c, p, move_id)  # 404 before the stream starts
+
+    async def stream() -> AsyncIterator[bytes]:
+        last = 0
+        state: tuple[str, str] | None = None
+        while True:
+            for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
+                last = e["id"]
+                yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
+            items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
+            m = items[0]
+            if (m["phase"], m["status"]) != state:
+                state = (m["phase"], m["status"])
+                yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"
+            if m["status"] in FINISHED or await request.is_disconnected():
+                return
+            await asyncio.sleep(c.sse_poll)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post(
+    "/moves/preview",
+    summary="The plans a move would apply per phase (dry run; changes nothing)",
+    responses={200: {"model": PreviewOut}, **errors(403, 404, 503)},
+)
+def preview(body: PreviewIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    c.actions.node_visible(p, body.node)
+    p.require("move", Verb.CREATE)
+    engine = c.need_engine()
+    plans = engine.preview(body.node, body.to_tenant, tuple(body.networks))
+    return json({"phases": {k: v.to_dict() for k, v in plans.items()}})

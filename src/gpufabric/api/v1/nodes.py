@@ -1,0 +1,145 @@
+"""v1 nodes: list/show with ports on every fabric, inventory import, owners, node
+attachments for integrations (Neutron, Kubernetes), and port lookup."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
+from gpufabric.api.v1.schemas import (
+    NAME_PATTERN,
+    AttachmentIn,
+    AttachmentOut,
+    ImportOut,
+    InventoryIn,
+    NodeOut,
+    NodePage,
+    OwnerIn,
+    PortLookupOut,
+    errors,
+)
+from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Verb
+from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.moves import Move
+from gpufabric.domain.serial import jsonable
+
+router = APIRouter(tags=["nodes"])
+NodeName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
+StateQ = Literal["available", "leased", "moving", "maintenance"]
+FabricQ = Literal["ethernet", "infiniband", "nvlink", "dpu"]
+
+
+@router.get("/nodes", summary="List nodes with their ports on every fabric", responses={200: {"model": NodePage}, **errors(304)})
+async def list_nodes(
+    request: Request,
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+    pg: Page = PAGE,
+    tenant: Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)] = None,
+    state: StateQ | None = None,
+    fabric: FabricQ | None = None,
+) -> Response:
+    def build() -> dict[str, Any]:
+        items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, fabric)
+        return paged(items, total, pg)
+
+    return await c.cached(request, (p.role, p.tenant), build)
+
+
+@router.get("/nodes/{node}", summary="One node", responses={200: {"model": NodeOut}, **errors(304, 404)})
+async def show_node(request: Request, node: NodeName, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    def build() -> dict[str, Any]:
+        items, _ = c.reader.nodes(p, 1, 0, name=node)
+        if not items:
+            raise NotFoundError("node", node)
+        return items[0]
+
+    return await c.cached(request, (p.role, p.tenant), build)
+
+
+@router.post(
+    "/inventory",
+    status_code=200,
+    summary="Import (upsert) an inventory: {nodes: [...]} as in inventory files",
+    responses={200: {"model": ImportOut}, **errors(403, 409)},
+)
+def import_inventory(
+    body: InventoryIn,
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+) -> Response:
+    from gpufabric.service.inventory import inventory_from_dict
+
+    p.require("node", Verb.CREATE)
+    r = c.actions.import_inventory(p, inventory_from_dict(body.model_dump(exclude_none=True)))
+    return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
+
+
+@router.put("/nodes/{node}/owner", summary="Set the tenant that owns a node (may lease it out)",
+            responses={200: {"model": NodeOut}, **errors(403, 404)})
+def set_owner(node: NodeName, body: OwnerIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    c.actions.set_owner(p, node, body.owner)
+    items, _ = c.reader.nodes(p, 1, 0, name=node)
+    return json(items[0])
+
+
+def _attachment(c: ApiContext, node: str, move: Move | None, lease: Any) -> dict[str, Any]:
+    m = None
+    if move is not None and move.id is not None:  # the move it just made, as the moves endpoints show it
+        m = c.reader.moves(LOCAL_ADMIN, 1, 0, move_id=move.id)[0][0]
+    lj = None
+    if lease is not None:
+        lj = {**jsonable(lease), "networks": list(lease.networks), "active": True}
+    return {"node": node, "move": m, "lease": lj}
+
+
+@router.post(
+    "/nodes/{node}/attachments",
+    status_code=202,
+    summary="Put the node in a tenant with a network added (a move through quarantine if the tenant changes)",
+    responses={202: {"model": AttachmentOut}, **errors(403, 404, 409)},
+)
+def attach(node: NodeName, body: AttachmentIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    move, lease = c.actions.attach(p, node, body.network, body.tenant)
+    return json(_attachment(c, node, move, lease), 202)
+
+
+@router.delete(
+    "/nodes/{node}/attachments/{network}",
+    status_code=202,
+    summary="Release a network from the node (to quarantine if it was its last)",
+    responses={202: {"model": AttachmentOut}, **errors(403, 404, 409)},
+)
+def detach(
+    node: NodeName,
+    network: Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)],
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+) -> Response:
+    move, lease = c.actions.detach(p, node, network)
+    return json(_attachment(c, node, move, lease), 202)
+
+
+@router.get(
+    "/ports/lookup",
+    summary="The node behind a switch port (?switch=&port=) or an InfiniBand port GUID (?guid=)",
+    responses={200: {"model": PortLookupOut}, **errors(404)},
+)
+def lookup(
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+    switch: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+    port: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+    guid: Annotated[str | None, Query(pattern=r"^0x[0-9a-fA-F]{16}$")] = None,
+) -> Response:
+    from gpufabric.domain.errors import ValidationError
+
+    if guid is None and (switch is None or port is None):
+        raise ValidationError("switch", switch, "switch and port, or guid")
+    name = c.reader.lookup_port(p, switch, port, guid)
+    if name is None:
+        raise NotFoundError("port", guid or f"{switch}/{port}")
+    return json({"node": name})

@@ -1,0 +1,386 @@
+"""Pydantic models of every v1 request, response and error (they are the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
+Name = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN, description="1-63 chars of a-z 0-9 . _ -")
+]
+TenantOrQuarantine = Name
+FabricName = Literal["ethernet", "infiniband"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- errors
+class ErrorDetail(BaseModel):
+    code: str = Field(description="not_found, conflict, invalid, unauthorized, forbidden, unavailable, ...")
+    field: str | None = None
+    value: Any = None
+    allowed: str | None = None
+    message: str
+
+
+class Error(BaseModel):
+    error: ErrorDetail
+
+
+def errors(*codes: int, params: bool = True) -> dict[int | str, dict[str, Any]]:
+    """Documented answers: 401 always, 422 when the call takes parameters, plus ``codes``."""
+    if params:
+        codes = (*codes, 422)
+    text = {
+        304: "Not modified (If-None-Match matched the ETag)",
+        400: "Bad request",
+        401: "No valid bearer token",
+        403: "The principal's role lacks this verb",
+        404: "Not found (or not visible to this principal)",
+        405: "Method not allowed (see Allow)",
+        409: "Conflicts with the current state",
+        422: "A field is outside its allowed range",
+        503: "A needed dependency (fabrics) is not configured",
+    }
+    out: dict[int | str, dict[str, Any]] = {}
+    for c in (401, *codes):
+        out[c] = {"description": text[c]} if c == 304 else {"model": Error, "description": text[c]}
+    return out
+
+
+# ---------------------------------------------------------------- nodes
+class EthernetPortOut(BaseModel):
+    name: str
+    switch: str
+    switch_port: str
+    mac: str
+
+
+class IbPortOut(BaseModel):
+    device: str
+    port_num: int
+    port_guid: str
+    node_guid: str
+    switch_guid: str | None
+    switch_port: int | None
+
+
+class Ports(BaseModel):
+    ethernet: list[EthernetPortOut]
+    infiniband: list[IbPortOut]
+
+
+class GpuOut(BaseModel):
+    module_id: int
+    pci_bus_id: str
+
+
+class DpuOut(BaseModel):
+    name: str
+    mode: str
+
+
+class NodeOut(BaseModel):
+    name: str
+    offering: str
+    state: str
+    owner: str | None
+    tenant: str = Field(description="The tenant holding the node now, or quarantine")
+    lease: int | None
+    ports: Ports
+    gpus: list[GpuOut]
+    dpus: list[DpuOut]
+
+
+class NodePage(BaseModel):
+    items: list[NodeOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class EthernetPortIn(Strict):
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,62}$")
+    switch: Name
+    switch_port: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,62}$")
+    mac: str | None = Field(None, pattern=r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+GuidStr = Annotated[str, Field(pattern=r"^0x[0-9a-f]{16}$")]
+
+
+class IbPortIn(Strict):
+    device: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9_.-]+$")
+    port_num: int = Field(ge=1, le=254)
+    port_guid: GuidStr
+    node_guid: GuidStr
+    switch_guid: GuidStr | None = None
+    switch_port: int | None = Field(None, ge=1, le=254)
+
+
+class GpuIn(Strict):
+    module_id: int = Field(ge=1, le=64)
+    pci_bus_id: str | None = Field(None, max_length=32, pattern=r"^[0-9a-fA-F:.]*$")
+
+
+class DpuIn(Strict):
+    name: Name
+    mode: Literal["full", "dpu", "dpu-host"] = "full"
+
+
+class NodeIn(Strict):
+    name: Name
+    offering: Name | None = None
+    ethernet: list[EthernetPortIn] = Field(default_factory=list, max_length=16)
+    ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
+    gpus: list[GpuIn] = Field(default_factory=list, max_length=64)
+    dpus: list[DpuIn] = Field(default_factory=list, max_length=8)
+
+
+class InventoryIn(Strict):
+    version: Literal[1] = 1
+    nodes: list[NodeIn] = Field(max_length=10_000)
+
+
+class ImportOut(BaseModel):
+    added: int
+    updated: int
+    unchanged: int
+
+
+class OwnerIn(Strict):
+    owner: Name | None = None
+
+
+class PortLookupOut(BaseModel):
+    node: str
+
+
+class AttachmentIn(Strict):
+    network: Name
+    tenant: Name
+
+
+# ---------------------------------------------------------------- tenants, networks, offerings
+class TenantIn(Strict):
+    name: Name
+
+
+class TenantOut(BaseModel):
+    name: str
+    created_at: str | None = None
+
+
+class TenantPage(BaseModel):
+    items: list[TenantOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class SegmentIn(Strict):
+    fabric: FabricName
+    seg_id: int = Field(ge=1, le=65535)
+
+
+class NetworkIn(Strict):
+    name: Name
+    tenant: Name
+    segments: list[SegmentIn] | None = Field(
+        None, max_length=2, description="Explicit segmentation ids to adopt (Neutron); others are allocated"
+    )
+
+
+class SegmentOut(BaseModel):
+    fabric: str
+    seg_id: int
+    vlan: int | None
+    pkey: str | None
+
+
+class NetworkOut(BaseModel):
+    name: str
+    tenant: str
+    segments: list[SegmentOut]
+
+
+class NetworkPage(BaseModel):
+    items: list[NetworkOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class OfferingOut(BaseModel):
+    name: str
+    description: str
+    dpu_mode: str
+    settings: dict[str, str]
+
+
+class OfferingPage(BaseModel):
+    items: list[OfferingOut]
+    total: int
+    limit: int
+    offset: int
+
+
+# ---------------------------------------------------------------- leases
+class LeaseIn(Strict):
+    tenant: Name
+    node: Name
+    networks: list[Name] = Field(default_factory=list, max_length=16)
+    offering: Name = "baremetal"
+    start: AwareDatetime | None = Field(None, description="Timezone-aware; default now")
+    end: AwareDatetime | None = Field(None, description="Timezone-aware; the worker releases the node to quarantine then")
+    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
+
+
+class LeaseOut(BaseModel):
+    id: int
+    tenant: str
+    node: str
+    start: str | None
+    end: str | None
+    networks: list[str]
+    offering: str
+    owner: str
+    gpus: int | None
+    active: bool
+
+
+class LeasePage(BaseModel):
+    items: list[LeaseOut]
+    total: int
+    limit: int
+    offset: int
+
+
+# ---------------------------------------------------------------- moves
+class MoveIn(Strict):
+    node: Name
+    to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the node")
+    networks: list[Name] = Field(default_factory=list, max_length=16)
+    offering: Name = "baremetal"
+    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
+
+
+class MoveEventOut(BaseModel):
+    id: int
+    at: str | None
+    phase: str
+    message: str
+    seconds: float | None
+
+
+class MoveOut(BaseModel):
+    id: int
+    node: str
+    from_tenant: str
+    to_tenant: str
+    offering: str
+    networks: list[str]
+    phase: str
+    status: str
+    attempts: int
+    error: str
+    created_at: str | None
+    updated_at: str | None
+    claimed_by: str | None
+
+
+class LeaseEndOut(BaseModel):
+    lease: LeaseOut
+    move: MoveOut | None
+
+
+class MoveDetail(MoveOut):
+    events: list[MoveEventOut]
+    timings: dict[str, float]
+
+
+class MovePage(BaseModel):
+    items: list[MoveOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class AttachmentOut(BaseModel):
+    node: str
+    move: MoveOut | None = Field(description="The move that carries the change (tenant changes)")
+    lease: LeaseOut | None = Field(description="The lease whose networks changed (same tenant)")
+
+
+class PreviewIn(Strict):
+    node: Name
+    to_tenant: TenantOrQuarantine
+    networks: list[Name] = Field(default_factory=list, max_length=16)
+
+
+class PreviewOut(BaseModel):
+    phases: dict[str, Any]
+
+
+# ---------------------------------------------------------------- ops
+class EventOut(BaseModel):
+    id: int
+    at: str | None
+    actor: str
+    role: str
+    tenant: str | None
+    action: str
+    target: str
+    outcome: str
+    message: str
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class TokenIn(Strict):
+    name: Name
+    role: Literal["admin", "owner", "lessee"]
+    tenant: Name | None = None
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    role: str
+    tenant: str | None
+    created_at: str
+    created_by: str
+    revoked_at: str | None
+
+
+class TokenCreated(TokenOut):
+    secret: str = Field(description="Shown once; only its sha256 is stored")
+
+
+class TokenList(BaseModel):
+    items: list[TokenOut]
+
+
+class AuditOut(BaseModel):
+    at: datetime | None = None
+    report: dict[str, Any]
+
+
+class ReconcileOut(BaseModel):
+    loops: list[dict[str, Any]]
+    last: dict[str, Any] | None
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, Any] = Field(default_factory=dict)

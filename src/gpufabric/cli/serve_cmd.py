@@ -1,0 +1,146 @@
+"""``gpufabric serve``: the REST API v1, the dashboard, the move worker and the reconcile
+loop, ``/healthz``, ``/readyz`` and ``/metrics``.
+
+Secure by default: it binds to loopback; any other address is refused unless TLS
+(``--tls-cert``/``--tls-key``) is configured and at least one API token exists. The loops
+retry on errors (backoff) and report them in ``/metrics`` and ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_config
+from gpufabric.cli.output import emit_json, err_console
+from gpufabric.domain.errors import ConfigError
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, cert: Path | None, key: Path | None, tokens: int) -> None:
+    """Refuse a non-loopback bind without TLS and auth (at least one active token)."""
+    if (cert is None) != (key is None):
+        raise ConfigError("tls", f"cert={cert} key={key}", "both --tls-cert and --tls-key, or neither")
+    for p in (cert, key):
+        if p is not None and not p.is_file():
+            raise ConfigError("tls", str(p), "a readable PEM file")
+    if _loopback(host):
+        return
+    if cert is None:
+        raise ConfigError("host", host, "a loopback address (127.0.0.1, ::1) unless --tls-cert and --tls-key are given")
+    if tokens == 0:
+        raise ConfigError("host", host, "a loopback address until an API token exists (gpufabric token create)")
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8480, "--port", min=1, max=65535),
+    interval: float = typer.Option(30.0, "--interval", help="Seconds between reconcile passes (0: no loop)."),
+    policy: str = typer.Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
+    window: float = typer.Option(0.05, "--window", help="Coalescing window of the move worker (s)."),
+    poll: float = typer.Option(0.5, "--worker-poll", "--tick", help="Seconds between the worker's ticks (queued moves, ended leases)."),
+    tls_cert: Path = typer.Option(None, "--tls-cert", help="PEM certificate (required off loopback)."),
+    tls_key: Path = typer.Option(None, "--tls-key", help="PEM private key (required off loopback)."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Run the REST API v1 (OpenAPI at /openapi.json), the dashboard (/), the move worker,
+    the reconcile loop, /healthz, /readyz and /metrics."""
+    import uvicorn
+
+    from gpufabric.api.app import create_app
+    from gpufabric.api.deps import ApiContext
+    from gpufabric.service.auth import Tokens
+    from gpufabric.service.loops import Loops, MoveProgress, loop_metrics
+    from gpufabric.service.reconcile import Policy, reconcile_once
+    from gpufabric.service.telemetry import Telemetry
+    from gpufabric.service.tenancy import WORKER, Tenancy
+
+    try:
+        pol = Policy(policy)
+    except ValueError:
+        raise ConfigError("policy", policy, "repair or report") from None
+    store = open_store()
+    active = [t for t in Tokens(store).list() if t.revoked_at is None]
+    check_bind(host, tls_cert, tls_key, len(active))
+    telemetry = Telemetry()
+    loops = Loops(on_error=lambda name, e: err_console.print(f"{name} pass failed (will retry): {e}"))
+    has_fabrics = fabrics_path().exists()
+    worker_id = f"{os.uname().nodename}:{os.getpid()}:serve"
+    progress = MoveProgress(store, worker_id)
+
+    def engine(**kw: Any) -> Any:
+        from gpufabric.service.fabrics import Fabrics
+        from gpufabric.service.moves import MoveEngine
+        from gpufabric.service.registry import Registry
+
+        cfg = segment_config()
+        fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
+        return MoveEngine(store, fabrics, cfg, **kw)
+
+    ctx = ApiContext(store, segment_config, engine if has_fabrics else None, loops)
+    ctx.metrics = lambda: telemetry.render() + loop_metrics(loops)
+    engines: dict[str, Any] = {}
+
+    def warm() -> Any:
+        """One long-lived engine for the worker and the reconcile loop: its last verified state
+        spares a read of every fabric per phase (the fabric lock serialises the two)."""
+        if "warm" not in engines:
+            engines["warm"] = engine(worker=worker_id, progress=progress)
+        return engines["warm"]
+
+    def worker_pass() -> None:
+        e = warm()
+        Tenancy(store).release_expired(WORKER)  # a lease's end is a scheduled release, on time
+        if ctx.converge_requested:
+            ctx.converge_requested = False
+            e.converge("api")
+        t0 = time.monotonic()
+        result = e.run_pending(window=window)
+        if result is not None:
+            for m in result.moves:
+                for t in result.timings:
+                    progress.record(m.id, t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4))
+                progress.record(m.id, m.phase.value, f"move {m.status.value} in {time.monotonic() - t0:.2f}s")
+
+    def reconcile_pass() -> None:
+        e = warm()
+        result = reconcile_once(e, pol, resume_moves=False)
+        telemetry.record_reconcile(result)
+        report = telemetry.record_audit(e, result.observed)
+        ctx.set_audit(report)
+        ctx.last_reconcile = {"at": datetime.now(UTC).isoformat(), **result.to_dict()}
+
+    if has_fabrics:
+        loops.start("worker", worker_pass, poll)
+        if interval > 0:
+            loops.start("reconcile", reconcile_pass, interval)
+    scheme = "https" if tls_cert else "http"
+    if json_out:
+        emit_json({"listening": f"{scheme}://{host}:{port}", "openapi": f"{scheme}://{host}:{port}/openapi.json",
+                   "worker": has_fabrics})
+    app = create_app(ctx)
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            ssl_certfile=str(tls_cert) if tls_cert else None,
+            ssl_keyfile=str(tls_key) if tls_key else None,
+        )
+    finally:
+        loops.shutdown()

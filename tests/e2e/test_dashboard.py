@@ -1,0 +1,141 @@
+"""The web dashboard in headless Chromium (Debian ``chromium`` driven by playwright, no
+browser download) against ``gpufabric serve`` on the lab: sign in with a token, the fabric
+map of the lab, a move started from the page whose phases complete live, an injected drift
+shown as a violation with a drill-down to the port, and a lessee's view of only its nodes.
+Each test saves a screenshot under its tmp_path."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from e2e.conftest import GF, LabEnv
+
+pytestmark = pytest.mark.root
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def served(lab: LabEnv) -> Iterator[dict[str, Any]]:
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (scripts/setup.sh installs it)")
+    tokens = {
+        "admin": lab.gfj("token", "create", "--role", "admin")["secret"],
+        "alpha": lab.gfj("token", "create", "--role", "lessee", "--tenant", "alpha")["secret"],
+    }
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [GF, "serve", "--port", str(port), "--interval", "2", "--policy", "report", "--window", "0.1",
+         "--worker-poll", "0.5"],
+        env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    try:
+        yield {"base": base, "tokens": tokens, "proc": proc}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+def _signed_in(browser: Any, served: dict[str, Any], who: str) -> Any:
+    page = browser.new_page(viewport={"width": 1366, "height": 800})
+    page.goto(served["base"] + "/")
+    page.get_by_label("API token").fill(served["tokens"][who])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_selector("#map tbody tr")
+    return page
+
+
+def test_sign_in_and_see_the_fabric_map(browser: Any, served: dict[str, Any], tmp_path: Path) -> None:
+    page = browser.new_page()
+    page.goto(served["base"] + "/")
+    page.get_by_label("API token").fill("gf_not-a-token")
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_selector("#signin-error:has-text('not valid')")
+    page = _signed_in(browser, served, "admin")
+    nodes = [r.get_attribute("data-node") for r in page.locator("#map tbody tr").all()]
+    assert nodes == ["gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"]
+    first = page.locator("#map tbody tr").first
+    assert first.locator(".port").count() == 2  # one Ethernet port and one HCA port per lab node
+    assert "quarantine" in first.locator(".badge").inner_text()
+    page.screenshot(path=str(tmp_path / "map.png"), full_page=True)
+
+
+def test_start_a_move_and_watch_its_phases_complete(browser: Any, served: dict[str, Any], tmp_path: Path) -> None:
+    page = _signed_in(browser, served, "admin")
+    page.get_by_label("Node").select_option("gpu-a01")
+    page.get_by_label("To tenant").select_option("alpha")
+    page.get_by_role("button", name="Start move").click()
+    move = page.locator("[data-move]").first
+    seen: set[str] = set()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        status = move.get_attribute("data-status") or ""
+        seen.add(status)
+        if status in ("done", "failed"):
+            break
+        time.sleep(0.05)
+    page.screenshot(path=str(tmp_path / "move.png"), full_page=True)
+    assert move.get_attribute("data-status") == "done", move.inner_text()
+    assert seen & {"pending", "running"}, "the page showed the move before it finished"
+    assert move.locator(".phase.complete").count() == 4
+    page.wait_for_selector("#map tr[data-node='gpu-a01'] .badge:has-text('alpha')")
+
+
+def test_injected_drift_appears_as_a_violation_with_drill_down(
+    lab: LabEnv, browser: Any, served: dict[str, Any], tmp_path: Path
+) -> None:
+    port = lab.eth_ports("gpu-a03")[0]
+    nets = {n["tenant"]: n for n in lab.gfj("network", "list")}
+    beta_vlan = next(s["vlan"] for s in nets["beta"]["segments"] if s["fabric"] == "ethernet")
+    lab.ovs_set_tag(port, beta_vlan)  # a quarantined node's port put on beta's VLAN behind gpufabric's back
+    try:
+        page = _signed_in(browser, served, "admin")
+        page.get_by_role("button", name="Run audit now").click()
+        row = page.locator("#violations tbody tr", has_text="gpu-a03").first
+        row.wait_for(timeout=30_000)
+        row.locator("a.drill").click()
+        cell = page.locator(".port.focus")
+        assert cell.count() == 1 and "drift" in (cell.get_attribute("class") or "")
+        assert "gpu-a03" in (cell.get_attribute("title") or "")
+        page.screenshot(path=str(tmp_path / "drift.png"), full_page=True)
+    finally:
+        lab.gf("reconcile", "--once", "--policy", "repair")
+
+
+def test_a_lessee_sees_only_its_nodes(browser: Any, served: dict[str, Any], tmp_path: Path) -> None:
+    page = _signed_in(browser, served, "alpha")
+    page.wait_for_selector("#who:has-text('tenant')")
+    nodes = [r.get_attribute("data-node") for r in page.locator("#map tbody tr").all()]
+    assert nodes == ["gpu-a01"]  # moved to alpha by the move test
+    assert page.locator("#move-form").is_hidden() and page.locator("#audit-tools").is_hidden()
+    assert {t.inner_text() for t in page.locator("#leases tbody td:nth-child(3)").all()} == {"alpha"}
+    page.screenshot(path=str(tmp_path / "lessee.png"), full_page=True)

@@ -1,0 +1,175 @@
+"""The authorization matrix of API v1: every role x resource x verb, including other
+tenants' objects (404: as if they did not exist), plus 401 without or with a revoked token,
+the error shape, 405 with Allow, ETags, and the event log of every write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gpufabric.api.app import create_app
+
+from support.api_world import World, build_world, clone_world
+
+ROLES = ("admin", "owner-alpha", "lessee-alpha", "lessee-beta", "none")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    w = build_world(tmp_path_factory.mktemp("tpl"), nodes=6, leased=2)  # gpu-0000: alpha, gpu-0001: beta
+    yield w  # alpha owns gpu-0005
+    w.store.close()
+
+
+@pytest.fixture
+def world(template: World, tmp_path: Path) -> Iterator[tuple[World, TestClient]]:
+    w = clone_world(template, tmp_path)
+    with TestClient(create_app(w.ctx)) as client:
+        yield w, client
+    w.store.close()
+
+
+def _h(w: World, who: str) -> dict[str, str]:
+    return {} if who == "none" else w.headers(who)
+
+
+# (method, path, body) -> expected status for admin, owner-alpha, lessee-alpha, lessee-beta, none
+MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int, int, int]]] = [
+    ("GET", "/api/v1/nodes", None, (200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/nodes/gpu-0000", None, (200, 404, 200, 404, 401)),  # alpha's leased node
+    ("GET", "/api/v1/nodes/gpu-0001", None, (200, 404, 404, 200, 401)),  # beta's
+    ("GET", "/api/v1/nodes/gpu-0005", None, (200, 200, 404, 404, 401)),  # owned by alpha, not leased
+    ("PUT", "/api/v1/nodes/gpu-0003/owner", {"owner": "beta"}, (200, 403, 403, 403, 401)),
+    ("POST", "/api/v1/inventory", {"version": 1, "nodes": []}, (200, 403, 403, 403, 401)),
+    ("GET", "/api/v1/tenants", None, (200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/tenants/beta", None, (200, 404, 404, 200, 401)),
+    ("POST", "/api/v1/tenants", {"name": "gamma"}, (201, 403, 403, 403, 401)),
+    ("DELETE", "/api/v1/tenants/beta", None, (409, 404, 404, 403, 401)),
+    ("GET", "/api/v1/networks/beta/beta-net", None, (200, 404, 404, 200, 401)),
+    ("GET", "/api/v1/networks/alpha/shared-name", None, (200, 200, 200, 404, 401)),
+    ("POST", "/api/v1/networks", {"name": "n2", "tenant": "beta"}, (201, 404, 404, 201, 401)),
+    ("POST", "/api/v1/networks", {"name": "n3", "tenant": "beta", "segments": [{"fabric": "ethernet", "seg_id": 2900}]},
+     (201, 404, 404, 403, 401)),
+    ("DELETE", "/api/v1/networks/beta/beta-net", None, (409, 404, 404, 409, 401)),  # lease 2 uses it
+    ("GET", "/api/v1/offerings/openstack", None, (200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/leases/2", None, (200, 404, 404, 200, 401)),
+    ("POST", "/api/v1/leases", {"tenant": "alpha", "node": "gpu-0005"}, (201, 201, 404, 404, 401)),
+    ("POST", "/api/v1/leases", {"tenant": "beta", "node": "gpu-0004"}, (201, 404, 404, 404, 401)),
+    ("DELETE", "/api/v1/leases/2", None, (200, 404, 404, 200, 401)),
+    ("DELETE", "/api/v1/leases/1", None, (200, 200, 200, 404, 401)),
+    ("POST", "/api/v1/moves", {"node": "gpu-0003", "to_tenant": "beta"}, (202, 404, 404, 404, 401)),
+    ("POST", "/api/v1/moves", {"node": "gpu-0001", "to_tenant": "quarantine"}, (202, 404, 404, 403, 401)),
+    ("POST", "/api/v1/nodes/gpu-0001/attachments", {"network": "shared-name", "tenant": "beta"}, (202, 404, 404, 202, 401)),
+    ("POST", "/api/v1/nodes/gpu-0001/attachments", {"network": "alpha-net", "tenant": "alpha"}, (202, 404, 404, 404, 401)),
+    ("DELETE", "/api/v1/nodes/gpu-0001/attachments/beta-net", None, (202, 404, 404, 202, 401)),
+    ("GET", "/api/v1/ports/lookup?guid=0x0002c90300010002", None, (200, 404, 404, 200, 401)),
+    ("GET", "/api/v1/events", None, (200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/tokens", None, (200, 403, 403, 403, 401)),
+    ("POST", "/api/v1/tokens", {"name": "x", "role": "lessee", "tenant": "beta"}, (201, 403, 403, 403, 401)),
+    ("DELETE", "/api/v1/tokens/4", None, (200, 403, 403, 403, 401)),
+    ("POST", "/api/v1/audit", None, (503, 403, 403, 403, 401)),  # no fabrics configured here
+    ("GET", "/api/v1/audit", None, (404, 403, 403, 403, 401)),
+    ("GET", "/api/v1/reconcile", None, (200, 403, 403, 403, 401)),
+    ("POST", "/api/v1/moves/preview", {"node": "gpu-0001", "to_tenant": "alpha"}, (503, 404, 404, 403, 401)),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "expected"), MATRIX, ids=[f"{m} {p} {b or ''}"[:80] for m, p, b, _ in MATRIX]
+)
+@pytest.mark.parametrize("who", range(len(ROLES)), ids=list(ROLES))
+def test_authorization_matrix(
+    world: tuple[World, TestClient], who: int, method: str, path: str, body: dict[str, Any] | None,
+    expected: tuple[int, ...],
+) -> None:
+    w, client = world
+    r = client.request(method, path, json=body, headers=_h(w, ROLES[who]))
+    assert r.status_code == expected[who], r.text
+    if r.status_code >= 400:
+        err = r.json()["error"]
+        assert set(err) == {"code", "field", "value", "allowed", "message"} and err["message"]
+    if r.status_code == 401:
+        assert r.headers["www-authenticate"] == "Bearer"
+
+
+def test_lists_show_a_lessee_only_its_own(world: tuple[World, TestClient]) -> None:
+    w, client = world
+    def names(path: str, who: str, key: str = "name") -> list[Any]:
+        return [x[key] for x in client.get(path, headers=w.headers(who)).json()["items"]]
+
+    assert names("/api/v1/nodes", "lessee-alpha") == ["gpu-0000"]
+    assert names("/api/v1/nodes", "lessee-beta") == ["gpu-0001"]
+    assert names("/api/v1/nodes", "owner-alpha") == ["gpu-0005"]
+    assert len(names("/api/v1/nodes", "admin")) == 6
+    assert names("/api/v1/tenants", "lessee-beta") == ["beta"]
+    assert names("/api/v1/networks", "lessee-beta") == ["beta-net", "shared-name"]
+    assert names("/api/v1/leases", "lessee-beta", "id") == [w.leases["gpu-0001"]]
+    assert {e["tenant"] for e in client.get("/api/v1/events", headers=w.headers("lessee-beta")).json()["items"]} == {"beta"}
+    # filters and paging
+    assert names("/api/v1/nodes?tenant=quarantine&limit=2&offset=1", "admin") == ["gpu-0003", "gpu-0004"]
+    assert client.get("/api/v1/nodes?limit=2", headers=w.headers("admin")).json()["total"] == 6
+
+
+def test_revoked_token_is_refused_and_every_write_is_logged(world: tuple[World, TestClient]) -> None:
+    w, client = world
+    admin = w.headers("admin")
+    r = client.post("/api/v1/tenants", json={"name": "alpha"}, headers=admin)
+    assert r.status_code == 409
+    tokens = client.get("/api/v1/tokens", headers=admin).json()["items"]
+    beta = next(t for t in tokens if t["name"] == "beta-user")
+    assert "secret" not in beta
+    assert client.delete(f"/api/v1/tokens/{beta['id']}", headers=admin).status_code == 200
+    assert client.get("/api/v1/nodes", headers=w.headers("lessee-beta")).status_code == 401
+    ev = client.get("/api/v1/events?limit=2", headers=admin).json()["items"]
+    assert [(e["action"], e["outcome"], e["actor"]) for e in ev] == [
+        ("token.revoke", "ok", "ops"),
+        ("tenant.create", "error", "ops"),
+    ]
+    assert "already exists" in ev[1]["message"]
+
+
+def test_405_names_allowed_methods_and_etag_gives_304(world: tuple[World, TestClient]) -> None:
+    w, client = world
+    r = client.put("/api/v1/leases", headers=w.headers("admin"))
+    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"
+    assert r.json()["error"]["code"] == "method_not_allowed"
+    first = client.get("/api/v1/nodes", headers=w.headers("admin"))
+    etag = first.headers["etag"]
+    again = client.get("/api/v1/nodes", headers={**w.headers("admin"), "If-None-Match": etag})
+    assert again.status_code == 304
+    client.post("/api/v1/tenants", json={"name": "gamma"}, headers=w.headers("admin"))
+    changed = client.get("/api/v1/tenants", headers={**w.headers("admin"), "If-None-Match": etag})
+    assert changed.status_code == 200 and "gamma" in changed.text
+
+
+def test_adopted_segments_are_checked_against_ranges_and_each_other(world: tuple[World, TestClient]) -> None:
+    w, client = world
+    admin = w.headers("admin")
+    body = {"name": "neutron-1", "tenant": "beta", "segments": [{"fabric": "ethernet", "seg_id": 2500},
+                                                                 {"fabric": "infiniband", "seg_id": 3100}]}
+    made = client.post("/api/v1/networks", json=body, headers=admin)
+    assert made.status_code == 201
+    assert {s["fabric"]: s["seg_id"] for s in made.json()["segments"]} == {"ethernet": 2500, "infiniband": 3100}
+    dup = client.post("/api/v1/networks", json={**body, "name": "neutron-2"}, headers=admin)
+    assert dup.status_code == 409
+    out = client.post(
+        "/api/v1/networks",
+        json={"name": "neutron-3", "tenant": "beta", "segments": [{"fabric": "ethernet", "seg_id": 5}]},
+        headers=admin,
+    )
+    assert out.status_code == 422 and out.json()["error"]["allowed"] == "2000-2999"
+
+
+def test_tenant_delete_names_what_uses_it(world: tuple[World, TestClient]) -> None:
+    w, client = world
+    r = client.delete("/api/v1/tenants/beta", headers=w.headers("admin"))
+    assert r.status_code == 409
+    assert r.json()["error"]["message"] == (
+        f"tenant beta is still used by lease(s) {w.leases['gpu-0001']} and network(s) beta-net, shared-name"
+    )
+    client.post("/api/v1/tenants", json={"name": "gamma"}, headers=w.headers("admin"))
+    assert client.delete("/api/v1/tenants/gamma", headers=w.headers("admin")).status_code == 200
