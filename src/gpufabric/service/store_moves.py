@@ -114,9 +114,8 @@ class MoveLedger:
                     node=node,
                     move=other.id,
                 )
-            if to_tenant != QUARANTINE:
-                if s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is None:
-                    raise NotFoundError("tenant", to_tenant)
+            if to_tenant != QUARANTINE and s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is None:
+                raise NotFoundError("tenant", to_tenant)
             if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
                 raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
             if not_before is not None and not_before.tzinfo is None:
