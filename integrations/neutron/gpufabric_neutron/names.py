@@ -26,7 +26,7 @@ NETWORK_PREFIX = "neutron-"
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 _GUID_RE = re.compile(r"^(0x)?[0-9a-f]{16}$")
-_GUID_COLON_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){7}$")
+_GUID_COLON_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){7}$|^[0-9a-f]{4}(:[0-9a-f]{4}){3}$")
 
 
 def tenant_name(project_id: str) -> str:

@@ -190,12 +190,38 @@ def _handler(fake: FakeGpufabric) -> type[BaseHTTPRequestHandler]:
     return H
 
 
-if __name__ == "__main__":  # a contract server for manual runs: python fake_gpufabric.py PORT TOKEN
-    import sys
+if __name__ == "__main__":  # a contract server for manual runs and the real-Neutron contract test
+    import argparse
     import time
 
-    f = FakeGpufabric(sys.argv[2] if len(sys.argv) > 2 else "s3cret")
-    f.port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--token-file", required=True)
+    ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}}')
+    ap.add_argument("--state-out", help="write the state as JSON to this file after every request")
+    a = ap.parse_args()
+    f = FakeGpufabric(open(a.token_file).read().strip())
+    f.port = a.port
+    if a.seed:
+        seed = json.load(open(a.seed))
+        f.state.switch_ports.update({(sw, p): n for sw, p, n in seed.get("switch_ports", [])})
+        f.state.guids.update(seed.get("guids", {}))
+    if a.state_out:
+        inner = f.handle
+
+        def handle_and_dump(*args: Any) -> tuple[int, Any]:
+            r = inner(*args)
+            st = f.state
+            with st.lock:
+                dump = {"networks": st.networks, "attachments": {k: sorted(v) for k, v in st.attachments.items()},
+                        "moves": list(st.moves.values()), "tenants": sorted(st.tenants)}  # fmt: skip
+            tmp = f"{a.state_out}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as out:
+                json.dump(dump, out)
+            __import__("os").replace(tmp, a.state_out)
+            return r
+
+        f.handle = handle_and_dump  # type: ignore[method-assign]
     f.start()
     print(f"fake gpufabric on {f.url}", flush=True)
     while True:

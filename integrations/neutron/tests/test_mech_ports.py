@@ -51,8 +51,9 @@ def bind(driver: GpufabricMechanismDriver, lli: list[dict[str, Any]] | None, seg
         ([{"switch_id": "aa:bb:cc:dd:ee:01", "port_id": "p1", "switch_info": "unknown-name"}], "physnet1", 2100),
         (IB_GUID_LLI, "ib", 3004),
         ([{"port_id": "00:02:c9:03:00:00:01:01", "switch_id": "ib-leaf"}], "ib", 3004),
+        ([{"guid": "0002:c903:0000:0101"}], "ib", 3004),
     ],
-    ids=["ethernet-switch-info", "ethernet-switch-id-fallback", "ib-port-guid", "ib-guid-in-port-id"],
+    ids=["ethernet-switch-info", "ethernet-switch-id-fallback", "ib-port-guid", "ib-guid-in-port-id", "ib-sysfs-guid"],
 )
 def test_bind_attaches_node_then_binds(driver: GpufabricMechanismDriver, fake: FakeGpufabric, lli: list[dict[str, Any]],
                                        physnet: str, seg_id: int) -> None:  # fmt: skip
