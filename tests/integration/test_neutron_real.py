@@ -1,0 +1,170 @@
+"""A real Neutron 29 with the gpufabric ML2 driver, driving a real ``gpufabric serve`` (API v1,
+bearer token) on the lab (ibsim + OpenSM + OVS + netns). What the switches hold is read
+without gpufabric: the switch port's VLAN with ovs-vsctl (OVSDB), the HCA's PKey table by
+SMP (smpquery), reachability by ping between the nodes' namespaces.
+
+Flow, as ESI does it: Neutron networks (one Ethernet on ``physnet1``, one InfiniBand on
+``ib``) per project; Ironic-style bare-metal ports with ``local_link_information`` bind
+through gpufabric's move workflow; unbinding sends the node to quarantine; a second
+project's node on its own network stays isolated on both fabrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.conftest import GF, LabEnv
+
+from .neutron_env import ETH_PHYSNET, IB_PHYSNET, Neutron, ensure_venv, free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.root]
+
+LAB_NODES = 3
+QUARANTINE_VLAN = 4000
+A_VLAN, B_VLAN, A_IBSEG = 2500, 2501, 3020
+A_PKEY = 0x0A00 + (A_IBSEG - 3000)  # gpufabric's default offset mapping: seg 3000 -> PKey 0x0a00
+
+
+def _find_token(out: Any) -> str | None:
+    if isinstance(out, dict):
+        for k in ("token", "secret", "bearer"):
+            if isinstance(out.get(k), str):
+                return str(out[k])
+        for v in out.values():
+            t = _find_token(v)
+            if t:
+                return t
+    return None
+
+
+def issue_token(lab: LabEnv) -> str:
+    """An admin token from ``gpufabric token create`` (the tenant-proof issue's CLI)."""
+    errors = []
+    for args in (["token", "create", "--role", "admin", "--name", "neutron"], ["token", "create", "--role", "admin"]):
+        p = lab.gf(*args, "--json", check=False)
+        if p.returncode == 0:
+            tok = _find_token(json.loads(p.stdout))
+            if tok:
+                return tok
+        errors.append(f"{' '.join(args)}: {p.returncode} {p.stdout[-300:]} {p.stderr[-300:]}")
+    raise AssertionError("cannot issue a gpufabric API token:\n" + "\n".join(errors))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabEnv]:
+    env = LabEnv(tmp_path_factory.mktemp("gfhome"), {})
+    env.status = env.gfj("lab", "up", "--nodes", str(LAB_NODES), "--hcas-per-node", "1")
+    try:
+        yield env
+    finally:
+        env.gf("lab", "down", check=False)
+
+
+@pytest.fixture(scope="module")
+def neutron(lab: LabEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neutron]:
+    d = tmp_path_factory.mktemp("neutron")
+    t = time.monotonic()
+    ensure_venv()
+    print(f"neutron venv ready in {time.monotonic() - t:.1f}s")
+    token_file = d / "gpufabric.token"
+    token_file.write_text(issue_token(lab) + "\n")
+    os.chmod(token_file, 0o600)
+    port = free_port()
+    log = open(d / "gpufabric-serve.log", "wb")
+    serve = subprocess.Popen([GF, "serve", "--port", str(port), "--interval", "0"], env=lab.env, stdout=log,
+                             stderr=subprocess.STDOUT)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/openapi.json", timeout=2).close()
+            break
+        except OSError:
+            if serve.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"gpufabric serve did not start: {(d / 'gpufabric-serve.log').read_text()[-2000:]}") from None
+            time.sleep(0.3)
+    n = Neutron(d / "etc", url, token_file, bind_timeout=240)
+    try:
+        t = time.monotonic()
+        n.start()
+        print(f"neutron API up in {time.monotonic() - t:.1f}s")
+        yield n
+    finally:
+        n.stop()
+        serve.terminate()
+        serve.wait(timeout=30)
+
+
+def eth_lli(lab: LabEnv, node: str) -> list[dict[str, Any]]:
+    """What Ironic holds for the node's NIC (LLDP-discovered): the switch and its port."""
+    e = lab.node(node)["ethernet"][0]
+    return [{"switch_id": e["bridge"], "switch_info": e["bridge"], "port_id": e["ovs_port"]}]
+
+
+def ib_lli(lab: LabEnv, node: str) -> list[dict[str, Any]]:
+    return [{"port_id": lab.guids(node)[0]}]
+
+
+def member_pkeys(lab: LabEnv, node: str) -> set[int]:
+    table = lab.pkey_tables()[lab.guids(node)[0]]
+    return {e & 0x7FFF for e in table if e & 0x8000 and e & 0x7FFF != 0x7FFF}
+
+
+def test_neutron_binds_both_fabrics_through_gpufabric(lab: LabEnv, neutron: Neutron) -> None:
+    a_eth = neutron.create_network("proj-a", "a-eth", ETH_PHYSNET, A_VLAN)
+    a_ib = neutron.create_network("proj-a", "a-ib", IB_PHYSNET, A_IBSEG)
+    b_eth = neutron.create_network("proj-b", "b-eth", ETH_PHYSNET, B_VLAN)
+    n1, n2, n3 = (n["name"] for n in lab.status["nodes"][:3])
+
+    t = time.monotonic()
+    p1 = neutron.create_port("proj-a", a_eth["id"], f"ironic-{n1}", eth_lli(lab, n1), "n1-eth")
+    eth_bind_s = time.monotonic() - t
+    assert (p1["status"], p1["binding:vif_type"]) == ("ACTIVE", "other"), p1
+    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == A_VLAN
+
+    t = time.monotonic()
+    p1ib = neutron.create_port("proj-a", a_ib["id"], f"ironic-{n1}", ib_lli(lab, n1), "n1-ib")
+    ib_bind_s = time.monotonic() - t
+    assert (p1ib["status"], p1ib["binding:vif_type"]) == ("ACTIVE", "other"), p1ib
+    assert A_PKEY in member_pkeys(lab, n1)
+
+    p3 = neutron.create_port("proj-a", a_eth["id"], f"ironic-{n3}", eth_lli(lab, n3), "n3-eth")
+    p2 = neutron.create_port("proj-b", b_eth["id"], f"ironic-{n2}", eth_lli(lab, n2), "n2-eth")
+    assert p3["status"] == p2["status"] == "ACTIVE"
+    assert lab.ovs_tag(lab.eth_ports(n2)[0]) == B_VLAN
+    # ping matrix: same project reaches, the other project does not, in both directions
+    assert lab.ping(n1, n3) and lab.ping(n3, n1)
+    assert not lab.ping(n1, n2) and not lab.ping(n2, n1) and not lab.ping(n3, n2)
+    assert A_PKEY not in member_pkeys(lab, n2), "project B's node is no member of project A's partition"
+    print(f"bind (Neutron -> gpufabric move done): ethernet {eth_bind_s:.2f}s, infiniband {ib_bind_s:.2f}s")
+
+    t = time.monotonic()
+    neutron.unbind_port(p1ib["id"])
+    neutron.unbind_port(p1["id"])
+    print(f"unbind of both ports: {time.monotonic() - t:.2f}s")
+    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == QUARANTINE_VLAN
+    assert A_PKEY not in member_pkeys(lab, n1)
+    assert lab.ovs_tag(lab.eth_ports(n2)[0]) == B_VLAN, "unbinding project A's node leaves project B's alone"
+    assert not lab.ping(n1, n3)
+
+
+def test_ib_network_outside_gpufabric_range_is_refused(lab: LabEnv, neutron: Neutron) -> None:
+    status, out = neutron.call("POST", "/networks", {"network": {
+        "project_id": "proj-a", "name": "ib-out-of-range", "provider:network_type": "vlan",
+        "provider:physical_network": IB_PHYSNET, "provider:segmentation_id": 4005}})  # fmt: skip
+    assert status >= 400, out
+    assert neutron.ok("GET", "/networks?name=ib-out-of-range")["networks"] == []
+
+
+def test_port_of_unknown_switch_port_fails_binding(lab: LabEnv, neutron: Neutron) -> None:
+    net = neutron.create_network("proj-c", "c-eth", ETH_PHYSNET, 2510)
+    p = neutron.create_port("proj-c", net["id"], "ironic-x", [{"switch_info": "nosuch", "port_id": "nosuch9"}])
+    assert p["binding:vif_type"] == "binding_failed"
