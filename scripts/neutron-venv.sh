@@ -14,8 +14,9 @@ if [ -f "$stamp" ] && [ ! integrations/neutron/pyproject.toml -nt "$stamp" ]; th
 fi
 start=$(date +%s)
 [ -x "$V/bin/python" ] || "$PY" -m venv "$V"
-"$V/bin/pip" install -q --upgrade pip
-"$V/bin/pip" install -q "neutron==$NEUTRON_VERSION" pytest
-"$V/bin/pip" install -q -e integrations/neutron
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
+quiet "$V/bin/pip" install -q --upgrade pip
+quiet "$V/bin/pip" install -q "neutron==$NEUTRON_VERSION" pytest
+quiet "$V/bin/pip" install -q -e integrations/neutron
 touch "$stamp"
 echo "neutron-venv: installed neutron $NEUTRON_VERSION into $V in $(( $(date +%s) - start ))s"

@@ -25,6 +25,11 @@ ETH_LLI = [{"switch_id": "aa:bb:cc:dd:ee:01", "port_id": "Ethernet1/1", "switch_
 IB_LLI = [{"switch_id": "0x0002c90300001000", "port_id": "0x0002c90300000201"}]
 
 
+def gname(net: dict[str, Any]) -> str:
+    """The gpufabric network the driver makes of a Neutron network."""
+    return "neutron-" + net["id"].replace("-", "")[:12]
+
+
 class Contract:
     def __init__(self, state_file: Path) -> None:
         self.state_file = state_file
@@ -66,9 +71,9 @@ def test_networks_on_gpufabric_physnets_are_adopted_others_ignored(env: tuple[Ne
     ib = neutron.create_network("proj-a", "a-ib", IB_PHYSNET, 3007)
     other = neutron.create_network("proj-a", "a-other", "physnet2", 150)
     nets = gf.state()["networks"]
-    assert nets[f"neutron-{eth['id']}"]["segments"] == [{"fabric": "ethernet", "seg_id": 2101, "pkey": None}]
-    assert nets[f"neutron-{ib['id']}"]["segments"] == [{"fabric": "infiniband", "seg_id": 3007, "pkey": 0x0A07}]
-    assert f"neutron-{other['id']}" not in nets
+    assert nets[gname(eth)]["segments"] == [{"fabric": "ethernet", "seg_id": 2101, "vlan": 2101, "pkey": None}]
+    assert nets[gname(ib)]["segments"] == [{"fabric": "infiniband", "seg_id": 3007, "vlan": None, "pkey": "0x0a07"}]
+    assert gname(other) not in nets
 
 
 def test_ib_segment_outside_gpufabric_range_fails_the_network(env: tuple[Neutron, Contract]) -> None:
@@ -93,7 +98,7 @@ def test_baremetal_port_binds_through_gpufabric_and_unbind_detaches(
     bind_s = time.monotonic() - t
     assert (p["status"], p["binding:vif_type"]) == ("ACTIVE", "other"), p
     assert p["binding:vif_details"]["gpufabric_node"] == node
-    assert gf.attachments()[node] == [f"neutron-{net['id']}"]
+    assert gf.attachments()[node] == [gname(net)]
     print(f"bind through Neutron + gpufabric contract server: {bind_s:.2f}s")
 
     unbound = neutron.unbind_port(p["id"])
@@ -108,7 +113,7 @@ def test_port_of_unknown_node_is_binding_failed_not_half_bound(env: tuple[Neutro
     p = neutron.create_port("proj-c", net["id"], "ironic-x", [{"switch_info": "leaf9", "port_id": "Ethernet9/9"}])
     assert p["binding:vif_type"] == "binding_failed"
     assert p["status"] == "DOWN"
-    assert all(f"neutron-{net['id']}" not in v for v in gf.attachments().values())
+    assert all(gname(net) not in v for v in gf.attachments().values())
     neutron.ok("DELETE", f"/ports/{p['id']}")
 
 
@@ -120,4 +125,4 @@ def test_delete_of_bound_port_detaches(env: tuple[Neutron, Contract]) -> None:
     neutron.ok("DELETE", f"/ports/{p['id']}")
     assert "node1" not in gf.attachments()
     neutron.ok("DELETE", f"/networks/{net['id']}")
-    assert f"neutron-{net['id']}" not in gf.state()["networks"]
+    assert gname(net) not in gf.state()["networks"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -55,6 +56,14 @@ def issue_token(lab: LabEnv) -> str:
             if tok:
                 return tok
         errors.append(f"{' '.join(args)}: {p.returncode} {p.stdout[-300:]} {p.stderr[-300:]}")
+    # no CLI verb (yet): the service's token store, as the local operator
+    code = ("from gpufabric.cli.common import open_store; from gpufabric.service.auth import Tokens; "
+            "from gpufabric.domain.auth import LOCAL_ADMIN; "
+            "print(Tokens(open_store()).create('neutron', 'admin', None, LOCAL_ADMIN)[1])")  # fmt: skip
+    p = subprocess.run([sys.executable, "-c", code], env=lab.env, capture_output=True, text=True, check=False)
+    if p.returncode == 0 and p.stdout.strip():
+        return p.stdout.strip().splitlines()[-1]
+    errors.append(f"Tokens.create: {p.stderr[-500:]}")
     raise AssertionError("cannot issue a gpufabric API token:\n" + "\n".join(errors))
 
 
@@ -113,6 +122,17 @@ def ib_lli(lab: LabEnv, node: str) -> list[dict[str, Any]]:
     return [{"port_id": lab.guids(node)[0]}]
 
 
+def diag(lab: LabEnv, *nodes: str) -> str:
+    """The nodes' switch ports as OVSDB holds them, for a failing ping."""
+    out = []
+    for n in nodes:
+        for port in lab.eth_ports(n):
+            cols = subprocess.run(["ovs-vsctl", f"--db=unix:{lab.status['ovsdb_socket']}", "--columns=name,tag,trunks,vlan_mode",
+                                   "list", "port", port], capture_output=True, text=True, check=False).stdout  # fmt: skip
+            out.append(f"{n}: {' '.join(cols.split())}")
+    return "\n".join(out)
+
+
 def member_pkeys(lab: LabEnv, node: str) -> set[int]:
     table = lab.pkey_tables()[lab.guids(node)[0]]
     return {e & 0x7FFF for e in table if e & 0x8000 and e & 0x7FFF != 0x7FFF}
@@ -124,36 +144,43 @@ def test_neutron_binds_both_fabrics_through_gpufabric(lab: LabEnv, neutron: Neut
     b_eth = neutron.create_network("proj-b", "b-eth", ETH_PHYSNET, B_VLAN)
     n1, n2, n3 = (n["name"] for n in lab.status["nodes"][:3])
 
+    # Ethernet: project A's nodes n1 and n3, project B's node n2
     t = time.monotonic()
     p1 = neutron.create_port("proj-a", a_eth["id"], f"ironic-{n1}", eth_lli(lab, n1), "n1-eth")
     eth_bind_s = time.monotonic() - t
     assert (p1["status"], p1["binding:vif_type"]) == ("ACTIVE", "other"), p1
-    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == A_VLAN
-
-    t = time.monotonic()
-    p1ib = neutron.create_port("proj-a", a_ib["id"], f"ironic-{n1}", ib_lli(lab, n1), "n1-ib")
-    ib_bind_s = time.monotonic() - t
-    assert (p1ib["status"], p1ib["binding:vif_type"]) == ("ACTIVE", "other"), p1ib
-    assert A_PKEY in member_pkeys(lab, n1)
-
+    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == A_VLAN, diag(lab, n1)
+    assert member_pkeys(lab, n1) == set(), "a Neutron Ethernet network must not put the node's HCA in a partition"
     p3 = neutron.create_port("proj-a", a_eth["id"], f"ironic-{n3}", eth_lli(lab, n3), "n3-eth")
     p2 = neutron.create_port("proj-b", b_eth["id"], f"ironic-{n2}", eth_lli(lab, n2), "n2-eth")
     assert p3["status"] == p2["status"] == "ACTIVE"
     assert lab.ovs_tag(lab.eth_ports(n2)[0]) == B_VLAN
     # ping matrix: same project reaches, the other project does not, in both directions
-    assert lab.ping(n1, n3) and lab.ping(n3, n1)
-    assert not lab.ping(n1, n2) and not lab.ping(n2, n1) and not lab.ping(n3, n2)
-    assert A_PKEY not in member_pkeys(lab, n2), "project B's node is no member of project A's partition"
-    print(f"bind (Neutron -> gpufabric move done): ethernet {eth_bind_s:.2f}s, infiniband {ib_bind_s:.2f}s")
+    assert lab.ping(n1, n3) and lab.ping(n3, n1), diag(lab, n1, n3)
+    assert not lab.ping(n1, n2) and not lab.ping(n2, n1) and not lab.ping(n3, n2), diag(lab, n1, n2, n3)
 
+    # InfiniBand: n1 joins project A's partition; nothing changes on its Ethernet port
     t = time.monotonic()
-    neutron.unbind_port(p1ib["id"])
+    p1ib = neutron.create_port("proj-a", a_ib["id"], f"ironic-{n1}", ib_lli(lab, n1), "n1-ib")
+    ib_bind_s = time.monotonic() - t
+    assert (p1ib["status"], p1ib["binding:vif_type"]) == ("ACTIVE", "other"), p1ib
+    assert member_pkeys(lab, n1) == {A_PKEY}
+    assert A_PKEY not in member_pkeys(lab, n2) | member_pkeys(lab, n3), "only n1's HCA joined the partition"
+    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == A_VLAN, "an IB network must not add a VLAN: " + diag(lab, n1)
+    assert lab.ping(n1, n3), diag(lab, n1, n3)
+    print(f"bind (Neutron -> gpufabric applied): ethernet {eth_bind_s:.2f}s, infiniband {ib_bind_s:.2f}s")
+
+    # unbind (Ironic teardown): IB first (node stays on Ethernet), then Ethernet -> quarantine
+    t = time.monotonic()
+    assert neutron.unbind_port(p1ib["id"])["binding:vif_type"] == "unbound"
+    assert member_pkeys(lab, n1) == set()
+    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == A_VLAN
     neutron.unbind_port(p1["id"])
     print(f"unbind of both ports: {time.monotonic() - t:.2f}s")
-    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == QUARANTINE_VLAN
-    assert A_PKEY not in member_pkeys(lab, n1)
+    assert lab.ovs_tag(lab.eth_ports(n1)[0]) == QUARANTINE_VLAN, diag(lab, n1)
+    assert not lab.ping(n1, n3) and not lab.ping(n3, n1)
     assert lab.ovs_tag(lab.eth_ports(n2)[0]) == B_VLAN, "unbinding project A's node leaves project B's alone"
-    assert not lab.ping(n1, n3)
+    assert lab.ovs_tag(lab.eth_ports(n3)[0]) == A_VLAN
 
 
 def test_ib_network_outside_gpufabric_range_is_refused(lab: LabEnv, neutron: Neutron) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import stat
 import time
@@ -158,16 +159,13 @@ class GpufabricClient:
             return existing
 
     def find_network(self, name: str, tenant: str) -> dict[str, Any] | None:
-        """The tenant's network ``name`` from ``GET /networks?tenant=``, or None."""
+        """The tenant's network ``name`` (``GET /networks/{tenant}/{name}``), or None."""
         try:
-            nets = self.request("GET", "/networks?" + urllib.parse.urlencode({"tenant": tenant}))
+            return self.request("GET", f"/networks/{_q(tenant)}/{_q(name)}")  # type: ignore[no-any-return]
         except ApiError as e:
             if e.status in (404, 405):
                 return None
             raise
-        if isinstance(nets, dict):
-            nets = nets.get("networks") or nets.get("items") or []
-        return next((n for n in nets if isinstance(n, dict) and n.get("name") == name), None)
 
     def delete_network(self, tenant: str, name: str) -> None:
         try:
@@ -191,17 +189,73 @@ class GpufabricClient:
             raise
         return str(r["node"]) if isinstance(r, dict) and r.get("node") else None
 
-    def attach(self, node: str, network: str, tenant: str) -> dict[str, Any]:
-        return self.request("POST", f"/nodes/{_q(node)}/attachments", {"network": network, "tenant": tenant})  # type: ignore[no-any-return]
+    def attach(self, node: str, network: str, tenant: str) -> dict[str, Any] | None:
+        """Start attaching: ``{"node", "move", "lease"}`` (a move when the node changes tenant,
+        else the lease's networks grow and gpufabric's worker converges the fabrics); None when
+        the node is already attached (a retry)."""
+        try:
+            return self.request("POST", f"/nodes/{_q(node)}/attachments", {"network": network, "tenant": tenant})  # type: ignore[no-any-return]
+        except ApiError as e:
+            if e.status == 409 and "already attached" in (e.message or ""):
+                return None
+            raise
 
     def detach(self, node: str, network: str) -> dict[str, Any] | None:
-        """Start the detach move; None when the node is not attached (already gone)."""
+        """Start detaching (a move to quarantine when it was the node's last network); None
+        when the node is not attached (already gone)."""
         try:
             return self.request("DELETE", f"/nodes/{_q(node)}/attachments/{_q(network)}")  # type: ignore[no-any-return]
         except ApiError as e:
             if e.status == 404:
                 return None
             raise
+
+    def worker(self) -> dict[str, Any] | None:
+        """gpufabric's move/converge worker loop state (``passes``, ``errors``, ``last_error``)."""
+        try:
+            r = self.request("GET", "/reconcile")
+        except ApiError as e:
+            if e.status in (403, 404):
+                return None
+            raise
+        loops = r.get("loops", []) if isinstance(r, dict) else []
+        return next((x for x in loops if isinstance(x, dict) and x.get("name") == "worker"), None)
+
+    def wait_applied(
+        self, result: dict[str, Any] | None, before: dict[str, Any] | None, timeout: float, interval: float = 1.0
+    ) -> None:
+        """Wait until an attach/detach is on the fabrics: its move done, or (no move: the same
+        tenant's lease changed) two worker passes after ``before`` without a new error (the
+        pass running when the change landed may have missed it; the next one converges)."""
+        if result is None:
+            return
+        move = result.get("move") if "move" in result or "lease" in result else result
+        if move:
+            self.wait_move(move, timeout, interval)
+            return
+        if before is None:
+            return  # no worker status visible: nothing more to wait on
+        deadline = self.clock() + timeout
+        while True:
+            w = self.worker() or {}
+            if int(w.get("errors", 0)) > int(before.get("errors", 0)):
+                raise MoveFailed(w, f"gpufabric could not converge the fabrics: {w.get('last_error')}")
+            if int(w.get("passes", 0)) >= int(before.get("passes", 0)) + 2:
+                return
+            if self.clock() >= deadline:
+                raise MoveFailed(w, f"gpufabric did not converge the fabrics within {timeout:g}s")
+            self.sleep(interval)
+
+    def wait_open_move(self, error: ApiError, timeout: float, interval: float = 1.0) -> bool:
+        """If ``error`` is "node ... already has open move N", wait for N to end; True if it did."""
+        m = re.search(r"open move (\d+)", error.message or "")
+        if error.status != 409 or m is None:
+            return False
+        try:
+            self.wait_move(self.move(m.group(1)), timeout, interval)
+        except MoveFailed:
+            pass  # the caller's retry decides
+        return True
 
     def move(self, move_id: Any) -> dict[str, Any]:
         return self.request("GET", f"/moves/{_q(str(move_id))}")  # type: ignore[no-any-return]

@@ -8,9 +8,12 @@
   sees its own networks. 409 (exists: a retry, or a network re-synced) is success.
 - ``bind_port`` (``binding:vnic_type=baremetal`` only): the node is found from
   ``binding:profile.local_link_information`` (switch + port, or the IB port GUID); gpufabric
-  is asked to attach it to the network through its move workflow (quarantine, then join,
-  each verified on the fabric), and the binding completes (``set_binding``, ACTIVE) only when
-  the move is ``done``. Any failure (unknown node, API error, move failed, timeout) leaves
+  is asked to attach it to the network: a node changing tenant goes through its move
+  workflow (quarantine, then join, each verified on the fabric); a node already in the
+  network's tenant gets the network added to its lease and gpufabric's worker converges the
+  fabrics. The binding completes (``set_binding``, ACTIVE) only when the move is ``done`` (or
+  the worker has run its converge pass without error). A retry that finds an open move on
+  the node waits for it and tries again; "already attached" is success. Any failure (unknown node, API error, move failed, timeout) leaves
   the port unbound (``binding_failed``) and is logged; on timeout the driver asks gpufabric
   to detach the node again so it is never on the network behind Neutron's back.
 - Unbind (``update_port_postcommit`` when the binding went away or moved, and
@@ -119,14 +122,23 @@ class GpufabricMechanismDriver(api.MechanismDriver):
         node = self._node(profile, fabric)
         net = context.network.current
         tenant, name = self._ensure_network(net, self.physnets.gpufabric_segments(context.network.network_segments))
-        move = self.client.attach(node, name, tenant)
-        try:
-            self.client.wait_move(move, self.conf.bind_timeout, self.conf.poll_interval)
-        except gf.MoveFailed as e:
-            if e.move.get("status") not in gf.TERMINAL:  # timed out: do not leave it to land unseen
-                self._detach_quietly(node, name)
-            raise
-        return node
+        timeout, interval = self.conf.bind_timeout, self.conf.poll_interval
+        for attempt in range(3):
+            before = self.client.worker()
+            try:
+                result = self.client.attach(node, name, tenant)
+            except gf.ApiError as e:  # an open move on the node (a retry of ours, or another change)
+                if attempt < 2 and self.client.wait_open_move(e, timeout, interval):
+                    continue
+                raise
+            try:
+                self.client.wait_applied(result, before, timeout, interval)
+            except gf.MoveFailed as e:
+                if e.move.get("status") not in gf.TERMINAL:  # timed out: do not leave it to land unseen
+                    self._detach_quietly(node, name)
+                raise
+            return node
+        raise gf.MoveFailed({}, f"node {node} kept having open moves")
 
     def _node(self, profile: dict[str, Any], fabric: str) -> str:
         refs = names.link_refs(profile, fabric)
@@ -175,9 +187,9 @@ class GpufabricMechanismDriver(api.MechanismDriver):
         name = names.network_name(net["id"])
         try:
             node = self._node(port.get(portbindings.PROFILE) or {}, fabric)
-            move = self.client.detach(node, name)
-            if move is not None:
-                self.client.wait_move(move, self.conf.bind_timeout, self.conf.poll_interval)
+            before = self.client.worker()
+            result = self.client.detach(node, name)
+            self.client.wait_applied(result, before, self.conf.bind_timeout, self.conf.poll_interval)
         except LookupError as e:
             LOG.warning("gpufabric: port %s unbound, node unknown to gpufabric: %s", port["id"], e)
             return

@@ -2,7 +2,10 @@
 
 - A Neutron project becomes a gpufabric tenant: its id when that is a valid gpufabric name
   (1-63 chars of a-z 0-9 . _ -), else ``os-`` + a stable hash.
-- A Neutron network becomes the gpufabric network ``neutron-<network id>``.
+- A Neutron network becomes the gpufabric network ``neutron-<first 12 hex digits of its id>``
+  (short, because gpufabric derives the OpenSM partition name from tenant and network and
+  OpenSM allows 31 characters; a collision within one project would show as a 409 with other
+  segments and fail loudly, never share a network).
 - A segment is gpufabric's only when it is a VLAN segment on one of its physnets: an
   Ethernet physnet gives ``{"fabric": "ethernet", "seg_id": VLAN}``; the IB physnet gives
   ``{"fabric": "infiniband", "seg_id": fake VLAN}`` (gpufabric maps it to a PKey). Every
@@ -37,7 +40,7 @@ def tenant_name(project_id: str) -> str:
 
 
 def network_name(network_id: str) -> str:
-    return NETWORK_PREFIX + network_id.lower()
+    return NETWORK_PREFIX + network_id.lower().replace("-", "")[:12]
 
 
 @dataclass(frozen=True)

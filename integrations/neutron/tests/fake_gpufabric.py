@@ -37,6 +37,9 @@ class State:
         self.move_polls = 1
         self.fail_moves = False
         self.hang_moves = False
+        self.converge_fails = False
+        self.node_tenant: dict[str, str] = {}
+        self.worker = {"name": "worker", "alive": True, "passes": 0, "errors": 0, "last_error": ""}
 
     def pkey(self, seg: dict[str, Any]) -> int | None:
         return PKEY_BASE + seg["seg_id"] - IB_RANGE.start if seg["fabric"] == "infiniband" else None
@@ -79,8 +82,13 @@ class FakeGpufabric:
                 return 201, {"name": body["name"]}
             if method == "POST" and p == ["networks"]:
                 return self._create_network(body)
-            if method == "GET" and p == ["networks"]:
-                return 200, [n for n in s.networks.values() if n["tenant"] == query.get("tenant", n["tenant"])]
+            if method == "GET" and p == ["reconcile"]:
+                return 200, {"loops": [dict(s.worker)], "last": None}
+            if method == "GET" and p[0] == "networks" and len(p) == 3:
+                net = s.networks.get(p[2])
+                if net is None or net["tenant"] != p[1]:
+                    return _err(404, "not_found", f"network not found: {p[1]}/{p[2]}")
+                return 200, net
             if method == "DELETE" and p[0] == "networks" and len(p) == 3:
                 net = s.networks.get(p[2])
                 if net is None or net["tenant"] != p[1]:
@@ -119,7 +127,8 @@ class FakeGpufabric:
                 if any((o["fabric"], o["seg_id"]) == (seg["fabric"], seg["seg_id"]) for o in other["segments"]):
                     return _err(409, "conflict", f"segment {seg} is used by {other['name']}", "segments", seg)
         net = {"name": body["name"], "tenant": body["tenant"], "segments": [
-            {**seg, "pkey": s.pkey(seg)} for seg in body["segments"]]}  # fmt: skip
+            {**seg, "vlan": seg["seg_id"] if seg["fabric"] == "ethernet" else None,
+             "pkey": None if s.pkey(seg) is None else f"0x{s.pkey(seg):04x}"} for seg in body["segments"]]}  # fmt: skip
         s.networks[body["name"]] = net
         return 201, net
 
@@ -128,33 +137,57 @@ class FakeGpufabric:
         node = p[1]
         known = set(s.switch_ports.values()) | set(s.guids.values())
         if node not in known:
-            return _err(404, "not_found", f"node not found: {node}")
+            return _err(404, "not_found", f"node not found: {node}", "node", node)
+        nets = s.attachments.setdefault(node, set())
         if method == "POST":
             if body["network"] not in s.networks:
-                return _err(404, "not_found", f"network not found: {body['network']}")
-            return 202, self._new_move(node, "attach", body["network"], body["tenant"])
+                return _err(404, "not_found", f"network not found: {body['network']}", "network", body["network"])
+            if s.node_tenant.get(node) == body["tenant"] and nets:
+                if body["network"] in nets:
+                    return _err(409, "conflict", f"node {node} is already attached to {body['tenant']}/{body['network']}")
+                nets.add(body["network"])
+                return 202, {"node": node, "move": None, "lease": self._converge(node)}
+            return self._new_move(node, "attach", body["network"], body["tenant"])
         if method == "DELETE" and len(p) == 4:
-            if p[3] not in s.attachments.get(node, set()):
-                return _err(404, "not_found", f"node {node} is not attached to {p[3]}")
-            return 202, self._new_move(node, "detach", p[3], None)
+            if p[3] not in nets:
+                return _err(404, "not_found", f"attachment not found: {node}/{p[3]}", "attachment", f"{node}/{p[3]}")
+            if nets - {p[3]}:
+                nets.discard(p[3])
+                return 202, {"node": node, "move": None, "lease": self._converge(node)}
+            return self._new_move(node, "detach", p[3], None)
         return _err(405, "invalid", "method not allowed")
 
-    def _new_move(self, node: str, kind: str, network: str, tenant: str | None) -> dict[str, Any]:
-        mid = len(self.state.moves) + 1
+    def _converge(self, node: str) -> dict[str, Any]:
+        """Same-tenant change: the worker's next passes converge it (or fail, with converge_fails)."""
+        w = self.state.worker
+        if self.state.converge_fails:
+            w.update(errors=w["errors"] + 1, last_error="converge: verify failed on ovs")
+        w["passes"] += 2
+        return {"id": 1, "tenant": self.state.node_tenant.get(node), "node": node,
+                "networks": sorted(self.state.attachments[node]), "active": True}  # fmt: skip
+
+    def _new_move(self, node: str, kind: str, network: str, tenant: str | None) -> tuple[int, Any]:
+        s = self.state
+        for m in s.moves.values():
+            if m["node"] == node and m["status"] in ("pending", "running"):
+                return _err(409, "conflict", f"node {node} already has open move {m['id']} ({m['status']} at {m['phase']})")
+        mid = len(s.moves) + 1
         m = {"id": mid, "node": node, "kind": kind, "network": network, "tenant": tenant, "status": "pending",
-             "phase": "quarantine", "error": "", "polls": 0}  # fmt: skip
-        self.state.moves[mid] = m
-        return {k: v for k, v in m.items() if k != "polls"}
+             "from_tenant": s.node_tenant.get(node, "quarantine"), "to_tenant": tenant or "quarantine",
+             "networks": [network] if tenant else [], "phase": "quarantine", "error": "", "polls": 0}  # fmt: skip
+        s.moves[mid] = m
+        return 202, {"node": node, "move": {k: v for k, v in m.items() if k != "polls"}, "lease": None}
 
     def _finish(self, m: dict[str, Any]) -> None:
         if self.state.fail_moves:
             m.update(status="failed", error="verify: port still on VLAN 4000")
             return
-        nets = self.state.attachments.setdefault(m["node"], set())
         if m["kind"] == "attach":
-            nets.add(m["network"])
+            self.state.attachments[m["node"]] = {m["network"]}
+            self.state.node_tenant[m["node"]] = m["tenant"]
         else:
-            nets.discard(m["network"])
+            self.state.attachments[m["node"]] = set()
+            self.state.node_tenant[m["node"]] = "quarantine"
         m.update(status="done", phase="done")
 
 
@@ -214,6 +247,7 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
             st = f.state
             with st.lock:
                 dump = {"networks": st.networks, "attachments": {k: sorted(v) for k, v in st.attachments.items()},
+                        "node_tenant": st.node_tenant,
                         "moves": list(st.moves.values()), "tenants": sorted(st.tenants)}  # fmt: skip
             tmp = f"{a.state_out}.{threading.get_ident()}.tmp"
             with open(tmp, "w") as out:

@@ -16,8 +16,8 @@ from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDrive
 @pytest.mark.parametrize(
     ("physnet", "seg_id", "want"),
     [
-        ("physnet1", 2100, [{"fabric": "ethernet", "seg_id": 2100, "pkey": None}]),
-        ("ib", 3005, [{"fabric": "infiniband", "seg_id": 3005, "pkey": 0x0A05}]),
+        ("physnet1", 2100, [{"fabric": "ethernet", "seg_id": 2100, "vlan": 2100, "pkey": None}]),
+        ("ib", 3005, [{"fabric": "infiniband", "seg_id": 3005, "vlan": None, "pkey": "0x0a05"}]),
     ],
     ids=["ethernet-vlan-adopted", "ib-seg-adopted-to-pkey"],
 )

@@ -230,3 +230,42 @@ def test_second_project_stays_on_its_own_network(driver: GpufabricMechanismDrive
     assert attached(fake) == {"node1": {names.network_name(net_a.current["id"])},
                               "node2": {names.network_name(net_b.current["id"])}}  # fmt: skip
     assert {m["node"]: m["tenant"] for m in fake.state.moves.values()} == {"node1": "tenant-a", "node2": "tenant-b"}
+
+
+def test_second_network_of_the_same_project_converges_without_a_move(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    eth, ib = segment("physnet1", 2400), segment("ib", 3040)
+    net_eth, net_ib = network_context([eth], project="tenant-a"), network_context([ib], project="tenant-a")
+    driver.bind_port(c1 := port_context(port(ETH_LLI), net_eth))
+    driver.bind_port(c2 := port_context(port(IB_GUID_LLI), net_ib))
+    assert bound_segment(c1) == eth[api.ID] and bound_segment(c2) == ib[api.ID]
+    assert attached(fake) == {"node1": {names.network_name(net_eth.current["id"]), names.network_name(net_ib.current["id"])}}
+    assert [m["kind"] for m in fake.state.moves.values()] == ["attach"], "one move into the tenant; the IB network converges"
+    # unbinding the IB port keeps the node on the Ethernet network (converge, no move)
+    p2 = dict(c2.current, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_OTHER})
+    driver.delete_port_postcommit(port_context(p2, net_ib, top=ib))
+    assert attached(fake) == {"node1": {names.network_name(net_eth.current["id"])}}
+    assert fake.state.node_tenant["node1"] == "tenant-a"
+
+
+def test_failed_converge_is_a_binding_failure(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    driver.bind_port(c1 := port_context(port(ETH_LLI), network_context([segment("physnet1", 2410)])))
+    assert bound_segment(c1) is not None
+    fake.state.converge_fails = True
+    driver.bind_port(c2 := port_context(port(IB_GUID_LLI), network_context([segment("ib", 3041)])))
+    assert bound_segment(c2) is None
+
+
+def test_bind_waits_for_an_open_move_then_attaches(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """A Neutron retry while gpufabric still runs the first attempt's move."""
+    seg = segment("physnet1", 2420)
+    net = network_context([seg])
+    driver.create_network_postcommit(net)
+    fake.state.move_polls = 3
+    status, _ = fake.handle("POST", "/api/v1/nodes/node1/attachments",
+                            {}, {"network": names.network_name(net.current["id"]), "tenant": "tenant-a"})  # fmt: skip
+    assert status == 202
+    ctx = port_context(port(ETH_LLI), net)
+    driver.bind_port(ctx)
+    assert bound_segment(ctx) == seg[api.ID]
+    assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}
+    assert [m["status"] for m in fake.state.moves.values()] == ["done"], "no second move: the retry found it attached"
