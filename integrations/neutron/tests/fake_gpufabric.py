@@ -39,6 +39,7 @@ class State:
         self.hang_moves = False
         self.converge_fails = False
         self.node_tenant: dict[str, str] = {}
+        self.leases: list[dict[str, Any]] = []
         self.worker = {"name": "worker", "alive": True, "passes": 0, "errors": 0, "last_error": ""}
 
     def pkey(self, seg: dict[str, Any]) -> int | None:
@@ -100,6 +101,17 @@ class FakeGpufabric:
             if method == "GET" and p == ["ports", "lookup"]:
                 node = s.guids.get(query.get("guid", "")) or s.switch_ports.get((query.get("switch", ""), query.get("port", "")))
                 return (200, {"node": node}) if node else _err(404, "not_found", f"no node has port {query}")
+            if method == "GET" and p[0] == "nodes" and len(p) == 2:
+                if p[1] not in set(s.switch_ports.values()) | set(s.guids.values()):
+                    return _err(404, "not_found", f"node not found: {p[1]}", "node", p[1])
+                return 200, {"name": p[1], "tenant": s.node_tenant.get(p[1], "quarantine")}
+            if method == "POST" and p == ["leases"]:
+                return self._lease(body)
+            if method == "POST" and p == ["moves"]:
+                if body["to_tenant"] != "quarantine":
+                    return _err(422, "invalid", "the fake only moves to quarantine")
+                status, out = self._new_move(body["node"], "release", "", None)
+                return (status, out["move"]) if status == 202 else (status, out)
             if p[0] == "nodes" and len(p) >= 3 and p[2] == "attachments":
                 return self._attachment(method, p, body)
             if method == "GET" and p[0] == "moves" and len(p) == 2:
@@ -156,6 +168,17 @@ class FakeGpufabric:
                 return 202, {"node": node, "move": None, "lease": self._converge(node)}
             return self._new_move(node, "detach", p[3], None)
         return _err(405, "invalid", "method not allowed")
+
+    def _lease(self, body: dict[str, Any]) -> tuple[int, Any]:
+        s = self.state
+        if body["tenant"] not in s.tenants:
+            return _err(404, "not_found", f"tenant not found: {body['tenant']}", "tenant", body["tenant"])
+        if s.node_tenant.get(body["node"], "quarantine") != "quarantine":
+            return _err(409, "conflict", f"node {body['node']} is leased to {s.node_tenant[body['node']]}")
+        s.node_tenant[body["node"]] = body["tenant"]
+        s.attachments[body["node"]] = set(body.get("networks", []))
+        s.leases.append({"id": len(s.leases) + 1, **body, "active": True})
+        return 201, s.leases[-1]
 
     def _converge(self, node: str) -> dict[str, Any]:
         """Same-tenant change: the worker's next passes converge it (or fail, with converge_fails)."""
