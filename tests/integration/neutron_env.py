@@ -104,7 +104,7 @@ class Neutron:
         subprocess.run([str(VENV / "bin" / "neutron-db-manage"), "--config-file", str(d / "neutron.conf"),
                         "--config-file", str(d / "ml2_conf.ini"), "stamp", "heads"],
                        env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
-        out = open(d / "serve.out", "wb")
+        out = open(d / "serve.out", "wb")  # noqa: SIM115 (the server's stdout for its lifetime)
         self.proc = subprocess.Popen([py, str(SERVE), "serve", str(self.port)], env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

@@ -84,6 +84,7 @@ def test_ib_segment_outside_gpufabric_range_fails_the_network(env: tuple[Neutron
     assert status >= 500, out
     assert neutron.ok("GET", "/networks?name=bad-ib")["networks"] == []  # ML2 rolled it back
     assert any("3000-3999" in ln for ln in neutron.errors())
+    assert all(seg["seg_id"] != 4005 for n in gf.state().get("networks", {}).values() for seg in n["segments"])
 
 
 @pytest.mark.parametrize(("physnet", "seg", "lli", "node"), [(ETH_PHYSNET, 2110, ETH_LLI, "node1"), (IB_PHYSNET, 3010, IB_LLI, "node2")],

@@ -11,20 +11,16 @@ project's node on its own network stays isolated on both fabrics.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from e2e.conftest import GF, LabEnv
-
-from .neutron_env import ETH_PHYSNET, IB_PHYSNET, Neutron, ensure_venv, free_port
+from .gf_env import GpufabricServe, lab_up
+from .neutron_env import ETH_PHYSNET, IB_PHYSNET, Neutron, ensure_venv
+from e2e.conftest import LabEnv
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -34,47 +30,9 @@ A_VLAN, B_VLAN, A_IBSEG = 2500, 2501, 3020
 A_PKEY = 0x0A00 + (A_IBSEG - 3000)  # gpufabric's default offset mapping: seg 3000 -> PKey 0x0a00
 
 
-def _find_token(out: Any) -> str | None:
-    if isinstance(out, dict):
-        for k in ("token", "secret", "bearer"):
-            if isinstance(out.get(k), str):
-                return str(out[k])
-        for v in out.values():
-            t = _find_token(v)
-            if t:
-                return t
-    return None
-
-
-def issue_token(lab: LabEnv) -> str:
-    """An admin token from ``gpufabric token create`` (the tenant-proof issue's CLI)."""
-    errors = []
-    for args in (["token", "create", "--role", "admin", "--name", "neutron"], ["token", "create", "--role", "admin"]):
-        p = lab.gf(*args, "--json", check=False)
-        if p.returncode == 0:
-            tok = _find_token(json.loads(p.stdout))
-            if tok:
-                return tok
-        errors.append(f"{' '.join(args)}: {p.returncode} {p.stdout[-300:]} {p.stderr[-300:]}")
-    # no CLI verb (yet): the service's token store, as the local operator
-    code = ("from gpufabric.cli.common import open_store; from gpufabric.service.auth import Tokens; "
-            "from gpufabric.domain.auth import LOCAL_ADMIN; "
-            "print(Tokens(open_store()).create('neutron', 'admin', None, LOCAL_ADMIN)[1])")  # fmt: skip
-    p = subprocess.run([sys.executable, "-c", code], env=lab.env, capture_output=True, text=True, check=False)
-    if p.returncode == 0 and p.stdout.strip():
-        return p.stdout.strip().splitlines()[-1]
-    errors.append(f"Tokens.create: {p.stderr[-500:]}")
-    raise AssertionError("cannot issue a gpufabric API token:\n" + "\n".join(errors))
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabEnv]:
-    env = LabEnv(tmp_path_factory.mktemp("gfhome"), {})
-    env.status = env.gfj("lab", "up", "--nodes", str(LAB_NODES), "--hcas-per-node", "1")
-    try:
-        yield env
-    finally:
-        env.gf("lab", "down", check=False)
+    yield from lab_up(tmp_path_factory, LAB_NODES)
 
 
 @pytest.fixture(scope="module")
@@ -83,33 +41,15 @@ def neutron(lab: LabEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     t = time.monotonic()
     ensure_venv()
     print(f"neutron venv ready in {time.monotonic() - t:.1f}s")
-    token_file = d / "gpufabric.token"
-    token_file.write_text(issue_token(lab) + "\n")
-    os.chmod(token_file, 0o600)
-    port = free_port()
-    log = open(d / "gpufabric-serve.log", "wb")
-    serve = subprocess.Popen([GF, "serve", "--port", str(port), "--interval", "0"], env=lab.env, stdout=log,
-                             stderr=subprocess.STDOUT)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
+    with GpufabricServe(lab, d) as gf:
+        n = Neutron(d / "etc", gf.url, gf.token_file, bind_timeout=240)
         try:
-            urllib.request.urlopen(url + "/openapi.json", timeout=2).close()
-            break
-        except OSError:
-            if serve.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"gpufabric serve did not start: {(d / 'gpufabric-serve.log').read_text()[-2000:]}") from None
-            time.sleep(0.3)
-    n = Neutron(d / "etc", url, token_file, bind_timeout=240)
-    try:
-        t = time.monotonic()
-        n.start()
-        print(f"neutron API up in {time.monotonic() - t:.1f}s")
-        yield n
-    finally:
-        n.stop()
-        serve.terminate()
-        serve.wait(timeout=30)
+            t = time.monotonic()
+            n.start()
+            print(f"neutron API up in {time.monotonic() - t:.1f}s")
+            yield n
+        finally:
+            n.stop()
 
 
 def eth_lli(lab: LabEnv, node: str) -> list[dict[str, Any]]:

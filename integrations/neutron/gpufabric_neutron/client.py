@@ -66,7 +66,8 @@ def read_token(path: str) -> str:
     st = os.stat(path)
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise PermissionError(f"token_file {path} has mode {stat.S_IMODE(st.st_mode):04o}; allowed: 0600 or 0400")
-    token = open(path, encoding="utf-8").read().strip()
+    with open(path, encoding="utf-8") as f:
+        token = f.read().strip()
     if not token:
         raise ValueError(f"token_file {path} is empty")
     return token

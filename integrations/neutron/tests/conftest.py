@@ -18,10 +18,9 @@ from oslo_config import cfg
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fake_gpufabric import FakeGpufabric  # noqa: E402
-
-from gpufabric_neutron import config  # noqa: E402
-from gpufabric_neutron.mech import GpufabricMechanismDriver  # noqa: E402
+from fake_gpufabric import FakeGpufabric
+from gpufabric_neutron import config
+from gpufabric_neutron.mech import GpufabricMechanismDriver
 
 TOKEN = "s3cret-token"
 

@@ -13,6 +13,7 @@ import json
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 ETH_RANGE = range(2000, 3000)
@@ -256,10 +257,10 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
     ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}}')
     ap.add_argument("--state-out", help="write the state as JSON to this file after every request")
     a = ap.parse_args()
-    f = FakeGpufabric(open(a.token_file).read().strip())
+    f = FakeGpufabric(Path(a.token_file).read_text().strip())
     f.port = a.port
     if a.seed:
-        seed = json.load(open(a.seed))
+        seed = json.loads(Path(a.seed).read_text())
         f.state.switch_ports.update({(sw, p): n for sw, p, n in seed.get("switch_ports", [])})
         f.state.guids.update(seed.get("guids", {}))
     if a.state_out:

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKEN
 from fake_gpufabric import FakeGpufabric
-
 from gpufabric_neutron import client as gf
 from gpufabric_neutron import esi_leap
 from gpufabric_neutron.names import tenant_name
+
+from conftest import TOKEN
 
 LESSEE_A = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 LESSEE_B = "aaaabbbbccccddddeeeeffff00001111"

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import TOKEN, network_context, segment
 from fake_gpufabric import FakeGpufabric
-
 from gpufabric_neutron import names
 from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDriver
+
+from conftest import TOKEN, network_context, segment
 
 
 @pytest.mark.parametrize(

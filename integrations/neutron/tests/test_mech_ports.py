@@ -11,14 +11,14 @@ import time
 from typing import Any
 
 import pytest
-from conftest import network_context, port, port_context, segment
 from fake_gpufabric import FakeGpufabric
+from gpufabric_neutron import names
+from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDriver
 from neutron_lib.api.definitions import portbindings
 from neutron_lib.plugins.ml2 import api
 from oslo_config import cfg
 
-from gpufabric_neutron import names
-from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDriver
+from conftest import network_context, port, port_context, segment
 
 ETH_LLI = [{"switch_id": "aa:bb:cc:dd:ee:01", "port_id": "p1", "switch_info": "leaf1"}]
 IB_GUID_LLI = [{"port_guid": "0x0002c90300000101"}]
