@@ -27,6 +27,8 @@ esi-leap-venv:
 	@bash scripts/esi-leap-venv.sh
 
 test-integration: setup neutron-venv esi-leap-venv
+	$(BIN)/ruff check integrations tests/integration
+	cd integrations/neutron && ../../$(BIN)/mypy --strict --ignore-missing-imports gpufabric_neutron
 	cd integrations/neutron && ../../.venv-neutron/bin/pytest -q tests
 	$(BIN)/pytest -q -m integration tests/integration
 

@@ -42,11 +42,11 @@ LOG = logging.getLogger(__name__)
 BOUND_VIF = portbindings.VIF_TYPE_OTHER
 
 
-class GpufabricDriverError(n_exc.NeutronException):
+class GpufabricDriverError(n_exc.NeutronException):  # type: ignore[misc]
     message = "gpufabric: %(reason)s"
 
 
-class GpufabricMechanismDriver(api.MechanismDriver):
+class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
     """ML2 driver for bare-metal ports on gpufabric's Ethernet and InfiniBand fabrics."""
 
     client: gf.GpufabricClient
@@ -66,7 +66,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):
 
     @property
     def connectivity(self) -> str:
-        return portbindings.CONNECTIVITY_L2
+        return str(portbindings.CONNECTIVITY_L2)
 
     # ---- networks
     def create_network_postcommit(self, context: Any) -> None:
