@@ -1,0 +1,37 @@
+"""The ``[ml2_gpufabric]`` options (oslo.config), registered when the driver initializes."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = "ml2_gpufabric"
+
+OPTS = [
+    cfg.StrOpt("url", default="https://127.0.0.1:8443", help="gpufabric API base URL (without /api/v1)."),
+    cfg.StrOpt("token_file", default="/etc/neutron/gpufabric.token",
+               help="File holding gpufabric's bearer token; must be mode 0600 or 0400."),
+    cfg.StrOpt("ca_file", help="CA bundle to verify gpufabric's TLS certificate (default: system CAs)."),
+    cfg.BoolOpt("insecure", default=False, help="Do not verify gpufabric's TLS certificate (testing only)."),
+    cfg.ListOpt("ethernet_physnets", default=["physnet1"],
+                help="Physical networks whose VLAN segments are gpufabric Ethernet VLANs."),
+    cfg.StrOpt("ib_physnet", default="ib",
+               help="Physical network whose segments are InfiniBand partitions: the segmentation id "
+                    "is gpufabric's fake VLAN, mapped to a PKey by gpufabric's seg-id <-> PKey mapping."),
+    cfg.FloatOpt("timeout", default=10.0, min=0.1, help="Timeout of one HTTP request to gpufabric, seconds."),
+    cfg.FloatOpt("retry_for", default=30.0, min=0,
+                 help="How long one call keeps retrying while gpufabric is unreachable, seconds."),
+    cfg.FloatOpt("bind_timeout", default=300.0, min=0.1,
+                 help="How long bind_port / unbind wait for gpufabric's move to be done, seconds; "
+                      "past it the binding fails (never half-bound)."),
+    cfg.FloatOpt("poll_interval", default=1.0, min=0.001, help="Interval between move status polls, seconds."),
+]  # fmt: skip
+
+
+def register(conf: cfg.ConfigOpts = cfg.CONF) -> cfg.ConfigOpts:
+    conf.register_opts(OPTS, group=GROUP)
+    return conf
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator (entry point ``oslo.config.opts``)."""
+    return [(GROUP, OPTS)]

@@ -1,0 +1,286 @@
+"""A loopback stand-in for gpufabric's API v1, speaking the same contract (paths, bearer
+token, JSON error body, 202 moves that are polled) with in-memory state.
+
+Used by the driver's unit tests and as the contract server when verifying against a real
+Neutron before gpufabric's own API is available. Knobs: ``move_polls`` (GETs before a move is
+done), ``fail_moves`` (moves end failed), ``hang_moves`` (never finish), ``down`` (answers
+nothing: connection refused, as while gpufabric restarts).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ETH_RANGE = range(2000, 3000)
+IB_RANGE = range(3000, 4000)
+PKEY_BASE = 0x0A00
+
+
+def _err(status: int, code: str, message: str, field: str | None = None, value: Any = None, allowed: Any = None) -> tuple[int, Any]:
+    return status, {"error": {"code": code, "field": field, "value": value, "allowed": allowed, "message": message}}
+
+
+class State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tenants: set[str] = set()
+        self.networks: dict[str, dict[str, Any]] = {}
+        self.switch_ports: dict[tuple[str, str], str] = {}
+        self.guids: dict[str, str] = {}
+        self.attachments: dict[str, set[str]] = {}  # node -> networks
+        self.moves: dict[int, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str, Any]] = []
+        self.move_polls = 1
+        self.fail_moves = False
+        self.hang_moves = False
+        self.converge_fails = False
+        self.node_tenant: dict[str, str] = {}
+        self.leases: list[dict[str, Any]] = []
+        self.worker = {"name": "worker", "alive": True, "passes": 0, "errors": 0, "last_error": ""}
+
+    def pkey(self, seg: dict[str, Any]) -> int | None:
+        return PKEY_BASE + seg["seg_id"] - IB_RANGE.start if seg["fabric"] == "infiniband" else None
+
+
+class FakeGpufabric:
+    def __init__(self, token: str = "s3cret") -> None:
+        self.token = token
+        self.state = State()
+        self.httpd: ThreadingHTTPServer | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeGpufabric:
+        handler = _handler(self)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+    # ---- contract
+    def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        s = self.state
+        p = [urllib.parse.unquote(x) for x in path.removeprefix("/api/v1/").split("/")]
+        with s.lock:
+            s.requests.append((method, path, body))
+            if method == "POST" and p == ["tenants"]:
+                if body["name"] in s.tenants:
+                    return _err(409, "conflict", f"tenant already exists: {body['name']}", "name", body["name"])
+                s.tenants.add(body["name"])
+                return 201, {"name": body["name"]}
+            if method == "POST" and p == ["networks"]:
+                return self._create_network(body)
+            if method == "GET" and p == ["reconcile"]:
+                return 200, {"loops": [dict(s.worker)], "last": None}
+            if method == "GET" and p[0] == "networks" and len(p) == 3:
+                net = s.networks.get(p[2])
+                if net is None or net["tenant"] != p[1]:
+                    return _err(404, "not_found", f"network not found: {p[1]}/{p[2]}")
+                return 200, net
+            if method == "DELETE" and p[0] == "networks" and len(p) == 3:
+                net = s.networks.get(p[2])
+                if net is None or net["tenant"] != p[1]:
+                    return _err(404, "not_found", f"network not found: {p[2]}")
+                if any(p[2] in nets for nets in s.attachments.values()):
+                    return _err(409, "conflict", f"network {p[2]} has nodes attached")
+                del s.networks[p[2]]
+                return 200, net
+            if method == "GET" and p == ["ports", "lookup"]:
+                node = s.guids.get(query.get("guid", "")) or s.switch_ports.get((query.get("switch", ""), query.get("port", "")))
+                return (200, {"node": node}) if node else _err(404, "not_found", f"no node has port {query}")
+            if method == "GET" and p[0] == "nodes" and len(p) == 2:
+                if p[1] not in set(s.switch_ports.values()) | set(s.guids.values()):
+                    return _err(404, "not_found", f"node not found: {p[1]}", "node", p[1])
+                return 200, {"name": p[1], "tenant": s.node_tenant.get(p[1], "quarantine")}
+            if method == "POST" and p == ["leases"]:
+                return self._lease(body)
+            if method == "POST" and p == ["moves"]:
+                if body["to_tenant"] != "quarantine":
+                    return _err(422, "invalid", "the fake only moves to quarantine")
+                status, out = self._new_move(body["node"], "release", "", None)
+                return (status, out["move"]) if status == 202 else (status, out)
+            if p[0] == "nodes" and len(p) >= 3 and p[2] == "attachments":
+                return self._attachment(method, p, body)
+            if method == "GET" and p[0] == "moves" and len(p) == 2:
+                m = s.moves.get(int(p[1]))
+                if m is None:
+                    return _err(404, "not_found", f"move not found: {p[1]}")
+                m["polls"] += 1
+                if m["status"] in ("pending", "running") and not s.hang_moves and m["polls"] >= s.move_polls:
+                    self._finish(m)
+                return 200, {k: v for k, v in m.items() if k != "polls"}
+        return _err(404, "not_found", f"no route {method} {path}")
+
+    def _create_network(self, body: dict[str, Any]) -> tuple[int, Any]:
+        s = self.state
+        if body["tenant"] not in s.tenants:
+            return _err(404, "not_found", f"tenant not found: {body['tenant']}", "tenant", body["tenant"])
+        if body["name"] in s.networks:
+            return _err(409, "conflict", f"network already exists: {body['name']}", "name", body["name"])
+        for seg in body["segments"]:
+            rng = IB_RANGE if seg["fabric"] == "infiniband" else ETH_RANGE
+            if seg["seg_id"] not in rng:
+                return _err(422, "invalid", f"{seg['fabric']} seg_id {seg['seg_id']} is outside {rng.start}-{rng.stop - 1}",
+                            f"{seg['fabric']}.seg_id", seg["seg_id"], f"{rng.start}-{rng.stop - 1}")  # fmt: skip
+            for other in s.networks.values():
+                if any((o["fabric"], o["seg_id"]) == (seg["fabric"], seg["seg_id"]) for o in other["segments"]):
+                    return _err(409, "conflict", f"segment {seg} is used by {other['name']}", "segments", seg)
+        net = {"name": body["name"], "tenant": body["tenant"], "segments": [
+            {**seg, "vlan": seg["seg_id"] if seg["fabric"] == "ethernet" else None,
+             "pkey": None if s.pkey(seg) is None else f"0x{s.pkey(seg):04x}"} for seg in body["segments"]]}  # fmt: skip
+        s.networks[body["name"]] = net
+        return 201, net
+
+    def _attachment(self, method: str, p: list[str], body: Any) -> tuple[int, Any]:
+        s = self.state
+        node = p[1]
+        known = set(s.switch_ports.values()) | set(s.guids.values())
+        if node not in known:
+            return _err(404, "not_found", f"node not found: {node}", "node", node)
+        nets = s.attachments.setdefault(node, set())
+        if method == "POST":
+            if body["network"] not in s.networks:
+                return _err(404, "not_found", f"network not found: {body['network']}", "network", body["network"])
+            if s.node_tenant.get(node) == body["tenant"] and nets:
+                if body["network"] in nets:
+                    return _err(409, "conflict", f"node {node} is already attached to {body['tenant']}/{body['network']}")
+                nets.add(body["network"])
+                return 202, {"node": node, "move": None, "lease": self._converge(node)}
+            return self._new_move(node, "attach", body["network"], body["tenant"])
+        if method == "DELETE" and len(p) == 4:
+            if p[3] not in nets:
+                return _err(404, "not_found", f"attachment not found: {node}/{p[3]}", "attachment", f"{node}/{p[3]}")
+            if nets - {p[3]}:
+                nets.discard(p[3])
+                return 202, {"node": node, "move": None, "lease": self._converge(node)}
+            return self._new_move(node, "detach", p[3], None)
+        return _err(405, "invalid", "method not allowed")
+
+    def _lease(self, body: dict[str, Any]) -> tuple[int, Any]:
+        s = self.state
+        if body["tenant"] not in s.tenants:
+            return _err(404, "not_found", f"tenant not found: {body['tenant']}", "tenant", body["tenant"])
+        if s.node_tenant.get(body["node"], "quarantine") != "quarantine":
+            return _err(409, "conflict", f"node {body['node']} is leased to {s.node_tenant[body['node']]}")
+        s.node_tenant[body["node"]] = body["tenant"]
+        s.attachments[body["node"]] = set(body.get("networks", []))
+        s.leases.append({"id": len(s.leases) + 1, **body, "active": True})
+        return 201, s.leases[-1]
+
+    def _converge(self, node: str) -> dict[str, Any]:
+        """Same-tenant change: the worker's next passes converge it (or fail, with converge_fails)."""
+        w = self.state.worker
+        if self.state.converge_fails:
+            w.update(errors=w["errors"] + 1, last_error="converge: verify failed on ovs")
+        w["passes"] += 2
+        return {"id": 1, "tenant": self.state.node_tenant.get(node), "node": node,
+                "networks": sorted(self.state.attachments[node]), "active": True}  # fmt: skip
+
+    def _new_move(self, node: str, kind: str, network: str, tenant: str | None) -> tuple[int, Any]:
+        s = self.state
+        for m in s.moves.values():
+            if m["node"] == node and m["status"] in ("pending", "running"):
+                return _err(409, "conflict", f"node {node} already has open move {m['id']} ({m['status']} at {m['phase']})")
+        mid = len(s.moves) + 1
+        m = {"id": mid, "node": node, "kind": kind, "network": network, "tenant": tenant, "status": "pending",
+             "from_tenant": s.node_tenant.get(node, "quarantine"), "to_tenant": tenant or "quarantine",
+             "networks": [network] if tenant else [], "phase": "quarantine", "error": "", "polls": 0}  # fmt: skip
+        s.moves[mid] = m
+        return 202, {"node": node, "move": {k: v for k, v in m.items() if k != "polls"}, "lease": None}
+
+    def _finish(self, m: dict[str, Any]) -> None:
+        if self.state.fail_moves:
+            m.update(status="failed", error="verify: port still on VLAN 4000")
+            return
+        if m["kind"] == "attach":
+            self.state.attachments[m["node"]] = {m["network"]}
+            self.state.node_tenant[m["node"]] = m["tenant"]
+        else:
+            self.state.attachments[m["node"]] = set()
+            self.state.node_tenant[m["node"]] = "quarantine"
+        m.update(status="done", phase="done")
+
+
+def _handler(fake: FakeGpufabric) -> type[BaseHTTPRequestHandler]:
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a: Any) -> None:
+            pass
+
+        def _go(self, method: str) -> None:
+            if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                status, body = _err(401, "unauthorized", "missing or wrong bearer token")
+            else:
+                u = urllib.parse.urlsplit(self.path)
+                n = int(self.headers.get("Content-Length") or 0)
+                data = json.loads(self.rfile.read(n)) if n else None
+                status, body = fake.handle(method, u.path, dict(urllib.parse.parse_qsl(u.query)), data)
+            raw = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            self._go("GET")
+
+        def do_POST(self) -> None:
+            self._go("POST")
+
+        def do_DELETE(self) -> None:
+            self._go("DELETE")
+
+    return H
+
+
+if __name__ == "__main__":  # a contract server for manual runs and the real-Neutron contract test
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--token-file", required=True)
+    ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}}')
+    ap.add_argument("--state-out", help="write the state as JSON to this file after every request")
+    a = ap.parse_args()
+    f = FakeGpufabric(Path(a.token_file).read_text().strip())
+    f.port = a.port
+    if a.seed:
+        seed = json.loads(Path(a.seed).read_text())
+        f.state.switch_ports.update({(sw, p): n for sw, p, n in seed.get("switch_ports", [])})
+        f.state.guids.update(seed.get("guids", {}))
+    if a.state_out:
+        inner = f.handle
+
+        def handle_and_dump(*args: Any) -> tuple[int, Any]:
+            r = inner(*args)
+            st = f.state
+            with st.lock:
+                dump = {"networks": st.networks, "attachments": {k: sorted(v) for k, v in st.attachments.items()},
+                        "node_tenant": st.node_tenant,
+                        "moves": list(st.moves.values()), "tenants": sorted(st.tenants)}  # fmt: skip
+            tmp = f"{a.state_out}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as out:
+                json.dump(dump, out)
+            __import__("os").replace(tmp, a.state_out)
+            return r
+
+        f.handle = handle_and_dump  # type: ignore[method-assign]
+    f.start()
+    print(f"fake gpufabric on {f.url}", flush=True)
+    while True:
+        time.sleep(3600)

@@ -1,0 +1,174 @@
+"""The esi-leap mirror: esi-leap lease events -> gpufabric leases and quarantine moves,
+against the fake gpufabric and a loopback esi-leap event feed."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_gpufabric import FakeGpufabric
+from gpufabric_neutron import client as gf
+from gpufabric_neutron import esi_leap
+from gpufabric_neutron.names import tenant_name
+
+from conftest import TOKEN
+
+LESSEE_A = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+LESSEE_B = "aaaabbbbccccddddeeeeffff00001111"
+
+
+class Feed:
+    """A loopback esi-leap ``/v1/events`` answering like esi-leap's EventsController."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.seen_headers: list[dict[str, str]] = []
+        feed = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                feed.seen_headers.append(dict(self.headers))
+                q = dict(x.split("=") for x in self.path.partition("?")[2].split("&") if x)
+                last = int(q.get("last_event_id", 0))
+                raw = json.dumps({"events": [e for e in feed.events if e["id"] > last]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def add(self, event_type: str, node: str, lessee: str, resource_type: str = "dummy_node") -> None:
+        self.events.append({"id": len(self.events) + 1, "event_type": event_type, "object_type": "lease",
+                            "object_uuid": f"lease-{len(self.events)}", "resource_type": resource_type,
+                            "resource_uuid": node, "lessee_id": lessee, "owner_id": "owner"})  # fmt: skip
+
+
+@pytest.fixture
+def feed() -> Iterator[Feed]:
+    f = Feed()
+    yield f
+    f.httpd.shutdown()
+    f.httpd.server_close()
+
+
+@pytest.fixture
+def mirror(fake: FakeGpufabric, feed: Feed, tmp_path: Path) -> esi_leap.Mirror:
+    client = gf.GpufabricClient(fake.url, TOKEN, retry_for=0.3)
+    return esi_leap.Mirror(esi_leap.EsiLeap(feed.url, {"X-Roles": "admin"}), client, tmp_path / "state.json",
+                           {"uuid-2": "node2"}, timeout=3, interval=0.01)  # fmt: skip
+
+
+def tenant_of(fake: FakeGpufabric, node: str) -> str:
+    return fake.state.node_tenant.get(node, "quarantine")
+
+
+def test_fulfilled_lease_puts_the_node_in_the_lessees_tenant(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    assert mirror.run_once() == 1
+    assert tenant_of(fake, "node1") == tenant_name(LESSEE_A) == LESSEE_A
+    assert [(x["tenant"], x["node"], x["networks"]) for x in fake.state.leases] == [(LESSEE_A, "node1", [])]
+    assert mirror.last_event_id == 1
+    assert feed.seen_headers[-1]["X-Roles"] == "admin"
+
+
+def test_expired_lease_quarantines_the_node_through_a_move(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    assert mirror.run_once() == 1
+    feed.add(esi_leap.DELETE, "node1", LESSEE_A)
+    assert mirror.run_once() == 1
+    assert tenant_of(fake, "node1") == "quarantine"
+    assert [(m["node"], m["to_tenant"], m["status"]) for m in fake.state.moves.values()] == [("node1", "quarantine", "done")]
+    assert mirror.handled == [(1, "lease", "node1"), (2, "release", "node1")]
+
+
+def test_replayed_events_change_nothing(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    mirror.run_once()
+    feed.add(esi_leap.DELETE, "node1", LESSEE_A)
+    feed.add(esi_leap.FULFILL, "node2", LESSEE_B)
+    mirror.run_once()
+    mirror.state_file.unlink()  # state lost: every event comes again
+    assert mirror.run_once() == 3
+    assert (tenant_of(fake, "node1"), tenant_of(fake, "node2")) == ("quarantine", LESSEE_B)
+    assert (len(fake.state.moves), len(fake.state.leases)) == (1, 2), "node1 is not handed back to A, even briefly"
+
+
+def test_a_lease_shorter_than_a_poll_leaves_the_node_in_quarantine(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    feed.add(esi_leap.DELETE, "node1", LESSEE_A)
+    assert mirror.run_once() == 2
+    assert tenant_of(fake, "node1") == "quarantine" and fake.state.leases == []
+
+
+def test_old_lessees_expiry_leaves_the_new_lessee_alone(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_B)
+    mirror.run_once()
+    feed.add(esi_leap.DELETE, "node1", LESSEE_A)  # a late event about an earlier lease
+    mirror.run_once()
+    assert tenant_of(fake, "node1") == LESSEE_B
+    assert fake.state.moves == {}
+
+
+def test_fulfil_on_a_node_held_by_another_tenant_goes_through_quarantine(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    mirror.run_once()
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_B)
+    mirror.run_once()
+    assert tenant_of(fake, "node1") == LESSEE_B
+    assert [m["to_tenant"] for m in fake.state.moves.values()] == ["quarantine"]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "node", "resource_type"),
+    [("esi_leap.lease.fulfill.start", "node1", "dummy_node"), (esi_leap.FULFILL, "node1", "network"),
+     (esi_leap.FULFILL, "no-such-node", "dummy_node")],
+    ids=["start-event", "not-a-node", "unknown-node"],
+)  # fmt: skip
+def test_events_that_are_not_ours_are_skipped(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed, event_type: str,
+                                              node: str, resource_type: str) -> None:  # fmt: skip
+    feed.add(event_type, node, LESSEE_A, resource_type)
+    assert mirror.run_once() == 1
+    assert mirror.last_event_id == 1
+    assert fake.state.leases == [] and fake.state.node_tenant == {}
+
+
+def test_node_map_names_the_gpufabric_node(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "uuid-2", LESSEE_A)
+    mirror.run_once()
+    assert tenant_of(fake, "node2") == LESSEE_A
+
+
+def test_gpufabric_down_keeps_the_event_for_the_next_pass(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    fake.stop()
+    with pytest.raises(gf.Unreachable):
+        mirror.run_once()
+    assert mirror.last_event_id == 0
+    fake.start()
+    assert mirror.run_once() == 1
+    assert tenant_of(fake, "node1") == LESSEE_A
+
+
+def test_cli_once(fake: FakeGpufabric, feed: Feed, tmp_path: Path) -> None:
+    token = tmp_path / "t"
+    token.write_text(TOKEN)
+    os.chmod(token, 0o600)
+    feed.add(esi_leap.FULFILL, "node2", LESSEE_B)
+    rc = esi_leap.main(["--esi-leap-url", feed.url, "--gpufabric-url", fake.url, "--token-file", str(token),
+                        "--state-file", str(tmp_path / "s.json"), "--esi-leap-header", "X-Roles:admin", "--once"])  # fmt: skip
+    assert rc == 0
+    assert json.loads((tmp_path / "s.json").read_text()) == {"last_event_id": 1}
+    assert tenant_of(fake, "node2") == LESSEE_B

@@ -1,0 +1,271 @@
+"""bind_port / update_port_postcommit / delete_port_postcommit against the fake gpufabric.
+
+The outcome is read from values: the binding the driver set on the autospecced PortContext
+(or that it set none: ML2 then marks the port binding_failed) and the attachments gpufabric
+holds after the move."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from fake_gpufabric import FakeGpufabric
+from gpufabric_neutron import names
+from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDriver
+from neutron_lib.api.definitions import portbindings
+from neutron_lib.plugins.ml2 import api
+from oslo_config import cfg
+
+from conftest import network_context, port, port_context, segment
+
+ETH_LLI = [{"switch_id": "aa:bb:cc:dd:ee:01", "port_id": "p1", "switch_info": "leaf1"}]
+IB_GUID_LLI = [{"port_guid": "0x0002c90300000101"}]
+
+
+def bound_segment(ctx: Any) -> str | None:
+    """The segment id the driver bound, after checking the binding is complete and ACTIVE."""
+    if not ctx.set_binding.call_args_list:
+        return None
+    (seg_id, vif_type, _details), kw = ctx.set_binding.call_args
+    assert (vif_type, kw) == (portbindings.VIF_TYPE_OTHER, {"status": "ACTIVE"})
+    return str(seg_id)
+
+
+def attached(fake: FakeGpufabric) -> dict[str, set[str]]:
+    return {n: nets for n, nets in fake.state.attachments.items() if nets}
+
+
+def bind(driver: GpufabricMechanismDriver, lli: list[dict[str, Any]] | None, seg: dict[str, Any], **kw: Any) -> tuple[Any, Any]:
+    net = network_context([seg])
+    ctx = port_context(port(lli, **kw), net)
+    driver.bind_port(ctx)
+    return ctx, net
+
+
+@pytest.mark.parametrize(
+    ("lli", "physnet", "seg_id"),
+    [
+        (ETH_LLI, "physnet1", 2100),
+        ([{"switch_id": "aa:bb:cc:dd:ee:01", "port_id": "p1", "switch_info": "unknown-name"}], "physnet1", 2100),
+        (IB_GUID_LLI, "ib", 3004),
+        ([{"port_id": "00:02:c9:03:00:00:01:01", "switch_id": "ib-leaf"}], "ib", 3004),
+        ([{"guid": "0002:c903:0000:0101"}], "ib", 3004),
+    ],
+    ids=["ethernet-switch-info", "ethernet-switch-id-fallback", "ib-port-guid", "ib-guid-in-port-id", "ib-sysfs-guid"],
+)
+def test_bind_attaches_node_then_binds(driver: GpufabricMechanismDriver, fake: FakeGpufabric, lli: list[dict[str, Any]],
+                                       physnet: str, seg_id: int) -> None:  # fmt: skip
+    seg = segment(physnet, seg_id)
+    ctx, net = bind(driver, lli, seg)
+    assert bound_segment(ctx) == seg[api.ID]
+    assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}
+    moves = list(fake.state.moves.values())
+    assert [(m["kind"], m["status"], m["tenant"]) for m in moves] == [("attach", "done", "tenant-a")]
+
+
+def test_bind_creates_a_network_gpufabric_does_not_know(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """A network created before the driver was installed, or lost by gpufabric, is adopted at bind."""
+    ctx, net = bind(driver, ETH_LLI, segment("physnet1", 2150))
+    assert bound_segment(ctx) is not None
+    gnet = fake.state.networks[names.network_name(net.current["id"])]
+    assert [(s["fabric"], s["seg_id"]) for s in gnet["segments"]] == [("ethernet", 2150)]
+
+
+def test_bind_picks_our_segment_among_others(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    ours = segment("physnet1", 2160)
+    net = network_context([segment("physnet9", 10), ours])
+    ctx = port_context(port(ETH_LLI), net)
+    driver.bind_port(ctx)
+    assert bound_segment(ctx) == ours[api.ID]
+
+
+@pytest.mark.parametrize(
+    ("lli", "seg", "vnic"),
+    [
+        (ETH_LLI, segment("physnet1", 2100), portbindings.VNIC_NORMAL),
+        (ETH_LLI, segment("physnet9", 2100), portbindings.VNIC_BAREMETAL),
+        (ETH_LLI, segment(None, 5, "vxlan"), portbindings.VNIC_BAREMETAL),
+    ],
+    ids=["not-baremetal", "other-physnet", "vxlan"],
+)
+def test_bind_leaves_ports_that_are_not_ours(driver: GpufabricMechanismDriver, fake: FakeGpufabric,
+                                             lli: list[dict[str, Any]], seg: dict[str, Any], vnic: str) -> None:  # fmt: skip
+    ctx, _ = bind(driver, lli, seg, vnic=vnic)
+    assert bound_segment(ctx) is None
+    assert fake.state.requests == []
+
+
+@pytest.mark.parametrize(
+    "lli",
+    [None, [], [{"switch_info": "leaf1"}], [{"switch_id": "leaf9", "port_id": "p1"}], [{"port_guid": "0x0002c903000009ff"}]],
+    ids=["no-profile", "empty-lli", "no-port-id", "unknown-switch", "unknown-guid"],
+)
+def test_bind_fails_when_node_cannot_be_found(driver: GpufabricMechanismDriver, fake: FakeGpufabric,
+                                              lli: list[dict[str, Any]] | None) -> None:  # fmt: skip
+    physnet = "ib" if lli and "port_guid" in lli[0] else "physnet1"
+    ctx, _ = bind(driver, lli, segment(physnet, 3010 if physnet == "ib" else 2100))
+    assert bound_segment(ctx) is None
+    assert attached(fake) == {}
+    assert fake.state.moves == {}
+
+
+def test_failed_move_is_a_binding_failure(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    fake.state.fail_moves = True
+    ctx, _ = bind(driver, ETH_LLI, segment("physnet1", 2100))
+    assert bound_segment(ctx) is None
+    assert attached(fake) == {}
+    assert [m["status"] for m in fake.state.moves.values()] == ["failed"]
+
+
+def test_move_past_timeout_is_a_binding_failure(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    fake.state.hang_moves = True
+    cfg.CONF.set_override("bind_timeout", 0.2, group="ml2_gpufabric")
+    t = time.monotonic()
+    ctx, _ = bind(driver, ETH_LLI, segment("physnet1", 2100))
+    assert time.monotonic() - t < 3
+    assert bound_segment(ctx) is None
+    assert attached(fake) == {}
+
+
+def test_ib_seg_outside_mapped_range_is_a_binding_failure(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    ctx, _ = bind(driver, IB_GUID_LLI, segment("ib", 4090))
+    assert bound_segment(ctx) is None
+    assert fake.state.networks == {} and fake.state.moves == {}
+
+
+def test_bind_survives_a_gpufabric_restart(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    fake.stop()
+    threading.Timer(0.5, fake.start).start()  # back on the same port with its state
+    ctx, _ = bind(driver, ETH_LLI, segment("physnet1", 2170))
+    assert bound_segment(ctx) is not None
+    assert attached(fake) == {"node1": {next(iter(fake.state.networks))}}
+
+
+def test_rebind_of_a_bound_port_is_idempotent(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("physnet1", 2180)
+    net = network_context([seg])
+    for _ in range(2):
+        ctx = port_context(port(ETH_LLI), net)
+        driver.bind_port(ctx)
+        assert bound_segment(ctx) == seg[api.ID]
+    assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}
+
+
+def _bound(driver: GpufabricMechanismDriver, fake: FakeGpufabric, lli: list[dict[str, Any]], seg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    ctx, net = bind(driver, lli, seg)
+    assert bound_segment(ctx) is not None
+    p = dict(ctx.current, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_OTHER})
+    return p, net
+
+
+@pytest.mark.parametrize(("lli", "seg"), [(ETH_LLI, segment("physnet1", 2200)), (IB_GUID_LLI, segment("ib", 3020))],
+                         ids=["ethernet", "infiniband"])  # fmt: skip
+def test_unbind_detaches(driver: GpufabricMechanismDriver, fake: FakeGpufabric, lli: list[dict[str, Any]], seg: dict[str, Any]) -> None:
+    old, net = _bound(driver, fake, lli, seg)
+    new = dict(old, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_UNBOUND, portbindings.HOST_ID: "",
+                       portbindings.PROFILE: {}})  # fmt: skip
+    driver.update_port_postcommit(port_context(new, net, original=old, original_top=seg))
+    assert attached(fake) == {}
+    assert [m["kind"] for m in fake.state.moves.values()] == ["attach", "detach"]
+
+
+def test_update_that_keeps_the_binding_detaches_nothing(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("physnet1", 2210)
+    old, net = _bound(driver, fake, ETH_LLI, seg)
+    new = dict(old, name="renamed")
+    driver.update_port_postcommit(port_context(new, net, original=old, original_top=seg, top=seg))
+    assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}
+
+
+def test_update_moving_the_port_to_another_node_detaches_the_old_one(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("physnet1", 2220)
+    old, net = _bound(driver, fake, ETH_LLI, seg)
+    new = dict(old, **{portbindings.HOST_ID: "node-uuid-2",
+                       portbindings.PROFILE: {"local_link_information": [{"switch_info": "leaf1", "port_id": "p2"}]}})  # fmt: skip
+    driver.update_port_postcommit(port_context(new, net, original=old, original_top=seg, top=seg))
+    assert "node1" not in attached(fake)
+
+
+def test_update_of_a_port_we_did_not_bind_sends_nothing(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("physnet1", 2230)
+    net = network_context([seg])
+    old = port(ETH_LLI, vif=portbindings.VIF_TYPE_BINDING_FAILED)
+    driver.update_port_postcommit(port_context(dict(old, **{portbindings.HOST_ID: ""}), net, original=old, original_top=None))
+    assert fake.state.requests == []
+
+
+def test_failed_detach_is_reported(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("physnet1", 2240)
+    old, net = _bound(driver, fake, ETH_LLI, seg)
+    fake.state.fail_moves = True
+    new = dict(old, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_UNBOUND})
+    with pytest.raises(GpufabricDriverError, match="failed at phase"):
+        driver.update_port_postcommit(port_context(new, net, original=old, original_top=seg))
+
+
+def test_delete_bound_port_detaches_and_tolerates_retry(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("ib", 3030)
+    p, net = _bound(driver, fake, IB_GUID_LLI, seg)
+    for _ in range(2):  # the second is a retry: not attached any more -> fine
+        driver.delete_port_postcommit(port_context(p, net, top=seg))
+    assert attached(fake) == {}
+
+
+@pytest.mark.parametrize("vif", [portbindings.VIF_TYPE_UNBOUND, portbindings.VIF_TYPE_BINDING_FAILED])
+def test_delete_of_unbound_port_sends_nothing(driver: GpufabricMechanismDriver, fake: FakeGpufabric, vif: str) -> None:
+    seg = segment("physnet1", 2250)
+    driver.delete_port_postcommit(port_context(port(ETH_LLI, vif=vif), network_context([seg]), top=None))
+    assert fake.state.requests == []
+
+
+def test_second_project_stays_on_its_own_network(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    a, b = segment("physnet1", 2300), segment("physnet1", 2301)
+    net_a, net_b = network_context([a], project="tenant-a"), network_context([b], project="tenant-b")
+    ca = port_context(port(ETH_LLI), net_a)
+    cb = port_context(port([{"switch_info": "leaf1", "port_id": "p2"}]), net_b)
+    driver.bind_port(ca)
+    driver.bind_port(cb)
+    assert attached(fake) == {"node1": {names.network_name(net_a.current["id"])},
+                              "node2": {names.network_name(net_b.current["id"])}}  # fmt: skip
+    assert {m["node"]: m["tenant"] for m in fake.state.moves.values()} == {"node1": "tenant-a", "node2": "tenant-b"}
+
+
+def test_second_network_of_the_same_project_converges_without_a_move(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    eth, ib = segment("physnet1", 2400), segment("ib", 3040)
+    net_eth, net_ib = network_context([eth], project="tenant-a"), network_context([ib], project="tenant-a")
+    driver.bind_port(c1 := port_context(port(ETH_LLI), net_eth))
+    driver.bind_port(c2 := port_context(port(IB_GUID_LLI), net_ib))
+    assert bound_segment(c1) == eth[api.ID] and bound_segment(c2) == ib[api.ID]
+    assert attached(fake) == {"node1": {names.network_name(net_eth.current["id"]), names.network_name(net_ib.current["id"])}}
+    assert [m["kind"] for m in fake.state.moves.values()] == ["attach"], "one move into the tenant; the IB network converges"
+    # unbinding the IB port keeps the node on the Ethernet network (converge, no move)
+    p2 = dict(c2.current, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_OTHER})
+    driver.delete_port_postcommit(port_context(p2, net_ib, top=ib))
+    assert attached(fake) == {"node1": {names.network_name(net_eth.current["id"])}}
+    assert fake.state.node_tenant["node1"] == "tenant-a"
+
+
+def test_failed_converge_is_a_binding_failure(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    driver.bind_port(c1 := port_context(port(ETH_LLI), network_context([segment("physnet1", 2410)])))
+    assert bound_segment(c1) is not None
+    fake.state.converge_fails = True
+    driver.bind_port(c2 := port_context(port(IB_GUID_LLI), network_context([segment("ib", 3041)])))
+    assert bound_segment(c2) is None
+
+
+def test_bind_waits_for_an_open_move_then_attaches(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """A Neutron retry while gpufabric still runs the first attempt's move."""
+    seg = segment("physnet1", 2420)
+    net = network_context([seg])
+    driver.create_network_postcommit(net)
+    fake.state.move_polls = 3
+    status, _ = fake.handle("POST", "/api/v1/nodes/node1/attachments",
+                            {}, {"network": names.network_name(net.current["id"]), "tenant": "tenant-a"})  # fmt: skip
+    assert status == 202
+    ctx = port_context(port(ETH_LLI), net)
+    driver.bind_port(ctx)
+    assert bound_segment(ctx) == seg[api.ID]
+    assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}
+    assert [m["status"] for m in fake.state.moves.values()] == ["done"], "no second move: the retry found it attached"
