@@ -34,10 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.benchlab import BenchFabric, loadavg, start
 from gpufabric.domain.models import Lease
 from gpufabric.planning.plan import merge, plan
 from gpufabric.service.moves import BatchResult, MoveEngine
+
+from bench.benchlab import BenchFabric, loadavg, start
 
 RESULTS = Path(__file__).parent / "results" / "moves.json"
 SIZES = ((34, 1), (500, 2))  # (nodes, HCAs per node)

@@ -45,7 +45,6 @@ from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ApplyError, FabricError, GpufabricError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool, wait_applied
 from gpufabric.fabrics.ethernet.ovs_columns import (
     PortColumns,
     check_port_config,
@@ -53,6 +52,7 @@ from gpufabric.fabrics.ethernet.ovs_columns import (
     columns_for,
     config_from_columns,
 )
+from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool, wait_applied
 
 FABRIC = "ethernet"
 COMMENT_PREFIX = "gpufabric: apply"
