@@ -80,6 +80,9 @@ class IbPlan(FabricPlan):
     def lines(self) -> list[str]:
         return [str(c) for c in self.changes]
 
+    def __len__(self) -> int:
+        return len(self.changes)  # one line per change, without formatting them
+
     def to_dict(self) -> list[dict[str, str]]:
         return [
             {"action": c.action.value, "pkey": f"0x{c.pkey:04x}", "full": str(bool(c.entry & 0x8000)).lower(), "guid": str(c.guid)}
