@@ -3,8 +3,9 @@
 A 1,000-HCA fabric (500 nodes x 2 HCAs, :mod:`bench.benchlab`); ``MOVERS`` nodes start leased
 to tenants ``t0``..``t3``. For ``duration`` seconds (default 300; ``GF_CHURN_SECONDS``):
 
-* a requester thread asks for ``rate`` moves per second (default 5 = 300/min; Poisson
-  arrivals), each of a random mover with no open move, to another random tenant;
+* a requester thread (its own store connection, as the API or CLI would be) asks for
+  ``rate`` moves per second (default 6 = 360/min, more than the target so that the worker is
+  never idle; Poisson arrivals), each of a random mover with no open move, to another tenant;
 * the worker (this thread) loops ``MoveEngine.run_pending(window, limit=64)`` on ONE
   long-lived engine, as ``gpufabric serve`` does;
 * an independent sampler thread reads the fabrics with the operators' tools, not with
@@ -112,7 +113,7 @@ class Sampler(threading.Thread):
                     self.violations.append({"node": n, "ethernet": eth, "infiniband": sorted(ib[n])})
 
 
-def run_churn(duration: float | None = None, rate: float = 5.0, window: float = 0.2) -> dict[str, Any]:
+def run_churn(duration: float | None = None, rate: float = 6.0, window: float = 0.2) -> dict[str, Any]:
     duration = float(duration or os.environ.get("GF_CHURN_SECONDS", 300))
     with tempfile.TemporaryDirectory(prefix="gf-bench-churn-") as tmp:
         fab = start(Path(tmp), NODES, HCAS)
@@ -205,7 +206,7 @@ def _run(fab: BenchFabric, eng: MoveEngine, duration: float, rate: float, window
         "hcas": NODES * HCAS, "nodes": NODES, "movers": MOVERS, "tenants": len(TENANTS),
         "duration_s": round(elapsed, 1), "arrival_rate_per_s": rate, "window_s": window,
         "setup_s": round(fab.setup_seconds, 1), "initial_leases_s": round(setup_moves_s, 2),
-        "completed": len(lat), "failed": failed,
+        "requested": len(lat) + len(requested) + failed, "completed": len(lat), "failed": failed,
         "moves_per_minute": round(len(lat) / elapsed * 60, 1), "target_moves_per_minute": 200,
         "latency_p50_s": round(statistics.median(lat), 3) if lat else None,
         "latency_p95_s": round(q[18], 3), "latency_max_s": round(lat[-1], 3) if lat else None,

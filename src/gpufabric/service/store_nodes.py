@@ -32,12 +32,12 @@ def list_nodes(s: Session) -> list[Node]:
     ):
         eth[nid].append(EthernetPort(names[nid], pname, switch, sport, mac))
     ib: dict[int, list[IbPort]] = defaultdict(list)
-    for nid, dev, num, pguid, nguid, sguid, sport in s.execute(
+    for nid, dev, num, pguid, nguid, sguid, swport in s.execute(
         select(IbPortRow.node_id, IbPortRow.device, IbPortRow.port_num, IbPortRow.port_guid, IbPortRow.node_guid,
                IbPortRow.switch_guid, IbPortRow.switch_port)
     ):
         sw = None if sguid is None else Guid.parse(sguid)
-        ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, sport))
+        ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, swport))
     gpus: dict[int, list[Gpu]] = defaultdict(list)
     for nid, module, bus in s.execute(select(GpuRow.node_id, GpuRow.module_id, GpuRow.pci_bus_id)):
         gpus[nid].append(Gpu(names[nid], ModuleId(module), bus))

@@ -39,6 +39,14 @@ COLUMNS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+class _Idl(ovs_connection.OvsdbIdl):  # type: ignore[misc]
+    """ovsdbapp's IDL without its per-row ``time.sleep(0)`` (a yield for eventlet, which is not
+    used here): the first monitor reply of a thousand ports would sleep two thousand times."""
+
+    def cooperative_yield(self) -> None:
+        return None
+
+
 class OvsdbPool:
     """ovsdbapp APIs keyed by OVSDB remote: one connection (one IDL, one thread) each.
 
@@ -60,7 +68,7 @@ class OvsdbPool:
                 helper = idlutils.get_schema_helper(remote, "Open_vSwitch")
                 for table, cols in COLUMNS.items():
                     helper.register_columns(table, list(cols))
-                idl = ovs_connection.OvsdbIdl(remote, helper)
+                idl = _Idl(remote, helper)
                 conn = ovs_connection.Connection(idl=idl, timeout=timeout)
                 api_cls = type("OvsdbPooledApi", (api_base,), {"_ovsdb_connection": None})
                 api = api_cls(conn)
