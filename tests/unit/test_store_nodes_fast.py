@@ -39,3 +39,37 @@ def test_nodes_equal_orm_conversion(tmp_path: Path) -> None:
     assert fast == slow
     assert [n.name for n in fast] == ["n000", "n003", "n005", "n008", "n012"]
     assert fast[1].state is NodeState.LEASED and fast[0].dpus and fast[0].gpus
+
+
+def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from gpufabric.domain.models import Lease
+    from gpufabric.domain.segments import SegmentConfig
+    from gpufabric.service.convert import lease_to_domain
+    from gpufabric.service.db_models import LeaseRow
+    from gpufabric.service.store_leases import _LOAD
+
+    now = datetime.now(UTC)
+    with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+        store.upsert_inventory(Inventory(tuple(_node(i) for i in range(4))))
+        cfg = SegmentConfig.default()
+        for t in ("acme", "beta"):
+            store.create_tenant(t)
+            store.create_network(f"{t}-a", t, cfg)
+            store.create_network(f"{t}-b", t, cfg)
+        store.create_lease(Lease("acme", "n000", now - timedelta(hours=2), now - timedelta(hours=1), ("acme-a",)))
+        store.create_lease(Lease("acme", "n000", now - timedelta(minutes=5), None, ("acme-b", "acme-a"), gpus=4))
+        store.create_lease(Lease("beta", "n001", now - timedelta(minutes=9), now + timedelta(days=1), ()))
+        store.create_lease(Lease("beta", "n002", now + timedelta(hours=1), None, ("beta-b",), "openstack"))
+        for at in (None, now):
+            fast = store.leases(active_at=at)
+            with store._tx() as s:
+                q = select(LeaseRow).options(*_LOAD).order_by(LeaseRow.start, LeaseRow.id)
+                if at is not None:
+                    q = q.where(LeaseRow.start <= at, (LeaseRow.end.is_(None)) | (LeaseRow.end > at))
+                slow = [lease_to_domain(r) for r in s.scalars(q)]
+            assert fast == slow
+        assert [(x.node, x.networks, x.gpus) for x in store.leases(active_at=now)] == [
+            ("n001", (), None), ("n000", ("acme-a", "acme-b"), 4)
+        ]
