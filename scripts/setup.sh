@@ -19,7 +19,9 @@ if ((${#missing[@]})); then
 fi
 
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
+# a venv that lost its python or its pip (e.g. made with --without-pip) is rebuilt from scratch
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+  rm -rf .venv
   "$PY" -m venv .venv
 fi
 stamp=.venv/.gpufabric-installed

@@ -12,9 +12,9 @@ To add a driver to the suite, add ONE line to ``ETHERNET_TARGETS`` at the bottom
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,7 @@ QUARANTINE_VLAN = VlanId(4000)  # targets configure their driver with this quara
 class EthernetTarget:
     driver: EthernetSwitchDriver
     ports: tuple[str, ...]  # existing ports the suite may configure freely
+    known_gaps: Mapping[str, str] = field(default_factory=dict)  # test name -> why it fails (strict xfail)
 
     @property
     def switch(self) -> str:
@@ -60,9 +61,12 @@ def ovsdb_target(run_dir: Path) -> Iterator[EthernetTarget]:
             ovs.stop()
 
 
+from contract.ethernet_doubles import DOUBLE_DIALECTS, memory_target, ssh_double_target  # noqa: E402
 from contract.ssh_factory import ssh_target  # noqa: E402  (imports MIN_PORTS etc. from this module)
 
 ETHERNET_TARGETS = [
-    pytest.param(ovsdb_target, id="ovsdb"),
-    pytest.param(ssh_target, id="ssh-ovs"),
+    pytest.param(ovsdb_target, id="ovsdb", marks=pytest.mark.root),
+    pytest.param(ssh_target, id="ssh-ovs", marks=pytest.mark.root),
+    pytest.param(memory_target, id="memory"),
+    *(pytest.param(ssh_double_target(d), id=f"double-{d}") for d in DOUBLE_DIALECTS),
 ]

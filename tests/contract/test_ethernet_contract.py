@@ -1,7 +1,9 @@
 """The contract every Ethernet switch driver passes: same scenarios, same assertions.
 
 The drivers under test are listed in ``ethernet_targets.ETHERNET_TARGETS`` (one line
-per driver). Each scenario configures real ports of a real switch and reads them back.
+per driver). Each scenario configures ports of a switch and reads them back: real switches
+(OVS, root), the in-memory switch, and the SSH driver in every dialect against the vendor-CLI
+doubles (tests/support/ssh_double).
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 
 from contract.ethernet_targets import ETHERNET_TARGETS, MIN_PORTS, EthernetTarget, EthernetTargetFactory
-
-pytestmark = pytest.mark.root
 
 
 @pytest.fixture(scope="module", params=ETHERNET_TARGETS)
@@ -103,7 +103,15 @@ def test_move_port_between_vlans(target: EthernetTarget) -> None:
     assert observed(target, p).vlans() == {502}
 
 
-def test_unknown_port_fails_and_changes_nothing(target: EthernetTarget) -> None:
+def known_gap(request: pytest.FixtureRequest, target: EthernetTarget) -> None:
+    """Mark this test a strict xfail for a target that documents why it cannot pass it."""
+    reason = target.known_gaps.get(request.node.originalname)
+    if reason:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+def test_unknown_port_fails_and_changes_nothing(target: EthernetTarget, request: pytest.FixtureRequest) -> None:
+    known_gap(request, target)
     good = target.ports[6]
     target.driver.apply([access(target, good, 601)])
     before = target.driver.observe()

@@ -92,6 +92,33 @@ class LabEnv:
         )
         return p.returncode == 0
 
+    def nvlink_active(self, node: str) -> set[int]:
+        """Active NVLink partition ids of ``node``, read from its (stand-in) Fabric Manager with fmpm -l."""
+        fm = self.home / "lab" / "nvlink" / f"{node}.fm"
+        out = subprocess.run(
+            [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin", "--unix-domain-socket", str(fm), "-l"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout  # fmt: skip
+        return {p["partitionId"] for p in json.loads(out)["partitionInfo"] if p["isActive"]}
+
+    def dpu_tenant_switches(self, node: str) -> set[str]:
+        """OVN logical switches holding a logical port of ``node``'s DPU (read from the NB database)."""
+        nb = f"unix:{self.home / 'lab' / 'ovn' / 'central' / 'ovnnb.sock'}"
+        out = subprocess.run(["ovn-nbctl", f"--db={nb}", "--format=json", "list", "Logical_Switch"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
+        data = json.loads(out)
+        cols = data["headings"]
+        ports = subprocess.run(["ovn-nbctl", f"--db={nb}", "--format=json", "--columns=_uuid,name", "list",
+                                "Logical_Switch_Port"], capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
+        names = {row[0][1]: row[1] for row in json.loads(ports)["data"]}
+        found: set[str] = set()
+        for row in data["data"]:
+            rec = dict(zip(cols, row, strict=True))
+            members = rec["ports"][1] if rec["ports"][0] == "set" else [rec["ports"]]
+            if any(names.get(m[1], "").startswith(f"{node}.") for m in members):
+                found.add(rec["name"])
+        return found
+
     def node(self, name: str) -> dict[str, Any]:
         return next(n for n in self.status["nodes"] if n["name"] == name)
 
@@ -108,7 +135,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     home = tmp_path_factory.mktemp("gfhome")
     env = LabEnv(home, {})
     nodes = str(getattr(request.module, "LAB_NODES", 4))
-    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1")
+    dpus = str(getattr(request.module, "LAB_DPUS", 0))
+    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1", "--dpus", dpus)
     try:
         env.gf("tenant", "create", "alpha")
         env.gf("tenant", "create", "beta")

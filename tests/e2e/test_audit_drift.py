@@ -54,7 +54,7 @@ def test_drift_on_every_fabric_is_reported_then_repaired(lab: LabEnv) -> None:
     assert has(vs, "IB-GUID-FOREIGN-PKEY", guid, "gpu-a03") and has(vs, "IB-PKEY-SHARED", guid, "gpu-a03")
     report = lab.home / "audit.html"
     human = lab.gf("audit", "--html", str(report), check=False)
-    assert human.returncode == 1 and "violation(s) of 13 invariant(s)" in human.stdout
+    assert human.returncode == 1 and "violation(s) of 15 invariant(s)" in human.stdout
     html = report.read_text()
     assert html.startswith("<!DOCTYPE html>") and guid in html and port in html and "<script" not in html
 

@@ -21,10 +21,12 @@ from gpufabric.service.store_moves import MoveLedger
 from e2e.conftest import GF, LabEnv
 from e2e.test_move import nets_of
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.timeout(900)]
 
 NAMED = ["quarantine:applied", "quarantine:verified", "swap:committed", "join:applied", "join:verified"]
 NODE = "gpu-a02"
+LAB_DPUS = 2  # gpu-a01, gpu-a02 have a DPU: moves into openshift touch all four fabrics
+QUARANTINED_AT = ("quarantine:verified", "swap:committed")
 
 
 def port_owners(lab: LabEnv, nets: dict[str, tuple[int, int]]) -> dict[str, set[str]]:
@@ -79,11 +81,12 @@ def tenant_of(store: Store) -> str:
 
 def test_kill_nine_at_every_phase_and_random_points(lab: LabEnv) -> None:
     nets = nets_of(lab)
-    lab.gfj("node", "move", NODE, "--to-tenant", "alpha")
+    lab.gfj("node", "move", NODE, "--to-tenant", "alpha", "--offering", "openshift")
+    assert lab.nvlink_active(NODE) == {0} and lab.dpu_tenant_switches(NODE) == {"gf-alpha"}
     rng = random.Random(20261129)
     # measure one undisturbed move to spread the random kill points over it
     t0 = time.monotonic()
-    lab.gfj("node", "move", NODE, "--to-tenant", "beta")
+    lab.gfj("node", "move", NODE, "--to-tenant", "beta", "--offering", "openshift")
     duration = time.monotonic() - t0
     points: list[tuple[str, float]] = [(p, 0.0) for p in NAMED for _ in (0, 1)]
     points += [("random", rng.uniform(0.3, 0.8 * duration)) for _ in range(12)]
@@ -100,7 +103,7 @@ def test_kill_nine_at_every_phase_and_random_points(lab: LabEnv) -> None:
             assert store.node(NODE).state.value == "leased"
             env = {**lab.env, "GPUFABRIC_KILL_AT": where} if where != "random" else lab.env
             proc = subprocess.Popen(
-                [GF, "node", "move", NODE, "--to-tenant", new, "--json"],
+                [GF, "node", "move", NODE, "--to-tenant", new, "--offering", "openshift", "--json"],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -113,13 +116,17 @@ def test_kill_nine_at_every_phase_and_random_points(lab: LabEnv) -> None:
             if rc == -signal.SIGKILL:
                 kills += 1
             assert_single_owner(lab, nets, {old, "quarantine", new})
+            if where in QUARANTINED_AT and rc == -signal.SIGKILL:  # NVLink and DPU left the old tenant too
+                assert lab.nvlink_active(NODE) == set(), f"killed at {where}: a partition is still active"
+                assert lab.dpu_tenant_switches(NODE) == set(), f"killed at {where}: a tenant port stayed"
             if not ledger.open_moves():
                 if tenant_of(store) != new:  # killed before the intent was recorded: redo it
                     assert rc != 0
-                    lab.gfj("node", "move", NODE, "--to-tenant", new)
+                    lab.gfj("node", "move", NODE, "--to-tenant", new, "--offering", "openshift")
             else:
                 resume_until_done(lab, ledger)
             assert_single_owner(lab, nets, {new})
+            assert lab.nvlink_active(NODE) == {0} and lab.dpu_tenant_switches(NODE) == {f"gf-{new}"}
     finally:
         sampler.stop.set()
         sampler.join(timeout=60)

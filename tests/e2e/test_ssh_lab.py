@@ -62,3 +62,27 @@ def test_move_over_ssh_then_ssh_timeout_then_retry(lab: LabEnv, sshd: SshServer)
     done = lab.gfj("move", "retry", str(move["id"]))
     assert done["moves"][0]["status"] == "done"
     assert owner_of_ports(lab, "gpu-a01", nets) == {"beta"}
+
+
+def test_host_key_checking_off_only_when_explicit_and_then_reported(lab: LabEnv, sshd: SshServer) -> None:
+    path = lab.home / "fabrics.yaml"
+    strict = path.read_text()
+    cfg = yaml.safe_load(strict)
+    try:
+        for e in cfg["ethernet"]:
+            del e["options"]["known_hosts"]
+        path.write_text(yaml.safe_dump(cfg))
+        p = lab.gf("audit", check=False)  # neither known_hosts nor insecure: refused, one line
+        assert p.returncode == 2 and "known_hosts" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+        for e in cfg["ethernet"]:
+            e["options"]["insecure"] = True
+        path.write_text(yaml.safe_dump(cfg))
+        p = lab.gf("audit", "--json", check=False)
+        found = yaml.safe_load(p.stdout)["violations"]
+        assert p.returncode == 1
+        assert {(v["invariant"], v["device"]) for v in found} == {
+            ("TRANSPORT-INSECURE", e["options"]["switch"]) for e in cfg["ethernet"]
+        }
+    finally:
+        path.write_text(strict)
+    assert lab.gf("audit", check=False).returncode == 0

@@ -168,7 +168,7 @@ def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -
     time.sleep(max(0.0, (lease.end - datetime.now(UTC)).total_seconds()) + 0.05)
     assert ledger.expired_nodes() == ["n4"]
     rel = ledger.request("n4", QUARANTINE, release_ended=True)
-    assert (rel.from_tenant, rel.to_tenant) == (QUARANTINE, QUARANTINE)
+    assert (rel.from_tenant, rel.to_tenant) == ("ta", QUARANTINE)  # the tenant whose lease ended
     assert ledger.expired_nodes() == []  # it has an open move now
     with pytest.raises(ConflictError):
         ledger.request("n5", QUARANTINE, release_ended=True)  # never leased: nothing to release

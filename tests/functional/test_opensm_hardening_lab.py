@@ -15,16 +15,19 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from gpufabric.fabrics.infiniband.hardening import (
+    SETTINGS_UNREADABLE,
     HardeningPolicy,
     check_hardening,
     parse_opensm_conf,
     render_opensm_conf_overrides,
 )
+from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 
 pytestmark = pytest.mark.root
 
@@ -84,11 +87,17 @@ class Lab:
 
 @pytest.fixture
 def hardened_opensm(tmp_path: Path) -> Iterator[tuple[Lab, str, str]]:
+    # force_log_flush only so the test can read the log while OpenSM runs
+    with _opensm(tmp_path, render_opensm_conf_overrides(POLICY) + "force_log_flush TRUE\n") as got:
+        yield got
+
+
+@contextmanager
+def _opensm(tmp_path: Path, conf_text: str) -> Iterator[tuple[Lab, str, str]]:
     lab = Lab(tmp_path, f"gfhard-{uuid.uuid4().hex[:10]}")
     (tmp_path / "net").write_text(NET)
     conf = tmp_path / "opensm.conf"
-    # force_log_flush only so the test can read the log while OpenSM runs
-    conf.write_text(render_opensm_conf_overrides(POLICY) + "force_log_flush TRUE\n")
+    conf.write_text(conf_text)
     conf.chmod(0o600)
     (tmp_path / "partitions.conf").write_text("Default=0x7fff, ipoib : ALL=full ;\n")
     osm_tmp = tmp_path / "osm"
@@ -148,3 +157,56 @@ def test_ibsim_does_not_implement_m_key(hardened_opensm: tuple[Lab, str, str]) -
     portinfo = lab.client("smpquery", "portinfo", str(ca_lids[0]), "1")
     # a real HCA would report ProtectBits 2 after OpenSM set level 2; ibsim keeps 0
     assert re.search(r"^ProtectBits:\.+0$", portinfo, re.M), portinfo
+
+
+def _driver(lab: Lab, tmp_path: Path, conf: Path) -> OpenSMDriver:
+    return OpenSMDriver(
+        partitions_conf=str(tmp_path / "partitions.conf"),
+        log_path=str(tmp_path / "opensm.log"),
+        opensm_conf=str(conf),
+        diag_env={"IBSIM_SOCKNAME": lab.env["IBSIM_SOCKNAME"], "LD_PRELOAD": UMAD2SIM},
+        diag_cwd=str(lab.scratch),
+        reader="smpquery",
+    )
+
+
+WEAK = [
+    ("part-enforce-off", "part_enforce off\n", {"part_enforce"}),
+    ("default-sm-key", "sm_priority 15\n", {"sm_key"}),
+]
+
+
+@pytest.mark.parametrize(("conf_text", "weak"), [w[1:] for w in WEAK], ids=[w[0] for w in WEAK])
+def test_observe_reads_opensm_conf_and_weak_settings_are_ib_hardening(
+    tmp_path: Path, conf_text: str, weak: set[str]
+) -> None:
+    """The driver reads the running SM's opensm.conf during observe; the audit's IB-HARDENING
+    names the weak setting (part_enforce off; sm_key left at its default 1)."""
+    from gpufabric.fabrics.infiniband.kind import InfinibandKind
+    from gpufabric.planning.desired import tenancy_of
+
+    kind = InfinibandKind()
+
+    with _opensm(tmp_path, conf_text + "force_log_flush TRUE\n") as (lab, _out, _log):
+        drv = _driver(lab, tmp_path, tmp_path / "opensm.conf")
+        try:
+            observed = drv.observe()
+        finally:
+            drv.close()
+    settings = dict(observed.settings)
+    assert settings.get("force_log_flush") == "TRUE" and len(observed.tables) == 3
+    t = tenancy_of([], [], [])
+    found = {v.resource.removeprefix("setting:") for v in kind.audit(t, kind.desired(t), observed)}
+    assert weak <= found, found
+
+
+def test_unreadable_settings_are_a_finding(tmp_path: Path) -> None:
+    with _opensm(tmp_path, "force_log_flush TRUE\n") as (lab, _out, _log):
+        drv = _driver(lab, tmp_path, tmp_path / "missing" / "opensm.conf")
+        try:
+            observed = drv.observe()
+        finally:
+            drv.close()
+    assert SETTINGS_UNREADABLE in dict(observed.settings)
+    found = check_hardening(dict(observed.settings))
+    assert [f.id for f in found] == ["IB-HARD-UNREADABLE"] and "missing" in found[0].observed

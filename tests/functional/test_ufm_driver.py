@@ -1,16 +1,20 @@
 """UfmDriver against a local server implementing UFM's documented PKey REST subset
-(tests/support/ufm_server.py): real HTTP on 127.0.0.1, in-memory UFM state."""
+(tests/support/ufm_server.py): real HTTPS on 127.0.0.1 (a CA made for the test, passed
+to the driver as ``verify``), in-memory UFM state."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError, VerifyError
+from gpufabric.domain.secrets import Secret, TransportNote
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.hardening import SETTINGS_UNREADABLE
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
 
@@ -41,7 +45,13 @@ def ufm() -> Iterator[UfmServer]:
 
 
 def driver(s: UfmServer, **kw: object) -> UfmDriver:
-    opts: dict[str, object] = {"username": "admin", "password": "s3cret-test", "managed_pkeys": RANGE, **kw}
+    opts: dict[str, object] = {
+        "username": "admin",
+        "password": Secret("s3cret-test"),
+        "managed_pkeys": RANGE,
+        "verify": str(s.ca_file),
+        **kw,
+    }
     return UfmDriver(s.url, **opts)  # type: ignore[arg-type]
 
 
@@ -68,7 +78,7 @@ def test_apply_two_tenants_and_observe(ufm: UfmServer) -> None:
     state = d.observe()
     assert state.tables == expected_tables(TWO_TENANTS)
     assert state.table(A[2]) == PkeyTable(A[2], (0x0A01,))  # limited: top bit clear
-    assert state.sms == () and state.settings == ()
+    assert state.sms == () and dict(state.settings) == {SETTINGS_UNREADABLE: "UFM's documented REST API does not expose its SM's settings"}
     assert d.calls == 3  # 0xa01 full, 0xa01 limited, 0xa02 full
 
 
@@ -105,7 +115,7 @@ def test_move_guid_between_pkeys_removes_before_adding(ufm: UfmServer) -> None:
 
 
 def test_release_tenant_deletes_its_pkey_and_leaves_others(ufm: UfmServer) -> None:
-    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test")) as c:  # someone else's PKey
+    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test"), verify=str(ufm.ca_file)) as c:  # someone else's PKey
         body = {"pkey": "0xb00", "guids": [wire_guid(B[2])], "membership": "full"}
         assert c.post("/ufmRest/resources/pkeys", json=body).status_code == 200
     d = driver(ufm)
@@ -197,12 +207,14 @@ def test_write_acknowledged_but_not_done_is_a_verify_error(ufm: UfmServer) -> No
 
 
 def test_token_auth_uses_v3_prefix(ufm: UfmServer) -> None:
-    d = UfmDriver(ufm.url, token="tok-test-0123456789", managed_pkeys=RANGE)
+    d = UfmDriver(ufm.url, token=Secret("tok-test-0123456789"), managed_pkeys=RANGE, verify=str(ufm.ca_file))
     d.apply(TWO_TENANTS)
     assert d.observe().tables == expected_tables(TWO_TENANTS)
 
 
-@pytest.mark.parametrize("kw", [{"password": "wrong"}, {"username": "nobody"}], ids=["bad-password", "bad-user"])
+@pytest.mark.parametrize(
+    "kw", [{"password": Secret("wrong")}, {"username": "nobody"}], ids=["bad-password", "bad-user"]
+)
 def test_bad_credentials_fail_with_401(ufm: UfmServer, kw: dict[str, str]) -> None:
     with pytest.raises(FabricError) as ei:
         driver(ufm, **kw).observe()
@@ -211,10 +223,10 @@ def test_bad_credentials_fail_with_401(ufm: UfmServer, kw: dict[str, str]) -> No
 
 
 def test_unreachable_ufm_is_a_fabric_error() -> None:
-    with ufm_server() as s:
+    with ufm_server(tls=False) as s:
         url = s.url
     with pytest.raises(FabricError) as ei:
-        UfmDriver(url, username="admin", password="x", timeout=2).observe()
+        UfmDriver(url, username="admin", password=Secret("x"), timeout=2, allow_http=True).observe()
     assert "ConnectError" in ei.value.message
 
 
@@ -228,11 +240,15 @@ def test_bad_layout_refused_before_any_request(ufm: UfmServer) -> None:
     "kw",
     [
         {"username": "admin"},
-        {"token": "t", "username": "admin", "password": "p"},
-        {"password": "p", "password_file": "/nonexistent"},
+        {"token": Secret("t"), "username": "admin", "password": Secret("p")},
+        {"password": Secret("p"), "password_file": "/nonexistent"},
         {"username": "admin", "password_file": "/nonexistent/pw"},
+        {"username": "admin", "password": "inline-in-fabrics-yaml"},
+        {"token": "inline-token"},
+        {"username": "admin", "password_env": "GPUFABRIC_TEST_UNSET_VAR"},
     ],
-    ids=["no-password", "token-and-password", "password-twice", "unreadable-file"],
+    ids=["no-password", "token-and-password", "password-twice", "unreadable-file", "inline-password",
+         "inline-token", "unset-env"],
 )
 def test_config_errors(kw: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
@@ -244,8 +260,53 @@ def test_secret_files(tmp_path: object, ufm: UfmServer) -> None:
 
     pw = Path(str(tmp_path)) / "pw"
     pw.write_text("s3cret-test\n")
-    d = UfmDriver(ufm.url, username="admin", password_file=str(pw), managed_pkeys=RANGE)
+    pw.chmod(0o600)
+    d = UfmDriver(ufm.url, username="admin", password_file=str(pw), managed_pkeys=RANGE, verify=str(ufm.ca_file))
     assert d.observe().tables == ()
+    assert "s3cret-test" not in repr(d)
+    pw.chmod(0o640)  # group-readable: refused, naming the file and the mode
+    with pytest.raises(ConfigError) as ei:
+        UfmDriver(ufm.url, username="admin", password_file=str(pw), verify=str(ufm.ca_file))
+    assert ei.value.field == "password_file" and "0600" in str(ei.value) and "0640" in str(ei.value)
+
+
+def test_secret_from_environment(ufm: UfmServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GF_TEST_UFM_PW", "s3cret-test")
+    d = UfmDriver(ufm.url, username="admin", password_env="GF_TEST_UFM_PW", managed_pkeys=RANGE, verify=str(ufm.ca_file))
+    assert d.observe().tables == ()
+
+
+def test_tls_verified_by_default_against_system_cas(ufm: UfmServer) -> None:
+    """The test CA is not a system CA: the default (verify: true) refuses the server."""
+    with pytest.raises(FabricError) as ei:
+        UfmDriver(ufm.url, username="admin", password=Secret("s3cret-test")).observe()
+    assert "certificate" in ei.value.message.lower()
+    assert ufm.requests == []
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [({"url": "http://127.0.0.1:1"}, "url"), ({"verify": False}, "verify"), ({"verify": "/nonexistent/ca.pem"}, "verify"),
+     ({"url": "https://admin:pw@ufm.example"}, "url")],
+    ids=["plain-http", "verify-off", "missing-ca-bundle", "credentials-in-url"],
+)  # fmt: skip
+def test_insecure_transport_refused_unless_explicit(kw: dict[str, object], field: str) -> None:
+    opts: dict[str, object] = {"url": "https://ufm.example", "username": "admin", "password": Secret("p"), **kw}
+    with pytest.raises(ConfigError) as ei:
+        UfmDriver(**opts)  # type: ignore[arg-type]
+    assert ei.value.field == field and ":pw@" not in str(ei.value)
+
+
+def test_explicit_insecure_transport_is_reported() -> None:
+    with ufm_server(tls=False) as s:
+        d = UfmDriver(s.url, username="admin", password=Secret("s3cret-test"), allow_http=True, managed_pkeys=RANGE)
+        assert d.observe().tables == ()
+        assert [n.setting for n in d.transport_notes()] == ["allow_http"]
+    v = UfmDriver("https://ufm.example", token=Secret("t"), verify=False, insecure=True)
+    assert v.transport_notes() == (
+        TransportNote("ufm", "verify", "UFM at https://ufm.example: TLS certificate not verified"),
+    )
+    assert UfmDriver("https://ufm.example", token=Secret("t")).transport_notes() == ()
 
 
 # ----------------------------------------------------------------- the server's own validation
@@ -264,12 +325,12 @@ def test_secret_files(tmp_path: object, ufm: UfmServer) -> None:
     ids=["mgmt-key", "zero", "no-0x", "short-guid", "bad-hex", "no-guids", "bad-membership", "ok-0x-guid"],
 )
 def test_server_validates_like_the_docs(ufm: UfmServer, body: dict[str, object], status: int) -> None:
-    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test")) as c:
+    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test"), verify=str(ufm.ca_file)) as c:
         assert c.post("/ufmRest/resources/pkeys", json=body).status_code == status
 
 
 def test_server_delete_unknown_and_management(ufm: UfmServer) -> None:
-    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test")) as c:
+    with httpx.Client(base_url=ufm.url, auth=("admin", "s3cret-test"), verify=str(ufm.ca_file)) as c:
         assert c.delete("/ufmRest/resources/pkeys/0xa05").status_code == 404
         assert c.delete("/ufmRest/resources/pkeys/0x7fff").status_code == 400
         assert c.get("/ufmRest/resources/pkeys/0xa05").status_code == 404
@@ -283,7 +344,14 @@ def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
 
     reg = Registry()
     reg.register("ufm", UfmDriver)
-    options = {"url": ufm.url, "username": "admin", "password": "s3cret-test", "managed_pkeys": [0xA00, 0xAFF]}
+    options = {
+        "url": ufm.url,
+        "username": "admin",
+        "password_env": "GF_TEST_UFM_PW",
+        "verify": str(ufm.ca_file),
+        "managed_pkeys": [0xA00, 0xAFF],
+    }
+    os.environ["GF_TEST_UFM_PW"] = "s3cret-test"
     fabrics = Fabrics.from_config({"infiniband": {"driver": "ufm", "options": options}}, reg)
     assert isinstance(fabrics.sm, UfmDriver)
     fabrics.sm.apply(TWO_TENANTS)

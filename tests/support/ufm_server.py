@@ -18,6 +18,10 @@ Implements, in memory, what UFM Enterprise's "PKey GUIDs REST API" documents und
 - ``DELETE /resources/pkeys/<pkey>/guids/<g1>,<g2>`` and ``DELETE /resources/pkeys/<pkey>``
   -> 404 for an unknown PKey, 400 for 0x7fff (read-only management key).
 
+It serves HTTPS by default with a certificate made for the test (:func:`make_test_ca`: a
+throw-away CA and a server certificate for 127.0.0.1); ``UfmServer.ca_file`` is the CA
+bundle to pass to the driver as ``verify``. ``tls=False`` serves plain http.
+
 Every authenticated request is recorded in ``requests`` (method, path, body). ``fail``
 injects an HTTP error for requests matching a method and path prefix. ``drop_empty``
 makes a PKey vanish with its last GUID (reported of some UFM versions, not documented).
@@ -26,13 +30,18 @@ makes a PKey vanish with its last GUID (reported of some UFM versions, not docum
 from __future__ import annotations
 
 import base64
+import datetime
+import ipaddress
 import json
 import re
+import ssl
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -243,16 +252,62 @@ class UfmHttpServer(ThreadingHTTPServer):
         self.username, self.password, self.token, self.state = username, password, token, state
 
 
+def make_test_ca(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Path]:
+    """A throw-away CA and a server certificate for ``host`` (IP SAN), written to
+    ``directory``: (ca.pem, server.pem, server.key)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpufabric test CA")])
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                     key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    ca_pem, cert_pem, key_pem = directory / "ca.pem", directory / "server.pem", directory / "server.key"
+    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    key_pem.chmod(0o600)
+    return ca_pem, cert_pem, key_pem
+
+
 @dataclass
 class UfmServer:
-    """Handle on a running server: ``url``, credentials, state, recorded requests."""
+    """Handle on a running server: ``url``, credentials, state, recorded requests, and
+    ``ca_file`` (the CA bundle that verifies its certificate; None over plain http)."""
 
     http: UfmHttpServer
+    ca_file: Path | None = None
 
     @property
     def url(self) -> str:
         host, port = self.http.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{'https' if self.ca_file else 'http'}://{host!s}:{port}"
 
     @property
     def state(self) -> UfmState:
@@ -284,16 +339,24 @@ def ufm_server(
     *,
     missing_status: int = 404,
     drop_empty: bool = False,
+    tls: bool = True,
 ) -> Iterator[UfmServer]:
-    """Serve on 127.0.0.1 at a free port in a thread; stop on exit."""
+    """Serve on 127.0.0.1 at a free port in a thread (HTTPS unless ``tls=False``); stop on exit."""
     http = UfmHttpServer(username, password, token, UfmState(missing_status, drop_empty))
-    thread = threading.Thread(
-        target=http.serve_forever, kwargs={"poll_interval": 0.05}, name="ufm-test-server", daemon=True
-    )
-    thread.start()
-    try:
-        yield UfmServer(http)
-    finally:
-        http.shutdown()
-        http.server_close()
-        thread.join(timeout=5)
+    with tempfile.TemporaryDirectory(prefix="ufm-tls-") as tmp:
+        ca_file = None
+        if tls:
+            ca_file, cert, key = make_test_ca(Path(tmp))
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(cert, key)
+            http.socket = ctx.wrap_socket(http.socket, server_side=True)
+        thread = threading.Thread(
+            target=http.serve_forever, kwargs={"poll_interval": 0.05}, name="ufm-test-server", daemon=True
+        )
+        thread.start()
+        try:
+            yield UfmServer(http, ca_file)
+        finally:
+            http.shutdown()
+            http.server_close()
+            thread.join(timeout=5)

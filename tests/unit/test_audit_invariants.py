@@ -168,6 +168,17 @@ CASES: list[Case] = [
     # ------------------------------------------------------------- IB-HARDENING
     Case("no-findings", "IB-HARDENING", _noop, ()),
     Case("driver-finding-passed-through", "IB-HARDENING", _hardening, ((str(SM_GUID), "sm1"),)),
+    # ------------------------------------------------------------- IB-SM-GUID-MISMATCH
+    Case("sms-answer-where-discovered", "IB-SM-GUID-MISMATCH",
+         lambda s: setattr(s, "sms", [SmSeen(SM_GUID, 1, 15, SmState.MASTER, "sm1", SM_GUID)]), ()),
+    Case("rogue-claims-trusted-guid", "IB-SM-GUID-MISMATCH",
+         lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "g1", ROGUE_GUID)), ((str(ROGUE_GUID), "g1"),),
+         "lid:9"),
+    # ------------------------------------------------------------- TRANSPORT-INSECURE
+    Case("secure-transports", "TRANSPORT-INSECURE", _noop, ()),
+    Case("ssh-insecure-passed-through", "TRANSPORT-INSECURE", lambda s: s.extra.append(
+        Violation("TRANSPORT-INSECURE", Severity.HIGH, "SSH to leaf1 accepts any host key", Fabric.ETHERNET,
+                  "leaf1", resource="transport:insecure")), (("", ""),), "transport:insecure"),
 ]  # fmt: skip
 
 

@@ -215,7 +215,7 @@ def test_cli_ok_line() -> None:
     console = Console(record=True, width=250, color_system=None)
     print_report(run_audit(Scenario().build(), now=T0), console)
     text = console.export_text()
-    assert text.startswith("OK: 12 invariant(s) checked, no violation")
+    assert text.startswith("OK: 14 invariant(s) checked, no violation")
 
 
 # ------------------------------------------------------------------ docs

@@ -32,7 +32,7 @@ def test_builds_switches_sm_and_guids() -> None:
                 }
                 for i in (1, 2)
             ],
-            "infiniband": {"driver": "ufm", "options": {"url": "https://ufm.example", "token": "t"}},
+            "infiniband": {"driver": "ufm", "options": {"url": "https://ufm.example", "token_env": "HOME"}},
             "sm_port_guids": ["0x0002c90300000001"],
         },
         REG,
@@ -54,7 +54,7 @@ BAD: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ),
     (
         "sm-as-switch",
-        {"ethernet": [{"driver": "ufm", "options": {"url": "https://u", "token": "t"}}]},
+        {"ethernet": [{"driver": "ufm", "options": {"url": "https://u", "token_env": "HOME"}}]},
         ConfigError,
         "ethernet[0].driver",
     ),

@@ -6,14 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.errors import ConfigError, FabricError
 from gpufabric.domain.state import IbFabricState, SmSeen, SmState
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig
-from gpufabric.fabrics.infiniband.rogue import find_rogue_sms
+from gpufabric.fabrics.infiniband.rogue import containment_targets, find_rogue_sms
 
 TRUSTED = Guid(0x0002C90310000001)
 ROGUE = Guid(0x0002C90310000401)
+VICTIM = Guid(0x0002C90310000101)
+SWITCH_LID = 3
+PORTS = {
+    TRUSTED: CaPort(TRUSTED, 1, 1, "sm-01 mlx5_0", SWITCH_LID, 18),
+    VICTIM: CaPort(VICTIM, 4, 1, "gpu-a01 mlx5_0", SWITCH_LID, 1),
+    ROGUE: CaPort(ROGUE, 7, 1, "gpu-a04 mlx5_0", SWITCH_LID, 4),
+}
 
 
 @pytest.mark.parametrize(
@@ -64,3 +72,54 @@ def test_config_from_options() -> None:
 def test_config_rejects(options: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         OpenSMConfig.from_options(options)
+
+
+# SMInfo as a forged SM would answer (ibsim cannot make an SM lie about its GUID): the
+# observation keeps the claimed GUID and the port discovery found at the answering LID.
+FORGED: list[tuple[str, tuple[SmSeen, ...], list[tuple[int, Guid | None]]]] = [
+    ("trusted-sm-where-it-is", (SmSeen(TRUSTED, 1, 15, SmState.MASTER, "sm-01", TRUSTED),), []),
+    ("rogue-claims-trusted-guid",
+     (SmSeen(TRUSTED, 1, 15, SmState.MASTER, "sm-01", TRUSTED), SmSeen(TRUSTED, 7, 15, SmState.MASTER, "", ROGUE)),
+     [(7, ROGUE)]),
+    ("rogue-claims-victim-guid",
+     (SmSeen(TRUSTED, 1, 15, SmState.MASTER, "sm-01", TRUSTED), SmSeen(VICTIM, 7, 15, SmState.MASTER, "", ROGUE)),
+     [(7, ROGUE)]),
+    ("rogue-own-guid",
+     (SmSeen(TRUSTED, 1, 15, SmState.MASTER, "sm-01", TRUSTED), SmSeen(ROGUE, 7, 15, SmState.MASTER, "", ROGUE)),
+     [(7, ROGUE)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sms", "expected"), [f[1:] for f in FORGED], ids=[f[0] for f in FORGED])
+def test_rogue_identified_by_location_not_by_claimed_guid(
+    sms: tuple[SmSeen, ...], expected: list[tuple[int, Guid | None]]
+) -> None:
+    found = find_rogue_sms(IbFabricState(sms=sms, master_guid=TRUSTED), [TRUSTED])
+    assert [(f.lid, f.port_guid) for f in found] == expected
+    # containment cuts off the answering LID's own switch port: never the victim's, never the SM's
+    targets = containment_targets(found, PORTS, [TRUSTED])
+    assert [(p.guid, p.switch_port) for p in targets] == [(ROGUE, 4) for _ in expected]
+
+
+def test_containment_never_disables_a_trusted_port_or_an_unplaced_lid() -> None:
+    claims_at_sm = find_rogue_sms(
+        IbFabricState(sms=(SmSeen(VICTIM, 1, 15, SmState.MASTER, "", TRUSTED),)), [TRUSTED]
+    )
+    assert [f.lid for f in claims_at_sm] == [1]
+    with pytest.raises(FabricError, match="trusted SM port"):
+        containment_targets(claims_at_sm, PORTS, [TRUSTED])
+    nowhere = find_rogue_sms(IbFabricState(sms=(SmSeen(ROGUE, 99, 15, SmState.MASTER),)), [TRUSTED])
+    with pytest.raises(FabricError, match="lid 99"):
+        containment_targets(nowhere, PORTS, [TRUSTED])
+
+
+def test_observe_keeps_an_sm_borrowing_the_trusted_guid_at_its_own_lid() -> None:
+    from gpufabric.fabrics.infiniband.observe import locate_sms
+
+    by_lid = {p.lid: p for p in PORTS.values()}
+    replies = [SmSeen(TRUSTED, 1, 15, SmState.MASTER), SmSeen(TRUSTED, 1, 15, SmState.MASTER), FabricError("x", fabric="infiniband")]
+    sms = locate_sms([1, 7, 4], replies, by_lid)  # the forged reply even names lid 1: not believed
+    assert [(s.lid, s.guid, s.port_guid) for s in sms] == [
+        (1, TRUSTED, TRUSTED), (7, TRUSTED, ROGUE), (4, VICTIM, VICTIM)
+    ]  # fmt: skip
+    assert sms[2].state is SmState.UNKNOWN

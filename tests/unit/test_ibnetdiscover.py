@@ -211,3 +211,16 @@ def test_real_hardware_style_lines_parse() -> None:
 def test_malformed_input_is_rejected(text: str, match: str) -> None:
     with pytest.raises(ValidationError, match=match):
         parse_ibnetdiscover(text)
+
+
+@pytest.mark.parametrize(
+    ("desc", "reason"),
+    [("gpu-a01\x1b[2J mlx5_0", "printable ASCII"), ("gpu-a01 " + "x" * 60 + "0", "printable ASCII"),
+     ("gpu-a01;reboot mlx5_0", "host part"), ("[/x] mlx5_0", "host part")],
+    ids=["escape-sequence", "longer-than-64-bytes", "shell-separator-in-host", "markup-in-host"],
+)  # fmt: skip
+def test_hostile_node_descriptions_are_not_matched(desc: str, reason: str) -> None:
+    text = load("lab-6x2-sm.topology.txt").replace("gpu-a01 mlx5_0", desc)
+    ports, skipped = match_ca_ports(parse_ibnetdiscover(text))
+    assert [s.description for s in skipped] == [desc] and reason in skipped[0].reason
+    assert all(p.node != "gpu-a01" or p.device != "mlx5_0" for p in ports)

@@ -11,9 +11,15 @@ import pytest
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
-from gpufabric.service.inventory import inventory_from_dict, load_inventory, parse_inventory
+from gpufabric.service.inventory import (
+    check_guid_moves,
+    inventory_from_dict,
+    load_inventory,
+    mark_sm_hosts,
+    parse_inventory,
+)
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inventory.yaml"
 
@@ -168,6 +174,17 @@ BAD: list[tuple[str, Any, str, str]] = [
     ("dup-node", _dup_node(), "nodes[1].name", "unique node names (also at nodes[0].name)"),
     ("dup-port-guid", _dup_guid(), "nodes[1].ib[0].port_guid", "unique port GUIDs (also at nodes[0].ib[0].port_guid)"),
     ("dup-switch-port", _dup_switch_port(), "nodes[1].ethernet[0].switch_port", "unique switch ports"),
+    ("port-shell-separator", _set([*_ETH0, "switch_port"], "Ethernet40;reload"), "nodes[0].ethernet[0].switch_port", "1-64 chars"),
+    ("port-command-substitution", _set([*_ETH0, "switch_port"], "$(touch x)"), "nodes[0].ethernet[0].switch_port", "1-64 chars"),
+    ("port-5000-chars", _set([*_ETH0, "switch_port"], "E" * 5000), "nodes[0].ethernet[0].switch_port", "1-64 chars"),
+    ("port-embedded-newline", _set([*_ETH0, "switch_port"], "Ethernet40\nreload"), "nodes[0].ethernet[0].switch_port", "1-64 chars"),
+    ("switch-name-space", _set([*_ETH0, "switch"], "sw 1"), "nodes[0].ethernet[0].switch", "1-64 chars"),
+    ("nic-name-backtick", _set([*_ETH0, "name"], "eth0`id`"), "nodes[0].ethernet[0].name", "1-64 chars"),
+    ("port-guid-zero", _set([*_IB0, "port_guid"], "0x0"), "nodes[0].ib[0].port_guid", "not 0"),
+    ("node-guid-zero", _set([*_IB0, "node_guid"], 0), "nodes[0].ib[0].node_guid", "not 0"),
+    ("port-guid-all-ones", _set([*_IB0, "port_guid"], "0x" + "f" * 16), "nodes[0].ib[0].port_guid", "not 0"),
+    ("node-name-trailing-newline", _set(["nodes", 1, "name"], "n2\n"), "nodes[1].name", "1-63 chars"),
+    ("dup-node-guid-across-nodes", _set(["nodes", 1, "ib", 0, "node_guid"], "0x2"), "nodes[1].ib[0].node_guid", "unique per node"),
 ]
 
 
@@ -205,3 +222,54 @@ def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="readable UTF-8 YAML or JSON file") as e:
         load_inventory(tmp_path / "nope.yaml")
     assert e.value.field == "inventory"
+
+
+DIALECT_PORTS: list[tuple[str, str, str, bool]] = [
+    ("sonic-ok", "sonic", "Ethernet40", True),
+    ("sonic-junos-name", "sonic", "xe-0/0/1", False),
+    ("nxos-ok", "nxos", "Ethernet1/12", True),
+    ("nxos-bare-number", "nxos", "12", False),
+    ("junos-ok", "junos", "xe-0/0/12", True),
+    ("nvue-ok", "nvue", "swp12", True),
+    ("nvue-sonic-name", "nvue", "Ethernet12", False),
+    ("ovs-ok", "ovs", "gf-a01-e0", True),
+    ("ovs-too-long-for-linux", "ovs", "a" * 16, False),
+]
+
+
+@pytest.mark.parametrize(("dialect", "port", "ok"), [d[1:] for d in DIALECT_PORTS], ids=[d[0] for d in DIALECT_PORTS])
+def test_port_names_checked_per_dialect(dialect: str, port: str, ok: bool) -> None:
+    data = _set([*_ETH0, "switch_port"], port)
+    if ok:
+        assert inventory_from_dict(data, {"sw1": dialect}).nodes[0].ethernet[0].switch_port == port
+    else:
+        with pytest.raises(ValidationError) as e:
+            inventory_from_dict(data, {"sw1": dialect})
+        assert e.value.field == "nodes[0].ethernet[0].switch_port"
+        assert dialect in e.value.allowed
+
+
+def test_hostile_value_gives_one_short_line() -> None:
+    with pytest.raises(ValidationError) as e:
+        inventory_from_dict(_set([*_ETH0, "switch_port"], "E" * 5000))
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300 and "5000 chars" in str(e.value)
+
+
+def _ibnode(name: str, guid: int) -> Node:
+    return Node(name, ib=(IbPort(name, "mlx5_0", 1, Guid(guid), Guid(guid + 0x100)),))
+
+
+def test_reimport_refuses_a_description_moving_a_known_guid() -> None:
+    known = [_ibnode("gpu-a01", 0x11), _ibnode("gpu-b01", 0x22)]
+    forged = Inventory((_ibnode("gpu-b01", 0x11),))  # gpu-a01's HCA now says "gpu-b01 mlx5_0"
+    with pytest.raises(ValidationError) as e:
+        check_guid_moves(forged, known)
+    assert "0x0000000000000011" in str(e.value) and "gpu-a01" in str(e.value)
+    check_guid_moves(Inventory((_ibnode("gpu-a01", 0x11), _ibnode("gpu-c01", 0x33))), known)  # same or new: fine
+
+
+def test_sm_host_is_marked_maintenance() -> None:
+    inv = Inventory((_ibnode("sm-01", 0x11), _ibnode("gpu-a01", 0x22)))
+    marked, hosts = mark_sm_hosts(inv, [Guid(0x11)])
+    assert hosts == ("sm-01",)
+    assert {n.name: n.state for n in marked.nodes} == {"sm-01": NodeState.MAINTENANCE, "gpu-a01": NodeState.AVAILABLE}

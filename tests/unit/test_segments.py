@@ -41,7 +41,7 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("ib-range-overlaps-user-vlans", {"infiniband": {"seg_range": "1500-2500"}}, "infiniband.seg_range", "1500-2500"),
     (
         "ib-range-overlaps-eth-pool",
-        {"user_vlan_range": "1-99", "infiniband": {"seg_range": "2500-3500"}},
+        {"user_vlan_range": "2-99", "infiniband": {"seg_range": "2500-3500"}},
         "infiniband.seg_range",
         "2500-3500",
     ),
@@ -78,6 +78,21 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("bad-mode", {"infiniband": {"mapping": {"mode": "magic"}}}, "infiniband.mapping.mode", "offset or table"),
     ("range-reversed", {"infiniband": {"seg_range": "3999-3000"}}, "infiniband.seg_range", "3999-3000"),
     ("range-garbage", {"user_vlan_range": "a-b"}, "user_vlan_range", "START-END"),
+    ("user-range-has-vlan-1", {"user_vlan_range": "1-1999"}, "user_vlan_range", "never VLAN 1"),
+    (
+        "eth-pool-has-vlan-1",
+        {"user_vlan_range": "2000-2999", "ethernet": {"vlan_range": "1-999"}},
+        "ethernet.vlan_range",
+        "never VLAN 1",
+    ),
+    (
+        "ib-range-has-vlan-1",
+        {"user_vlan_range": "100-1999", "infiniband": {"seg_range": "1-50"}},
+        "infiniband.seg_range",
+        "never VLAN 1",
+    ),
+    ("ib-range-beyond-4094", {"infiniband": {"seg_range": "4000-5000"}}, "infiniband.seg_range", "1-4094"),
+    ("eth-pool-overlaps-ib", {"ethernet": {"vlan_range": "2000-3100"}}, "infiniband.seg_range", "2000-3100"),
 ]
 
 

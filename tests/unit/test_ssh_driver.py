@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
@@ -45,7 +45,7 @@ def ok(out: str = "") -> CommandResult:
 
 
 def driver(dialect: str, answers: list[CommandResult], **kw: object) -> tuple[SshSwitchDriver, FakeConnection]:
-    args: dict[str, object] = {"quarantine_vlan": 999, **kw}
+    args: dict[str, object] = {"quarantine_vlan": 999, "insecure": True, **kw}
     d = SshSwitchDriver(
         host="192.0.2.1",
         username="admin",
@@ -64,10 +64,11 @@ def access(port: str, vlan: int, switch: str = "leaf1") -> EthernetPortConfig:
 
 
 def test_shell_dialect_sends_the_whole_batch_in_one_shell_session() -> None:
-    d, fake = driver("eos", [ok("Copy completed successfully.")])
+    running = (FIX / "eos" / "running-config.txt").read_text()
+    d, fake = driver("eos", [ok(running), ok("Copy completed successfully.")])
     d.apply([access("Ethernet1", 10), access("Ethernet2", 11)])
-    assert len(fake.sent) == 1
-    kind, text = fake.sent[0]
+    assert len(fake.sent) == 2  # a cold driver reads the interface list once, then one session
+    kind, text = fake.sent[1]
     assert kind == "shell"
     assert text.splitlines()[0] == "configure terminal"
     assert "interface Ethernet2\nswitchport mode access\nswitchport access vlan 11" in text
@@ -123,13 +124,33 @@ def test_observe_failure_is_a_fabric_error_not_an_apply_error() -> None:
 
 def test_port_map_renames_both_ways_and_limits_observe() -> None:
     running = (FIX / "eos" / "running-config.txt").read_text()
-    d, fake = driver("eos", [ok(), ok(running)], port_map={"gpu01": "Ethernet1", "gpu02": "Ethernet2"})
+    d, fake = driver("eos", [ok(running), ok(), ok(running)], port_map={"gpu01": "Ethernet1", "gpu02": "Ethernet2"})
     d.apply([access("gpu02", 20)])
-    assert "interface Ethernet2" in fake.sent[0][1]
-    assert "gpu02" not in fake.sent[0][1]
+    assert "interface Ethernet2" in fake.sent[1][1]
+    assert "gpu02" not in fake.sent[1][1]
     state = d.observe()
     assert [p.port for p in state.ports] == ["gpu01", "gpu02"]
     assert state.port("gpu01") == access("gpu01", 100)
+
+
+def test_unknown_port_is_refused_before_any_config_line_is_sent() -> None:
+    """IOS-like CLIs run a batch line by line: a bad port in the middle would leave the lines
+    before it applied, so the driver checks every port against the switch's interfaces."""
+    running = (FIX / "nxos" / "running-config.txt").read_text()
+    d, fake = driver("nxos", [ok(running), ok(running)])
+    d.observe()
+    with pytest.raises(ApplyError, match="no such port.*nosuch0") as e:
+        d.apply([access("Ethernet1/1", 10), access("nosuch0", 10)])
+    assert e.value.fields["ports"] == ["nosuch0"]
+    assert [t for _, t in fake.sent] == ["terminal length 0\nshow running-config interface"] * 2  # re-read once on a miss
+
+
+def test_known_interfaces_cost_no_extra_read() -> None:
+    running = (FIX / "nxos" / "running-config.txt").read_text()
+    d, fake = driver("nxos", [ok(running), ok()])
+    d.observe()
+    d.apply([access("Ethernet1/2", 10)])
+    assert len(fake.sent) == 2 and fake.sent[1][1].startswith("configure terminal")
 
 
 @pytest.mark.parametrize(
@@ -162,3 +183,50 @@ def test_bad_quarantine_vlan(q: int) -> None:
 def test_bad_port_map_name_is_refused() -> None:
     with pytest.raises(ValidationError):
         driver("ovs", [], port_map={"gpu01": "eth0;reboot"})
+
+
+def _build(**kw: object) -> SshSwitchDriver:
+    args: dict[str, object] = {
+        "host": "192.0.2.1", "username": "admin", "key_filename": "/nonexistent", "dialect": "eos",
+        "switch": "leaf1", "quarantine_vlan": 999, **kw,
+    }  # fmt: skip
+    return SshSwitchDriver(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({}, "known_hosts"),
+        ({"known_hosts": "/nonexistent/known_hosts"}, "known_hosts"),
+        ({"insecure": "yes"}, "known_hosts"),
+        ({"insecure": True, "passphrase": "inline"}, "passphrase"),
+        ({"insecure": True, "passphrase_env": "GPUFABRIC_TEST_UNSET_VAR"}, "passphrase_env"),
+    ],
+    ids=["no-known-hosts", "missing-known-hosts-file", "insecure-not-a-bool", "inline-passphrase", "unset-env"],
+)
+def test_host_keys_strict_unless_explicitly_insecure(kw: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        _build(**kw)
+    assert ei.value.field == field
+
+
+def test_known_hosts_and_insecure_together_refused(tmp_path: Path) -> None:
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    assert _build(known_hosts=str(kh)).transport_notes() == ()
+    with pytest.raises(ConfigError, match="insecure"):
+        _build(known_hosts=str(kh), insecure=True)
+
+
+def test_insecure_is_reported_and_passphrase_never_printed(tmp_path: Path) -> None:
+    pf = tmp_path / "pass"
+    pf.write_text("key-pass-phrase\n")
+    pf.chmod(0o644)
+    with pytest.raises(ConfigError, match="0600"):
+        _build(insecure=True, passphrase_file=str(pf))
+    pf.chmod(0o600)
+    d = _build(insecure=True, passphrase_file=str(pf))
+    assert [n.setting for n in d.transport_notes()] == ["insecure"]
+    assert d.connection.target.passphrase is not None
+    assert d.connection.target.passphrase.reveal() == "key-pass-phrase"
+    assert "key-pass-phrase" not in repr(d.connection.target) + str(d.connection.target.passphrase)

@@ -5,7 +5,19 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.values import Guid, Membership, ModuleId, NvlinkPartitionId, PKey, VlanId, check_mac, check_name
+from gpufabric.domain.values import (
+    Guid,
+    Membership,
+    ModuleId,
+    NvlinkPartitionId,
+    PKey,
+    VlanId,
+    check_id,
+    check_mac,
+    check_name,
+    check_node_description,
+    check_port_name,
+)
 
 
 @pytest.mark.parametrize(("raw", "value"), [(1, 1), (4094, 4094), ("100", 100), (" 2000 ", 2000)], ids=str)
@@ -128,8 +140,11 @@ def test_small_ids(cls: type, good: list[int], bad: list[int], allowed: str) -> 
         ("x" * 64, False),
         ("", False),
         ("a b", False),
+        ("quarantine\n", False),
+        ("alpha\nbeta", False),
+        ("[/x]", False),
     ],
-    ids=["host", "dots-underscore", "upper", "leading-dash", "too-long", "empty", "space"],
+    ids=["host", "dots-underscore", "upper", "leading-dash", "too-long", "empty", "space", "trailing-newline", "embedded-newline", "markup"],
 )
 def test_names(raw: str, ok: bool) -> None:
     if ok:
@@ -143,3 +158,59 @@ def test_mac_normalised_and_checked() -> None:
     assert check_mac("mac", "52-54-00-AB-CD-EF") == "52:54:00:ab:cd:ef"
     with pytest.raises(ValidationError, match="mac"):
         check_mac("mac", "52:54:00:ab:cd")
+
+
+@pytest.mark.parametrize(
+    "raw", ["52:54:00:ab:cd:ef\nx", "52:54:00:ab:cd:ef:00"], ids=["newline-then-text", "seven-octets"]
+)
+def test_mac_fullmatch(raw: str) -> None:
+    with pytest.raises(ValidationError, match="mac"):
+        check_mac("mac", raw)
+
+
+def test_pkey_hex_trailing_newline_is_stripped_not_smuggled() -> None:
+    assert PKey.parse("0x8a01\n").value == 0x0A01  # surrounding whitespace is trimmed, never kept
+    with pytest.raises(ValidationError):
+        PKey.parse("0x8a01\nff")
+
+
+@pytest.mark.parametrize(
+    ("raw", "ok"),
+    [("1", True), (42, True), (2**63 - 1, True), ("99999999999999999999", False), (2**63, False), (0, False),
+     (-1, False), ("1e3", False), (True, False)],
+    ids=["one", "int", "max", "huge-text", "int64-overflow", "zero", "negative", "float-text", "bool"],
+)  # fmt: skip
+def test_ids_bounded(raw: object, ok: bool) -> None:
+    if ok:
+        assert check_id("lease_id", raw) == int(str(raw))
+    else:
+        with pytest.raises(ValidationError, match="lease_id"):
+            check_id("lease_id", raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "dialect", "ok"),
+    [("Ethernet40", "sonic", True), ("Ethernet40;reload", None, False), ("$(touch x)", None, False),
+     ("E" * 5000, None, False), ("Ethernet40\n", None, False), ("1/1/12", None, True), ("xe-0/0/1", "sonic", False)],
+    ids=["sonic", "semicolon", "command-substitution", "5000-chars", "trailing-newline", "generic-slashes", "wrong-dialect"],
+)  # fmt: skip
+def test_port_names(raw: str, dialect: str | None, ok: bool) -> None:
+    if ok:
+        assert check_port_name("switch_port", raw, dialect) == raw
+    else:
+        with pytest.raises(ValidationError, match="switch_port"):
+            check_port_name("switch_port", raw, dialect)
+
+
+@pytest.mark.parametrize(
+    ("raw", "ok"),
+    [("gpu-a01 mlx5_0", True), ("x" * 64, True), ("x" * 65, False), ("gpu-a01\x1b[2J mlx5_0", False), ("", False),
+     (" lead", False)],
+    ids=["normal", "64-bytes", "65-bytes", "escape-sequence", "empty", "leading-space"],
+)  # fmt: skip
+def test_node_descriptions(raw: str, ok: bool) -> None:
+    if ok:
+        assert check_node_description("node_description", raw) == raw
+    else:
+        with pytest.raises(ValidationError, match="node_description"):
+            check_node_description("node_description", raw)

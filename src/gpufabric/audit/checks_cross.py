@@ -193,7 +193,7 @@ def hardening(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
         if v.invariant == HARDENING_ID:
             yield Finding(
                 v.message,
-                fabric=v.fabric,
+                fabric=Fabric(v.fabric) if v.fabric else None,
                 device=v.device,
                 port=v.port,
                 node=v.node,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from gpufabric.audit import checks_cross, checks_eth, checks_ib
+from gpufabric.audit import checks_cross, checks_eth, checks_ib, checks_trust
 from gpufabric.audit.index import AuditIndex
 from gpufabric.audit.model import AuditInput, AuditReport, Finding, Severity, Violation
 from gpufabric.domain.errors import ValidationError
@@ -68,6 +68,12 @@ INVARIANTS: Final[tuple[Invariant, ...]] = (
     Invariant(checks_cross.HARDENING_ID, Severity.HIGH, "infiniband",
               "SM/fabric hardening findings computed by the InfiniBand driver (M_Key, SM_Key, ...), passed through.",
               checks_cross.hardening, external=True),
+    Invariant("IB-SM-GUID-MISMATCH", Severity.CRITICAL, "infiniband",
+              "An SM's SMInfo claims a GUID other than the port discovered at the LID it answers from.",
+              checks_trust.sm_guid_mismatch),
+    Invariant(checks_trust.TRANSPORT_ID, Severity.HIGH, "cross",
+              "A driver's transport is configured below the secure default (SSH host keys unchecked, UFM over http or TLS unverified).",
+              checks_trust.transport_insecure, external=True),
 )  # fmt: skip
 
 

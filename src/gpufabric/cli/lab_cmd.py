@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_engine, open_store, segment_config
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 
 if TYPE_CHECKING:
     from gpufabric.lab.lab import Lab, LabStatus
@@ -29,7 +29,7 @@ def _show(st: LabStatus) -> None:
     state = "[green]up[/]" if st.running else "[red]down[/]"
     console.print(f"lab {st.prefix} under {st.home}: {state}", highlight=False)
     for p in st.problems:
-        console.print(f"  [yellow]![/] {p}", highlight=False)
+        console.print(f"  [yellow]![/] {escape(p)}", highlight=False)
     if not st.nodes:
         return
     console.print(
@@ -46,8 +46,12 @@ def _show(st: LabStatus) -> None:
         ib = "; ".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in n.ib)
         rows.append((n.name, n.netns, eth, ib))
     table("lab nodes", ["node", "netns", "ethernet (nic ip bridge/port)", "infiniband (device/port guid)"], rows)
+    if st.gpus_per_node:
+        console.print(f"  NVLink: {st.gpus_per_node} GPUs per node, one stand-in Fabric Manager each", highlight=False)
+    if st.dpu_hosts:
+        console.print(f"  DPUs (real OVN + ovn-controller, kmock Kubernetes): {', '.join(st.dpu_hosts)}", highlight=False)
     for s in st.skipped_cas:
-        console.print(f"  skipped CA {s}", highlight=False)
+        console.print(f"  skipped CA {escape(s)}", highlight=False)
 
 
 @app.command()
@@ -56,25 +60,45 @@ def up(
     hcas_per_node: int = typer.Option(2, "--hcas-per-node", help="HCAs mlx5_0.. per node."),
     eth_ports_per_node: int = typer.Option(1, "--eth-ports-per-node", help="Ethernet NICs eth0.. per node."),
     topology: Path = typer.Option(None, "--topology", help="Use this ibsim net file as is."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."),
+    dpus: int = typer.Option(0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node."""
+    """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node,
+    a stand-in Fabric Manager per node (NVLink) and, with --dpus, DPUs on a real OVN."""
     lab = _lab()
     pool = segment_config().ethernet_vlans
     uplinks = (pool.start, pool.end)
     if json_out:
-        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks)
+        st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
+                    gpus_per_node=gpus_per_node, dpus=dpus)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
-                nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks
-            )
+                nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
+                gpus_per_node=gpus_per_node, dpus=dpus,
+            )  # fmt: skip
     result = register(lab, st)
+    converged = converge_leases()
     if json_out:
-        emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path())})
+        emit_json({**st.to_dict(), "registered": jsonable(result), "fabrics_yaml": str(fabrics_path()),
+                   "leases_converged": converged})  # fmt: skip
         return
     _show(st)
     console.print(f"registered in the store: {result}; drivers in {fabrics_path()}", highlight=False)
+
+
+def converge_leases() -> int:
+    """After a restart the lab's ports come back quarantined: put the store's active leases back
+    on the fabrics (one reconcile repair pass). Returns how many changes it made."""
+    from datetime import UTC, datetime
+
+    from gpufabric.service.reconcile import Policy, reconcile_once
+
+    if not open_store().leases(active_at=datetime.now(UTC)):
+        return 0
+    result = reconcile_once(open_engine(), Policy.REPAIR, resume_moves=False)
+    return len(result.drift.lines())
 
 
 def register(lab: Lab, st: LabStatus) -> object:

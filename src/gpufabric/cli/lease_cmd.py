@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, open_engine, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
-from gpufabric.cli.progress import phase_progress
+from gpufabric.cli.common import JSON_OPT, open_engine, open_store
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Lease
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -19,42 +17,42 @@ app = typer.Typer(no_args_is_help=True)
 def parse_time(field: str, raw: str | None) -> datetime | None:
     if not raw:
         return None
+    allowed = "ISO 8601 date-time with a timezone, e.g. 2026-12-01T09:00:00Z or 2026-12-01T10:00:00+01:00"
     try:
         t = datetime.fromisoformat(raw)
     except ValueError:
-        raise ValidationError(field, raw, "ISO 8601 date-time, e.g. 2026-12-01T09:00:00Z") from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
+        raise ValidationError(field, raw, allowed) from None
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValidationError(field, raw, allowed, "no timezone")
+    return t
 
 
 @app.command("create")
 def create(
     tenant: str = typer.Option(..., "--tenant"),
     node: str = typer.Option(..., "--node"),
-    network: list[str] = typer.Option([], "--network", help="Tenant network(s) the node joins (repeatable)."),
+    network: list[str] = typer.Option([], "--network", help="Tenant network(s) the node joins (default: all the tenant's)."),
     offering: str = typer.Option("baremetal", "--offering"),
-    start: str = typer.Option(None, "--start", help="ISO time (default now)."),
-    end: str = typer.Option(None, "--end", help="ISO time; when it passes the node goes to quarantine."),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs of the node leased (an NVLink partition; default all)."),
+    start: str = typer.Option(None, "--start", help="ISO time (default now); a later start schedules the lease."),
+    end: str = typer.Option(None, "--end", help="ISO time; when it passes the worker releases the node to quarantine."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Lease a node to a tenant and, when it starts now, apply it on every fabric (verified)."""
-    lease = Lease(
-        tenant=tenant,
-        node=node,
-        start=parse_time("start", start) or datetime.now(UTC),
-        end=parse_time("end", end),
-        networks=tuple(network),
-        offering=offering,
-    )
+    """Lease an available node to a tenant: a move from quarantine, applied and verified on every fabric."""
+    from gpufabric.cli.move_cmd import run_requested
+    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
+
+    t0, t1 = parse_time("start", start), parse_time("end", end)
+    store = open_store()
+    store.node(node)
     if dry_run:
-        _print_plan(open_engine().preview(node, tenant, tuple(network))["join"], json_out)
+        nets = tuple(network) or tuple(n.name for n in store.networks(tenant))
+        _print_plan(open_engine().preview(node, tenant, nets, gpus=gpus, offering=offering)["join"], json_out)
         return
-    created = open_store().create_lease(lease)
-    applied = _apply_now("lease", json_out) if created.active_at(datetime.now(UTC)) else None
-    if json_out:
-        emit_json({**jsonable(created), "applied": applied})
-    else:
-        console.print(f"lease {created.id}: {created.node} -> {created.tenant} ({created.offering})")
+    engine = open_engine()
+    move = Tenancy(store).grant(LOCAL_OPERATOR, tenant, node, network, offering, gpus=gpus, start=t0, end=t1)
+    run_requested(engine, move.id, json_out)
 
 
 @app.command("list")
@@ -83,32 +81,19 @@ def list_leases(json_out: bool = JSON_OPT) -> None:
 
 @app.command("delete")
 def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
-    """End a lease now: the node goes to quarantine on every fabric (verified)."""
-    gone = open_store().delete_lease(lease_id)
-    applied = _apply_now("release", json_out)
-    if json_out:
-        emit_json({**jsonable(gone), "applied": applied})
-    else:
-        console.print(f"lease {gone.id} deleted ({gone.node} leaves {gone.tenant})")
+    """End a lease now: its node goes to quarantine on every fabric (verified); the lease is kept, ended."""
+    from gpufabric.cli.move_cmd import run_requested
+    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
+
+    lease, move = Tenancy(open_store()).end(LOCAL_OPERATOR, lease_id)
+    if move is None:
+        if json_out:
+            emit_json({"lease": jsonable(lease), "moves": [], "phases": []})
+        else:
+            console.print(f"lease {lease.id} ({escape(lease.node)}, {escape(lease.tenant)}) needs no release")
+        return
+    run_requested(open_engine(), move.id, json_out)
 
 
 def _print_plan(plan: Any, json_out: bool) -> None:
-    emit_json(plan.to_dict()) if json_out else console.print(str(plan))
-
-
-def _apply_now(label: str, json_out: bool) -> dict[str, Any] | None:
-    """Converge the fabrics on the new leases (None when no fabrics.yaml is configured)."""
-    if not fabrics_path().exists():
-        if not json_out:
-            console.print(f"no {fabrics_path()}: recorded in the store only")
-        return None
-    with phase_progress(not json_out) as progress:
-        t = open_engine(progress=progress).converge(label)
-    if not json_out:
-        console.print(f"applied and verified in {t.seconds:.2f}s ({t.changes} change(s))")
-    return {
-        "phase": t.phase,
-        "seconds": round(t.seconds, 4),
-        "changes": t.changes,
-        "devices": {k: round(v, 4) for k, v in t.applied.items()},
-    }
+    emit_json(plan.to_dict()) if json_out else console.print(escape(str(plan)))

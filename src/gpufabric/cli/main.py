@@ -58,7 +58,13 @@ app.add_typer(lab_cmd.app, name="lab", help="The local lab: ibsim + OpenSM + OVS
 
 
 def main() -> None:
+    from sqlalchemy.exc import SQLAlchemyError
+
     try:
         app()
     except GpufabricError as e:
         fail(e, json_mode="--json" in sys.argv)
+    except SQLAlchemyError as e:  # the store went away mid-command: one line, no password, no traceback
+        from gpufabric.service.db import store_error
+
+        fail(store_error(e, os.environ.get("GPUFABRIC_DB", "the store")), json_mode="--json" in sys.argv)

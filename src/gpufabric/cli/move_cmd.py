@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import typer
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store
-from gpufabric.cli.output import console, emit_json, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
+from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.values import check_id
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -38,27 +41,62 @@ def _print_result(result: Any, json_out: bool) -> None:
 
 
 def move_node(
-    node: str, to_tenant: str, networks: list[str], offering: str, dry_run: bool, json_out: bool, window: float
+    node: str,
+    to_tenant: str,
+    networks: list[str],
+    offering: str,
+    dry_run: bool,
+    json_out: bool,
+    window: float,
+    gpus: int | None = None,
 ) -> None:
-    with phase_progress(not json_out) as progress:
-        engine = open_engine(progress=progress)
-        if not networks and to_tenant != QUARANTINE:
-            networks = [n.name for n in engine.store.networks(to_tenant)]
-        if dry_run:
-            plans = engine.preview(node, to_tenant, tuple(networks))
-            if json_out:
-                emit_json({k: v.to_dict() for k, v in plans.items()})
-            else:
-                for phase, p in plans.items():
-                    console.print(f"[bold]{phase}[/]\n{p}")
-            return
-        move = engine.ledger.request(node, to_tenant, offering, tuple(networks))
-        result = engine.run_pending(window=window)
-    if result is None:  # another worker took it
-        m = engine.ledger.get(move.id)
-        emit_json(jsonable(m)) if json_out else console.print(f"move {m.id} is {m.status.value} by {m.claimed_by}")
+    from gpufabric.service.tenancy import LOCAL_OPERATOR, Tenancy
+
+    store = open_store()
+    store.node(node)  # "node not found" before anything needs the fabrics
+    if dry_run:
+        with phase_progress(not json_out) as progress:
+            engine = open_engine(progress=progress)
+            nets = tuple(networks) or tuple(n.name for n in store.networks(to_tenant)) if to_tenant != QUARANTINE else ()
+            plans = engine.preview(node, to_tenant, nets, gpus=gpus, offering=offering)
+        if json_out:
+            emit_json({k: v.to_dict() for k, v in plans.items()})
+        else:
+            for phase, p in plans.items():
+                console.print(f"[bold]{phase}[/]\n{escape(str(p))}")
         return
-    _print_result(result, json_out)
+    engine = open_engine()
+    move = Tenancy(store).move(LOCAL_OPERATOR, node, to_tenant, networks, offering, gpus)
+    run_requested(engine, move.id, json_out, window)
+
+
+def run_requested(engine: Any, move_id: int | None, json_out: bool, window: float = 0.0, wait: float = 600.0) -> None:
+    """Run the pending moves (the one just requested among them) here, with live phases; when a
+    running worker (``gpufabric serve``) took it first, follow it to its end instead."""
+    from gpufabric.domain.moves import MoveStatus
+
+    with phase_progress(not json_out) as progress:
+        engine.progress = progress
+        result = engine.run_pending(window=window)
+        if result is not None and any(m.id == move_id for m in result.moves):
+            _print_result(result, json_out)
+            return
+        m = engine.ledger.get(move_id)
+        deadline = time.monotonic() + wait
+        while m.status in (MoveStatus.PENDING, MoveStatus.RUNNING) and m.not_before is None:
+            engine.progress(m.phase.value, f"move {m.id} {m.status.value} by {m.claimed_by or 'a worker'}")
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+            m = engine.ledger.get(move_id)
+    if json_out:
+        emit_json({"moves": [jsonable(m)], "phases": []})
+    else:
+        when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
+        console.print(f"move {m.id}: {escape(m.node)} {escape(m.from_tenant)} -> {escape(m.to_tenant)}: "
+                      f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
+    if m.status is MoveStatus.FAILED:
+        raise GpufabricError(f"move {m.id} failed: {m.error}", move=m.id)
 
 
 @app.command("list")
@@ -82,6 +120,7 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
 @app.command("retry")
 def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
     """Re-queue a failed move and run it from the phase where it stopped."""
+    check_id("move_id", move_id)
     with phase_progress(not json_out) as progress:
         engine = open_engine(progress=progress)
         engine.ledger.retry(move_id)

@@ -61,9 +61,10 @@ def move(
     offering: str = typer.Option("baremetal", "--offering", help="openstack, openshift, baremetal or your own."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan of each phase; change nothing."),
     window: float = typer.Option(0.0, "--window", help="Seconds to wait so concurrent requests share one batch."),
+    gpus: int = typer.Option(None, "--gpus", help="GPUs of the node the tenant gets (an NVLink partition; default all)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Move a node to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric."""
     from gpufabric.cli.move_cmd import move_node
 
-    move_node(name, to_tenant, network, offering, dry_run, json_out, window)
+    move_node(name, to_tenant, network, offering, dry_run, json_out, window, gpus)

@@ -8,7 +8,7 @@ import time
 import typer
 
 from gpufabric.cli.common import JSON_OPT, open_engine, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, err_console
+from gpufabric.cli.output import console, emit_json, escape
 
 
 def reconcile(
@@ -36,11 +36,11 @@ def reconcile(
                 f"{', repaired' if result.repaired else ''} in {result.seconds:.2f}s"
             )
             for line in result.drift.lines():
-                console.print(f"  {line}")
+                console.print(f"  {escape(line)}")
             for line in result.rogue_sms:
-                console.print(f"  rogue SM: {line}")
+                console.print(f"  rogue SM: {escape(line)}")
             if result.rogue_contained:
-                console.print(f"  contained (switch port disabled): {', '.join(result.rogue_contained)}")
+                console.print(f"  contained (switch port disabled): {escape(', '.join(result.rogue_contained))}")
         if once:
             return
         time.sleep(interval)
@@ -49,34 +49,32 @@ def reconcile(
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8480, "--port"),
-    interval: float = typer.Option(30.0, "--interval", help="Seconds between reconcile passes (0: no loop)."),
-    policy: str = typer.Option("report", "--policy", help="Reconcile policy of the loop: repair or report."),
+    interval: float = typer.Option(30.0, "--interval", help="Seconds between reconcile passes (0: none)."),
+    policy: str = typer.Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
+    tick: float = typer.Option(0.5, "--tick", help="Seconds between worker ticks (moves, lease expiry)."),
+    window: float = typer.Option(0.05, "--window", help="Coalescing window of the worker's move batches (s)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Run the REST API (OpenAPI at /openapi.json), the reconcile loop and /metrics."""
+    """Run the REST API (OpenAPI at /openapi.json), the warm worker (moves as requested, lease
+    expiry on time, reconcile passes) and /metrics."""
     import uvicorn
 
     from gpufabric.api.app import create_app
-    from gpufabric.service.reconcile import Policy, reconcile_once
+    from gpufabric.service.reconcile import Policy
     from gpufabric.service.telemetry import Telemetry
+    from gpufabric.service.worker import Worker
 
     telemetry = Telemetry()
     stop = threading.Event()
+    engine = open_engine()
 
-    def loop() -> None:
-        engine = open_engine()
-        while not stop.is_set():
-            try:
-                result = reconcile_once(engine, Policy(policy))
-                telemetry.record_reconcile(result)
-                telemetry.record_audit(engine, result.observed)
-            except Exception as e:  # the loop reports and goes on; the error is visible in metrics and log
-                telemetry.record_error(e)
-                err_console.print(f"reconcile pass failed: {e}")
-            stop.wait(interval)
+    def on_reconcile(result: object) -> None:
+        telemetry.record_reconcile(result)  # type: ignore[arg-type]
+        telemetry.record_audit(engine, getattr(result, "observed", None))
 
-    if interval > 0:
-        threading.Thread(target=loop, name="reconcile", daemon=True).start()
+    worker = Worker(engine, tick=tick, window=window, reconcile_every=interval, policy=Policy(policy),
+                    on_reconcile=on_reconcile)  # fmt: skip
+    worker.start(stop)
     if json_out:
         emit_json({"listening": f"http://{host}:{port}", "openapi": f"http://{host}:{port}/openapi.json"})
     app = create_app(open_store, segment_config, telemetry.render)

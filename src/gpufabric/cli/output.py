@@ -8,15 +8,21 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 from rich.console import Console
+from rich.markup import escape as _rich_escape
 from rich.table import Table
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.serial import jsonable
 
-__all__ = ["console", "emit_json", "fail", "jsonable", "table"]
+__all__ = ["console", "emit_json", "escape", "fail", "jsonable", "table"]
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def escape(x: object) -> str:
+    """User text (names, descriptions, error values) made inert for rich markup: ``[/x]`` prints as is."""
+    return _rich_escape(str(x))
 
 
 def emit_json(data: Any) -> None:
@@ -24,11 +30,11 @@ def emit_json(data: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    t = Table(title=title)
+    t = Table(title=escape(title))
     for c in columns:
         t.add_column(c, overflow="fold")
     for r in rows:
-        t.add_row(*[str(x) for x in r])
+        t.add_row(*[escape(x) for x in r])
     console.print(t)
 
 
@@ -36,5 +42,5 @@ def fail(e: GpufabricError, json_mode: bool) -> NoReturn:
     if json_mode:
         emit_json(e.to_dict())
     else:
-        err_console.print(f"[bold red]error:[/] {e.message}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
     raise SystemExit(2)

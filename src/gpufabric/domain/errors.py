@@ -39,9 +39,10 @@ class ValidationError(GpufabricError, ValueError):
 
     def __init__(self, field: str, value: Any, allowed: str, reason: str | None = None) -> None:
         why = f" ({reason})" if reason else ""
-        super().__init__(
-            f"invalid {field}: {value!r}{why}; allowed: {allowed}", field=field, value=value, allowed=allowed
-        )
+        shown = repr(value)
+        if len(shown) > 80:  # one readable line even for hostile input (e.g. 5,000 characters)
+            shown = f"{shown[:60]}... ({len(str(value))} chars)"
+        super().__init__(f"invalid {field}: {shown}{why}; allowed: {allowed}", field=field, value=value, allowed=allowed)
         self.field = field
         self.value = value
         self.allowed = allowed

@@ -182,6 +182,9 @@ class Lease:
     def __post_init__(self) -> None:
         check_name("lease.tenant", self.tenant)
         check_name("lease.node", self.node)
+        if self.end is not None and (self.end.tzinfo is None) != (self.start.tzinfo is None):
+            allowed = "an ISO 8601 date-time with a timezone, e.g. 2026-12-01T09:00:00Z"
+            raise ValidationError("lease.end", self.end.isoformat(), allowed, "no timezone")
         if self.end is not None and self.end <= self.start:
             raise ValidationError("lease.end", self.end.isoformat(), f"after start {self.start.isoformat()}")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_name
@@ -52,6 +52,8 @@ class Move:
     id: int | None = None
     gpus: int | None = None  # the new lease's GPU count (None: the whole node)
     lease_end: datetime | None = None  # the new lease's end (None: open-ended)
+    not_before: datetime | None = None  # not run before this time (a scheduled lease's start)
+    requested_by: str = ""  # the principal that asked for it
 
     def __post_init__(self) -> None:
         check_name("move.node", self.node)
@@ -62,9 +64,13 @@ class Move:
     def finished(self) -> bool:
         return self.status is MoveStatus.DONE
 
-    def holds_node_in_quarantine(self) -> bool:
+    def holds_node_in_quarantine(self, now: datetime | None = None) -> bool:
         """Until the lease swap has committed, the node is desired in quarantine whatever its old
-        lease; a failed move holds it there too (its ports were sent to quarantine) until retried."""
+        lease; a failed move holds it there too (its ports were sent to quarantine) until retried.
+        A scheduled move holds nothing before its time."""
         if self.status is MoveStatus.DONE:
+            return False
+        scheduled = self.status is MoveStatus.PENDING and self.not_before is not None
+        if scheduled and self.not_before is not None and self.not_before > (now or datetime.now(UTC)):
             return False
         return self.status is MoveStatus.FAILED or self.phase in (MovePhase.QUARANTINE, MovePhase.SWAP)

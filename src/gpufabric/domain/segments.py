@@ -124,7 +124,7 @@ class SegmentConfig:
         eth = raw.get("ethernet", {}) or {}
         ib = raw.get("infiniband", {}) or {}
         nv = raw.get("nvlink", {}) or {}
-        user = IdRange.parse("user_vlan_range", raw.get("user_vlan_range", "1-1999"))
+        user = IdRange.parse("user_vlan_range", raw.get("user_vlan_range", "2-1999"))
         vlans = IdRange.parse("ethernet.vlan_range", eth.get("vlan_range", "2000-2999"))
         qv = eth.get("quarantine_vlan", 4000)
         try:
@@ -151,9 +151,15 @@ class SegmentConfig:
 
     def validate(self) -> None:
         """Check the pools against each other; the error names the offending range."""
-        for name, r in (("user_vlan_range", self.user_vlans), ("ethernet.vlan_range", self.ethernet_vlans)):
+        for name, r in (
+            ("user_vlan_range", self.user_vlans),
+            ("ethernet.vlan_range", self.ethernet_vlans),
+            ("infiniband.seg_range", self.ib.seg_range),
+        ):
             if r.start < VlanId.MIN or r.end > VlanId.MAX:
                 raise ConfigError(name, str(r), f"inside {VlanId.ALLOWED}")
+            if 1 in r:  # VLAN 1 is every switch's default VLAN: the audit flags any port carrying it
+                raise ConfigError(name, str(r), "inside 2-4094 (never VLAN 1, the default VLAN)")
         if self.ethernet_vlans.overlaps(self.user_vlans):
             raise ConfigError(
                 "ethernet.vlan_range", str(self.ethernet_vlans), f"disjoint from user_vlan_range {self.user_vlans}"

@@ -129,6 +129,7 @@ class SmSeen:
     priority: int
     state: SmState
     node: str = ""  # node description's host part, when known
+    port_guid: Guid | None = None  # the port found at ``lid`` by discovery (where the SM really is)
 
 
 @dataclass(frozen=True)

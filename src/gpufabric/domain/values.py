@@ -13,7 +13,7 @@ from typing import Final
 
 from gpufabric.domain.errors import ValidationError
 
-_HEX_RE: Final = re.compile(r"^(0x)?[0-9a-f]+$")
+_HEX_RE: Final = re.compile(r"(0x)?[0-9a-f]+")
 
 
 def _to_int(field: str, raw: str | int, allowed: str, *, base: int = 10) -> int:
@@ -95,7 +95,7 @@ class PKey:
         """Parse a tenant PKey. Strings are hexadecimal (with or without 0x); ints are taken as is."""
         if isinstance(raw, str):
             text = raw.strip().lower()
-            if not text or not _HEX_RE.match(text):
+            if not text or not _HEX_RE.fullmatch(text):
                 raise ValidationError(field, raw, cls.ALLOWED, "not a hexadecimal number")
             n = int(text.removeprefix("0x"), 16)
         else:
@@ -214,22 +214,77 @@ class ModuleId:
         return str(self.value)
 
 
-_NAME_RE: Final = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+_NAME_RE: Final = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
 NAME_ALLOWED: Final = "1-63 chars of a-z 0-9 . _ -, starting and ending alphanumeric"
 
 
 def check_name(field: str, raw: str) -> str:
     """Validate a resource name (tenant, node, network, offering)."""
-    if not isinstance(raw, str) or not _NAME_RE.match(raw):
+    if not isinstance(raw, str) or not _NAME_RE.fullmatch(raw):
         raise ValidationError(field, raw, NAME_ALLOWED)
     return raw
 
 
-_MAC_RE: Final = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+_MAC_RE: Final = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 
 
 def check_mac(field: str, raw: str) -> str:
     text = str(raw).strip().lower().replace("-", ":")
-    if not _MAC_RE.match(text):
+    if not _MAC_RE.fullmatch(text):
         raise ValidationError(field, raw, "six colon-separated hex octets, e.g. 52:54:00:12:34:56")
     return text
+
+
+# ---------------------------------------------------------------------- switch port names
+PORT_ALLOWED: Final = "1-64 chars of A-Z a-z 0-9 / . _ : - starting alphanumeric"
+_PORT_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}")
+# Interface names each dialect's CLI accepts (physical ports and port-channels/bonds);
+# written from each vendor's documented interface naming. ``ovs``: a Linux interface name.
+PORT_PATTERNS: Final[dict[str, tuple[str, str]]] = {
+    "nxos": (r"(?:Ethernet|Eth)\d{1,3}/\d{1,3}(?:/\d{1,3})?|port-channel\d{1,4}", "Ethernet1/12, Ethernet1/1/2"),
+    "eos": (r"(?:Ethernet|Et)\d{1,3}(?:/\d{1,3}){0,2}|Port-Channel\d{1,4}", "Ethernet12, Ethernet3/1"),
+    "junos": (r"(?:ge|xe|et|mge)-\d{1,2}/\d{1,2}/\d{1,3}(?::\d)?|ae\d{1,3}", "xe-0/0/12, et-0/0/1:2"),
+    "os10": (r"ethernet\d{1,2}/\d{1,2}/\d{1,3}(?::\d)?|port-channel\d{1,4}", "ethernet1/1/12"),
+    "sonic": (r"Ethernet\d{1,4}|PortChannel\d{1,4}", "Ethernet40"),
+    "nvue": (r"swp\d{1,3}(?:s\d)?|bond\d{1,4}", "swp12, swp1s2"),
+    "ovs": (r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}", "a Linux interface name, 1-15 chars of A-Z a-z 0-9 _ . -"),
+}
+_PORT_RES: Final = {k: re.compile(v[0]) for k, v in PORT_PATTERNS.items()}
+
+
+def check_port_name(field: str, raw: object, dialect: str | None = None) -> str:
+    """A switch port name: the generic safe form, and the dialect's own form when known."""
+    if not isinstance(raw, str) or not _PORT_RE.fullmatch(raw):
+        raise ValidationError(field, raw, PORT_ALLOWED)
+    if dialect is not None and dialect in _PORT_RES and not _PORT_RES[dialect].fullmatch(raw):
+        raise ValidationError(field, raw, f"a {dialect} interface name, e.g. {PORT_PATTERNS[dialect][1]}")
+    return raw
+
+
+# ---------------------------------------------------------------------- ids and descriptions
+ID_MAX: Final = 2**63 - 1
+ID_ALLOWED: Final = f"an integer 1-{ID_MAX}"
+
+
+def check_id(field: str, raw: object) -> int:
+    """A database id (lease, move, ...): a positive integer that fits a signed 64-bit column."""
+    if isinstance(raw, bool):
+        raise ValidationError(field, raw, ID_ALLOWED)
+    if isinstance(raw, str):
+        if not re.fullmatch(r"[0-9]{1,19}", raw.strip()):
+            raise ValidationError(field, raw, ID_ALLOWED)
+        raw = int(raw.strip())
+    if not isinstance(raw, int) or not 1 <= raw <= ID_MAX:
+        raise ValidationError(field, raw, ID_ALLOWED)
+    return raw
+
+
+NODE_DESCRIPTION_MAX: Final = 64  # NodeDescription is a 64-byte SMP attribute
+_DESC_RE: Final = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,62}[\x21-\x7e])?")
+
+
+def check_node_description(field: str, raw: object) -> str:
+    """An InfiniBand node description: printable ASCII, at most 64 bytes, no control characters."""
+    if not isinstance(raw, str) or not _DESC_RE.fullmatch(raw):
+        raise ValidationError(field, raw, "1-64 printable ASCII characters (no control characters)")
+    return raw

@@ -16,7 +16,13 @@ from gpufabric.lab.lab import Lab, LabStatus
 def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, Any]:
     fab = lab.ib_fabric()
     remote = f"unix:{st.ovsdb_socket}"
+    extra: dict[str, Any] = {}
+    if st.nvlink_section:
+        extra["nvlink"] = st.nvlink_section
+    if st.dpu_section:
+        extra["dpu"] = st.dpu_section
     return {
+        **extra,
         "ethernet": [
             {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan}}
             for br in st.leaf_bridges
@@ -25,6 +31,7 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
             "driver": "opensm",
             "options": {
                 **fab.driver_options(st.sm_node, [st.sm_port_guid]),
+                "opensm_conf": str(fab.opensm_conf),  # read by observe: the hardening audit
                 "restart_command": [
                     str(Path(sys.executable).parent / "gpufabric"),
                     "--home",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
+from gpufabric.fabrics.infiniband.hardening import HardeningPolicy, render_opensm_conf_overrides
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
 
 UMAD2SIM_CANDIDATES = (
@@ -173,9 +174,14 @@ class IbFabric:
             self.write_partitions(SAFE_PARTITIONS)
         for d in (self.osm_tmp, self.osm_cache, self.scratch):
             d.mkdir(parents=True, exist_ok=True)
+        # hardened like a production SM (fresh random sm_key/sa_key/m_key; 0600: it holds them),
+        # so the hardening audit reads a clean opensm.conf on the lab
+        self.opensm_conf.touch(mode=0o600)
+        self.opensm_conf.chmod(0o600)
         self.opensm_conf.write_text(
             "# written by gpufabric.lab.ib\n"
-            "force_log_flush TRUE\n"
+            + render_opensm_conf_overrides(HardeningPolicy.generate()).replace("sm_priority 15\n", "")
+            + "force_log_flush TRUE\n"
             f"sweep_interval {sweep_interval}\n"
             f"sm_priority {priority}\n"
             f"partition_config_file {self.partitions_conf}\n"

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
-from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, IbPort, Inventory, Node
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
+from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, FabricSpec, plan_fabric, render_netfile
 from gpufabric.lab.netns import EthPlan, EthPortPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
@@ -79,6 +80,10 @@ class LabStatus:
     nodes: tuple[LabNode, ...] = ()
     skipped_cas: tuple[str, ...] = ()  # CAs whose description is not "HOST DEVICE" (with --topology)
     problems: tuple[str, ...] = ()
+    gpus_per_node: int = 0
+    nvlink_section: dict[str, Any] | None = None  # the ``nvlink:`` section of fabrics.yaml
+    dpu_section: dict[str, Any] | None = None  # the ``dpu:`` section of fabrics.yaml
+    dpu_hosts: tuple[str, ...] = ()
 
     def node(self, name: str) -> LabNode | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -105,10 +110,16 @@ class LabStatus:
                     name=n.name,
                     ethernet=tuple(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac) for e in n.ethernet),
                     ib=n.ib,
+                    gpus=lab_gpus(n.name, self.gpus_per_node),
+                    dpus=lab_dpus(n.name) if n.name in self.dpu_hosts else (),
                 )
                 for n in self.nodes
             )
         )
+
+
+def lab_dpus(node: str) -> tuple[Dpu, ...]:
+    return (Dpu(node, DPU_NAME, DpuMode.DPU, dpu_details(node)),)
 
 
 def _ib_to_dict(p: IbPort) -> dict[str, Any]:
@@ -181,6 +192,8 @@ class Lab:
         topology: Path | None = None,
         progress: Progress | None = None,
         uplink_vlans: tuple[int, int] = (2000, 2999),
+        gpus_per_node: int = 8,
+        dpus: int = 0,
     ) -> LabStatus:
         say = progress or (lambda _msg: None)
         params = {
@@ -188,6 +201,8 @@ class Lab:
             "hcas_per_node": hcas_per_node,
             "eth_ports_per_node": eth_ports_per_node,
             "topology": str(Path(topology).resolve()) if topology else None,
+            "gpus_per_node": gpus_per_node,
+            "dpus": dpus,
         }
         state = self._load()
         if state is not None and state.get("params") != params:
@@ -262,6 +277,16 @@ class Lab:
         }
         self._save(record)  # before making them: an interrupted ``up`` can still be taken down
         ensure_ethernet(ovs, eth)
+        if gpus_per_node:
+            say(f"starting {len(hosts)} stand-in Fabric Managers (NVLink)")
+            record["nvlink_section"] = nvlink_up(self.dir / "nvlink", hosts)
+        if dpus:
+            dpu_hosts = hosts[:dpus]
+            say(f"starting OVN central, {len(dpu_hosts)} DPUs with ovn-controller, and the Kubernetes stand-in")
+            record["dpu_hosts"] = dpu_hosts
+            self._save(record)
+            record["dpu_section"] = dpus_up(self.dir, self.prefix, dpu_hosts)
+        self._save(record)
         say("lab is up")
         return self.status()
 
@@ -319,12 +344,17 @@ class Lab:
             nodes=nodes,
             skipped_cas=tuple(state.get("skipped_cas", ())),
             problems=tuple(problems),
+            gpus_per_node=int(state.get("params", {}).get("gpus_per_node", 0) or 0),
+            nvlink_section=state.get("nvlink_section"),
+            dpu_section=state.get("dpu_section"),
+            dpu_hosts=tuple(state.get("dpu_hosts", ())),
         )
 
     # -- down ---------------------------------------------------------------------------
     def down(self) -> None:
         state = self._load() or {}
         made = state.get("made", {})
+        dpus_down(self.dir, self.prefix)
         IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", None).stop()
         ovs = self.ovs()
         remove_ethernet(ovs, made.get("bridges", []), made.get("veths", []), [])

@@ -17,7 +17,8 @@ from gpufabric.audit import AuditInput, AuditReport, Violation, run_audit
 from gpufabric.audit.model import Finding
 from gpufabric.audit.registry import INVARIANTS, Invariant, InvariantRegistry
 from gpufabric.domain.fabric import FabricKind
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.models import QUARANTINE, Fabric
+from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState
@@ -65,6 +66,19 @@ def fabric_violations(kinds: Iterable[FabricKind[Any, Any]], desired: DesiredSta
     return out
 
 
+def transport_violations(drivers: Iterable[object]) -> tuple[Violation, ...]:
+    """``TRANSPORT-INSECURE``: what each driver reports about its own transport
+    (``transport_notes()``: SSH without host-key checking, UFM over http or unverified TLS)."""
+    out: list[Violation] = []
+    for d in drivers:
+        notes: Callable[[], tuple[TransportNote, ...]] | None = getattr(d, "transport_notes", None)
+        for n in notes() if notes is not None else ():
+            fabric = Fabric.INFINIBAND if getattr(d, "kind", "") == "infiniband" else Fabric.ETHERNET
+            out.append(Violation("TRANSPORT-INSECURE", Severity.HIGH, n.message, fabric=fabric, device=n.device,
+                                 resource=f"transport:{n.setting}"))  # fmt: skip
+    return tuple(out)
+
+
 def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInput:
     observed = observed if observed is not None else engine.fabrics.observe()
     view = engine.view()
@@ -80,7 +94,10 @@ def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInp
         sm_port_guids=frozenset(engine.fabrics.sm_port_guids),
         desired_switches=desired.get("ethernet"),
         desired_layout=ib.layout if ib is not None else None,
-        extra_findings=tuple(fabric_violations(engine.kinds, desired, observed)),
+        extra_findings=(
+            *fabric_violations(engine.kinds, desired, observed),
+            *transport_violations([*engine.fabrics.switches.values(), engine.fabrics.sm]),
+        ),
     )
 
 

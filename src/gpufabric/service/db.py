@@ -12,11 +12,13 @@ READ COMMITTED; concurrent migrations are serialised with an advisory lock.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from gpufabric.domain.errors import ConfigError
 
@@ -29,6 +31,39 @@ HEAD_REVISION: Final = "0003"
 MIGRATIONS: Final = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK: Final = 0x6770_6661  # "gpfa": pg_advisory_xact_lock key
 SQLITE_BUSY_TIMEOUT_S: Final = 30.0
+
+
+_USERINFO_RE: Final = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@\s]*)@", re.I)
+_PASSWORD_KV_RE: Final = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.I)
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL password (``scheme://user:PASSWORD@host``) and libpq
+    ``password=...`` replaced by ``***``: for every error and log message naming a store."""
+    return _PASSWORD_KV_RE.sub(r"\1***", _USERINFO_RE.sub(r"\g<scheme>\g<user>:***@", text))
+
+
+def store_error(e: BaseException, url: str) -> ConfigError:
+    """A one-line error for a store that cannot be reached or used (no password, no traceback)."""
+    detail = str(getattr(e, "orig", None) or e).strip().splitlines()
+    reason = redact(detail[0] if detail else type(e).__name__)
+    return ConfigError("db", redact(url), "a reachable database (check --db / $GPUFABRIC_DB)", reason)
+
+
+def secure_home(path: Path) -> Path:
+    """Create the state directory owner-only (0700); an existing one is left as the operator made it."""
+    if not path.exists():
+        path.mkdir(mode=0o700, parents=True)
+        path.chmod(0o700)  # mkdir's mode is masked by the umask
+    return path
+
+
+def _secure_sqlite_file(path: Path) -> None:
+    """The SQLite file holds every tenant's leases: owner read/write only (0600)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
 
 
 def default_home() -> Path:
@@ -50,12 +85,19 @@ def make_engine(url: str) -> Engine:
     """Create an engine set up for the backend of ``url``."""
     try:
         u = make_url(url)
-    except Exception as e:  # sqlalchemy raises ArgumentError for malformed URLs
-        raise ConfigError("db", url, "an SQLAlchemy URL, e.g. sqlite:///path or postgresql+psycopg://...") from e
+    except Exception:  # sqlalchemy raises ArgumentError for malformed URLs
+        raise ConfigError(
+            "db", redact(url), "an SQLAlchemy URL, e.g. sqlite:///path or postgresql+psycopg://..."
+        ) from None
     backend = u.get_backend_name()
     if backend == "sqlite":
-        if u.database and u.database != ":memory:":
-            Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        if u.database and u.database != ":memory:" and not u.database.startswith("file:"):
+            db_path = Path(u.database)
+            try:
+                secure_home(db_path.parent)
+                _secure_sqlite_file(db_path)
+            except OSError as e:
+                raise store_error(e, url) from None
         engine = create_engine(u, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
         _sqlite_immediate(engine)
         return engine
@@ -63,7 +105,7 @@ def make_engine(url: str) -> Engine:
         if u.drivername == "postgresql":
             u = u.set(drivername="postgresql+psycopg")
         return create_engine(u, pool_pre_ping=True)
-    raise ConfigError("db", url, "a sqlite:// or postgresql+psycopg:// URL")
+    raise ConfigError("db", redact(url), "a sqlite:// or postgresql+psycopg:// URL")
 
 
 def _sqlite_immediate(engine: Engine) -> None:
@@ -111,9 +153,13 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine) -> None:
     """Run ``alembic upgrade head`` on ``engine`` in one transaction (skipped, without
-    importing alembic, when the store is already at :data:`HEAD_REVISION`)."""
-    if current_revision(engine) == HEAD_REVISION:
-        return
+    importing alembic, when the store is already at :data:`HEAD_REVISION`). A store that
+    cannot be reached raises a one-line ConfigError naming the URL without its password."""
+    try:
+        if current_revision(engine) == HEAD_REVISION:
+            return
+    except (DBAPIError, SQLAlchemyError) as e:
+        raise store_error(e, engine.url.render_as_string(hide_password=True)) from None
     from alembic import command
 
     with engine.begin() as conn:

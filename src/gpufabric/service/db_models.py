@@ -245,6 +245,8 @@ class MoveRow(Base):
     gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0003
     heartbeat_at: Mapped[datetime | None]  # 0003
     lease_end: Mapped[datetime | None]  # 0003
+    not_before: Mapped[datetime | None]  # 0003: a scheduled lease's start
+    requested_by: Mapped[str] = mapped_column(String(255), default="", server_default="")  # 0003: the principal
 
 
 class FabricEpochRow(Base):

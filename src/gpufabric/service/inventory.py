@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node
-from gpufabric.domain.values import Guid, ModuleId, check_mac, check_name
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.values import Guid, ModuleId, check_mac, check_name, check_port_name
 
 FORMATS: Final = ("yaml", "json")
 SCHEMA_VERSION: Final = 1
@@ -45,18 +46,18 @@ for _tag, _regex, _first in (
 _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"), [""])
 
 
-def load_inventory(path: Path | str, fmt: str | None = None) -> Inventory:
+def load_inventory(path: Path | str, fmt: str | None = None, dialects: Mapping[str, str] | None = None) -> Inventory:
     """Read an inventory file; ``fmt`` is "yaml" or "json" and defaults to the suffix (.json is JSON, anything else YAML)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValidationError("inventory", str(p), "a readable UTF-8 YAML or JSON file", str(e)) from None
-    return parse_inventory(text, fmt or ("json" if p.suffix.lower() == ".json" else "yaml"))
+    return parse_inventory(text, fmt or ("json" if p.suffix.lower() == ".json" else "yaml"), dialects)
 
 
-def parse_inventory(text: str, fmt: str = "yaml") -> Inventory:
-    """Parse inventory text (pure)."""
+def parse_inventory(text: str, fmt: str = "yaml", dialects: Mapping[str, str] | None = None) -> Inventory:
+    """Parse inventory text (pure); ``dialects`` (switch -> dialect) checks port names per dialect."""
     if fmt == "json":
         try:
             data = json.loads(text)
@@ -71,11 +72,14 @@ def parse_inventory(text: str, fmt: str = "yaml") -> Inventory:
             raise ValidationError("inventory", where, "valid YAML", str(getattr(e, "problem", e))) from None
     else:
         raise ValidationError("format", fmt, "yaml or json")
-    return inventory_from_dict(data)
+    return inventory_from_dict(data, dialects)
 
 
-def inventory_from_dict(data: Any) -> Inventory:
-    """Build an Inventory from decoded YAML/JSON data (pure); see docs/inventory.md."""
+def inventory_from_dict(data: Any, dialects: Mapping[str, str] | None = None) -> Inventory:
+    """Build an Inventory from decoded YAML/JSON data (pure); see docs/inventory.md.
+
+    ``dialects`` maps switch names to their CLI dialect (from fabrics.yaml): a port name
+    the switch's dialect would not accept is refused here, not later at render time."""
     top = _mapping("inventory", data, {"version", "nodes"})
     version = top.get("version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
@@ -84,7 +88,7 @@ def inventory_from_dict(data: Any) -> Inventory:
     nodes: list[Node] = []
     first: dict[tuple[str, Any], str] = {}  # unique key -> path of its first use
     for i, raw in enumerate(raw_nodes):
-        node = _node(f"nodes[{i}]", raw)
+        node = _node(f"nodes[{i}]", raw, dialects or {})
         _unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
         for k, p in enumerate(node.ethernet):
             path = f"nodes[{i}].ethernet[{k}]"
@@ -96,6 +100,11 @@ def inventory_from_dict(data: Any) -> Inventory:
             key = ("hca", (node.name, q.device, q.port_num))
             _unique(first, key, f"{path}.device", f"{q.device}/{q.port_num}", "device/port_num per node")
             _unique(first, ("guid", q.port_guid), f"{path}.port_guid", str(q.port_guid), "port GUIDs")
+            owner = first.setdefault(("node_guid", q.node_guid), node.name)
+            if owner != node.name:
+                raise ValidationError(
+                    f"{path}.node_guid", str(q.node_guid), f"node GUIDs unique per node (also on node {owner})", "duplicate"
+                )
         for k, g in enumerate(node.gpus):
             path = f"nodes[{i}].gpus[{k}].module_id"
             _unique(first, ("gpu", (node.name, g.module_id)), path, g.module_id.value, "module ids per node")
@@ -106,7 +115,7 @@ def inventory_from_dict(data: Any) -> Inventory:
 
 
 # ---------------------------------------------------------------------- one node
-def _node(path: str, raw: Any) -> Node:
+def _node(path: str, raw: Any, dialects: Mapping[str, str]) -> Node:
     m = _mapping(path, raw, {"name", "offering", "ethernet", "ib", "gpus", "dpus"})
     name = _name(f"{path}.name", _required(path, m, "name"))
     offering = m.get("offering", "")
@@ -115,21 +124,24 @@ def _node(path: str, raw: Any) -> Node:
     return Node(
         name,
         offering=offering,
-        ethernet=tuple(_ethernet(f"{path}.ethernet[{k}]", name, r) for k, r in _items(path, m, "ethernet")),
+        ethernet=tuple(_ethernet(f"{path}.ethernet[{k}]", name, r, dialects) for k, r in _items(path, m, "ethernet")),
         ib=tuple(_ib(f"{path}.ib[{k}]", name, r) for k, r in _items(path, m, "ib")),
         gpus=tuple(_gpu(f"{path}.gpus[{k}]", name, r) for k, r in _items(path, m, "gpus")),
         dpus=tuple(_dpu(f"{path}.dpus[{k}]", name, r) for k, r in _items(path, m, "dpus")),
     )
 
 
-def _ethernet(path: str, node: str, raw: Any) -> EthernetPort:
+def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, str]) -> EthernetPort:
     m = _mapping(path, raw, {"name", "switch", "switch_port", "mac"})
     nic = _text(f"{path}.name", _required(path, m, "name"), "the NIC name on the host, e.g. eth0")
+    nic = _checked(f"{path}.name", m["name"], lambda: check_port_name(f"{path}.name", nic))
     switch = _text(f"{path}.switch", _required(path, m, "switch"), "the switch name")
+    switch = _checked(f"{path}.switch", m["switch"], lambda: check_port_name(f"{path}.switch", switch))
     port = _required(path, m, "switch_port")
     if isinstance(port, int) and not isinstance(port, bool):
         port = str(port)
     port = _text(f"{path}.switch_port", port, "the switch port name, e.g. Ethernet12 or 1/1/12")
+    port = _checked(f"{path}.switch_port", m["switch_port"], lambda: check_port_name("", port, dialects.get(switch)))
     mac = m.get("mac", "")
     if mac != "":
         allowed = "six colon-separated hex octets as a string, e.g. 52:54:00:12:34:56"
@@ -154,7 +166,7 @@ def _gpu(path: str, node: str, raw: Any) -> Gpu:
     pci = m.get("pci_bus_id", "")
     if pci != "":
         pci = _text(f"{path}.pci_bus_id", pci, PCI_ALLOWED).lower()
-        if not _PCI_RE.match(pci):
+        if not _PCI_RE.fullmatch(pci):
             raise ValidationError(f"{path}.pci_bus_id", m["pci_bus_id"], PCI_ALLOWED)
     return Gpu(node, ModuleId(module), pci)
 
@@ -231,7 +243,10 @@ def _int(path: str, raw: Any, lo: int, hi: int) -> int:
 def _guid(path: str, raw: Any) -> Guid:
     if isinstance(raw, bool) or not isinstance(raw, (int, str)):
         raise ValidationError(path, raw, Guid.ALLOWED)
-    return Guid.parse(raw, field=path)
+    g = Guid.parse(raw, field=path)
+    if g.value in (0, 0xFFFF_FFFF_FFFF_FFFF):
+        raise ValidationError(path, raw, f"{Guid.ALLOWED}, not 0 and not all ones", "reserved GUID")
+    return g
 
 
 def _checked(path: str, raw: Any, fn: Callable[[], T]) -> T:
@@ -251,3 +266,28 @@ def _unique(first: dict[tuple[str, Any], str], key: tuple[str, Any], path: str, 
 def _short(raw: Any) -> Any:
     text = repr(raw)
     return raw if len(text) <= 60 else text[:57] + "..."
+
+
+# ---------------------------------------------------------------------- imports against the store
+def check_guid_moves(found: Inventory, known: Iterable[Node]) -> None:
+    """Refuse an import (ibnetdiscover: names come from node descriptions, which root on a
+    host can rewrite) that would give a port GUID the store knows to another node."""
+    owner = {q.port_guid: n.name for n in known for q in n.ib}
+    for n in found.nodes:
+        for q in n.ib:
+            was = owner.get(q.port_guid)
+            if was is not None and was != n.name:
+                raise ValidationError(
+                    "ib_node_description",
+                    f"{n.name} {q.device}",
+                    f"port GUID {q.port_guid} stays on node {was} (node descriptions are not trusted to move a known GUID)",
+                    f"would move port GUID {q.port_guid} from node {was} to {n.name}",
+                )
+
+
+def mark_sm_hosts(inv: Inventory, sm_guids: Iterable[Guid]) -> tuple[Inventory, tuple[str, ...]]:
+    """Nodes holding a trusted SM's port GUID are the SM host: never leasable (maintenance)."""
+    sm = frozenset(sm_guids)
+    hosts = tuple(sorted(n.name for n in inv.nodes if any(q.port_guid in sm for q in n.ib)))
+    nodes = tuple(replace(n, state=NodeState.MAINTENANCE) if n.name in hosts else n for n in inv.nodes)
+    return Inventory(nodes), hosts

@@ -139,6 +139,8 @@ class Store:
                         added += 1
                         continue
                     current = node_to_domain(row)
+                    if node.state is NodeState.MAINTENANCE and current.state is NodeState.AVAILABLE:
+                        row.state = NodeState.MAINTENANCE.value  # e.g. found to be the SM host: never leasable
                     if canonical(dataclasses.replace(node, state=current.state)) == current:
                         unchanged += 1
                         continue

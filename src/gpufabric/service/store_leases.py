@@ -16,7 +16,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import Lease
+from gpufabric.domain.models import Lease, NodeState
+from gpufabric.domain.values import check_id
 from gpufabric.service.convert import lease_to_domain
 from gpufabric.service.db_models import LeaseNetworkRow, LeaseRow, NetworkRow, NodeRow, OfferingRow, TenantRow
 
@@ -46,6 +47,10 @@ def create(s: Session, lease: Lease) -> Lease:
     node = s.scalar(select(NodeRow).where(NodeRow.name == lease.node).with_for_update())
     if node is None:
         raise NotFoundError("node", lease.node)
+    if node.state == NodeState.MAINTENANCE.value:
+        raise ConflictError(
+            f"node {lease.node} is in maintenance (e.g. the subnet manager host) and cannot be leased", node=lease.node
+        )
     if s.scalar(select(OfferingRow.id).where(OfferingRow.name == lease.offering)) is None:
         raise NotFoundError("offering", lease.offering)
     nets: list[NetworkRow] = []
@@ -123,6 +128,7 @@ def delete(s: Session, lease_id: int) -> Lease:
 
 
 def _row(s: Session, lease_id: int) -> LeaseRow:
+    check_id("lease_id", lease_id)  # an id no column can hold is refused, not an overflow
     row = s.scalar(select(LeaseRow).options(*_LOAD).where(LeaseRow.id == lease_id))
     if row is None:
         raise NotFoundError("lease", str(lease_id))

@@ -47,6 +47,8 @@ def _to_domain(r: MoveRow) -> Move:
         id=r.id,
         gpus=r.gpus,
         lease_end=r.lease_end,
+        not_before=r.not_before,
+        requested_by=r.requested_by or "",
     )
 
 
@@ -94,6 +96,8 @@ class MoveLedger:
         gpus: int | None = None,
         lease_end: datetime | None = None,
         release_ended: bool = False,
+        not_before: datetime | None = None,
+        requested_by: str = "",
     ) -> Move:
         """Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
         everything first; ConflictError if the node already has an open move.
@@ -117,13 +121,20 @@ class MoveLedger:
                     raise ValidationError("networks", "", f"at least one network of tenant {to_tenant}")
             if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
                 raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
-            if lease_end is not None and (lease_end.tzinfo is None or lease_end <= now):
-                raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time in the future")
+            if not_before is not None and not_before.tzinfo is None:
+                raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
+            if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
+                raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
             if gpus is not None and not 1 <= gpus <= 16:
                 raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
             current = _active_lease(s, row.id, now)
             from_tenant = current.tenant.name if current else QUARANTINE
-            if from_tenant == to_tenant and not (release_ended and row.state == NodeState.LEASED.value):
+            if release_ended and current is None:
+                last = s.scalars(
+                    select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
+                ).first()
+                from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
+            if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
                 raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
             mr = MoveRow(
                 node=node,
@@ -133,6 +144,8 @@ class MoveLedger:
                 networks=",".join(networks),
                 gpus=gpus,
                 lease_end=lease_end,
+                not_before=not_before if not_before is not None and not_before > now else None,
+                requested_by=requested_by[:255],
                 phase=MovePhase.QUARANTINE.value,
                 status=MoveStatus.PENDING.value,
                 attempts=0,
@@ -181,6 +194,8 @@ class MoveLedger:
             for r in s.scalars(q):
                 if len(rows) >= limit:
                     break
+                if r.not_before is not None and r.not_before > now:
+                    continue
                 if r.status == MoveStatus.RUNNING.value:
                     beat = r.heartbeat_at or r.claimed_at
                     stale = beat is None or beat < now - timedelta(seconds=stale_after)

@@ -12,14 +12,17 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
 from gpufabric.fabrics.dpu.model import Label, Taint
 from gpufabric.fabrics.dpu.profiles import MANAGED_LABELS, MANAGED_TAINT_KEYS
 
 SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file"})
+
+
+def _api_exception() -> Any:
+    from kubernetes.client.exceptions import ApiException  # lazy: the client takes ~0.25 s to import
+
+    return ApiException
 
 
 class K8sNodeDriver:
@@ -35,6 +38,8 @@ class K8sNodeDriver:
         for k in section:
             if k not in SECTION_KEYS:
                 raise ConfigError(f"dpu.kubernetes.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
+        from kubernetes import client, config
+
         cfg = client.Configuration()
         if section.get("kubeconfig"):
             config.load_kube_config(  # type: ignore[no-untyped-call]
@@ -65,7 +70,7 @@ class K8sNodeDriver:
                 objs = list(self.api.list_node().items)
             else:
                 objs = [o for o in (self._get(n) for n in nodes) if o is not None]
-        except ApiException as e:
+        except _api_exception() as e:
             raise FabricError(f"kubernetes: reading nodes failed: {e.status} {e.reason}", fabric="dpu") from None
         labels: set[Label] = set()
         taints: set[Taint] = set()
@@ -78,7 +83,7 @@ class K8sNodeDriver:
     def _get(self, name: str) -> Any:
         try:
             return self.api.read_node(name)
-        except ApiException as e:
+        except _api_exception() as e:
             if e.status == 404:
                 return None
             raise
@@ -117,7 +122,7 @@ class K8sNodeDriver:
                 ]
                 patch["spec"] = {"taints": kept + t_add}
             self.api.patch_node(name, patch)
-        except ApiException as e:
+        except _api_exception() as e:
             raise ApplyError(f"kubernetes: patching node {name}: {e.status} {e.reason}", fabric="dpu", device=name) from None
 
 

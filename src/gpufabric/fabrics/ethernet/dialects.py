@@ -170,7 +170,7 @@ def load_dialect(name: str) -> Dialect:
 
 # --------------------------------------------------------------------------- rendering
 def check_port_name(port: str) -> str:
-    if not isinstance(port, str) or not PORT_RE.match(port):
+    if not isinstance(port, str) or not PORT_RE.fullmatch(port):
         raise ValidationError("port", port, PORT_ALLOWED)
     return port
 

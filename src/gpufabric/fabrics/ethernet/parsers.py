@@ -312,6 +312,29 @@ def _json(text: str, what: str) -> Any:
         raise ValidationError(what, text[:200], "JSON", str(e)) from e
 
 
+def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
+    """Every interface the switch has, from its running config, for dialects whose config
+    lists them all (IOS-like ``interface`` blocks, SONiC ``PORT``, OVS ports); None for those
+    whose config lists only the configured ones (Junos, NVUE)."""
+    if dialect.parser == "ios":
+        return frozenset(m[1] for m in re.finditer(r"^interface\s+(\S+)\s*$", text, re.MULTILINE))
+    if dialect.parser == "sonic_json":
+        db = _json(text, "SONiC running configuration")
+        return frozenset({**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
+    if dialect.parser == "ovs_json":
+        docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+        if len(docs) == 2 and "name" in docs[1]["headings"]:
+            i = docs[1]["headings"].index("name")
+            return frozenset(row[i] for row in docs[1]["data"])
+    return None
+
+
+def lists_every_interface(dialect: Dialect) -> bool:
+    """The dialect's option ``lists_every_interface``: its running config names every
+    interface the switch has, so a port missing from it does not exist."""
+    return bool(dialect.options.get("lists_every_interface")) and dialect.parser in ("ios", "sonic_json", "ovs_json")
+
+
 _PARSERS: Final[dict[str, Callable[[str, str, dict[str, Any]], tuple[EthernetPortConfig, ...]]]] = {
     "ios": parse_ios,
     "junos_set": parse_junos_set,

@@ -12,6 +12,12 @@ Concurrency is bounded per switch (a semaphore keyed by host:port shared by ever
 object in the process, ``max_sessions`` slots, default 1), so concurrent batches for one
 switch queue instead of racing on its configuration.
 
+Host keys are checked strictly by default: ``known_hosts`` (a file in OpenSSH format) is
+required and unknown or changed keys are refused (paramiko ``RejectPolicy``). Only an
+explicit ``insecure: true`` (and no ``known_hosts``) accepts any key, and the driver then
+reports it (:meth:`SshSwitchDriver.transport_notes` -> audit ``TRANSPORT-INSECURE``). The
+private key's passphrase comes from ``passphrase_file`` (0600) or ``passphrase_env``.
+
 Only the ``ovs`` dialect (Linux + Open vSwitch, ``ovs-vsctl`` over SSH) runs here, in
 tests/functional against a local sshd and a private OVS. The vendor dialects (nxos, eos,
 junos, os10, sonic, nvue) are written against each vendor's documented CLI syntax and
@@ -24,9 +30,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
-from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
+from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import (
@@ -38,7 +46,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_read,
 )
 from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.parsers import interface_names, lists_every_interface, parse_running_config
 from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
 
 _SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
@@ -73,6 +81,10 @@ class SshSwitchDriver(EthernetSwitchDriver):
         port: int = 22,
         port_map: Mapping[str, str] | None = None,
         known_hosts: str | None = None,
+        insecure: bool = False,
+        passphrase: Secret | None = None,
+        passphrase_file: str | None = None,
+        passphrase_env: str | None = None,
         variables: Mapping[str, str] | None = None,
         command_prefix: str | None = None,
         bridge: str | None = None,
@@ -84,6 +96,16 @@ class SshSwitchDriver(EthernetSwitchDriver):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._switch = switch
+        if known_hosts:
+            if insecure is True:
+                raise ConfigError("insecure", True, "false when known_hosts is given (strict host-key checking)")
+            if not Path(known_hosts).is_file():
+                raise ConfigError("known_hosts", known_hosts, "an existing known_hosts file (OpenSSH format)")
+        elif insecure is not True:
+            raise ConfigError(
+                "known_hosts", None, "a known_hosts file for strict host-key checking (or insecure: true, reported by the audit)"
+            )
+        self.insecure = insecure is True
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
         self.quarantine = check_quarantine_vlan(quarantine_vlan)
         self.port_map = dict(port_map or {})
@@ -99,6 +121,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
             username=username,
             key_filename=key_filename,
             known_hosts=known_hosts,
+            insecure=self.insecure,
+            passphrase=load_secret("passphrase", passphrase, passphrase_file, passphrase_env),
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
             retries=retries,
@@ -106,10 +130,18 @@ class SshSwitchDriver(EthernetSwitchDriver):
         )
         self.connection = SshConnection(target, switch, sleep=sleep)
         self._slot = switch_slot(host, port, max_sessions)
+        self._interfaces: frozenset[str] | None = None  # every interface the switch has (last read)
 
     @property
     def switch(self) -> str:
         return self._switch
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What runs below the secure default, as configured (for the audit)."""
+        if not self.insecure:
+            return ()
+        t = self.connection.target
+        return (TransportNote(self._switch, "insecure", f"SSH to {t.host}:{t.port} accepts any host key (insecure: true)"),)
 
     @property
     def connections_opened(self) -> int:
@@ -173,6 +205,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
         return result.stdout
 
     def _parse(self, text: str) -> SwitchState:
+        if lists_every_interface(self.dialect):
+            self._interfaces = interface_names(self.dialect, text)
         return parse_running_config(
             self.dialect, text, switch=self._switch, quarantine=self.quarantine, bridge=self.bridge
         )
@@ -196,6 +230,24 @@ class SshSwitchDriver(EthernetSwitchDriver):
         dev = [self._to_device(c) for c in changes]
         return render_batch(self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables)
 
+    def _check_ports_exist(self, ports: Sequence[str]) -> None:
+        """Refuse, before sending anything, a batch naming a port the switch does not have:
+        IOS-like CLIs and SONiC apply a batch line by line, so a bad port in the middle would
+        leave the lines before it applied. Uses the interface list of the last read (re-read
+        once on a miss); dialects whose config does not list every interface are not checked."""
+        if not lists_every_interface(self.dialect):
+            return
+        if self._interfaces is None or not set(ports) <= self._interfaces:
+            self._parse(self._read_text(ApplyError))
+        missing = sorted(set(ports) - (self._interfaces or frozenset()))
+        if missing:
+            raise ApplyError(
+                f"{self.dialect.name} on {self._switch}: no such port(s): {', '.join(missing)} (nothing was sent)",
+                fabric="ethernet",
+                device=self._switch,
+                ports=missing,
+            )
+
     def apply(self, changes: Sequence[EthernetPortConfig]) -> None:
         changes = list(changes)
         if not changes:
@@ -203,6 +255,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         dev = [self._to_device(c) for c in changes]
         with self._slot:
             current = self._parse(self._read_text(ApplyError)) if self.dialect.needs_current else None
+            self._check_ports_exist([c.port for c in dev])
             lines = render_batch(
                 self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables
             )

@@ -20,12 +20,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
 
-from gpufabric.domain.errors import ApplyError, FabricError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
+from gpufabric.domain.secrets import Secret
 
 _RETRYABLE = (TimeoutError, socket.timeout, ConnectionError, EOFError, paramiko.ssh_exception.NoValidConnectionsError)
 
@@ -48,7 +49,9 @@ class SshTarget:
     port: int
     username: str
     key_filename: str
-    known_hosts: str | None = None  # None: accept any host key (lab); a path: strict checking
+    known_hosts: str | None = None  # strict checking against this file (RejectPolicy)
+    insecure: bool = False  # only with no known_hosts: accept any host key (explicit, reported by the audit)
+    passphrase: Secret | None = field(default=None, repr=False)  # of the private key
     connect_timeout: float = 10.0
     command_timeout: float = 120.0
     retries: int = 4  # connection attempts in total
@@ -79,8 +82,10 @@ class SshConnection:
             if t.known_hosts:
                 client.load_host_keys(t.known_hosts)
                 client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            else:
+            elif t.insecure:
                 client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+            else:
+                raise ConfigError("known_hosts", None, "a known_hosts file (or insecure: true, reported by the audit)")
             sock: socket.socket | None = None
             try:
                 # our own socket: TCP_NODELAY saves a delayed-ACK stall (~40 ms) per round trip
@@ -91,6 +96,7 @@ class SshConnection:
                     port=t.port,
                     username=t.username,
                     key_filename=str(Path(t.key_filename)),
+                    passphrase=t.passphrase.reveal() if t.passphrase else None,
                     look_for_keys=False,
                     allow_agent=False,
                     timeout=t.connect_timeout,

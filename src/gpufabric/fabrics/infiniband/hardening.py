@@ -154,7 +154,7 @@ _NUM_RE: Final = re.compile(r"^(0x[0-9a-f]+|[0-9]+)$")
 
 def _num(text: str) -> int | None:
     t = text.strip().lower()
-    if not _NUM_RE.match(t):
+    if not _NUM_RE.fullmatch(t):
         return None
     return int(t, 16) if t.startswith("0x") else int(t)
 
@@ -164,9 +164,27 @@ def _bool(text: str) -> bool | None:
     return True if t == "TRUE" else False if t == "FALSE" else None
 
 
+SETTINGS_UNREADABLE: Final = "gpufabric.settings_unreadable"
+"""Key a driver puts in ``IbFabricState.settings`` (value: why) when it could not read the
+SM's settings: the audit then reports that hardening is unverified instead of staying silent."""
+
+
+def unreadable_settings(reason: str) -> tuple[tuple[str, str], ...]:
+    return ((SETTINGS_UNREADABLE, reason),)
+
+
 def check_hardening(settings: Mapping[str, str]) -> list[HardeningFinding]:
     """Every weak setting of ``settings`` (parsed opensm.conf; missing keys take the
-    OpenSM default), in a stable order. An empty list means hardened."""
+    OpenSM default), in a stable order. An empty list means hardened. Settings marked
+    :data:`SETTINGS_UNREADABLE` give one finding: the hardening could not be verified."""
+    if SETTINGS_UNREADABLE in settings:
+        why = settings[SETTINGS_UNREADABLE]
+        return [
+            HardeningFinding(
+                "IB-HARD-UNREADABLE", "opensm.conf", why, "readable SM settings", Severity.MEDIUM,
+                "the SM's settings could not be read, so its hardening is unverified",
+            )
+        ]  # fmt: skip
     s = {**OPENSM_DEFAULTS, **settings}
     found: list[HardeningFinding] = []
 

@@ -34,7 +34,7 @@ from typing import Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import IbPort
-from gpufabric.domain.values import Guid, check_name
+from gpufabric.domain.values import Guid, check_name, check_node_description
 
 
 class NodeKind(enum.StrEnum):
@@ -325,7 +325,12 @@ def match_ca_ports(topo: IbTopology) -> tuple[tuple[IbPort, ...], tuple[SkippedC
     seen: dict[str, Guid] = {}
     for ca in topo.cas():
         assert ca.node_guid is not None
-        m = _HOST_DEVICE.match(ca.description.strip())
+        try:  # root on a host sets its own description: printable ASCII, 64 bytes at most
+            check_node_description("ib_node_description", ca.description.strip())
+        except ValidationError as e:
+            skipped.append(SkippedCa(ca.node_guid, ca.description, e.message))
+            continue
+        m = _HOST_DEVICE.fullmatch(ca.description.strip())
         if not m:
             skipped.append(SkippedCa(ca.node_guid, ca.description, f"not {DESCRIPTION_ALLOWED}"))
             continue

@@ -4,6 +4,13 @@ SMs are found two ways, both from the ports themselves (not from any SM's own vi
 ports whose PortInfo.CapabilityMask has IsSM run an SM (``sminfo <lid>`` gives its GUID,
 priority and state), and every port's MasterSMLID names the SM that last configured it
 (two masters - e.g. a rogue holding another sm_key - show up as two different LIDs).
+
+Each SM is identified by WHERE it answers, not by what it says: ``SmSeen.port_guid`` is the
+port discovery found at the answering LID (ibnetdiscover: LID -> CA port -> switch port),
+next to the GUID the SMInfo reply claims. An SM reporting another port's GUID (the
+trusted SM's, or a victim's) is listed under its own LID, never merged with the SM whose
+GUID it borrowed; the audit flags the mismatch (``IB-SM-GUID-MISMATCH``) and containment
+disables the switch port of the answering LID.
 All port queries go to the :class:`SmpReader` as ONE read (the batch reader sends them
 through one libibmad port; the smpquery fallback runs them on the Diag pool), then one
 more read for the SMs' SMInfo.
@@ -12,6 +19,7 @@ more read for the SMs' SMInfo.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from gpufabric.domain.errors import FabricError, GpufabricError
 from gpufabric.domain.state import IbFabricState, PkeyTable, SmSeen, SmState
@@ -51,21 +59,30 @@ def observe_fabric(reader: SmpReader, ports: dict[Guid, CaPort]) -> IbFabricStat
     master_lids = Counter(info.sm_lid for info in infos.values() if info.sm_lid)
     lids = sorted(sm_lids | set(master_lids))
     sms: list[SmSeen] = []
-    for lid, s in zip(lids, reader.read([SmpQuery("sminfo", lid) for lid in lids]), strict=True):
-        if not isinstance(s, SmSeen):
-            port = by_lid.get(lid)
-            # an SM we cannot ask (e.g. its port is being disabled): still report it
-            sms.append(SmSeen(port.guid if port else Guid(0), lid, -1, SmState.UNKNOWN, _host(port)))
-            continue
-        port = by_lid.get(s.lid) or by_lid.get(lid)
-        sms.append(SmSeen(s.guid, s.lid, s.priority, s.state, _host(port)))
+    replies = reader.read([SmpQuery("sminfo", lid) for lid in lids])
+    sms = locate_sms(lids, replies, by_lid)
     masters = [s for s in sms if s.state is SmState.MASTER]
     master = None
     if masters:
         # the master most ports point at
         master = max(masters, key=lambda s: master_lids.get(s.lid, 0)).guid
-    uniq = {s.guid: s for s in sms}
-    return IbFabricState(tables=tuple(tables), sms=tuple(sorted(uniq.values())), master_guid=master)
+    return IbFabricState(tables=tuple(tables), sms=tuple(sorted(sms)), master_guid=master)
+
+
+def locate_sms(lids: Sequence[int], replies: Sequence[object], by_lid: Mapping[int, CaPort]) -> list[SmSeen]:
+    """One :class:`SmSeen` per answering LID (pure): the GUID the SMInfo reply claims, and the
+    port discovery found at that LID (``port_guid``; None when the LID is not a known CA port)."""
+    sms: dict[int, SmSeen] = {}
+    for lid, s in zip(lids, replies, strict=True):
+        port = by_lid.get(lid)
+        where = port.guid if port else None
+        if not isinstance(s, SmSeen):
+            # an SM we cannot ask (e.g. its port is being disabled): still report it, by location
+            sms[lid] = SmSeen(where or Guid(0), lid, -1, SmState.UNKNOWN, _host(port), where)
+            continue
+        # the LID we asked is where it is; a reply naming another LID is not believed either
+        sms[lid] = SmSeen(s.guid, lid, s.priority, s.state, _host(port), where)
+    return list(sms.values())
 
 
 def _host(port: CaPort | None) -> str:

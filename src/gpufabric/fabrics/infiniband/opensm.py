@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, Gpufab
 from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
+from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
@@ -83,6 +84,7 @@ class OpenSMConfig:
     reader: str = "batch"  # "batch" | "smpquery"
     reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
     reader_idle: float = 5.0  # the batch reader process exits after this many idle seconds
+    opensm_conf: Path | None = None  # the SM's options file (-F), read by observe for the hardening audit
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -116,6 +118,7 @@ class OpenSMConfig:
             reader=str(o.get("reader", "batch")),
             reader_command=tuple(o.get("reader_command") or ()),
             reader_idle=float(o.get("reader_idle", 5.0)),
+            opensm_conf=path("opensm_conf"),
         )
 
     @property
@@ -372,7 +375,19 @@ class OpenSMDriver(SubnetManagerDriver):
 
     # -- observe ------------------------------------------------------------------------
     def observe(self) -> IbFabricState:
-        return self._with_topology(lambda ports: observe_fabric(self.reader, ports))
+        return replace(self._with_topology(lambda ports: observe_fabric(self.reader, ports)), settings=self.settings())
+
+    def settings(self) -> tuple[tuple[str, str], ...]:
+        """The trusted SM's opensm.conf as (key, value) pairs, for the hardening audit; a
+        marker of why not (:func:`unreadable_settings`) when it is not configured or unreadable."""
+        conf = self.config.opensm_conf
+        if conf is None:
+            return unreadable_settings("no opensm_conf in the driver's options")
+        try:
+            text = conf.read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            return unreadable_settings(f"{conf}: {getattr(e, 'strerror', None) or e}")
+        return tuple(sorted(parse_opensm_conf(text).items()))
 
     def close(self) -> None:
         """Stop the batch reader's process (a later read starts a new one)."""

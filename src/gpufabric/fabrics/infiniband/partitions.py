@@ -48,7 +48,7 @@ HEADER: Final = "# partitions.conf rendered by gpufabric - do not edit by hand; 
 
 def check_partition_name(name: str) -> str:
     """A name OpenSM stores intact and that cannot be mistaken for syntax or a keyword."""
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ValidationError("partition_name", name, NAME_ALLOWED)
     if name.lower() == DEFAULT_NAME.lower():
         raise ValidationError("partition_name", name, NAME_ALLOWED, "reserved")

@@ -1,16 +1,20 @@
 """Rogue subnet managers: detect (pure) and contain (through the OpenSM driver).
 
 Detection (:func:`find_rogue_sms`) is a pure function over an observed
-:class:`IbFabricState`: any SM whose port GUID is not trusted, and a master that is not
-trusted, is a finding naming its GUID, LID and node. Measured on ibsim + OpenSM 3.3.23: a
+:class:`IbFabricState`. An SM is identified by WHERE it answers (the LID, and the port
+discovery found at that LID: ``SmSeen.port_guid``), not by the GUID its SMInfo claims:
+it is trusted only when both its location and its claimed GUID are trusted SM ports. An
+SM claiming the trusted SM's GUID from another LID, or a victim's GUID, is a finding at
+its own LID. Measured on ibsim + OpenSM 3.3.23: a
 rogue opensm of higher priority (or equal priority and lower GUID) becomes MASTER and
 rewrites every PKey table in ~0.5 s; with a different sm_key both stay MASTER and the
 trusted one does not repair anything until it is restarted; ibsim has no M_Key, so
 nothing stops the rewrite itself.
 
 Containment (:func:`contain_rogue_sms`, policy ``contain``): disable the switch port the
-rogue HCA is cabled to (``ibportstate <switch lid> <port> disable``, run as the trusted SM
-node), write the intended layout and restart the trusted OpenSM, then verify by
+answering LID is cabled to per the discovered topology (``ibportstate <switch lid> <port>
+disable``, run as the trusted SM node) - never a port looked up by the claimed GUID, and
+never a trusted SM's own port -, write the intended layout and restart the trusted OpenSM, then verify by
 SMP reads that every remaining port holds exactly the PKeys of the intended layout.
 Policy ``alert`` only reports. Times to detect and to restore are measured.
 """
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from gpufabric.domain.errors import FabricError
 from gpufabric.domain.state import IbFabricState, PartitionLayout, SmState
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import check_layout
 
@@ -36,34 +41,46 @@ class RoguePolicy(enum.StrEnum):
 
 @dataclass(frozen=True, order=True)
 class RogueFinding:
-    guid: Guid
-    lid: int
+    guid: Guid  # the GUID the SM claims in SMInfo (not trusted for anything)
+    lid: int  # where it answered
     node: str
     state: SmState
     priority: int
     reason: str
+    port_guid: Guid | None = None  # the port discovery found at ``lid``: what containment cuts off
 
     def __str__(self) -> str:
         where = f" on {self.node}" if self.node else ""
-        return f"{self.reason}: SM {self.guid} (lid {self.lid}{where}, {self.state.value}, priority {self.priority})"
+        at = f", port {self.port_guid}" if self.port_guid is not None and self.port_guid != self.guid else ""
+        return (
+            f"{self.reason}: SM {self.guid} (lid {self.lid}{at}{where}, {self.state.value}, priority {self.priority})"
+        )
 
 
 def find_rogue_sms(
     state: IbFabricState, trusted: Iterable[Guid], nodes: Mapping[Guid, str] | None = None
 ) -> tuple[RogueFinding, ...]:
-    """Every SM seen whose GUID is not ``trusted``; the master too if untrusted. ``nodes``
-    (port GUID -> node name) fills in the node where the observation did not."""
+    """Every SM seen that is not a trusted SM where it answers: its location (the port at
+    its LID) or its claimed GUID is untrusted, or the two differ. ``nodes`` (port GUID ->
+    node name) fills in the node where the observation did not."""
     ok = frozenset(trusted)
     names = nodes or {}
-    out: dict[Guid, RogueFinding] = {}
+    out: dict[int, RogueFinding] = {}
     for s in state.sms:
-        if s.guid in ok:
+        where = s.port_guid  # None: discovery did not place the LID (then only the claim is known)
+        if s.guid in ok and where in (None, s.guid):
             continue
-        reason = "untrusted master SM" if s.state is SmState.MASTER or s.guid == state.master_guid else "untrusted SM"
-        out[s.guid] = RogueFinding(s.guid, s.lid, s.node or names.get(s.guid, ""), s.state, s.priority, reason)
+        if where is not None and s.guid != where:
+            reason = f"SM claiming GUID {s.guid} answers from port {where}"
+        elif s.state is SmState.MASTER or s.guid == state.master_guid:
+            reason = "untrusted master SM"
+        else:
+            reason = "untrusted SM"
+        node = s.node or names.get(where or s.guid, "")
+        out[s.lid] = RogueFinding(s.guid, s.lid, node, s.state, s.priority, reason, where)
     m = state.master_guid
-    if m is not None and m not in ok and m not in out:
-        out[m] = RogueFinding(m, 0, names.get(m, ""), SmState.MASTER, -1, "untrusted master SM")
+    if m is not None and m not in ok and all(f.guid != m for f in out.values()):
+        out[0] = RogueFinding(m, 0, names.get(m, ""), SmState.MASTER, -1, "untrusted master SM")
     return tuple(sorted(out.values()))
 
 
@@ -75,6 +92,33 @@ class RogueReport:
     detect_seconds: float = 0.0
     restore_seconds: float = 0.0  # containment start -> every table verified
     verified_ports: int = 0
+
+
+def containment_targets(
+    findings: Iterable[RogueFinding], ports: Mapping[Guid, CaPort], trusted: Iterable[Guid]
+) -> list[CaPort]:
+    """The CA port behind each finding's answering LID, from the discovered topology (pure).
+    Raises FabricError, before anything is disabled, for a LID that discovery cannot place
+    and for a location that is a trusted SM port (cutting it off would hand over the subnet)."""
+    by_lid = {p.lid: p for p in ports.values()}
+    ok = frozenset(trusted)
+    out: dict[Guid, CaPort] = {}
+    for f in findings:
+        p = by_lid.get(f.lid)
+        if p is None or p.switch_lid is None or p.switch_port is None:
+            raise FabricError(
+                f"cannot contain {f}: no discovered CA port and switch port at lid {f.lid}",
+                fabric="infiniband",
+                device=f"lid {f.lid}",
+            )
+        if p.guid in ok:
+            raise FabricError(
+                f"cannot contain {f}: lid {f.lid} is the trusted SM port {p.guid}; not disabling it",
+                fabric="infiniband",
+                device=str(p.guid),
+            )
+        out[p.guid] = p
+    return list(out.values())
 
 
 def check_rogue_sms(driver: OpenSMDriver) -> tuple[tuple[RogueFinding, ...], float]:
@@ -93,16 +137,12 @@ def contain_rogue_sms(
     if not findings or policy is RoguePolicy.ALERT:
         return RogueReport(findings, policy, detect_seconds=detect)
     t0 = time.monotonic()
-    ports = driver.ports()
+    targets = containment_targets(findings, driver.ports(), driver.config.trusted_sm_guids)
     contained = []
-    for f in findings:
-        p = ports.get(f.guid)
-        if p is None or p.switch_lid is None or p.switch_port is None:
-            raise FabricError(
-                f"cannot contain {f}: its switch port is unknown", fabric="infiniband", device=str(f.guid)
-            )
+    for p in targets:
+        assert p.switch_lid is not None and p.switch_port is not None
         driver.diag.port_disable(p.switch_lid, p.switch_port)
-        contained.append(f.guid)
+        contained.append(p.guid)
     # The trusted SM comes back with the intended layout, whatever was in the file before
     # (seen on OpenSM 3.3.23: after a rogue's sweep, a later HUP did not drop a stale key).
     driver.write_partitions(layout)

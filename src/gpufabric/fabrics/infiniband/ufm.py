@@ -6,8 +6,14 @@ here, so it is tested against a local HTTP server implementing that documented s
 (tests/support/ufm_server.py). The plan and the response parsers are pure (``ufm_plan``).
 
 Authentication: user + password (HTTP basic auth, base path ``/ufmRest``) or an access
-token (``Authorization: Basic <token>``, base path ``/ufmRestV3``). TLS verification is
-on by default; ``verify`` may be False or a CA bundle path.
+token (``Authorization: Basic <token>``, base path ``/ufmRestV3``). Secrets come from
+``password_file``/``token_file`` (mode 0600 or stricter) or ``password_env``/``token_env``;
+an inline password or token in fabrics.yaml is refused (code may pass a ``Secret``).
+
+Transport is secure by default: TLS verified against the system CAs, or ``verify: <CA
+bundle path>``. ``http://`` is refused unless ``allow_http: true``; ``verify: false``
+is refused unless ``insecure: true``. Either exception is reported by
+:meth:`UfmDriver.transport_notes`, which the audit turns into ``TRANSPORT-INSECURE``.
 
 ``apply`` reads UFM's PKeys, plans remove-before-add, sends the calls, then reads back and
 raises :class:`VerifyError` unless UFM shows exactly the layout. If a call fails it puts
@@ -15,8 +21,9 @@ back the PKeys read before (best effort, reported) and raises :class:`ApplyError
 failed call, HTTP status, response text, calls done/pending and the rollback outcome.
 
 ``observe`` returns *UFM's view*: PKey tables derived from UFM's PKey membership, not read
-from the ports with SMPs; ports UFM lists in no PKey do not appear, ``sms`` and
-``settings`` are empty (UFM's opensm.conf is not visible through this API). The default
+from the ports with SMPs; ports UFM lists in no PKey do not appear, ``sms`` is empty and
+``settings`` says it could not be read (UFM's opensm.conf is not visible through the
+documented REST API), so the audit reports the hardening as unverified. The default
 partition (0x7fff, "management" in UFM) is read-only in this API: its membership policy
 (``PartitionLayout.default_full`` / ``default_limited_all``) is UFM configuration, not
 something this driver sets; its members are reported when UFM lists them.
@@ -24,6 +31,7 @@ something this driver sets; its members are reported when UFM lists them.
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,8 +41,10 @@ import httpx
 
 from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError, VerifyError
+from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership
+from gpufabric.fabrics.infiniband.hardening import unreadable_settings
 from gpufabric.fabrics.infiniband.ufm_plan import (
     FABRIC,
     MANAGEMENT_PKEY,
@@ -51,21 +61,13 @@ from gpufabric.fabrics.infiniband.ufm_plan import (
 
 __all__ = ["PKeyRange", "UfmCall", "UfmDriver", "UfmOp", "plan_ufm"]
 
+# UFM's documented REST API (PKey GUIDs, ports, systems) has no read of its SM's
+# opensm.conf (sm_key, m_key, part_enforce): the audit says the hardening is unverified.
+UFM_SETTINGS: Final = unreadable_settings("UFM's documented REST API does not expose its SM's settings")
 BASIC_PREFIX: Final = "/ufmRest"
 TOKEN_PREFIX: Final = "/ufmRestV3"
 _BODY_MAX: Final = 500
 _GUIDS: Final = {"guids_data": "true"}
-
-
-def _secret(value: str | None, path: str | None, name: str) -> str | None:
-    if value and path:
-        raise ConfigError(name, "both given", f"either {name} or {name}_file")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError as e:
-            raise ConfigError(f"{name}_file", path, "a readable file", str(e)) from None
-    return value
 
 
 class UfmDriver(SubnetManagerDriver):
@@ -75,12 +77,16 @@ class UfmDriver(SubnetManagerDriver):
         self,
         url: str,
         username: str | None = None,
-        password: str | None = None,
-        token: str | None = None,
+        password: Secret | None = None,
+        token: Secret | None = None,
         *,
         password_file: str | None = None,
+        password_env: str | None = None,
         token_file: str | None = None,
+        token_env: str | None = None,
         verify: bool | str = True,
+        allow_http: bool = False,
+        insecure: bool = False,
         timeout: float = 30.0,
         managed_pkeys: str | Sequence[int | str] | None = None,
         index0: bool = False,
@@ -88,17 +94,27 @@ class UfmDriver(SubnetManagerDriver):
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise ValidationError("url", url, "http(s)://host[:port] of the UFM server")
+        if "@" in url.split("://", 1)[1].split("/", 1)[0]:
+            raise ConfigError("url", url.split("://", 1)[0] + "://***@...", "a URL without credentials (use password_file:)")
+        if url.startswith("http://") and allow_http is not True:
+            raise ConfigError("url", url, "an https:// URL (or allow_http: true, reported by the audit)")
+        if verify is False and insecure is not True:
+            raise ConfigError("verify", False, "true or a CA bundle path (or insecure: true, reported by the audit)")
+        if isinstance(verify, str) and not Path(verify).is_file():
+            raise ConfigError("verify", verify, "a readable CA bundle file, or true for the system CAs")
         if timeout <= 0:
             raise ValidationError("timeout", timeout, "> 0 seconds")
-        password = _secret(password, password_file, "password")
-        token = _secret(token, token_file, "token")
-        if token and (username or password):
+        pw = load_secret("password", password, password_file, password_env)
+        tok = load_secret("token", token, token_file, token_env)
+        if tok and (username or pw):
             raise ConfigError("token", "with username/password", "either a token or username + password")
-        if not token and not (username and password):
+        if not tok and not (username and pw):
             raise ConfigError("username/password", "missing", "username + password, or a token")
         self.url = url.rstrip("/")
-        self._auth: httpx.Auth | None = None if token else httpx.BasicAuth(str(username), str(password))
-        self._headers = {"Authorization": f"Basic {token}"} if token else {}
+        self.allow_http = allow_http is True
+        self.insecure = insecure is True
+        self._auth: httpx.Auth | None = None if tok else httpx.BasicAuth(str(username), pw.reveal() if pw else "")
+        self._headers = {"Authorization": f"Basic {tok.reveal()}"} if tok else {}
         self._prefix = TOKEN_PREFIX if token else BASIC_PREFIX
         self.verify = verify
         self.timeout = timeout
@@ -109,6 +125,18 @@ class UfmDriver(SubnetManagerDriver):
         self._lock = threading.Lock()
         self.calls = 0
 
+    def __repr__(self) -> str:
+        return f"UfmDriver(url={self.url!r}, verify={self.verify!r})"  # never the credentials
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What runs below the secure default, as configured (for the audit)."""
+        notes = []
+        if self.url.startswith("http://"):
+            notes.append(TransportNote("ufm", "allow_http", f"UFM at {self.url} over plain http: credentials in clear"))
+        if self.verify is False:
+            notes.append(TransportNote("ufm", "verify", f"UFM at {self.url}: TLS certificate not verified"))
+        return tuple(notes)
+
     # ------------------------------------------------------------------ HTTP
     def _client(self) -> httpx.Client:
         """One keep-alive client per driver, made on first use (building one costs ~0.2 s of TLS setup)."""
@@ -118,11 +146,16 @@ class UfmDriver(SubnetManagerDriver):
                     base_url=self.url + self._prefix,
                     auth=self._auth,
                     headers={**self._headers, "Accept": "application/json"},
-                    verify=self.verify if self.url.startswith("https:") else False,  # no CA load for plain http
+                    verify=self._tls() if self.url.startswith("https:") else False,  # no CA load for plain http
                     timeout=self.timeout,
                     transport=self._transport,
                 )
             return self._http
+
+    def _tls(self) -> ssl.SSLContext | bool:
+        if isinstance(self.verify, str):
+            return ssl.create_default_context(cafile=self.verify)
+        return self.verify
 
     def close(self) -> None:
         with self._lock:
@@ -204,7 +237,9 @@ class UfmDriver(SubnetManagerDriver):
         return plan_ufm(layout, self.partitions(), self.managed, index0=self.index0)
 
     def apply(self, layout: PartitionLayout) -> tuple[PkeyTable, ...]:
-        """Apply ``layout`` through UFM's REST API; returns UFM's read-back of every port."""
+        """Apply ``layout`` through UFM's REST API; returns UFM's read-back of every port,
+        including an empty table for each port that left every managed PKey (UFM lists it in
+        none, so its read-back would otherwise not say that it changed)."""
         desired_partitions(layout, self.managed)  # refuse a bad layout before any I/O
         c = self._client()
         before = self._read(c, only_managed=True)[0]
@@ -223,7 +258,7 @@ class UfmDriver(SubnetManagerDriver):
                 device=self.url,
                 remaining=[str(r) for r in remaining],
             )
-        return self.observe().tables
+        return _with_departed(self.observe().tables, before)
 
     def _failed(
         self, c: httpx.Client, err: FabricError, calls: tuple[UfmCall, ...], i: int, before: list[Partition]
@@ -271,4 +306,11 @@ class UfmDriver(SubnetManagerDriver):
         for m in management:
             entries.setdefault(m.guid, set()).add(MANAGEMENT_PKEY | (0x8000 if m.membership is Membership.FULL else 0))
         tables = tuple(PkeyTable(port_guid=g, entries=tuple(sorted(e))) for g, e in sorted(entries.items()))
-        return IbFabricState(tables=tables)
+        return IbFabricState(tables=tables, settings=UFM_SETTINGS)
+
+
+def _with_departed(tables: tuple[PkeyTable, ...], before: Sequence[Partition]) -> tuple[PkeyTable, ...]:
+    """``tables`` plus an empty table for every member of ``before`` that none of them shows."""
+    shown = {t.port_guid for t in tables}
+    gone = {m.guid for p in before for m in p.members} - shown
+    return tuple(sorted((*tables, *(PkeyTable(g, ()) for g in gone)), key=lambda t: t.port_guid.value))

@@ -33,6 +33,8 @@ def upgrade() -> None:
         b.add_column(sa.Column("gpus", sa.Integer, nullable=True))
         b.add_column(sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
         b.add_column(sa.Column("lease_end", sa.DateTime(timezone=True), nullable=True))
+        b.add_column(sa.Column("not_before", sa.DateTime(timezone=True), nullable=True))
+        b.add_column(sa.Column("requested_by", sa.String(255), nullable=False, server_default=""))
     with op.batch_alter_table("dpus") as b:
         b.add_column(sa.Column("details", sa.JSON, nullable=False, server_default="{}"))
     op.create_table(
@@ -48,6 +50,8 @@ def downgrade() -> None:
     with op.batch_alter_table("dpus") as b:
         b.drop_column("details")
     with op.batch_alter_table("moves") as b:
+        b.drop_column("requested_by")
+        b.drop_column("not_before")
         b.drop_column("lease_end")
         b.drop_column("heartbeat_at")
         b.drop_column("gpus")

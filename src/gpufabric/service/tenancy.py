@@ -1,0 +1,119 @@
+"""The one workflow for every change of tenancy: grant (lease create), move, end (lease end or
+delete), expiry and release. Each takes a principal and becomes a durable move that always
+passes through quarantine (:mod:`gpufabric.service.moves`); nothing here writes a lease or
+touches a fabric directly.
+
+* ``grant``: a lease is granted only on an available node (in quarantine) or on a node already
+  leased to the same tenant's move; a node leased to another tenant is refused, naming the lease
+  (``node move`` is the explicit hand-over). A future start schedules the move (``not_before``).
+* ``end``: the lease's node goes to quarantine; the lease keeps its row, ended (ids are never
+  reused, history stays whole).
+* ``release_expired``: a lease whose end has passed is released by the worker's next tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from gpufabric.domain.errors import ConflictError, ValidationError
+from gpufabric.domain.models import QUARANTINE, Lease, NodeState
+from gpufabric.domain.moves import Move
+from gpufabric.domain.values import check_id, check_name
+from gpufabric.service.store import Store
+from gpufabric.service.store_moves import MoveLedger
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who asks: ``name`` and ``role`` (admin, owner, lessee), ``tenant`` for a lessee."""
+
+    name: str
+    role: str = "admin"
+    tenant: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.role}:{self.name}" + (f"@{self.tenant}" if self.tenant else "")
+
+
+LOCAL_OPERATOR = Principal("local-operator", "admin")
+"""The CLI acting directly on the store: the local operator's admin path."""
+
+
+class Tenancy:
+    """The workflow over a store; ``ledger`` records moves for a worker to run."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.ledger = MoveLedger(store)
+
+    def grant(
+        self,
+        principal: Principal,
+        tenant: str,
+        node: str,
+        networks: Sequence[str],
+        offering: str = "baremetal",
+        *,
+        gpus: int | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> Move:
+        """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``)."""
+        check_name("lease.tenant", tenant)
+        n = self.store.node(node)
+        if n.state is NodeState.MAINTENANCE:
+            raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+        now = datetime.now(UTC)
+        for other in self.store.leases(active_at=now):
+            if other.node == node:
+                raise ConflictError(
+                    f"node {node} is leased to {other.tenant} (lease {other.id}); end that lease first,"
+                    f" or hand it over with `gpufabric node move {node} --to-tenant {tenant}`",
+                    node=node,
+                    lease=other.id,
+                )
+        if start is not None and start.tzinfo is None:
+            raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
+        nets = tuple(networks) or tuple(x.name for x in self.store.networks(tenant))
+        return self.ledger.request(
+            node, tenant, offering, nets, gpus=gpus, lease_end=end,
+            not_before=start if start is not None and start > now else None, requested_by=str(principal),
+        )  # fmt: skip
+
+    def move(
+        self,
+        principal: Principal,
+        node: str,
+        to_tenant: str,
+        networks: Sequence[str] = (),
+        offering: str = "baremetal",
+        gpus: int | None = None,
+    ) -> Move:
+        """Hand ``node`` to ``to_tenant`` (QUARANTINE releases it) through quarantine."""
+        nets = tuple(networks)
+        if not nets and to_tenant != QUARANTINE:
+            nets = tuple(x.name for x in self.store.networks(to_tenant))
+        return self.ledger.request(node, to_tenant, offering, nets, gpus=gpus, requested_by=str(principal))
+
+    def end(self, principal: Principal, lease_id: int) -> tuple[Lease, Move | None]:
+        """End lease ``lease_id`` now: its node goes to quarantine. A lease that has not started
+        or has already ended needs no move (the former is simply cancelled)."""
+        lease = self.store.lease(check_id("lease.id", lease_id))
+        now = datetime.now(UTC)
+        if lease.active_at(now):
+            return lease, self.ledger.request(lease.node, QUARANTINE, requested_by=str(principal))
+        if lease.start > now:  # never took effect: cancelled (its id is never given again)
+            return self.store.delete_lease(lease_id), None
+        return lease, None
+
+    def release_expired(self, principal: Principal) -> list[Move]:
+        """Release every node whose lease has ended (the worker calls this every tick)."""
+        out = []
+        for node in self.ledger.expired_nodes():
+            try:
+                out.append(self.ledger.request(node, QUARANTINE, release_ended=True, requested_by=str(principal)))
+            except ConflictError:
+                continue  # a move took it meanwhile
+        return out

@@ -1,0 +1,334 @@
+"""Attack drills on the real lab, driven as a tenant with root on a leased (or once-leased)
+node would, each asserting detected/refused and that nothing leaked.
+
+Leaks are checked independently of gpufabric's drivers: PKey tables read by SMP
+(``smpquery`` as the SM node, :meth:`LabEnv.pkey_tables`), OVS tags read with
+``ovs-vsctl``, and a ping matrix between the tenants' namespaces. A report table
+(drill -> detected/refused -> seconds -> what leaked) is printed at the end of the module
+and written to ``$GPUFABRIC_HOME/attack-drills.json``.
+
+Forged SMInfo: ibsim's SMs always answer with their own port GUID, so the drills where an
+SM claims the trusted SM's GUID or a victim's run a real rogue OpenSM and replace its
+SMInfo answer - only that one - in the SMP reader of the driver under test (everything else,
+including the LID it answers from and the topology, is read from the fabric).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from gpufabric.audit import AuditInput, run_audit
+from gpufabric.domain.errors import GpufabricError
+from gpufabric.domain.state import FabricState, SmSeen
+from gpufabric.domain.values import Guid, VlanId
+from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
+from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
+from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
+from gpufabric.lab.lab import Lab
+from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.registry import Registry
+
+from e2e.conftest import LabEnv
+from e2e.test_move import nets_of
+
+pytestmark = pytest.mark.root
+LAB_NODES = 5
+REPORT: list[tuple[str, str, float, str]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report(lab: LabEnv) -> Iterator[None]:
+    lab.gfj("node", "move", "gpu-a01", "--to-tenant", "alpha")
+    lab.gfj("node", "move", "gpu-a02", "--to-tenant", "beta")
+    yield
+    rows = [f"{'drill':<46} {'outcome':<10} {'seconds':>8}  leaked"]
+    rows += [f"{d:<46} {o:<10} {s:>8.2f}  {leak}" for d, o, s, leak in REPORT]
+    print("\n" + "\n".join(rows))
+    (lab.home / "attack-drills.json").write_text(
+        json.dumps([{"drill": d, "outcome": o, "seconds": round(s, 3), "leaked": leak} for d, o, s, leak in REPORT])
+    )
+
+
+# ---------------------------------------------------------------------- what leaked
+def leaks(lab: LabEnv) -> list[str]:
+    """Isolation breaches seen by SMP, OVS and ping: [] when alpha and beta stay apart."""
+    nets = nets_of(lab)
+    tables = lab.pkey_tables()
+    out: list[str] = []
+    for node, tenant in (("gpu-a01", "alpha"), ("gpu-a02", "beta")):
+        for g in lab.guids(node):
+            full = {e & 0x7FFF for e in tables.get(g, frozenset()) if e & 0x8000}
+            if full != {nets[tenant][1]}:
+                out.append(f"{node} {g} full member of {sorted(hex(k) for k in full)}")
+        tag = lab.ovs_tag(lab.eth_ports(node)[0])
+        if tag != nets[tenant][0]:
+            out.append(f"{node} on VLAN {tag}")
+    sm = Guid.parse(lab.status["sm_port_guid"])
+    for g, entries in tables.items():
+        if Guid.parse(g) != sm and 0xFFFF in entries:
+            out.append(f"{g} full member of the default partition")
+    if lab.ping("gpu-a01", "gpu-a02") or lab.ping("gpu-a02", "gpu-a01"):
+        out.append("alpha and beta can ping each other")
+    return out
+
+
+def wait_for(pred: object, timeout: float, what: str) -> float:
+    t0 = time.monotonic()
+    while not pred():  # type: ignore[operator]
+        assert time.monotonic() - t0 < timeout, f"{what}: not within {timeout}s"
+        time.sleep(0.5)
+    return time.monotonic() - t0
+
+
+def audit(lab: LabEnv) -> list[dict[str, object]]:
+    return json.loads(lab.gf("audit", "--json", check=False).stdout)["violations"]  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------- drills
+def test_rogue_sm_with_its_own_sm_key_detected_and_contained(lab: LabEnv) -> None:
+    rogue_node = "gpu-a04"  # a quarantined node whose last tenant kept root
+    rogue = lab.guids(rogue_node)[0]
+    t0 = time.monotonic()
+    lab.gfj("lab", "rogue-sm", "--node", rogue_node)  # priority 15 and its own sm_key
+    wait_for(
+        lambda: any(v["invariant"] == "IB-ROGUE-SM" and v["port"] == rogue for v in audit(lab)), 40, "IB-ROGUE-SM"
+    )
+    fixed = lab.gfj("reconcile", "--once", "--policy", "repair")
+    took = time.monotonic() - t0
+    assert fixed["rogue_contained"] == [rogue]
+    assert audit(lab) == []
+    leaked = leaks(lab)
+    REPORT.append(("rogue SM with its own sm_key", "contained", took, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+class ForgingReader:
+    """The driver's SMP reader, with the SMInfo answer of one LID replaced by a forged one."""
+
+    def __init__(self, inner: SmpReader, lid: int, claimed: Guid) -> None:
+        self.inner, self.lid, self.claimed = inner, lid, claimed
+
+    def read(self, queries: Sequence[SmpQuery]) -> list[SmpValue | GpufabricError]:
+        got = self.inner.read(queries)
+        return [
+            SmSeen(self.claimed, r.lid, r.priority, r.state, r.node) if q.op == "sminfo" and q.lid == self.lid and isinstance(r, SmSeen) else r
+            for q, r in zip(queries, got, strict=True)
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@dataclass
+class Forged:
+    driver: OpenSMDriver
+    rogue: Guid
+    rogue_lid: int
+    trusted: Guid
+    victim: Guid
+    started: float = field(default_factory=time.monotonic)
+
+
+@pytest.fixture(scope="module")
+def forged_rogue(lab: LabEnv) -> Iterator[Forged]:
+    """A real rogue OpenSM on gpu-a05; the driver under test reads the lab's fabric."""
+    fabrics = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points())
+    drv = fabrics.sm
+    assert isinstance(drv, OpenSMDriver)
+    rogue = Guid.parse(lab.guids("gpu-a05")[0])
+    t0 = time.monotonic()
+    lab.gfj("lab", "rogue-sm", "--node", "gpu-a05")
+    rogue_lid = drv.ports(refresh=True)[rogue].lid
+    wait_for(lambda: any(s.lid == rogue_lid for s in drv.observe().sms), 40, "rogue SM answering")
+    f = Forged(drv, rogue, rogue_lid, Guid.parse(lab.status["sm_port_guid"]), Guid.parse(lab.guids("gpu-a01")[0]), t0)
+    try:
+        yield f
+    finally:
+        drv.close()
+
+
+def _audit_mismatch(f: Forged, state: FabricState) -> list[str]:
+    inp = AuditInput((), (), (), VlanId(4000), state, trusted_sm_guids=frozenset([f.trusted]))
+    return [v.port for v in run_audit(inp, only=["IB-SM-GUID-MISMATCH"]).violations]
+
+
+def test_sm_claiming_the_trusted_sm_guid_is_flagged_at_its_own_lid(lab: LabEnv, forged_rogue: Forged) -> None:
+    f = forged_rogue
+    inner = f.driver.reader
+    f.driver.reader = ForgingReader(inner, f.rogue_lid, f.trusted)
+    try:
+        t0 = time.monotonic()
+        ib = f.driver.observe()
+        took = time.monotonic() - t0
+    finally:
+        f.driver.reader = inner
+    impostor = [s for s in ib.sms if s.lid == f.rogue_lid]
+    assert [(s.guid, s.port_guid) for s in impostor] == [(f.trusted, f.rogue)]  # kept apart from the real one
+    assert _audit_mismatch(f, FabricState(ib=ib)) == [str(f.rogue)]
+    found = find_rogue_sms(ib, [f.trusted])
+    assert [(x.lid, x.port_guid) for x in found] == [(f.rogue_lid, f.rogue)]
+    REPORT.append(("SM reporting the trusted SM's GUID", "detected", took, "nothing (not contained here)"))
+
+
+def test_sm_claiming_a_victims_guid_gets_its_own_port_disabled(lab: LabEnv, forged_rogue: Forged) -> None:
+    f = forged_rogue
+    fab = Lab(lab.home).ib_fabric()
+    layout = parse_partitions_conf(fab.partitions_conf.read_text())
+    victim_port = f.driver.ports()[f.victim]
+    inner = f.driver.reader
+    f.driver.reader = ForgingReader(inner, f.rogue_lid, f.victim)
+    try:
+        t0 = time.monotonic()
+        report = contain_rogue_sms(f.driver, layout, RoguePolicy.CONTAIN)
+        took = time.monotonic() - t0
+    finally:
+        f.driver.reader = inner
+    assert [x.guid for x in report.findings] == [f.victim]  # what it claimed ...
+    assert report.contained == (f.rogue,)  # ... and what was cut off: where it answered from
+    assert victim_port.switch_lid is not None and victim_port.switch_port is not None
+    info = parse_smpquery_portinfo(
+        f.driver.diag.run(["smpquery", "portinfo", str(victim_port.switch_lid), str(victim_port.switch_port)])
+    )
+    assert info.phys_state != "Disabled"
+    leaked = leaks(lab)
+    REPORT.append(("SM reporting a victim's GUID", "contained", took, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+def _ns(lab: LabEnv, node: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", lab.node(node)["netns"], *args], capture_output=True, text=True, timeout=30, check=check
+    )
+
+
+# Raw 802.1Q frames (this kernel has no 8021q module for VLAN sub-interfaces): the sender
+# writes tagged frames with a marker payload on the node's NIC with an AF_PACKET socket; the
+# receiver captures on the target node's NIC, first checking it sees its own probe frame.
+_RAW = r"""
+import socket, struct, sys, time
+mode, nic, marker = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((nic, 0))
+mac = s.getsockname()[4]
+def frame(vlan, payload):
+    tag = struct.pack("!HH", 0x8100, vlan) if vlan else b""
+    return b"\xff" * 6 + mac + tag + struct.pack("!H", 0x88B5) + payload.ljust(46, b"\0")
+if mode == "send":
+    for vlan in map(int, sys.argv[4:]):
+        for _ in range(5):
+            s.send(frame(vlan, marker))
+            time.sleep(0.05)
+    sys.exit(0)
+s.settimeout(0.2)
+probe = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)  # another socket: a socket never sees its own frames
+probe.bind((nic, 0))
+probe.send(frame(0, b"probe-" + marker))
+seen_probe, seen, end = False, False, time.monotonic() + float(sys.argv[4])
+while time.monotonic() < end and not seen:
+    try:
+        data = s.recv(2048)
+    except socket.timeout:
+        continue
+    seen_probe |= b"probe-" + marker in data
+    seen |= marker in data and b"probe-" + marker not in data
+print("probe" if seen_probe else "no-probe", "SEEN" if seen else "clean", flush=True)
+"""
+
+
+def test_vlan_tagged_frames_from_the_tenant_port_reach_nobody(lab: LabEnv) -> None:
+    """Root on alpha's gpu-a01 writes 802.1Q-tagged frames for beta's VLAN and the quarantine
+    VLAN into its NIC; captures on beta's gpu-a02 and quarantined gpu-a03 must not see them."""
+    nets = nets_of(lab)
+    marker = f"gf-drill-{time.monotonic_ns()}"
+    t0 = time.monotonic()
+    listeners = {
+        n: subprocess.Popen(
+            ["ip", "netns", "exec", lab.node(n)["netns"], sys.executable, "-c", _RAW, "recv",
+             lab.node(n)["ethernet"][0]["nic"], marker, "4"],
+            stdout=subprocess.PIPE, text=True,
+        )
+        for n in ("gpu-a02", "gpu-a03")
+    }  # fmt: skip
+    time.sleep(1.0)
+    nic = lab.node("gpu-a01")["ethernet"][0]["nic"]
+    _ns(lab, "gpu-a01", sys.executable, "-c", _RAW, "send", nic, marker, str(nets["beta"][0]), "4000", "1")
+    results = {n: p.communicate(timeout=30)[0].split() for n, p in listeners.items()}
+    took = time.monotonic() - t0
+    assert all(r[0] == "probe" for r in results.values()), results  # each capture really works
+    leaked = [f"{n} received the tagged frames" for n, r in results.items() if r[1] == "SEEN"] + leaks(lab)
+    REPORT.append(("VLAN-tagged frames from the tenant's port", "dropped", took, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+def test_ping_sweep_toward_other_tenants_reaches_nobody(lab: LabEnv) -> None:
+    others = [n["name"] for n in lab.status["nodes"] if n["name"] != "gpu-a01"]
+    t0 = time.monotonic()
+    reached = [n for n in others if lab.ping("gpu-a01", n)]
+    took = time.monotonic() - t0
+    REPORT.append((f"ping/ARP sweep from alpha to {len(others)} nodes", "refused", took, ", ".join(reached) or "nothing"))
+    assert reached == []
+
+
+def test_rewritten_node_description_cannot_move_a_guid(lab: LabEnv) -> None:
+    fab = Lab(lab.home).ib_fabric()
+    sm = lab.status["sm_node"]
+    real = fab.run_tool(["ibnetdiscover"], sim_host=sm)
+    before = lab.gfj("node", "list")
+    # root on gpu-a03 sets its HCA's node description to claim a second HCA of alpha's gpu-a01
+    forged = lab.home / "forged.topology"
+    assert '"gpu-a03 mlx5_0"' in real
+    forged.write_text(real.replace('"gpu-a03 mlx5_0"', '"gpu-a01 mlx5_1"'))
+    t0 = time.monotonic()
+    p = lab.gf("inventory", "import", str(forged), "--format", "ibnetdiscover", check=False)
+    took = time.monotonic() - t0
+    guid = lab.guids("gpu-a03")[0]
+    assert p.returncode == 2 and guid in p.stderr and "gpu-a03" in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1
+    assert lab.gfj("node", "list") == before
+    leaked = leaks(lab)
+    REPORT.append(("rewritten node description before an import", "refused", took, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+HOSTILE = [
+    ("reserved tenant name with a newline", ["tenant", "create", "quarantine\n"]),
+    ("rich markup in a name", ["network", "create", "[/x]", "--tenant", "alpha"]),
+    ("lease id beyond 64 bits", ["lease", "delete", "99999999999999999999"]),
+    ("lease end without a timezone", ["lease", "create", "--tenant", "beta", "--node", "gpu-a03", "--end", "2030-01-01T00:00"]),
+    ("lease of the SM host", ["lease", "create", "--tenant", "beta", "--node", "sm-01"]),
+]  # fmt: skip
+
+
+def test_hostile_inputs_refused_and_nothing_written(lab: LabEnv) -> None:
+    def snapshot() -> tuple[object, ...]:
+        nodes = lab.gfj("node", "list")
+        tags = {n: lab.ovs_tag(lab.eth_ports(n)[0]) for n in ("gpu-a01", "gpu-a02", "gpu-a03")}
+        return nodes, lab.gfj("lease", "list"), lab.gfj("tenant", "list"), lab.gfj("network", "list"), tags
+
+    # the SM host enters the store from an ibnetdiscover import: marked maintenance, never leasable
+    fab = Lab(lab.home).ib_fabric()
+    topo = lab.home / "real.topology"
+    topo.write_text(fab.run_tool(["ibnetdiscover"], sim_host=lab.status["sm_node"]))
+    imported = lab.gfj("inventory", "import", str(topo), "--format", "ibnetdiscover")
+    sm_host = lab.status["sm_node"].split()[0]
+    assert imported["sm_hosts"] == [sm_host]
+    before, tables = snapshot(), lab.pkey_tables()
+    t0 = time.monotonic()
+    for what, args in HOSTILE:
+        args = [a.replace("sm-01", sm_host) for a in args]
+        p = lab.gf(*args, check=False)
+        assert p.returncode == 2, (what, p.stdout, p.stderr)
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, (what, p.stderr)
+    took = time.monotonic() - t0
+    assert snapshot() == before
+    assert lab.pkey_tables() == tables
+    REPORT.append((f"{len(HOSTILE)} hostile inputs (CLI)", "refused", took, "nothing written"))
