@@ -309,6 +309,8 @@ def run_audit_bench(sizes: tuple[int, ...] = SIZES, runs: int = RUNS) -> list[di
     size) / (time/node at the smallest); ``linear_ok`` when <= 1.5; ``target_ok`` when the
     4,096-node audit takes <= 1 s.
     """
+    bench_core(sizes[0], 1)  # warm-up (first calls, imports, allocator): not recorded
+    bench_one(sizes[0], 1)
     core = [bench_core(n, runs) for n in sizes]
     cgrowth = float(core[-1]["seconds_per_node"]) / float(core[0]["seconds_per_node"])  # type: ignore[arg-type]
     mgrowth = float(core[-1]["min_cpu_microseconds_per_node"]) / float(core[0]["min_cpu_microseconds_per_node"])  # type: ignore[arg-type]

@@ -54,7 +54,8 @@ class BenchFabric:
             ],
             "infiniband": {
                 "driver": "opensm",
-                "options": {**self.ib.driver_options(SM_NODE, [self.sm_guid]), "sweep_timeout": 180, "verify_timeout": 120},
+                "options": {**self.ib.driver_options(SM_NODE, [self.sm_guid]), "sweep_timeout": 180, "verify_timeout": 120,
+                            "opensm_conf": str(self.ib.opensm_conf)},  # read by observe: the hardening audit
             },
             "sm_port_guids": [self.sm_guid],
             "trusted_sm_guids": [self.sm_guid],
