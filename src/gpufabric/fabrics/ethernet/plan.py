@@ -71,6 +71,9 @@ class EthernetPlan(FabricPlan):
     def lines(self) -> list[str]:
         return [str(c) for c in self.changes]
 
+    def __len__(self) -> int:
+        return len(self.changes)  # one line per change, without formatting them
+
     def to_dict(self) -> list[dict[str, str]]:
         return [
             {"switch": c.after.switch, "port": c.after.port, "before": describe(c.before), "after": describe(c.after)}

@@ -10,7 +10,8 @@ open: every port full member of 0xffff), an ``ERR 05xx`` line (e.g. table full, 
 silently skipped) or a mismatch at the deadline restores ``partitions.conf.last-good``,
 reloads, verifies that, and raises :class:`ApplyError` / :class:`VerifyError`.
 
-``observe()``: ibnetdiscover for the CA ports, then PKey table + PortInfo of each port,
+``observe()``: the CA ports from ibnetdiscover (cached; rediscovered after TOPOLOGY_TTL, when a
+cached port cannot be read, or when apply misses a GUID), then PKey table + PortInfo of each port,
 SMInfo of every port whose CapabilityMask has IsSM and of the master the ports point at.
 
 SMP reads (observe and apply's verification) go through ``reader``: ``"batch"`` (default,
@@ -60,6 +61,7 @@ from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pk
 
 FABRIC = "infiniband"
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
+TOPOLOGY_TTL = 30.0  # seconds an ibnetdiscover topology serves observe() before new devices are looked for
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,7 @@ class OpenSMDriver(SubnetManagerDriver):
         self.restart_hook = restart_hook
         self.last_report = ApplyReport()
         self._ports: dict[Guid, CaPort] = {}
+        self._ports_at = 0.0  # monotonic time of the last ibnetdiscover
         self._capacity: dict[Guid, int] = {}
         self._read_back: dict[Guid, PkeyTable] = {}
         self._lock = threading.Lock()
@@ -166,7 +169,19 @@ class OpenSMDriver(SubnetManagerDriver):
         """CA ports on the fabric (ibnetdiscover), cached until ``refresh`` or a GUID is missing."""
         if refresh or not self._ports:
             self._ports = ca_ports(self.diag.discover())
+            self._ports_at = time.monotonic()
         return self._ports
+
+    def _with_topology(self, read: Callable[[dict[Guid, CaPort]], IbFabricState]) -> IbFabricState:
+        """``read`` over the cached topology: rediscovered when older than TOPOLOGY_TTL (new
+        devices) or when a cached port cannot be read (moved LID, gone device)."""
+        stale = time.monotonic() - self._ports_at > TOPOLOGY_TTL
+        try:
+            return read(self.ports(refresh=stale))
+        except FabricError:
+            if stale:
+                raise
+            return read(self.ports(refresh=True))
 
     # -- apply --------------------------------------------------------------------------
     def apply(self, layout: PartitionLayout) -> tuple[PkeyTable, ...]:
@@ -360,7 +375,7 @@ class OpenSMDriver(SubnetManagerDriver):
 
     # -- observe ------------------------------------------------------------------------
     def observe(self) -> IbFabricState:
-        return replace(observe_fabric(self.reader, self.ports(refresh=True)), settings=self.settings())
+        return replace(self._with_topology(lambda ports: observe_fabric(self.reader, ports)), settings=self.settings())
 
     def settings(self) -> tuple[tuple[str, str], ...]:
         """The trusted SM's opensm.conf as (key, value) pairs, for the hardening audit; a

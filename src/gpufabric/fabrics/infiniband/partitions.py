@@ -368,21 +368,26 @@ def entries_by_port(layout: PartitionLayout) -> dict[Guid, frozenset[int]]:
     """:func:`expected_entries` of every port the layout names, in one pass."""
     out: dict[Guid, set[int]] = defaultdict(set)
     full: dict[int, set[Guid]] = defaultdict(set)
+    is_full = Membership.FULL
     for p in layout.partitions:
-        for m in p.members:
-            if m.membership is Membership.FULL:
-                full[p.pkey.value].add(m.guid)
+        full[p.pkey.value].update(m.guid for m in p.members if m.membership is is_full)
     for p in layout.partitions:
+        k = p.pkey.value
+        kf, fk = k | 0x8000, full[k]
         for m in p.members:
-            k = p.pkey.value
-            out[m.guid].add(k | 0x8000 if m.guid in full[k] else k)
+            g = m.guid
+            out[g].add(kf if g in fk else k)
     for g in layout.default_full:
         out[g].add(0xFFFF)
     res: dict[Guid, frozenset[int]] = {}
+    limited = layout.default_limited_all
+    default_full = set(layout.default_full)
+    shared: dict[frozenset[int], frozenset[int]] = {}  # one object per distinct table (ports of a tenant share it)
     for g, keys in out.items():
-        if g not in layout.default_full and layout.default_limited_all:
+        if limited and g not in default_full:
             keys.add(DEFAULT_PKEY)
-        res[g] = frozenset(keys)
+        f = frozenset(keys)
+        res[g] = shared.setdefault(f, f)
     return res
 
 

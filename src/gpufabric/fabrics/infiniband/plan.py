@@ -55,6 +55,11 @@ class PkeyChange:
         return f"infiniband pkey 0x{self.pkey:04x}: {self.action.value} {member} member {self.guid}"
 
 
+def _value(g: Guid) -> int:
+    """Sort key of distinct GUIDs: the same order as Guid's own, without a Python __lt__ per comparison."""
+    return g.value
+
+
 def expected_tables(layout: PartitionLayout, guids: Iterable[Guid]) -> dict[Guid, frozenset[int]]:
     """The table each port should hold under ``layout``."""
     by_port = entries_by_port(layout)
@@ -74,6 +79,9 @@ class IbPlan(FabricPlan):
 
     def lines(self) -> list[str]:
         return [str(c) for c in self.changes]
+
+    def __len__(self) -> int:
+        return len(self.changes)  # one line per change, without formatting them
 
     def to_dict(self) -> list[dict[str, str]]:
         return [
@@ -119,13 +127,13 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid]) -> IbDesired:
         Partition(
             pkey_partition_name(k),
             pkeys[k].with_membership(Membership.FULL),
-            tuple(PartitionMember(g, Membership.FULL) for g in sorted(members[k])),
+            tuple(PartitionMember(g, Membership.FULL) for g in sorted(members[k], key=_value)),
         )
         for k in sorted(members)
         if members[k]
     )
-    sm = tuple(sorted(set(sm_port_guids)))
-    return IbDesired(PartitionLayout(parts, sm), tuple(sorted(set(guids) | set(sm))))
+    sm = tuple(sorted(set(sm_port_guids), key=_value))
+    return IbDesired(PartitionLayout(parts, sm), tuple(sorted(set(guids) | set(sm), key=_value)))
 
 
 def reachable(desired: IbDesired, observed: IbFabricState) -> IbDesired:
@@ -154,7 +162,7 @@ def diff_ib(desired: IbDesired, observed: IbFabricState) -> IbPlan:
         changes += [PkeyChange(PkeyAction.ADD, e, g) for e in target - have]
     if not changes:
         return IbPlan()
-    ordered = sorted(changes, key=lambda c: (c.action is PkeyAction.ADD, c.pkey, c.guid, c.entry))
+    ordered = sorted(changes, key=lambda c: (c.action is PkeyAction.ADD, c.pkey, c.guid.value, c.entry))
     return IbPlan(tuple(ordered), d.layout)
 
 
@@ -169,7 +177,7 @@ def merge_ib(observed: IbFabricState, read_back: IbFabricState) -> IbFabricState
     for t in read_back.tables:
         old = tables.get(t.port_guid)
         tables[t.port_guid] = dataclasses.replace(t, capacity=t.capacity or (old.capacity if old else 0), lid=t.lid or (old.lid if old else 0))
-    return dataclasses.replace(observed, tables=tuple(tables[g] for g in sorted(tables)))
+    return dataclasses.replace(observed, tables=tuple(tables[g] for g in sorted(tables, key=_value)))
 
 
 def pkey_owners(tenancy: Tenancy) -> Mapping[int, str]:

@@ -1,0 +1,75 @@
+"""Store.nodes() reads nodes with plain SELECTs: the same Node values as the ORM conversion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import select
+
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.values import Guid, ModuleId
+from gpufabric.service.convert import node_to_domain
+from gpufabric.service.db_models import NodeRow
+from gpufabric.service.store import _NODE_LOAD, Store
+
+
+def _node(i: int) -> Node:
+    n = f"n{i:03d}"
+    return Node(
+        n,
+        offering="baremetal" if i % 2 else "",
+        ethernet=tuple(EthernetPort(n, f"eth{k}", f"leaf{i % 3}", f"p{i}-{k}", f"02:00:00:00:{i:02x}:{k:02x}") for k in (1, 0)),
+        ib=tuple(
+            IbPort(n, f"mlx5_{k}", 1, Guid(0x1000 + i * 16 + k), Guid(0x9000 + i * 16 + k),
+                   Guid(0xAAAA) if k else None, k or None)
+            for k in (1, 0)
+        ),
+        gpus=tuple(Gpu(n, ModuleId(m), f"0000:{m:02x}:00.0") for m in (2, 1)) if i % 3 == 0 else (),
+        dpus=(Dpu(n, "bf3", DpuMode.DPU, (("pf", "p0"), ("vfs", "8"))),) if i % 4 == 0 else (),
+    )
+
+
+def test_nodes_equal_orm_conversion(tmp_path: Path) -> None:
+    with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+        store.upsert_inventory(Inventory(tuple(_node(i) for i in (5, 3, 12, 8, 0))))
+        store.set_node_state("n003", NodeState.LEASED)
+        fast = store.nodes()
+        with store._tx() as s:
+            slow = [node_to_domain(r) for r in s.scalars(select(NodeRow).options(*_NODE_LOAD).order_by(NodeRow.name))]
+    assert fast == slow
+    assert [n.name for n in fast] == ["n000", "n003", "n005", "n008", "n012"]
+    assert fast[1].state is NodeState.LEASED and fast[0].dpus and fast[0].gpus
+
+
+def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from gpufabric.domain.models import Lease
+    from gpufabric.domain.segments import SegmentConfig
+    from gpufabric.service.convert import lease_to_domain
+    from gpufabric.service.db_models import LeaseRow
+    from gpufabric.service.store_leases import _LOAD
+
+    now = datetime.now(UTC)
+    with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+        store.upsert_inventory(Inventory(tuple(_node(i) for i in range(4))))
+        cfg = SegmentConfig.default()
+        for t in ("acme", "beta"):
+            store.create_tenant(t)
+            store.create_network(f"{t}-a", t, cfg)
+            store.create_network(f"{t}-b", t, cfg)
+        store.create_lease(Lease("acme", "n000", now - timedelta(hours=2), now - timedelta(hours=1), ("acme-a",)))
+        store.create_lease(Lease("acme", "n000", now - timedelta(minutes=5), None, ("acme-b", "acme-a"), gpus=4))
+        store.create_lease(Lease("beta", "n001", now - timedelta(minutes=9), now + timedelta(days=1), ()))
+        store.create_lease(Lease("beta", "n002", now + timedelta(hours=1), None, ("beta-b",), "openstack"))
+        for at in (None, now):
+            fast = store.leases(active_at=at)
+            with store._tx() as s:
+                q = select(LeaseRow).options(*_LOAD).order_by(LeaseRow.start, LeaseRow.id)
+                if at is not None:
+                    q = q.where(LeaseRow.start <= at, (LeaseRow.end.is_(None)) | (LeaseRow.end > at))
+                slow = [lease_to_domain(r) for r in s.scalars(q)]
+            assert fast == slow
+        assert [(x.node, x.networks, x.gpus) for x in store.leases(active_at=now)] == [
+            ("n001", (), None), ("n000", ("acme-a", "acme-b"), 4)
+        ]
