@@ -98,6 +98,12 @@ class StoreView:
     offerings: tuple[Offering, ...] = ()
 
 
+def _advance(batch: list[Move], at: MovePhase, step: Callable[[list[Move]], list[Move]]) -> list[Move]:
+    """``step`` (one store transaction) for the moves of ``batch`` at phase ``at``; order kept."""
+    done = iter(step([m for m in batch if m.phase is at]))
+    return [next(done) if m.phase is at else m for m in batch]
+
+
 def checkpoint(name: str) -> None:
     """A named point where the crash tests may kill this process (``GPUFABRIC_KILL_AT=name``)."""
     if os.environ.get("GPUFABRIC_KILL_AT") == name:
@@ -276,16 +282,16 @@ class MoveEngine:
                 if any(m.phase is MovePhase.QUARANTINE for m in batch):
                     timings.append(self.converge("quarantine"))
                     checkpoint("quarantine:verified")
-                    batch = [s.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m for m in batch]
+                    batch = _advance(batch, MovePhase.QUARANTINE, lambda ms: s.set_phases(ms, MovePhase.SWAP))
                 if any(m.phase is MovePhase.SWAP for m in batch):
                     t0 = time.monotonic()
-                    batch = [s.swap_lease(m) if m.phase is MovePhase.SWAP else m for m in batch]
+                    batch = _advance(batch, MovePhase.SWAP, s.swap_leases)
                     timings.append(PhaseTiming("swap", time.monotonic() - t0))
                     checkpoint("swap:committed")
                 if any(m.phase is MovePhase.JOIN for m in batch):
                     timings.append(self.converge("join"))
                     checkpoint("join:verified")
-                    batch = [s.set_phase(m, MovePhase.DONE) for m in batch]
+                    batch = s.set_phases(batch, MovePhase.DONE)
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
             except GpufabricError as e:

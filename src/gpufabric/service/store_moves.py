@@ -14,7 +14,7 @@ is gone. Every update is conditional on the claim it holds (:class:`ClaimLostErr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -232,40 +232,55 @@ class MoveLedger:
             return len(rows)
 
     def set_phase(self, move: Move, phase: MovePhase) -> Move:
-        with self.store._tx() as s:
-            r = self._row(s, move)
-            r.phase = phase.value
-            r.claimed_at = r.heartbeat_at = datetime.now(UTC)
-            if phase is MovePhase.DONE:
-                r.status = MoveStatus.DONE.value
-                node = s.scalar(select(NodeRow).where(NodeRow.name == r.node))
-                if node is not None:
-                    node.state = (NodeState.AVAILABLE if r.to_tenant == QUARANTINE else NodeState.LEASED).value
-            return _to_domain(r)
+        return self.set_phases([move], phase)[0]
 
-    def swap_lease(self, move: Move) -> Move:
-        """End the node's current lease and start the new one; phase -> join. One transaction."""
+    def set_phases(self, moves: Sequence[Move], phase: MovePhase) -> list[Move]:
+        """Record ``phase`` for every move of a batch in one transaction (fenced by each claim)."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
-            r = self._row(s, move)
-            node = s.scalar(select(NodeRow).where(NodeRow.name == r.node).with_for_update())
-            assert node is not None
-            old = _active_lease(s, node.id, now)
-            if old is not None:
-                if old.start >= now:
-                    s.delete(old)
-                else:
-                    old.end = now
-                s.flush()
-            if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now):
-                networks = tuple(n for n in r.networks.split(",") if n)
-                lease = Lease(r.to_tenant, r.node, now, r.lease_end, networks, r.offering or "baremetal", gpus=r.gpus)
-                store_leases.create(s, lease)
-            if r.offering:
-                node.offering = r.offering
-            r.phase = MovePhase.JOIN.value
-            r.claimed_at = r.heartbeat_at = now
-            return _to_domain(r)
+            out = []
+            for move in moves:
+                r = self._row(s, move)
+                r.phase = phase.value
+                r.claimed_at = r.heartbeat_at = now
+                if phase is MovePhase.DONE:
+                    r.status = MoveStatus.DONE.value
+                    node = s.scalar(select(NodeRow).where(NodeRow.name == r.node))
+                    if node is not None:
+                        node.state = (NodeState.AVAILABLE if r.to_tenant == QUARANTINE else NodeState.LEASED).value
+                out.append(_to_domain(r))
+            return out
+
+    def swap_lease(self, move: Move) -> Move:
+        return self.swap_leases([move])[0]
+
+    def swap_leases(self, moves: Sequence[Move]) -> list[Move]:
+        """End each node's current lease and start the new one; phase -> join. One transaction
+        for the whole batch."""
+        now = datetime.now(UTC)
+        with self.store._tx() as s:
+            return [self._swap(s, m, now) for m in moves]
+
+    def _swap(self, s: Session, move: Move, now: datetime) -> Move:
+        r = self._row(s, move)
+        node = s.scalar(select(NodeRow).where(NodeRow.name == r.node).with_for_update())
+        assert node is not None
+        old = _active_lease(s, node.id, now)
+        if old is not None:
+            if old.start >= now:
+                s.delete(old)
+            else:
+                old.end = now
+            s.flush()
+        if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now):
+            networks = tuple(n for n in r.networks.split(",") if n)
+            lease = Lease(r.to_tenant, r.node, now, r.lease_end, networks, r.offering or "baremetal", gpus=r.gpus)
+            store_leases.create(s, lease)
+        if r.offering:
+            node.offering = r.offering
+        r.phase = MovePhase.JOIN.value
+        r.claimed_at = r.heartbeat_at = now
+        return _to_domain(r)
 
     def fail(self, move: Move, error: str) -> Move:
         with self.store._tx() as s:
