@@ -164,6 +164,20 @@ def test_adopted_segments_are_checked_against_ranges_and_each_other(world: tuple
     assert out.status_code == 422 and out.json()["error"]["allowed"] == "2000-2999"
 
 
+def test_an_adopted_network_gets_only_the_segments_it_names(world: tuple[World, TestClient]) -> None:
+    """The seed's "create_vlan runs on every switch": an IB network from Neutron takes no VLAN,
+    an Ethernet one no PKey."""
+    w, client = world
+    admin = w.headers("admin")
+    ib = client.post("/api/v1/networks", headers=admin, json={"name": "neutron-ib", "tenant": "beta",
+                                                             "segments": [{"fabric": "infiniband", "seg_id": 3200}]})  # fmt: skip
+    eth = client.post("/api/v1/networks", headers=admin, json={"name": "neutron-eth", "tenant": "beta",
+                                                              "segments": [{"fabric": "ethernet", "seg_id": 2600}]})  # fmt: skip
+    assert ib.status_code == eth.status_code == 201
+    assert [(x["fabric"], x["seg_id"]) for x in ib.json()["segments"]] == [("infiniband", 3200)]
+    assert [(x["fabric"], x["seg_id"]) for x in eth.json()["segments"]] == [("ethernet", 2600)]
+
+
 def test_tenant_delete_names_what_uses_it(world: tuple[World, TestClient]) -> None:
     w, client = world
     r = client.delete("/api/v1/tenants/beta", headers=w.headers("admin"))

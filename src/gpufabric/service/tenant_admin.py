@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import Fabric, Lease, Network, Node, Tenant
-from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import check_name
 from gpufabric.service.convert import lease_to_domain, network_to_domain
 from gpufabric.service.db_models import (
@@ -58,8 +58,10 @@ def delete_tenant(store: Store, name: str) -> Tenant:
 
 
 def adopt_network(store: Store, name: str, tenant: str, cfg: SegmentConfig, segments: dict[Fabric, int]) -> Network:
-    """Create a network with the given segmentation ids (validated against ``cfg``); fabrics
-    not given get the lowest free id. ConflictError when an id is taken; ValidationError out of range."""
+    """Create a network with exactly the given segmentation ids (validated against ``cfg``), or,
+    with none given, one allocated per fabric kind. An adopted network (Neutron's) gets no segment
+    on a fabric it did not name: an IB network never lands on an Ethernet switch, nor the reverse.
+    ConflictError when an id is taken; ValidationError out of range."""
     check_name("network.name", name)
     if not segments:
         return store.create_network(name, tenant, cfg)
@@ -81,21 +83,17 @@ def adopt_network(store: Store, name: str, tenant: str, cfg: SegmentConfig, segm
             eth_used = {u.seg_id for u in used if u.fabric == Fabric.ETHERNET.value}
             ib_used = {u.seg_id for u in used if u.fabric == Fabric.INFINIBAND.value}
             pkeys = {u.pkey for u in used if u.pkey is not None}
-            vlan = segments.get(Fabric.ETHERNET)
-            if vlan is None:
-                ev = cfg.ethernet_vlans
-                vlan = allocate(range(ev.start, ev.end + 1), eth_used, "ethernet.vlan_range")
-            elif vlan in eth_used:
-                raise ConflictError(f"ethernet segment {vlan} is already used", field="segments", value=vlan)
-            ib = segments.get(Fabric.INFINIBAND)
-            if ib is None:
-                pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in pkeys]
-                ib = allocate(pool, ib_used, "infiniband.seg_range")
-            elif ib in ib_used or cfg.ib.pkey_for(ib).value in pkeys:
-                raise ConflictError(f"infiniband segment {ib} is already used", field="segments", value=ib)
             row = NetworkRow(name=name, tenant=t)
-            row.segments.append(SegmentRow(fabric=Fabric.ETHERNET.value, seg_id=vlan, vlan=vlan))
-            row.segments.append(SegmentRow(fabric=Fabric.INFINIBAND.value, seg_id=ib, pkey=cfg.ib.pkey_for(ib).value))
+            vlan = segments.get(Fabric.ETHERNET)
+            if vlan is not None:
+                if vlan in eth_used:
+                    raise ConflictError(f"ethernet segment {vlan} is already used", field="segments", value=vlan)
+                row.segments.append(SegmentRow(fabric=Fabric.ETHERNET.value, seg_id=vlan, vlan=vlan))
+            ib = segments.get(Fabric.INFINIBAND)
+            if ib is not None:
+                if ib in ib_used or cfg.ib.pkey_for(ib).value in pkeys:
+                    raise ConflictError(f"infiniband segment {ib} is already used", field="segments", value=ib)
+                row.segments.append(SegmentRow(fabric=Fabric.INFINIBAND.value, seg_id=ib, pkey=cfg.ib.pkey_for(ib).value))
             s.add(row)
             s.flush()
             return network_to_domain(row)
