@@ -226,4 +226,4 @@ def test_rewritten_node_description_cannot_move_a_known_guid(gf, tmp_path: Path)
     p = gf("inventory", "import", str(forged), "--format", "ibnetdiscover")
     assert p.returncode == 2 and "0x0002c90310000111" in p.stderr and "gpu-a01" in p.stderr, p.stderr
     node = ok_json(gf("node", "show", "gpu-a01", "--json"))
-    assert "0x0002c90310000111" in [q["port_guid"] for q in node["ib"]]  # type: ignore[index]
+    assert "0x0002c90310000111" in [q["port_guid"] for q in node["ports"]["infiniband"]]  # type: ignore[index]

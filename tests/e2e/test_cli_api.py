@@ -101,11 +101,15 @@ def _wait_owner(lab: LabEnv, node: str, want: set[str], timeout: float = 30) -> 
 def test_lease_through_the_api_is_applied_by_the_server(lab: LabEnv, server: dict[str, Any]) -> None:
     env = api(server)
     made = lab.gfj("lease", "create", "--tenant", "beta", "--node", "gpu-a03", "--network", "beta-net", extra_env=env)
-    assert made["tenant"] == "beta" and made["active"] and made["applied"] is None  # the server's worker applies it
+    # the grant is a move the server's worker runs; the CLI followed it to its end
+    assert (made["to_tenant"], made["status"]) == ("beta", "done") and made["timings"]
     assert _wait_owner(lab, "gpu-a03", {"beta"}) == {"beta"}
-    ended = lab.gfj("lease", "delete", str(made["id"]), extra_env=env)
-    assert ended["end"] is not None and not ended["active"]
+    lease = next(x for x in lab.gfj("lease", "list", extra_env=env) if x["node"] == "gpu-a03" and x["active"])
+    ended = lab.gfj("lease", "delete", str(lease["id"]), extra_env=env)
+    assert (ended["to_tenant"], ended["status"]) == ("quarantine", "done")
     assert _wait_owner(lab, "gpu-a03", {"quarantine"}) == {"quarantine"}
+    gone = next(x for x in lab.gfj("lease", "list", extra_env=env) if x["id"] == lease["id"])
+    assert gone["end"] is not None and not gone["active"]
     owner = lab.gfj("node", "owner", "gpu-a04", "--tenant", "beta", extra_env=env)
     assert owner["owner"] == "beta"
 
