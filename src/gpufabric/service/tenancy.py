@@ -18,11 +18,12 @@ from datetime import UTC, datetime
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError, ValidationError
-from gpufabric.domain.models import QUARANTINE, Lease, NodeState
+from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move
 from gpufabric.domain.values import check_id, check_name
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
+from gpufabric.service.tenant_admin import active_lease
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
@@ -57,18 +58,15 @@ class Tenancy:
     ) -> Move:
         """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``)."""
         check_name("lease.tenant", tenant)
-        n = self.store.node(node)
-        if n.state is NodeState.MAINTENANCE:
-            raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+        other = active_lease(self.store, node)  # one indexed query (the ledger checks the node itself)
+        if other is not None:
+            raise ConflictError(
+                f"node {node} is leased to {other.tenant} (lease {other.id}); end that lease first,"
+                f" or hand it over with `gpufabric node move {node} --to-tenant {tenant}`",
+                node=node,
+                lease=other.id,
+            )
         now = datetime.now(UTC)
-        for other in self.store.leases(active_at=now):
-            if other.node == node:
-                raise ConflictError(
-                    f"node {node} is leased to {other.tenant} (lease {other.id}); end that lease first,"
-                    f" or hand it over with `gpufabric node move {node} --to-tenant {tenant}`",
-                    node=node,
-                    lease=other.id,
-                )
         if start is not None and start.tzinfo is None:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
         nets = tuple(networks) or tuple(x.name for x in self.store.networks(tenant))
