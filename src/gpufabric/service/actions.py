@@ -129,12 +129,20 @@ class Actions:
             self.node_visible(p, node)
         p.require("lease", Verb.CREATE)
 
-        def run() -> Move:
-            move = Tenancy(self.store).grant(p, tenant, node, networks, offering, gpus=gpus, start=start, end=end)
-            self.on_change("moves")
-            return move
+        def event(s: Any) -> None:  # the ok event commits with the move (one commit per grant)
+            s.add(self.events.row(p, "lease.create", node, True, "", tenant))
 
-        return self._do(p, "lease.create", node, tenant, run)
+        with self._write_lock:
+            try:
+                move = Tenancy(self.store).grant(
+                    p, tenant, node, networks, offering, gpus=gpus, start=start, end=end, also=event
+                )
+            except GpufabricError as e:
+                self.events.record(p, "lease.create", node, False, e.message, tenant)
+                self.on_change("write")
+                raise
+        self.on_change("moves")
+        return move
 
     def end_lease(self, p: Principal, lease_id: int) -> tuple[Lease, Move | None]:
         """End a lease now: its node's release (a move to quarantine); the lease row is kept."""

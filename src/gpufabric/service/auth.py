@@ -137,17 +137,22 @@ class EventLog:
         self, who: Principal, action: str, target: str, ok: bool, message: str = "", tenant: str | None = None
     ) -> None:
         with self.store._tx() as s:
-            s.add(
-                EventRow(
-                    actor=who.name[:255],
-                    role=who.role.value,
-                    tenant=tenant if tenant is not None else who.tenant,
-                    action=action[:63],
-                    target=target[:255],
-                    outcome="ok" if ok else "error",
-                    message=message[:2000],
-                )
-            )
+            s.add(self.row(who, action, target, ok, message, tenant))
+
+    @staticmethod
+    def row(
+        who: Principal, action: str, target: str, ok: bool, message: str = "", tenant: str | None = None
+    ) -> EventRow:
+        """The event as a row, for a caller that writes it in its own transaction."""
+        return EventRow(
+            actor=who.name[:255],
+            role=who.role.value,
+            tenant=tenant if tenant is not None else who.tenant,
+            action=action[:63],
+            target=target[:255],
+            outcome="ok" if ok else "error",
+            message=message[:2000],
+        )
 
     def list(self, tenant: str | None = None, limit: int = 100, offset: int = 0) -> list[Event]:
         if not 1 <= limit <= 1000:

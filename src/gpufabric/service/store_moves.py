@@ -14,7 +14,7 @@ is gone. Every update is conditional on the claim it holds (:class:`ClaimLostErr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -98,10 +98,14 @@ class MoveLedger:
         release_ended: bool = False,
         not_before: datetime | None = None,
         requested_by: str = "",
+        grant: bool = False,
+        also: Callable[[Session], None] | None = None,
     ) -> Move:
         """Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
         everything first; ConflictError if the node already has an open move.
-        ``release_ended``: a release of a node whose lease has already ended (expiry)."""
+        ``release_ended``: a release of a node whose lease has already ended (expiry).
+        ``grant``: a lease grant, refused when the node is leased now (naming its lease).
+        ``also``: more rows written in the same transaction (the request's event)."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
             row = s.scalar(select(NodeRow).where(NodeRow.name == node).with_for_update())
@@ -125,6 +129,13 @@ class MoveLedger:
             if gpus is not None and not 1 <= gpus <= 16:
                 raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
             current = _active_lease(s, row.id, now)
+            if grant and current is not None:
+                raise ConflictError(
+                    f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
+                    f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
+                    node=node,
+                    lease=current.id,
+                )
             from_tenant = current.tenant.name if current else QUARANTINE
             if release_ended and current is None:
                 last = s.scalars(
@@ -150,6 +161,8 @@ class MoveLedger:
             )
             s.add(mr)
             row.state = NodeState.MOVING.value
+            if also is not None:
+                also(s)
             s.flush()
             return _to_domain(mr)
 

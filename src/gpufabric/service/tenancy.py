@@ -13,8 +13,10 @@ touches a fabric directly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+
+from sqlalchemy.orm import Session
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError, ValidationError
@@ -23,7 +25,6 @@ from gpufabric.domain.moves import Move
 from gpufabric.domain.values import check_id, check_name
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
-from gpufabric.service.tenant_admin import active_lease
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
@@ -55,23 +56,17 @@ class Tenancy:
         gpus: int | None = None,
         start: datetime | None = None,
         end: datetime | None = None,
+        also: Callable[[Session], None] | None = None,
     ) -> Move:
-        """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``)."""
+        """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``), refused
+        when the node is leased now. ``also`` writes more rows in the same transaction."""
         check_name("lease.tenant", tenant)
-        other = active_lease(self.store, node)  # one indexed query (the ledger checks the node itself)
-        if other is not None:
-            raise ConflictError(
-                f"node {node} is leased to {other.tenant} (lease {other.id}); end that lease first,"
-                f" or hand it over with `gpufabric node move {node} --to-tenant {tenant}`",
-                node=node,
-                lease=other.id,
-            )
         now = datetime.now(UTC)
         if start is not None and start.tzinfo is None:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
         nets = tuple(networks) or tuple(x.name for x in self.store.networks(tenant))
         return self.ledger.request(
-            node, tenant, offering, nets, gpus=gpus, lease_end=end,
+            node, tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, also=also,
             not_before=start if start is not None and start > now else None, requested_by=who(principal),
         )  # fmt: skip
 
