@@ -218,22 +218,6 @@ class MoveEngine:
             self._known = state
         return PhaseTiming(label, time.monotonic() - t0, applied, len(p), p, state, observed_first)
 
-    def verify(self, desired: DesiredState) -> FabricState:
-        """Read every fabric back until it equals ``desired``; return that reading."""
-        deadline = time.monotonic() + self.verify_timeout
-        while True:
-            seen = self.fabrics.observe()
-            rest = plan(self.kinds, desired, seen)
-            if rest.empty:
-                return seen
-            if time.monotonic() > deadline:
-                raise VerifyError(
-                    f"fabrics still differ from desired after {self.verify_timeout}s: {rest.lines()[:3]}",
-                    fabric="all",
-                    remaining=len(rest.lines()),
-                )
-            time.sleep(0.2)
-
     def preview(
         self, node: str, to_tenant: str, networks: tuple[str, ...], gpus: int | None = None, offering: str = "baremetal"
     ) -> dict[str, Plan]:

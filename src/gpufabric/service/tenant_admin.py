@@ -1,12 +1,11 @@
 """Store operations the API and CLI verbs added on top of :class:`Store` (tenant admin): tenant delete
 (refused while leases or networks use it, naming them), networks adopted with explicit
-segments (the Neutron integration), lease end (history kept) and lease network changes,
+segments (the Neutron integration), lease network changes (lease ends go through the tenancy workflow),
 node owners. One transaction each; domain objects in and out.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 
 from sqlalchemy import or_, select
@@ -99,26 +98,6 @@ def adopt_network(store: Store, name: str, tenant: str, cfg: SegmentConfig, segm
             return network_to_domain(row)
     except IntegrityError as e:
         raise ConflictError(f"a segment of network {name} was taken concurrently: {e.orig}", network=name) from e
-
-
-def end_lease(store: Store, lease_id: int) -> Lease:
-    """End a lease now (a lease not started yet is deleted); the row stays as history."""
-    now = datetime.now(UTC)
-    with store._tx() as s:
-        row = s.scalar(select(LeaseRow).options(*LEASE_LOAD).where(LeaseRow.id == lease_id))
-        if row is None:
-            raise NotFoundError("lease", str(lease_id))
-        lease = lease_to_domain(row)
-        if row.end is not None and row.end <= now:
-            raise ConflictError(f"lease {lease_id} already ended at {row.end.isoformat()}", lease=lease_id)
-        if row.start >= now:
-            s.delete(row)
-        else:
-            row.end = now
-        node = s.get(NodeRow, row.node_id)
-        if node is not None and node.state == "leased":
-            node.state = "available"
-        return dataclasses.replace(lease, end=now) if lease.start < now else lease
 
 
 def active_lease(store: Store, node: str) -> Lease | None:

@@ -53,9 +53,6 @@ class EthernetBackend(FabricBackend[EthState]):
     def observe(self) -> EthState:
         return tuple(s for s in run_parallel({n: d.observe for n, d in self.switches.items()}).values())
 
-    def observe_switches(self, names: Collection[str]) -> EthState:
-        return tuple(run_parallel({n: self.switches[n].observe for n in names}).values())
-
     def apply(self, plan: FabricPlan) -> EthState:
         assert isinstance(plan, EthernetPlan)
         work = plan.by_switch()
