@@ -74,6 +74,10 @@ MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int, int, in
     ("POST", "/api/v1/audit", None, (503, 403, 403, 403, 401)),  # no fabrics configured here
     ("GET", "/api/v1/audit", None, (404, 403, 403, 403, 401)),
     ("GET", "/api/v1/reconcile", None, (200, 403, 403, 403, 401)),
+    ("POST", "/api/v1/moves/batch", {"nodes": ["gpu-0003", "gpu-0004"], "to_tenant": "beta"}, (202, 404, 404, 404, 401)),
+    # all or none: each lessee sees one of the two
+    ("POST", "/api/v1/moves/batch", {"nodes": ["gpu-0000", "gpu-0001"], "to_tenant": "quarantine"},
+     (202, 404, 404, 404, 401)),
     ("POST", "/api/v1/moves/preview", {"node": "gpu-0001", "to_tenant": "alpha"}, (503, 404, 404, 403, 401)),
 ]
 
@@ -187,3 +191,22 @@ def test_tenant_delete_names_what_uses_it(world: tuple[World, TestClient]) -> No
     )
     client.post("/api/v1/tenants", json={"name": "gamma"}, headers=w.headers("admin"))
     assert client.delete("/api/v1/tenants/gamma", headers=w.headers("admin")).status_code == 200
+
+
+def test_a_batch_of_moves_is_recorded_with_its_events_or_not_at_all(world: tuple[World, TestClient]) -> None:
+    w, client = world
+    admin = w.headers("admin")
+    refused = client.post("/api/v1/moves/batch", headers=admin,
+                          json={"nodes": ["gpu-0003", "gpu-0001", "nope"], "to_tenant": "alpha"})  # fmt: skip
+    assert refused.status_code == 404 and refused.json()["error"]["value"] == "nope"
+    assert client.get("/api/v1/moves", headers=admin).json()["total"] == 0
+    made = client.post("/api/v1/moves/batch", headers=admin, json={"nodes": ["gpu-0003", "gpu-0004"], "to_tenant": "beta"})
+    assert made.status_code == 202
+    moved = [(m["node"], m["from_tenant"], m["to_tenant"], m["status"]) for m in made.json()["items"]]
+    assert moved == [("gpu-0003", "quarantine", "beta", "pending"), ("gpu-0004", "quarantine", "beta", "pending")]
+    ev = client.get("/api/v1/events?limit=3", headers=admin).json()["items"]
+    assert [(e["action"], e["target"], e["outcome"]) for e in ev] == [
+        ("move.create", "gpu-0004", "ok"), ("move.create", "gpu-0003", "ok"),
+        ("move.create", "gpu-0003,gpu-0001,nope", "error")]  # fmt: skip
+    dup = client.post("/api/v1/moves/batch", headers=admin, json={"nodes": ["gpu-0002", "gpu-0002"], "to_tenant": "beta"})
+    assert dup.status_code == 422 and dup.json()["error"]["field"] == "nodes"

@@ -43,5 +43,5 @@ def test_upgrade_from_0003_keeps_segments_and_lease_networks(tmp_path: Path) -> 
     check = create_engine(url)
     with check.connect() as c:
         assert c.execute(text("PRAGMA foreign_keys")).scalar() == 0  # a fresh connection's default
-        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
+        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == db.HEAD_REVISION
     check.dispose()

@@ -176,3 +176,25 @@ def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -
     store.delete_lease(lease.id or 0)
     new = store.create_lease(Lease("tb", "n5", now, None, ("tb-net",)))
     assert new.id is not None and lease.id is not None and new.id > lease.id
+
+
+def test_a_request_of_several_nodes_is_all_or_none(store: Store) -> None:
+    ledger = MoveLedger(store)
+    store.create_lease(Lease("ta", "n2", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
+    ledger.request("n4", "tb", networks=("tb-net",))  # n4 already has an open move
+    with pytest.raises(ConflictError, match="node n4 already has open move"):
+        ledger.request_many(["n1", "n2", "n4"], "tb", networks=("tb-net",))
+    with pytest.raises(NotFoundError, match="node not found: nope"):
+        ledger.request_many(["n1", "nope"], "tb", networks=("tb-net",))
+    with pytest.raises(ValidationError, match="nodes"):
+        ledger.request_many(["n1", "n1"], "tb", networks=("tb-net",))
+    assert [m.node for m in ledger.open_moves()] == ["n4"]  # nothing of the refused requests
+    assert store.node("n1").state.value == "available"
+    ms = ledger.request_many(["n1", "n2", "n3"], "tb", networks=("tb-net",))
+    assert [(m.node, m.from_tenant, m.to_tenant) for m in ms] == [("n1", QUARANTINE, "tb"), ("n2", "ta", "tb"),
+                                                                 ("n3", QUARANTINE, "tb")]  # fmt: skip
+    assert {m.id for m in ledger.claim("w", limit=10)} == {m.id for m in ms} | {ledger.open_moves()[0].id}
+    swapped = ledger.swap_leases(ledger.claim("w2", limit=10, stale_after=0))
+    assert {m.phase for m in swapped} == {MovePhase.JOIN}
+    assert sorted((x.node, x.tenant) for x in store.leases(active_at=datetime.now(UTC))) == [
+        ("n1", "tb"), ("n2", "tb"), ("n3", "tb"), ("n4", "tb")]  # fmt: skip

@@ -21,6 +21,7 @@ from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import Guid
 from gpufabric.planning.plan import merge, plan, tenants_seen
 from gpufabric.service.audit_run import SPLIT_ID, audit
+from gpufabric.service.fabric_lock import read_epoch
 from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.moves import MoveEngine
 from gpufabric.service.reconcile import Policy, reconcile_once
@@ -211,3 +212,23 @@ def test_join_failure_quarantines_everywhere_then_retry_converges(engine: MoveEn
     assert batch is not None and [x.status for x in batch.moves] == [MoveStatus.DONE]
     assert owners(engine)["n1"] == {"tb"}
     assert audit(engine).ok
+
+
+def test_a_write_makes_every_other_warm_worker_read_the_fabrics_first(engine: MoveEngine) -> None:
+    other = MoveEngine(engine.store, engine.fabrics, CFG, worker="test:2", heartbeat_every=60)
+    move(other, "n3", "ta")  # warm
+    move(engine, "n1", "ta")  # another worker wrote to the fabrics
+    other.ledger.request("n3", "tb", networks=("tb-net",))
+    batch = other.run_pending()
+    assert batch is not None
+    assert [(t.phase, t.observed_first) for t in batch.timings if t.plan is not None] == [
+        ("quarantine", True), ("join", False)]  # fmt: skip
+    # the epoch moves before a worker's first change, so a write that dies mid-apply counts too
+    at_fault: list[tuple[int, str]] = []
+    before = read_epoch(engine.store)
+    err = ApplyError("injected infiniband failure", fabric="infiniband", device="x")
+    sm(engine).faults.arm(err, when=lambda _layout: bool(at_fault.append(read_epoch(engine.store))) or True)  # type: ignore[attr-defined]
+    engine.ledger.request("n2", "ta", networks=("ta-net",))
+    with pytest.raises(ApplyError, match="injected"):
+        engine.run_pending()
+    assert at_fault and at_fault[0][0] == before[0] + 1 and at_fault[0][1] == engine.worker

@@ -66,7 +66,7 @@ def create(
         return
     engine = open_engine()
     move = actions().create_lease(LOCAL_ADMIN, tenant, node, tuple(network), offering, t0, t1, gpus)
-    run_requested(engine, move.id, json_out)
+    run_requested(engine, [move.id] if move.id is not None else [], json_out)
 
 
 @app.command("list")
@@ -108,7 +108,7 @@ def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
         else:
             console.print(f"lease {lease.id} ({escape(lease.node)}, {escape(lease.tenant)}) needs no release")
         return
-    run_requested(open_engine(), move.id, json_out)
+    run_requested(open_engine(), [move.id] if move.id is not None else [], json_out)
 
 
 def _print_plan(plan: Any, json_out: bool) -> None:

@@ -69,13 +69,16 @@ app.add_typer(lab_cmd.app, name="lab", help="The local lab: ibsim + OpenSM + OVS
 
 
 def main() -> None:
-    from sqlalchemy.exc import SQLAlchemyError
-
     try:
         app()
     except GpufabricError as e:
         fail(e, json_mode="--json" in sys.argv)
-    except SQLAlchemyError as e:  # the store went away mid-command: one line, no password, no traceback
-        from gpufabric.service.db import store_error
+    except Exception as e:
+        # SQLAlchemy is imported only by the commands that open the store (a command through
+        # --api never does: 0.2 s of its start): a store error can only come from those
+        sa = sys.modules.get("sqlalchemy.exc")
+        if sa is None or not isinstance(e, sa.SQLAlchemyError):
+            raise
+        from gpufabric.service.db import store_error  # the store went away mid-command: one line, no password
 
         fail(store_error(e, os.environ.get("GPUFABRIC_DB", "the store")), json_mode="--json" in sys.argv)

@@ -13,7 +13,7 @@ from gpufabric.cli.common import JSON_OPT, actions, open_engine, open_store, rea
 from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.auth import LOCAL_ADMIN
-from gpufabric.domain.errors import GpufabricError
+from gpufabric.domain.errors import GpufabricError, ValidationError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_id
 
@@ -44,7 +44,7 @@ def _print_result(result: Any, json_out: bool) -> None:
 
 
 def move_node(
-    node: str,
+    nodes: list[str],
     to_tenant: str,
     networks: list[str],
     offering: str,
@@ -54,11 +54,15 @@ def move_node(
     gpus: int | None = None,
 ) -> None:
     store = open_store()
-    store.node(node)  # "node not found" before anything needs the fabrics
+    for node in nodes:
+        store.node(node)  # "node not found" before anything needs the fabrics
     if dry_run:
+        node = _one(nodes)
         with phase_progress(not json_out) as progress:
             engine = open_engine(progress=progress)
-            nets = tuple(networks) or tuple(n.name for n in store.networks(to_tenant)) if to_tenant != QUARANTINE else ()
+            nets = (
+                tuple(networks) or tuple(n.name for n in store.networks(to_tenant)) if to_tenant != QUARANTINE else ()
+            )
             plans = engine.preview(node, to_tenant, nets, gpus=gpus, offering=offering)
         if json_out:
             emit_json({k: v.to_dict() for k, v in plans.items()})
@@ -67,47 +71,63 @@ def move_node(
                 console.print(f"[bold]{phase}[/]\n{escape(str(p))}")
         return
     engine = open_engine()
-    move = actions().request_move(LOCAL_ADMIN, node, to_tenant, tuple(networks), offering, gpus)
-    run_requested(engine, move.id, json_out, window)
+    moves = actions().request_moves(LOCAL_ADMIN, nodes, to_tenant, tuple(networks), offering, gpus)
+    run_requested(engine, [m.id for m in moves if m.id is not None], json_out, window)
 
 
-def run_requested(engine: Any, move_id: int | None, json_out: bool, window: float = 0.0, wait: float = 600.0) -> None:
-    """Run the pending moves (the one just requested among them) here, with live phases; when a
-    running worker (``gpufabric serve``) took it first, follow it to its end instead."""
+def _one(nodes: list[str]) -> str:
+    if len(nodes) != 1:
+        raise ValidationError("--dry-run", " ".join(nodes), "one node (a preview is per node)")
+    return nodes[0]
+
+
+def run_requested(engine: Any, move_ids: list[int], json_out: bool, window: float = 0.0, wait: float = 600.0) -> None:
+    """Run the pending moves (those just requested among them) here, with live phases; when a
+    running worker (``gpufabric serve``) took them first, follow them to their end instead."""
     from gpufabric.domain.moves import MoveStatus
 
     with phase_progress(not json_out) as progress:
         engine.progress = progress
         result = engine.run_pending(window=window)
-        if result is not None and any(m.id == move_id for m in result.moves):
+        if result is not None and set(move_ids) <= {m.id for m in result.moves}:
             _print_result(result, json_out)
             return
-        m = engine.ledger.get(move_id)
         deadline = time.monotonic() + wait
-        while m.status in (MoveStatus.PENDING, MoveStatus.RUNNING) and m.not_before is None:
+        ms = [engine.ledger.get(i) for i in move_ids]
+        while any(m.status in (MoveStatus.PENDING, MoveStatus.RUNNING) and m.not_before is None for m in ms):
+            m = next(m for m in ms if m.status in (MoveStatus.PENDING, MoveStatus.RUNNING))
             engine.progress(m.phase.value, f"move {m.id} {m.status.value} by {m.claimed_by or 'a worker'}")
             if time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-            m = engine.ledger.get(move_id)
+            ms = [engine.ledger.get(i) for i in move_ids]
     if json_out:
-        emit_json({"moves": [jsonable(m)], "phases": []})
+        emit_json({"moves": [jsonable(m) for m in ms], "phases": []})
     else:
-        when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
-        console.print(f"move {m.id}: {escape(m.node)} {escape(m.from_tenant)} -> {escape(m.to_tenant)}: "
-                      f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
-    if m.status is MoveStatus.FAILED:
-        raise GpufabricError(f"move {m.id} failed: {m.error}", move=m.id)
+        for m in ms:
+            when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
+            console.print(f"move {m.id}: {escape(m.node)} {escape(m.from_tenant)} -> {escape(m.to_tenant)}: "
+                          f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
+    failed = [m for m in ms if m.status is MoveStatus.FAILED]
+    if failed:
+        raise GpufabricError(f"move {failed[0].id} failed: {failed[0].error}", move=failed[0].id)
 
 
 def move_remote(
-    r: Any, node: str, to_tenant: str, networks: list[str], offering: str, dry_run: bool, json_out: bool,
+    r: Any,
+    nodes: list[str],
+    to_tenant: str,
+    networks: list[str],
+    offering: str,
+    dry_run: bool,
+    json_out: bool,
     gpus: int | None = None,
 ) -> None:
     """``node move`` through a running server: request it (the server's worker runs it) and
     follow its progress over server-sent events until it is done or failed."""
 
     if dry_run:
+        node = _one(nodes)
         plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks})["phases"]
         if json_out:
             emit_json(plans)
@@ -115,19 +135,37 @@ def move_remote(
             for k, v in plans.items():
                 console.print(f"[bold]{k}[/]\n{v}")
         return
-    body: dict[str, Any] = {"node": node, "to_tenant": to_tenant, "networks": networks, "offering": offering}
+    body: dict[str, Any] = {"to_tenant": to_tenant, "networks": networks, "offering": offering}
     if gpus is not None:
         body["gpus"] = gpus
-    m = r.post("/moves", body)
-    follow_remote(r, m["id"], json_out)
+    if len(nodes) == 1:
+        follow_remote(r, r.post("/moves", {**body, "node": nodes[0]})["id"], json_out)
+        return
+    ids = [m["id"] for m in r.post("/moves/batch", {**body, "nodes": nodes})["items"]]
+    details = [_follow(r, i, json_out) for i in ids]
+    if json_out:
+        emit_json({"items": details})
+    else:
+        for d in details:
+            _print_detail(d)
+    _raise_failed(details)
 
 
 def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
     """Show a move's phases as the server's worker runs it (server-sent events), then its end."""
+    detail = _follow(r, move_id, json_out)
+    if json_out:
+        emit_json(detail)
+    else:
+        _print_detail(detail)
+    _raise_failed([detail])
+
+
+def _follow(r: Any, move_id: int, json_out: bool) -> dict[str, Any]:
+    """Follow a move's server-sent events (progress shown) until it ends; its detail."""
     import json
 
-    m = {"id": move_id}
-    with phase_progress(not json_out) as progress, r.stream(f"/moves/{m['id']}/events") as resp:
+    with phase_progress(not json_out) as progress, r.stream(f"/moves/{move_id}/events") as resp:
         kind = ""
         for line in resp.iter_lines():
             if line.startswith("event: "):
@@ -135,13 +173,14 @@ def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
             elif line.startswith("data: ") and kind == "progress":
                 e = json.loads(line[6:])
                 progress(e["phase"], e["message"])  # type: ignore[operator]
-    detail = r.get(f"/moves/{m['id']}")
-    if json_out:
-        emit_json(detail)
-    else:
-        _print_detail(detail)
-    if detail.get("status") == "failed":
-        raise GpufabricError(f"move {detail['id']} failed: {detail.get('error', '')}", move=detail["id"])
+    detail: dict[str, Any] = r.get(f"/moves/{move_id}")
+    return detail
+
+
+def _raise_failed(details: list[dict[str, Any]]) -> None:
+    for d in details:
+        if d.get("status") == "failed":
+            raise GpufabricError(f"move {d['id']} failed: {d.get('error', '')}", move=d["id"])
 
 
 def _print_detail(d: dict[str, Any]) -> None:
@@ -182,8 +221,19 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
         emit_json(data) if json_out else table(
             f"{len(data)} moves",
             ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
-            [(m["id"], m["node"], m["from_tenant"], m["to_tenant"], m["phase"], m["status"], m["attempts"],
-              m["error"][:60]) for m in data],
+            [
+                (
+                    m["id"],
+                    m["node"],
+                    m["from_tenant"],
+                    m["to_tenant"],
+                    m["phase"],
+                    m["status"],
+                    m["attempts"],
+                    m["error"][:60],
+                )
+                for m in data
+            ],
         )
         return
     ms = MoveLedger(open_store()).moves(open_only)

@@ -103,7 +103,7 @@ def owner(
 
 @app.command("move")
 def move(
-    name: str,
+    names: list[str] = typer.Argument(..., metavar="NODE...", help="One or more nodes (requested together: one batch)."),
     to_tenant: str = typer.Option(..., "--to-tenant", help="Target tenant, or 'quarantine' to release the node."),
     network: list[str] = typer.Option([], "--network", help="Networks to join (default: all of the tenant's)."),
     offering: str = typer.Option("baremetal", "--offering", help="openstack, openshift, baremetal or your own."),
@@ -112,11 +112,12 @@ def move(
     gpus: int = typer.Option(None, "--gpus", help="GPUs of the node the tenant gets (an NVLink partition; default all)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Move a node to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric."""
+    """Move nodes to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric.
+    Several nodes are requested in one transaction (all or none) and run as one batch."""
     from gpufabric.cli.move_cmd import move_node, move_remote
 
     r = backend()
     if r:
-        move_remote(r, name, to_tenant, network, offering, dry_run, json_out, gpus)
+        move_remote(r, names, to_tenant, network, offering, dry_run, json_out, gpus)
         return
-    move_node(name, to_tenant, network, offering, dry_run, json_out, window, gpus)
+    move_node(names, to_tenant, network, offering, dry_run, json_out, window, gpus)

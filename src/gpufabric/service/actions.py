@@ -9,7 +9,7 @@ the fabrics must follow the store (``"converge"``) or that moves are queued (``"
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -174,15 +174,38 @@ class Actions:
         offering: str = "baremetal",
         gpus: int | None = None,
     ) -> Move:
-        self.node_visible(p, node)
+        return self.request_moves(p, [node], to_tenant, networks, offering, gpus)[0]
+
+    def request_moves(
+        self,
+        p: Principal,
+        nodes: Sequence[str],
+        to_tenant: str,
+        networks: tuple[str, ...],
+        offering: str = "baremetal",
+        gpus: int | None = None,
+    ) -> list[Move]:
+        """Move ``nodes`` to ``to_tenant`` with one request: recorded in one transaction with their
+        events (all or none), then run by the worker as one batch."""
+        if not p.is_admin:  # an admin sees every node: the request itself says "node not found"
+            for node in nodes:
+                self.node_visible(p, node)
         p.require("move", Verb.CREATE)
+        tenant = None if to_tenant == QUARANTINE else to_tenant
 
-        def run() -> Move:
-            move = Tenancy(self.store).move(p, node, to_tenant, networks, offering, gpus)
-            self.on_change("moves")
-            return move
+        def events(s: Any) -> None:  # the ok events commit with the moves
+            for node in nodes:
+                s.add(self.events.row(p, "move.create", node, True, "", tenant))
 
-        return self._do(p, "move.create", node, None if to_tenant == QUARANTINE else to_tenant, run)
+        with self._write_lock:
+            try:
+                moves = Tenancy(self.store).move_many(p, nodes, to_tenant, networks, offering, gpus, also=events)
+            except GpufabricError as e:
+                self.events.record(p, "move.create", ",".join(nodes)[:255], False, e.message, tenant)
+                self.on_change("write")
+                raise
+        self.on_change("moves")
+        return moves
 
     def attach(self, p: Principal, node: str, network: str, tenant: str) -> tuple[Move | None, Lease | None]:
         """Put ``node`` in ``tenant`` with ``network`` added: a move when the tenant changes

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.service.db_models import FabricEpochRow
@@ -92,11 +93,20 @@ def read_epoch(store: Store) -> tuple[int, str]:
 
 def bump_epoch(store: Store, writer: str) -> tuple[int, str]:
     with store._tx() as s:
-        row = s.scalar(select(FabricEpochRow).where(FabricEpochRow.id == 1).with_for_update())
-        if row is None:
-            row = FabricEpochRow(id=1, epoch=0, writer="")
-            s.add(row)
-        row.epoch = (row.epoch or 0) + 1
-        row.writer = writer
+        return bump_in(s, writer)
+
+
+def bump_in(s: Session, writer: str) -> tuple[int, str]:
+    """Bump the epoch inside the caller's transaction ``s`` (one atomic UPDATE)."""
+    q = (
+        update(FabricEpochRow)
+        .where(FabricEpochRow.id == 1)
+        .values(epoch=FabricEpochRow.epoch + 1, writer=writer)
+        .returning(FabricEpochRow.epoch)
+    )
+    n = s.execute(q).scalar()
+    if n is None:
+        s.add(FabricEpochRow(id=1, epoch=1, writer=writer))
         s.flush()
-        return row.epoch, writer
+        n = 1
+    return int(n), writer

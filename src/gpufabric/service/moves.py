@@ -21,24 +21,27 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from gpufabric.domain.errors import GpufabricError, VerifyError
 from gpufabric.domain.fabric import FabricKind
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering
+from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
-from gpufabric.service.fabric_lock import LockLostError, bump_epoch, read_epoch
+from gpufabric.service.fabric_lock import LockLostError, bump_epoch, bump_in, read_epoch
 from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
+from gpufabric.service.store_view import Epoch, StoreView, ViewReader
 
 Progress = Callable[[str, str], None]  # (phase, message)
 
@@ -52,6 +55,14 @@ class PhaseTiming:
     plan: Plan | None = None  # what a converge phase applied
     observed: FabricState | None = None  # the verified state after it
     observed_first: bool = False  # it had to read the fabrics before planning (cold or another writer)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A converge phase's desired state, and its plan when the last verified state could be used."""
+
+    desired: DesiredState
+    plan: Plan | None
 
 
 @dataclass
@@ -86,22 +97,10 @@ def _move_dict(m: Move) -> dict[str, object]:
             "phase": m.phase.value, "error": m.error}  # fmt: skip
 
 
-@dataclass(frozen=True)
-class StoreView:
-    """The store's inputs of the desired state, read once: nodes, active leases, networks,
-    offerings, and the nodes that moves in flight hold in quarantine."""
-
-    nodes: tuple[Node, ...]
-    leases: tuple[Lease, ...]
-    networks: tuple[Network, ...]
-    held_in_quarantine: frozenset[str]
-    offerings: tuple[Offering, ...] = ()
-
-
-def _advance(batch: list[Move], at: MovePhase, step: Callable[[list[Move]], list[Move]]) -> list[Move]:
-    """``step`` (one store transaction) for the moves of ``batch`` at phase ``at``; order kept."""
-    done = iter(step([m for m in batch if m.phase is at]))
-    return [next(done) if m.phase is at else m for m in batch]
+def _advance(batch: list[Move], at: Collection[MovePhase], step: Callable[[list[Move]], list[Move]]) -> list[Move]:
+    """``step`` (one store transaction) for the moves of ``batch`` at a phase in ``at``; order kept."""
+    done = iter(step([m for m in batch if m.phase in at]))
+    return [next(done) if m.phase in at else m for m in batch]
 
 
 def checkpoint(name: str) -> None:
@@ -133,17 +132,13 @@ class MoveEngine:
         self.progress = progress or (lambda _p, _m: None)
         self.heartbeat_every = heartbeat_every
         self._known: FabricState | None = None  # last verified state of every fabric
-        self._known_epoch: tuple[int, str] | None = None
+        self._known_epoch: Epoch | None = None
+        self.reader = ViewReader(store)
 
     # ----------------------------------------------------------------- desired state
     def view(self) -> StoreView:
-        """One read of what the desired state is derived from."""
-        s = self.store
-        held = frozenset(m.node for m in self.ledger.open_moves() if m.holds_node_in_quarantine())
-        return StoreView(
-            tuple(s.nodes()), tuple(s.leases(active_at=datetime.now(UTC))), tuple(s.networks()), held,
-            tuple(s.offerings()),
-        )  # fmt: skip
+        """One read of what the desired state is derived from (one transaction)."""
+        return self.reader.read()[0]
 
     def desired(
         self, view: StoreView | None = None, extra_quarantine: Sequence[str] = (), leases: Sequence[Lease] | None = None
@@ -155,19 +150,23 @@ class MoveEngine:
         return derive_desired(self.kinds, t)
 
     # ----------------------------------------------------------------- the fabrics' state
-    def known_state(self) -> tuple[FabricState, bool]:
-        """The last verified state if no other writer touched the fabrics since, else a fresh
-        read. Call under the fabric lock. Returns (state, whether it was read now)."""
-        if self._known is not None and self._known_epoch == read_epoch(self.store):
+    def known_state(self, epoch: Epoch | None = None) -> tuple[FabricState, bool]:
+        """The last verified state if no other writer touched the fabrics since (``epoch``: the
+        fabric epoch just read, else it is read now), else a fresh read. Call under the fabric
+        lock. Returns (state, whether it was read now)."""
+        if self._known is not None and self._known_epoch == (epoch or read_epoch(self.store)):
             return self._known, False
         self.progress("observe", "reading every fabric")
         self._known = self.fabrics.observe()
         self._known_epoch = read_epoch(self.store)
         return self._known, True
 
-    def adopt(self, state: FabricState) -> None:
-        """Take ``state``, just read from every fabric under the fabric lock, as the known state."""
-        self._known, self._known_epoch = state, read_epoch(self.store)
+    def adopt(self, state: FabricState, wrote: bool = False) -> None:
+        """Take ``state``, just read from every fabric under the fabric lock, as the known state;
+        ``wrote``: this worker changed the fabrics besides a converge (containment), so the epoch
+        is bumped and no other worker trusts what it read before."""
+        self._known = state
+        self._known_epoch = bump_epoch(self.store, self.worker) if wrote else read_epoch(self.store)
 
     def forget(self) -> None:
         self._known, self._known_epoch = None, None
@@ -179,11 +178,36 @@ class MoveEngine:
         with self.ledger.fabric_lock():
             return self._converge(label, extra_quarantine)
 
-    def _converge(self, label: str, extra_quarantine: Sequence[str] = ()) -> PhaseTiming:
+    def _prepare(self, s: Session, extra_quarantine: Sequence[str] = ()) -> Prepared:
+        """In the store transaction ``s``, under the fabric lock: read the desired state's inputs
+        and, when the last verified state is still the last word (epoch unchanged), plan against
+        it and — if there is anything to apply — bump the epoch in the same transaction, before
+        the first write: whatever happens from there (an error, kill -9 mid-apply), no other
+        worker trusts a read-back it took before. Cold (epoch moved), the plan waits for a read
+        of the fabrics outside the transaction."""
+        view, epoch = self.reader.read_in(s)
+        desired = self.desired(view, extra_quarantine=extra_quarantine)
+        if self._known is None or self._known_epoch != epoch:
+            return Prepared(desired, None)
+        p = plan(self.kinds, desired, self._known)
+        if not p.empty:
+            self._known_epoch = bump_in(s, self.worker)
+        return Prepared(desired, p)
+
+    def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
         t0 = time.monotonic()
-        desired = self.desired(extra_quarantine=extra_quarantine)
-        state, observed_first = self.known_state()
-        p = plan(self.kinds, desired, state)
+        if ready is None:
+            with self.store._tx() as s:
+                ready = self._prepare(s, extra_quarantine)
+        desired, p, observed_first = ready.desired, ready.plan, False
+        if p is None:
+            state, observed_first = self.known_state()
+            p = plan(self.kinds, desired, state)
+            if not p.empty:
+                self._known_epoch = bump_epoch(self.store, self.worker)  # before the first write (above)
+        else:
+            assert self._known is not None
+            state = self._known
         applied: dict[str, float] = {}
         if not p.empty:
             removals, additions = p.split()
@@ -200,12 +224,9 @@ class MoveEngine:
                         applied[f"{k}:{step}"] = v
                     state = merge(self.kinds, state, read_back)
                     self.ledger.lock.check()
-            except GpufabricError:
+            except BaseException:
                 self.forget()  # what the fabrics hold now is unknown
                 raise
-            finally:
-                if applied:
-                    self._known_epoch = bump_epoch(self.store, self.worker)
             checkpoint(f"{label}:applied")
             rest = plan(self.kinds, desired, state)
             if not rest.empty:
@@ -257,25 +278,32 @@ class MoveEngine:
             t.join(timeout=5)
 
     def run_batch(self, moves: Sequence[Move]) -> BatchResult:
-        """Run claimed moves through their remaining phases together."""
+        """Run claimed moves through their remaining phases together, holding the fabric lock
+        from the quarantine phase to the end of join: the swap's transaction also reads (and
+        plans) what join applies, as no other worker can write to the fabrics in between."""
         s = self.ledger
         timings: list[PhaseTiming] = []
         batch = list(moves)
         with self._heartbeat(batch):
             try:
-                if any(m.phase is MovePhase.QUARANTINE for m in batch):
-                    timings.append(self.converge("quarantine"))
-                    checkpoint("quarantine:verified")
-                    batch = _advance(batch, MovePhase.QUARANTINE, lambda ms: s.set_phases(ms, MovePhase.SWAP))
-                if any(m.phase is MovePhase.SWAP for m in batch):
-                    t0 = time.monotonic()
-                    batch = _advance(batch, MovePhase.SWAP, s.swap_leases)
-                    timings.append(PhaseTiming("swap", time.monotonic() - t0))
-                    checkpoint("swap:committed")
-                if any(m.phase is MovePhase.JOIN for m in batch):
-                    timings.append(self.converge("join"))
-                    checkpoint("join:verified")
-                    batch = s.set_phases(batch, MovePhase.DONE)
+                with s.fabric_lock():
+                    if any(m.phase is MovePhase.QUARANTINE for m in batch):
+                        timings.append(self._converge("quarantine"))
+                        checkpoint("quarantine:verified")
+                    ready: Prepared | None = None
+                    before_join = (MovePhase.QUARANTINE, MovePhase.SWAP)
+                    if any(m.phase in before_join for m in batch):  # quarantine verified: swap, one transaction
+                        t0 = time.monotonic()
+                        got: list[Prepared] = []
+                        batch = _advance(batch, before_join, lambda ms: s.swap_leases(
+                            ms, also=lambda tx: got.append(self._prepare(tx))))  # fmt: skip
+                        ready = got[0]
+                        timings.append(PhaseTiming("swap", time.monotonic() - t0))
+                        checkpoint("swap:committed")
+                    if any(m.phase is MovePhase.JOIN for m in batch):
+                        timings.append(self._converge("join", ready=ready))
+                        checkpoint("join:verified")
+                        batch = s.set_phases(batch, MovePhase.DONE)
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
             except GpufabricError as e:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState
 from gpufabric.planning.plan import Plan, plan
-from gpufabric.service.moves import MoveEngine, StoreView
+from gpufabric.service.moves import MoveEngine
+from gpufabric.service.store_view import StoreView
 
 
 class Policy(enum.StrEnum):
@@ -59,7 +60,7 @@ def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True
         rogues, contained = _rogue_sms(engine, view, desired, observed, policy)
         if contained:
             observed = engine.fabrics.observe()
-            engine.adopt(observed)
+            engine.adopt(observed, wrote=True)
         drift = plan(engine.kinds, desired, observed)
         repaired = False
         if policy is Policy.REPAIR and not drift.empty:

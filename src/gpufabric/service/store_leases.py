@@ -10,6 +10,7 @@ both pass the overlap check.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import or_, select
@@ -34,6 +35,80 @@ def _aware(field: str, t: datetime) -> None:
 
 
 def create(s: Session, lease: Lease) -> Lease:
+    return create_many(s, [lease])[0]
+
+
+def create_many(s: Session, leases: Sequence[Lease]) -> list[Lease]:
+    """Insert ``leases`` after checking each (in order) as one lease would be: every referenced
+    row is read for all of them at once (a batch of moves swaps its leases in one go)."""
+    for lease in leases:
+        _check(lease)
+    if not leases:
+        return []
+    tenants = {r.name: r for r in s.scalars(select(TenantRow).where(TenantRow.name.in_({x.tenant for x in leases})))}
+    nodes = {
+        r.name: r
+        for r in s.scalars(select(NodeRow).where(NodeRow.name.in_({x.node for x in leases})).with_for_update())
+    }
+    offerings = set(s.scalars(select(OfferingRow.name).where(OfferingRow.name.in_({x.offering for x in leases}))))
+    nets = {
+        (r.tenant_id, r.name): r
+        for r in s.scalars(
+            select(NetworkRow).where(
+                NetworkRow.tenant_id.in_([t.id for t in tenants.values()]),
+                NetworkRow.name.in_({n for x in leases for n in x.networks}),
+            )
+        )
+    }
+    earliest = min(x.start for x in leases)
+    around: dict[int, list[LeaseRow]] = defaultdict(list)
+    for o in s.scalars(
+        select(LeaseRow)  # its tenant, node and networks are loaded only to name a conflict
+        .where(LeaseRow.node_id.in_([n.id for n in nodes.values()]), or_(LeaseRow.end.is_(None), LeaseRow.end > earliest))
+        .order_by(LeaseRow.start)
+    ):
+        around[o.node_id].append(o)
+    rows = []
+    for lease in leases:
+        tenant = tenants.get(lease.tenant)
+        if tenant is None:
+            raise NotFoundError("tenant", lease.tenant)
+        node = nodes.get(lease.node)
+        if node is None:
+            raise NotFoundError("node", lease.node)
+        if node.state == NodeState.MAINTENANCE.value:
+            raise ConflictError(
+                f"node {lease.node} is in maintenance (e.g. the subnet manager host) and cannot be leased",
+                node=lease.node,
+            )
+        if lease.offering not in offerings:
+            raise NotFoundError("offering", lease.offering)
+        mine: list[NetworkRow] = []
+        for name in dict.fromkeys(lease.networks):
+            # names are unique per tenant: a lease's networks are always its own tenant's
+            net = nets.get((tenant.id, name))
+            if net is None:
+                raise NotFoundError("network", f"{lease.tenant}/{name}")
+            mine.append(net)
+        _refuse_overlap(lease, around[node.id])
+        row = LeaseRow(
+            tenant=tenant,
+            node=node,
+            start=lease.start,
+            end=lease.end,
+            offering=lease.offering,
+            owner=lease.owner,
+            gpus=lease.gpus,
+            networks=[LeaseNetworkRow(network=n) for n in mine],
+        )
+        s.add(row)
+        around[node.id].append(row)
+        rows.append(row)
+    s.flush()
+    return [lease_to_domain(r) for r in rows]
+
+
+def _check(lease: Lease) -> None:
     if lease.id is not None:
         raise ValidationError("lease.id", lease.id, "unset (the store assigns lease ids)")
     _aware("lease.start", lease.start)
@@ -41,51 +116,20 @@ def create(s: Session, lease: Lease) -> Lease:
         _aware("lease.end", lease.end)
     if lease.gpus is not None and not 1 <= lease.gpus <= 16:
         raise ValidationError("lease.gpus", lease.gpus, "1-16 GPUs, or unset for the whole node")
-    tenant = s.scalar(select(TenantRow).where(TenantRow.name == lease.tenant))
-    if tenant is None:
-        raise NotFoundError("tenant", lease.tenant)
-    node = s.scalar(select(NodeRow).where(NodeRow.name == lease.node).with_for_update())
-    if node is None:
-        raise NotFoundError("node", lease.node)
-    if node.state == NodeState.MAINTENANCE.value:
-        raise ConflictError(
-            f"node {lease.node} is in maintenance (e.g. the subnet manager host) and cannot be leased", node=lease.node
-        )
-    if s.scalar(select(OfferingRow.id).where(OfferingRow.name == lease.offering)) is None:
-        raise NotFoundError("offering", lease.offering)
-    nets: list[NetworkRow] = []
-    for name in dict.fromkeys(lease.networks):
-        # names are unique per tenant: a lease's networks are always its own tenant's
-        net = s.scalar(select(NetworkRow).where(NetworkRow.name == name, NetworkRow.tenant_id == tenant.id))
-        if net is None:
-            raise NotFoundError("network", f"{lease.tenant}/{name}")
-        nets.append(net)
-    q = select(LeaseRow).where(LeaseRow.node_id == node.id, or_(LeaseRow.end.is_(None), LeaseRow.end > lease.start))
-    if lease.end is not None:
-        q = q.where(LeaseRow.start < lease.end)
-    other = s.scalars(q.options(*_LOAD).order_by(LeaseRow.start)).first()
-    if other is not None:
-        o = lease_to_domain(other)
-        until = o.end.isoformat() if o.end else "open end"
-        raise ConflictError(
-            f"node {lease.node} already has lease {o.id} (tenant {o.tenant}, {o.start.isoformat()} to {until})"
-            " overlapping the requested time",
-            node=lease.node,
-            lease=o.id,
-        )
-    row = LeaseRow(
-        tenant=tenant,
-        node=node,
-        start=lease.start,
-        end=lease.end,
-        offering=lease.offering,
-        owner=lease.owner,
-        gpus=lease.gpus,
-        networks=[LeaseNetworkRow(network=n) for n in nets],
-    )
-    s.add(row)
-    s.flush()
-    return lease_to_domain(row)
+
+
+def _refuse_overlap(lease: Lease, others: Sequence[LeaseRow]) -> None:
+    """ConflictError naming the first of ``others`` (the node's leases) that overlaps ``lease``."""
+    for other in others:
+        if (other.end is None or other.end > lease.start) and (lease.end is None or other.start < lease.end):
+            o = lease_to_domain(other)
+            until = o.end.isoformat() if o.end else "open end"
+            raise ConflictError(
+                f"node {lease.node} already has lease {o.id} (tenant {o.tenant}, {o.start.isoformat()} to {until})"
+                " overlapping the requested time",
+                node=lease.node,
+                lease=o.id,
+            )
 
 
 def get(s: Session, lease_id: int) -> Lease:

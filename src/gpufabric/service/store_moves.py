@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease, NodeState
@@ -32,7 +33,7 @@ from gpufabric.service.store import Store
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value)
 
 
-def _to_domain(r: MoveRow) -> Move:
+def move_to_domain(r: MoveRow) -> Move:
     return Move(
         node=r.node,
         to_tenant=r.to_tenant,
@@ -79,6 +80,33 @@ def _active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
     return s.scalars(q).first()
 
 
+@dataclass(frozen=True)
+class _Known:
+    """What requests of moves of ``nodes`` check, read for all of them at once (node rows locked)."""
+
+    nodes: dict[str, NodeRow]
+    open_moves: dict[str, MoveRow]
+    tenant_exists: bool
+    active: dict[int, LeaseRow]  # node id -> its lease active now
+
+    @staticmethod
+    def read(s: Session, nodes: Sequence[str], to_tenant: str, now: datetime) -> _Known:
+        rows = _nodes(s, nodes)
+        moves = s.scalars(select(MoveRow).where(MoveRow.node.in_(nodes), MoveRow.status.in_(OPEN)).order_by(MoveRow.id))
+        tenant = to_tenant == QUARANTINE or s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is not None
+        active = s.scalars(
+            select(LeaseRow)
+            .options(selectinload(LeaseRow.tenant))
+            .where(
+                LeaseRow.node_id.in_([r.id for r in rows.values()]),
+                LeaseRow.start <= now,
+                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+            )
+            .order_by(LeaseRow.id.desc())
+        )
+        return _Known(rows, {m.node: m for m in moves}, tenant, {x.node_id: x for x in active})
+
+
 class MoveLedger:
     """The store's move intents. Wraps a :class:`Store`."""
 
@@ -106,65 +134,113 @@ class MoveLedger:
         ``release_ended``: a release of a node whose lease has already ended (expiry).
         ``grant``: a lease grant, refused when the node is leased now (naming its lease).
         ``also``: more rows written in the same transaction (the request's event)."""
+        return self.request_many(
+            [node], to_tenant, offering, networks, gpus=gpus, lease_end=lease_end, release_ended=release_ended,
+            not_before=not_before, requested_by=requested_by, grant=grant, also=also,
+        )[0]  # fmt: skip
+
+    def request_many(
+        self,
+        nodes: Sequence[str],
+        to_tenant: str,
+        offering: str = "baremetal",
+        networks: tuple[str, ...] = (),
+        *,
+        gpus: int | None = None,
+        lease_end: datetime | None = None,
+        release_ended: bool = False,
+        not_before: datetime | None = None,
+        requested_by: str = "",
+        grant: bool = False,
+        also: Callable[[Session], None] | None = None,
+    ) -> list[Move]:
+        """:meth:`request` for each of ``nodes`` in one transaction: all are recorded, or none
+        (the first refusal is raised). Requested together, they are claimed as one batch."""
+        if not nodes or len(set(nodes)) != len(nodes):
+            raise ValidationError("nodes", ",".join(nodes)[:200], "one or more node names, each once")
         now = datetime.now(UTC)
         with self.store._tx() as s:
-            row = s.scalar(select(NodeRow).where(NodeRow.name == node).with_for_update())
-            if row is None:
-                raise NotFoundError("node", node)
-            other = s.scalar(select(MoveRow).where(MoveRow.node == node, MoveRow.status.in_(OPEN)))
-            if other is not None:
-                raise ConflictError(
-                    f"node {node} already has open move {other.id} ({other.status} at {other.phase})",
-                    node=node,
-                    move=other.id,
-                )
-            if to_tenant != QUARANTINE and s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is None:
-                raise NotFoundError("tenant", to_tenant)
-            if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
-                raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
-            if not_before is not None and not_before.tzinfo is None:
-                raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
-            if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
-                raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
-            if gpus is not None and not 1 <= gpus <= 16:
-                raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
-            current = _active_lease(s, row.id, now)
-            if grant and current is not None:
-                raise ConflictError(
-                    f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
-                    f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
-                    node=node,
-                    lease=current.id,
-                )
-            from_tenant = current.tenant.name if current else QUARANTINE
-            if release_ended and current is None:
-                last = s.scalars(
-                    select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
-                ).first()
-                from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
-            if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
-                raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
-            mr = MoveRow(
-                node=node,
-                from_tenant=from_tenant,
-                to_tenant=to_tenant,
-                offering=offering,
-                networks=",".join(networks),
-                gpus=gpus,
-                lease_end=lease_end,
-                not_before=not_before if not_before is not None and not_before > now else None,
-                requested_by=requested_by[:255],
-                phase=MovePhase.QUARANTINE.value,
-                status=MoveStatus.PENDING.value,
-                attempts=0,
-                error="",
-            )
-            s.add(mr)
-            row.state = NodeState.MOVING.value
+            known = _Known.read(s, nodes, to_tenant, now)
+            out = [
+                self._request_in(s, known, now, node, to_tenant, offering, networks, gpus, lease_end, release_ended,
+                                 not_before, requested_by, grant)
+                for node in nodes
+            ]  # fmt: skip
             if also is not None:
                 also(s)
             s.flush()
-            return _to_domain(mr)
+            return [move_to_domain(r) for r in out]
+
+    def _request_in(
+        self,
+        s: Session,
+        known: _Known,
+        now: datetime,
+        node: str,
+        to_tenant: str,
+        offering: str,
+        networks: tuple[str, ...],
+        gpus: int | None,
+        lease_end: datetime | None,
+        release_ended: bool,
+        not_before: datetime | None,
+        requested_by: str,
+        grant: bool,
+    ) -> MoveRow:
+        row = known.nodes.get(node)
+        if row is None:
+            raise NotFoundError("node", node)
+        other = known.open_moves.get(node)
+        if other is not None:
+            raise ConflictError(
+                f"node {node} already has open move {other.id} ({other.status} at {other.phase})",
+                node=node,
+                move=other.id,
+            )
+        if not known.tenant_exists:
+            raise NotFoundError("tenant", to_tenant)
+        if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
+            raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+        if not_before is not None and not_before.tzinfo is None:
+            raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
+        if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
+            raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
+        if gpus is not None and not 1 <= gpus <= 16:
+            raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
+        current = known.active.get(row.id)
+        if grant and current is not None:
+            raise ConflictError(
+                f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
+                f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
+                node=node,
+                lease=current.id,
+            )
+        from_tenant = current.tenant.name if current else QUARANTINE
+        if release_ended and current is None:
+            last = s.scalars(
+                select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
+            ).first()
+            from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
+        if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
+            raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
+        mr = MoveRow(
+            node=node,
+            from_tenant=from_tenant,
+            to_tenant=to_tenant,
+            offering=offering,
+            networks=",".join(networks),
+            gpus=gpus,
+            lease_end=lease_end,
+            not_before=not_before if not_before is not None and not_before > now else None,
+            requested_by=requested_by[:255],
+            phase=MovePhase.QUARANTINE.value,
+            status=MoveStatus.PENDING.value,
+            attempts=0,
+            error="",
+        )
+        s.add(mr)
+        row.state = NodeState.MOVING.value
+        return mr
 
     @contextmanager
     def fabric_lock(self) -> Iterator[None]:
@@ -177,14 +253,14 @@ class MoveLedger:
             r = s.get(MoveRow, move_id)
             if r is None:
                 raise NotFoundError("move", str(move_id))
-            return _to_domain(r)
+            return move_to_domain(r)
 
     def moves(self, open_only: bool = False) -> list[Move]:
         with self.store._tx() as s:
             q = select(MoveRow).order_by(MoveRow.id)
             if open_only:
                 q = q.where(MoveRow.status.in_(OPEN))
-            return [_to_domain(r) for r in s.scalars(q)]
+            return [move_to_domain(r) for r in s.scalars(q)]
 
     def open_moves(self) -> list[Move]:
         return self.moves(open_only=True)
@@ -217,7 +293,7 @@ class MoveLedger:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
                 r.heartbeat_at = now
             s.flush()
-            return [_to_domain(r) for r in rows]
+            return [move_to_domain(r) for r in rows]
 
     def expired_nodes(self) -> list[str]:
         """Nodes still marked leased whose lease has ended and that have no open move: each is
@@ -251,55 +327,62 @@ class MoveLedger:
         """Record ``phase`` for every move of a batch in one transaction (fenced by each claim)."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
-            out = []
-            for move in moves:
-                r = self._row(s, move)
+            rows = self._rows(s, moves)
+            nodes = _nodes(s, [r.node for r in rows]) if phase is MovePhase.DONE else {}
+            for r in rows:
                 r.phase = phase.value
                 r.claimed_at = r.heartbeat_at = now
                 if phase is MovePhase.DONE:
                     r.status = MoveStatus.DONE.value
-                    node = s.scalar(select(NodeRow).where(NodeRow.name == r.node))
+                    node = nodes.get(r.node)
                     if node is not None:
                         node.state = (NodeState.AVAILABLE if r.to_tenant == QUARANTINE else NodeState.LEASED).value
-                out.append(_to_domain(r))
-            return out
+            return [move_to_domain(r) for r in rows]
 
     def swap_lease(self, move: Move) -> Move:
         return self.swap_leases([move])[0]
 
-    def swap_leases(self, moves: Sequence[Move]) -> list[Move]:
-        """End each node's current lease and start the new one; phase -> join. One transaction
-        for the whole batch."""
+    def swap_leases(self, moves: Sequence[Move], also: Callable[[Session], None] | None = None) -> list[Move]:
+        """For moves whose quarantine is verified: end each node's current lease and start the
+        new one; phase -> join. One transaction for the whole batch; ``also`` runs in it last."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
-            return [self._swap(s, m, now) for m in moves]
-
-    def _swap(self, s: Session, move: Move, now: datetime) -> Move:
-        r = self._row(s, move)
-        node = s.scalar(select(NodeRow).where(NodeRow.name == r.node).with_for_update())
-        assert node is not None
-        old = _active_lease(s, node.id, now)
-        if old is not None:
-            if old.start >= now:
-                s.delete(old)
-            else:
-                old.end = now
+            rows = self._rows(s, moves)
+            nodes = _nodes(s, [r.node for r in rows])
+            current = select(LeaseRow).where(
+                LeaseRow.node_id.in_([n.id for n in nodes.values()]),
+                LeaseRow.start <= now,
+                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+            )
+            for old in s.scalars(current):
+                if old.start >= now:
+                    s.delete(old)
+                else:
+                    old.end = now
             s.flush()
-        if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now):
-            networks = tuple(n for n in r.networks.split(",") if n)
-            lease = Lease(r.to_tenant, r.node, now, r.lease_end, networks, r.offering or "baremetal", gpus=r.gpus)
-            store_leases.create(s, lease)
-        if r.offering:
-            node.offering = r.offering
-        r.phase = MovePhase.JOIN.value
-        r.claimed_at = r.heartbeat_at = now
-        return _to_domain(r)
+            new = [
+                Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
+                      r.offering or "baremetal", gpus=r.gpus)
+                for r in rows
+                if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now)
+            ]  # fmt: skip
+            store_leases.create_many(s, new)
+            for r in rows:
+                if r.offering and r.node in nodes:
+                    nodes[r.node].offering = r.offering
+                r.phase = MovePhase.JOIN.value
+                r.claimed_at = r.heartbeat_at = now
+            out = [move_to_domain(r) for r in rows]
+            if also is not None:
+                s.flush()
+                also(s)
+            return out
 
     def fail(self, move: Move, error: str) -> Move:
         with self.store._tx() as s:
             r = self._row(s, move)
             r.status, r.error = MoveStatus.FAILED.value, error[:2000]
-            return _to_domain(r)
+            return move_to_domain(r)
 
     def retry(self, move_id: int) -> Move:
         """Put a failed move back in the queue; it resumes at its recorded phase."""
@@ -310,18 +393,33 @@ class MoveLedger:
             if r.status != MoveStatus.FAILED.value:
                 raise ConflictError(f"move {move_id} is {r.status}, not failed", move=move_id)
             r.status, r.error, r.claimed_by = MoveStatus.PENDING.value, "", None
-            return _to_domain(r)
+            return move_to_domain(r)
 
     @staticmethod
     def _row(s: Session, move: Move) -> MoveRow:
-        """The move's row, locked, if the claim ``move`` carries is still the row's (fencing)."""
-        assert move.id is not None
-        r = s.get(MoveRow, move.id, with_for_update=True)
-        if r is None:
-            raise NotFoundError("move", str(move.id))
-        if move.claimed_by is not None and r.claimed_by != move.claimed_by:
-            raise ClaimLostError(
-                f"move {move.id} is now held by {r.claimed_by} (this worker {move.claimed_by} went stale)",
-                move=move.id,
-            )
-        return r
+        return MoveLedger._rows(s, [move])[0]
+
+    @staticmethod
+    def _rows(s: Session, moves: Sequence[Move]) -> list[MoveRow]:
+        """The moves' rows (in order), locked, if the claim each move carries is still its row's
+        (fencing): :class:`ClaimLostError` otherwise."""
+        ids = [m.id for m in moves]
+        assert None not in ids
+        found = {r.id: r for r in s.scalars(select(MoveRow).where(MoveRow.id.in_(ids)).with_for_update())}
+        out = []
+        for move in moves:
+            r = found.get(move.id)  # type: ignore[arg-type]
+            if r is None:
+                raise NotFoundError("move", str(move.id))
+            if move.claimed_by is not None and r.claimed_by != move.claimed_by:
+                raise ClaimLostError(
+                    f"move {move.id} is now held by {r.claimed_by} (this worker {move.claimed_by} went stale)",
+                    move=move.id,
+                )
+            out.append(r)
+        return out
+
+
+def _nodes(s: Session, names: Sequence[str]) -> dict[str, NodeRow]:
+    """The node rows ``names``, locked, by name."""
+    return {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.name.in_(set(names))).with_for_update())}

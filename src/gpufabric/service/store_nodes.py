@@ -1,7 +1,9 @@
 """Reading every node with its ports, GPUs and DPUs in five plain SELECTs (SQLAlchemy Core
 rows, no ORM identity map): what a worker reads before each converge phase. The result is
 exactly ``[node_to_domain(row) for row in ...]`` over the ORM rows, sorted by name — at about
-a tenth of the cost for a thousand nodes."""
+a tenth of the cost for a thousand nodes. Heads (id, name, offering, state) and bodies (ports,
+GPUs, DPUs) are read apart, so that a warm worker can keep the bodies while the inventory
+revision stands (:mod:`gpufabric.service.store_view`)."""
 
 from __future__ import annotations
 
@@ -16,37 +18,59 @@ from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.service.convert import canonical
 from gpufabric.service.db_models import DpuRow, EthernetPortRow, GpuRow, IbPortRow, NodeRow
 
+Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...]]
+"""A node's ports, GPUs and DPUs, each in the order the store returns them."""
+Head = tuple[int, str, str, str]
+"""A node's id, name, offering and state."""
+
 
 def list_nodes(s: Session) -> list[Node]:
-    names: dict[int, str] = {}
-    heads: list[tuple[int, str, str, str]] = []
-    for nid, name, offering, state in s.execute(
-        select(NodeRow.id, NodeRow.name, NodeRow.offering, NodeRow.state).order_by(NodeRow.name)
-    ):
-        names[nid] = name
-        heads.append((nid, name, offering, state))
+    heads = node_heads(s)
+    return nodes_from(heads, node_bodies(s, {nid: name for nid, name, _, _ in heads}))
+
+
+def node_heads(s: Session) -> list[Head]:
+    """Every node's (id, name, offering, state), by name."""
+    q = select(NodeRow.id, NodeRow.name, NodeRow.offering, NodeRow.state).order_by(NodeRow.name)
+    return [(nid, name, offering, state) for nid, name, offering, state in s.execute(q)]
+
+
+def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
+    empty: Body = ((), (), (), ())
+    return [Node(name, offering, NodeState(state), *bodies.get(nid, empty)) for nid, name, offering, state in heads]
+
+
+def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
+    """The ports, GPUs and DPUs of the nodes ``names`` (id -> name) in four SELECTs."""
     eth: dict[int, list[EthernetPort]] = defaultdict(list)
     for nid, pname, switch, sport, mac in s.execute(
         select(EthernetPortRow.node_id, EthernetPortRow.name, EthernetPortRow.switch, EthernetPortRow.switch_port,
                EthernetPortRow.mac)
-    ):
-        eth[nid].append(EthernetPort(names[nid], pname, switch, sport, mac))
+    ):  # fmt: skip
+        if nid in names:
+            eth[nid].append(EthernetPort(names[nid], pname, switch, sport, mac))
     ib: dict[int, list[IbPort]] = defaultdict(list)
     for nid, dev, num, pguid, nguid, sguid, swport in s.execute(
         select(IbPortRow.node_id, IbPortRow.device, IbPortRow.port_num, IbPortRow.port_guid, IbPortRow.node_guid,
                IbPortRow.switch_guid, IbPortRow.switch_port)
-    ):
-        sw = None if sguid is None else Guid.parse(sguid)
-        ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, swport))
+    ):  # fmt: skip
+        if nid in names:
+            sw = None if sguid is None else Guid.parse(sguid)
+            ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, swport))
     gpus: dict[int, list[Gpu]] = defaultdict(list)
     for nid, module, bus in s.execute(select(GpuRow.node_id, GpuRow.module_id, GpuRow.pci_bus_id)):
-        gpus[nid].append(Gpu(names[nid], ModuleId(module), bus))
+        if nid in names:
+            gpus[nid].append(Gpu(names[nid], ModuleId(module), bus))
     dpus: dict[int, list[Dpu]] = defaultdict(list)
     for nid, dname, mode, details in s.execute(select(DpuRow.node_id, DpuRow.name, DpuRow.mode, DpuRow.details)):
-        d: dict[str, Any] = details or {}
-        dpus[nid].append(Dpu(names[nid], dname, DpuMode(mode), tuple(sorted((str(k), str(v)) for k, v in d.items()))))
-    return [
-        canonical(Node(name, offering, NodeState(state), tuple(eth[nid]), tuple(ib[nid]), tuple(gpus[nid]),
-                       tuple(dpus[nid])))
-        for nid, name, offering, state in heads
-    ]
+        if nid in names:
+            d: dict[str, Any] = details or {}
+            dpus[nid].append(
+                Dpu(names[nid], dname, DpuMode(mode), tuple(sorted((str(k), str(v)) for k, v in d.items())))
+            )
+    out: dict[int, Body] = {}
+    for nid, name in names.items():
+        n = canonical(Node(name, ethernet=tuple(eth[nid]), ib=tuple(ib[nid]), gpus=tuple(gpus[nid]),
+                           dpus=tuple(dpus[nid])))  # fmt: skip
+        out[nid] = (n.ethernet, n.ib, n.gpus, n.dpus)
+    return out

@@ -80,10 +80,26 @@ class Tenancy:
         gpus: int | None = None,
     ) -> Move:
         """Hand ``node`` to ``to_tenant`` (QUARANTINE releases it) through quarantine."""
+        return self.move_many(principal, [node], to_tenant, networks, offering, gpus)[0]
+
+    def move_many(
+        self,
+        principal: Principal,
+        nodes: Sequence[str],
+        to_tenant: str,
+        networks: Sequence[str] = (),
+        offering: str = "baremetal",
+        gpus: int | None = None,
+        also: Callable[[Session], None] | None = None,
+    ) -> list[Move]:
+        """:meth:`move` for several nodes, requested in one transaction (all or none): the worker
+        claims them together and runs them as one batch."""
         nets = tuple(networks)
         if not nets and to_tenant != QUARANTINE:
             nets = tuple(x.name for x in self.store.networks(to_tenant))
-        return self.ledger.request(node, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal))
+        return self.ledger.request_many(
+            nodes, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal), also=also
+        )
 
     def end(self, principal: Principal, lease_id: int) -> tuple[Lease, Move | None]:
         """End lease ``lease_id`` now: its node goes to quarantine. A lease that has not started

@@ -12,7 +12,18 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
-from gpufabric.api.v1.schemas import NAME_PATTERN, MoveDetail, MoveIn, MoveOut, MovePage, PreviewIn, PreviewOut, errors
+from gpufabric.api.v1.schemas import (
+    NAME_PATTERN,
+    MoveDetail,
+    MoveIn,
+    MoveList,
+    MoveOut,
+    MovePage,
+    MovesIn,
+    PreviewIn,
+    PreviewOut,
+    errors,
+)
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError
 
@@ -58,8 +69,22 @@ def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> 
     return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0], 202)
 
 
-@router.get("/moves/{move_id}", summary="A move with its phases, progress and timings",
-            responses={200: {"model": MoveDetail}, **errors(404)})
+@router.post(
+    "/moves/batch",
+    status_code=202,
+    summary="Request moves of several nodes at once (all or none, one transaction); run by the worker as one batch",
+    responses={202: {"model": MoveList}, **errors(403, 404, 409)},
+)
+def create_moves(body: MovesIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    moves = c.actions.request_moves(p, body.nodes, body.to_tenant, tuple(body.networks), body.offering, body.gpus)
+    return json({"items": [c.reader.moves(p, 1, 0, move_id=m.id)[0][0] for m in moves]}, 202)
+
+
+@router.get(
+    "/moves/{move_id}",
+    summary="A move with its phases, progress and timings",
+    responses={200: {"model": MoveDetail}, **errors(404)},
+)
 def show_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     return json(detail(c, p, move_id))
 

@@ -270,6 +270,14 @@ class MoveIn(Strict):
     gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
 
 
+class MovesIn(Strict):
+    nodes: list[Name] = Field(min_length=1, max_length=256, description="The nodes, each once")
+    to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the nodes")
+    networks: list[Name] = Field(default_factory=list, max_length=16)
+    offering: Name = "baremetal"
+    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of each node (an NVLink partition); default all")
+
+
 class MoveEventOut(BaseModel):
     id: int
     at: str | None
@@ -302,6 +310,10 @@ class LeaseEndOut(BaseModel):
 class MoveDetail(MoveOut):
     events: list[MoveEventOut]
     timings: dict[str, float]
+
+
+class MoveList(BaseModel):
+    items: list[MoveOut]
 
 
 class MovePage(BaseModel):

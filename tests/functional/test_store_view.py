@@ -1,0 +1,76 @@
+"""The worker's read of the store (SQLite and PostgreSQL): one transaction gives exactly what
+the store's own reads give, and the inventory part is re-read when — and only when — the
+inventory revision (triggers of migration 0005) moved."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Lease, Node, NodeState, Offering
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.values import Guid
+from gpufabric.service.fabric_lock import bump_epoch
+from gpufabric.service.store import Store
+from gpufabric.service.store_moves import MoveLedger
+from gpufabric.service.store_view import ViewReader
+
+CFG = SegmentConfig.default()
+
+
+def _node(i: int, port: str = "") -> Node:
+    name = f"n{i}"
+    return Node(
+        name,
+        ethernet=(EthernetPort(name, "eth0", "leaf1", port or f"p{i}"),),
+        ib=(IbPort(name, "mlx5_0", 1, Guid(0x1000 + i), Guid(0x2000 + i)),),
+    )
+
+
+@pytest.fixture
+def store(store_url: str) -> Store:
+    s = Store.open(url=store_url)
+    s.upsert_inventory(Inventory(tuple(_node(i) for i in range(1, 5))))
+    s.create_tenant("ta")
+    s.create_network("ta-net", "ta", CFG)
+    return s
+
+
+def _expected(store: Store) -> tuple[object, ...]:
+    held = frozenset(m.node for m in MoveLedger(store).open_moves() if m.holds_node_in_quarantine())
+    return (tuple(store.nodes()), tuple(store.leases(active_at=datetime.now(UTC))), tuple(store.networks()), held,
+            tuple(store.offerings()))  # fmt: skip
+
+
+def _got(reader: ViewReader) -> tuple[object, ...]:
+    v, _ = reader.read()
+    return (v.nodes, v.leases, v.networks, v.held_in_quarantine, v.offerings)
+
+
+def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes(store: Store) -> None:
+    reader = ViewReader(store)
+    assert _got(reader) == _expected(store) and reader.refreshed == 1
+    # leases, moves, node states and the fabric epoch are read every time, from the cache's inventory
+    store.create_lease(Lease("ta", "n1", datetime.now(UTC) - timedelta(minutes=1), networks=("ta-net",)))
+    MoveLedger(store).request("n2", "ta", networks=("ta-net",))
+    store.set_node_state("n3", NodeState.MAINTENANCE)
+    before = reader.read()[1]
+    after = bump_epoch(store, "w1")
+    view, epoch = reader.read()
+    assert epoch == after != before
+    assert _got(reader) == _expected(store) and reader.refreshed == 1
+    assert "n2" in view.held_in_quarantine and [x.node for x in view.leases] == ["n1"]
+    # each inventory change is seen on the next read
+    changes = [
+        lambda: store.upsert_inventory(Inventory((_node(1, port="p9"),))),  # a port moved
+        lambda: store.upsert_inventory(Inventory((_node(5),))),  # a new node
+        lambda: store.create_network("ta-net2", "ta", CFG),
+        lambda: store.create_offering(Offering("gpu-burst", "short jobs")),
+        lambda: store.create_tenant("tb"),
+    ]
+    for i, change in enumerate(changes, start=2):
+        change()
+        assert _got(reader) == _expected(store)
+        assert reader.refreshed == i
+    assert {p.switch_port for n in reader.read()[0].nodes for p in n.ethernet if n.name == "n1"} == {"p9"}
