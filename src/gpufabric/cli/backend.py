@@ -7,9 +7,7 @@ command prints the same output and ``--json`` either way.
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpufabric.domain.errors import (
     ConflictError,
@@ -20,6 +18,9 @@ from gpufabric.domain.errors import (
     UnavailableError,
     ValidationError,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 ALL = 100_000
 
@@ -58,13 +59,16 @@ class Remote:
     def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
         if not token:
             raise UnauthorizedError("--api needs a token: --token or $GPUFABRIC_TOKEN")
+        import httpx  # 80 ms of imports: only a command that talks to a server pays it
+
+        self._http_error = httpx.HTTPError
         self.base = url.rstrip("/") + "/api/v1"
         self.client = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
 
     def _do(self, method: str, path: str, **kw: Any) -> Any:
         try:
             r = self.client.request(method, self.base + path, **kw)
-        except httpx.HTTPError as e:
+        except self._http_error as e:
             raise UnavailableError(f"cannot reach the API at {self.base}: {e}", field="api") from None
         if r.status_code >= 400:
             _raise(r)
