@@ -16,21 +16,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, or_, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease, NodeState
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.service import store_leases
-from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow, TenantRow
+from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow
 from gpufabric.service.fabric_lock import FabricLock
+from gpufabric.service.move_requests import OPEN, RequestChecks, active_lease, locked_nodes, new_move
 from gpufabric.service.store import Store
-
-OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value)
 
 
 def move_to_domain(r: MoveRow) -> Move:
@@ -71,40 +69,6 @@ def worker_dead(worker: str | None, host: str | None = None) -> bool:
     except PermissionError:
         return False
     return False
-
-
-def _active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
-    q = select(LeaseRow).where(
-        LeaseRow.node_id == node_id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now)
-    )
-    return s.scalars(q).first()
-
-
-@dataclass(frozen=True)
-class _Known:
-    """What requests of moves of ``nodes`` check, read for all of them at once (node rows locked)."""
-
-    nodes: dict[str, NodeRow]
-    open_moves: dict[str, MoveRow]
-    tenant_exists: bool
-    active: dict[int, LeaseRow]  # node id -> its lease active now
-
-    @staticmethod
-    def read(s: Session, nodes: Sequence[str], to_tenant: str, now: datetime) -> _Known:
-        rows = _nodes(s, nodes)
-        moves = s.scalars(select(MoveRow).where(MoveRow.node.in_(nodes), MoveRow.status.in_(OPEN)).order_by(MoveRow.id))
-        tenant = to_tenant == QUARANTINE or s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is not None
-        active = s.scalars(
-            select(LeaseRow)
-            .options(selectinload(LeaseRow.tenant))
-            .where(
-                LeaseRow.node_id.in_([r.id for r in rows.values()]),
-                LeaseRow.start <= now,
-                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
-            )
-            .order_by(LeaseRow.id.desc())
-        )
-        return _Known(rows, {m.node: m for m in moves}, tenant, {x.node_id: x for x in active})
 
 
 class MoveLedger:
@@ -160,9 +124,9 @@ class MoveLedger:
             raise ValidationError("nodes", ",".join(nodes)[:200], "one or more node names, each once")
         now = datetime.now(UTC)
         with self.store._tx() as s:
-            known = _Known.read(s, nodes, to_tenant, now)
+            known = RequestChecks.read(s, nodes, to_tenant, now)
             out = [
-                self._request_in(s, known, now, node, to_tenant, offering, networks, gpus, lease_end, release_ended,
+                new_move(s, known, now, node, to_tenant, offering, networks, gpus, lease_end, release_ended,
                                  not_before, requested_by, grant)
                 for node in nodes
             ]  # fmt: skip
@@ -170,77 +134,6 @@ class MoveLedger:
                 also(s)
             s.flush()
             return [move_to_domain(r) for r in out]
-
-    def _request_in(
-        self,
-        s: Session,
-        known: _Known,
-        now: datetime,
-        node: str,
-        to_tenant: str,
-        offering: str,
-        networks: tuple[str, ...],
-        gpus: int | None,
-        lease_end: datetime | None,
-        release_ended: bool,
-        not_before: datetime | None,
-        requested_by: str,
-        grant: bool,
-    ) -> MoveRow:
-        row = known.nodes.get(node)
-        if row is None:
-            raise NotFoundError("node", node)
-        other = known.open_moves.get(node)
-        if other is not None:
-            raise ConflictError(
-                f"node {node} already has open move {other.id} ({other.status} at {other.phase})",
-                node=node,
-                move=other.id,
-            )
-        if not known.tenant_exists:
-            raise NotFoundError("tenant", to_tenant)
-        if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
-            raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
-        if not_before is not None and not_before.tzinfo is None:
-            raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
-        if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
-            raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
-        if gpus is not None and not 1 <= gpus <= 16:
-            raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
-        current = known.active.get(row.id)
-        if grant and current is not None:
-            raise ConflictError(
-                f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
-                f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
-                node=node,
-                lease=current.id,
-            )
-        from_tenant = current.tenant.name if current else QUARANTINE
-        if release_ended and current is None:
-            last = s.scalars(
-                select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
-            ).first()
-            from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
-        if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
-            raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
-        mr = MoveRow(
-            node=node,
-            from_tenant=from_tenant,
-            to_tenant=to_tenant,
-            offering=offering,
-            networks=",".join(networks),
-            gpus=gpus,
-            lease_end=lease_end,
-            not_before=not_before if not_before is not None and not_before > now else None,
-            requested_by=requested_by[:255],
-            phase=MovePhase.QUARANTINE.value,
-            status=MoveStatus.PENDING.value,
-            attempts=0,
-            error="",
-        )
-        s.add(mr)
-        row.state = NodeState.MOVING.value
-        return mr
 
     @contextmanager
     def fabric_lock(self) -> Iterator[None]:
@@ -302,7 +195,7 @@ class MoveLedger:
         with self.store._tx() as s:
             leased = s.scalars(select(NodeRow).where(NodeRow.state == NodeState.LEASED.value)).all()
             busy = set(s.scalars(select(MoveRow.node).where(MoveRow.status.in_(OPEN))))
-            return sorted(n.name for n in leased if n.name not in busy and _active_lease(s, n.id, now) is None)
+            return sorted(n.name for n in leased if n.name not in busy and active_lease(s, n.id, now) is None)
 
     def heartbeat(self, moves: list[Move], worker: str) -> int:
         """Refresh the heartbeat of the moves ``worker`` still holds; returns how many."""
@@ -328,7 +221,7 @@ class MoveLedger:
         now = datetime.now(UTC)
         with self.store._tx() as s:
             rows = self._rows(s, moves)
-            nodes = _nodes(s, [r.node for r in rows]) if phase is MovePhase.DONE else {}
+            nodes = locked_nodes(s, [r.node for r in rows]) if phase is MovePhase.DONE else {}
             for r in rows:
                 r.phase = phase.value
                 r.claimed_at = r.heartbeat_at = now
@@ -348,7 +241,7 @@ class MoveLedger:
         now = datetime.now(UTC)
         with self.store._tx() as s:
             rows = self._rows(s, moves)
-            nodes = _nodes(s, [r.node for r in rows])
+            nodes = locked_nodes(s, [r.node for r in rows])
             current = select(LeaseRow).where(
                 LeaseRow.node_id.in_([n.id for n in nodes.values()]),
                 LeaseRow.start <= now,
@@ -418,8 +311,3 @@ class MoveLedger:
                 )
             out.append(r)
         return out
-
-
-def _nodes(s: Session, names: Sequence[str]) -> dict[str, NodeRow]:
-    """The node rows ``names``, locked, by name."""
-    return {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.name.in_(set(names))).with_for_update())}

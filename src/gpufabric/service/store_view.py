@@ -23,8 +23,9 @@ from gpufabric.domain.models import Lease, Network, Node, NodeState, Offering
 from gpufabric.service import store_leases
 from gpufabric.service.convert import network_to_domain, offering_to_domain
 from gpufabric.service.db_models import FabricEpochRow, MoveRow, NetworkRow, OfferingRow, RevisionRow
+from gpufabric.service.move_requests import OPEN
 from gpufabric.service.store import Store
-from gpufabric.service.store_moves import OPEN, move_to_domain
+from gpufabric.service.store_moves import move_to_domain
 from gpufabric.service.store_nodes import Body, Head, node_bodies, node_heads
 
 INVENTORY_REVISION: Final = 2  # the gf_revision row of the inventory (0005)

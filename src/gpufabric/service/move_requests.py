@@ -1,0 +1,133 @@
+"""A move request's checks, read for all the requested nodes at once: the node rows (locked),
+their open moves, the target tenant, the leases active now; and the new move row.
+Used by :class:`gpufabric.service.store_moves.MoveLedger` (one transaction per request)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session, selectinload
+
+from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufabric.domain.models import QUARANTINE, NodeState
+from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow, TenantRow
+
+OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value)
+
+
+def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
+    q = select(LeaseRow).where(
+        LeaseRow.node_id == node_id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+    )
+    return s.scalars(q).first()
+
+
+@dataclass(frozen=True)
+class RequestChecks:
+    """What requests of moves of ``nodes`` check, read for all of them at once (node rows locked)."""
+
+    nodes: dict[str, NodeRow]
+    open_moves: dict[str, MoveRow]
+    tenant_exists: bool
+    active: dict[int, LeaseRow]  # node id -> its lease active now
+
+    @staticmethod
+    def read(s: Session, nodes: Sequence[str], to_tenant: str, now: datetime) -> RequestChecks:
+        rows = locked_nodes(s, nodes)
+        moves = s.scalars(select(MoveRow).where(MoveRow.node.in_(nodes), MoveRow.status.in_(OPEN)).order_by(MoveRow.id))
+        tenant = (
+            to_tenant == QUARANTINE or s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is not None
+        )
+        active = s.scalars(
+            select(LeaseRow)
+            .options(selectinload(LeaseRow.tenant))
+            .where(
+                LeaseRow.node_id.in_([r.id for r in rows.values()]),
+                LeaseRow.start <= now,
+                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+            )
+            .order_by(LeaseRow.id.desc())
+        )
+        return RequestChecks(rows, {m.node: m for m in moves}, tenant, {x.node_id: x for x in active})
+
+
+def new_move(
+    s: Session,
+    known: RequestChecks,
+    now: datetime,
+    node: str,
+    to_tenant: str,
+    offering: str,
+    networks: tuple[str, ...],
+    gpus: int | None,
+    lease_end: datetime | None,
+    release_ended: bool,
+    not_before: datetime | None,
+    requested_by: str,
+    grant: bool,
+) -> MoveRow:
+    """The move row of a request of ``node`` after every check (the first refusal raised); the
+    node is marked moving."""
+    row = known.nodes.get(node)
+    if row is None:
+        raise NotFoundError("node", node)
+    other = known.open_moves.get(node)
+    if other is not None:
+        raise ConflictError(
+            f"node {node} already has open move {other.id} ({other.status} at {other.phase})",
+            node=node,
+            move=other.id,
+        )
+    if not known.tenant_exists:
+        raise NotFoundError("tenant", to_tenant)
+    if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
+        raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+    if not_before is not None and not_before.tzinfo is None:
+        raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
+    if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
+        raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
+    if gpus is not None and not 1 <= gpus <= 16:
+        raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
+    current = known.active.get(row.id)
+    if grant and current is not None:
+        raise ConflictError(
+            f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
+            f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
+            node=node,
+            lease=current.id,
+        )
+    from_tenant = current.tenant.name if current else QUARANTINE
+    if release_ended and current is None:
+        last = s.scalars(
+            select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
+        ).first()
+        from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
+    if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
+        raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
+    mr = MoveRow(
+        node=node,
+        from_tenant=from_tenant,
+        to_tenant=to_tenant,
+        offering=offering,
+        networks=",".join(networks),
+        gpus=gpus,
+        lease_end=lease_end,
+        not_before=not_before if not_before is not None and not_before > now else None,
+        requested_by=requested_by[:255],
+        phase=MovePhase.QUARANTINE.value,
+        status=MoveStatus.PENDING.value,
+        attempts=0,
+        error="",
+    )
+    s.add(mr)
+    row.state = NodeState.MOVING.value
+    return mr
+
+
+def locked_nodes(s: Session, names: Sequence[str]) -> dict[str, NodeRow]:
+    """The node rows ``names``, locked, by name."""
+    return {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.name.in_(set(names))).with_for_update())}
