@@ -60,6 +60,9 @@ from gpufabric.fabrics.infiniband.smfiles import size as _size
 from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
 
 FABRIC = "infiniband"
+SWEEP_POLL_S = 0.004
+"""How often the log is read for SUBNET UP after a reload: a sweep of a small fabric takes
+5-30 ms, so a coarser poll (20 ms before) added up to its own length to every apply."""
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
 TOPOLOGY_TTL = 30.0  # seconds an ibnetdiscover topology serves observe() before new devices are looked for
 
@@ -276,7 +279,7 @@ class OpenSMDriver(SubnetManagerDriver):
                     device=str(self.config.log_path),
                     problems=list(scan.problems()[:20]),
                 )
-            time.sleep(0.02)
+            time.sleep(SWEEP_POLL_S)
 
     def _mismatches(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> dict[str, str]:
         """Ports whose real table differs from ``layout``: {guid: "have [...] want [...]"}."""
