@@ -4,6 +4,9 @@ the error shape, 405 with Allow, ETags, and the event log of every write."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gpufabric.api.app import create_app
+from gpufabric.domain.moves import MovePhase
+from gpufabric.service.loops import MoveProgress
+from gpufabric.service.store_moves import MoveLedger
 
 from support.api_world import World, build_world, clone_world
 
@@ -210,3 +216,37 @@ def test_a_batch_of_moves_is_recorded_with_its_events_or_not_at_all(world: tuple
         ("move.create", "gpu-0003,gpu-0001,nope", "error")]  # fmt: skip
     dup = client.post("/api/v1/moves/batch", headers=admin, json={"nodes": ["gpu-0002", "gpu-0002"], "to_tenant": "beta"})
     assert dup.status_code == 422 and dup.json()["error"]["field"] == "nodes"
+
+
+@pytest.mark.timeout(60)
+def test_a_move_stream_ends_when_this_servers_worker_rings_not_at_the_next_poll(
+    world: tuple[World, TestClient],
+) -> None:
+    """``sse_poll`` is an hour here: only the worker's ring (MoveProgress.on_record) can end the
+    stream within the test's timeout."""
+    w, client = world
+    w.ctx.sse_poll = 3600.0
+    admin = w.headers("admin")
+    move = client.post("/api/v1/moves", json={"node": "gpu-0003", "to_tenant": "beta"}, headers=admin).json()
+    ledger = MoveLedger(w.store)
+    progress = MoveProgress(w.store, "srv:1:serve", on_record=w.ctx.ring)
+
+    def worker() -> None:
+        while not w.ctx._listeners:  # the stream below has read once and waits
+            time.sleep(0.01)
+        (m,) = ledger.claim("srv:1:serve")
+        m = ledger.swap_leases([m])[0]
+        ledger.set_phases([m], MovePhase.DONE)
+        progress.record(move["id"], "done", "move done")
+
+    t = threading.Thread(target=worker)
+    t.start()
+    kinds = []
+    with client.stream("GET", f"/api/v1/moves/{move['id']}/events", headers=admin) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: ") and kinds[-1:] == ["move"]:
+                last = json.loads(line[6:])
+            if line.startswith("event: "):
+                kinds.append(line[7:])
+    t.join()
+    assert kinds[0] == "move" and last["status"] == "done"

@@ -4,6 +4,7 @@ ETags (``If-None-Match`` -> 304)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
@@ -95,6 +96,7 @@ class ApiContext:
     last_audit: dict[str, Any] | None = None
     last_audit_html: str = ""
     last_reconcile: dict[str, Any] | None = None
+    _listeners: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.reader = Reader(self.store)
@@ -111,6 +113,22 @@ class ApiContext:
         self.loops.wake("worker")
         if what == "converge":
             self.converge_requested = True
+
+    def ring(self) -> None:
+        """A move of this process's worker made progress: wake every event stream now (from
+        any thread). Streams still poll every ``sse_poll`` s for other processes' workers."""
+        with self._lock:
+            listeners = list(self._listeners)
+        for loop, ev in listeners:
+            loop.call_soon_threadsafe(ev.set)
+
+    def listen(self, ev: asyncio.Event) -> None:
+        with self._lock:
+            self._listeners.add((asyncio.get_running_loop(), ev))
+
+    def unlisten(self, ev: asyncio.Event) -> None:
+        with self._lock:
+            self._listeners = {x for x in self._listeners if x[1] is not ev}
 
     def revision(self) -> int:
         now = time.monotonic()

@@ -92,6 +92,7 @@ def serve(
         return MoveEngine(store, fabrics, cfg, **kw)
 
     ctx = ApiContext(store, segment_config, engine if has_fabrics else None, loops)
+    progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
     ctx.metrics = lambda: telemetry.render() + loop_metrics(loops)
     engines: dict[str, Any] = {}
 

@@ -99,9 +99,10 @@ class Loops:
 class MoveProgress:
     """Records a move engine's progress messages as move events of the moves its worker holds."""
 
-    def __init__(self, store: Store, worker: str) -> None:
+    def __init__(self, store: Store, worker: str, on_record: Callable[[], None] = lambda: None) -> None:
         self.store = store
         self.worker = worker
+        self.on_record = on_record  # e.g. wake the API's event streams
 
     def __call__(self, phase: str, message: str) -> None:
         self.record_running(phase, message)
@@ -113,10 +114,12 @@ class MoveProgress:
             ).all()
             for i in ids:
                 s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
+        self.on_record()
 
     def record(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
         with self.store._tx() as s:
             s.add(MoveEventRow(move_id=move_id, phase=phase[:16], message=message[:2000], seconds=seconds))
+        self.on_record()
 
 
 def loop_metrics(loops: Loops) -> str:

@@ -4,6 +4,7 @@ a server-sent event stream of its progress, and the dry-run preview."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -100,18 +101,25 @@ def move_events(move_id: MoveId, request: Request, p: Principal = PRINCIPAL, c: 
     async def stream() -> AsyncIterator[bytes]:
         last = 0
         state: tuple[str, str] | None = None
-        while True:
-            for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
-                last = e["id"]
-                yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
-            items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
-            m = items[0]
-            if (m["phase"], m["status"]) != state:
-                state = (m["phase"], m["status"])
-                yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"
-            if m["status"] in FINISHED or await request.is_disconnected():
-                return
-            await asyncio.sleep(c.sse_poll)
+        bell = asyncio.Event()  # rung by this server's worker as it records progress
+        c.listen(bell)
+        try:
+            while True:
+                bell.clear()  # before reading: progress recorded during the read rings again
+                for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
+                    last = e["id"]
+                    yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
+                items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
+                m = items[0]
+                if (m["phase"], m["status"]) != state:
+                    state = (m["phase"], m["status"])
+                    yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"
+                if m["status"] in FINISHED or await request.is_disconnected():
+                    return
+                with contextlib.suppress(TimeoutError):  # another process's worker: poll
+                    await asyncio.wait_for(bell.wait(), c.sse_poll)
+        finally:
+            c.unlisten(bell)
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
