@@ -24,6 +24,7 @@ from gpufabric.service.audit_run import SPLIT_ID, audit
 from gpufabric.service.fabric_lock import read_epoch
 from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.moves import MoveEngine
+from gpufabric.service.queries import Reader
 from gpufabric.service.reconcile import Policy, reconcile_once
 from gpufabric.service.registry import Registry
 from gpufabric.service.store import Store
@@ -133,6 +134,9 @@ def test_warm_engine_plans_from_its_read_back(engine: MoveEngine) -> None:
     engine.ledger.request("n2", "tb", networks=("tb-net",))
     batch = engine.run_pending()
     assert batch is not None
+    # each phase's timing is recorded with the move's end (move show / the API detail)
+    events = Reader(engine.store).move_events(batch.moves[0].id or 0)
+    assert [(e["phase"], e["seconds"]) for e in events] == [(t.phase, round(t.seconds, 4)) for t in batch.timings]
     assert [t.observed_first for t in batch.timings if t.plan is not None] == [False, False]
     counts = {t.phase: t.plan.counts() for t in batch.timings if t.plan is not None}
     assert all(counts["quarantine"][f] > 0 and counts["join"][f] > 0 for f in ("ethernet", "infiniband", "memory"))

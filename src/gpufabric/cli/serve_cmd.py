@@ -111,10 +111,8 @@ def serve(
             e.converge("api")
         t0 = time.monotonic()
         result = e.run_pending(window=window)
-        if result is not None:
+        if result is not None:  # each phase's timing was recorded with the move's end
             for m in result.moves:
-                for t in result.timings:
-                    progress.record(m.id, t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4))
                 progress.record(m.id, m.phase.value, f"move {m.status.value} in {time.monotonic() - t0:.2f}s")
 
     def reconcile_pass() -> None:

@@ -303,7 +303,8 @@ class MoveEngine:
                     if any(m.phase is MovePhase.JOIN for m in batch):
                         timings.append(self._converge("join", ready=ready))
                         checkpoint("join:verified")
-                        batch = s.set_phases(batch, MovePhase.DONE)
+                        done = [(t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4)) for t in timings]
+                        batch = s.set_phases(batch, MovePhase.DONE, events=done)  # the timings with the end
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
             except GpufabricError as e:

@@ -25,7 +25,7 @@ from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError
 from gpufabric.domain.models import QUARANTINE, Lease, NodeState
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.service import store_leases
-from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow
+from gpufabric.service.db_models import LeaseRow, MoveEventRow, MoveRow, NodeRow
 from gpufabric.service.fabric_lock import FabricLock
 from gpufabric.service.move_requests import OPEN, RequestChecks, active_lease, locked_nodes, new_move
 from gpufabric.service.store import Store
@@ -216,11 +216,17 @@ class MoveLedger:
     def set_phase(self, move: Move, phase: MovePhase) -> Move:
         return self.set_phases([move], phase)[0]
 
-    def set_phases(self, moves: Sequence[Move], phase: MovePhase) -> list[Move]:
-        """Record ``phase`` for every move of a batch in one transaction (fenced by each claim)."""
+    def set_phases(
+        self, moves: Sequence[Move], phase: MovePhase, events: Sequence[tuple[str, str, float | None]] = ()
+    ) -> list[Move]:
+        """Record ``phase`` for every move of a batch in one transaction (fenced by each claim),
+        with ``events`` (phase, message, seconds) added to each move's progress events."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
             rows = self._rows(s, moves)
+            for r in rows:
+                for ph, message, seconds in events:
+                    s.add(MoveEventRow(move_id=r.id, phase=ph[:16], message=message[:2000], seconds=seconds))
             nodes = locked_nodes(s, [r.node for r in rows]) if phase is MovePhase.DONE else {}
             for r in rows:
                 r.phase = phase.value
