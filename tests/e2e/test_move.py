@@ -138,3 +138,21 @@ def test_lease_create_and_delete_apply_on_the_fabrics(lab: LabEnv) -> None:
     assert ended["end"] is not None, "the lease is kept, ended (history; its id is never given again)"
     again = lab.gf("lease", "delete", str(lease["id"]), "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["moves"] == []
+
+
+def test_several_nodes_in_one_command_are_one_request_and_one_batch(lab: LabEnv) -> None:
+    nets = nets_of(lab)
+    pair = ("gpu-a02", "gpu-a03")
+    assert all(owner_of_ports(lab, n, nets) == {"quarantine"} for n in pair)
+    before = lab.gfj("move", "list")
+    p = lab.gf("node", "move", *pair, "nosuch", "--to-tenant", "beta", check=False)
+    assert p.returncode == 2 and "node not found: nosuch" in p.stderr
+    assert lab.gfj("move", "list") == before, "all or none: a refused request records no move"
+    done = lab.gfj("node", "move", *pair, "--to-tenant", "beta")
+    assert sorted((m["node"], m["from"], m["to"], m["status"]) for m in done["moves"]) == [
+        ("gpu-a02", "quarantine", "beta", "done"), ("gpu-a03", "quarantine", "beta", "done")]  # fmt: skip
+    assert {p["phase"]: p["changes"] for p in done["phases"]}["join"] >= 4  # both nodes' ports, one join
+    assert all(owner_of_ports(lab, n, nets) == {"beta"} for n in pair)
+    back = lab.gfj("node", "move", *pair, "--to-tenant", "quarantine")
+    assert [m["status"] for m in back["moves"]] == ["done", "done"]
+    assert all(owner_of_ports(lab, n, nets) == {"quarantine"} for n in pair)
