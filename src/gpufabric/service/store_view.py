@@ -12,7 +12,7 @@ read again next time.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
@@ -45,16 +45,34 @@ class StoreView:
     offerings: tuple[Offering, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Inventory:
+    """One read of the inventory, replaced whole (a reader in another thread sees one or the
+    other, never a mix); ``nodes`` memoises each node per head (a benign race: same values)."""
+
+    revision: int | None
+    bodies: dict[int, Body]
+    networks: tuple[Network, ...]
+    offerings: tuple[Offering, ...]
+    nodes: dict[int, tuple[Head, Node]] = field(default_factory=dict)
+
+    def node(self, head: Head) -> Node:
+        hit = self.nodes.get(head[0])
+        if hit is not None and hit[0] == head:
+            return hit[1]
+        nid, name, offering, state = head
+        node = Node(name, offering, NodeState(state), *self.bodies[nid])
+        self.nodes[nid] = (head, node)
+        return node
+
+
 class ViewReader:
-    """Reads :class:`StoreView` + the fabric epoch, caching the inventory per revision."""
+    """Reads :class:`StoreView` + the fabric epoch, caching the inventory per revision.
+    Safe to share between threads (the serve worker, reconcile and API previews)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._revision: int | None = None
-        self._bodies: dict[int, Body] = {}
-        self._nodes: dict[int, tuple[Head, Node]] = {}
-        self._networks: tuple[Network, ...] = ()
-        self._offerings: tuple[Offering, ...] = ()
+        self._inv = _Inventory(None, {}, (), ())
         self.refreshed = 0  # how many reads re-read the inventory (tests check the cache by it)
 
     def read(self) -> tuple[StoreView, Epoch]:
@@ -68,28 +86,19 @@ class ViewReader:
         row = s.get(FabricEpochRow, 1)
         epoch = (row.epoch, row.writer) if row is not None else (0, "")
         heads = node_heads(s)
-        if revision is None or revision != self._revision or any(h[0] not in self._bodies for h in heads):
-            self._refresh(s, heads)
-            self._revision = revision
+        inv = self._inv
+        if revision is None or revision != inv.revision or any(h[0] not in inv.bodies for h in heads):
+            inv = self._inv = self._read_inventory(s, heads, revision)
         leases = store_leases.list_(s, now)
         moves = [move_to_domain(r) for r in s.scalars(select(MoveRow).where(MoveRow.status.in_(OPEN)))]
         held = frozenset(m.node for m in moves if m.holds_node_in_quarantine(now))
-        view = StoreView(tuple(self._node(h) for h in heads), tuple(leases), self._networks, held, self._offerings)
+        view = StoreView(tuple(inv.node(h) for h in heads), tuple(leases), inv.networks, held, inv.offerings)
         return view, epoch
 
-    def _refresh(self, s: Session, heads: list[Head]) -> None:
+    def _read_inventory(self, s: Session, heads: list[Head], revision: int | None) -> _Inventory:
         self.refreshed += 1
-        self._bodies = node_bodies(s, {nid: name for nid, name, _, _ in heads})
-        self._nodes = {}
+        bodies = node_bodies(s, {nid: name for nid, name, _, _ in heads})
         q = select(NetworkRow).options(selectinload(NetworkRow.segments), selectinload(NetworkRow.tenant))
-        self._networks = tuple(network_to_domain(r) for r in s.scalars(q.order_by(NetworkRow.name)))
-        self._offerings = tuple(offering_to_domain(r) for r in s.scalars(select(OfferingRow).order_by(OfferingRow.name)))
-
-    def _node(self, head: Head) -> Node:
-        hit = self._nodes.get(head[0])
-        if hit is not None and hit[0] == head:
-            return hit[1]
-        nid, name, offering, state = head
-        node = Node(name, offering, NodeState(state), *self._bodies[nid])
-        self._nodes[nid] = (head, node)
-        return node
+        networks = tuple(network_to_domain(r) for r in s.scalars(q.order_by(NetworkRow.name)))
+        offerings = tuple(offering_to_domain(r) for r in s.scalars(select(OfferingRow).order_by(OfferingRow.name)))
+        return _Inventory(revision, bodies, networks, offerings)
