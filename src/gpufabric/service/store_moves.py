@@ -27,7 +27,7 @@ from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.service import store_leases
 from gpufabric.service.db_models import LeaseRow, MoveEventRow, MoveRow, NodeRow
 from gpufabric.service.fabric_lock import FabricLock
-from gpufabric.service.move_requests import OPEN, RequestChecks, active_lease, locked_nodes, new_move
+from gpufabric.service.move_requests import OPEN, RequestChecks, locked_nodes, new_move
 from gpufabric.service.store import Store
 
 
@@ -192,10 +192,15 @@ class MoveLedger:
         """Nodes still marked leased whose lease has ended and that have no open move: each is
         due a release (the worker requests it on its next tick)."""
         now = datetime.now(UTC)
-        with self.store._tx() as s:
-            leased = s.scalars(select(NodeRow).where(NodeRow.state == NodeState.LEASED.value)).all()
-            busy = set(s.scalars(select(MoveRow.node).where(MoveRow.status.in_(OPEN))))
-            return sorted(n.name for n in leased if n.name not in busy and active_lease(s, n.id, now) is None)
+        active = (
+            select(LeaseRow.id)
+            .where(LeaseRow.node_id == NodeRow.id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+            .exists()
+        )
+        busy = select(MoveRow.node).where(MoveRow.status.in_(OPEN))
+        q = select(NodeRow.name).where(NodeRow.state == NodeState.LEASED.value, ~active, NodeRow.name.not_in(busy))
+        with self.store._tx() as s:  # one query: the worker asks every tick
+            return sorted(s.scalars(q))
 
     def heartbeat(self, moves: list[Move], worker: str) -> int:
         """Refresh the heartbeat of the moves ``worker`` still holds; returns how many."""
