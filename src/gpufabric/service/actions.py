@@ -22,8 +22,7 @@ from gpufabric.domain.values import check_id
 from gpufabric.service import tenant_admin
 from gpufabric.service.auth import EventLog, TokenInfo, Tokens
 from gpufabric.service.store import ImportResult, Store
-from gpufabric.service.store_moves import MoveLedger
-from gpufabric.service.tenancy import Tenancy, who
+from gpufabric.service.tenancy import Tenancy
 
 R = TypeVar("R")
 _WRITE_LOCKS: dict[str, threading.RLock] = {}
@@ -37,7 +36,6 @@ class Actions:
         self.cfg = cfg
         self.events = EventLog(store)
         self.tokens = Tokens(store)
-        self.ledger = MoveLedger(store)
         self.on_change = on_change or (lambda _what: None)
         self._write_lock = _WRITE_LOCKS.setdefault(store.url, threading.RLock())
 
@@ -224,8 +222,7 @@ class Actions:
                 lease = tenant_admin.set_lease_networks(self.store, current.id, (*current.networks, network))
                 self.on_change("converge")
                 return None, lease
-            move = self.ledger.request(node, tenant, current.offering if current else "baremetal", (network,),
-                                       requested_by=who(p))  # fmt: skip
+            move = Tenancy(self.store).move(p, node, tenant, (network,), current.offering if current else "baremetal")
             self.on_change("moves")
             return move, None
 
@@ -247,7 +244,7 @@ class Actions:
                 lease = tenant_admin.set_lease_networks(self.store, current.id, rest)
                 self.on_change("converge")
                 return None, lease
-            move = self.ledger.request(node, QUARANTINE, requested_by=who(p))
+            move = Tenancy(self.store).move(p, node, QUARANTINE)
             self.on_change("moves")
             return move, None
 
