@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from gpufabric.domain.models import (
     Dpu,
@@ -35,15 +36,22 @@ def _guid(text: str | None) -> Guid | None:
     return None if text is None else Guid.parse(text)
 
 
+def ordered(
+    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort], gpus: Iterable[Gpu], dpus: Iterable[Dpu]
+) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...]]:
+    """A node's ports, GPUs and DPUs in the order the store returns them."""
+    return (
+        tuple(sorted(ethernet, key=lambda p: p.name)),
+        tuple(sorted(ib, key=lambda p: (p.device, p.port_num))),
+        tuple(sorted(gpus, key=lambda g: g.module_id.value)),
+        tuple(sorted(dpus, key=lambda d: d.name)),
+    )
+
+
 def canonical(node: Node) -> Node:
     """``node`` with its ports, GPUs and DPUs in the order the store returns them."""
-    return dataclasses.replace(
-        node,
-        ethernet=tuple(sorted(node.ethernet, key=lambda p: p.name)),
-        ib=tuple(sorted(node.ib, key=lambda p: (p.device, p.port_num))),
-        gpus=tuple(sorted(node.gpus, key=lambda g: g.module_id.value)),
-        dpus=tuple(sorted(node.dpus, key=lambda d: d.name)),
-    )
+    eth, ib, gpus, dpus = ordered(node.ethernet, node.ib, node.gpus, node.dpus)
+    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, dpus=dpus)
 
 
 def node_to_domain(r: NodeRow) -> Node:

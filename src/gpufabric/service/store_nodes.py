@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
-from gpufabric.service.convert import canonical
+from gpufabric.service.convert import ordered
 from gpufabric.service.db_models import DpuRow, EthernetPortRow, GpuRow, IbPortRow, NodeRow
 
 Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...]]
@@ -36,8 +36,12 @@ def node_heads(s: Session) -> list[Head]:
 
 
 def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
-    empty: Body = ((), (), (), ())
-    return [Node(name, offering, NodeState(state), *bodies.get(nid, empty)) for nid, name, offering, state in heads]
+    return [node_from(h, bodies) for h in heads]
+
+
+def node_from(head: Head, bodies: dict[int, Body]) -> Node:
+    nid, name, offering, state = head
+    return Node(name, offering, NodeState(state), *bodies.get(nid, ((), (), (), ())))
 
 
 def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
@@ -68,9 +72,4 @@ def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
             dpus[nid].append(
                 Dpu(names[nid], dname, DpuMode(mode), tuple(sorted((str(k), str(v)) for k, v in d.items())))
             )
-    out: dict[int, Body] = {}
-    for nid, name in names.items():
-        n = canonical(Node(name, ethernet=tuple(eth[nid]), ib=tuple(ib[nid]), gpus=tuple(gpus[nid]),
-                           dpus=tuple(dpus[nid])))  # fmt: skip
-        out[nid] = (n.ethernet, n.ib, n.gpus, n.dpus)
-    return out
+    return {nid: ordered(eth[nid], ib[nid], gpus[nid], dpus[nid]) for nid in names}

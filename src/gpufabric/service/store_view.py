@@ -19,14 +19,14 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from gpufabric.domain.models import Lease, Network, Node, NodeState, Offering
+from gpufabric.domain.models import Lease, Network, Node, Offering
 from gpufabric.service import store_leases
 from gpufabric.service.convert import network_to_domain, offering_to_domain
 from gpufabric.service.db_models import FabricEpochRow, MoveRow, NetworkRow, OfferingRow, RevisionRow
 from gpufabric.service.move_requests import OPEN
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import move_to_domain
-from gpufabric.service.store_nodes import Body, Head, node_bodies, node_heads
+from gpufabric.service.store_nodes import Body, Head, node_bodies, node_from, node_heads
 
 INVENTORY_REVISION: Final = 2  # the gf_revision row of the inventory (0005)
 
@@ -60,9 +60,8 @@ class _Inventory:
         hit = self.nodes.get(head[0])
         if hit is not None and hit[0] == head:
             return hit[1]
-        nid, name, offering, state = head
-        node = Node(name, offering, NodeState(state), *self.bodies[nid])
-        self.nodes[nid] = (head, node)
+        node = node_from(head, self.bodies)
+        self.nodes[head[0]] = (head, node)
         return node
 
 
