@@ -15,13 +15,11 @@ the issue measured). Results: ``bench/results/api.json``. Run: ``python -m bench
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +31,7 @@ from typing import Any
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.models import Lease
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.lab.serve import serving
 from gpufabric.service.actions import Actions
 from gpufabric.service.inventory import inventory_from_dict
 from gpufabric.service.store import Store
@@ -73,12 +72,6 @@ def _setup(url: str) -> str:
     secret = act.create_token(LOCAL_ADMIN, "bench", "admin", None)[1]
     store.close()
     return secret
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -135,24 +128,6 @@ def _load(ports: list[int], token: str, request: Callable[[int, int], tuple[str,
     }
 
 
-def _start(home: Path, url: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
-    env = {**os.environ, "GPUFABRIC_HOME": str(home), "GPUFABRIC_DB": url}
-    gf = str(Path(sys.executable).parent / "gpufabric")
-    server = subprocess.Popen([gf, "serve", "--port", str(port), "--interval", "0"], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            c.request("GET", "/healthz")
-            c.getresponse().read()
-            break
-        except OSError:
-            time.sleep(0.1)
-    return server, port
-
-
 def run_api_bench() -> list[dict[str, Any]]:
     home = Path(tempfile.mkdtemp(prefix="gf-bench-api-"))
     url = f"sqlite:///{home}/gpufabric.db"
@@ -193,9 +168,10 @@ def _summary(store: str, measured: dict[str, float]) -> dict[str, Any]:
 
 
 def _cases(home: Path, urls: list[str], token: str) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    servers = [_start(home, u) for u in urls]
-    ports = [p for _, p in servers]
-    try:
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(serving({**os.environ, "GPUFABRIC_HOME": str(home), "GPUFABRIC_DB": u},
+                                               "--interval", "0", ready="/healthz")) for u in urls]  # fmt: skip
+        ports = [sv.port for sv in servers]
         base = datetime(2030, 1, 1, tzinfo=UTC)
 
         def page(_w: int, _k: int) -> tuple[str, str, bytes | None]:
@@ -230,13 +206,13 @@ def _cases(home: Path, urls: list[str], token: str) -> tuple[list[dict[str, Any]
             total, wall, errors, lat_p50 = 0, 0.0, 0, []
             while wall < SECONDS:
                 clear_grants()
-                cpu0 = sum(_cpu_seconds(sv.pid) for sv, _ in servers)
+                cpu0 = sum(_cpu_seconds(sv.proc.pid) for sv in servers)
                 t0 = time.monotonic()
                 r = _load(ports, token, write, SECONDS, clients)
                 wall += time.monotonic() - t0
                 total, errors = total + r["requests"], errors + r["errors"]
                 lat_p50.append(r["p50_ms"] or 0.0)
-                cpu = (sum(_cpu_seconds(sv.pid) for sv, _ in servers) - cpu0) * 1000 / max(1, r["requests"])
+                cpu = (sum(_cpu_seconds(sv.proc.pid) for sv in servers) - cpu0) * 1000 / max(1, r["requests"])
             return {"requests": total, "per_s": round(total / wall, 1), "p50_ms": round(statistics.median(lat_p50), 2),
                     "errors": errors, "rounds_of": free, "server_cpu_ms_per_request": round(cpu, 3)}  # fmt: skip
 
@@ -254,9 +230,9 @@ def _cases(home: Path, urls: list[str], token: str) -> tuple[list[dict[str, Any]
             return "GET", "/api/v1/nodes?limit=1000", None
 
         def timed(req: Callable[[int, int], tuple[str, str, bytes | None] | None], clients: int) -> dict[str, Any]:
-            cpu0 = sum(_cpu_seconds(sv.pid) for sv, _ in servers)
+            cpu0 = sum(_cpu_seconds(sv.proc.pid) for sv in servers)
             r = _load(ports, token, req, SECONDS, clients)
-            cpu_ms = (sum(_cpu_seconds(sv.pid) for sv, _ in servers) - cpu0) * 1000 / max(1, r["requests"])
+            cpu_ms = (sum(_cpu_seconds(sv.proc.pid) for sv in servers) - cpu0) * 1000 / max(1, r["requests"])
             # load-independent: server CPU per answer, and what one core could serve at that cost
             return {**r, "server_cpu_ms_per_request": round(cpu_ms, 3),
                     "per_s_per_core_at_that_cost": round(1000 / cpu_ms, 1) if cpu_ms else None}
@@ -266,10 +242,6 @@ def _cases(home: Path, urls: list[str], token: str) -> tuple[list[dict[str, Any]
         r_full = timed(full, CLIENTS)
         r_write = writes_in_rounds(CLIENTS)
         r_mixed = timed(uncached_full, 1)
-    finally:
-        for sv, _ in servers:
-            sv.terminate()
-            sv.wait(timeout=30)
     measured = {
         "page100_reads_per_s": r_page["per_s"],
         "full400_reads_per_s": r_full["per_s"],

@@ -32,18 +32,17 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.models import Lease
+from gpufabric.lab.serve import serving
 from gpufabric.planning.plan import merge, plan
 from gpufabric.service.moves import BatchResult, MoveEngine
 
@@ -117,22 +116,8 @@ def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict
     env = {**os.environ, "GPUFABRIC_HOME": str(fab.home)}
     token = json.loads(subprocess.run([exe, "token", "create", "--role", "admin", "--name", "bench", "--json"], env=env,
                                       capture_output=True, text=True, check=True).stdout)["secret"]  # fmt: skip
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([exe, "serve", "--port", str(port), "--interval", "0", "--window", "0"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    api = {**env, "GPUFABRIC_API": f"http://127.0.0.1:{port}", "GPUFABRIC_TOKEN": token}
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("gpufabric serve did not come up") from None
-                time.sleep(0.3)
+    with serving(env, "--interval", "0", "--window", "0") as srv:
+        api = {**env, "GPUFABRIC_API": srv.base, "GPUFABRIC_TOKEN": token}
         walls, engines, starts = [], [], []
         for i in range(runs + 1):  # the first warms the server's engine (its first, cold observe)
             where = "beta" if where == "alpha" else "alpha"
@@ -148,9 +133,6 @@ def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict
                 t0 = time.perf_counter()
                 subprocess.run([exe, "node", "move", "--help"], env=api, capture_output=True, check=True)
                 starts.append(time.perf_counter() - t0)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     wall, eng = statistics.median(walls), statistics.median(engines)
     return {"runs": runs, "wall_s": round(wall, 3), "engine_s": round(eng, 3), "ratio_wall_to_engine": round(wall / eng, 2),
             "command_start_s": round(statistics.median(starts), 3),

@@ -4,8 +4,6 @@ the event log of API writes; and the API without a token or with another tenant'
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from e2e.conftest import GF, LabEnv, owner_of_ports
+from gpufabric.lab.serve import serving
+
+from e2e.conftest import LabEnv, owner_of_ports
 from e2e.test_move import nets_of
 
 pytestmark = pytest.mark.root
@@ -23,26 +23,8 @@ pytestmark = pytest.mark.root
 def server(lab: LabEnv) -> Iterator[dict[str, Any]]:
     admin = lab.gfj("token", "create", "--role", "admin", "--name", "cli")["secret"]
     beta = lab.gfj("token", "create", "--role", "lessee", "--tenant", "beta")["secret"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [GF, "serve", "--port", str(port), "--interval", "0", "--window", "0.1", "--worker-poll", "0.5"],
-        env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    try:
-        yield {"base": base, "admin": admin, "beta": beta}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serving(lab.env, "--interval", "0", "--window", "0.1", "--worker-poll", "0.5") as srv:
+        yield {"base": srv.base, "admin": admin, "beta": beta}
 
 
 def api(server: dict[str, Any], who: str = "admin") -> dict[str, str]:

@@ -6,17 +6,16 @@ Each test saves a screenshot under its tmp_path."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from e2e.conftest import GF, LabEnv
+from gpufabric.lab.serve import serving
+
+from e2e.conftest import LabEnv
 
 pytestmark = pytest.mark.root
 playwright = pytest.importorskip("playwright.sync_api")
@@ -33,28 +32,8 @@ def served(lab: LabEnv) -> Iterator[dict[str, Any]]:
         "admin": lab.gfj("token", "create", "--role", "admin")["secret"],
         "alpha": lab.gfj("token", "create", "--role", "lessee", "--tenant", "alpha")["secret"],
     }
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [GF, "serve", "--port", str(port), "--interval", "2", "--policy", "report", "--window", "0.1",
-         "--worker-poll", "0.5"],
-        env=lab.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    try:
-        yield {"base": base, "tokens": tokens, "proc": proc}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with serving(lab.env, "--interval", "2", "--policy", "report", "--window", "0.1", "--worker-poll", "0.5") as srv:
+        yield {"base": srv.base, "tokens": tokens, "proc": srv.proc}
 
 
 @pytest.fixture(scope="module")
