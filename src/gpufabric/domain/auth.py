@@ -1,6 +1,9 @@
 """Principals and roles (as in ESI): who is calling, and what each role may do.
 
-``admin`` may do everything. ``owner`` (of a tenant T) sees the nodes T owns and may lease
+``admin`` may do everything. ``service`` is an integration's token (the Neutron ML2 driver,
+the esi-leap sync): it sees every tenant and may create tenants, adopt networks with explicit
+segments, attach/detach nodes and grant leases the OpenStack side decided, but not import
+inventory, set owners, request moves, run audits or manage tokens. ``owner`` (of a tenant T) sees the nodes T owns and may lease
 them out and end those leases. ``lessee`` (of a tenant T) sees and acts only on the nodes
 T leases now, T's networks, leases and moves; anything else does not exist for it (404).
 A verb a role lacks is ForbiddenError (403). The CLI acting directly on the store is the
@@ -21,6 +24,7 @@ class Role(enum.StrEnum):
     ADMIN = "admin"
     OWNER = "owner"
     LESSEE = "lessee"
+    SERVICE = "service"
 
 
 class Verb(enum.StrEnum):
@@ -37,11 +41,11 @@ _MATRIX: Final[dict[str, dict[Verb, frozenset[Role]]]] = {
     "node": {
         Verb.READ: frozenset(Role),
         Verb.CREATE: frozenset({Role.ADMIN}),
-        Verb.ACT: frozenset({Role.ADMIN, Role.LESSEE}),  # attach/detach networks, moves of own nodes
+        Verb.ACT: frozenset({Role.ADMIN, Role.LESSEE, Role.SERVICE}),  # attach/detach networks
     },
     "tenant": {
         Verb.READ: frozenset(Role),
-        Verb.CREATE: frozenset({Role.ADMIN}),
+        Verb.CREATE: frozenset({Role.ADMIN, Role.SERVICE}),
         Verb.DELETE: frozenset({Role.ADMIN}),
     },
     "network": {
@@ -52,7 +56,7 @@ _MATRIX: Final[dict[str, dict[Verb, frozenset[Role]]]] = {
     "offering": {Verb.READ: frozenset(Role)},
     "lease": {
         Verb.READ: frozenset(Role),
-        Verb.CREATE: frozenset({Role.ADMIN, Role.OWNER}),
+        Verb.CREATE: frozenset({Role.ADMIN, Role.OWNER, Role.SERVICE}),
         Verb.DELETE: frozenset(Role),
     },
     "move": {
@@ -81,9 +85,9 @@ class Principal:
     def __post_init__(self) -> None:
         role = Role(self.role)
         object.__setattr__(self, "role", role)
-        if role is Role.ADMIN:
+        if role in (Role.ADMIN, Role.SERVICE):
             if self.tenant is not None:
-                raise ValidationError("principal.tenant", self.tenant, "none for the admin role")
+                raise ValidationError("principal.tenant", self.tenant, f"none for the {role.value} role")
         else:
             if self.tenant is None:
                 raise ValidationError("principal.tenant", None, f"a tenant name for the {role.value} role")
@@ -92,6 +96,11 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role is Role.ADMIN
+
+    @property
+    def sees_all(self) -> bool:
+        """Sees every tenant's objects (admin, and an integration's service token)."""
+        return self.role in (Role.ADMIN, Role.SERVICE)
 
     def may(self, resource: str, verb: Verb) -> bool:
         return self.role in _MATRIX.get(resource, {}).get(verb, frozenset())
@@ -108,7 +117,7 @@ class Principal:
 
     def sees_tenant(self, tenant: str | None) -> bool:
         """Objects of ``tenant`` are visible (admin: all; others: their own tenant only)."""
-        return self.is_admin or (tenant is not None and tenant == self.tenant)
+        return self.sees_all or (tenant is not None and tenant == self.tenant)
 
     def to_dict(self) -> dict[str, str | None]:
         return {"name": self.name, "role": self.role.value, "tenant": self.tenant}

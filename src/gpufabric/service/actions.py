@@ -63,7 +63,7 @@ class Actions:
 
     def node_visible(self, p: Principal, node: str) -> None:
         """NotFoundError unless ``p`` may see ``node`` (lessee: leased by its tenant now; owner: owned)."""
-        if p.role is Role.ADMIN:
+        if p.sees_all:
             tenant_admin.node_owner(self.store, node)  # NotFoundError; no port graph loaded
             return
         if p.role is Role.OWNER:
@@ -90,12 +90,12 @@ class Actions:
     def create_network(self, p: Principal, name: str, tenant: str, segments: dict[Fabric, int] | None = None) -> Network:
         self._tenant_visible(p, tenant)
         p.require("network", Verb.CREATE)
-        if segments and not p.is_admin:
+        if segments and not p.sees_all:
             raise ForbiddenError(
-                "only an admin (e.g. the Neutron integration's token) may adopt explicit segments",
+                "only an admin or a service token (the Neutron integration's) may adopt explicit segments",
                 field="segments",
                 value=p.role.value,
-                allowed="admin",
+                allowed="admin, service",
             )
         return self._do(
             p,
@@ -149,7 +149,7 @@ class Actions:
             lease = self.store.lease(check_id("lease_id", lease_id))
         except NotFoundError:
             raise NotFoundError("lease", str(lease_id)) from None
-        visible = p.is_admin or lease.tenant == p.tenant
+        visible = p.sees_all or lease.tenant == p.tenant
         if p.role is Role.OWNER and not visible:
             visible = tenant_admin.node_owner(self.store, lease.node) == p.tenant
         if not visible:

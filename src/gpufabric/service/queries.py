@@ -247,7 +247,7 @@ class Reader:
     def tenants(self, p: Principal, limit: int, offset: int, name: str | None = None) -> tuple[list[dict[str, Any]], int]:
         with self.engine.connect() as c:
             q = select(T.c.name, T.c.created_at)
-            if not p.is_admin:
+            if not p.sees_all:
                 q = q.where(T.c.name == p.tenant)
             if name is not None:
                 q = q.where(T.c.name == name)
@@ -260,7 +260,7 @@ class Reader:
     ) -> tuple[list[dict[str, Any]], int]:
         with self.engine.connect() as c:
             q = select(NW.c.id, NW.c.name, T.c.name.label("tenant")).join(T, T.c.id == NW.c.tenant_id)
-            if not p.is_admin:
+            if not p.sees_all:
                 q = q.where(T.c.name == p.tenant)
             if tenant is not None:
                 q = q.where(T.c.name == tenant)
@@ -314,7 +314,7 @@ class Reader:
         M = MoveRow.__table__
         with self.engine.connect() as c:
             q = select(M)
-            if not p.is_admin:
+            if not p.sees_all:
                 q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant))
             if move_id is not None:
                 q = q.where(M.c.id == move_id)
@@ -343,7 +343,7 @@ class Reader:
         E = EventRow.__table__
         with self.engine.connect() as c:
             q = select(E)
-            if not p.is_admin:
+            if not p.sees_all:
                 q = q.where(E.c.tenant == p.tenant)
             if action is not None:
                 q = q.where(E.c.action == action)

@@ -361,7 +361,7 @@ class EventPage(BaseModel):
 
 class TokenIn(Strict):
     name: Name
-    role: Literal["admin", "owner", "lessee"]
+    role: Literal["admin", "owner", "lessee", "service"]
     tenant: Name | None = None
 
 
