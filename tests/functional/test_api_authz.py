@@ -21,7 +21,7 @@ from gpufabric.service.store_moves import MoveLedger
 
 from support.api_world import World, build_world, clone_world
 
-ROLES = ("admin", "owner-alpha", "lessee-alpha", "lessee-beta", "none")
+ROLES = ("admin", "owner-alpha", "lessee-alpha", "lessee-beta", "service", "none")
 
 
 @pytest.fixture(scope="module")
@@ -44,47 +44,56 @@ def _h(w: World, who: str) -> dict[str, str]:
 
 
 # (method, path, body) -> expected status for admin, owner-alpha, lessee-alpha, lessee-beta, none
-MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int, int, int]]] = [
-    ("GET", "/api/v1/nodes", None, (200, 200, 200, 200, 401)),
-    ("GET", "/api/v1/nodes/gpu-0000", None, (200, 404, 200, 404, 401)),  # alpha's leased node
-    ("GET", "/api/v1/nodes/gpu-0001", None, (200, 404, 404, 200, 401)),  # beta's
-    ("GET", "/api/v1/nodes/gpu-0005", None, (200, 200, 404, 404, 401)),  # owned by alpha, not leased
-    ("PUT", "/api/v1/nodes/gpu-0003/owner", {"owner": "beta"}, (200, 403, 403, 403, 401)),
-    ("POST", "/api/v1/inventory", {"version": 1, "nodes": []}, (200, 403, 403, 403, 401)),
-    ("GET", "/api/v1/tenants", None, (200, 200, 200, 200, 401)),
-    ("GET", "/api/v1/tenants/beta", None, (200, 404, 404, 200, 401)),
-    ("POST", "/api/v1/tenants", {"name": "gamma"}, (201, 403, 403, 403, 401)),
-    ("DELETE", "/api/v1/tenants/beta", None, (409, 404, 404, 403, 401)),
-    ("GET", "/api/v1/networks/beta/beta-net", None, (200, 404, 404, 200, 401)),
-    ("GET", "/api/v1/networks/alpha/shared-name", None, (200, 200, 200, 404, 401)),
-    ("POST", "/api/v1/networks", {"name": "n2", "tenant": "beta"}, (201, 404, 404, 201, 401)),
+MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int, int, int, int]]] = [
+    ("GET", "/api/v1/nodes", None, (200, 200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/nodes/gpu-0000", None, (200, 404, 200, 404, 200, 401)),  # alpha's leased node
+    ("GET", "/api/v1/nodes/gpu-0001", None, (200, 404, 404, 200, 200, 401)),  # beta's
+    ("GET", "/api/v1/nodes/gpu-0005", None, (200, 200, 404, 404, 200, 401)),  # owned by alpha, not leased
+    ("PUT", "/api/v1/nodes/gpu-0003/owner", {"owner": "beta"}, (200, 403, 403, 403, 403, 401)),
+    ("POST", "/api/v1/inventory", {"version": 1, "nodes": []}, (200, 403, 403, 403, 403, 401)),
+    ("GET", "/api/v1/tenants", None, (200, 200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/tenants/beta", None, (200, 404, 404, 200, 200, 401)),
+    ("POST", "/api/v1/tenants", {"name": "gamma"}, (201, 403, 403, 403, 201, 401)),
+    ("DELETE", "/api/v1/tenants/beta", None, (409, 404, 404, 403, 403, 401)),
+    ("GET", "/api/v1/networks/beta/beta-net", None, (200, 404, 404, 200, 200, 401)),
+    ("GET", "/api/v1/networks/alpha/shared-name", None, (200, 200, 200, 404, 200, 401)),
+    ("POST", "/api/v1/networks", {"name": "n2", "tenant": "beta"}, (201, 404, 404, 201, 201, 401)),
     ("POST", "/api/v1/networks", {"name": "n3", "tenant": "beta", "segments": [{"fabric": "ethernet", "seg_id": 2900}]},
-     (201, 404, 404, 403, 401)),
-    ("DELETE", "/api/v1/networks/beta/beta-net", None, (409, 404, 404, 409, 401)),  # lease 2 uses it
-    ("GET", "/api/v1/offerings/openstack", None, (200, 200, 200, 200, 401)),
-    ("GET", "/api/v1/leases/2", None, (200, 404, 404, 200, 401)),
-    ("POST", "/api/v1/leases", {"tenant": "alpha", "node": "gpu-0005"}, (202, 202, 404, 404, 401)),
-    ("POST", "/api/v1/leases", {"tenant": "beta", "node": "gpu-0004"}, (202, 404, 404, 404, 401)),
-    ("DELETE", "/api/v1/leases/2", None, (202, 404, 404, 202, 401)),
-    ("DELETE", "/api/v1/leases/1", None, (202, 202, 202, 404, 401)),
-    ("POST", "/api/v1/moves", {"node": "gpu-0003", "to_tenant": "beta"}, (202, 404, 404, 404, 401)),
-    ("POST", "/api/v1/moves", {"node": "gpu-0001", "to_tenant": "quarantine"}, (202, 404, 404, 403, 401)),
-    ("POST", "/api/v1/nodes/gpu-0001/attachments", {"network": "shared-name", "tenant": "beta"}, (202, 404, 404, 202, 401)),
-    ("POST", "/api/v1/nodes/gpu-0001/attachments", {"network": "alpha-net", "tenant": "alpha"}, (202, 404, 404, 404, 401)),
-    ("DELETE", "/api/v1/nodes/gpu-0001/attachments/beta-net", None, (202, 404, 404, 202, 401)),
-    ("GET", "/api/v1/ports/lookup?guid=0x0002c90300010002", None, (200, 404, 404, 200, 401)),
-    ("GET", "/api/v1/events", None, (200, 200, 200, 200, 401)),
-    ("GET", "/api/v1/tokens", None, (200, 403, 403, 403, 401)),
-    ("POST", "/api/v1/tokens", {"name": "x", "role": "lessee", "tenant": "beta"}, (201, 403, 403, 403, 401)),
-    ("DELETE", "/api/v1/tokens/4", None, (200, 403, 403, 403, 401)),
-    ("POST", "/api/v1/audit", None, (503, 403, 403, 403, 401)),  # no fabrics configured here
-    ("GET", "/api/v1/audit", None, (404, 403, 403, 403, 401)),
-    ("GET", "/api/v1/reconcile", None, (200, 403, 403, 403, 401)),
-    ("POST", "/api/v1/moves/batch", {"nodes": ["gpu-0003", "gpu-0004"], "to_tenant": "beta"}, (202, 404, 404, 404, 401)),
+     (201, 404, 404, 403, 201, 401)),
+    ("DELETE", "/api/v1/networks/beta/beta-net", None, (409, 404, 404, 409, 409, 401)),  # lease 2 uses it
+    ("GET", "/api/v1/offerings/openstack", None, (200, 200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/leases/2", None, (200, 404, 404, 200, 200, 401)),
+    ("POST", "/api/v1/leases", {"tenant": "alpha", "node": "gpu-0005"}, (202, 202, 404, 404, 202, 401)),
+    ("POST", "/api/v1/leases", {"tenant": "beta", "node": "gpu-0004"}, (202, 404, 404, 404, 202, 401)),
+    ("DELETE", "/api/v1/leases/2", None, (202, 404, 404, 202, 202, 401)),
+    ("DELETE", "/api/v1/leases/1", None, (202, 202, 202, 404, 202, 401)),
+    ("POST", "/api/v1/moves", {"node": "gpu-0003", "to_tenant": "beta"}, (202, 404, 404, 404, 403, 401)),
+    ("POST", "/api/v1/moves", {"node": "gpu-0001", "to_tenant": "quarantine"}, (202, 404, 404, 403, 403, 401)),
+    ("POST", "/api/v1/nodes/gpu-0001/attachments", {"network": "shared-name", "tenant": "beta"}, (202, 404, 404, 202, 202, 401)),
+    ("POST", "/api/v1/nodes/gpu-0001/attachments", {"network": "alpha-net", "tenant": "alpha"}, (409, 404, 404, 404, 409, 401)),
+    ("DELETE", "/api/v1/nodes/gpu-0001/attachments/beta-net", None, (202, 404, 404, 202, 202, 401)),
+    ("GET", "/api/v1/ports/lookup?guid=0x0002c90300010002", None, (200, 404, 404, 200, 200, 401)),
+    ("GET", "/api/v1/events", None, (200, 200, 200, 200, 200, 401)),
+    ("GET", "/api/v1/tokens", None, (200, 403, 403, 403, 403, 401)),
+    ("POST", "/api/v1/tokens", {"name": "x", "role": "lessee", "tenant": "beta"}, (201, 403, 403, 403, 403, 401)),
+    ("DELETE", "/api/v1/tokens/4", None, (200, 403, 403, 403, 403, 401)),
+    ("POST", "/api/v1/audit", None, (503, 403, 403, 403, 403, 401)),  # no fabrics configured here
+    ("GET", "/api/v1/audit", None, (404, 403, 403, 403, 403, 401)),
+    ("GET", "/api/v1/reconcile", None, (200, 403, 403, 403, 403, 401)),
+    ("POST", "/api/v1/moves/batch", {"nodes": ["gpu-0003", "gpu-0004"], "to_tenant": "beta"}, (202, 404, 404, 404, 403, 401)),
     # all or none: each lessee sees one of the two
     ("POST", "/api/v1/moves/batch", {"nodes": ["gpu-0000", "gpu-0001"], "to_tenant": "quarantine"},
-     (202, 404, 404, 404, 401)),
-    ("POST", "/api/v1/moves/preview", {"node": "gpu-0001", "to_tenant": "alpha"}, (503, 404, 404, 403, 401)),
+     (202, 404, 404, 404, 403, 401)),
+    ("POST", "/api/v1/moves/preview", {"node": "gpu-0001", "to_tenant": "alpha"}, (503, 404, 404, 403, 403, 401)),
+    # cross-tenant: an owner into another tenant's networks (refused; without networks it is only an offer),
+    # a lessee on another tenant's node, an integration (Neutron project A) attaching B's leased node
+    ("POST", "/api/v1/leases", {"tenant": "beta", "node": "gpu-0005", "networks": ["beta-net"]},
+     (202, 404, 404, 404, 202, 401)),
+    ("POST", "/api/v1/leases", {"tenant": "beta", "node": "gpu-0005"}, (202, 202, 404, 404, 202, 401)),
+    ("DELETE", "/api/v1/nodes/gpu-0000/attachments/alpha-net", None, (202, 404, 202, 404, 202, 401)),
+    ("POST", "/api/v1/nodes/gpu-0000/attachments", {"network": "beta-net", "tenant": "beta"}, (409, 404, 404, 404, 409, 401)),
+    ("GET", "/api/v1/offers", None, (200, 200, 200, 200, 200, 401)),
+    ("POST", "/api/v1/offers/99/accept", None, (404, 404, 404, 404, 403, 401)),
 ]
 
 

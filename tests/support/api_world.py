@@ -49,7 +49,7 @@ def inventory(n: int, eth: int = 2, ib: int = 8, gpus: int = 8) -> dict[str, Any
 class World:
     store: Store
     ctx: ApiContext
-    tokens: dict[str, str]  # admin, owner-alpha, lessee-alpha, lessee-beta
+    tokens: dict[str, str]  # admin, owner-alpha, lessee-alpha, lessee-beta, service
     leases: dict[str, int]  # node -> lease id
 
     def headers(self, who: str) -> dict[str, str]:
@@ -80,6 +80,7 @@ def build_world(home: Path, nodes: int = 6, leased: int = 2, url: str | None = N
         "owner-alpha": act.create_token(LOCAL_ADMIN, "alpha-owner", "owner", "alpha")[1],
         "lessee-alpha": act.create_token(LOCAL_ADMIN, "alpha-user", "lessee", "alpha")[1],
         "lessee-beta": act.create_token(LOCAL_ADMIN, "beta-user", "lessee", "beta")[1],
+        "service": act.create_token(LOCAL_ADMIN, "neutron", "service", None)[1],
     }
     ctx = ApiContext(store, lambda: cfg)
     return World(store, ctx, tokens, leases)

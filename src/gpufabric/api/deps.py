@@ -27,10 +27,12 @@ from gpufabric.domain.errors import (
     ForbiddenError,
     GpufabricError,
     NotFoundError,
+    QuotaError,
     UnauthorizedError,
     UnavailableError,
     ValidationError,
 )
+from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.service.actions import Actions
 from gpufabric.service.auth import Tokens
@@ -44,6 +46,7 @@ STATUS: tuple[tuple[type[GpufabricError], int], ...] = (
     (NotFoundError, 404),
     (ConflictError, 409),
     (ExhaustedError, 409),
+    (QuotaError, 429),
     (ValidationError, 422),
     (UnavailableError, 503),
     (FabricError, 502),
@@ -87,6 +90,7 @@ class ApiContext:
     loops: Loops = field(default_factory=Loops)
     metrics: Callable[[], str] = lambda: ""
     sse_poll: float = 0.2
+    quota_config: Callable[[], Quotas] = Quotas
     reader: Reader = field(init=False)
     actions: Actions = field(init=False)
     tokens: Tokens = field(init=False)
@@ -100,7 +104,7 @@ class ApiContext:
 
     def __post_init__(self) -> None:
         self.reader = Reader(self.store)
-        self.actions = Actions(self.store, self.segment_config, self.changed)
+        self.actions = Actions(self.store, self.segment_config, self.changed, self.quota_config)
         self.tokens = Tokens(self.store)
 
     converge_requested: bool = False

@@ -10,6 +10,7 @@ import typer
 import yaml
 
 from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
 
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
@@ -26,16 +27,30 @@ def open_store() -> Any:
     return Store.open(url=os.environ.get("GPUFABRIC_DB") or None, home=home())
 
 
-def segment_config() -> SegmentConfig:
-    """Pools and the PKey mapping from ``$GPUFABRIC_HOME/config.yaml`` (``segments:``), else defaults."""
+def _config_section(key: str) -> dict[str, Any] | None:
+    """Section ``key`` of ``$GPUFABRIC_HOME/config.yaml`` (or GPUFABRIC_CONFIG); None without a file."""
     path = Path(os.environ.get("GPUFABRIC_CONFIG", home() / "config.yaml"))
     if not path.exists():
-        return SegmentConfig.default()
+        return None
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
         raise ConfigError("config", str(path), "valid YAML", str(e).splitlines()[0]) from None
-    return SegmentConfig.from_dict(raw.get("segments", {}) or {})
+    section = raw.get(key, {}) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(key, section, f"a mapping under {key}:")
+    return section
+
+
+def segment_config() -> SegmentConfig:
+    """Pools and the PKey mapping from ``$GPUFABRIC_HOME/config.yaml`` (``segments:``), else defaults."""
+    section = _config_section("segments")
+    return SegmentConfig.default() if section is None else SegmentConfig.from_dict(section)
+
+
+def quota_config() -> Quotas:
+    """Per-tenant quotas from ``config.yaml`` (``quotas:``), else defaults."""
+    return Quotas.from_dict(_config_section("quotas"))
 
 
 def fabrics_path() -> Path:
@@ -64,4 +79,4 @@ def actions() -> Any:
     """Authorised, logged writes on the store (the CLI acts as the local operator, admin)."""
     from gpufabric.service.actions import Actions
 
-    return Actions(open_store(), segment_config)
+    return Actions(open_store(), segment_config, quota=quota_config)

@@ -1,4 +1,5 @@
-"""``gpufabric lease create|list|delete``: leases of nodes to tenants (as in ESI: owner and lessee)."""
+"""``gpufabric lease create|list|delete|offers|accept|decline``: leases of nodes to tenants (as in ESI: owner
+and lessee); an owner's lease into another tenant is an offer that tenant accepts or declines."""
 
 from __future__ import annotations
 
@@ -33,7 +34,10 @@ def parse_time(field: str, raw: str | None) -> datetime | None:
 def create(
     tenant: str = typer.Option(..., "--tenant"),
     node: str = typer.Option(..., "--node"),
-    network: list[str] = typer.Option([], "--network", help="Tenant network(s) the node joins (default: all the tenant's)."),
+    network: list[str] = typer.Option(
+        [], "--network", help="Tenant network(s) the node joins (default: all the tenant's, when you act in that tenant)."
+    ),
+    no_networks: bool = typer.Option(False, "--no-networks", help="Join no network: ports stay shut until one attaches."),
     offering: str = typer.Option("baremetal", "--offering"),
     gpus: int = typer.Option(None, "--gpus", help="GPUs of the node leased (an NVLink partition; default all)."),
     start: str = typer.Option(None, "--start", help="ISO time (default now); a later start schedules the lease."),
@@ -46,6 +50,9 @@ def create(
     from gpufabric.cli.move_cmd import follow_remote, run_requested
 
     t0, t1 = parse_time("start", start), parse_time("end", end)
+    if no_networks and network:
+        raise ValidationError("--no-networks", " ".join(network), "either --network or --no-networks, not both")
+    chosen: tuple[str, ...] | None = tuple(network) if network else (() if no_networks else None)
     r = backend()
     if r:
         if dry_run:
@@ -53,7 +60,8 @@ def create(
             plans = r.post("/moves/preview", {**body, **({"gpus": gpus} if gpus else {})})["phases"]
             emit_json(plans["join"]) if json_out else console.print(escape(plans["join"]))
             return
-        body = {"tenant": tenant, "node": node, "networks": list(network), "offering": offering, "gpus": gpus,
+        body = {"tenant": tenant, "node": node, "networks": None if chosen is None else list(chosen),
+                "offering": offering, "gpus": gpus,
                 "start": t0.isoformat() if t0 else None, "end": t1.isoformat() if t1 else None}  # fmt: skip
         move = r.post("/leases", body)
         follow_remote(r, move["id"], json_out)
@@ -61,11 +69,11 @@ def create(
     store = open_store()
     store.node(node)
     if dry_run:
-        nets = tuple(network) or tuple(n.name for n in store.networks(tenant))
+        nets = chosen if chosen is not None else tuple(n.name for n in store.networks(tenant))
         _print_plan(open_engine().preview(node, tenant, nets, gpus=gpus, offering=offering)["join"], json_out)
         return
     engine = open_engine()
-    move = actions().create_lease(LOCAL_ADMIN, tenant, node, tuple(network), offering, t0, t1, gpus)
+    move = actions().create_lease(LOCAL_ADMIN, tenant, node, chosen, offering, t0, t1, gpus)
     run_requested(engine, [move.id] if move.id is not None else [], json_out)
 
 
@@ -113,3 +121,42 @@ def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
 
 def _print_plan(plan: Any, json_out: bool) -> None:
     emit_json(plan.to_dict()) if json_out else console.print(escape(str(plan)))
+
+
+@app.command("offers")
+def offers(json_out: bool = JSON_OPT) -> None:
+    """Leases offered into your tenant by a node's owner (or made by you as an owner), waiting for an answer."""
+    r = backend()
+    ms = items(r.get("/offers", limit=1000)) if r else reader().moves(LOCAL_ADMIN, ALL, 0, state="offered")[0]
+    if json_out:
+        emit_json(ms)
+        return
+    table(f"{len(ms)} offers", ["id", "node", "tenant", "offering", "networks"],
+          [(m["id"], m["node"], m["to_tenant"], m["offering"], ",".join(m["networks"])) for m in ms])  # fmt: skip
+
+
+def _decide(move_id: int, accept: bool, json_out: bool) -> None:
+    from gpufabric.domain.values import check_id
+
+    check_id("offer_id", move_id)
+    r = backend()
+    if r:
+        m = r.post(f"/offers/{move_id}/{'accept' if accept else 'decline'}", {})
+    else:
+        m = jsonable(actions().decide_offer(LOCAL_ADMIN, move_id, accept))
+    if json_out:
+        emit_json(m)
+    else:
+        console.print(f"offer {move_id} ({m['node']} -> {m['to_tenant']}): {m['status']}")
+
+
+@app.command("accept")
+def accept(offer_id: int, json_out: bool = JSON_OPT) -> None:
+    """Accept a lease offered into your tenant: its grant runs (`gpufabric move show ID` follows it)."""
+    _decide(offer_id, True, json_out)
+
+
+@app.command("decline")
+def decline(offer_id: int, json_out: bool = JSON_OPT) -> None:
+    """Decline a lease offered into your tenant (an owner withdraws its own offer the same way)."""
+    _decide(offer_id, False, json_out)

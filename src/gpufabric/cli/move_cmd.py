@@ -71,7 +71,7 @@ def move_node(
                 console.print(f"[bold]{phase}[/]\n{escape(str(p))}")
         return
     engine = open_engine()
-    moves = actions().request_moves(LOCAL_ADMIN, nodes, to_tenant, tuple(networks), offering, gpus)
+    moves = actions().request_moves(LOCAL_ADMIN, nodes, to_tenant, tuple(networks) or None, offering, gpus)
     run_requested(engine, [m.id for m in moves if m.id is not None], json_out, window)
 
 
@@ -135,7 +135,7 @@ def move_remote(
             for k, v in plans.items():
                 console.print(f"[bold]{k}[/]\n{v}")
         return
-    body: dict[str, Any] = {"to_tenant": to_tenant, "networks": networks, "offering": offering}
+    body: dict[str, Any] = {"to_tenant": to_tenant, "networks": networks or None, "offering": offering}
     if gpus is not None:
         body["gpus"] = gpus
     if len(nodes) == 1:

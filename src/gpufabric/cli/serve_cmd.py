@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_config
+from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, quota_config, segment_config
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
 
@@ -91,7 +91,7 @@ def serve(
         fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
         return MoveEngine(store, fabrics, cfg, **kw)
 
-    ctx = ApiContext(store, segment_config, engine if has_fabrics else None, loops)
+    ctx = ApiContext(store, segment_config, engine if has_fabrics else None, loops, quota_config=quota_config)
     progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
     ctx.metrics = lambda: telemetry.render() + loop_metrics(loops)
     engines: dict[str, Any] = {}

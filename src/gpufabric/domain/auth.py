@@ -63,6 +63,7 @@ _MATRIX: Final[dict[str, dict[Verb, frozenset[Role]]]] = {
         Verb.READ: frozenset(Role),
         Verb.CREATE: frozenset({Role.ADMIN}),
     },
+    "offer": {Verb.ACT: frozenset({Role.ADMIN, Role.OWNER, Role.LESSEE})},  # accept/decline a lease offered into one's tenant
     "audit": {Verb.READ: frozenset({Role.ADMIN}), Verb.ACT: frozenset({Role.ADMIN})},
     "reconcile": {Verb.READ: frozenset({Role.ADMIN})},
     "event": {Verb.READ: frozenset(Role)},

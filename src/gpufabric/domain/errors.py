@@ -124,3 +124,9 @@ class UnavailableError(GpufabricError):
     """A dependency the call needs is not there (no fabrics configured, store down) (HTTP 503)."""
 
     code = "unavailable"
+
+
+class QuotaError(GpufabricError):
+    """A tenant's quota (networks, leases, open moves) or a principal's write rate is used up (HTTP 429)."""
+
+    code = "quota"

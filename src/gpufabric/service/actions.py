@@ -17,9 +17,10 @@ from gpufabric.domain.auth import Principal, Role, Verb
 from gpufabric.domain.errors import ConflictError, ForbiddenError, GpufabricError, NotFoundError
 from gpufabric.domain.models import QUARANTINE, Fabric, Inventory, Lease, Network, Node, Tenant
 from gpufabric.domain.moves import Move
+from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import check_id
-from gpufabric.service import tenant_admin
+from gpufabric.service import quotas, tenant_admin
 from gpufabric.service.auth import EventLog, TokenInfo, Tokens
 from gpufabric.service.store import ImportResult, Store
 from gpufabric.service.tenancy import Tenancy
@@ -30,10 +31,15 @@ _WRITE_LOCKS: dict[str, threading.RLock] = {}
 
 class Actions:
     def __init__(
-        self, store: Store, cfg: Callable[[], SegmentConfig], on_change: Callable[[str], None] | None = None
+        self,
+        store: Store,
+        cfg: Callable[[], SegmentConfig],
+        on_change: Callable[[str], None] | None = None,
+        quota: Callable[[], Quotas] = Quotas,
     ) -> None:
         self.store = store
         self.cfg = cfg
+        self.quota = quota
         self.events = EventLog(store)
         self.tokens = Tokens(store)
         self.on_change = on_change or (lambda _what: None)
@@ -49,12 +55,18 @@ class Actions:
         try:
             result = fn()
         except GpufabricError as e:
-            self.events.record(p, action, target, False, e.message, tenant)
+            self._refused(p, action, target, e, tenant)
             self.on_change("write")
             raise
         self.events.record(p, action, target, True, "", tenant)
         self.on_change("write")
         return result
+
+    def _refused(self, p: Principal, action: str, target: str, e: GpufabricError, tenant: str | None) -> None:
+        """Log a refusal in the feed of the caller's own tenant, not the one it named: a failed
+        attempt on tenant T by someone outside T tells T's feed nothing and tells T nothing."""
+        feed = tenant if p.sees_all else p.tenant
+        self.events.record(p, action, target, False, e.message, feed)
 
     # ------------------------------------------------------------------ visibility
     def _tenant_visible(self, p: Principal, tenant: str) -> None:
@@ -97,13 +109,11 @@ class Actions:
                 value=p.role.value,
                 allowed="admin, service",
             )
-        return self._do(
-            p,
-            "network.create",
-            f"{tenant}/{name}",
-            tenant,
-            lambda: tenant_admin.adopt_network(self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {}),
-        )
+        def run() -> Network:
+            quotas.check(self.store, self.quota(), p, tenant, "networks")
+            return tenant_admin.adopt_network(self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {})
+
+        return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)
 
     def delete_network(self, p: Principal, name: str, tenant: str) -> Network:
         self._tenant_visible(p, tenant)
@@ -116,13 +126,15 @@ class Actions:
         p: Principal,
         tenant: str,
         node: str,
-        networks: tuple[str, ...],
+        networks: tuple[str, ...] | None,
         offering: str = "baremetal",
         start: datetime | None = None,
         end: datetime | None = None,
         gpus: int | None = None,
     ) -> Move:
-        """Lease an available node: the move from quarantine that grants it (the one workflow)."""
+        """Lease an available node: the move from quarantine that grants it (the one workflow).
+        An owner's lease into another tenant is recorded as an offer (see :meth:`decide_offer`);
+        ``networks=None`` is every network of the tenant only for a principal of that tenant."""
         if not p.is_admin:
             self.node_visible(p, node)
         p.require("lease", Verb.CREATE)
@@ -132,11 +144,35 @@ class Actions:
 
         with self._write_lock:
             try:
+                quotas.check(self.store, self.quota(), p, tenant, "leases")
+                quotas.check(self.store, self.quota(), p, tenant, "open_moves")
                 move = Tenancy(self.store).grant(
                     p, tenant, node, networks, offering, gpus=gpus, start=start, end=end, also=event
                 )
             except GpufabricError as e:
-                self.events.record(p, "lease.create", node, False, e.message, tenant)
+                self._refused(p, "lease.create", node, e, tenant)
+                self.on_change("write")
+                raise
+        self.on_change("moves")
+        return move
+
+    def decide_offer(self, p: Principal, move_id: int, accept: bool) -> Move:
+        """Accept or decline an offered lease (the receiving tenant's owner/lessee token or an
+        admin; the offering owner may withdraw it). Accepted, it runs as any grant."""
+        p.require("offer", Verb.ACT)
+        action = "offer.accept" if accept else "offer.decline"
+
+        def event(s: Any) -> None:
+            s.add(self.events.row(p, action, str(move_id), True, "", p.tenant))
+
+        with self._write_lock:
+            try:
+                if accept and p.tenant is not None:  # the offer counts against the tenant once accepted
+                    quotas.check(self.store, self.quota(), p, p.tenant, "leases")
+                    quotas.check(self.store, self.quota(), p, p.tenant, "open_moves")
+                move = Tenancy(self.store).decide(p, move_id, accept, also=event)
+            except GpufabricError as e:
+                self._refused(p, action, str(move_id), e, p.tenant)
                 self.on_change("write")
                 raise
         self.on_change("moves")
@@ -168,7 +204,7 @@ class Actions:
         p: Principal,
         node: str,
         to_tenant: str,
-        networks: tuple[str, ...],
+        networks: tuple[str, ...] | None,
         offering: str = "baremetal",
         gpus: int | None = None,
     ) -> Move:
@@ -179,7 +215,7 @@ class Actions:
         p: Principal,
         nodes: Sequence[str],
         to_tenant: str,
-        networks: tuple[str, ...],
+        networks: tuple[str, ...] | None,
         offering: str = "baremetal",
         gpus: int | None = None,
     ) -> list[Move]:
@@ -199,7 +235,7 @@ class Actions:
             try:
                 moves = Tenancy(self.store).move_many(p, nodes, to_tenant, networks, offering, gpus, also=events)
             except GpufabricError as e:
-                self.events.record(p, "move.create", ",".join(nodes)[:255], False, e.message, tenant)
+                self._refused(p, "move.create", ",".join(nodes)[:255], e, tenant)
                 self.on_change("write")
                 raise
         self.on_change("moves")
@@ -222,7 +258,15 @@ class Actions:
                 lease = tenant_admin.set_lease_networks(self.store, current.id, (*current.networks, network))
                 self.on_change("converge")
                 return None, lease
-            move = Tenancy(self.store).move(p, node, tenant, (network,), current.offering if current else "baremetal")
+            if current is not None:  # an attachment never takes a node from another tenant
+                raise ConflictError(
+                    f"node {node} is leased to another tenant: only a node in quarantine, or already in"
+                    f" {tenant}, can be attached to {tenant}/{network}",
+                    node=node,
+                )  # fmt: skip
+            quotas.check(self.store, self.quota(), p, tenant, "open_moves")
+            quotas.check(self.store, self.quota(), p, tenant, "leases")
+            move = Tenancy(self.store).move(p, node, tenant, (network,), "baremetal")
             self.on_change("moves")
             return move, None
 

@@ -16,7 +16,8 @@ from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow, TenantRow
 
-OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value)
+OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
+"""Statuses of a move that holds its node (one open move per node); an offer reserves it too."""
 
 
 def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
@@ -69,9 +70,11 @@ def new_move(
     not_before: datetime | None,
     requested_by: str,
     grant: bool,
+    offered: bool = False,
 ) -> MoveRow:
     """The move row of a request of ``node`` after every check (the first refusal raised); the
-    node is marked moving."""
+    node is marked moving, unless the move is only ``offered`` (it waits for the receiving
+    tenant's acceptance and changes nothing until then)."""
     row = known.nodes.get(node)
     if row is None:
         raise NotFoundError("node", node)
@@ -119,12 +122,13 @@ def new_move(
         not_before=not_before if not_before is not None and not_before > now else None,
         requested_by=requested_by[:255],
         phase=MovePhase.QUARANTINE.value,
-        status=MoveStatus.PENDING.value,
+        status=(MoveStatus.OFFERED if offered else MoveStatus.PENDING).value,
         attempts=0,
         error="",
     )
     s.add(mr)
-    row.state = NodeState.MOVING.value
+    if not offered:
+        row.state = NodeState.MOVING.value
     return mr
 
 

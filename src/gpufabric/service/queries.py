@@ -314,7 +314,10 @@ class Reader:
         M = MoveRow.__table__
         with self.engine.connect() as c:
             q = select(M)
-            if not p.sees_all:
+            if p.role is Role.OWNER:  # its tenant's moves, and every move of the nodes it owns (its offers)
+                owned = select(N.c.name).where(N.c.owner == p.tenant)
+                q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant, M.c.node.in_(owned)))
+            elif not p.sees_all:
                 q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant))
             if move_id is not None:
                 q = q.where(M.c.id == move_id)

@@ -130,7 +130,9 @@ class Store:
         transaction. A node's state is kept. Nodes not in ``inv`` are left alone.
 
         Raises ConflictError (and writes nothing) when a switch port or port GUID is
-        claimed by another node or twice in ``inv``.
+        claimed by another node or twice in ``inv``, or when a node that is leased or moving would
+        change: its ports are in a tenant, and rewriting them in place (or handing one to another
+        listed node) would let the next converge pass a port from one tenant to another directly.
         """
         added = updated = unchanged = 0
         try:
@@ -152,6 +154,16 @@ class Store:
                     if canonical(dataclasses.replace(node, state=current.state)) == current:
                         unchanged += 1
                         continue
+                    if current.state in (NodeState.LEASED, NodeState.MOVING):
+                        same_ports = dataclasses.replace(node, state=current.state, offering=current.offering)
+                        if canonical(same_ports) == current:  # the offering is the lease's now: kept
+                            unchanged += 1
+                            continue
+                        raise ConflictError(
+                            f"node {node.name} is {current.state.value}: its ports change only while it is in"
+                            " quarantine (end its lease or move it to quarantine first)",
+                            node=node.name, state=current.state.value,
+                        )  # fmt: skip
                     row.offering = node.offering
                     row.ethernet.clear()
                     row.ib.clear()

@@ -91,16 +91,18 @@ class MoveLedger:
         not_before: datetime | None = None,
         requested_by: str = "",
         grant: bool = False,
+        offered: bool = False,
         also: Callable[[Session], None] | None = None,
     ) -> Move:
-        """Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
+        r"""Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
         everything first; ConflictError if the node already has an open move.
         ``release_ended``: a release of a node whose lease has already ended (expiry).
         ``grant``: a lease grant, refused when the node is leased now (naming its lease).
+        ``offered``: recorded as an offer, run only once :meth:`accept`\ ed.
         ``also``: more rows written in the same transaction (the request's event)."""
         return self.request_many(
             [node], to_tenant, offering, networks, gpus=gpus, lease_end=lease_end, release_ended=release_ended,
-            not_before=not_before, requested_by=requested_by, grant=grant, also=also,
+            not_before=not_before, requested_by=requested_by, grant=grant, offered=offered, also=also,
         )[0]  # fmt: skip
 
     def request_many(
@@ -116,6 +118,7 @@ class MoveLedger:
         not_before: datetime | None = None,
         requested_by: str = "",
         grant: bool = False,
+        offered: bool = False,
         also: Callable[[Session], None] | None = None,
     ) -> list[Move]:
         """:meth:`request` for each of ``nodes`` in one transaction: all are recorded, or none
@@ -127,7 +130,7 @@ class MoveLedger:
             known = RequestChecks.read(s, nodes, to_tenant, now)
             out = [
                 new_move(s, known, now, node, to_tenant, offering, networks, gpus, lease_end, release_ended,
-                                 not_before, requested_by, grant)
+                                 not_before, requested_by, grant, offered)
                 for node in nodes
             ]  # fmt: skip
             if also is not None:
@@ -297,6 +300,31 @@ class MoveLedger:
             if r.status != MoveStatus.FAILED.value:
                 raise ConflictError(f"move {move_id} is {r.status}, not failed", move=move_id)
             r.status, r.error, r.claimed_by = MoveStatus.PENDING.value, "", None
+            return move_to_domain(r)
+
+    def decide_offer(self, move_id: int, accept: bool, also: Callable[[Session], None] | None = None) -> Move:
+        """Accept an offered move (it becomes pending: the worker runs it; its node is marked
+        moving) or decline it (cancelled; its node never left quarantine). ConflictError unless
+        the move is an open offer."""
+        with self.store._tx() as s:
+            r = s.get(MoveRow, move_id, with_for_update=True)
+            if r is None:
+                raise NotFoundError("move", str(move_id))
+            if r.status != MoveStatus.OFFERED.value:
+                raise ConflictError(f"move {move_id} is {r.status}, not an open offer", move=move_id)
+            if accept:
+                node = locked_nodes(s, [r.node]).get(r.node)
+                if node is None:
+                    raise NotFoundError("node", r.node)
+                if node.state == NodeState.MAINTENANCE.value:
+                    raise ConflictError(f"node {r.node} is in maintenance: not leasable", node=r.node)
+                node.state = NodeState.MOVING.value
+                r.status = MoveStatus.PENDING.value
+            else:
+                r.status, r.error = MoveStatus.CANCELLED.value, "offer declined"
+            if also is not None:
+                also(s)
+            s.flush()
             return move_to_domain(r)
 
     @staticmethod

@@ -6,6 +6,12 @@ touches a fabric directly.
 * ``grant``: a lease is granted only on an available node (in quarantine) or on a node already
   leased to the same tenant's move; a node leased to another tenant is refused, naming the lease
   (``node move`` is the explicit hand-over). A future start schedules the move (``not_before``).
+  An owner's lease into *another* tenant is only an offer: nothing runs until that tenant (its
+  owner or lessee token) or an admin accepts it (``accept``/``decline``).
+* networks: ``None`` means every network of the target tenant, and only for a principal that
+  acts in that tenant (admin, service, or the tenant's own token); anyone else gets none, and
+  naming another tenant's networks is "network not found". An empty list always means none:
+  the lease's ports stay shut until networks attach.
 * ``end``: the lease's node goes to quarantine; the lease keeps its row, ended (ids are never
   reused, history stays whole).
 * ``release_expired``: a lease whose end has passed is released by the worker's next tick.
@@ -19,18 +25,24 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
-from gpufabric.domain.errors import ConflictError, ValidationError
+from gpufabric.domain.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move
 from gpufabric.domain.values import check_id, check_name
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
+from gpufabric.service.tenant_admin import node_owner
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
 
 WORKER = Principal("worker", Role.ADMIN)
 """The serve process's worker (lease expiry)."""
+
+
+def offers_into(p: Principal, tenant: str) -> bool:
+    """A grant by ``p`` into ``tenant`` is only an offer (the receiving tenant must accept it)."""
+    return p.role is Role.OWNER and p.tenant != tenant
 
 
 def who(p: Principal) -> str:
@@ -50,7 +62,7 @@ class Tenancy:
         principal: Principal,
         tenant: str,
         node: str,
-        networks: Sequence[str],
+        networks: Sequence[str] | None,
         offering: str = "baremetal",
         *,
         gpus: int | None = None,
@@ -59,23 +71,51 @@ class Tenancy:
         also: Callable[[Session], None] | None = None,
     ) -> Move:
         """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``), refused
-        when the node is leased now. ``also`` writes more rows in the same transaction."""
+        when the node is leased now; an offer when :func:`offers_into`. ``also`` writes more rows
+        in the same transaction."""
         check_name("lease.tenant", tenant)
         now = datetime.now(UTC)
         if start is not None and start.tzinfo is None:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
-        nets = tuple(networks) or tuple(x.name for x in self.store.networks(tenant))
+        nets = self._networks(principal, tenant, networks)
         return self.ledger.request(
             node, tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, also=also,
             not_before=start if start is not None and start > now else None, requested_by=who(principal),
+            offered=offers_into(principal, tenant),
         )  # fmt: skip
+
+    def _networks(self, principal: Principal, tenant: str, networks: Sequence[str] | None) -> tuple[str, ...]:
+        """The networks a move into ``tenant`` joins (see the module docstring for ``None``)."""
+        if networks is not None:
+            if networks and not principal.sees_tenant(tenant):  # another tenant's networks do not exist for it
+                raise NotFoundError("network", f"{tenant}/{networks[0]}")
+            return tuple(networks)
+        if tenant == QUARANTINE or not principal.sees_tenant(tenant):
+            return ()
+        return tuple(x.name for x in self.store.networks(tenant))
+
+    def decide(self, principal: Principal, move_id: int, accept: bool, also: Callable[[Session], None] | None = None) -> Move:
+        """Accept (or decline) an offered lease: only the receiving tenant's own token or an
+        admin may; anyone else is told the offer does not exist."""
+        move = self.ledger.get(check_id("move.id", move_id))
+        if not principal.sees_tenant(move.to_tenant):
+            if principal.role is Role.OWNER and not accept and node_owner(self.store, move.node) == principal.tenant:
+                pass  # the node's owner may withdraw its offer
+            else:
+                raise NotFoundError("offer", str(move_id))
+        if accept and principal.role is Role.SERVICE:
+            raise ForbiddenError(
+                "only the receiving tenant or an admin may accept an offer", field="role",
+                value=principal.role.value, allowed="admin, or the tenant's owner/lessee",
+            )  # fmt: skip
+        return self.ledger.decide_offer(move.id or move_id, accept, also=also)
 
     def move(
         self,
         principal: Principal,
         node: str,
         to_tenant: str,
-        networks: Sequence[str] = (),
+        networks: Sequence[str] | None = None,
         offering: str = "baremetal",
         gpus: int | None = None,
     ) -> Move:
@@ -87,16 +127,14 @@ class Tenancy:
         principal: Principal,
         nodes: Sequence[str],
         to_tenant: str,
-        networks: Sequence[str] = (),
+        networks: Sequence[str] | None = None,
         offering: str = "baremetal",
         gpus: int | None = None,
         also: Callable[[Session], None] | None = None,
     ) -> list[Move]:
         """:meth:`move` for several nodes, requested in one transaction (all or none): the worker
         claims them together and runs them as one batch."""
-        nets = tuple(networks)
-        if not nets and to_tenant != QUARANTINE:
-            nets = tuple(x.name for x in self.store.networks(to_tenant))
+        nets = self._networks(principal, to_tenant, networks)
         return self.ledger.request_many(
             nodes, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal), also=also
         )

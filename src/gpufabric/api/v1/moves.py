@@ -24,6 +24,7 @@ from gpufabric.api.v1.schemas import (
     PreviewIn,
     PreviewOut,
     errors,
+    networks_arg,
 )
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError
@@ -51,7 +52,7 @@ async def list_moves(
     pg: Page = PAGE,
     node: NameQ = None,
     tenant: NameQ = None,
-    state: Literal["pending", "running", "failed", "done"] | None = None,
+    state: Literal["pending", "running", "failed", "done", "offered", "cancelled"] | None = None,
 ) -> Response:
     return await c.cached(
         request, (p.role, p.tenant), lambda: paged(*c.reader.moves(p, pg.limit, pg.offset, node, state, tenant), pg)
@@ -65,7 +66,7 @@ async def list_moves(
     responses={202: {"model": MoveOut}, **errors(403, 404, 409)},
 )
 def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    move = c.actions.request_move(p, body.node, body.to_tenant, tuple(body.networks), body.offering, body.gpus)
+    move = c.actions.request_move(p, body.node, body.to_tenant, networks_arg(body.networks), body.offering, body.gpus)
     assert move.id is not None
     return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0], 202)
 
@@ -77,7 +78,7 @@ def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> 
     responses={202: {"model": MoveList}, **errors(403, 404, 409)},
 )
 def create_moves(body: MovesIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    moves = c.actions.request_moves(p, body.nodes, body.to_tenant, tuple(body.networks), body.offering, body.gpus)
+    moves = c.actions.request_moves(p, body.nodes, body.to_tenant, networks_arg(body.networks), body.offering, body.gpus)
     return json({"items": [c.reader.moves(p, 1, 0, move_id=m.id)[0][0] for m in moves]}, 202)
 
 

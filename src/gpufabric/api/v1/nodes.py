@@ -100,7 +100,7 @@ def _attachment(c: ApiContext, node: str, move: Move | None, lease: Any) -> dict
     "/nodes/{node}/attachments",
     status_code=202,
     summary="Put the node in a tenant with a network added (a move through quarantine if the tenant changes)",
-    responses={202: {"model": AttachmentOut}, **errors(403, 404, 409)},
+    responses={202: {"model": AttachmentOut}, **errors(403, 404, 409, 429)},
 )
 def attach(node: NodeName, body: AttachmentIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     move, lease = c.actions.attach(p, node, body.network, body.tenant)

@@ -45,6 +45,7 @@ def errors(*codes: int, params: bool = True) -> dict[int | str, dict[str, Any]]:
         405: "Method not allowed (see Allow)",
         409: "Conflicts with the current state",
         422: "A field is outside its allowed range",
+        429: "A tenant quota or the caller's write rate is used up",
         503: "A needed dependency (fabrics) is not configured",
     }
     out: dict[int | str, dict[str, Any]] = {}
@@ -231,10 +232,22 @@ class OfferingPage(BaseModel):
 
 
 # ---------------------------------------------------------------- leases
+NETWORKS_DOC = (
+    "The tenant networks the node joins. Omitted or null: every network of the tenant when the caller acts"
+    " in that tenant (admin, service, or the tenant's own token), none otherwise. []: none (ports stay shut"
+    " until a network attaches)."
+)
+
+
+def networks_arg(networks: list[str] | None) -> tuple[str, ...] | None:
+    """A body's ``networks`` for the workflow: None stays None (see :data:`NETWORKS_DOC`)."""
+    return None if networks is None else tuple(networks)
+
+
 class LeaseIn(Strict):
     tenant: Name
     node: Name
-    networks: list[Name] = Field(default_factory=list, max_length=16)
+    networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
     start: AwareDatetime | None = Field(None, description="Timezone-aware; default now")
     end: AwareDatetime | None = Field(None, description="Timezone-aware; the worker releases the node to quarantine then")
@@ -265,7 +278,7 @@ class LeasePage(BaseModel):
 class MoveIn(Strict):
     node: Name
     to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the node")
-    networks: list[Name] = Field(default_factory=list, max_length=16)
+    networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
     gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
 
@@ -273,7 +286,7 @@ class MoveIn(Strict):
 class MovesIn(Strict):
     nodes: list[Name] = Field(min_length=1, max_length=256, description="The nodes, each once")
     to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the nodes")
-    networks: list[Name] = Field(default_factory=list, max_length=16)
+    networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
     gpus: int | None = Field(None, ge=1, le=16, description="GPUs of each node (an NVLink partition); default all")
 

@@ -76,7 +76,7 @@ async def list_networks(
     status_code=201,
     tags=["networks"],
     summary="Create a tenant network; explicit segments are adopted (validated against the configured ranges)",
-    responses={201: {"model": NetworkOut}, **errors(403, 404, 409)},
+    responses={201: {"model": NetworkOut}, **errors(403, 404, 409, 429)},
 )
 def create_network(body: NetworkIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     segs = {Fabric(s.fabric): s.seg_id for s in body.segments or []}
