@@ -17,8 +17,9 @@ from gpufabric.service.loops import Loops, loop_metrics
 @pytest.mark.parametrize(
     ("role", "tenant", "ok"),
     [("admin", None, True), ("admin", "alpha", False), ("owner", "alpha", True), ("lessee", None, False),
-     ("lessee", "Bad Name", False), ("root", None, False)],
-    ids=["admin", "admin-with-tenant", "owner", "lessee-without-tenant", "lessee-bad-tenant", "unknown-role"],
+     ("lessee", "Bad Name", False), ("root", None, False), ("service", None, True), ("service", "alpha", False)],
+    ids=["admin", "admin-with-tenant", "owner", "lessee-without-tenant", "lessee-bad-tenant", "unknown-role",
+         "service", "service-with-tenant"],
 )
 def test_principal_role_and_tenant_pairing(role: str, tenant: str | None, ok: bool) -> None:
     if ok:
@@ -40,11 +41,20 @@ def test_principal_role_and_tenant_pairing(role: str, tenant: str | None, ok: bo
         ("lessee", "lease", Verb.DELETE, True),
         ("lessee", "move", Verb.CREATE, False),
         ("lessee", "audit", Verb.ACT, False),
+        ("service", "tenant", Verb.CREATE, True),
+        ("service", "node", Verb.ACT, True),
+        ("service", "lease", Verb.CREATE, True),
+        ("service", "node", Verb.CREATE, False),
+        ("service", "move", Verb.CREATE, False),
+        ("service", "token", Verb.CREATE, False),
+        ("service", "audit", Verb.ACT, False),
+        ("service", "offer", Verb.ACT, False),
+        ("lessee", "offer", Verb.ACT, True),
     ],
     ids=lambda v: str(v),
 )
 def test_role_matrix(role: str, resource: str, verb: Verb, allowed: bool) -> None:
-    p = Principal("x", Role(role), None if role == "admin" else "alpha")
+    p = Principal("x", Role(role), None if role in ("admin", "service") else "alpha")
     assert p.may(resource, verb) is allowed
     if not allowed:
         with pytest.raises(ForbiddenError, match=f"role {role} may not {verb.value} {resource}s"):
@@ -56,6 +66,7 @@ def test_visibility_is_per_tenant() -> None:
     alpha = Principal("a", Role.LESSEE, "alpha")
     assert alpha.sees_tenant("alpha") and not alpha.sees_tenant("beta") and not alpha.sees_tenant(None)
     assert LOCAL_ADMIN.sees_tenant("beta")
+    assert Principal("neutron", Role.SERVICE).sees_tenant("beta") and not Principal("neutron", Role.SERVICE).is_admin
 
 
 def test_serve_refuses_non_loopback_without_tls_and_tokens(tmp_path: Path) -> None:
