@@ -85,8 +85,6 @@ def new_move(
             node=node,
             move=other.id,
         )
-    if not known.tenant_exists:
-        raise NotFoundError("tenant", to_tenant)
     if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
         raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
     if not_before is not None and not_before.tzinfo is None:
@@ -103,6 +101,8 @@ def new_move(
             node=node,
             lease=current.id,
         )
+    if not known.tenant_exists:  # after the node's own refusals: a leased node says so whatever tenant is named
+        raise NotFoundError("tenant", to_tenant)
     from_tenant = current.tenant.name if current else QUARANTINE
     if release_ended and current is None:
         last = s.scalars(
