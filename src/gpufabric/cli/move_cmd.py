@@ -128,7 +128,7 @@ def move_remote(
 
     if dry_run:
         node = _one(nodes)
-        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks})["phases"]
+        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks or None})["phases"]
         if json_out:
             emit_json(plans)
         else:

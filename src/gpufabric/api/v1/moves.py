@@ -28,6 +28,7 @@ from gpufabric.api.v1.schemas import (
 )
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.models import QUARANTINE
 
 router = APIRouter(tags=["moves"])
 MoveId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -134,5 +135,8 @@ def preview(body: PreviewIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> R
     c.actions.node_visible(p, body.node)
     p.require("move", Verb.CREATE)
     engine = c.need_engine()
-    plans = engine.preview(body.node, body.to_tenant, tuple(body.networks))
+    nets = networks_arg(body.networks)
+    if nets is None:  # as a move request: every network of the tenant (the caller is an admin here)
+        nets = () if body.to_tenant == QUARANTINE else tuple(n.name for n in c.store.networks(body.to_tenant))
+    plans = engine.preview(body.node, body.to_tenant, nets, gpus=body.gpus, offering=body.offering)
     return json({"phases": {k: v.to_dict() for k, v in plans.items()}})
