@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -53,6 +54,7 @@ from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, Gpufab
 from gpufabric.domain.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet import ovsdb_tls
 from gpufabric.fabrics.ethernet.ovs_columns import (
     PortColumns,
     check_port_config,
@@ -171,6 +173,8 @@ def probe_ovsdb(remote: str, timeout: float, switch: str = "", tls: TlsFiles | N
                 sock.connect(address)
                 sock.sendall(json.dumps({"method": "echo", "params": ["gpufabric"], "id": "probe"}).encode())
                 reply = sock.recv(4096)
+    except ssl.SSLError as e:
+        raise FabricError(f"OVSDB at {remote}: TLS refused: {e}", fabric=FABRIC, device=switch) from e
     except (OSError, ValueError) as e:
         raise FabricError(
             f"OVSDB at {remote} did not answer within {timeout}s: {e}", fabric=FABRIC, device=switch
@@ -244,6 +248,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     def _connect(self) -> Any:
         with self._lock:
             if self._api is None:
+                if self.tls is not None:  # a configuration conflict, before any I/O
+                    ovsdb_tls.check(self.pool, self.tls)
                 probe_ovsdb(self.remote, self.timeout, self.switch, self.tls)
                 try:
                     self._api = self.pool.api(self.remote, self.timeout, _Api, self.tls)

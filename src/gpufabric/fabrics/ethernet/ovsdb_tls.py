@@ -38,18 +38,28 @@ def acquire(holder: object, tls: TlsFiles) -> None:
     holder still uses a different one."""
     global _active
     with _lock:
-        if _holders - {id(holder)} and _active != tls:
-            assert _active is not None
-            raise ConfigError(
-                "private_key", tls.private_key,
-                f"the TLS identity already in use by this process's OVSDB ssl: connections ({_active.private_key}); "
-                "python-ovs holds one per process",
-            )  # fmt: skip
+        _refuse_other(holder, tls)
         Stream.ssl_set_private_key_file(tls.private_key)
         Stream.ssl_set_certificate_file(tls.certificate)
         Stream.ssl_set_ca_cert_file(tls.ca_cert)
         _active = tls
         _holders.add(id(holder))
+
+
+def check(holder: object, tls: TlsFiles) -> None:
+    """ConfigError if :func:`acquire` would refuse ``tls`` for ``holder`` now (installs nothing)."""
+    with _lock:
+        _refuse_other(holder, tls)
+
+
+def _refuse_other(holder: object, tls: TlsFiles) -> None:
+    if _holders - {id(holder)} and _active != tls:
+        assert _active is not None
+        raise ConfigError(
+            "private_key", tls.private_key,
+            f"the TLS identity already in use by this process's OVSDB ssl: connections ({_active.private_key}); "
+            "python-ovs holds one per process",
+        )  # fmt: skip
 
 
 def release(holder: object) -> None:
