@@ -93,6 +93,19 @@ def test_load_tls_refuses(files: dict[str, str], change: dict[str, Any], field: 
     assert ei.value.field == field and says in str(ei.value) and "\n" not in str(ei.value)
 
 
+def test_key_must_match_the_certificate_and_be_unencrypted(files: dict[str, str], tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as ei:
+        load_tls("dpu.tls.", files["key2"], files["certificate"], files["ca_cert"])
+    assert ei.value.field == "dpu.tls.certificate" and "KEY_VALUES_MISMATCH" in str(ei.value)
+    enc = tmp_path / "enc.key"
+    subprocess.run(["openssl", "pkey", "-in", files["private_key"], "-aes256", "-passout", "pass:pw", "-out", str(enc)],
+                   check=True, capture_output=True)  # fmt: skip
+    enc.chmod(0o600)
+    with pytest.raises(ConfigError) as ei:
+        load_tls("", str(enc), files["certificate"], files["ca_cert"])
+    assert ei.value.field == "private_key" and "unencrypted" in str(ei.value)
+
+
 def test_private_key_must_be_owner_only(tmp_path: Path) -> None:
     key, cert = _pem(tmp_path, "k")
     key.chmod(0o640)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import ssl
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,7 +134,23 @@ def _tls_file(where: str, name: str, raw: object) -> str:
         raise ConfigError(f, str(p), what, "no such PEM block in the file")
     if name == "private_key" and st.st_mode & 0o077:
         raise ConfigError(f, str(p), "mode 0600 or stricter (chmod 600)", f"mode {stat.S_IMODE(st.st_mode):04o}")
+    if name == "private_key" and (b"ENCRYPTED" in data):
+        raise ConfigError(f, str(p), "an unencrypted PEM private key (OVS/OVN clients take no passphrase)")
     return str(p)
+
+
+def _tls_pair(where: str, tls: TlsFiles) -> None:
+    """The CA bundle parses and the key matches the certificate (as the TLS library will see them)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        ctx.load_verify_locations(tls.ca_cert)
+    except ssl.SSLError as e:
+        raise ConfigError(f"{where}ca_cert", tls.ca_cert, "a PEM CA bundle", e.reason or str(e)) from None
+    try:
+        ctx.load_cert_chain(tls.certificate, tls.private_key, password=b"-no-passphrase-")  # never prompts
+    except ssl.SSLError as e:
+        raise ConfigError(f"{where}certificate", tls.certificate, "the certificate of private_key",
+                          e.reason or str(e)) from None  # fmt: skip
 
 
 def load_tls(where: str, private_key: object = None, certificate: object = None, ca_cert: object = None) -> TlsFiles | None:
@@ -145,7 +162,9 @@ def load_tls(where: str, private_key: object = None, certificate: object = None,
     missing = [k for k, v in given.items() if not v]
     if missing:
         raise ConfigError(f"{where}{missing[0]}", None, "all three of private_key, certificate, ca_cert (PEM files)")
-    return TlsFiles(*(_tls_file(where, k, v) for k, v in given.items()))
+    tls = TlsFiles(*(_tls_file(where, k, v) for k, v in given.items()))
+    _tls_pair(where, tls)
+    return tls
 
 
 # ---------------------------------------------------------------------- transport notes
