@@ -143,6 +143,21 @@ def test_one_pool_has_one_tls_identity(files: dict[str, str]) -> None:
     assert ei.value.field == "private_key" and "leaf-3" in str(ei.value)
 
 
+def test_fabrics_yaml_ethernet_options_reach_the_driver(files: dict[str, str]) -> None:
+    reg = Registry.from_entry_points()
+    entry = {"driver": "ovsdb", "options": {"switch": "leaf-1", "remote": "ssl:192.0.2.1:6640", **tls_opts(files)}}
+    tcp = {"driver": "ovsdb", "options": {"switch": "leaf-2", "remote": "tcp:192.0.2.2:6640"}}
+    f = Fabrics.from_config({"ethernet": [entry, tcp]}, reg)
+    assert f.switches["leaf-1"].tls == load_tls("", **tls_opts(files))  # type: ignore[attr-defined]
+    assert [v.device for v in transport_violations(f.switches.values())] == ["leaf-2"]
+    other = {"driver": "ovsdb", "options": {"switch": "leaf-3", "remote": "ssl:192.0.2.3:6640",
+                                            "private_key": files["key2"], "certificate": files["cert2"],
+                                            "ca_cert": files["ca_cert"]}}  # fmt: skip
+    with pytest.raises(ConfigError) as ei:
+        Fabrics.from_config({"ethernet": [entry, other]}, reg)
+    assert ei.value.field == "private_key" and "same private_key/certificate/ca_cert" in str(ei.value)
+
+
 @pytest.mark.parametrize(
     ("remote", "notes"),
     [("unix:/run/openvswitch/db.sock", ()), ("tcp:192.0.2.1:6640", ("tcp:192.0.2.1:6640",)),
