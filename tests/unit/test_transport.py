@@ -10,7 +10,9 @@ TLS connections are in tests/functional/test_ovsdb_tls.py):
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -326,3 +328,17 @@ def test_the_audit_reports_what_any_backend_says_of_its_transport(engine: MoveEn
     assert [(v.fabric, v.device, v.resource, v.severity) for v in found] == [
         ("dpu", "ovn-nb", "transport:remote", Severity.HIGH)]
     assert found[0].message.startswith("OVN northbound DB at tcp:192.0.2.5:6641 over plain tcp")
+
+
+@pytest.mark.parametrize(
+    ("fabrics", "field"),
+    [("ethernet:\n  - {driver: ovsdb, options: {switch: leaf-1, remote: 'ssl:192.0.2.1:6640'}}\n", "private_key"),
+     ("dpu:\n  ovn_nb: 'ssl:192.0.2.1:6641'\n", "dpu.tls")],
+    ids=["ethernet", "dpu"],
+)  # fmt: skip
+def test_cli_refuses_ssl_without_files_in_one_line(tmp_path: Path, fabrics: str, field: str) -> None:
+    (tmp_path / "fabrics.yaml").write_text(fabrics)
+    env = {**os.environ, "GPUFABRIC_HOME": str(tmp_path)}
+    gf = [sys.executable, "-c", "from gpufabric.cli.main import main; main()"]
+    r = subprocess.run([*gf, "audit"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"invalid {field}:" in r.stderr, r.stderr
