@@ -1,7 +1,9 @@
 """``DpuBackend``: the DPU fabric's I/O in one deployment, made of three drivers — the
 DPU-side OVS of each host (:mod:`ovs`), the OVN northbound DB (:mod:`ovn`) and, when configured,
 the Kubernetes API (:mod:`k8s`). ``apply`` returns the verified read-back of the objects it
-touched (``DpuState.covered``)."""
+touched (``DpuState.covered``). :meth:`DpuBackend.transport_notes` gathers what each driver
+reports about its own transport (``tcp:`` remotes, Kubernetes without TLS verification or over
+http to another host) for the audit's ``TRANSPORT-INSECURE``."""
 
 from __future__ import annotations
 
@@ -10,12 +12,22 @@ from typing import Any
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan
+from gpufabric.domain.secrets import TransportNote
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 
 
 class DpuBackend(FabricBackend[DpuState]):
+    kind = "dpu"
+
     def __init__(self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None) -> None:
         self.ovs, self.ovn, self.k8s = dict(ovs), ovn, k8s
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        notes: list[TransportNote] = []
+        for drv in [*self.ovs.values(), self.ovn, self.k8s]:
+            fn = getattr(drv, "transport_notes", None)
+            notes += fn() if callable(fn) else ()
+        return tuple(notes)
 
     def observe(self) -> DpuState:
         items: list[Item] = []

@@ -3,14 +3,24 @@
 Section format (``dpu:`` in fabrics.yaml)::
 
     dpu:
-      ovn_nb: unix:/run/ovn/ovnnb_db.sock          # OVN northbound remote (required)
+      ovn_nb: ssl:192.0.2.5:6641                   # OVN northbound remote (required)
       ovsdb:                                       # host node -> its DPU-side OVSDB remote
-        gpu-a01: tcp:192.0.2.11:6640
+        gpu-a01: ssl:192.0.2.11:6640
+      tls:                                         # required when any remote above is ssl:
+        private_key: /etc/gpufabric/ovn/key.pem    # mode 0600 or stricter
+        certificate: /etc/gpufabric/ovn/cert.pem
+        ca_cert: /etc/gpufabric/ovn/cacert.pem     # the CA the servers' certificates chain to
       kubernetes:                                  # optional; absent: labels/taints not managed
         host: https://api.example:6443             # or kubeconfig: /path (in-cluster otherwise)
         kubeconfig: ~/.kube/config
-        verify_ssl: true
+        verify_ssl: true                           # false: reported by the audit
+        ca_cert: /etc/gpufabric/k8s-ca.pem         # optional CA bundle of the API server
+        token_file: /etc/gpufabric/k8s.token       # optional bearer token, mode 0600
       timeout: 10                                  # seconds per device command
+
+One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
+NB). ``tcp:`` remotes are accepted and reported by the audit (``TRANSPORT-INSECURE``, through
+:meth:`DpuBackend.transport_notes`); ``unix:`` sockets are local and not reported.
 """
 
 from __future__ import annotations
@@ -22,13 +32,33 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Node
+from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
 from gpufabric.fabrics.dpu import checks, diff
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.profiles import desired_state
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls"})
+
+
+def section_tls(section: Mapping[str, Any], remotes: Iterable[str]) -> TlsFiles | None:
+    """``dpu.tls``, checked; required when a remote is ``ssl:``, refused when none is."""
+    raw = section.get("tls")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("dpu.tls", raw, f"a mapping with keys {', '.join(TLS_FIELDS)}")
+    for k in raw:
+        if k not in TLS_FIELDS:
+            raise ConfigError(f"dpu.tls.{k}", raw[k], f"known keys only: {', '.join(TLS_FIELDS)}")
+    tls = load_tls("dpu.tls.", *(raw.get(k) for k in TLS_FIELDS))
+    ssl = any("ssl" in remote_methods(r) for r in remotes)
+    if ssl and tls is None:
+        raise ConfigError("dpu.tls", None, "private_key, certificate and ca_cert (a remote of the section is ssl:)")
+    if tls is not None and not ssl:
+        raise ConfigError("dpu.tls", "given", "only with an ssl: remote (no remote of the section is ssl:)")
+    return tls
 
 
 class DpuKind(FabricKind[DpuState, DpuState]):
@@ -48,12 +78,13 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         timeout = section.get("timeout", 10)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
             raise ConfigError("dpu.timeout", timeout, "a number of seconds in (0, 300]")
+        tls = section_tls(section, [nb, *ovsdb.values()])
         ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
-        return DpuBackend(
-            {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s
-        )
+        t = float(timeout)
+        ovs = {h: ovs_cls(h, r, t, tls=tls if "ssl" in remote_methods(r) else None) for h, r in sorted(ovsdb.items())}
+        return DpuBackend(ovs, ovn_cls(nb, t, tls=tls if "ssl" in remote_methods(nb) else None), k8s)
 
     def desired(self, tenancy: Tenancy) -> DpuState:
         return desired_state(tenancy)
