@@ -173,6 +173,7 @@ def test_fresh_venv_runs_the_units_exec_start(installed: Installed, tmp_path: Pa
         assert re.search(rf"^\W*{cmd}\b", helped, re.M), f"{cmd} missing from --help:\n{helped}"
     shipped = _run([installed.gf, "deploy", "unit"]).stdout
     assert shipped == UNIT_FILE.read_text()
+    assert json.loads(_run([installed.gf, "deploy", "unit", "--json"]).stdout) == {"name": UNIT_FILE.name, "text": shipped}
 
     # systemd's view of the paths: %S = /var/lib, %E = /etc, %d = the unit's credentials directory
     unit = Unit.parse(shipped)
@@ -231,10 +232,13 @@ def test_fresh_venv_runs_the_units_exec_start(installed: Installed, tmp_path: Pa
         assert nodes.status_code == 200 and nodes.json()["total"] == 3
         metrics = httpx.get(f"{base}/metrics", verify=ctx, timeout=5)
         assert metrics.status_code == 200 and "gpufabric_" in metrics.text
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        rss_mb = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    timings = {**installed.timings, "serve_up_s": up_s, "checks_s": time.monotonic() - t0, "load1": os.getloadavg()[0]}
+    timings = {**installed.timings, "serve_up_s": up_s, "checks_s": time.monotonic() - t0, "serve_rss_mb": rss_mb,
+               "load1": os.getloadavg()[0]}
     print("wheel install timings:", json.dumps({k: round(v, 2) for k, v in timings.items()}))
     assert proc.returncode in (0, -15)  # SIGTERM: a clean stop
 
