@@ -17,6 +17,7 @@ sends every port of the batch's nodes on every fabric to quarantine and fails th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -27,12 +28,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import QUARANTINE, Lease
-from gpufabric.domain.moves import Move, MovePhase
+from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
@@ -44,6 +46,8 @@ from gpufabric.service.store_moves import ClaimLostError, MoveLedger
 from gpufabric.service.store_view import Epoch, StoreView, ViewReader
 
 Progress = Callable[[str, str], None]  # (phase, message)
+STORE_DOWN = (OperationalError, InterfaceError, LockLostError)  # the store (or its fabric lock) unreachable
+STORE_RESUMES = 3  # times one run_batch resumes a batch the store dropped mid-phase before it gives up
 
 
 @dataclass
@@ -121,6 +125,8 @@ class MoveEngine:
         verify_timeout: float = 30.0,
         progress: Progress | None = None,
         heartbeat_every: float = 5.0,
+        store_wait: float = 60.0,
+        store_poll: float = 0.25,
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
@@ -131,6 +137,9 @@ class MoveEngine:
         self.verify_timeout = verify_timeout
         self.progress = progress or (lambda _p, _m: None)
         self.heartbeat_every = heartbeat_every
+        self.store_wait = store_wait  # how long a batch the store dropped waits for it here (s)
+        self.store_poll = store_poll
+        self._interrupted: list[Move] = []  # a batch the store dropped, to requeue when it answers
         self._known: FabricState | None = None  # last verified state of every fabric
         self._known_epoch: Epoch | None = None
         self.reader = ViewReader(store)
@@ -280,10 +289,55 @@ class MoveEngine:
     def run_batch(self, moves: Sequence[Move]) -> BatchResult:
         """Run claimed moves through their remaining phases together, holding the fabric lock
         from the quarantine phase to the end of join: the swap's transaction also reads (and
+        plans) what join applies, as no other worker can write to the fabrics in between.
+
+        A move that fails alone (its lease swap) is failed alone, its node held in quarantine;
+        the others go on. Any other error fails the batch: every port of its nodes goes to
+        quarantine. The store unreachable mid-phase fails nothing: the batch is put back in the
+        queue as soon as the store answers again (:meth:`_store_lost`) and run again from its
+        recorded phases (each is idempotent), here at once."""
+        for attempt in range(1, STORE_RESUMES + 2):
+            try:
+                return self._run_batch(moves)
+            except STORE_DOWN as e:
+                self.forget()  # what the fabrics hold now is unknown
+                self._interrupted = [m for m in moves if m.id is not None]
+                if attempt > STORE_RESUMES:
+                    raise
+                moves = self._store_lost(e)
+                if not moves:
+                    return BatchResult([], [])
+        raise AssertionError("unreachable")
+
+    def _store_lost(self, cause: Exception) -> list[Move]:
+        """The store failed mid-phase: wait until it answers (at most ``store_wait`` s, polling
+        every ``store_poll`` s), put back in the queue the moves of the batch this worker still
+        holds (``_interrupted``), and claim them again; the moves to run. Still unreachable:
+        raises ``cause``, and the next :meth:`run_pending` requeues them first."""
+        reason = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:300]
+        with contextlib.suppress(Exception):  # the progress of a serve worker is written to the store
+            self.progress("store", f"store unreachable mid-phase ({reason}); resuming as soon as it answers")
+        deadline = time.monotonic() + self.store_wait
+        while not self.ledger.reachable():
+            if time.monotonic() >= deadline:
+                raise cause
+            time.sleep(self.store_poll)
+        return self._resume_interrupted(reason)
+
+    def _resume_interrupted(self, reason: str) -> list[Move]:
+        requeued = self.ledger.requeue(self._interrupted, reason)
+        self._interrupted = []
+        return self.ledger.claim_ids(self.worker, [m.id for m in requeued if m.id is not None])
+
+    def _run_batch(self, moves: Sequence[Move]) -> BatchResult:
+        """Run claimed moves through their remaining phases together, holding the fabric lock
+        from the quarantine phase to the end of join: the swap's transaction also reads (and
         plans) what join applies, as no other worker can write to the fabrics in between."""
         s = self.ledger
         timings: list[PhaseTiming] = []
         batch = list(moves)
+        failed: list[Move] = []
+        order = {m.id: i for i, m in enumerate(moves)}
         with self._heartbeat(batch):
             try:
                 with s.fabric_lock():
@@ -297,6 +351,8 @@ class MoveEngine:
                         got: list[Prepared] = []
                         batch = _advance(batch, before_join, lambda ms: s.swap_leases(
                             ms, also=lambda tx: got.append(self._prepare(tx))))  # fmt: skip
+                        failed += [m for m in batch if m.status is MoveStatus.FAILED]  # alone: held in quarantine
+                        batch = [m for m in batch if m.status is not MoveStatus.FAILED]
                         ready = got[0]
                         timings.append(PhaseTiming("swap", time.monotonic() - t0))
                         checkpoint("swap:committed")
@@ -311,7 +367,7 @@ class MoveEngine:
                 self._failsafe([m.node for m in batch], e)
                 batch = [s.fail(m, e.message) for m in batch]
                 raise
-        return BatchResult(batch, timings)
+        return BatchResult(sorted([*batch, *failed], key=lambda m: order.get(m.id, 0)), timings)
 
     def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
         """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that
@@ -327,6 +383,9 @@ class MoveEngine:
         seconds, and run them as one batch. None when there was nothing to do."""
         if window:
             time.sleep(window)
+        if self._interrupted:  # a batch the store dropped: back in the queue first (see run_batch)
+            self.ledger.requeue(self._interrupted, "the store was unreachable")
+            self._interrupted = []
         claimed = self.ledger.claim(self.worker, limit, stale_after)
         if not claimed:
             return None
