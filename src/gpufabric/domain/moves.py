@@ -35,6 +35,7 @@ class MoveStatus(enum.StrEnum):
     RUNNING = "running"  # claimed by a worker
     FAILED = "failed"  # stopped at ``phase`` with ``error``; a retry resumes there
     DONE = "done"
+    CANCELLED = "cancelled"  # by an operator before it started, or after it failed (``move cancel``)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Move:
         """Until the lease swap has committed, the node is desired in quarantine whatever its old
         lease; a failed move holds it there too (its ports were sent to quarantine) until retried.
         A scheduled move holds nothing before its time."""
-        if self.status is MoveStatus.DONE:
+        if self.status in (MoveStatus.DONE, MoveStatus.CANCELLED):
             return False
         scheduled = self.status is MoveStatus.PENDING and self.not_before is not None
         if scheduled and self.not_before is not None and self.not_before > (now or datetime.now(UTC)):
