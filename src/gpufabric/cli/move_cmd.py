@@ -262,9 +262,10 @@ def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
 
 
 @app.command("cancel")
-def cancel(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
+def cancel(move_id: int, json_out: bool = JSON_OPT) -> None:
     """Cancel a pending (or scheduled) or failed move; a running one is refused. Never started:
     its node stays in its tenant. Started (failed): its node returns to quarantine."""
+    check_id("move_id", move_id)
     r = backend()
     if r:
         d = r.post(f"/moves/{move_id}/cancel", {})

@@ -50,7 +50,8 @@ def cancel(store: Store, move_id: int, requested_by: str = "") -> Move:
             raise ConflictError(
                 f"move {move_id} is {r.status} (at {r.phase}): {why}; only a pending or failed move can be cancelled",
                 move=move_id,
-                status=r.status,
+                field="status",
+                value=r.status,
                 allowed="pending, failed",
             )
         node = locked_nodes(s, [r.node]).get(r.node)
