@@ -12,7 +12,10 @@ tenant, quarantine, or its new tenant — never two tenants.
 A warm worker keeps its last verified state and plans against it while the fabric epoch
 shows that no other writer touched the fabrics since (full-fabric drift is the business of
 reconcile and the audit); otherwise it reads the fabrics first. A failure on any fabric
-sends every port of the batch's nodes on every fabric to quarantine and fails the moves.
+sends every port of the batch's nodes on every fabric to quarantine and fails the moves; a
+failure that belongs to one move (its lease swap) fails that move only. The store (or the
+fabric lock's connection) lost mid-phase fails nothing: the batch goes back in the queue as soon
+as the store answers again, and is run from its recorded phases.
 """
 
 from __future__ import annotations
@@ -41,12 +44,14 @@ from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
 from gpufabric.service.fabric_lock import LockLostError, bump_epoch, bump_in, read_epoch
 from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.move_liveness import HeartbeatWatch
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
 from gpufabric.service.store_view import Epoch, StoreView, ViewReader
 
 Progress = Callable[[str, str], None]  # (phase, message)
 STORE_DOWN = (OperationalError, InterfaceError, LockLostError)  # the store (or its fabric lock) unreachable
+STALE_BEATS = 3  # a running move whose heartbeat this worker saw unchanged this many intervals: taken over
 STORE_RESUMES = 3  # times one run_batch resumes a batch the store dropped mid-phase before it gives up
 
 
@@ -140,6 +145,7 @@ class MoveEngine:
         self.store_wait = store_wait  # how long a batch the store dropped waits for it here (s)
         self.store_poll = store_poll
         self._interrupted: list[Move] = []  # a batch the store dropped, to requeue when it answers
+        self.watch = HeartbeatWatch()  # other workers' heartbeats, as this worker sees them
         self._known: FabricState | None = None  # last verified state of every fabric
         self._known_epoch: Epoch | None = None
         self.reader = ViewReader(store)
@@ -386,7 +392,7 @@ class MoveEngine:
         if self._interrupted:  # a batch the store dropped: back in the queue first (see run_batch)
             self.ledger.requeue(self._interrupted, "the store was unreachable")
             self._interrupted = []
-        claimed = self.ledger.claim(self.worker, limit, stale_after)
+        claimed = self.ledger.claim(self.worker, limit, stale_after, self.watch, STALE_BEATS * self.heartbeat_every)
         if not claimed:
             return None
         return self.run_batch(claimed)

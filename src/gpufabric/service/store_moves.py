@@ -28,6 +28,7 @@ from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.service import store_leases
 from gpufabric.service.db_models import LeaseRow, MoveEventRow, MoveRow, NodeRow
 from gpufabric.service.fabric_lock import FabricLock
+from gpufabric.service.move_liveness import HeartbeatWatch, stalled_rows
 from gpufabric.service.move_requests import OPEN, RequestChecks, locked_nodes, new_move
 from gpufabric.service.store import Store
 
@@ -159,9 +160,18 @@ class MoveLedger:
     def open_moves(self) -> list[Move]:
         return self.moves(open_only=True)
 
-    def claim(self, worker: str, limit: int = 64, stale_after: float = 120.0) -> list[Move]:
+    def claim(
+        self,
+        worker: str,
+        limit: int = 64,
+        stale_after: float = 120.0,
+        watch: HeartbeatWatch | None = None,
+        stalled_after: float | None = None,
+    ) -> list[Move]:
         """Claim pending moves, and running ones whose worker is gone: its heartbeat is older
-        than ``stale_after`` s, or it ran on this host and its process no longer exists."""
+        than ``stale_after`` s, or it ran on this host and its process no longer exists, or
+        (with ``watch``) its heartbeat has not changed for ``stalled_after`` s of this process's
+        clock, whatever host it ran on."""
         now = datetime.now(UTC)
         due = or_(MoveRow.not_before.is_(None), MoveRow.not_before <= now)
         beat = func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)
@@ -183,6 +193,8 @@ class MoveLedger:
                 for r in s.scalars(here.order_by(MoveRow.id).with_for_update(skip_locked=True)):
                     if len(rows) < limit and r.id not in taken and worker_dead(r.claimed_by):
                         rows.append(r)
+            if watch is not None and stalled_after is not None and len(rows) < limit:
+                rows += stalled_rows(s, watch, stalled_after, worker, {r.id for r in rows}, limit - len(rows))
             for r in rows:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
                 r.heartbeat_at = now
@@ -391,3 +403,4 @@ def _swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: d
         r.phase = MovePhase.JOIN.value
         r.claimed_at = r.heartbeat_at = now
     s.flush()
+
