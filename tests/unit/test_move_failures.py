@@ -3,22 +3,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
-from gpufabric.domain.errors import ApplyError, ConflictError, ForbiddenError
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.errors import ApplyError, ConflictError, ForbiddenError, ValidationError
+from gpufabric.domain.models import QUARANTINE, Gpu, Inventory
 from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.values import ModuleId
 from gpufabric.planning.plan import plan
 from gpufabric.service.actions import Actions
 from gpufabric.service.auth import EventLog
+from gpufabric.service.fabrics import Fabrics
 from gpufabric.service.moves import MoveEngine
+from gpufabric.service.registry import Registry
+from gpufabric.service.store import Store
 
-from unit.test_engine_memory import CFG, engine, mem, move, owners
+from support.memfabric import register
+from unit.test_engine_memory import CFG, engine, fabrics_config, inventory, mem, move, owners
 
 __all__ = ["engine"]  # the fixture
+STANDIN = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin"]
 
 
 def _actions(e: MoveEngine) -> Actions:
@@ -101,3 +111,60 @@ def test_a_running_move_cannot_be_cancelled(engine: MoveEngine) -> None:
     assert batch is not None and [x.status for x in batch.moves] == [MoveStatus.DONE]
     assert seen and seen[0].startswith(f"move {m.id} is running (at quarantine)")
     assert owners(engine)["n3"] == {"ta"}
+
+
+def _nvlink_engine(tmp_path: Path) -> MoveEngine:
+    """The in-memory fabrics plus NVLink through the stand-in Fabric Manager (real ``fmpm``
+    subprocesses, HGX 8-GPU boards) for n1 and n2, whose inventory has 8 GPUs each."""
+    socks = {}
+    for n in ("n1", "n2"):
+        socks[n] = tmp_path / f"{n}.fm"
+        init = subprocess.run([*STANDIN, "--unix-domain-socket", str(socks[n]), "--standin-init", "hgx-h100-8gpu"],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert init.returncode == 0, init.stderr
+    reg = Registry.from_entry_points()
+    register(reg)
+    cfg = {**fabrics_config(), "nvlink": {"driver": "fmpm", "options": {
+        "fm": {n: f"unix:{p}" for n, p in socks.items()}, "fmpm": STANDIN}}}  # fmt: skip
+    fabrics = Fabrics.from_config(cfg, reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
+    inv = inventory()
+    gpus = {n: tuple(Gpu(n, ModuleId(m)) for m in range(1, 9)) for n in ("n1", "n2")}
+    store.upsert_inventory(Inventory(tuple(dataclasses.replace(x, gpus=gpus.get(x.name, ())) for x in inv.nodes)))
+    for t in ("ta", "tb"):
+        store.create_tenant(t)
+        store.create_network(f"{t}-net", t, CFG, kinds=fabrics.kind_list())
+    return MoveEngine(store, fabrics, CFG, worker="test:nv", heartbeat_every=60)
+
+
+def _active(e: MoveEngine, node: str) -> list[tuple[int, ...]]:
+    """The GPU module ids of the node's active partitions, read from its Fabric Manager now."""
+    fm = e.fabrics.backends["nvlink"].observe().nodes[node]  # type: ignore[attr-defined]
+    return sorted(tuple(sorted(p.gpus)) for p in fm.active_partitions())
+
+
+def test_a_join_plan_that_fails_for_one_move_fails_it_alone(tmp_path: Path) -> None:
+    """3 GPUs passes the request (the node has 8) but no HGX partition has 3: the join plan fails
+    for that move alone; the other move of the batch gets its 4-GPU partition."""
+    e = _nvlink_engine(tmp_path)
+    try:
+        bad = e.ledger.request("n1", "ta", networks=("ta-net",), gpus=3)
+        good = e.ledger.request("n2", "tb", networks=("tb-net",), gpus=4)
+        batch = e.run_pending()
+        assert batch is not None
+        got = {m.node: (m.status, m.phase) for m in batch.moves}
+        assert got == {"n1": (MoveStatus.FAILED, MovePhase.SWAP), "n2": (MoveStatus.DONE, MovePhase.DONE)}
+        error = e.ledger.get(bad.id or 0).error
+        assert error.startswith("join plan: invalid gpus: 3") and "no partition of 3 GPUs" in error, error
+        assert e.ledger.get(good.id or 0).status is MoveStatus.DONE
+        assert owners(e)["n1"] == {QUARANTINE} and owners(e)["n2"] == {"tb"}
+        assert [len(p) for p in _active(e, "n2")] == [4] and _active(e, "n1") == []  # read from FM
+        assert plan(e.kinds, e.desired(), e.fabrics.observe()).empty
+        _actions(e).cancel_move(LOCAL_ADMIN, bad.id or 0)
+        alone = e.ledger.request("n1", "ta", networks=("ta-net",), gpus=3)  # a batch of one: fails as before
+        with pytest.raises(ValidationError, match="no partition of 3 GPUs"):
+            e.run_pending()
+        assert e.ledger.get(alone.id or 0).status is MoveStatus.FAILED and owners(e)["n1"] == {QUARANTINE}
+    finally:
+        e.fabrics.close()
+        e.store.close()

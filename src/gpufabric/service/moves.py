@@ -44,6 +44,7 @@ from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
 from gpufabric.service.fabric_lock import LockLostError, bump_epoch, bump_in, read_epoch
 from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.move_isolation import JoinPlanError, join_culprits
 from gpufabric.service.move_liveness import HeartbeatWatch
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
@@ -193,7 +194,7 @@ class MoveEngine:
         with self.ledger.fabric_lock():
             return self._converge(label, extra_quarantine)
 
-    def _prepare(self, s: Session, extra_quarantine: Sequence[str] = ()) -> Prepared:
+    def _prepare(self, s: Session, extra_quarantine: Sequence[str] = (), join: bool = False) -> Prepared:
         """In the store transaction ``s``, under the fabric lock: read the desired state's inputs
         and, when the last verified state is still the last word (epoch unchanged), plan against
         it and — if there is anything to apply — bump the epoch in the same transaction, before
@@ -204,10 +205,20 @@ class MoveEngine:
         desired = self.desired(view, extra_quarantine=extra_quarantine)
         if self._known is None or self._known_epoch != epoch:
             return Prepared(desired, None)
-        p = plan(self.kinds, desired, self._known)
+        p = self._plan(desired, self._known, join)
         if not p.empty:
             self._known_epoch = bump_in(s, self.worker)
         return Prepared(desired, p)
+
+    def _plan(self, desired: DesiredState, state: FabricState, join: bool) -> Plan:
+        """The plan; for the join phase a planning failure is a JoinPlanError (nothing applied yet:
+        the batch may isolate the moves it belongs to)."""
+        try:
+            return plan(self.kinds, desired, state)
+        except GpufabricError as e:
+            if join:
+                raise JoinPlanError(e) from e
+            raise
 
     def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
         t0 = time.monotonic()
@@ -217,7 +228,7 @@ class MoveEngine:
         desired, p, observed_first = ready.desired, ready.plan, False
         if p is None:
             state, observed_first = self.known_state()
-            p = plan(self.kinds, desired, state)
+            p = self._plan(desired, state, label == "join")
             if not p.empty:
                 self._known_epoch = bump_epoch(self.store, self.worker)  # before the first write (above)
         else:
@@ -344,6 +355,7 @@ class MoveEngine:
         batch = list(moves)
         failed: list[Move] = []
         order = {m.id: i for i, m in enumerate(moves)}
+        rest = False
         with self._heartbeat(batch):
             try:
                 with s.fabric_lock():
@@ -356,7 +368,7 @@ class MoveEngine:
                         t0 = time.monotonic()
                         got: list[Prepared] = []
                         batch = _advance(batch, before_join, lambda ms: s.swap_leases(
-                            ms, also=lambda tx: got.append(self._prepare(tx))))  # fmt: skip
+                            ms, also=lambda tx: got.append(self._prepare(tx, join=True))))  # fmt: skip
                         failed += [m for m in batch if m.status is MoveStatus.FAILED]  # alone: held in quarantine
                         batch = [m for m in batch if m.status is not MoveStatus.FAILED]
                         ready = got[0]
@@ -369,11 +381,39 @@ class MoveEngine:
                         batch = s.set_phases(batch, MovePhase.DONE, events=done)  # the timings with the end
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
+            except JoinPlanError as e:
+                alone = self._isolate(batch, e)
+                if alone is None:
+                    self._failsafe([m.node for m in batch], e.cause)
+                    batch = [s.fail(m, e.cause.message) for m in batch]
+                    raise e.cause from None
+                failed += alone
+                batch = [m for m in batch if m.id not in {x.id for x in alone}]
+                rest = True
             except GpufabricError as e:
                 self._failsafe([m.node for m in batch], e)
                 batch = [s.fail(m, e.message) for m in batch]
                 raise
+        if rest:  # the moves a join plan failed for failed alone: the others go on
+            more = self._run_batch(batch)
+            batch, timings = more.moves, [*timings, *more.timings]
         return BatchResult(sorted([*batch, *failed], key=lambda m: order.get(m.id, 0)), timings)
+
+    def _isolate(self, batch: Sequence[Move], e: JoinPlanError) -> list[Move] | None:
+        """Fail alone the moves of ``batch`` whose own join plan fails (their nodes are held in
+        quarantine), naming their own error; None when none does, or every one does."""
+        with self.ledger.fabric_lock():
+            state, _ = self.known_state()
+        view = self.view()
+        culprits = join_culprits(self.kinds, lambda v, q, ls: self.desired(v, q, ls), view, state, batch)
+        if not culprits or len(culprits) == len(batch):
+            return None
+        out = []
+        for m in batch:
+            if m.id in culprits:
+                at = self.ledger.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m
+                out.append(self.ledger.fail(at, f"join plan: {culprits[m.id].message}"))
+        return out
 
     def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
         """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that
