@@ -13,7 +13,8 @@ A warm worker keeps its last verified state and plans against it while the fabri
 shows that no other writer touched the fabrics since (full-fabric drift is the business of
 reconcile and the audit); otherwise it reads the fabrics first. A failure on any fabric
 sends every port of the batch's nodes on every fabric to quarantine and fails the moves; a
-failure that belongs to one move (its lease swap) fails that move only. The store (or the
+failure that belongs to one move (its lease swap, or its own join plan:
+:mod:`~gpufabric.service.move_isolation`) fails that move only. The store (or the
 fabric lock's connection) lost mid-phase fails nothing: the batch goes back in the queue as soon
 as the store answers again, and is run from its recorded phases.
 """
@@ -308,8 +309,8 @@ class MoveEngine:
         from the quarantine phase to the end of join: the swap's transaction also reads (and
         plans) what join applies, as no other worker can write to the fabrics in between.
 
-        A move that fails alone (its lease swap) is failed alone, its node held in quarantine;
-        the others go on. Any other error fails the batch: every port of its nodes goes to
+        A move that fails alone (its lease swap, or its own join plan) is failed alone, its node
+        held in quarantine; the others go on. Any other error fails the batch: every port of its nodes goes to
         quarantine. The store unreachable mid-phase fails nothing: the batch is put back in the
         queue as soon as the store answers again (:meth:`_store_lost`) and run again from its
         recorded phases (each is idempotent), here at once."""
