@@ -92,6 +92,19 @@ def show_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) ->
     return json(detail(c, p, move_id))
 
 
+@router.post(
+    "/moves/{move_id}/cancel",
+    summary="Cancel a pending (or scheduled) or failed move (admin); a running one is refused (409)",
+    description="Never started: cancelled, its node stays in its tenant. Started (failed, or requeued after a "
+    "failure): its node returns to quarantine, the lease active now ends. Recorded in the event log.",
+    responses={200: {"model": MoveOut}, **errors(403, 404, 409)},
+)
+def cancel_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    move = c.actions.cancel_move(p, move_id)
+    assert move.id is not None
+    return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0])
+
+
 @router.get(
     "/moves/{move_id}/events",
     summary="Server-sent events: the move's progress as it happens (event: progress | move), until done or failed",
