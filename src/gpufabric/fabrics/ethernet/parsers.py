@@ -99,27 +99,41 @@ class BondMember:
 
 
 def _ios_blocks(text: str) -> tuple[list[tuple[str, list[str]]], bool | None]:
-    """``interface`` blocks (name, body lines) and ``system default switchport`` (NX-OS):
-    True / False when the config states the default, None when it does not."""
+    """``interface`` blocks (name, body lines) and whether an interface without a
+    ``(no) switchport`` line is L2 on this switch: True / False / None (unknown).
+
+    NX-OS prints only the non-default form: ``system default switchport`` when stated; else a
+    config whose ports say ``no switchport`` and never a bare ``switchport`` has L2 as the
+    default (Nexus 9000), one whose ports say ``switchport`` and never ``no switchport`` has
+    routed ports as the default (Nexus 7000). Checkpoint lines ``!#<line>`` (the defaults in
+    effect, e.g. ``!#switchport``) are read as the port's own lines, not as that evidence."""
     blocks: list[tuple[str, list[str]]] = []
-    system_l2: bool | None = None
+    stated: bool | None = None
+    printed = {"switchport": 0, "no switchport": 0}
     for raw in text.splitlines():
-        line = raw.rstrip()
+        line = raw.rstrip().lstrip("\ufeff")
         m = re.match(r"^interface\s+(\S+)\s*$", line)
         if m:
             blocks.append((m[1], []))
         elif blocks and line[:1] in (" ", "\t"):
             body = line.strip()
-            # NX-OS checkpoints print the defaults in effect as "!#<line>" (e.g. "!#switchport")
+            if body in printed and not _NOT_PORTS.match(blocks[-1][0]):
+                printed[body] += 1
             blocks[-1][1].append(body[2:].strip() if body.startswith("!#") else body)
         elif line.strip() and not line.startswith("!"):
             if line.strip() == "system default switchport":
-                system_l2 = True
+                stated = True
             elif line.strip() == "no system default switchport":
-                system_l2 = False
+                stated = False
             if blocks:
                 blocks.append(("", []))  # a top-level statement ends the block
-    return blocks, system_l2
+    if stated is not None:
+        return blocks, stated
+    if printed["no switchport"] and not printed["switchport"]:
+        return blocks, True
+    if printed["switchport"] and not printed["no switchport"]:
+        return blocks, False
+    return blocks, None
 
 
 def _ios_port(
@@ -216,7 +230,8 @@ def parse_ios_bonds(text: str) -> tuple[BondMember, ...]:
         if not name or (b := _bond_of(body)) is None:
             continue
         n, lacp = b
-        pc_name, pc_body = pcs.get(n, (f"Port-Channel{n}", []))
+        style = "port-channel" if any(v[0].startswith("port-channel") for v in pcs.values()) else "Port-Channel"
+        pc_name, pc_body = pcs.get(n, (f"{style}{n}", []))  # named as the config names the others
         peer = next((ln for ln in pc_body if re.fullmatch(r"(mlag|vpc)\s+\d+", ln)), "")
         out.append(BondMember(name, pc_name, lacp, peer))
     return tuple(out)
