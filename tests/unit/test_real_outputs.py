@@ -4,7 +4,8 @@ reading was written by hand into the manifest beside it.
 
 * ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
   site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
-* ethernet/nxos, ethernet/eos: running configs (NX-OS 6.2 - 9.2, EOS 4.19 - 4.26).
+* ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
+  OS10 10.4).
 * dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
 
 The ``test_regression_*`` cases name the failure classes of issue 21 on one real output each;
@@ -29,7 +30,7 @@ from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, mat
 from support.real_outputs import Manifest, manifest, manifests, real_output
 
 IB = manifests("ibnetdiscover")
-ETH = manifests("ethernet/nxos") + manifests("ethernet/eos")
+ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10")
 FLOWS = manifests("dpu-flows")
 
 

@@ -13,10 +13,11 @@ exact command lines of one session. It does no I/O; golden files pin its output.
 
 What each dialect reads back is held against real device outputs where public ones were
 found (tests/fixtures/real/ethernet/<dialect>/, tests/unit/test_real_outputs.py): ``nxos``
-(10 configs, NX-OS 6.2 - 9.3) and ``eos`` (8, EOS 4.19 - 4.26). For ``junos`` (``display
-set``), ``os10``, ``sonic`` and ``nvue`` no running config of a real device was found in the
-public repositories searched (NAPALM, batfish, ntc-templates, ciscoconfparse test data): those
-are pinned by the vendor-documentation samples of tests/fixtures/ssh/ only.
+(10 configs, NX-OS 6.2 - 9.3), ``eos`` (8, EOS 4.19 - 4.26) and ``os10`` (1, OS10 10.4, the
+only one found). For ``junos`` (``display set``), ``sonic`` and ``nvue`` no running config of
+a real device was found in the public repositories searched (NAPALM, batfish, ntc-templates,
+ciscoconfparse, Ansible collections' test data): those are pinned by the vendor-documentation
+samples of tests/fixtures/ssh/ only.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ real outputs copied from public repositories pin what devices print
 * Members of a port-channel are read with the port-channel's VLANs (:func:`parse_ios`),
   never as access VLAN 1; :func:`parse_ios_bonds` lists the memberships. Bonds are not yet an
   inventory object: plans and renders still address member ports one by one.
-* Junos ``display set``, Dell OS10, SONiC CONFIG_DB and NVUE: no public running config of a
-  real device was found in the round that collected the corpus (searched: NAPALM, batfish,
-  ntc-templates, ciscoconfparse test data); their parsers are pinned by the vendor-doc samples
-  only. A Junos member (``ether-options 802.3ad aeN``), a SONiC ``PORTCHANNEL_MEMBER`` and an
+* Dell OS10: one real output (OS10 10.4.0E S6000-VM, breakout lines, a VLT port-channel).
+* Junos ``display set``, SONiC CONFIG_DB and NVUE: no public running config of a real device
+  was found in the round that collected the corpus (searched: NAPALM, batfish, ntc-templates,
+  ciscoconfparse test data); their parsers are pinned by the vendor-doc samples only. A Junos member (``ether-options 802.3ad aeN``), a SONiC ``PORTCHANNEL_MEMBER`` and an
   NVUE bond member carry no VLAN of their own and are not read as ports.
 """
 
