@@ -14,9 +14,10 @@ real outputs copied from public repositories pin what devices print
 (tests/fixtures/real/ethernet/<dialect>/, run by tests/unit/test_real_outputs.py):
 
 * NX-OS: NX-OSv 7.3, Nexus 9000 7.0(3)I2 (checkpoint, defaults as ``!#`` lines), 7.0(3)I7 and
-  Nexus 3000 6.0(2) (``show running-config all``), Nexus 7000 6.2 (vPC, FEX), NX-OSv 9.2.
-  Running configs leave defaults out: a ``switchport ...`` subcommand makes a port L2, an IP
-  address routed, else ``system default switchport``, else the dialect's default.
+  Nexus 3000 6.0(2) (``show running-config all``), Nexus 7000 6.2 (vPC, FEX), Nexus 9000v
+  7.0(3)I7 / 9.2 / 9.3 session captures. Running configs leave defaults out: a ``switchport
+  ...`` subcommand makes a port L2, an IP address routed, else ``system default switchport``
+  or the default the config's own ``(no) switchport`` lines reveal, else the dialect's.
 * EOS: vEOS 4.24 / 4.26 (LACP port-channel members carrying only ``channel-group``), DCS-7260CX
   4.19-4.22 (``show running-config all``).
 * Members of a port-channel are read with the port-channel's VLANs (:func:`parse_ios`),
@@ -25,7 +26,8 @@ real outputs copied from public repositories pin what devices print
 * Dell OS10: one real output (OS10 10.4.0E S6000-VM, breakout lines, a VLT port-channel).
 * Junos ``display set``, SONiC CONFIG_DB and NVUE: no public running config of a real device
   was found in the round that collected the corpus (searched: NAPALM, batfish, ntc-templates,
-  ciscoconfparse test data); their parsers are pinned by the vendor-doc samples only. A Junos member (``ether-options 802.3ad aeN``), a SONiC ``PORTCHANNEL_MEMBER`` and an
+  ciscoconfparse test data); their parsers are pinned by the vendor-doc samples only.
+  A Junos member (``ether-options 802.3ad aeN``), a SONiC ``PORTCHANNEL_MEMBER`` and an
   NVUE bond member carry no VLAN of their own and are not read as ports.
 """
 
