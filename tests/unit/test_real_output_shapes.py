@@ -94,3 +94,11 @@ def test_output_ports_starting_with_a_digit() -> None:
         "used:0.1s, offloaded:yes, dp:tc, actions:9f8e7d6c5b4a_h"
     )
     assert parse_dump_flows(line)[0].out_ports == ("9f8e7d6c5b4a_h",)
+
+
+def test_two_cas_with_one_description_are_both_skipped_not_guessed() -> None:
+    text = FABRIC.replace('"node-08 mlx5_3 "', '"NODE-07 HCA-1"')  # same host and device, other case
+    m = match_fabric(parse_ibnetdiscover(text))
+    assert m.ports == ()
+    dups = [c for c in m.cas if c.skip == Reason.DUPLICATE]
+    assert len(dups) == 2 and all("2 CAs share it" in c.reason for c in dups)
