@@ -103,9 +103,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
                 raise ConfigError("known_hosts", known_hosts, "an existing known_hosts file (OpenSSH format)")
         elif insecure is not True:
             raise ConfigError(
-                "known_hosts",
-                None,
-                "a known_hosts file for strict host-key checking (or insecure: true, reported by the audit)",
+                "known_hosts", None, "a known_hosts file for strict host-key checking (or insecure: true, reported by the audit)"
             )
         self.insecure = insecure is True
         self.dialect = load_dialect(dialect) if isinstance(dialect, str) else dialect
@@ -143,9 +141,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         if not self.insecure:
             return ()
         t = self.connection.target
-        return (
-            TransportNote(self._switch, "insecure", f"SSH to {t.host}:{t.port} accepts any host key (insecure: true)"),
-        )
+        return (TransportNote(self._switch, "insecure", f"SSH to {t.host}:{t.port} accepts any host key (insecure: true)"),)
 
     @property
     def connections_opened(self) -> int:
