@@ -119,14 +119,15 @@ def create_app(c: ApiContext) -> FastAPI:
         detailed = secret is not None and (await guard.authenticate(c, secret)).role is Role.ADMIN
         return await run_in_threadpool(readiness, c, detailed)
 
-    @app.get("/metrics", response_class=PlainTextResponse, tags=["health"],
+    @app.get("/metrics", tags=["health"],
              summary="Prometheus metrics (an admin token; or open on the --probe-bind listener)",
-             responses=errors(403, params=False))
-    def prom(p: Principal = PRINCIPAL) -> str:
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Metrics"},
+                        **errors(403, params=False)})
+    def prom(p: Principal = PRINCIPAL) -> PlainTextResponse:
         if p.role is not Role.ADMIN:
             raise ForbiddenError(f"role {p.role.value} may not read metrics", field="role", value=p.role.value,
                                  allowed="admin")
-        return c.metrics()
+        return PlainTextResponse(c.metrics())
 
     dashboard.mount(app)
     return app
