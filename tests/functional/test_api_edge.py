@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufabric.api.app import create_app, create_probe_app
-from gpufabric.api.limits import MIB, ApiLimits, WriteBuckets
-from gpufabric.cli.serve_cmd import parse_probe_bind
+from gpufabric.api.app import create_app
+from gpufabric.api.limits import MIB, ApiLimits
 from gpufabric.domain.errors import ConfigError
 from gpufabric.service.loops import Loops
 
@@ -151,6 +150,8 @@ def test_writes_past_the_rate_are_429_with_retry_after_and_nothing_recorded(clie
 
 
 def test_a_bucket_refills_at_its_rate() -> None:
+    from gpufabric.api.limits import WriteBuckets
+
     b = WriteBuckets(rate=2.0, burst=2)
     assert [b.take("p", now=0.0), b.take("p", now=0.0)] == [0.0, 0.0]
     assert b.take("p", now=0.0) == pytest.approx(0.5)
@@ -209,6 +210,9 @@ def test_readyz_tells_no_errors_without_an_admin_token(client: TestClient, world
 def test_the_probe_listener_serves_metrics_without_a_token_and_only_on_loopback(
     world: World, failing_loop: None
 ) -> None:
+    from gpufabric.api.app import create_probe_app
+    from gpufabric.cli.serve_cmd import parse_probe_bind
+
     world.ctx.metrics = lambda: "gpufabric_loop_alive 1\n"
     with TestClient(create_probe_app(world.ctx)) as probe:
         assert probe.get("/metrics").text == "gpufabric_loop_alive 1\n"

@@ -21,7 +21,6 @@ from alembic import command
 from fastapi.testclient import TestClient
 
 from gpufabric.api.app import create_app
-from gpufabric.cli.admin_cmd import parse_expires
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import UnauthorizedError, ValidationError
 from gpufabric.service import db
@@ -118,6 +117,8 @@ def test_migration_0006_keeps_every_token_valid_and_adds_expiry(store_url: str) 
 
 
 def test_expires_takes_a_duration_or_an_iso_time() -> None:
+    from gpufabric.cli.admin_cmd import parse_expires
+
     now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
     assert parse_expires("90m", now) == now + timedelta(minutes=90)
     assert parse_expires("30d", now) == now + timedelta(days=30)
