@@ -13,6 +13,7 @@ serves both openly on a separate listener (``gpufabric serve --probe-bind``).
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -174,11 +175,13 @@ def _document_limits(app: FastAPI) -> None:
     """Every v1 operation may answer 413 (body cap) and every write 429 (rate limit): add both to
     the generated schema once."""
     build = app.openapi
+    lock = threading.Lock()  # `gpufabric serve` warms it in a thread while requests may come in
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        spec = build()
+        with lock:
+            return app.openapi_schema if app.openapi_schema is not None else _with_limits(build())
+
+    def _with_limits(spec: dict[str, Any]) -> dict[str, Any]:
         ref = {"$ref": "#/components/schemas/Error"}
         for path, methods in spec["paths"].items():
             if not path.startswith(guard.API):
