@@ -3,7 +3,9 @@
 Installed by ``scripts/neutron-venv.sh`` (idempotent; ≈ 1 min the first time). Config as
 verified in /work/shared/notes/recipes/neutron: ML2, noauth, fake transport, SQLite schema
 from the models then ``neutron-db-manage stamp heads``, the ``binding:profile`` policy
-override; ``[ml2_gpufabric]`` points the driver at a gpufabric API with a 0600 token file.
+override; ``[ml2_gpufabric]`` points the driver at a gpufabric API with a 0600 token file (plain http on
+loopback: ``insecure = true``, which the driver logs as TRANSPORT-INSECURE) and a node map
+{binding:host_id: gpufabric node} (Ironic sends the node's UUID as the host id).
 The test venv never imports neutron: everything goes through Neutron's REST API.
 """
 
@@ -57,6 +59,8 @@ ethernet_physnets = {eth}
 ib_physnet = {ib}
 bind_timeout = {bind_timeout}
 poll_interval = 0.2
+insecure = true
+node_map = {node_map}
 """
 
 POLICY = """"create_port:binding:profile": "rule:admin_only or rule:service_api"
@@ -83,6 +87,7 @@ class Neutron:
     gpufabric_url: str
     token_file: Path
     bind_timeout: float = 120.0
+    node_map: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -95,8 +100,10 @@ class Neutron:
         (d / "state").mkdir(parents=True, exist_ok=True)
         (d / "lock").mkdir(exist_ok=True)
         (d / "neutron.conf").write_text(NEUTRON_CONF.format(venv=VENV, dir=d))
+        (d / "node-map.json").write_text(json.dumps(self.node_map))
         (d / "ml2_conf.ini").write_text(ML2_CONF.format(url=self.gpufabric_url, token_file=self.token_file,
-                                                        eth=ETH_PHYSNET, ib=IB_PHYSNET, bind_timeout=self.bind_timeout))  # fmt: skip
+                                                        eth=ETH_PHYSNET, ib=IB_PHYSNET, bind_timeout=self.bind_timeout,
+                                                        node_map=d / "node-map.json"))  # fmt: skip
         (d / "policy.yaml").write_text(POLICY)
         env = {**os.environ, "NEUTRON_DIR": str(d)}
         py = str(VENV / "bin" / "python")
@@ -136,8 +143,11 @@ class Neutron:
 
     def errors(self) -> list[str]:
         """Driver log lines at ERROR level (what an operator would see)."""
+        return self.log_lines(" ERROR ")
+
+    def log_lines(self, needle: str) -> list[str]:
         p = self.dir / "neutron-api.log"
-        return [ln for ln in p.read_text(errors="replace").splitlines() if " ERROR " in ln] if p.exists() else []
+        return [ln for ln in p.read_text(errors="replace").splitlines() if needle in ln] if p.exists() else []
 
     # ---- REST
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
