@@ -98,8 +98,8 @@ class EsiLeap:
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)  # the API and its worker: a group this test started
-            try:
-                self.proc.wait(timeout=15)
+            try:  # oslo.service drains for up to graceful_shutdown_timeout (60 s): a test API need not
+                self.proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -63,6 +64,8 @@ insecure = true
 node_map = {node_map}
 """
 
+_DB_TEMPLATE: list[Path] = []  # an empty, stamped Neutron schema made once per test session
+
 POLICY = """"create_port:binding:profile": "rule:admin_only or rule:service_api"
 "update_port:binding:profile": "rule:admin_only or rule:service_api"
 """
@@ -107,10 +110,15 @@ class Neutron:
         (d / "policy.yaml").write_text(POLICY)
         env = {**os.environ, "NEUTRON_DIR": str(d)}
         py = str(VENV / "bin" / "python")
-        subprocess.run([py, str(SERVE), "mkdb"], env=env, check=True, capture_output=True, timeout=300)
-        subprocess.run([str(VENV / "bin" / "neutron-db-manage"), "--config-file", str(d / "neutron.conf"),
-                        "--config-file", str(d / "ml2_conf.ini"), "stamp", "heads"],
-                       env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
+        if _DB_TEMPLATE:  # the schema of the session's first Neutron: it does not depend on the config
+            shutil.copyfile(_DB_TEMPLATE[0], d / "neutron.db")
+        else:
+            subprocess.run([py, str(SERVE), "mkdb"], env=env, check=True, capture_output=True, timeout=300)
+            subprocess.run([str(VENV / "bin" / "neutron-db-manage"), "--config-file", str(d / "neutron.conf"),
+                            "--config-file", str(d / "ml2_conf.ini"), "stamp", "heads"],
+                           env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
+            shutil.copyfile(d / "neutron.db", d / "neutron.db.template")
+            _DB_TEMPLATE.append(d / "neutron.db.template")
         out = open(d / "serve.out", "wb")  # noqa: SIM115 (the server's stdout for its lifetime)
         self.proc = subprocess.Popen([py, str(SERVE), "serve", str(self.port)], env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180

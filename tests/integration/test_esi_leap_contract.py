@@ -58,8 +58,8 @@ def test_lease_fulfil_and_expiry_are_mirrored(env: tuple[EsiLeap, str, Path, Pat
     esi, url, token, gf_state = env
     node = esi.add_node()
     node_map = {node: "node1"}
-    t0 = time.monotonic()  # the lease runs from here (a loaded machine takes seconds to start each esi-leap job)
     esi.lease(node, LESSEE, seconds=15)
+    t0 = time.monotonic()  # the lease ends by t0 + its length; a loaded machine takes seconds to start each esi-leap job
     esi.tick()  # esi-leap fulfils: the dummy node gets the lessee
     assert esi.node(node)["project_id"] == LESSEE
     esi.sync(url, token, node_map, tmp_path / "sync.json")
