@@ -13,8 +13,8 @@
   every link of ``binding:profile.local_link_information`` (switch + port, or the IB port
   GUID) is a port of that node (``GET /nodes/{name}``), so link info alone never picks a node;
   and the node is in quarantine or already the port's project's. A refusal writes nothing to
-  gpufabric and leaves the port ``binding_failed``. Then gpufabric is asked to attach the node to the network: a node changing tenant goes through its move
-  workflow (quarantine, then join, each verified on the fabric); a node already in the
+  gpufabric and leaves the port ``binding_failed``. Then gpufabric is asked to attach the
+  node to the network: a node changing tenant goes through its move workflow (quarantine, then join, each verified on the fabric); a node already in the
   network's tenant gets the network added to its lease and gpufabric's worker converges the
   fabrics. The binding completes (``set_binding``, ACTIVE) only when the move is ``done`` (or
   the worker has run its converge pass without error). A retry that finds an open move on
@@ -138,7 +138,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
 
     def _attach(self, context: Any, fabric: str, profile: dict[str, Any]) -> str:
         net = context.network.current
-        node, tenant = self._check(context.current, net, fabric)
+        node, _ = self._check(context.current, net, fabric)  # the port's project is the network's
         tenant, name = self._ensure_network(net, self.physnets.gpufabric_segments(context.network.network_segments))
         timeout, interval = self.conf.bind_timeout, self.conf.poll_interval
         for attempt in range(3):
