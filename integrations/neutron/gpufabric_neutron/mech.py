@@ -9,18 +9,20 @@
 - ``bind_port`` (``binding:vnic_type=baremetal`` only) first checks, reading gpufabric only:
   the port's project is its network's project (the node goes into the PORT's project; a port
   on another project's network is refused, never attached into the network's project);
-  ``binding:host_id`` (Ironic's node) names a gpufabric node (``node_map``, else the host id);
-  every link of ``binding:profile.local_link_information`` (switch + port, or the IB port
-  GUID) is a port of that node (``GET /nodes/{name}``), so link info alone never picks a node;
-  and the node is in quarantine or already the port's project's. A refusal writes nothing to
-  gpufabric and leaves the port ``binding_failed``. Then gpufabric is asked to attach the
-  node to the network: a node changing tenant goes through its move workflow (quarantine,
-  then join, each verified on the fabric); a node already in the network's tenant gets the
-  network added to its lease and gpufabric's worker converges the fabrics. The binding completes (``set_binding``, ACTIVE) only when the move is ``done`` (or
-  the worker has run its converge pass without error). A retry that finds an open move on
-  the node waits for it and tries again; "already attached" is success. Any failure (refused,
-  API error, move failed, timeout) leaves the port unbound (``binding_failed``) and is logged; on timeout the driver asks gpufabric
-  to detach the node again so it is never on the network behind Neutron's back.
+  ``binding:host_id`` (Ironic's node) names a gpufabric node (``node_map``, else the host
+  id); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
+  port GUID) is a port of that node (``GET /nodes/{name}``), so link info alone never picks
+  a node; and the node is in quarantine or already the port's project's. A refusal writes
+  nothing to gpufabric and leaves the port ``binding_failed``. Then gpufabric is asked to
+  attach the node to the network: a node changing tenant goes through its move workflow
+  (quarantine, then join, each verified on the fabric); a node already in the network's
+  tenant gets the network added to its lease and gpufabric's worker converges the fabrics.
+  The binding completes (``set_binding``, ACTIVE) only when the move is ``done`` (or the
+  worker has run its converge pass without error). A retry that finds an open move on the
+  node waits for it and tries again; "already attached" is success. Any failure (refused,
+  API error, move failed, timeout) leaves the port unbound (``binding_failed``) and is
+  logged; on timeout the driver asks gpufabric to detach the node again so it is never on
+  the network behind Neutron's back.
 - Unbind (``update_port_postcommit`` when the binding went away or moved, and
   ``delete_port_postcommit``): gpufabric detaches the node the binding recorded
   (``binding:vif_details.gpufabric_node``) from the network (back to quarantine if it was its
