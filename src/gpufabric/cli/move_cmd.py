@@ -91,26 +91,41 @@ def run_requested(engine: Any, move_ids: list[int], json_out: bool, window: floa
         result = engine.run_pending(window=window)
         if result is not None and set(move_ids) <= {m.id for m in result.moves}:
             _print_result(result, json_out)
-            return
-        deadline = time.monotonic() + wait
-        ms = [engine.ledger.get(i) for i in move_ids]
-        while any(m.status in (MoveStatus.PENDING, MoveStatus.RUNNING) and m.not_before is None for m in ms):
-            m = next(m for m in ms if m.status in (MoveStatus.PENDING, MoveStatus.RUNNING))
-            engine.progress(m.phase.value, f"move {m.id} {m.status.value} by {m.claimed_by or 'a worker'}")
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-            ms = [engine.ledger.get(i) for i in move_ids]
-    if json_out:
-        emit_json({"moves": [jsonable(m) for m in ms], "phases": []})
-    else:
-        for m in ms:
-            when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
-            console.print(f"move {m.id}: {escape(m.node)} {escape(m.from_tenant)} -> {escape(m.to_tenant)}: "
-                          f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
-    failed = [m for m in ms if m.status is MoveStatus.FAILED]
+            ms = [m for m in result.moves if m.id in move_ids]
+            if not any(m.status is MoveStatus.FAILED for m in ms):
+                return
+        else:
+            ms = _follow_local(engine, move_ids, wait)
+            _print_moves(ms, json_out)
+    failed = [m for m in ms if m.status is MoveStatus.FAILED]  # one failed alone, the others went on
     if failed:
         raise GpufabricError(f"move {failed[0].id} failed: {failed[0].error}", move=failed[0].id)
+
+
+def _follow_local(engine: Any, move_ids: list[int], wait: float) -> list[Any]:
+    """Wait until another worker (``gpufabric serve``) ends the moves ``move_ids``; their last state."""
+    from gpufabric.domain.moves import MoveStatus
+
+    deadline = time.monotonic() + wait
+    ms = [engine.ledger.get(i) for i in move_ids]
+    while any(m.status in (MoveStatus.PENDING, MoveStatus.RUNNING) and m.not_before is None for m in ms):
+        m = next(m for m in ms if m.status in (MoveStatus.PENDING, MoveStatus.RUNNING))
+        engine.progress(m.phase.value, f"move {m.id} {m.status.value} by {m.claimed_by or 'a worker'}")
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+        ms = [engine.ledger.get(i) for i in move_ids]
+    return ms
+
+
+def _print_moves(ms: list[Any], json_out: bool) -> None:
+    if json_out:
+        emit_json({"moves": [jsonable(m) for m in ms], "phases": []})
+        return
+    for m in ms:
+        when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
+        console.print(f"move {m.id}: {escape(m.node)} {escape(m.from_tenant)} -> {escape(m.to_tenant)}: "
+                      f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
 
 
 def move_remote(

@@ -7,7 +7,7 @@ batch is planned again on its own: the batch's other nodes held in quarantine an
 lease as the swap starts it, against the same observed state. The moves whose own plan fails are
 the culprits: they fail alone (their nodes held in quarantine) and the rest of the batch goes on.
 When no move fails alone (the failure is the fabric's, or the batch's as a whole), the whole
-batch fails as before. Pure: planning only.
+batch fails as before.
 """
 
 from __future__ import annotations
@@ -15,16 +15,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import QUARANTINE, Lease
-from gpufabric.domain.moves import Move
+from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState
 from gpufabric.planning.plan import plan
 from gpufabric.service.store_view import StoreView
+
+if TYPE_CHECKING:
+    from gpufabric.service.moves import MoveEngine
 
 Desire = Callable[[StoreView, Sequence[str], Sequence[Lease]], DesiredState]  # (view, extra quarantine, leases)
 
@@ -56,4 +59,21 @@ def join_culprits(
             plan(kinds, desire(alone, sorted(nodes - {m.node}), [*others, *own]), state)
         except GpufabricError as e:
             out[m.id] = e
+    return out
+
+
+def fail_alone(engine: MoveEngine, batch: Sequence[Move]) -> list[Move] | None:
+    """After a failed join plan: fail alone the moves of ``batch`` whose own join plan fails
+    (their nodes are held in quarantine), each with its own error; the failed moves, or None when
+    no move fails alone, or every one does (the batch then fails as a whole)."""
+    with engine.ledger.fabric_lock():
+        state, _ = engine.known_state()
+    culprits = join_culprits(engine.kinds, lambda v, q, ls: engine.desired(v, q, ls), engine.view(), state, batch)
+    if not culprits or len(culprits) == len(batch):
+        return None
+    out = []
+    for m in batch:
+        if m.id in culprits:
+            at = engine.ledger.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m
+            out.append(engine.ledger.fail(at, f"join plan: {culprits[m.id].message}"))
     return out

@@ -45,7 +45,7 @@ from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
 from gpufabric.service.fabric_lock import LockLostError, bump_epoch, bump_in, read_epoch
 from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.move_isolation import JoinPlanError, join_culprits
+from gpufabric.service.move_isolation import JoinPlanError, fail_alone
 from gpufabric.service.move_liveness import HeartbeatWatch
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
@@ -383,7 +383,7 @@ class MoveEngine:
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
             except JoinPlanError as e:
-                alone = self._isolate(batch, e)
+                alone = fail_alone(self, batch)
                 if alone is None:
                     self._failsafe([m.node for m in batch], e.cause)
                     batch = [s.fail(m, e.cause.message) for m in batch]
@@ -399,22 +399,6 @@ class MoveEngine:
             more = self._run_batch(batch)
             batch, timings = more.moves, [*timings, *more.timings]
         return BatchResult(sorted([*batch, *failed], key=lambda m: order.get(m.id, 0)), timings)
-
-    def _isolate(self, batch: Sequence[Move], e: JoinPlanError) -> list[Move] | None:
-        """Fail alone the moves of ``batch`` whose own join plan fails (their nodes are held in
-        quarantine), naming their own error; None when none does, or every one does."""
-        with self.ledger.fabric_lock():
-            state, _ = self.known_state()
-        view = self.view()
-        culprits = join_culprits(self.kinds, lambda v, q, ls: self.desired(v, q, ls), view, state, batch)
-        if not culprits or len(culprits) == len(batch):
-            return None
-        out = []
-        for m in batch:
-            if m.id in culprits:
-                at = self.ledger.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m
-                out.append(self.ledger.fail(at, f"join plan: {culprits[m.id].message}"))
-        return out
 
     def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
         """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that
