@@ -71,7 +71,7 @@ app.add_typer(tenant_cmd.offering_app, name="offering", help="Offerings (profile
 app.add_typer(admin_cmd.token_app, name="token", help="API tokens (admin, owner, lessee), stored hashed.")
 app.command("events")(admin_cmd.events)
 app.add_typer(lease_cmd.app, name="lease", help="Leases of nodes to tenants.")
-app.add_typer(move_cmd.app, name="move", help="Move intents: list, retry a failed one, resume after a crash.")
+app.add_typer(move_cmd.app, name="move", help="Move intents: list, retry a failed one, cancel one not started or failed, resume after a crash.")
 app.command("audit")(audit_cmd.audit)
 app.command("reconcile")(ops_cmd.reconcile)
 app.command("serve")(serve_cmd.serve)

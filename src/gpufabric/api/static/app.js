@@ -157,7 +157,7 @@ function phaseList(m) {
 async function renderMoves() {
   const data = await api("/moves?limit=10");
   fill($("#moves"), data.items.map((m) => {
-    const timing = m.status === "done" || m.status === "failed" ? "" : " (in progress)";
+    const timing = ["done", "failed", "cancelled"].includes(m.status) ? "" : m.status === "offered" ? " (offered)" : " (in progress)";
     const li = el("li", { class: `move ${m.status}`, "data-move": String(m.id), "data-status": m.status },
       el("strong", {}, `Move ${m.id}: ${m.node} ${m.from_tenant} \u2192 ${m.to_tenant}`),
       el("span", { class: "status" }, ` ${m.status}${timing}`), phaseList(m));

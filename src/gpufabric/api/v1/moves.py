@@ -36,7 +36,7 @@ from gpufabric.domain.models import QUARANTINE
 router = APIRouter(tags=["moves"])
 MoveId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
-FINISHED = ("done", "failed")
+FINISHED = ("done", "failed", "cancelled")  # a stream ends with its move (an offer stays open until answered)
 
 
 def detail(c: ApiContext, p: Principal, move_id: int) -> dict[str, Any]:
