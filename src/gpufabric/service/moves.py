@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
-from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.fabric import FabricKind, Tenancy
 from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.segments import SegmentConfig
@@ -44,6 +44,14 @@ from gpufabric.service.store_moves import ClaimLostError, MoveLedger
 from gpufabric.service.store_view import Epoch, StoreView, ViewReader
 
 Progress = Callable[[str, str], None]  # (phase, message)
+
+
+class _Refused(Exception):
+    """A fabric refused a batch in ``before_move``: its moves are cancelled, nothing changed."""
+
+    def __init__(self, error: GpufabricError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 @dataclass
@@ -288,6 +296,11 @@ class MoveEngine:
             try:
                 with s.fabric_lock():
                     if any(m.phase is MovePhase.QUARANTINE for m in batch):
+                        try:  # gates and drains: a refusal cancels the batch before any fabric change
+                            self._before_move([m for m in batch if m.phase is MovePhase.QUARANTINE])
+                        except GpufabricError as e:
+                            batch = s.refuse(batch, e.message)
+                            raise _Refused(e) from None
                         timings.append(self._converge("quarantine"))
                         checkpoint("quarantine:verified")
                     ready: Prepared | None = None
@@ -303,15 +316,29 @@ class MoveEngine:
                     if any(m.phase is MovePhase.JOIN for m in batch):
                         timings.append(self._converge("join", ready=ready))
                         checkpoint("join:verified")
+                        self.fabrics.after_join(self._tenancy(), [m for m in batch if m.phase is MovePhase.JOIN])
                         done = [(t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4)) for t in timings]
                         batch = s.set_phases(batch, MovePhase.DONE, events=done)  # the timings with the end
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
+            except _Refused as r:
+                raise r.error from None  # cancelled, nothing changed: no failsafe
             except GpufabricError as e:
                 self._failsafe([m.node for m in batch], e)
                 batch = [s.fail(m, e.message) for m in batch]
                 raise
         return BatchResult(batch, timings)
+
+    def _tenancy(self) -> Tenancy:
+        """Who owns each node now (the leases in the store, no move's quarantine hold)."""
+        v = self.view()
+        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        return tenancy_of(v.nodes, v.leases, v.networks, v.offerings, settings)
+
+    def _before_move(self, moves: Sequence[Move]) -> None:
+        if moves:
+            self.progress("prepare", f"checking and preparing {len(moves)} node(s) on every fabric")
+            self.fabrics.before_move(self._tenancy(), moves)
 
     def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
         """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that

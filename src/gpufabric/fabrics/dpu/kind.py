@@ -11,6 +11,9 @@ Section format (``dpu:`` in fabrics.yaml)::
         kubeconfig: ~/.kube/config
         verify_ssl: true
       timeout: 10                                  # seconds per device command
+      mst: {command: [...], device: ...}           # optional: DPU mode/firmware reader (see mst.py);
+                                                   # absent: the dpu-mode gate is not enforced
+      drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
 """
 
 from __future__ import annotations
@@ -26,9 +29,26 @@ from gpufabric.fabrics.dpu import checks, diff
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
+from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "mst", "drain"})
+DRAIN_KEYS = frozenset({"timeout", "retry_every"})
+
+
+def _drain(raw: Any) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("dpu.drain", raw, "a mapping with keys retry_every, timeout")
+    out: dict[str, float] = {}
+    for k, v in raw.items():
+        if k not in DRAIN_KEYS:
+            raise ConfigError(f"dpu.drain.{k}", v, "known keys only: retry_every, timeout")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 3600:
+            raise ConfigError(f"dpu.drain.{k}", v, "a number of seconds in (0, 3600]")
+        out[str(k)] = float(v)
+    return out
 
 
 class DpuKind(FabricKind[DpuState, DpuState]):
@@ -51,8 +71,10 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
+        mst = MstReader.from_section(section["mst"]) if section.get("mst") is not None else None
         return DpuBackend(
-            {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s
+            {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s,
+            mst, _drain(section.get("drain")),
         )
 
     def desired(self, tenancy: Tenancy) -> DpuState:
