@@ -122,3 +122,14 @@ def test_gate() -> None:
     with pytest.raises(ValidationError) as e:
         gate(F(), "openshift", {"dpu_min_firmware": "new"})
     assert e.value.fields["field"] == "offerings[openshift].settings.dpu_min_firmware"
+
+
+def test_glued_enum_columns_and_unreadable_mode_rows() -> None:
+    head = "Configurations:                              Default         Current         Next Boot\n"
+    glued = head + "         INTERNAL_CPU_MODEL                  SEPARATED_HOST(0)SEPARATED_HOST(0)EMBEDDED_CPU(1)\n"
+    cfg = parse_mlxconfig(glued)
+    assert cfg.current["INTERNAL_CPU_MODEL"] == "SEPARATED_HOST(0)"
+    assert cfg.pending() == {"INTERNAL_CPU_MODEL": ("SEPARATED_HOST(0)", "EMBEDDED_CPU(1)")}
+    with pytest.raises(ValidationError) as e:  # never silently read a DPU without its mode row
+        parse_mlxconfig(head + "         INTERNAL_CPU_MODEL                  SEPARATED_HOST(0) x\n")
+    assert e.value.fields["field"] == "mlxconfig.INTERNAL_CPU_MODEL"

@@ -1,5 +1,6 @@
 """``gpufabric offload``: which DPU flows run in NIC hardware, tc software or the datapath,
-per tenant and node, with alerts; and the SR-IOV node policy a DPU host needs.
+per tenant and node, with alerts; the SR-IOV node policy a DPU host needs; each DPU's mode and
+firmware (``facts``); the tolerations infra DaemonSets need on DPU hosts (``tolerations``).
 
 ``report`` reads either a directory of recorded outputs (``--from``, layout in docs/dpu.md) or
 the live OVN lab (``--ovn-lab ROOT``, an ``OvnLab`` directory); ``--prometheus`` prints the
@@ -102,3 +103,35 @@ def sriov(
         emit_json(policy)
     else:
         sys.stdout.write(yaml.safe_dump(policy, sort_keys=False))
+
+
+@app.command("facts")
+def facts(
+    nodes: list[str] = typer.Argument(None, metavar="[NODE...]", help="Host nodes (default: every node with a DPU)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Each DPU's mode (running and after the next power cycle), firmware and pending changes,
+    read now through dpu.mst."""
+    from gpufabric.cli.dpu_facts import read_facts
+
+    got = read_facts(list(nodes or []))
+    if json_out:
+        emit_json({"dpus": [f.to_dict() for f in got]})
+        return
+    table("DPU mode and firmware", ["node", "type", "mode", "next boot", "firmware", "power cycle", "error"],
+          [(f.host, f.device_type, f.mode, f.next_mode, f.firmware, "pending" if f.power_cycle_pending else "-",
+            f.error) for f in got])  # fmt: skip
+
+
+@app.command("tolerations")
+def tolerations(
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+) -> None:
+    """The tolerations an infra DaemonSet needs to run on DPU hosts (the dpu-host taint keeps
+    every other pod off them): paste under spec.template.spec.tolerations."""
+    from gpufabric.fabrics.dpu.lifecycle import tolerations as tol
+
+    if json_out:
+        emit_json({"tolerations": tol()})
+    else:
+        sys.stdout.write(yaml.safe_dump({"tolerations": tol()}, sort_keys=False))

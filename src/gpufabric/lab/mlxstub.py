@@ -35,7 +35,7 @@ def _mlxconfig(st: dict[str, Any], dev: str) -> str:
     for k in st["next"]:
         d, c, n = st["default"].get(k, ""), st["current"].get(k, ""), st["next"][k]
         star = "*" if n != c or n != d else " "
-        lines.append(f"{star}        {k:<36}{d:<16}{c:<16}{n}")
+        lines.append(f"{star}        {k:<36}{d:<16} {c:<16} {n}")
     lines.append("The '*' shows parameters with next value different from default/current value.")
     return "\n".join(lines) + "\n"
 

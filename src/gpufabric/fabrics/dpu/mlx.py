@@ -17,6 +17,7 @@ from typing import Final
 from gpufabric.domain.errors import ValidationError
 
 _ROW_RE: Final = re.compile(r"^\s*(\*)?\s*([A-Z_][A-Z0-9_\[\].]*)\s+(.*?)\s*$")
+_ENUM_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\(\d+\)")
 _VERSION_RE: Final = re.compile(r"^\d+(\.\d+){1,3}$")
 
 
@@ -72,7 +73,12 @@ def parse_mlxconfig(text: str) -> MlxConfig:
         if m is None:
             continue
         values = m.group(3).split()
+        if len(values) < len(cols):  # enum values wider than their column run together
+            glued = _ENUM_RE.findall(m.group(3))
+            values = glued if "".join(glued) == "".join(values) else values
         if len(values) != len(cols):
+            if m.group(2).startswith("INTERNAL_CPU"):
+                raise ValidationError(f"mlxconfig.{m.group(2)}", m.group(3), f"one value per column ({', '.join(cols)})")
             continue  # a wrapped description or a value with spaces: not a mode key
         row = dict(zip(cols, values, strict=True))
         key = m.group(2)
