@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import GpufabricError
+from gpufabric.fabrics.dpu.profiles import port_mac, port_name
 from gpufabric.lab.mlxstub import write_state
 from gpufabric.lab.ovn import OvnLab
 
@@ -142,6 +143,55 @@ def test_gate_refuses_separated_and_pending_then_power_cycled_proceeds(world: Wo
     assert s["labels"]["gpufabric.io/tenant"] == "acme" and s["labels"]["gpufabric.io/offering"] == "openshift"
     assert ("k8s.ovn.org/dpu-host", "NoSchedule") in s["taints"] and s["lsps"] == ["gpu-a01.pf0vf1"]
     assert not world.cordoned("gpu-a01")
+
+
+def _dump_flows(world: World, node: str) -> int:
+    out = subprocess.run(["ovs-appctl", "-t", world.lab.appctl_target(node), "dpctl/dump-flows", "-m"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return sum(1 for line in out.splitlines() if line.strip() and not line.startswith("flow-dump"))
+
+
+def test_offload_report_reads_the_configured_dpus_by_default(world: World) -> None:
+    """No flag: fabrics.yaml's DPUs (real OVN, userspace datapath: every flow dp:ovs), agreeing
+    with ovs-appctl dpctl/dump-flows read here; the same report at /api/v1/offload."""
+    assert world.owner("gpu-a01") == "acme"
+    world.lab.add_pod("gpu-a01", "pf0vf1", port_name("gpu-a01", "pf0vf1"), port_mac("gpu-a01", "pf0vf1"), "10.97.0.1/24")
+    pod = world.lab.status()["pods"]["gpu-a01/pf0vf1"]
+    subprocess.run(["ip", "netns", "exec", pod, "ping", "-c", "2", "-i", "0.2", "-W", "1", "10.97.0.9"], capture_output=True)
+    code, out = world.cli("offload", "report", "--json")
+    assert code == 0, out
+    rep = json.loads(out)
+    mine = _dump_flows(world, "gpu-a01")
+    rows = {(r["node"], r["tenant"]): r for r in rep["rows"]}
+    assert mine > 0 and {t["node"] for t in rep["tables"]} == set(NODES)
+    a01 = [r for (n, _), r in rows.items() if n == "gpu-a01"]
+    assert sum(r["datapath_flows"] for r in a01) == mine
+    assert sum(r["hw_flows"] + r["tc_flows"] for r in rep["rows"]) == 0  # userspace datapath: nothing offloaded
+    assert ("gpu-a01", "acme") in rows
+
+    from fastapi.testclient import TestClient
+
+    from gpufabric.api.app import create_app
+    from gpufabric.api.deps import ApiContext
+    from gpufabric.cli.common import open_engine, segment_config
+    from gpufabric.domain.auth import LOCAL_ADMIN
+    from gpufabric.service.store import Store
+
+    os.environ["GPUFABRIC_HOME"] = str(world.home)
+    try:
+        engine = open_engine()
+        store = Store.open(home=world.home)
+        ctx = ApiContext(store, segment_config, engine=lambda: engine)
+        token = ctx.actions.create_token(LOCAL_ADMIN, "ops", "admin", None)[1]
+        lessee = ctx.actions.create_token(LOCAL_ADMIN, "u", "lessee", "acme")[1]
+        http = TestClient(create_app(ctx))
+        r = http.get("/api/v1/offload", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200, r.text
+        assert {t["node"] for t in r.json()["tables"]} == set(NODES)
+        assert ("gpu-a01", "acme") in {(x["node"], x["tenant"]) for x in r.json()["rows"]}
+        assert http.get("/api/v1/offload", headers={"Authorization": f"Bearer {lessee}"}).status_code == 403
+    finally:
+        os.environ.pop("GPUFABRIC_HOME", None)
 
 
 def test_drain_refused_past_timeout_changes_nothing(world: World) -> None:

@@ -2,8 +2,8 @@
 per tenant and node, with alerts; the SR-IOV node policy a DPU host needs; each DPU's mode and
 firmware (``facts``); the tolerations infra DaemonSets need on DPU hosts (``tolerations``).
 
-``report`` reads either a directory of recorded outputs (``--from``, layout in docs/dpu.md) or
-the live OVN lab (``--ovn-lab ROOT``, an ``OvnLab`` directory); ``--prometheus`` prints the
+``report`` reads every DPU configured in fabrics.yaml (``dpu.offload``; the default), a directory
+of recorded outputs (``--from``, layout in docs/dpu.md) or the live OVN lab (``--ovn-lab ROOT``); ``--prometheus`` prints the
 metrics text instead of tables."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import typer
 import yaml
 
 from gpufabric.cli.output import console, emit_json, table
-from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.fabrics.dpu.collect import load_recorded, read_node_offload
 from gpufabric.fabrics.dpu.info import node_dpu
@@ -54,6 +54,21 @@ def _live(root: Path) -> tuple[list[NodeOffload], dict[str, LogicalPort], dict[s
     return nodes, lsps, owners
 
 
+def _configured(capacity: dict[str, int], warn_at: float) -> dict[str, Any]:
+    """Every DPU of fabrics.yaml (``dpu.offload``), owners from the store."""
+    from gpufabric.cli.common import open_engine
+    from gpufabric.fabrics.dpu.site import site_report
+
+    engine = open_engine()
+    try:
+        b = engine.fabrics.backends.get("dpu")
+        if b is None:
+            raise ConfigError("fabrics.dpu", None, "a dpu section in fabrics.yaml (or --from DIR / --ovn-lab DIR)")
+        return site_report(b, engine.tenancy(), capacity, warn_at)
+    finally:
+        engine.fabrics.close()
+
+
 @app.command("report")
 def report(
     source: Path = typer.Option(None, "--from", help="Directory of recorded outputs (see docs/dpu.md)."),
@@ -63,11 +78,16 @@ def report(
     prometheus: bool = typer.Option(False, "--prometheus", help="Print Prometheus metrics text."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Per tenant and node: flows and bytes in hw / tc software / datapath, and alerts."""
-    if (source is None) == (ovn_lab is None):
-        raise ValidationError("offload report", "", "exactly one of --from DIR or --ovn-lab DIR")
-    nodes, lsps, owners = load_recorded(source) if source is not None else _live(ovn_lab)
-    rep: dict[str, Any] = offload_report(nodes, lsps, owners, _capacity(capacity), warn_at)
+    """Per tenant and node: flows and bytes in hw / tc software / datapath, and alerts (default:
+    every DPU of fabrics.yaml)."""
+    if source is not None and ovn_lab is not None:
+        raise ValidationError("offload report", "", "at most one of --from DIR or --ovn-lab DIR (neither: fabrics.yaml)")
+    rep: dict[str, Any]
+    if source is None and ovn_lab is None:
+        rep = _configured(_capacity(capacity), warn_at)
+    else:
+        nodes, lsps, owners = load_recorded(source) if source is not None else _live(ovn_lab)
+        rep = offload_report(nodes, lsps, owners, _capacity(capacity), warn_at)
     if json_out:
         emit_json(rep)
         return

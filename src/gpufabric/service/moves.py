@@ -316,7 +316,7 @@ class MoveEngine:
                     if any(m.phase is MovePhase.JOIN for m in batch):
                         timings.append(self._converge("join", ready=ready))
                         checkpoint("join:verified")
-                        self.fabrics.after_join(self._tenancy(), [m for m in batch if m.phase is MovePhase.JOIN])
+                        self.fabrics.after_join(self.tenancy(), [m for m in batch if m.phase is MovePhase.JOIN])
                         done = [(t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4)) for t in timings]
                         batch = s.set_phases(batch, MovePhase.DONE, events=done)  # the timings with the end
             except (ClaimLostError, LockLostError):
@@ -329,7 +329,7 @@ class MoveEngine:
                 raise
         return BatchResult(batch, timings)
 
-    def _tenancy(self) -> Tenancy:
+    def tenancy(self) -> Tenancy:
         """Who owns each node now (the leases in the store, no move's quarantine hold)."""
         v = self.view()
         settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
@@ -338,7 +338,7 @@ class MoveEngine:
     def _before_move(self, moves: Sequence[Move]) -> None:
         if moves:
             self.progress("prepare", f"checking and preparing {len(moves)} node(s) on every fabric")
-            self.fabrics.before_move(self._tenancy(), moves)
+            self.fabrics.before_move(self.tenancy(), moves)
 
     def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
         """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that

@@ -23,6 +23,7 @@ class DpuBackend(FabricBackend[DpuState]):
         drain: Mapping[str, float] | None = None,
     ) -> None:  # fmt: skip
         self.ovs, self.ovn, self.k8s, self.mst = dict(ovs), ovn, k8s, mst
+        self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (site.py)
         api = getattr(k8s, "api", None)
         d = dict(drain or {})
         self.drainer = (

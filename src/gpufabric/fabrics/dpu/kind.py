@@ -14,6 +14,7 @@ Section format (``dpu:`` in fabrics.yaml)::
       mst: {command: [...], device: ...}           # optional: DPU mode/firmware reader (see mst.py);
                                                    # absent: the dpu-mode gate is not enforced
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
+      offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from gpufabric.fabrics.dpu.info import check_remote, node_dpu
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state
+from gpufabric.fabrics.dpu.site import parse_sources
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "mst", "drain"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "mst", "drain", "offload"})
 DRAIN_KEYS = frozenset({"timeout", "retry_every"})
 
 
@@ -72,10 +74,12 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
         mst = MstReader.from_section(section["mst"]) if section.get("mst") is not None else None
-        return DpuBackend(
+        backend = DpuBackend(
             {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s,
             mst, _drain(section.get("drain")),
         )
+        backend.offload = parse_sources(section.get("offload"))
+        return backend
 
     def desired(self, tenancy: Tenancy) -> DpuState:
         return desired_state(tenancy)
