@@ -20,9 +20,9 @@ from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalP
 class DpuBackend(FabricBackend[DpuState]):
     def __init__(
         self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None, mst: Any | None = None,
-        drain: Mapping[str, float] | None = None,
+        drain: Mapping[str, float] | None = None, gate: bool = True,
     ) -> None:  # fmt: skip
-        self.ovs, self.ovn, self.k8s, self.mst = dict(ovs), ovn, k8s, mst
+        self.ovs, self.ovn, self.k8s, self.mst, self.gate = dict(ovs), ovn, k8s, mst, gate
         self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (site.py)
         api = getattr(k8s, "api", None)
         d = dict(drain or {})
@@ -32,7 +32,7 @@ class DpuBackend(FabricBackend[DpuState]):
         )  # fmt: skip
 
     def before_move(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
-        lifecycle.check_gates(tenancy, moves, self.mst)
+        lifecycle.check_gates(tenancy, moves, self.mst, self.gate)
         lifecycle.drain_leaving(tenancy, moves, self.drainer)
 
     def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:

@@ -11,8 +11,9 @@ Section format (``dpu:`` in fabrics.yaml)::
         kubeconfig: ~/.kube/config
         verify_ssl: true
       timeout: 10                                  # seconds per device command
-      mst: {command: [...], device: ...}           # optional: DPU mode/firmware reader (see mst.py);
-                                                   # absent: the dpu-mode gate is not enforced
+      mst: {command: [...], device: ...}           # DPU mode/firmware reader (see mst.py); absent: moves
+                                                   # into a dpu-host offering are refused; {verify: false}
+                                                   # skips the gate explicitly
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
       offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
 """
@@ -73,10 +74,16 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
-        mst = MstReader.from_section(section["mst"]) if section.get("mst") is not None else None
+        raw_mst = section.get("mst")
+        gate_off = isinstance(raw_mst, Mapping) and raw_mst.get("verify", True) is False
+        if isinstance(raw_mst, Mapping) and "verify" in raw_mst:
+            if not isinstance(raw_mst["verify"], bool) or (gate_off and len(raw_mst) > 1):
+                raise ConfigError("dpu.mst.verify", raw_mst["verify"], "true, or false alone (skip the DPU mode gate)")
+            raw_mst = {k: v for k, v in raw_mst.items() if k != "verify"}
+        mst = MstReader.from_section(raw_mst) if raw_mst and not gate_off else None
         backend = DpuBackend(
             {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s,
-            mst, _drain(section.get("drain")),
+            mst, _drain(section.get("drain")), gate=not gate_off,
         )
         backend.offload = parse_sources(section.get("offload"))
         return backend

@@ -5,6 +5,8 @@ Before a batch's quarantine (``DpuBackend.before_move``), in order, before any f
 1. **gates**: every move into an offering whose role is ``dpu-host`` reads its DPU's mode and
    firmware (:mod:`mst`) and is refused unless the DPU runs in embedded/restricted mode, has no
    power cycle pending and meets the offering's ``dpu_min_firmware`` (:func:`dpumode.gate`);
+   without a ``dpu.mst`` reader such a move is refused unless ``dpu.mst: {verify: false}`` says
+   explicitly to skip the gate;
 2. **drain**: every node leaving a Kubernetes role (``dpu-host`` or ``full``) is cordoned and
    drained through the Eviction API (:mod:`drain`). A drain that does not finish uncordons every
    node this batch cordoned and refuses the batch, naming the pods: the node stays in its tenant.
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gpufabric.domain.errors import GpufabricError
+from gpufabric.domain.errors import ConfigError, GpufabricError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.moves import Move
@@ -42,15 +44,21 @@ INFRA_TOLERATIONS: Final[tuple[dict[str, str], ...]] = (
 ``dpu-host`` node: the DPU-host taint keeps every other pod off it (seed 002)."""
 
 
-def check_gates(tenancy: Tenancy, moves: Sequence[Move], reader: MstReader | None) -> None:
+def check_gates(tenancy: Tenancy, moves: Sequence[Move], reader: MstReader | None, enforce: bool = True) -> None:
+    """``reader`` None: refused unless the gate was explicitly turned off (``enforce`` False,
+    ``dpu.mst: {verify: false}``)."""
     inv = dpu_inventory(tenancy.nodes)
     for m in moves:
         info = inv.get(m.node)
         off = tenancy.offerings.get(m.offering)
-        if info is None or m.to_tenant == QUARANTINE or reader is None:
+        if info is None or m.to_tenant == QUARANTINE or off is None or offering_role(off) != "dpu-host":
             continue
-        if offering_role(off) == "dpu-host" and off is not None:
-            gate(reader.read(info), m.offering, dict(off.settings))
+        if reader is None:
+            if enforce:
+                raise ConfigError("dpu.mst", None, f"a DPU mode/firmware reader (offering {m.offering} needs dpu mode on "
+                                  f"{m.node}), or `mst: {{verify: false}}` to skip the gate")  # fmt: skip
+            continue
+        gate(reader.read(info), m.offering, dict(off.settings))
 
 
 def drain_leaving(tenancy: Tenancy, moves: Sequence[Move], drainer: Drainer | None) -> list[str]:
