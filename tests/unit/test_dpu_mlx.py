@@ -133,3 +133,23 @@ def test_glued_enum_columns_and_unreadable_mode_rows() -> None:
     with pytest.raises(ValidationError) as e:  # never silently read a DPU without its mode row
         parse_mlxconfig(head + "         INTERNAL_CPU_MODEL                  SEPARATED_HOST(0) x\n")
     assert e.value.fields["field"] == "mlxconfig.INTERNAL_CPU_MODEL"
+
+
+def test_lab_standin_speaks_the_recorded_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpufabric.lab.mlxstub import main, write_state
+
+    st = tmp_path / "d.json"
+    write_state(st, mode="separated", firmware="24.33.1048")
+
+    def run(*args: str) -> str:
+        assert main([str(st), *args]) == 0
+        return capsys.readouterr().out
+
+    run("mlxconfig", "-d", "/dev/mst/mt41686_pciconf0", "-y", "set", "INTERNAL_CPU_MODEL=EMBEDDED_CPU")
+    f = facts_of("h", parse_mlxconfig(run("mlxconfig", "-d", "/dev/mst/mt41686_pciconf0", "-e", "q")),
+                 parse_flint_query(run("flint", "-d", "/dev/mst/mt41686_pciconf0", "q")))  # fmt: skip
+    assert (f.mode, f.next_mode, f.firmware) == ("separated", "embedded", "24.33.1048")
+    assert f.pending == (("INTERNAL_CPU_MODEL", "SEPARATED_HOST(0)", "EMBEDDED_CPU(1)"),)
+    run("power-cycle")
+    f = facts_of("h", parse_mlxconfig(run("mlxconfig", "-d", "x", "-e", "q")), None)
+    assert (f.mode, f.power_cycle_pending) == ("embedded", False)

@@ -67,7 +67,8 @@ def main(argv: list[str]) -> int:
     if tool == "mlxconfig" and ("set" in args or "s" in args):
         for kv in args[args.index("set" if "set" in args else "s") + 1:]:
             k, _, v = kv.partition("=")
-            st["next"][k] = ENUMS.get(k, {}).get(v, v)
+            names = {e.split("(")[0]: e for e in ENUMS.get(k, {}).values()}  # set K=1 or K=EMBEDDED_CPU
+            st["next"][k] = ENUMS.get(k, {}).get(v) or names.get(v, v)
         path.write_text(json.dumps(st))
         print("Applying... Done!\n-I- Please reboot machine to load new configurations.")
         return 0
