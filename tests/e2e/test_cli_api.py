@@ -52,6 +52,12 @@ def test_move_through_the_api_is_run_by_the_server_worker(lab: LabEnv, server: d
     assert shown["status"] == "done"
 
 
+def test_a_lease_dry_run_through_the_api_is_the_local_one(lab: LabEnv, server: dict[str, Any]) -> None:
+    """Its offering and GPU count reach the preview (once refused: "Extra inputs are not permitted")."""
+    args = ("lease", "create", "--tenant", "beta", "--node", "gpu-a04", "--offering", "openstack", "--dry-run")
+    assert lab.gfj(*args, extra_env=api(server)) == lab.gfj(*args)
+
+
 def test_api_without_a_token_or_with_another_tenants_token(lab: LabEnv, server: dict[str, Any]) -> None:
     base = server["base"] + "/api/v1"
     for path in ("/nodes", "/nodes/gpu-a02", "/leases", "/events"):

@@ -176,3 +176,20 @@ def test_an_import_never_rewrites_the_ports_of_a_leased_node(world: tuple[World,
     c["ethernet"][0], d["ethernet"][0] = d["ethernet"][0], c["ethernet"][0]
     r = client.post("/api/v1/inventory", json=inv, headers=admin)
     assert r.status_code == 200 and r.json()["updated"] == 2, r.text
+
+
+def test_a_leased_node_answers_the_same_whatever_tenant_is_named(world: tuple[World, TestClient]) -> None:
+    """No probing tenant names with 404 vs 409: the node's own refusal comes first."""
+    from datetime import UTC, datetime
+
+    from gpufabric.domain.models import Lease, NodeState
+
+    w, client = world
+    w.store.create_lease(Lease("beta", "gpu-0005", datetime.now(UTC), None, ("beta-net",)))
+    w.store.set_node_state("gpu-0005", NodeState.LEASED)
+    owner = w.headers("owner-alpha")
+    answers = {
+        t: client.post("/api/v1/leases", json={"tenant": t, "node": "gpu-0005"}, headers=owner) for t in ("beta", "nosuch")
+    }
+    assert {t: r.status_code for t, r in answers.items()} == {"beta": 409, "nosuch": 409}
+    assert all("gpu-0005 is leased" in r.json()["error"]["message"] for r in answers.values())

@@ -98,7 +98,8 @@ def test_open_uses_env_and_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_upsert_inventory_is_idempotent_and_round_trips(store: Store) -> None:
     inv = Inventory((node(1), node(2)))
     assert store.upsert_inventory(inv) == ImportResult(added=2)
-    assert store.upsert_inventory(inv) == ImportResult(unchanged=2)
+    again = store.upsert_inventory(inv)
+    assert again == ImportResult(unchanged=2) and str(again) == "0 added, 0 updated, 2 unchanged"  # no repr for people
     got = store.node("gpu01")
     assert got == node(1)
     assert got.ib[1].port_guid == Guid(0x0002C90300000011)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -358,3 +359,40 @@ def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
     assert isinstance(fabrics.sm, UfmDriver)
     fabrics.sm.apply(TWO_TENANTS)
     assert fabrics.observe().ib.tables == expected_tables(TWO_TENANTS)
+
+
+class _Recording(httpx.BaseTransport):
+    """An HTTPS transport that records (path, Authorization header) of every request it sends."""
+
+    def __init__(self, ca_file: str) -> None:
+        import ssl
+
+        self.inner = httpx.HTTPTransport(verify=ssl.create_default_context(cafile=ca_file))
+        self.sent: list[tuple[str, str]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append((request.url.path, request.headers.get("authorization", "")))
+        return self.inner.handle_request(request)
+
+
+@pytest.mark.parametrize("source", ["token_file", "token_env"])
+def test_token_from_file_or_env_uses_the_token_path_and_header(
+    ufm: UfmServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Regression (issue 18, 8): a token loaded from token_file/token_env went to the basic-auth
+    path /ufmRest (the prefix tested the ``token`` argument, None here) and UFM answered 401."""
+    tok = "tok-test-0123456789"
+    if source == "token_file":
+        f = tmp_path / "ufm.token"
+        f.write_text(tok + "\n")
+        f.chmod(0o600)
+        kw = {"token_file": str(f)}
+    else:
+        monkeypatch.setenv("GF_TEST_UFM_TOKEN", tok)
+        kw = {"token_env": "GF_TEST_UFM_TOKEN"}
+    rec = _Recording(str(ufm.ca_file))
+    d = UfmDriver(ufm.url, managed_pkeys=RANGE, verify=str(ufm.ca_file), transport=rec, **kw)  # type: ignore[arg-type]
+    d.apply(TWO_TENANTS)
+    assert d.observe().tables == expected_tables(TWO_TENANTS)
+    assert rec.sent and all(p.startswith("/ufmRestV3/") and a == f"Basic {tok}" for p, a in rec.sent), rec.sent[:3]
+    assert len(ufm.writes()) == 3  # UFM (which accepts the token only under /ufmRestV3) took every write

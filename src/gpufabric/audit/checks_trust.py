@@ -5,7 +5,9 @@
   trusted SM's GUID, or a victim's, is caught here even when its claim is "trusted".
 - ``TRANSPORT-INSECURE``: pass-through of what drivers report about their own transport
   when configured below the secure default (SSH ``insecure: true``, UFM over plain http
-  or with TLS unverified); the service feeds them as ``AuditInput.extra_findings``.
+  or with TLS unverified, OVSDB/OVN ``tcp:`` remotes, Kubernetes ``verify_ssl: false`` or
+  ``http://`` off loopback, Fabric Manager over TCP); the service asks every switch, the SM
+  and every backend (``transport_notes()``) and feeds them as ``AuditInput.extra_findings``.
 """
 
 from __future__ import annotations

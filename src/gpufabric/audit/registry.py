@@ -72,7 +72,7 @@ INVARIANTS: Final[tuple[Invariant, ...]] = (
               "An SM's SMInfo claims a GUID other than the port discovered at the LID it answers from.",
               checks_trust.sm_guid_mismatch),
     Invariant(checks_trust.TRANSPORT_ID, Severity.HIGH, "cross",
-              "A driver's transport is configured below the secure default (SSH host keys unchecked, UFM over http or TLS unverified).",
+              "A driver's transport is configured below the secure default (SSH host keys unchecked, UFM over http or TLS unverified, OVSDB/OVN over tcp:, Kubernetes TLS unverified or over http, Fabric Manager over TCP).",
               checks_trust.transport_insecure, external=True),
 )  # fmt: skip
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
@@ -14,8 +14,11 @@ from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_con
 from gpufabric.cli.output import console, emit_json, escape, jsonable
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.models import Inventory, Node
+from gpufabric.domain.models import IbPort, Inventory, Node
 from gpufabric.domain.values import Guid
+
+if TYPE_CHECKING:
+    from gpufabric.fabrics.infiniband.ib_match import CaMatch, FabricMatch
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -45,22 +48,52 @@ def merge_ib_ports(existing: list[Node], ib_inventory: Inventory) -> Inventory:
     return Inventory(tuple(merged))
 
 
-def load_ibnetdiscover(path: Path) -> Inventory:
-    from gpufabric.fabrics.infiniband.ibnetdiscover import ib_ports_from_topology, parse_ibnetdiscover
+def load_ibnetdiscover(path: Path, *, strict: bool = True) -> tuple[Inventory, FabricMatch]:
+    """The nodes (with their IB ports) matched in an ibnetdiscover output, and the match of
+    every node of the fabric. ``strict``: a CA that does not match is a ValidationError."""
+    from gpufabric.fabrics.infiniband.ib_match import match_fabric
+    from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
 
-    ports = ib_ports_from_topology(parse_ibnetdiscover(path.read_text()))
-    names = sorted({p.node for p in ports})
-    return Inventory(tuple(Node(name, ib=tuple(p for p in ports if p.node == name)) for name in names))
+    m = match_fabric(parse_ibnetdiscover(path.read_text(errors="replace")))
+    ports = m.strict_ports() if strict else m.ports
+    by_node: dict[str, list[IbPort]] = {}
+    for p in ports:
+        by_node.setdefault(p.node, []).append(p)
+    return Inventory(tuple(Node(name, ib=tuple(by_node[name])) for name in sorted(by_node))), m
+
+
+def _ca_doc(c: CaMatch) -> dict[str, object]:
+    doc: dict[str, object] = {"kind": c.kind.value, "node_guid": str(c.node_guid) if c.node_guid else None,
+                              "description": c.description}  # fmt: skip
+    if c.skipped:
+        return {**doc, "status": "skipped", "skip": c.skip, "reason": c.reason}
+    return {**doc, "status": "matched", "host": c.host, "device": c.device, "ports": c.ports}
+
+
+def _print_match(m: FabricMatch, limit: int = 20) -> None:
+    counts = m.counts()
+    console.print("nodes in the fabric: " + ", ".join(f"{escape(k)} {v}" for k, v in counts.items()))
+    listed = [c for c in m.cas if c.skipped and c.skip not in ("switch", "router", "sharp-aggregation-node")]
+    for c in listed[:limit]:
+        console.print(f"skipped CA {c.node_guid} {escape(repr(c.description))}: {escape(c.reason)}")
+    if len(listed) > limit:
+        console.print(f"... {len(listed) - limit} more skipped CAs (--json lists every node)")
 
 
 @app.command("import")
 def import_(
     file: Path = typer.Argument(..., exists=False),
     fmt: Format = typer.Option(None, "--format", help="yaml, json or ibnetdiscover (default: by file suffix)."),
+    strict: bool = typer.Option(
+        False, "--strict", help="ibnetdiscover: refuse the whole file if one CA does not match a host."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Register nodes and ports. ibnetdiscover output (its default format: `-p` output has no CA
-    node GUIDs and is refused) adds IB ports to nodes matched by node description "HOSTNAME DEVICE"."""
+    node GUIDs and is refused) adds IB ports to nodes matched by node description "HOSTNAME DEVICE"
+    ("gpu-a01 mlx5_0", "gpu-a01 HCA-1"; host names case-insensitive). Switches, SHARP aggregation
+    nodes and CAs without a host description are skipped and reported (--json: every node);
+    --strict refuses the whole file instead."""
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
@@ -72,10 +105,11 @@ def import_(
         raise ValidationError("format", fmt.value, "yaml or json through --api (ibnetdiscover merges with the local store)")
     fabrics = _fabrics_yaml()
     sm_hosts: tuple[str, ...] = ()
+    match: FabricMatch | None = None
     if fmt is Format.ibnetdiscover:
         store = open_store()
         known = store.nodes()
-        found = load_ibnetdiscover(file)
+        found, match = load_ibnetdiscover(file, strict=strict)
         check_guid_moves(found, known)
         inv, sm_hosts = mark_sm_hosts(merge_ib_ports(known, found), _sm_guids(fabrics))
     else:
@@ -91,8 +125,12 @@ def import_(
 
     result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, inv)
     if json_out:
-        emit_json({"format": fmt.value, "nodes": len(inv.nodes), "sm_hosts": list(sm_hosts), "result": jsonable(result)})
+        extra = {"summary": match.counts(), "cas": [_ca_doc(c) for c in match.cas]} if match else {}
+        emit_json({"format": fmt.value, "nodes": len(inv.nodes), "sm_hosts": list(sm_hosts), "result": jsonable(result),
+                   **extra})  # fmt: skip
     else:
+        if match is not None:
+            _print_match(match)
         console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}): {result}")
         for h in sm_hosts:
             console.print(f"{escape(h)} holds the trusted SM's port: in maintenance, never leasable")

@@ -56,7 +56,8 @@ def create(
     r = backend()
     if r:
         if dry_run:
-            body: dict[str, Any] = {"node": node, "to_tenant": tenant, "networks": list(network), "offering": offering}
+            body: dict[str, Any] = {"node": node, "to_tenant": tenant, "offering": offering,
+                                    "networks": None if chosen is None else list(chosen)}  # fmt: skip
             plans = r.post("/moves/preview", {**body, **({"gpus": gpus} if gpus else {})})["phases"]
             emit_json(plans["join"]) if json_out else console.print(escape(plans["join"]))
             return

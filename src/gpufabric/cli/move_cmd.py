@@ -1,5 +1,5 @@
 """``gpufabric node move`` (in-process, or through a running server with ``--api``) and
-``gpufabric move list|show|retry|resume``."""
+``gpufabric move list|show|retry|cancel|resume``."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def move_remote(
 
     if dry_run:
         node = _one(nodes)
-        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks})["phases"]
+        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks or None})["phases"]
         if json_out:
             emit_json(plans)
         else:
@@ -259,6 +259,27 @@ def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
         engine.ledger.retry(move_id)
         result = engine.run_pending()
     _print_result(result, json_out)
+
+
+@app.command("cancel")
+def cancel(move_id: int, json_out: bool = JSON_OPT) -> None:
+    """Cancel a pending (or scheduled) or failed move; a running one is refused. Never started:
+    its node stays in its tenant. Started (failed): its node returns to quarantine."""
+    check_id("move_id", move_id)
+    r = backend()
+    if r:
+        d = r.post(f"/moves/{move_id}/cancel", {})
+        events = r.get(f"/moves/{move_id}")["events"]
+    else:
+        m = actions().cancel_move(LOCAL_ADMIN, move_id)
+        rd = reader()
+        d, events = rd.moves(LOCAL_ADMIN, 1, 0, move_id=m.id)[0][0], rd.move_events(move_id)
+    said = next((e["message"] for e in reversed(events) if e["phase"] == "cancel"), "")
+    if json_out:
+        emit_json({**d, "message": said})
+        return
+    console.print(f"move {d['id']}: {escape(d['node'])} {escape(d['from_tenant'])} -> {escape(d['to_tenant'])}: "
+                  f"[bold]{d['status']}[/] ({escape(said)})", highlight=False)  # fmt: skip
 
 
 @app.command("resume")

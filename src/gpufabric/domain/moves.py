@@ -36,7 +36,7 @@ class MoveStatus(enum.StrEnum):
     FAILED = "failed"  # stopped at ``phase`` with ``error``; a retry resumes there
     DONE = "done"
     OFFERED = "offered"  # a lease offered into another tenant: waits for that tenant (or an admin) to accept
-    CANCELLED = "cancelled"  # never run (an offer declined, or a move cancelled before it changed anything)
+    CANCELLED = "cancelled"  # never run (an offer declined or withdrawn; a move cancelled by an operator before it started, or after it failed)
 
 
 @dataclass(frozen=True)

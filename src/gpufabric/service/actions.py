@@ -23,6 +23,7 @@ from gpufabric.domain.values import check_id
 from gpufabric.service import quotas, tenant_admin
 from gpufabric.service.auth import EventLog, TokenInfo, Tokens
 from gpufabric.service.store import ImportResult, Store
+from gpufabric.service.store_moves import MoveLedger
 from gpufabric.service.tenancy import Tenancy
 
 R = TypeVar("R")
@@ -240,6 +241,22 @@ class Actions:
                 raise
         self.on_change("moves")
         return moves
+
+    def cancel_move(self, p: Principal, move_id: int) -> Move:
+        """Cancel a pending or failed move (admin): see :mod:`gpufabric.service.move_cancel`."""
+        from gpufabric.service import move_cancel
+        from gpufabric.service.tenancy import who
+
+        p.require("move", Verb.CREATE)
+        move = MoveLedger(self.store).get(check_id("move_id", move_id))
+        tenant = move.to_tenant if move.to_tenant != QUARANTINE else move.from_tenant
+
+        def run() -> Move:
+            cancelled = move_cancel.cancel(self.store, move_id, who(p))
+            self.on_change("converge")  # the node's ports follow: quarantine, or back to its tenant
+            return cancelled
+
+        return self._do(p, "move.cancel", str(move_id), None if tenant == QUARANTINE else tenant, run)
 
     def attach(self, p: Principal, node: str, network: str, tenant: str) -> tuple[Move | None, Lease | None]:
         """Put ``node`` in ``tenant`` with ``network`` added: a move when the tenant changes

@@ -67,13 +67,15 @@ def fabric_violations(kinds: Iterable[FabricKind[Any, Any]], desired: DesiredSta
 
 
 def transport_violations(drivers: Iterable[object]) -> tuple[Violation, ...]:
-    """``TRANSPORT-INSECURE``: what each driver reports about its own transport
-    (``transport_notes()``: SSH without host-key checking, UFM over http or unverified TLS)."""
+    """``TRANSPORT-INSECURE``: what each driver (or backend) reports about its own transport
+    (``transport_notes()``: SSH without host-key checking, UFM over http or unverified TLS,
+    OVSDB/OVN ``tcp:`` remotes, Kubernetes unverified or over http)."""
     out: list[Violation] = []
+    fabrics = {f.value: f for f in Fabric}
     for d in drivers:
         notes: Callable[[], tuple[TransportNote, ...]] | None = getattr(d, "transport_notes", None)
         for n in notes() if notes is not None else ():
-            fabric = Fabric.INFINIBAND if getattr(d, "kind", "") == "infiniband" else Fabric.ETHERNET
+            fabric = fabrics.get(str(getattr(d, "kind", "")), Fabric.ETHERNET)
             out.append(Violation("TRANSPORT-INSECURE", Severity.HIGH, n.message, fabric=fabric, device=n.device,
                                  resource=f"transport:{n.setting}"))  # fmt: skip
     return tuple(out)
@@ -96,7 +98,9 @@ def collect(engine: MoveEngine, observed: FabricState | None = None) -> AuditInp
         desired_layout=ib.layout if ib is not None else None,
         extra_findings=(
             *fabric_violations(engine.kinds, desired, observed),
-            *transport_violations([*engine.fabrics.switches.values(), engine.fabrics.sm]),
+            *transport_violations(
+                [*engine.fabrics.switches.values(), engine.fabrics.sm, *engine.fabrics.backends.values()]
+            ),
         ),
     )
 

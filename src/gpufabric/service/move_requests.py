@@ -1,6 +1,9 @@
 """A move request's checks, read for all the requested nodes at once: the node rows (locked),
-their open moves, the target tenant, the leases active now; and the new move row.
-Used by :class:`gpufabric.service.store_moves.MoveLedger` (one transaction per request)."""
+their open moves, the target tenant and its networks, the offerings, each node's GPU count, the
+leases active now; and the new move row. Everything the lease swap will need is checked here,
+when the move is requested (a refusal records nothing), so that one bad request never reaches a
+batch that it would fail. Used by :class:`gpufabric.service.store_moves.MoveLedger` (one
+transaction per request)."""
 
 from __future__ import annotations
 
@@ -8,16 +11,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
-from gpufabric.service.db_models import LeaseRow, MoveRow, NodeRow, TenantRow
+from gpufabric.service.db_models import GpuRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
 
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
 """Statuses of a move that holds its node (one open move per node); an offer reserves it too."""
+_SHOWN = 12  # names listed in a refusal's allowed values
+
+
+def listing(names: Sequence[str] | frozenset[str]) -> str:
+    """``a, b, c`` (sorted), at most a dozen names then how many more: one readable line."""
+    ordered = sorted(names)
+    more = f" and {len(ordered) - _SHOWN} more" if len(ordered) > _SHOWN else ""
+    return ", ".join(ordered[:_SHOWN]) + more
 
 
 def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
@@ -35,6 +46,9 @@ class RequestChecks:
     open_moves: dict[str, MoveRow]
     tenant_exists: bool
     active: dict[int, LeaseRow]  # node id -> its lease active now
+    networks: frozenset[str] = frozenset()  # the target tenant's networks
+    offerings: frozenset[str] = frozenset()
+    gpus: dict[int, int] | None = None  # node id -> GPUs in the inventory
 
     @staticmethod
     def read(s: Session, nodes: Sequence[str], to_tenant: str, now: datetime) -> RequestChecks:
@@ -53,7 +67,45 @@ class RequestChecks:
             )
             .order_by(LeaseRow.id.desc())
         )
-        return RequestChecks(rows, {m.node: m for m in moves}, tenant, {x.node_id: x for x in active})
+        nets = s.scalars(
+            select(NetworkRow.name).join(TenantRow, NetworkRow.tenant_id == TenantRow.id).where(TenantRow.name == to_tenant)
+        )
+        gpus = s.execute(
+            select(GpuRow.node_id, func.count())
+            .where(GpuRow.node_id.in_([r.id for r in rows.values()]))
+            .group_by(GpuRow.node_id)
+        )
+        return RequestChecks(
+            rows,
+            {m.node: m for m in moves},
+            tenant,
+            {x.node_id: x for x in active},
+            frozenset(nets) if to_tenant != QUARANTINE else frozenset(),
+            frozenset(s.scalars(select(OfferingRow.name))),
+            {node_id: int(n) for node_id, n in gpus},
+        )
+
+    def check_target(self, node: NodeRow, to_tenant: str, offering: str, networks: tuple[str, ...],
+                     gpus: int | None) -> None:  # fmt: skip
+        """What the lease swap needs of a move of ``node``, refused now with the field and what is
+        allowed: the networks (the target tenant's own), the offering, the GPU count (the node's)."""
+        if offering not in self.offerings:
+            raise ValidationError("offering", offering, listing(self.offerings) or "none (no offering is defined)")
+        if to_tenant == QUARANTINE:
+            if networks:
+                raise ValidationError("networks", ",".join(networks)[:200], "none (quarantine joins no network)")
+        else:
+            unknown = [n for n in dict.fromkeys(networks) if n not in self.networks]
+            if unknown:
+                have = f"networks of tenant {to_tenant}: {listing(self.networks)}" if self.networks else (
+                    f"none yet (tenant {to_tenant} has no networks: create one first)")  # fmt: skip
+                raise ValidationError("networks", ",".join(unknown)[:200], have)
+        if gpus is not None and to_tenant != QUARANTINE:
+            count = (self.gpus or {}).get(node.id, 0)
+            if not count:
+                raise ValidationError("gpus", gpus, f"unset (node {node.name} has no GPUs in the inventory)")
+            if not 1 <= gpus <= count:
+                raise ValidationError("gpus", gpus, f"1-{count} (the GPUs of node {node.name}), or unset for all")
 
 
 def new_move(
@@ -85,8 +137,6 @@ def new_move(
             node=node,
             move=other.id,
         )
-    if not known.tenant_exists:
-        raise NotFoundError("tenant", to_tenant)
     if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
         raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
     if not_before is not None and not_before.tzinfo is None:
@@ -103,6 +153,9 @@ def new_move(
             node=node,
             lease=current.id,
         )
+    if not known.tenant_exists:  # after the node's own refusals: a leased node says so whatever tenant is named
+        raise NotFoundError("tenant", to_tenant)
+    known.check_target(row, to_tenant, offering, networks, gpus)
     from_tenant = current.tenant.name if current else QUARANTINE
     if release_ended and current is None:
         last = s.scalars(

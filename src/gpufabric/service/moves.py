@@ -12,11 +12,16 @@ tenant, quarantine, or its new tenant — never two tenants.
 A warm worker keeps its last verified state and plans against it while the fabric epoch
 shows that no other writer touched the fabrics since (full-fabric drift is the business of
 reconcile and the audit); otherwise it reads the fabrics first. A failure on any fabric
-sends every port of the batch's nodes on every fabric to quarantine and fails the moves.
+sends every port of the batch's nodes on every fabric to quarantine and fails the moves; a
+failure that belongs to one move (its lease swap, or its own join plan:
+:mod:`~gpufabric.service.move_isolation`) fails that move only. The store (or the
+fabric lock's connection) lost mid-phase fails nothing: the batch goes back in the queue as soon
+as the store answers again, and is run from its recorded phases.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -27,23 +32,29 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
 from gpufabric.domain.fabric import FabricKind, Tenancy
 from gpufabric.domain.models import QUARANTINE, Lease
-from gpufabric.domain.moves import Move, MovePhase
+from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
 from gpufabric.service.fabric_lock import LockLostError, bump_epoch, bump_in, read_epoch
 from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.move_isolation import JoinPlanError, join_culprits
+from gpufabric.service.move_liveness import HeartbeatWatch
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
 from gpufabric.service.store_view import Epoch, StoreView, ViewReader
 
 Progress = Callable[[str, str], None]  # (phase, message)
+STORE_DOWN = (OperationalError, InterfaceError, LockLostError)  # the store (or its fabric lock) unreachable
+STALE_BEATS = 3  # a running move whose heartbeat this worker saw unchanged this many intervals: taken over
+STORE_RESUMES = 3  # times one run_batch resumes a batch the store dropped mid-phase before it gives up
 
 
 class _Refused(Exception):
@@ -129,6 +140,8 @@ class MoveEngine:
         verify_timeout: float = 30.0,
         progress: Progress | None = None,
         heartbeat_every: float = 5.0,
+        store_wait: float = 60.0,
+        store_poll: float = 0.25,
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
@@ -139,6 +152,10 @@ class MoveEngine:
         self.verify_timeout = verify_timeout
         self.progress = progress or (lambda _p, _m: None)
         self.heartbeat_every = heartbeat_every
+        self.store_wait = store_wait  # how long a batch the store dropped waits for it here (s)
+        self.store_poll = store_poll
+        self._interrupted: list[Move] = []  # a batch the store dropped, to requeue when it answers
+        self.watch = HeartbeatWatch()  # other workers' heartbeats, as this worker sees them
         self._known: FabricState | None = None  # last verified state of every fabric
         self._known_epoch: Epoch | None = None
         self.reader = ViewReader(store)
@@ -186,7 +203,7 @@ class MoveEngine:
         with self.ledger.fabric_lock():
             return self._converge(label, extra_quarantine)
 
-    def _prepare(self, s: Session, extra_quarantine: Sequence[str] = ()) -> Prepared:
+    def _prepare(self, s: Session, extra_quarantine: Sequence[str] = (), join: bool = False) -> Prepared:
         """In the store transaction ``s``, under the fabric lock: read the desired state's inputs
         and, when the last verified state is still the last word (epoch unchanged), plan against
         it and — if there is anything to apply — bump the epoch in the same transaction, before
@@ -197,10 +214,20 @@ class MoveEngine:
         desired = self.desired(view, extra_quarantine=extra_quarantine)
         if self._known is None or self._known_epoch != epoch:
             return Prepared(desired, None)
-        p = plan(self.kinds, desired, self._known)
+        p = self._plan(desired, self._known, join)
         if not p.empty:
             self._known_epoch = bump_in(s, self.worker)
         return Prepared(desired, p)
+
+    def _plan(self, desired: DesiredState, state: FabricState, join: bool) -> Plan:
+        """The plan; for the join phase a planning failure is a JoinPlanError (nothing applied yet:
+        the batch may isolate the moves it belongs to)."""
+        try:
+            return plan(self.kinds, desired, state)
+        except GpufabricError as e:
+            if join:
+                raise JoinPlanError(e) from e
+            raise
 
     def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
         t0 = time.monotonic()
@@ -210,7 +237,7 @@ class MoveEngine:
         desired, p, observed_first = ready.desired, ready.plan, False
         if p is None:
             state, observed_first = self.known_state()
-            p = plan(self.kinds, desired, state)
+            p = self._plan(desired, state, label == "join")
             if not p.empty:
                 self._known_epoch = bump_epoch(self.store, self.worker)  # before the first write (above)
         else:
@@ -288,10 +315,56 @@ class MoveEngine:
     def run_batch(self, moves: Sequence[Move]) -> BatchResult:
         """Run claimed moves through their remaining phases together, holding the fabric lock
         from the quarantine phase to the end of join: the swap's transaction also reads (and
+        plans) what join applies, as no other worker can write to the fabrics in between.
+
+        A move that fails alone (its lease swap, or its own join plan) is failed alone, its node
+        held in quarantine; the others go on. Any other error fails the batch: every port of its nodes goes to
+        quarantine. The store unreachable mid-phase fails nothing: the batch is put back in the
+        queue as soon as the store answers again (:meth:`_store_lost`) and run again from its
+        recorded phases (each is idempotent), here at once."""
+        for attempt in range(1, STORE_RESUMES + 2):
+            try:
+                return self._run_batch(moves)
+            except STORE_DOWN as e:
+                self.forget()  # what the fabrics hold now is unknown
+                self._interrupted = [m for m in moves if m.id is not None]
+                if attempt > STORE_RESUMES:
+                    raise
+                moves = self._store_lost(e)
+                if not moves:
+                    return BatchResult([], [])
+        raise AssertionError("unreachable")
+
+    def _store_lost(self, cause: Exception) -> list[Move]:
+        """The store failed mid-phase: wait until it answers (at most ``store_wait`` s, polling
+        every ``store_poll`` s), put back in the queue the moves of the batch this worker still
+        holds (``_interrupted``), and claim them again; the moves to run. Still unreachable:
+        raises ``cause``, and the next :meth:`run_pending` requeues them first."""
+        reason = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"[:300]
+        with contextlib.suppress(Exception):  # the progress of a serve worker is written to the store
+            self.progress("store", f"store unreachable mid-phase ({reason}); resuming as soon as it answers")
+        deadline = time.monotonic() + self.store_wait
+        while not self.ledger.reachable():
+            if time.monotonic() >= deadline:
+                raise cause
+            time.sleep(self.store_poll)
+        return self._resume_interrupted(reason)
+
+    def _resume_interrupted(self, reason: str) -> list[Move]:
+        requeued = self.ledger.requeue(self._interrupted, reason)
+        self._interrupted = []
+        return self.ledger.claim_ids(self.worker, [m.id for m in requeued if m.id is not None])
+
+    def _run_batch(self, moves: Sequence[Move]) -> BatchResult:
+        """Run claimed moves through their remaining phases together, holding the fabric lock
+        from the quarantine phase to the end of join: the swap's transaction also reads (and
         plans) what join applies, as no other worker can write to the fabrics in between."""
         s = self.ledger
         timings: list[PhaseTiming] = []
         batch = list(moves)
+        failed: list[Move] = []
+        order = {m.id: i for i, m in enumerate(moves)}
+        rest = False
         with self._heartbeat(batch):
             try:
                 with s.fabric_lock():
@@ -309,7 +382,9 @@ class MoveEngine:
                         t0 = time.monotonic()
                         got: list[Prepared] = []
                         batch = _advance(batch, before_join, lambda ms: s.swap_leases(
-                            ms, also=lambda tx: got.append(self._prepare(tx))))  # fmt: skip
+                            ms, also=lambda tx: got.append(self._prepare(tx, join=True))))  # fmt: skip
+                        failed += [m for m in batch if m.status is MoveStatus.FAILED]  # alone: held in quarantine
+                        batch = [m for m in batch if m.status is not MoveStatus.FAILED]
                         ready = got[0]
                         timings.append(PhaseTiming("swap", time.monotonic() - t0))
                         checkpoint("swap:committed")
@@ -323,11 +398,39 @@ class MoveEngine:
                 raise  # another worker owns these moves now: touch nothing
             except _Refused as r:
                 raise r.error from None  # cancelled, nothing changed: no failsafe
+            except JoinPlanError as e:
+                alone = self._isolate(batch, e)
+                if alone is None:
+                    self._failsafe([m.node for m in batch], e.cause)
+                    batch = [s.fail(m, e.cause.message) for m in batch]
+                    raise e.cause from None
+                failed += alone
+                batch = [m for m in batch if m.id not in {x.id for x in alone}]
+                rest = True
             except GpufabricError as e:
                 self._failsafe([m.node for m in batch], e)
                 batch = [s.fail(m, e.message) for m in batch]
                 raise
-        return BatchResult(batch, timings)
+        if rest:  # the moves a join plan failed for failed alone: the others go on
+            more = self._run_batch(batch)
+            batch, timings = more.moves, [*timings, *more.timings]
+        return BatchResult(sorted([*batch, *failed], key=lambda m: order.get(m.id, 0)), timings)
+
+    def _isolate(self, batch: Sequence[Move], e: JoinPlanError) -> list[Move] | None:
+        """Fail alone the moves of ``batch`` whose own join plan fails (their nodes are held in
+        quarantine), naming their own error; None when none does, or every one does."""
+        with self.ledger.fabric_lock():
+            state, _ = self.known_state()
+        view = self.view()
+        culprits = join_culprits(self.kinds, lambda v, q, ls: self.desired(v, q, ls), view, state, batch)
+        if not culprits or len(culprits) == len(batch):
+            return None
+        out = []
+        for m in batch:
+            if m.id in culprits:
+                at = self.ledger.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m
+                out.append(self.ledger.fail(at, f"join plan: {culprits[m.id].message}"))
+        return out
 
     def tenancy(self) -> Tenancy:
         """Who owns each node now (the leases in the store, no move's quarantine hold)."""
@@ -354,7 +457,10 @@ class MoveEngine:
         seconds, and run them as one batch. None when there was nothing to do."""
         if window:
             time.sleep(window)
-        claimed = self.ledger.claim(self.worker, limit, stale_after)
+        if self._interrupted:  # a batch the store dropped: back in the queue first (see run_batch)
+            self.ledger.requeue(self._interrupted, "the store was unreachable")
+            self._interrupted = []
+        claimed = self.ledger.claim(self.worker, limit, stale_after, self.watch, STALE_BEATS * self.heartbeat_every)
         if not claimed:
             return None
         return self.run_batch(claimed)

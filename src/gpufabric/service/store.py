@@ -76,6 +76,9 @@ class ImportResult:
     updated: int = 0
     unchanged: int = 0
 
+    def __str__(self) -> str:  # what a person reads (never the dataclass repr)
+        return f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged"
+
 
 class Store:
     """Persistence of the domain. Open with :meth:`open`; close with :meth:`close`."""

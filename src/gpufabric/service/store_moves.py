@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, or_, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
@@ -27,6 +28,7 @@ from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.service import store_leases
 from gpufabric.service.db_models import LeaseRow, MoveEventRow, MoveRow, NodeRow
 from gpufabric.service.fabric_lock import FabricLock
+from gpufabric.service.move_liveness import HeartbeatWatch, stalled_rows
 from gpufabric.service.move_requests import OPEN, RequestChecks, locked_nodes, new_move
 from gpufabric.service.store import Store
 
@@ -161,9 +163,18 @@ class MoveLedger:
     def open_moves(self) -> list[Move]:
         return self.moves(open_only=True)
 
-    def claim(self, worker: str, limit: int = 64, stale_after: float = 120.0) -> list[Move]:
+    def claim(
+        self,
+        worker: str,
+        limit: int = 64,
+        stale_after: float = 120.0,
+        watch: HeartbeatWatch | None = None,
+        stalled_after: float | None = None,
+    ) -> list[Move]:
         """Claim pending moves, and running ones whose worker is gone: its heartbeat is older
-        than ``stale_after`` s, or it ran on this host and its process no longer exists."""
+        than ``stale_after`` s, or it ran on this host and its process no longer exists, or
+        (with ``watch``) its heartbeat has not changed for ``stalled_after`` s of this process's
+        clock, whatever host it ran on."""
         now = datetime.now(UTC)
         due = or_(MoveRow.not_before.is_(None), MoveRow.not_before <= now)
         beat = func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)
@@ -185,11 +196,58 @@ class MoveLedger:
                 for r in s.scalars(here.order_by(MoveRow.id).with_for_update(skip_locked=True)):
                     if len(rows) < limit and r.id not in taken and worker_dead(r.claimed_by):
                         rows.append(r)
+            if watch is not None and stalled_after is not None and len(rows) < limit:
+                rows += stalled_rows(s, watch, stalled_after, worker, {r.id for r in rows}, limit - len(rows))
             for r in rows:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
                 r.heartbeat_at = now
             s.flush()
             return [move_to_domain(r) for r in rows]
+
+    def claim_ids(self, worker: str, ids: Sequence[int]) -> list[Move]:
+        """Claim the pending moves ``ids`` (those another worker did not take first), in order."""
+        if not ids:
+            return []
+        now = datetime.now(UTC)
+        with self.store._tx() as s:
+            q = (
+                select(MoveRow)
+                .where(MoveRow.id.in_(ids), MoveRow.status == MoveStatus.PENDING.value)
+                .order_by(MoveRow.id)
+                .with_for_update(skip_locked=True)
+            )
+            rows = list(s.scalars(q))
+            for r in rows:
+                r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
+                r.heartbeat_at = now
+            s.flush()
+            return [move_to_domain(r) for r in rows]
+
+    def requeue(self, moves: Sequence[Move], reason: str) -> list[Move]:
+        """Put back in the queue, at their recorded phases, the running moves of ``moves`` still
+        held by the claim each carries (a batch the store dropped mid-phase), with a progress event
+        naming ``reason``; moves another worker took over are left to it. The requeued moves."""
+        ids = [m.id for m in moves if m.id is not None]
+        claims = {m.id: m.claimed_by for m in moves}
+        with self.store._tx() as s:
+            rows = s.scalars(select(MoveRow).where(MoveRow.id.in_(ids)).order_by(MoveRow.id).with_for_update()).all()
+            out = []
+            for r in rows:
+                if r.status != MoveStatus.RUNNING.value or r.claimed_by != claims.get(r.id):
+                    continue
+                r.status, r.claimed_by = MoveStatus.PENDING.value, None
+                s.add(MoveEventRow(move_id=r.id, phase=r.phase[:16], message=f"requeued at {r.phase}: {reason}"[:2000]))
+                out.append(move_to_domain(r))
+            return out
+
+    def reachable(self) -> bool:
+        """Whether the store answers a query now."""
+        try:
+            with self.store._tx() as s:
+                s.execute(select(1))
+        except DBAPIError:
+            return False
+        return True
 
     def expired_nodes(self) -> list[str]:
         """Nodes still marked leased whose lease has ended and that have no open move: each is
@@ -251,34 +309,29 @@ class MoveLedger:
 
     def swap_leases(self, moves: Sequence[Move], also: Callable[[Session], None] | None = None) -> list[Move]:
         """For moves whose quarantine is verified: end each node's current lease and start the
-        new one; phase -> join. One transaction for the whole batch; ``also`` runs in it last."""
+        new one; phase -> join. One transaction for the whole batch; ``also`` runs in it last.
+
+        A move whose own lease cannot start (its network or offering deleted since the request,
+        an overlapping lease, ...) fails alone, at phase swap with the reason, in the same
+        transaction: its node stays in quarantine (a failed move holds it there) and the other
+        moves of the batch swap. Only then is each move swapped on its own (savepoints): the
+        whole batch is tried first, at the cost of one."""
         now = datetime.now(UTC)
         with self.store._tx() as s:
             rows = self._rows(s, moves)
             nodes = locked_nodes(s, [r.node for r in rows])
-            current = select(LeaseRow).where(
-                LeaseRow.node_id.in_([n.id for n in nodes.values()]),
-                LeaseRow.start <= now,
-                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
-            )
-            for old in s.scalars(current):
-                if old.start >= now:
-                    s.delete(old)
-                else:
-                    old.end = now
-            s.flush()
-            new = [
-                Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
-                      r.offering or "baremetal", gpus=r.gpus)
-                for r in rows
-                if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now)
-            ]  # fmt: skip
-            store_leases.create_many(s, new)
-            for r in rows:
-                if r.offering and r.node in nodes:
-                    nodes[r.node].offering = r.offering
-                r.phase = MovePhase.JOIN.value
-                r.claimed_at = r.heartbeat_at = now
+            try:
+                with s.begin_nested():
+                    _swap(s, rows, nodes, now)
+            except GpufabricError:
+                for r in rows:
+                    try:
+                        with s.begin_nested():
+                            _swap(s, [r], nodes, now)
+                    except GpufabricError as e:
+                        r.status, r.phase = MoveStatus.FAILED.value, MovePhase.SWAP.value
+                        r.error = f"lease swap: {e.message}"[:2000]
+                        s.add(MoveEventRow(move_id=r.id, phase="swap", message=r.error))
             out = [move_to_domain(r) for r in rows]
             if also is not None:
                 s.flush()
@@ -369,3 +422,32 @@ class MoveLedger:
                 )
             out.append(r)
         return out
+
+
+def _swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: datetime) -> None:
+    """End the current leases of ``rows``' nodes and start their new ones; phase -> join."""
+    current = select(LeaseRow).where(
+        LeaseRow.node_id.in_([nodes[r.node].id for r in rows if r.node in nodes]),
+        LeaseRow.start <= now,
+        or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+    )
+    for old in s.scalars(current):
+        if old.start >= now:
+            s.delete(old)
+        else:
+            old.end = now
+    s.flush()
+    new = [
+        Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
+              r.offering or "baremetal", gpus=r.gpus)
+        for r in rows
+        if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now)
+    ]  # fmt: skip
+    store_leases.create_many(s, new)
+    for r in rows:
+        if r.offering and r.node in nodes:
+            nodes[r.node].offering = r.offering
+        r.phase = MovePhase.JOIN.value
+        r.claimed_at = r.heartbeat_at = now
+    s.flush()
+

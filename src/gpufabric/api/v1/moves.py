@@ -28,6 +28,7 @@ from gpufabric.api.v1.schemas import (
 )
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.models import QUARANTINE
 
 router = APIRouter(tags=["moves"])
 MoveId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -91,6 +92,19 @@ def show_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) ->
     return json(detail(c, p, move_id))
 
 
+@router.post(
+    "/moves/{move_id}/cancel",
+    summary="Cancel a pending (or scheduled) or failed move (admin); a running one is refused (409)",
+    description="Never started: cancelled, its node stays in its tenant. Started (failed, or requeued after a "
+    "failure): its node returns to quarantine, the lease active now ends. Recorded in the event log.",
+    responses={200: {"model": MoveOut}, **errors(403, 404, 409)},
+)
+def cancel_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    move = c.actions.cancel_move(p, move_id)
+    assert move.id is not None
+    return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0])
+
+
 @router.get(
     "/moves/{move_id}/events",
     summary="Server-sent events: the move's progress as it happens (event: progress | move), until done or failed",
@@ -134,5 +148,8 @@ def preview(body: PreviewIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> R
     c.actions.node_visible(p, body.node)
     p.require("move", Verb.CREATE)
     engine = c.need_engine()
-    plans = engine.preview(body.node, body.to_tenant, tuple(body.networks))
+    nets = networks_arg(body.networks)
+    if nets is None:  # as a move request: every network of the tenant (the caller is an admin here)
+        nets = () if body.to_tenant == QUARANTINE else tuple(n.name for n in c.store.networks(body.to_tenant))
+    plans = engine.preview(body.node, body.to_tenant, nets, gpus=body.gpus, offering=body.offering)
     return json({"phases": {k: v.to_dict() for k, v in plans.items()}})

@@ -343,9 +343,13 @@ class AttachmentOut(BaseModel):
 
 
 class PreviewIn(Strict):
+    """The same fields as a move request (a lease's dry run sends its offering and GPU count)."""
+
     node: Name
     to_tenant: TenantOrQuarantine
-    networks: list[Name] = Field(default_factory=list, max_length=16)
+    networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
+    offering: Name = "baremetal"
+    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
 
 
 class PreviewOut(BaseModel):

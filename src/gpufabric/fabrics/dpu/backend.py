@@ -1,8 +1,10 @@
 """``DpuBackend``: the DPU fabric's I/O in one deployment, made of three drivers — the
 DPU-side OVS of each host (:mod:`ovs`), the OVN northbound DB (:mod:`ovn`) and, when configured,
 the Kubernetes API (:mod:`k8s`). ``apply`` returns the verified read-back of the objects it
-touched (``DpuState.covered``). ``before_move``/``after_join``: the DPU gates and the OpenShift
-node lifecycle (:mod:`lifecycle`)."""
+touched (``DpuState.covered``). :meth:`DpuBackend.transport_notes` gathers what each driver
+reports about its own transport (``tcp:`` remotes, Kubernetes without TLS verification or over
+http to another host) for the audit's ``TRANSPORT-INSECURE``. ``before_move``/``after_join``: the
+DPU gates and the OpenShift node lifecycle (:mod:`lifecycle`)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ from typing import Any
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan, Tenancy
 from gpufabric.domain.moves import Move
+from gpufabric.domain.secrets import TransportNote
 from gpufabric.fabrics.dpu import lifecycle
 from gpufabric.fabrics.dpu.drain import Drainer
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 
 
 class DpuBackend(FabricBackend[DpuState]):
+    kind = "dpu"
+
     def __init__(
         self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None, mst: Any | None = None,
         drain: Mapping[str, float] | None = None, gate: bool = True,
@@ -37,6 +42,13 @@ class DpuBackend(FabricBackend[DpuState]):
 
     def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
         lifecycle.join(tenancy, moves, self.drainer)
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        notes: list[TransportNote] = []
+        for drv in [*self.ovs.values(), self.ovn, self.k8s]:
+            fn = getattr(drv, "transport_notes", None)
+            notes += fn() if callable(fn) else ()
+        return tuple(notes)
 
     def observe(self) -> DpuState:
         items: list[Item] = []

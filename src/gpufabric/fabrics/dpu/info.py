@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import Dpu, DpuMode, Node
+from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import check_name
 
 DETAIL_KEYS: Final = frozenset(
@@ -50,6 +51,16 @@ def check_remote(field: str, raw: str, error: type[ValidationError] = Validation
     if not isinstance(raw, str) or not _REMOTE_RE.match(raw):
         raise error(field, raw, REMOTE_ALLOWED)
     return raw
+
+
+def check_remote_tls(field: str, remote: str, tls: TlsFiles | None) -> TlsFiles | None:
+    """A driver's remote and its TLS files: ``ssl:`` needs them, other remotes take none."""
+    check_remote(field, remote, ConfigError)
+    if remote.startswith("ssl:") and tls is None:
+        raise ConfigError("dpu.tls", None, f"private_key, certificate and ca_cert ({field} is {remote})")
+    if tls is not None and not remote.startswith("ssl:"):
+        raise ConfigError(field, remote, "an ssl: remote (TLS files were given for it)")
+    return tls
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,28 @@ official ``kubernetes`` client.
 No API server runs on the development machine: tests run it against ``kmock`` (an apiserver
 emulator speaking the same REST protocol). Labels are patched key by key (``null`` deletes);
 taints have no patch-merge key, so the driver reads the node, edits only the managed taints and
-patches the whole list with the node's ``resourceVersion`` (a concurrent writer gets 409)."""
+patches the whole list with the node's ``resourceVersion`` (a concurrent writer gets 409).
+
+Transport: TLS verified by default (``ca_cert:`` names the API server's CA bundle when the
+system's or the kubeconfig's is not the one); ``verify_ssl: false`` is accepted and reported
+(:meth:`K8sNodeDriver.transport_notes` -> audit ``TRANSPORT-INSECURE``), as is an ``http://``
+API server other than on loopback (``kubectl proxy`` on 127.0.0.1 stays on the host). A
+``token_file`` is a secret: mode 0600 or stricter, like every secret file."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
+from gpufabric.domain.secrets import TransportNote, is_loopback_host, secret_file
 from gpufabric.fabrics.dpu.model import Label, Taint
 from gpufabric.fabrics.dpu.profiles import MANAGED_LABELS, MANAGED_TAINT_KEYS
 
-SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file"})
+SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file", "ca_cert"})
 
 
 def _api_exception() -> Any:
@@ -28,8 +37,18 @@ def _api_exception() -> Any:
 class K8sNodeDriver:
     kind = "dpu"
 
-    def __init__(self, api: Any) -> None:
-        self.api = api
+    def __init__(self, api: Any, host: str = "", verify_ssl: bool = True) -> None:
+        self.api, self.host, self.verify_ssl = api, host, verify_ssl
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """TLS not verified, or plain http to another host (bearer token in clear), for the audit."""
+        url = urlsplit(self.host)
+        if url.scheme == "http" and not is_loopback_host(url.hostname or ""):
+            return (TransportNote("kubernetes", "host", f"Kubernetes API at {self.host} over plain http: token in clear"),)
+        if url.scheme == "https" and not self.verify_ssl:
+            return (TransportNote("kubernetes", "verify_ssl", f"Kubernetes API at {self.host}: TLS certificate not "
+                                  "verified (verify_ssl: false)"),)  # fmt: skip
+        return ()
 
     @classmethod
     def from_section(cls, section: Any) -> K8sNodeDriver:
@@ -48,11 +67,19 @@ class K8sNodeDriver:
             cfg.host = str(section["host"]).rstrip("/")
         if not cfg.host or cfg.host == "http://localhost":
             raise ConfigError("dpu.kubernetes.host", section.get("host"), "an API server URL or a kubeconfig")
-        cfg.verify_ssl = bool(section.get("verify_ssl", True))
+        verify = section.get("verify_ssl", True)
+        if not isinstance(verify, bool):
+            raise ConfigError("dpu.kubernetes.verify_ssl", verify, "true or false (false: reported by the audit)")
+        cfg.verify_ssl = verify
+        if section.get("ca_cert"):
+            ca = Path(os.path.expanduser(str(section["ca_cert"])))
+            if not ca.is_file() or b"-----BEGIN CERTIFICATE-----" not in ca.read_bytes():
+                raise ConfigError("dpu.kubernetes.ca_cert", str(ca), "a readable PEM CA bundle")
+            cfg.ssl_ca_cert = str(ca.absolute())
         if section.get("token_file"):
-            with open(os.path.expanduser(str(section["token_file"]))) as f:
-                cfg.api_key = {"authorization": "Bearer " + f.read().strip()}
-        return cls(client.CoreV1Api(client.ApiClient(cfg)))
+            token = secret_file("dpu.kubernetes.token", os.path.expanduser(str(section["token_file"])))
+            cfg.api_key = {"authorization": "Bearer " + token.reveal()}
+        return cls(client.CoreV1Api(client.ApiClient(cfg)), host=str(cfg.host), verify_ssl=verify)
 
     @staticmethod
     def _managed(node: Any) -> tuple[list[Label], list[Taint]]:

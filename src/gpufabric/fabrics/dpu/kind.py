@@ -3,19 +3,29 @@
 Section format (``dpu:`` in fabrics.yaml)::
 
     dpu:
-      ovn_nb: unix:/run/ovn/ovnnb_db.sock          # OVN northbound remote (required)
+      ovn_nb: ssl:192.0.2.5:6641                   # OVN northbound remote (required)
       ovsdb:                                       # host node -> its DPU-side OVSDB remote
-        gpu-a01: tcp:192.0.2.11:6640
+        gpu-a01: ssl:192.0.2.11:6640
+      tls:                                         # required when any remote above is ssl:
+        private_key: /etc/gpufabric/ovn/key.pem    # mode 0600 or stricter
+        certificate: /etc/gpufabric/ovn/cert.pem
+        ca_cert: /etc/gpufabric/ovn/cacert.pem     # the CA the servers' certificates chain to
       kubernetes:                                  # optional; absent: labels/taints not managed
         host: https://api.example:6443             # or kubeconfig: /path (in-cluster otherwise)
         kubeconfig: ~/.kube/config
-        verify_ssl: true
+        verify_ssl: true                           # false: reported by the audit
+        ca_cert: /etc/gpufabric/k8s-ca.pem         # optional CA bundle of the API server
+        token_file: /etc/gpufabric/k8s.token       # optional bearer token, mode 0600
       timeout: 10                                  # seconds per device command
       mst: {command: [...], device: ...}           # DPU mode/firmware reader (see mst.py); absent: moves
                                                    # into a dpu-host offering are refused; {verify: false}
                                                    # skips the gate explicitly
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
       offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
+
+One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
+NB). ``tcp:`` remotes are accepted and reported by the audit (``TRANSPORT-INSECURE``, through
+:meth:`DpuBackend.transport_notes`); ``unix:`` sockets are local and not reported.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Node
+from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
 from gpufabric.fabrics.dpu import checks, diff
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
@@ -35,7 +46,7 @@ from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state
 from gpufabric.fabrics.dpu.site import parse_sources
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "mst", "drain", "offload"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls", "mst", "drain", "offload"})
 DRAIN_KEYS = frozenset({"timeout", "retry_every"})
 
 
@@ -52,6 +63,25 @@ def _drain(raw: Any) -> dict[str, float]:
             raise ConfigError(f"dpu.drain.{k}", v, "a number of seconds in (0, 3600]")
         out[str(k)] = float(v)
     return out
+
+
+def section_tls(section: Mapping[str, Any], remotes: Iterable[str]) -> TlsFiles | None:
+    """``dpu.tls``, checked; required when a remote is ``ssl:``, refused when none is."""
+    raw = section.get("tls")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("dpu.tls", raw, f"a mapping with keys {', '.join(TLS_FIELDS)}")
+    for k in raw:
+        if k not in TLS_FIELDS:
+            raise ConfigError(f"dpu.tls.{k}", raw[k], f"known keys only: {', '.join(TLS_FIELDS)}")
+    tls = load_tls("dpu.tls.", *(raw.get(k) for k in TLS_FIELDS))
+    ssl = any("ssl" in remote_methods(r) for r in remotes)
+    if ssl and tls is None:
+        raise ConfigError("dpu.tls", None, "private_key, certificate and ca_cert (a remote of the section is ssl:)")
+    if tls is not None and not ssl:
+        raise ConfigError("dpu.tls", "given", "only with an ssl: remote (no remote of the section is ssl:)")
+    return tls
 
 
 class DpuKind(FabricKind[DpuState, DpuState]):
@@ -71,6 +101,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         timeout = section.get("timeout", 10)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 300:
             raise ConfigError("dpu.timeout", timeout, "a number of seconds in (0, 300]")
+        tls = section_tls(section, [nb, *ovsdb.values()])
         ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
@@ -81,8 +112,10 @@ class DpuKind(FabricKind[DpuState, DpuState]):
                 raise ConfigError("dpu.mst.verify", raw_mst["verify"], "true, or false alone (skip the DPU mode gate)")
             raw_mst = {k: v for k, v in raw_mst.items() if k != "verify"}
         mst = MstReader.from_section(raw_mst) if raw_mst and not gate_off else None
+        t = float(timeout)
+        ovs = {h: ovs_cls(h, r, t, tls=tls if "ssl" in remote_methods(r) else None) for h, r in sorted(ovsdb.items())}
         backend = DpuBackend(
-            {h: ovs_cls(h, r, float(timeout)) for h, r in sorted(ovsdb.items())}, ovn_cls(nb, float(timeout)), k8s,
+            ovs, ovn_cls(nb, t, tls=tls if "ssl" in remote_methods(nb) else None), k8s,
             mst, _drain(section.get("drain")), gate=not gate_off,
         )
         backend.offload = parse_sources(section.get("offload"))

@@ -10,18 +10,25 @@ import subprocess
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import ApplyError, FabricError
+from gpufabric.domain.secrets import TlsFiles, TransportNote, plain_remote_notes
 from gpufabric.fabrics.dpu.dbjson import as_set, parse_list_json
+from gpufabric.fabrics.dpu.info import check_remote_tls
 from gpufabric.fabrics.dpu.model import SWITCH_PREFIX, LogicalPort
 
 
 class OvnNbDriver:
     kind = "dpu"
 
-    def __init__(self, remote: str, timeout: float = 10.0) -> None:
+    def __init__(self, remote: str, timeout: float = 10.0, tls: TlsFiles | None = None) -> None:
         self.remote, self.timeout = remote, timeout
+        self.tls = check_remote_tls("dpu.ovn_nb", remote, tls)
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        return plain_remote_notes("ovn-nb", self.remote, "OVN northbound DB")
 
     def _run(self, args: Sequence[str], wait: bool = False) -> str:
-        cmd = ["ovn-nbctl", f"--db={self.remote}", f"--timeout={max(1, int(self.timeout))}"]
+        tls = self.tls.cli_args() if self.tls is not None else ()
+        cmd = ["ovn-nbctl", f"--db={self.remote}", *tls, f"--timeout={max(1, int(self.timeout))}"]
         cmd += ["--wait=sb"] if wait else []
         try:
             r = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=self.timeout + 2, check=False)

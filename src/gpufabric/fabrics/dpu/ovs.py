@@ -10,7 +10,9 @@ import subprocess
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import ApplyError, FabricError
+from gpufabric.domain.secrets import TlsFiles, TransportNote, plain_remote_notes
 from gpufabric.fabrics.dpu.dbjson import parse_list_json
+from gpufabric.fabrics.dpu.info import check_remote_tls
 from gpufabric.fabrics.dpu.model import OvsSetting
 from gpufabric.fabrics.dpu.profiles import OBSERVED_OVS_KEYS
 
@@ -22,11 +24,16 @@ def _quote(value: str) -> str:
 class DpuOvsDriver:
     kind = "dpu"
 
-    def __init__(self, host: str, remote: str, timeout: float = 10.0) -> None:
+    def __init__(self, host: str, remote: str, timeout: float = 10.0, tls: TlsFiles | None = None) -> None:
         self.host, self.remote, self.timeout = host, remote, timeout
+        self.tls = check_remote_tls(f"dpu.ovsdb.{host}", remote, tls)
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        return plain_remote_notes(self.host, self.remote, f"DPU OVSDB of {self.host}")
 
     def _run(self, args: Sequence[str]) -> str:
-        cmd = ["ovs-vsctl", f"--db={self.remote}", f"--timeout={max(1, int(self.timeout))}", *args]
+        tls = self.tls.cli_args() if self.tls is not None else ()
+        cmd = ["ovs-vsctl", f"--db={self.remote}", *tls, f"--timeout={max(1, int(self.timeout))}", *args]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout + 2, check=False)
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -25,14 +25,22 @@ Connections: drivers given the same ``pool`` (an :class:`OvsdbPool`; the Etherne
 makes one per fabric) share one OVSDB connection per ``remote``, monitoring only the
 columns the driver needs (see :mod:`gpufabric.fabrics.ethernet.ovsdb_pool`).
 
+Transport: ``unix:`` (a root-only socket on the same host), ``ssl:`` (TLS; the driver's
+``private_key``, ``certificate`` and ``ca_cert`` options are required, checked at load and
+installed into python-ovs before connecting, see :mod:`gpufabric.fabrics.ethernet.ovsdb_tls`)
+or ``tcp:`` (plain: unencrypted and unauthenticated; accepted, and reported by
+:meth:`OvsdbSwitchDriver.transport_notes` as the audit's ``TRANSPORT-INSECURE``).
+
 Tested against a private ovsdb-server/ovs-vswitchd (userspace datapath): the Ethernet
-contract suite, tests/functional/test_ovsdb_driver.py and the ping data-plane test.
+contract suite, tests/functional/test_ovsdb_driver.py, test_ovsdb_tls.py (a ``pssl:``
+server with certificates made by the test) and the ping data-plane test.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -42,9 +50,11 @@ from ovsdbapp.backend.ovs_idl import transaction as ovs_transaction
 from ovsdbapp.schema.open_vswitch import impl_idl
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
-from gpufabric.domain.errors import ApplyError, FabricError, GpufabricError, ValidationError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError
+from gpufabric.domain.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet import ovsdb_tls
 from gpufabric.fabrics.ethernet.ovs_columns import (
     PortColumns,
     check_port_config,
@@ -53,6 +63,7 @@ from gpufabric.fabrics.ethernet.ovs_columns import (
     config_from_columns,
 )
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool, wait_applied
+from gpufabric.fabrics.ethernet.ovsdb_tls import probe_ssl
 
 FABRIC = "ethernet"
 COMMENT_PREFIX = "gpufabric: apply"
@@ -135,26 +146,35 @@ def _bridge_ports(api: Any, bridge: str) -> dict[str, Any]:
     raise FabricError(f"bridge not found: {bridge}", fabric=FABRIC, device=bridge)
 
 
-def probe_ovsdb(remote: str, timeout: float, switch: str = "") -> None:
-    """One JSON-RPC ``echo`` to the OVSDB server, bounded by ``timeout``: ovsdbapp's first
-    schema fetch has no timeout of its own, so a server that accepts but never answers (hung,
-    stopped) would hang the caller forever. Raises FabricError naming the remote."""
+def probe_ovsdb(remote: str, timeout: float, switch: str = "", tls: TlsFiles | None = None) -> None:
+    """One JSON-RPC ``echo`` to the OVSDB server (over TLS for ``ssl:``, with ``tls``), bounded
+    by ``timeout``: ovsdbapp's first schema fetch has no timeout of its own, so a server that
+    accepts but never answers (hung, stopped) would hang the caller forever, and a TLS failure
+    (wrong CA) would only say "could not retrieve schema". Raises FabricError naming the remote.
+    A remote of several comma-separated parts is left to ovsdbapp (it tries each in turn)."""
     kind, _, where = remote.partition(":")
-    if kind not in ("unix", "tcp"):
-        return  # ssl: left to ovsdbapp
+    if kind not in ("unix", "tcp", "ssl") or "," in remote:
+        return
     try:
-        if kind == "unix":
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            address: Any = where
-        else:
+        if kind == "ssl":
             host, _, port = where.rpartition(":")
-            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-            address = (host.strip("[]"), int(port))
-        with sock:
-            sock.settimeout(timeout)
-            sock.connect(address)
-            sock.sendall(json.dumps({"method": "echo", "params": ["gpufabric"], "id": "probe"}).encode())
-            reply = sock.recv(4096)
+            assert tls is not None  # the driver refuses ssl: without TLS files
+            reply = probe_ssl(host.strip("[]"), int(port), tls, timeout)
+        else:
+            if kind == "unix":
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                address: Any = where
+            else:
+                host, _, port = where.rpartition(":")
+                sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+                address = (host.strip("[]"), int(port))
+            with sock:
+                sock.settimeout(timeout)
+                sock.connect(address)
+                sock.sendall(json.dumps({"method": "echo", "params": ["gpufabric"], "id": "probe"}).encode())
+                reply = sock.recv(4096)
+    except ssl.SSLError as e:
+        raise FabricError(f"OVSDB at {remote}: TLS refused: {e}", fabric=FABRIC, device=switch) from e
     except (OSError, ValueError) as e:
         raise FabricError(
             f"OVSDB at {remote} did not answer within {timeout}s: {e}", fabric=FABRIC, device=switch
@@ -166,7 +186,9 @@ def probe_ovsdb(remote: str, timeout: float, switch: str = "") -> None:
 class OvsdbSwitchDriver(EthernetSwitchDriver):
     """One OVS bridge as an Ethernet switch, driven over OVSDB.
 
-    ``remote`` is an OVSDB connection string (``unix:/path/db.sock``, ``tcp:host:6640``).
+    ``remote`` is an OVSDB connection string (``unix:/path/db.sock``, ``ssl:host:6640``,
+    ``tcp:host:6640``); ``private_key``/``certificate``/``ca_cert`` (PEM files, all three, the
+    key mode 0600) are required for ``ssl:`` and refused otherwise.
     ``quarantine_vlan`` is the VLAN a SHUTDOWN port is parked in (never carried by a trunk).
     ``transactions`` counts OVSDB transactions :meth:`apply` committed (a batch that is
     already in place commits none).
@@ -182,6 +204,9 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
         include_bridge_port: bool = False,
         include_patch_ports: bool = False,
         pool: OvsdbPool | None = None,
+        private_key: str | None = None,
+        certificate: str | None = None,
+        ca_cert: str | None = None,
     ) -> None:
         if not switch:
             raise ValidationError("switch", switch, "an OVS bridge name")
@@ -189,6 +214,14 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
             raise ValidationError("remote", remote, "an OVSDB connection string, e.g. unix:/run/openvswitch/db.sock")
         if timeout <= 0:
             raise ValidationError("timeout", timeout, "> 0 seconds")
+        methods = remote_methods(remote)
+        if not methods or any(m not in ("unix", "tcp", "ssl") for m in methods):
+            raise ConfigError("remote", remote, "unix:/path, ssl:HOST:PORT or tcp:HOST:PORT (comma-separated)")
+        self.tls = load_tls("", private_key, certificate, ca_cert)
+        if "ssl" in methods and self.tls is None:
+            raise ConfigError("private_key", None, "private_key, certificate and ca_cert for an ssl: remote")
+        if self.tls is not None and "ssl" not in methods:
+            raise ConfigError("private_key", private_key, "only with an ssl: remote (this remote is not TLS)")
         self._switch = switch
         self.remote = remote
         self.quarantine_vlan = check_quarantine_vlan(quarantine_vlan)
@@ -198,6 +231,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
         self.transactions = 0
         self.pool = pool if pool is not None else OvsdbPool()
         self._own_pool = pool is None
+        if self.tls is not None:
+            self.pool.claim_tls(self.tls, switch)
         self._api: Any = None
         self._lock = threading.Lock()
 
@@ -205,13 +240,21 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     def switch(self) -> str:
         return self._switch
 
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """A ``tcp:`` remote (plain, unauthenticated OVSDB), for the audit's TRANSPORT-INSECURE."""
+        return plain_remote_notes(self.switch, self.remote, f"OVSDB of switch {self.switch}")
+
     # ----------------------------------------------------------------- connection
     def _connect(self) -> Any:
         with self._lock:
             if self._api is None:
-                probe_ovsdb(self.remote, self.timeout, self.switch)
+                if self.tls is not None:  # a configuration conflict, before any I/O
+                    ovsdb_tls.check(self.pool, self.tls)
+                probe_ovsdb(self.remote, self.timeout, self.switch, self.tls)
                 try:
-                    self._api = self.pool.api(self.remote, self.timeout, _Api)
+                    self._api = self.pool.api(self.remote, self.timeout, _Api, self.tls)
+                except ConfigError:
+                    raise
                 except Exception as e:
                     raise FabricError(
                         f"cannot connect to OVSDB at {self.remote}: {e}", fabric=FABRIC, device=self.switch

@@ -19,6 +19,12 @@ connection (a later :meth:`api` reconnects).
 :func:`wait_applied` is the bounded confirmation a commit needs: it waits, in the caller's
 thread (not the connection's, so bridges sharing a connection confirm in parallel), until
 ``Open_vSwitch.cur_cfg`` reaches the ``next_cfg`` the commit wrote.
+
+TLS: a pool has at most one client identity (:class:`~gpufabric.domain.secrets.TlsFiles`)
+for its ``ssl:`` remotes, because python-ovs has one per process
+(:mod:`gpufabric.fabrics.ethernet.ovsdb_tls`): :meth:`OvsdbPool.claim_tls`, called by each
+driver when it is built, refuses a second, different identity at load; :meth:`api` installs
+it before opening an ``ssl:`` connection and :meth:`close` gives it back.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ from typing import Any
 
 from ovsdbapp.backend.ovs_idl import connection as ovs_connection
 from ovsdbapp.backend.ovs_idl import idlutils
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.secrets import TlsFiles, remote_methods
+from gpufabric.fabrics.ethernet import ovsdb_tls
 
 COLUMNS: Mapping[str, tuple[str, ...]] = {
     "Open_vSwitch": ("next_cfg", "cur_cfg"),
@@ -59,12 +69,29 @@ class OvsdbPool:
         self._apis: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.connections_opened = 0
+        self.tls: TlsFiles | None = None
 
-    def api(self, remote: str, timeout: float, api_base: type) -> Any:
-        """The shared API of ``remote`` (connecting on first use). Raises what ovsdbapp raises."""
+    def claim_tls(self, tls: TlsFiles, switch: str = "") -> None:
+        """Record the pool's TLS identity; ConfigError if another driver of the pool gave a different one."""
+        with self._lock:
+            if self.tls is not None and self.tls != tls:
+                raise ConfigError(
+                    "private_key", tls.private_key,
+                    f"the same private_key/certificate/ca_cert for every OVSDB ssl: remote ({self.tls.private_key}"
+                    f" already configured{f'; switch {switch}' if switch else ''})",
+                )  # fmt: skip
+            self.tls = tls
+
+    def api(self, remote: str, timeout: float, api_base: type, tls: TlsFiles | None = None) -> Any:
+        """The shared API of ``remote`` (connecting on first use; an ``ssl:`` remote with
+        ``tls``, installed as python-ovs's identity first). Raises what ovsdbapp raises."""
         with self._lock:
             api = self._apis.get(remote)
             if api is None:
+                if "ssl" in remote_methods(remote):
+                    if tls is None:
+                        raise ConfigError("remote", remote, "an ssl: remote with private_key, certificate and ca_cert")
+                    ovsdb_tls.acquire(self, tls)
                 helper = idlutils.get_schema_helper(remote, "Open_vSwitch")
                 for table, cols in COLUMNS.items():
                     helper.register_columns(table, list(cols))
@@ -86,6 +113,7 @@ class OvsdbPool:
             apis, self._apis = list(self._apis.values()), {}
         for api in apis:
             api.ovsdb_connection.stop(timeout=timeout)
+        ovsdb_tls.release(self)
 
 
 def cur_cfg(api: Any) -> int:

@@ -2,136 +2,50 @@
 
 One parser per config family, chosen by the dialect's ``parser`` field:
 
-* ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (``switchport`` lines)
+* ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (:mod:`~gpufabric.fabrics.ethernet.ios`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
 * ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
 * ``nvue_json``  – Cumulus ``nv config show -o json``
 * ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
 
 Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
-documented output; tests/fixtures/ssh/<dialect>/running-config.* pin concrete samples.
+documented output; tests/fixtures/ssh/<dialect>/running-config.* pin concrete samples, and
+real outputs copied from public repositories pin what devices print
+(tests/fixtures/real/ethernet/<dialect>/, run by tests/unit/test_real_outputs.py):
+
+* NX-OS: NX-OSv 7.3, Nexus 9000 7.0(3)I2 (checkpoint, defaults as ``!#`` lines), 7.0(3)I7 and
+  Nexus 3000 6.0(2) (``show running-config all``), Nexus 7000 6.2 (vPC, FEX), Nexus 9000v
+  7.0(3)I7 / 9.2 / 9.3 session captures. Running configs leave defaults out: a ``switchport
+  ...`` subcommand makes a port L2, an IP address routed, else ``system default switchport``
+  or the default the config's own ``(no) switchport`` lines reveal, else the dialect's.
+* EOS: vEOS 4.24 / 4.26 (LACP port-channel members carrying only ``channel-group``), DCS-7260CX
+  4.19-4.22 (``show running-config all``).
+* Members of a port-channel are read with the port-channel's VLANs (:func:`parse_ios`),
+  never as access VLAN 1; :func:`parse_ios_bonds` lists the memberships. Bonds are not yet an
+  inventory object: plans and renders still address member ports one by one.
+* Dell OS10: one real output (OS10 10.4.0E S6000-VM, breakout lines, a VLT port-channel).
+* Junos ``display set``, SONiC CONFIG_DB and NVUE: no public running config of a real device
+  was found in the round that collected the corpus (searched: NAPALM, batfish, ntc-templates,
+  ciscoconfparse test data); their parsers are pinned by the vendor-doc samples only.
+  A Junos member (``ether-options 802.3ad aeN``), a SONiC ``PORTCHANNEL_MEMBER`` and an
+  NVUE bond member carry no VLAN of their own and are not read as ports.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import Dialect
+from gpufabric.fabrics.ethernet.ios import BondMember, parse_ios, parse_ios_bonds
 from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_columns
-
-ALL_VLANS: Final = tuple(VlanId(v) for v in range(VlanId.MIN, VlanId.MAX + 1))
-_ALL_SET: Final = frozenset(range(VlanId.MIN, VlanId.MAX + 1))
-_NO_QUARANTINE: Final = VlanId(VlanId.MAX)  # placeholder when no quarantine VLAN is known (protected is forced off)
-_NOT_PORTS: Final = re.compile(r"^(?i:vlan|loopback|lo\d|mgmt|management|nve|tunnel|vxlan|null)")
-
-
-def parse_vlan_list(text: str) -> frozenset[int]:
-    """``"1-3,7"`` / ``"1-3 7"`` / ``"[ 1-3 7 ]"`` / ``"all"`` / ``"none"`` -> VLAN numbers."""
-    t = text.strip().strip("[]").strip().lower()
-    if t in ("", "none"):
-        return frozenset()
-    if t == "all":
-        return _ALL_SET
-    out: set[int] = set()
-    for part in re.split(r"[,\s]+", t):
-        if not part:
-            continue
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise ValidationError("vlan list", text, "numbers and ranges, e.g. 10,20-30")
-        lo, hi = int(m[1]), int(m[2] or m[1])
-        out |= set(range(lo, hi + 1))
-    return frozenset(v for v in out if VlanId.MIN <= v <= VlanId.MAX)
-
-
-def _vids(vs: Iterable[int]) -> tuple[VlanId, ...]:
-    s = frozenset(vs)
-    return ALL_VLANS if s == _ALL_SET else tuple(VlanId(v) for v in sorted(s))
-
-
-def _port(
-    switch: str, name: str, mode: PortMode, vlan: int | None = None, trunks: Iterable[int] = ()
-) -> EthernetPortConfig:
-    if mode is PortMode.SHUTDOWN:
-        return EthernetPortConfig(switch, name, mode)
-    t = frozenset(trunks) - ({vlan} if vlan is not None else set())
-    return EthernetPortConfig(switch, name, mode, VlanId(vlan) if vlan is not None else None, _vids(t))
-
-
-# --------------------------------------------------------------------------- ios-like
-def parse_ios(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
-    default_vlan = int(options.get("default_vlan", 1))
-    blocks: list[tuple[str, list[str]]] = []
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        m = re.match(r"^interface\s+(\S+)\s*$", line)
-        if m:
-            blocks.append((m[1], []))
-        elif blocks and line[:1] in (" ", "\t"):
-            blocks[-1][1].append(line.strip())
-        elif blocks and line.strip() and not line.startswith("!"):
-            blocks.append(("", []))  # a top-level statement ends the block
-    ports: list[EthernetPortConfig] = []
-    for name, body in blocks:
-        if not name or _NOT_PORTS.match(name):
-            continue
-        switchport: bool | None = None
-        mode, access, native = "access", default_vlan, default_vlan
-        allowed: set[int] | None = None
-        shutdown = False
-        access_removed = False
-        for ln in body:
-            words = ln.split()
-            if ln == "switchport":
-                switchport = True
-            elif ln == "no switchport":
-                switchport = False
-            elif ln == "shutdown":
-                shutdown = True
-            elif ln == "no shutdown":
-                shutdown = False
-            elif ln.startswith("switchport mode "):
-                mode, switchport = words[2], switchport if switchport is not None else True
-            elif ln.startswith("switchport access vlan "):
-                access, access_removed = int(words[3]), False
-            elif ln == "no switchport access vlan":
-                access_removed = True
-            elif ln.startswith("switchport trunk native vlan "):
-                native = int(words[4])
-            elif ln.startswith("switchport trunk allowed vlan "):
-                rest = words[4:]
-                verb = rest[0] if rest and rest[0] in ("add", "remove", "except") else ""
-                vl = parse_vlan_list(" ".join(rest[1:] if verb else rest))
-                if verb == "add":
-                    allowed = (allowed or set()) | vl
-                elif verb == "remove":
-                    allowed = (allowed if allowed is not None else set(_ALL_SET)) - vl
-                elif verb == "except":
-                    allowed = set(_ALL_SET - vl)
-                else:
-                    allowed = set(vl)
-        if switchport is False or (switchport is None and options.get("l2_requires_switchport")):
-            continue
-        if shutdown:
-            ports.append(_port(switch, name, PortMode.SHUTDOWN))
-        elif mode == "trunk":
-            if allowed is None:
-                allowed = set(_ALL_SET) if options.get("trunk_default_all", True) else set()
-            if options.get("native_is_access_vlan"):
-                untagged = None if access_removed else access
-                ports.append(_port(switch, name, PortMode.TRUNK, untagged, allowed))
-            else:
-                nat = native if native in allowed else None
-                ports.append(_port(switch, name, PortMode.TRUNK, nat, allowed))
-        else:
-            ports.append(_port(switch, name, PortMode.ACCESS, access))
-    return tuple(ports)
+from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS, NO_QUARANTINE, NOT_PORTS, parse_vlan_list
+from gpufabric.fabrics.ethernet.portcfg import port as _port
 
 
 # --------------------------------------------------------------------------- junos
@@ -143,7 +57,7 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
         if len(w) >= 5 and w[:2] == ["set", "vlans"] and w[3] == "vlan-id":
             names[w[2]] = int(w[4])
             continue
-        if len(w) < 4 or w[:2] != ["set", "interfaces"] or _NOT_PORTS.match(w[2]):
+        if len(w) < 4 or w[:2] != ["set", "interfaces"] or NOT_PORTS.match(w[2]):
             continue
         d = ifs.setdefault(w[2], {"members": [], "mode": None, "native": None, "disable": False, "l2": False})
         rest = w[3:]
@@ -293,7 +207,7 @@ def parse_ovs_json(
             trunks=tuple(int(t) for t in _ovs_set(r["trunks"])),
             protected=bool(_ovs_scalar(r.get("protected", False))) and quarantine is not None,
         )
-        q = VlanId(quarantine) if quarantine is not None else _NO_QUARANTINE
+        q = VlanId(quarantine) if quarantine is not None else NO_QUARANTINE
         ports.append(config_from_columns(switch, name, cols, q))
     return tuple(ports)
 
@@ -302,6 +216,22 @@ def parse_ovs_json(
 def natural_key(name: str) -> tuple[tuple[int, str], ...]:
     """Sort key putting Ethernet1/2 before Ethernet1/10."""
     return tuple((int(t), "") if t.isdigit() else (-1, t) for t in re.findall(r"\d+|\D+", name))
+
+
+__all__ = [
+    "ALL_VLANS",
+    "BondMember",
+    "interface_names",
+    "lists_every_interface",
+    "parse_ios",
+    "parse_ios_bonds",
+    "parse_junos_set",
+    "parse_nvue_json",
+    "parse_ovs_json",
+    "parse_running_config",
+    "parse_sonic_json",
+    "parse_vlan_list",
+]
 
 
 def _json(text: str, what: str) -> Any:

@@ -18,11 +18,13 @@ outputs recorded from ibsim (tests/fixtures/ibnetdiscover/). Anything that looks
 or port line but does not parse raises :class:`ValidationError` with the line number.
 
 :func:`ib_ports_from_topology` turns the CA ports into inventory :class:`IbPort` rows,
-matching each CA to its host by node description ``"HOSTNAME DEVICE"`` (rdma-ndd's default,
-e.g. ``gpu-a01 mlx5_0``). Decision: a CA whose description is not of that form is an
-*error* (ValidationError naming the CA GUID and the description): silently dropping a port
-would leave it out of every tenant's isolation. :func:`match_ca_ports` is the lenient
-variant that returns the skipped CAs with a reason instead (for reports).
+matching each CA to its host by node description ``"HOSTNAME DEVICE"`` (rdma-ndd's default
+``gpu-a01 mlx5_0``, the OFED/DGX OS default ``gpu-a01 HCA-1``); a CA that does not match is
+an *error* there (the all-or-nothing ``--strict`` import). :func:`match_ca_ports` is the
+lenient variant, and :mod:`gpufabric.fabrics.infiniband.ib_match` reports every node of a
+whole real fabric (switches, SHARP aggregation nodes, unconfigured hosts) with the reason it
+was skipped. Real outputs (a DGX SuperPOD among them) are pinned by
+tests/fixtures/real/ibnetdiscover/ and tests/unit/test_real_outputs.py.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import IbPort
-from gpufabric.domain.values import Guid, check_name, check_node_description
+from gpufabric.domain.values import Guid
 
 
 class NodeKind(enum.StrEnum):
@@ -128,25 +131,36 @@ class IbTopology:
 
     def peer(self, guid: Guid, port: int) -> IbEndpoint | None:
         """The far end of the link at (node GUID — or port GUID in -p output —, port)."""
-        return next((e for link in self.links if (e := link.other((guid.value, port))) is not None), None)
+        return self._peers.get((guid.value, port))
+
+    @cached_property
+    def _peers(self) -> dict[tuple[int, int], IbEndpoint]:
+        # one pass over the links: a whole SuperPOD (12 852 links) would be quadratic otherwise
+        out: dict[tuple[int, int], IbEndpoint] = {}
+        for lk in self.links:
+            out.setdefault(lk.a.key, lk.b)
+            out.setdefault(lk.b.key, lk.a)
+        return out
 
 
 # --- regular expressions (rdma-core infiniband-diags/ibnetdiscover.c) --------------------
 _KIND = {"S": NodeKind.SWITCH, "H": NodeKind.CA, "R": NodeKind.ROUTER}
 _PKIND = {"SW": NodeKind.SWITCH, "CA": NodeKind.CA, "RT": NodeKind.ROUTER}
 _WS: Final = r"(?P<width>\d+x|\?\?)(?P<speed>[A-Z0-9?]+)"
+# Tabs between the fields may be lost (a PuTTY capture turns them into nothing): "Switch41",
+# '"S-<guid>"# "desc"', '[1]"H-<guid>"' all occur in real saved outputs, so separators are \s*.
 _SW_HDR: Final = re.compile(
-    r'^Switch\s+(?P<n>\d+)\s+"S-(?P<guid>[0-9a-f]+)"\s+#\s+"(?P<desc>.*)"\s+(?:base|enhanced) port 0'
+    r'^Switch\s*(?P<n>\d+)\s+"S-(?P<guid>[0-9a-f]+)"\s*#\s*"(?P<desc>.*)"\s+(?:base|enhanced) port 0'
     r"\s+lid (?P<lid>\d+)\s+lmc (?P<lmc>\d+)"
 )
-_CA_HDR: Final = re.compile(r'^(?P<t>Ca|Rt)\s+(?P<n>\d+)\s+"(?P<k>[HR])-(?P<guid>[0-9a-f]+)"\s+#\s+"(?P<desc>.*)"')
+_CA_HDR: Final = re.compile(r'^(?P<t>Ca|Rt)\s*(?P<n>\d+)\s+"(?P<k>[HR])-(?P<guid>[0-9a-f]+)"\s*#\s*"(?P<desc>.*)"')
 _SW_PORT: Final = re.compile(
-    r'^\[(?P<p>\d+)\](?:\[ext \d+\])?\s+"(?P<rk>[SHR])-(?P<rguid>[0-9a-f]+)"\[(?P<rp>\d+)\](?:\[ext \d+\])?'
-    r'(?:\s*\((?P<rpguid>[0-9a-f]+)\))?\s+#\s+"(?P<rdesc>.*)"\s+lid (?P<rlid>\d+) ' + _WS
+    r'^\[(?P<p>\d+)\](?:\[ext \d+\])?\s*"(?P<rk>[SHR])-(?P<rguid>[0-9a-f]+)"\[(?P<rp>\d+)\](?:\[ext \d+\])?'
+    r'(?:\s*\((?P<rpguid>[0-9a-f]+)\))?\s*#\s*"(?P<rdesc>.*)"\s+lid (?P<rlid>\d+) ' + _WS
 )
 _CA_PORT: Final = re.compile(
-    r'^\[(?P<p>\d+)\]\((?P<pguid>[0-9a-f]+)\)\s+"(?P<rk>[SHR])-(?P<rguid>[0-9a-f]+)"\[(?P<rp>\d+)\](?:\[ext \d+\])?'
-    r'(?:\s*\((?P<rpguid>[0-9a-f]+)\))?\s+#\s+lid (?P<lid>\d+) lmc (?P<lmc>\d+) "(?P<rdesc>.*)"\s+lid (?P<rlid>\d+) '
+    r'^\[(?P<p>\d+)\]\((?P<pguid>[0-9a-f]+)\)\s*"(?P<rk>[SHR])-(?P<rguid>[0-9a-f]+)"\[(?P<rp>\d+)\](?:\[ext \d+\])?'
+    r'(?:\s*\((?P<rpguid>[0-9a-f]+)\))?\s*#\s*lid (?P<lid>\d+) lmc (?P<lmc>\d+) "(?P<rdesc>.*)"\s+lid (?P<rlid>\d+) '
     + _WS
 )
 _ID_LINE: Final = re.compile(r"^(?P<key>vendid|devid|sysimgguid|switchguid|caguid|rtguid)=0x(?P<v>[0-9a-f]+)")
@@ -157,7 +171,7 @@ _P_LINE: Final = re.compile(
     r"\s+\(\s'(?P<desc>.*)'\s-\s'(?P<rdesc>.*)'\s\)|\s+'(?P<odesc>.*)')\s*$"
 )
 _P_DETECT: Final = re.compile(r"^(SW|CA|RT)\s+\d+\s+\d+\s+0x[0-9a-f]{16}\s")
-_HDR_DETECT: Final = re.compile(r"^(Switch|Ca|Rt)\s+\d+\s+\"")
+_HDR_DETECT: Final = re.compile(r"^(Switch|Ca|Rt)\s*\d+\s+\"")
 _EXPECTED = "the text printed by `ibnetdiscover` or `ibnetdiscover -p`"
 
 
@@ -301,9 +315,25 @@ def _parse_ports(lines: list[str]) -> IbTopology:
     return IbTopology(OutputFormat.PORTS, tuple(nodes), _dedup(links))
 
 
-# --- CA ports -> inventory ---------------------------------------------------------------
-_HOST_DEVICE: Final = re.compile(r"^(?P<host>\S+) (?P<dev>[a-z][a-z0-9_]*[0-9])$")
-DESCRIPTION_ALLOWED: Final = '"HOSTNAME DEVICE" as rdma-ndd sets it, e.g. "gpu-a01 mlx5_0"'
+# --- CA ports -> inventory (gpufabric.fabrics.infiniband.ib_match) ----------------------
+def match_ca_ports(topo: IbTopology) -> tuple[tuple[IbPort, ...], tuple[SkippedCa, ...]]:
+    """Every connected CA port as an :class:`IbPort`, plus the CAs that were not matched
+    (see :func:`gpufabric.fabrics.infiniband.ib_match.match_fabric`)."""
+    from gpufabric.fabrics.infiniband.ib_match import match_fabric
+
+    m = match_fabric(topo)
+    skipped = tuple(
+        SkippedCa(c.node_guid, c.description, c.reason) for c in m.cas if c.kind is NodeKind.CA and c.skipped
+    )
+    return m.ports, skipped
+
+
+def ib_ports_from_topology(topo: IbTopology) -> tuple[IbPort, ...]:
+    """CA ports matched to hosts by node description; ValidationError for a CA that does not
+    match (the ``--strict`` all-or-nothing import)."""
+    from gpufabric.fabrics.infiniband.ib_match import match_fabric
+
+    return match_fabric(topo).strict_ports()
 
 
 @dataclass(frozen=True)
@@ -313,68 +343,4 @@ class SkippedCa:
     reason: str
 
 
-def match_ca_ports(topo: IbTopology) -> tuple[tuple[IbPort, ...], tuple[SkippedCa, ...]]:
-    """Every connected CA port as an :class:`IbPort` (sorted by host, device, port; names
-    compared naturally so gpu-a9 < gpu-a10), plus the CAs that could not be matched."""
-    if topo.format is OutputFormat.PORTS:
-        raise ValidationError(
-            "ibnetdiscover", "ibnetdiscover -p output", "the default ibnetdiscover output", "-p has no CA node GUIDs"
-        )
-    ports: list[IbPort] = []
-    skipped: list[SkippedCa] = []
-    seen: dict[str, Guid] = {}
-    for ca in topo.cas():
-        assert ca.node_guid is not None
-        try:  # root on a host sets its own description: printable ASCII, 64 bytes at most
-            check_node_description("ib_node_description", ca.description.strip())
-        except ValidationError as e:
-            skipped.append(SkippedCa(ca.node_guid, ca.description, e.message))
-            continue
-        m = _HOST_DEVICE.fullmatch(ca.description.strip())
-        if not m:
-            skipped.append(SkippedCa(ca.node_guid, ca.description, f"not {DESCRIPTION_ALLOWED}"))
-            continue
-        host, dev = m["host"], m["dev"]
-        try:
-            check_name("ib_node_description.host", host)
-        except ValidationError as e:
-            skipped.append(SkippedCa(ca.node_guid, ca.description, f"host part: {e.message}"))
-            continue
-        if (other := seen.get(ca.description)) is not None:
-            raise ValidationError(
-                "ib_node_description", ca.description, "unique per CA", f"CAs {other} and {ca.node_guid} share it"
-            )
-        seen[ca.description] = ca.node_guid
-        for p in ca.ports:
-            if p.port_guid is None:
-                continue
-            peer = topo.peer(ca.node_guid, p.port_num)
-            on_switch = peer is not None and peer.kind is NodeKind.SWITCH
-            ports.append(
-                IbPort(
-                    node=host,
-                    device=dev,
-                    port_num=p.port_num,
-                    port_guid=p.port_guid,
-                    node_guid=ca.node_guid,
-                    switch_guid=peer.node_guid if on_switch and peer else None,
-                    switch_port=peer.port if on_switch and peer else None,
-                )
-            )
-    ports.sort(key=lambda p: (_natural(p.node), _natural(p.device), p.port_num))
-    return tuple(ports), tuple(skipped)
-
-
-def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
-    return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", text) if t)
-
-
-def ib_ports_from_topology(topo: IbTopology) -> tuple[IbPort, ...]:
-    """CA ports matched to hosts by node description; ValidationError for a CA that does not match."""
-    ports, skipped = match_ca_ports(topo)
-    if skipped:
-        s = skipped[0]
-        raise ValidationError(
-            "ib_node_description", s.description, DESCRIPTION_ALLOWED, f"CA {s.node_guid}: {s.reason}"
-        )
-    return ports
+DESCRIPTION_ALLOWED: Final = '"HOSTNAME DEVICE" as rdma-ndd sets it, e.g. "gpu-a01 mlx5_0" or "gpu-a01 HCA-1"'

@@ -115,7 +115,7 @@ class UfmDriver(SubnetManagerDriver):
         self.insecure = insecure is True
         self._auth: httpx.Auth | None = None if tok else httpx.BasicAuth(str(username), pw.reveal() if pw else "")
         self._headers = {"Authorization": f"Basic {tok.reveal()}"} if tok else {}
-        self._prefix = TOKEN_PREFIX if token else BASIC_PREFIX
+        self._prefix = TOKEN_PREFIX if tok else BASIC_PREFIX  # the loaded token (token_file/token_env too)
         self.verify = verify
         self.timeout = timeout
         self.managed = PKeyRange.parse(managed_pkeys)

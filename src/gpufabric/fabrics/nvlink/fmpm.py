@@ -7,7 +7,9 @@ tested with recorded outputs and the stand-in ``gpufabric.fabrics.nvlink.standin
 
 * One FM per node: ``fm`` maps node -> address, ``unix:/path`` (``--unix-domain-socket``) or
   ``tcp:host`` / ``host`` (``--hostname``; FM's API port is its FM_CMD_PORT_NUMBER, default
-  6666 - fmpm has no port flag, so only 6666 is accepted).
+  6666 - fmpm has no port flag, so only 6666 is accepted). FM's API has neither encryption nor
+  authentication: a host other than loopback is reported by :meth:`FmpmDriver.transport_notes`
+  (audit ``TRANSPORT-INSECURE``).
 * ``apply`` runs every deactivation (all nodes, in parallel across nodes) before any
   activation, then re-reads ``fmpm -l`` of the touched nodes and returns that verified
   read-back. Idempotent: -7 on activating an already-active partition and -4 on deactivating
@@ -30,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 
 from gpufabric.domain.errors import ConfigError, FabricError, VerifyError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan
+from gpufabric.domain.secrets import TransportNote, is_loopback_host
 from gpufabric.fabrics.nvlink.fmpm_parse import (
     FailedDevice,
     norm_bus,
@@ -88,6 +91,7 @@ class FmpmDriver(FabricBackend[NvlinkState]):
     """NVLink partitions of every node through its Fabric Manager, with ``fmpm``."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"observe", "apply", "replay", "failed-devices"})
+    kind: ClassVar[str] = "nvlink"
 
     def __init__(
         self,
@@ -110,6 +114,14 @@ class FmpmDriver(FabricBackend[NvlinkState]):
         self.workers = max(1, int(workers))
         self._verified: dict[str, frozenset[int]] = {}
         self._health: dict[str, NodeFm] = {}  # the last full read of each node (its GPUs' health)
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """FM reached over TCP on another host (plain, unauthenticated), for the audit."""
+        return tuple(
+            TransportNote(node, "fm", f"Fabric Manager of {node} at {a[1]}:{FM_PORT} over plain TCP: "
+                          "FM's API is unencrypted and unauthenticated")
+            for node, a in sorted(self.fm.items()) if a[0] == "--hostname" and not is_loopback_host(a[1])
+        )  # fmt: skip
 
     # ---- running fmpm
     def _run(self, node: str, *args: str) -> str:

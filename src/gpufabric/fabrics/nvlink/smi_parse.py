@@ -4,6 +4,11 @@
 Module ID is the GPU's physical id, the id Fabric Manager's partitions are made of; it does
 not follow PCI (or ``nvidia-smi`` index) order, so the Module ID <-> PCI bus map of a node
 comes from here (or from ``fmpm -l``), never from enumeration order.
+
+Real outputs: tests/fixtures/nvidia-smi/ holds an HGX H100 ``-q``. No further real ``-q`` of
+an HGX/DGX board was added to tests/fixtures/real/: the public copies found (code search for
+"Module ID" / "NVIDIA H100 80GB HBM3") were single-GPU boards, simulator outputs, or text
+that could not be traced to a repository and commit, so none met the corpus's provenance rule.
 """
 
 from __future__ import annotations

@@ -1,0 +1,208 @@
+"""Every earlier schema revision, with data in it, upgraded to head on SQLite and PostgreSQL.
+
+For each revision found in ``service/migrations/versions`` (whatever head is: a new migration
+is picked up without editing this file): ``alembic upgrade`` an empty store to that revision,
+insert a representative data set through the tables as they exist there (only the columns that
+revision has: tenants, networks + segments, nodes with Ethernet/IB ports, GPUs and a DPU, a
+custom offering, leases with networks, moves, the fabric epoch, tokens, events, move events),
+then open the store (which migrates it to head) and read it back through the app: the Store,
+the move ledger, token authentication, the API's Reader; and write to it (a new network gets a
+fresh VLAN and PKey, the revision counters move).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from alembic import command
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, MetaData, select, text
+
+from gpufabric.domain.auth import LOCAL_ADMIN, Role
+from gpufabric.domain.models import Fabric, NodeState
+from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.service import db
+from gpufabric.service.auth import TOKEN_PREFIX, Tokens
+from gpufabric.service.queries import Reader
+from gpufabric.service.store import Store
+from gpufabric.service.store_moves import MoveLedger
+
+REVISIONS = [r.revision for r in reversed(list(ScriptDirectory.from_config(db._config()).walk_revisions()))]
+SECRET = TOKEN_PREFIX + "migration-test-secret-0123456789abcdef"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_revisions_are_found_in_order() -> None:
+    assert REVISIONS[0] == "0001" and REVISIONS[-1] == db.head_revision() and len(REVISIONS) >= 5
+    assert sorted(REVISIONS) == REVISIONS
+
+
+@dataclass
+class Seeded:
+    """What the data set put in: the revision it was written at and the ids it got."""
+
+    revision: str
+    tables: set[str]
+    columns: dict[str, set[str]]
+    ids: dict[str, int]
+
+
+class Inserter:
+    """Inserts rows through the tables as reflected at the store's current revision, with only
+    the columns that revision has (RETURNING gives the ids: PostgreSQL's sequences stay right)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.meta = MetaData()
+        self.meta.reflect(conn)
+        self.sqlite = conn.dialect.name == "sqlite"
+
+    def ts(self, d: datetime) -> datetime:
+        return d.replace(tzinfo=None) if self.sqlite else d  # as UtcDateTime stores it
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        t = self.meta.tables.get(table)
+        return t is not None and (column is None or column in t.c)
+
+    def add(self, table: str, **values: Any) -> int | None:
+        t = self.meta.tables.get(table)
+        if t is None:
+            return None
+        row = {k: (self.ts(v) if isinstance(v, datetime) else v) for k, v in values.items() if k in t.c}
+        if "id" in t.c:
+            return int(self.conn.execute(t.insert().values(row).returning(t.c.id)).scalar_one())
+        self.conn.execute(t.insert().values(row))
+        return None
+
+
+def seed(conn: Connection, revision: str) -> Seeded:
+    ins = Inserter(conn)
+    ids: dict[str, int] = {}
+
+    def add(key: str, table: str, **values: Any) -> None:
+        got = ins.add(table, **values)
+        if got is not None:
+            ids[key] = got
+
+    add("alpha", "tenants", name="alpha", created_at=T0)
+    add("beta", "tenants", name="beta", created_at=T0)
+    add("alpha-net", "networks", name="alpha-net", tenant_id=ids["alpha"], created_at=T0)
+    add("beta-net", "networks", name="beta-net", tenant_id=ids["beta"], created_at=T0)
+    for net, vlan, seg, pkey in (("alpha-net", 2000, 3000, 0x0A00), ("beta-net", 2001, 3001, 0x0A01)):
+        ins.add("segments", network_id=ids[net], fabric="ethernet", seg_id=vlan, vlan=vlan)
+        ins.add("segments", network_id=ids[net], fabric="infiniband", seg_id=seg, pkey=pkey)
+    add("n1", "nodes", name="gpu-a01", offering="baremetal", state="leased")
+    add("n2", "nodes", name="gpu-a02", offering="openshift", state="moving", owner="beta")
+    for i, node in enumerate(("n1", "n2"), start=1):
+        ins.add("ethernet_ports", node_id=ids[node], name="eth0", switch="leaf-1", switch_port=f"Ethernet{i}",
+                mac=f"52:54:00:00:00:0{i}")  # fmt: skip
+        ins.add("ib_ports", node_id=ids[node], device="mlx5_0", port_num=1, port_guid=f"0x0002c9030000010{i}",
+                node_guid=f"0x0002c9030001010{i}", switch_guid="0x0002c90300f00001", switch_port=i)  # fmt: skip
+    for m in (1, 2):
+        ins.add("gpus", node_id=ids["n1"], module_id=m, pci_bus_id=f"0000:{0x1B + m:02x}:00.0")
+    ins.add("dpus", node_id=ids["n2"], name="bf3-0", mode="dpu-host")
+    ins.add("offerings", name="h100-ib", description="IB-only H100 nodes", dpu_mode="full", settings=[])
+    add("lease", "leases", tenant_id=ids["alpha"], node_id=ids["n1"], start=T0, end=None, offering="baremetal",
+        owner="admin", created_at=T0, gpus=2)  # fmt: skip
+    ins.add("lease_networks", lease_id=ids["lease"], network_id=ids["alpha-net"])
+    move = {"from_tenant": "quarantine", "offering": "baremetal", "attempts": 0, "error": "", "created_at": T0,
+            "updated_at": T0, "requested_by": "admin"}  # fmt: skip
+    add("m-done", "moves", node="gpu-a01", to_tenant="alpha", phase="done", status="done", networks="alpha-net",
+        gpus=2, **move)  # fmt: skip
+    add("m-open", "moves", node="gpu-a02", to_tenant="beta", phase="swap", status="failed", networks="beta-net",
+        **{**move, "attempts": 1, "error": "ib: verify timed out"})  # fmt: skip
+    ins.add("fabric_epoch", id=1, epoch=7, writer="host-a:123:serve")
+    add("token", "tokens", name="ops", role="admin", tenant=None, secret_sha256=hashlib.sha256(SECRET.encode()).hexdigest(),
+        created_at=T0, created_by="local")  # fmt: skip
+    add("event", "events", at=T0, actor="local", role="admin", tenant="alpha", action="lease.create",
+        target="gpu-a01", outcome="ok", message="lease 1")  # fmt: skip
+    if "m-done" in ids:
+        ins.add("move_events", move_id=ids["m-done"], at=T0, phase="join", message="joined", seconds=0.05)
+    return Seeded(revision, set(ins.meta.tables), {n: set(t.c.keys()) for n, t in ins.meta.tables.items()}, ids)
+
+
+def _at_revision(url: str, revision: str) -> Seeded:
+    engine = db.make_engine(url)
+    try:
+        with engine.begin() as conn:
+            cfg = db._config()
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, revision)
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == revision
+            return seed(conn, revision)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: str, revision: str) -> None:
+    seeded = _at_revision(store_url, revision)
+    since = {t: t in seeded.tables for t in ("tokens", "events", "move_events", "fabric_epoch")}
+    gpus_col = "gpus" in seeded.columns["leases"]
+    with Store.open(store_url) as s:  # migrates to head
+        with s._engine.connect() as c:
+            assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == db.head_revision()
+        assert [n.name for n in s.nodes()] == ["gpu-a01", "gpu-a02"]
+        n1, n2 = s.node("gpu-a01"), s.node("gpu-a02")
+        assert n1.state is NodeState.LEASED and n2.state is NodeState.MOVING
+        assert [(p.switch, p.switch_port, str(p.mac)) for p in n1.ethernet] == [("leaf-1", "Ethernet1", "52:54:00:00:00:01")]
+        assert [str(p.port_guid) for p in n2.ib] == ["0x0002c90300000102"]
+        assert [g.module_id.value for g in n1.gpus] == [1, 2] and [d.name for d in n2.dpus] == ["bf3-0"]
+        assert [t.name for t in s.tenants()] == ["alpha", "beta"]
+        net = s.network("alpha-net", "alpha")
+        eth, ib = net.segment(Fabric.ETHERNET), net.segment(Fabric.INFINIBAND)
+        assert eth is not None and eth.seg_id == 2000 and ib is not None and ib.seg_id == 3000
+        assert "h100-ib" in {o.name for o in s.offerings()} and "openstack" in {o.name for o in s.offerings()}
+        lease = s.lease(seeded.ids["lease"])
+        assert (lease.tenant, lease.node, lease.networks, lease.end) == ("alpha", "gpu-a01", ("alpha-net",), None)
+        assert lease.gpus == (2 if gpus_col else None)
+        assert [x.id for x in s.leases(active_at=datetime.now(UTC))] == [seeded.ids["lease"]]
+
+        moves = {m.node: m for m in MoveLedger(s).moves()}
+        assert set(moves) == {"gpu-a01", "gpu-a02"}
+        done, failed = moves["gpu-a01"], moves["gpu-a02"]
+        has_networks = "networks" in seeded.columns["moves"]
+        assert (done.phase, done.status, done.to_tenant) == (MovePhase.DONE, MoveStatus.DONE, "alpha")
+        assert (failed.phase, failed.status, failed.error) == (MovePhase.SWAP, MoveStatus.FAILED, "ib: verify timed out")
+        assert failed.networks == (("beta-net",) if has_networks else ())
+        assert done.gpus == (2 if "gpus" in seeded.columns["moves"] else None)
+        assert failed.requested_by == ("admin" if "requested_by" in seeded.columns["moves"] else "")
+
+        tokens = Tokens(s)
+        if since["tokens"]:
+            assert [t.name for t in tokens.list()] == ["ops"]
+            p = tokens.authenticate(SECRET)
+            assert p.role is Role.ADMIN and p.name == "ops"
+        else:
+            assert tokens.list() == []
+        reader = Reader(s)
+        api_nodes, total = reader.nodes(LOCAL_ADMIN, 100, 0)
+        assert total == 2 and [n["name"] for n in api_nodes] == ["gpu-a01", "gpu-a02"]
+        assert api_nodes[1]["owner"] == ("beta" if "owner" in seeded.columns["nodes"] else None)
+        api_leases, lease_total = reader.leases(LOCAL_ADMIN, 100, 0)
+        assert lease_total == 1 and api_leases[0]["node"] == "gpu-a01"
+        assert reader.moves(LOCAL_ADMIN, 100, 0)[1] == 2
+        evs = [e["action"] for e in reader.events(LOCAL_ADMIN, 100, 0)[0]]
+        assert evs == (["lease.create"] if since["events"] else [])
+        if since["move_events"]:
+            assert [e["message"] for e in reader.move_events(seeded.ids["m-done"])] == ["joined"]
+
+        # and it takes writes: the pools skip what the old data holds; the revision counters move
+        before = reader.revision()
+        with s._engine.connect() as c:
+            inv_before = c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar()
+        s.create_tenant("gamma")
+        fresh = s.create_network("gamma-net", "gamma", SegmentConfig.default())
+        seg_eth, seg_ib = fresh.segment(Fabric.ETHERNET), fresh.segment(Fabric.INFINIBAND)
+        assert seg_eth is not None and seg_eth.seg_id not in (2000, 2001)
+        assert seg_ib is not None and seg_ib.seg_id not in (3000, 3001)
+        assert reader.revision() > before
+        with s._engine.connect() as c:
+            assert c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar() > inv_before
+            assert c.execute(select(text("count(*)")).select_from(text("tenants"))).scalar() == 3

@@ -1,0 +1,130 @@
+"""Two workers on one PostgreSQL store (issue 23, item 4): a move whose worker stopped
+heartbeating on another host is taken over by the other worker within 3 heartbeat intervals,
+not after the 120 s stale timeout; fencing as always (the frozen worker, woken up, touches
+nothing: its claim and its fabric lock are gone). The worker ids name two other hosts, so the
+"dead process on this host" shortcut cannot apply."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from conftest import PgCluster
+from gpufabric.domain.moves import MoveStatus
+from gpufabric.service.fabrics import Fabrics
+from gpufabric.service.moves import BatchResult, MoveEngine
+from gpufabric.service.registry import Registry
+from gpufabric.service.store import Store
+
+from support.memfabric import register
+from unit.test_engine_memory import CFG, fabrics_config, inventory, owners
+
+pytestmark = pytest.mark.postgres
+BEAT = 0.3
+
+
+@pytest.fixture
+def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
+    name = f"takeover{os.getpid()}_{time.monotonic_ns() % 10**9}"
+    with postgres_cluster.admin() as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    reg = Registry.from_entry_points()
+    register(reg)
+    fabrics = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    stores = [Store.open(url=postgres_cluster.url(name)) for _ in range(2)]
+    stores[0].upsert_inventory(inventory())
+    for t in ("ta", "tb"):
+        stores[0].create_tenant(t)
+        stores[0].create_network(f"{t}-net", t, CFG, kinds=fabrics.kind_list())
+    a, b = (MoveEngine(s, fabrics, CFG, worker=f"host-{w}:4242:serve", heartbeat_every=BEAT)
+            for s, w in zip(stores, "ab", strict=True))  # fmt: skip
+    yield a, b
+    fabrics.close()
+    for s in stores:
+        s.close()
+    with postgres_cluster.admin() as c:
+        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two: tuple[MoveEngine, MoveEngine]) -> None:
+    a, b = two
+    m = a.ledger.request("n1", "ta", networks=("ta-net",))
+    frozen, wake = threading.Event(), threading.Event()
+    died_at: list[float] = []
+
+    def freeze(phase: str, message: str) -> None:  # before a's join apply: a's host goes silent
+        if died_at or phase != "join" or not message.startswith("add: applying"):
+            return
+        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]  # no heartbeat any more
+        conn = a.ledger.lock._conn  # and the fabric lock's session dies with the host
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with a.store._tx() as s:
+            s.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        died_at.append(time.monotonic())
+        frozen.set()
+        wake.wait(60)
+
+    a.progress = freeze
+    result: list[BatchResult | None] = []
+    ta = threading.Thread(target=lambda: result.append(a.run_pending()), daemon=True)
+    ta.start()
+    assert frozen.wait(30)
+    claimed_at: list[float] = []
+    claim = b.ledger.claim
+
+    def timed_claim(*args: Any, **kw: Any) -> Any:
+        got = claim(*args, **kw)
+        if got and not claimed_at:
+            claimed_at.append(time.monotonic())
+        return got
+
+    b.ledger.claim = timed_claim  # type: ignore[method-assign]
+    batch = None
+    while batch is None:  # b's worker ticks (serve: every 0.5 s) with the default 120 s stale timeout
+        batch = b.run_pending()
+        if batch is None:
+            time.sleep(0.1)
+        assert time.monotonic() - died_at[0] < 30, "not taken over"
+    done = time.monotonic() - died_at[0]
+    taken = claimed_at[0] - died_at[0]
+    print(f"\nclaimed by b {taken:.2f}s after a's last heartbeat could have been sent (3 beats = {3 * BEAT:.1f}s),"
+          f" done {done:.2f}s after")  # fmt: skip
+    assert [(x.id, x.status) for x in batch.moves] == [(m.id, MoveStatus.DONE)]
+    assert 2 * BEAT <= taken <= 3 * BEAT + 0.5  # three beats (the last one up to one before), plus one tick of b
+    got = b.ledger.get(m.id or 0)
+    assert (got.claimed_by, got.attempts) == (b.worker, 2)
+    assert owners(b)["n1"] == {"ta"}
+    wake.set()  # a wakes up: its claim and its lock are gone, it must touch nothing
+    ta.join(30)
+    assert not ta.is_alive() and result == [BatchResult([], [])]
+    assert b.ledger.get(m.id or 0) == got and owners(b)["n1"] == {"ta"}
+
+
+def test_a_live_worker_keeps_its_moves(two: tuple[MoveEngine, MoveEngine]) -> None:
+    a, b = two
+    a.ledger.request("n2", "tb", networks=("tb-net",))
+    slow = threading.Event()
+
+    def hold(phase: str, message: str) -> None:  # a is slow (10 beats) but alive: it heartbeats all along
+        if phase == "join" and message.startswith("add: applying") and not slow.is_set():
+            slow.set()
+            time.sleep(10 * BEAT)
+
+    a.progress = hold
+    ta = threading.Thread(target=a.run_pending, daemon=True)
+    ta.start()
+    assert slow.wait(30)
+    seen = []
+    for _ in range(int(8 * BEAT / 0.1)):  # b ticks through 8 beats of a's slow phase
+        seen.append(b.run_pending())
+        time.sleep(0.1)
+    assert seen == [None] * len(seen)
+    ta.join(30)
+    assert [(x.node, x.status, x.claimed_by, x.attempts) for x in a.ledger.moves()] == [
+        ("n2", MoveStatus.DONE, a.worker, 1)]  # fmt: skip

@@ -1,0 +1,167 @@
+"""Conformance of the parsers to real device outputs (tests/fixtures/real/, see its README):
+each output was copied from a public repository of a real device or site, and its expected
+reading was written by hand into the manifest beside it.
+
+* ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
+  site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
+* ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
+  OS10 10.4).
+* dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
+
+The ``test_regression_*`` cases name the failure classes of issue 21 on one real output each;
+they fail on aa4b99f.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+
+from gpufabric.domain.state import PortMode
+from gpufabric.domain.values import Guid, VlanId
+from gpufabric.fabrics.dpu.offload import parse_dump_flows
+from gpufabric.fabrics.ethernet.dialects import load_dialect
+from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_config, parse_vlan_list
+from gpufabric.fabrics.infiniband.ib_match import match_fabric
+from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, match_ca_ports, parse_ibnetdiscover
+
+from support.real_outputs import Manifest, manifest, manifests, real_output
+
+IB = manifests("ibnetdiscover")
+ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10")
+FLOWS = manifests("dpu-flows")
+
+
+def test_the_corpus_has_five_real_outputs_per_parser_where_they_exist() -> None:
+    assert len(IB) >= 5 and len(manifests("ethernet/nxos")) >= 5 and len(manifests("ethernet/eos")) >= 5
+    assert len(FLOWS) >= 3  # Kube-OVN's three captures are all that was found
+    for m in IB + ETH + FLOWS:
+        assert len(m.doc["commit"]) == 40 and "/" in m.doc["repo"] and m.doc["device"], m.id
+
+
+# --------------------------------------------------------------------------- ibnetdiscover
+@cache
+def _topology(file: str) -> IbTopology:  # the SuperPOD takes seconds: parsed once per session
+    return parse_ibnetdiscover(real_output(manifest("ibnetdiscover", file)))
+
+
+@pytest.mark.parametrize("m", IB, ids=[m.file for m in IB])
+def test_ibnetdiscover_reads_whole_real_fabrics(m: Manifest) -> None:
+    exp = m.expected
+    topo = _topology(m.file)
+    assert (len(topo.switches()), len(topo.cas())) == (exp["switches"], exp["cas"])
+    got = match_fabric(topo)
+    assert sum(1 for c in got.cas if c.kind is NodeKind.CA and not c.skipped) == exp["matched_cas"]
+    assert len(got.ports) == exp["ports"]
+    assert len({p.node for p in got.ports}) == exp["hosts"]
+    assert got.counts() == {**({"matched": exp["matched_cas"]} if exp["matched_cas"] else {}), **exp["skipped"]}
+    by_guid = {p.node_guid: p for p in got.ports}
+    for e in exp["entries"]:
+        p = by_guid[Guid.parse(e["node_guid"])]
+        assert (p.node, p.device, p.switch_guid, p.switch_port) == (
+            e["host"],
+            e["device"],
+            Guid.parse(e["switch_guid"]),
+            e["switch_port"],
+        ), e
+        assert p.port_num == e.get("port_num", 1)
+    skips = {c.node_guid: c.skip for c in got.cas}
+    for s in exp["skips"]:
+        assert skips[Guid.parse(s["node_guid"])] == s["skip"]
+
+
+def test_regression_superpod_import_is_not_refused_for_its_aggregation_nodes() -> None:
+    """aa4b99f: every Quantum switch's SHARP aggregation node, and every "host HCA-N", was a
+    CA that "does not match": ib_ports_from_topology refused the whole Selene fabric and the
+    lenient reader matched only the mlx5 descriptions."""
+    topo = _topology("selene-compute.topo")
+    ports, skipped = match_ca_ports(topo)
+    assert len(ports) == 3675 and len(skipped) == 666
+    assert {s.description for s in skipped} == {"Mellanox Technologies Aggregation Node"}
+    assert sum(1 for p in ports if p.device.startswith("HCA-")) == 5  # selene-swift, -login, -ufm-c
+
+
+def test_regression_putty_capture_with_upper_case_hosts_is_read() -> None:
+    """aa4b99f: the tab-less saved capture was refused at line 13; its upper-case host names
+    ("SAT111092710053 ibp11s0f0") were not host names."""
+    topo = _topology("ufm-ndt-director-putty.topo")
+    ports, _ = match_ca_ports(topo)
+    assert {p.device for p in ports if p.node == "sat111092710053"} == {
+        f"ibp{b}s0f0" for b in (11, 21, 75, 85, 139, 149, 203, 213)
+    }
+
+
+# --------------------------------------------------------------------------- ethernet
+def _read(m: Manifest) -> dict[str, Any]:
+    st = parse_running_config(load_dialect(m.doc["dialect"]), real_output(m), switch="sw")
+    return {p.port: p for p in st.ports}
+
+
+@pytest.mark.parametrize("m", ETH, ids=[m.id.removeprefix("ethernet/") for m in ETH])
+def test_running_configs_are_read_as_the_device_applies_them(m: Manifest) -> None:
+    exp = m.expected
+    ports = _read(m)
+    assert len(ports) == exp["ports"]
+    for name, e in exp["entries"].items():
+        p = ports[name]
+        assert p.mode is PortMode(e["mode"]), (name, p)
+        if p.mode is not PortMode.SHUTDOWN:
+            assert (p.vlan.value if p.vlan else None) == e["vlan"], (name, p)
+            want = set(parse_vlan_list(str(e["vlans"]))) if "vlans" in e else {e["vlan"]}
+            assert p.vlans() == want, name
+    for name in exp["absent"]:
+        assert name not in ports, (name, ports.get(name))
+    bonds = {b.port: b for b in parse_ios_bonds(real_output(m))}
+    assert {k: {"bond": b.bond, "lacp_mode": b.lacp_mode} for k, b in bonds.items() if k in exp["bonds"]} == exp[
+        "bonds"
+    ]
+    assert len(bonds) >= len(exp["bonds"])
+
+
+def test_regression_nxos_ports_without_a_switchport_line_are_read_with_the_defaults() -> None:
+    """aa4b99f: the N9Kv prints "switchport access vlan 20" alone (L2 is its default) and
+    nothing at all on an unconfigured port: both read as no port (l2_requires_switchport)."""
+    ports = _read(manifest("ethernet/nxos", "cisco-labs-dc1-leaf2.txt"))
+    assert ports["Ethernet1/4"].mode is PortMode.ACCESS and ports["Ethernet1/4"].vlan == VlanId(20)
+    assert ports["Ethernet1/3"].vlan == VlanId(1) and "Ethernet1/1" not in ports
+
+
+def test_regression_eos_port_channel_members_carry_the_port_channels_vlans() -> None:
+    """aa4b99f: Ethernet1/2 of the bonded vEOS (only "channel-group 1 mode active") read as
+    access VLAN 1 while its traffic is Port-Channel1's trunk 1-4000."""
+    ports = _read(manifest("ethernet/eos", "avd-clab-SRV-POD03.txt"))
+    for member in ("Ethernet1", "Ethernet2"):
+        assert ports[member].mode is PortMode.TRUNK and ports[member].vlans() == set(range(1, 4001))
+
+
+def test_regression_nxos_fex_fabric_members_are_not_access_vlan_1() -> None:
+    """aa4b99f: 38 FEX uplinks ("switchport mode fex-fabric" + channel-group) read as access
+    VLAN 1 on the N7K."""
+    ports = _read(manifest("ethernet/nxos", "ciscoconfparse-sample_01.nxos"))
+    assert "Ethernet2/1" not in ports and len(ports) == 5
+
+
+# --------------------------------------------------------------------------- dpu flows
+@pytest.mark.parametrize("m", FLOWS, ids=[m.file for m in FLOWS])
+def test_dump_flows_of_real_dpus(m: Manifest) -> None:
+    flows = parse_dump_flows(real_output(m))
+    exp = m.expected["flows"]
+    assert len(flows) == len(exp)
+    for f, e in zip(flows, exp, strict=True):
+        assert (f.in_port, list(f.out_ports), f.path, f.packets, f.bytes) == (
+            e["in_port"],
+            e["out_ports"],
+            e["path"],
+            e["packets"],
+            e["bytes"],
+        )
+        if "ufid" in e:
+            assert f.ufid == e["ufid"]
+
+
+def test_regression_representors_named_after_container_ids_are_output_ports() -> None:
+    """aa4b99f: "actions:54235e5753b8_h" gave no output port (names had to start with a letter)."""
+    flows = parse_dump_flows(real_output(manifest("dpu-flows", "kubeovn-mellanox-cx5.txt")))
+    assert [f.out_ports for f in flows] == [("54235e5753b8_h",), ("5b45c61b307e_h",)]
