@@ -83,3 +83,20 @@ def test_bad_sections_name_the_field(extra: dict[str, Any], field: str) -> None:
 
 def test_tolerations_match_the_dpu_host_taint() -> None:
     assert tolerations() == [{"key": "k8s.ovn.org/dpu-host", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def test_drain_of_a_node_without_pods_on_a_fresh_apiserver() -> None:
+    """kmock answers 404 to a pods listing before its first pod (the lab's stand-in): nothing to
+    drain, not an error (failed the lab's openshift e2e before)."""
+    from gpufabric.fabrics.dpu.drain import Drainer
+
+    from support.kmock_evict import api_of, kmock_evicting
+
+    with kmock_evicting() as box:
+        api = api_of(box.url)
+        api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-a01"}})
+        d = Drainer(api, timeout=1, retry_every=0.05)
+        assert d.set_schedulable("gpu-a01", False) and d.is_cordoned("gpu-a01")
+        r = d.drain("gpu-a01")
+        assert (r.evicted, r.kept, r.refusals) == ((), (), 0)
+        assert not d.set_schedulable("gpu-a99", False)  # not registered: nothing to cordon
