@@ -1,5 +1,7 @@
-"""DPU mode and firmware parsers on recorded real outputs (tests/fixtures/real/, provenance in
-PROVENANCE.md); expected readings written by hand from the files. And the offload gate."""
+"""DPU mode and firmware parsers on recorded real outputs (tests/fixtures/real/<parser>/, one
+``.source.yaml`` manifest beside each with its provenance and the reading expected of it, written by
+hand from the file; the outputs themselves are located by support.real_outputs and skip when
+absent). And the offload gate."""
 
 from __future__ import annotations
 
@@ -14,65 +16,50 @@ from gpufabric.fabrics.dpu.mlx import (
     parse_mlxconfig,
     parse_mlxfwmanager,
     parse_mlxprivhost,
+    version_key,
 )
 
-REAL = Path(__file__).parent.parent / "fixtures" / "real"
+from support.real_outputs import Manifest, manifests, real_output
 
 
-def real(name: str) -> str:
-    return (REAL / name).read_text()
-
-
-def test_bf2_next_boot_only_table() -> None:
-    cfg = parse_mlxconfig(real("mlxconfig/bf2-embedded-next-boot.txt"))
-    assert cfg.device_type == "BlueField2"
-    assert cfg.device == "/dev/mst/mt41686_pciconf0"
-    assert cfg.next_boot["INTERNAL_CPU_MODEL"] == "EMBEDDED_CPU(1)"
-    assert cfg.next_boot["_INTERNAL_CPU_MODEL"] == "SEPARATED_HOST(0)"  # a separate key, not the mode
-    assert cfg.next_boot["LINK_TYPE_P2"] == "ETH(2)"
-    assert cfg.next_boot["HOST_CHAINING_DESCRIPTORS"] == "Array[0..7]"
-    assert len(cfg.next_boot) == 20
-    assert not cfg.has_current and cfg.current["INTERNAL_CPU_MODEL"] is None
-    assert cfg.pending() == {}  # nothing known to differ
+@pytest.mark.parametrize("m", manifests("mlxconfig"), ids=lambda m: m.file)
+def test_mlxconfig_real_outputs(m: Manifest) -> None:
+    exp = m.expected
+    cfg = parse_mlxconfig(real_output(m))
+    assert cfg.device_type == exp.get("device_type", "")
+    assert cfg.device == exp.get("device", "")
+    assert len(cfg.next_boot) == exp["rows"]
+    assert cfg.has_current is exp["has_current"]
+    for k, v in exp.get("next_boot", {}).items():
+        assert cfg.next_boot[k] == v
+    for k, v in exp.get("current", {}).items():
+        assert cfg.current[k] == v
+    if "pending" in exp:
+        assert cfg.pending() == {k: tuple(v) for k, v in exp["pending"].items()}
     f = facts_of("gpu-a01", cfg, None)
-    assert (f.mode, f.next_mode) == ("unknown", "embedded")  # running mode never guessed from Next Boot
+    assert (f.mode, f.next_mode) == (exp["mode"], exp["next_mode"])  # never guessed from Next Boot
+    assert f.pending == ()  # no recording has a pending INTERNAL_CPU_* key (the stand-in test has)
 
 
-def test_bf2_separated() -> None:
-    cfg = parse_mlxconfig(real("mlxconfig/bf2-separated-next-boot.txt"))
-    assert cfg.device == "/dev/mst/mt41686_pciconf0.1"
-    assert facts_of("h", cfg, None).next_mode == "separated"
+@pytest.mark.parametrize("m", manifests("flint"), ids=lambda m: m.file)
+def test_flint_real_outputs(m: Manifest) -> None:
+    fw = parse_flint_query(real_output(m))
+    assert (fw.version, fw.psid, fw.source) == (m.expected["version"], m.expected["psid"], "flint")
 
 
-def test_bf3_three_columns_dpu_mode() -> None:
-    cfg = parse_mlxconfig(real("mlxconfig/bf3-dpu-mode-e-q.txt"))
-    assert cfg.device_type == "BlueField3" and cfg.has_current
-    assert cfg.current == {"INTERNAL_CPU_OFFLOAD_ENGINE": "ENABLED(0)"}
-    f = facts_of("gpu-a02", cfg, None)
-    assert (f.mode, f.next_mode, f.power_cycle_pending) == ("embedded", "embedded", False)
+@pytest.mark.parametrize("m", manifests("mlxfwmanager"), ids=lambda m: m.file)
+def test_mlxfwmanager_real_outputs(m: Manifest) -> None:
+    fw = parse_mlxfwmanager(real_output(m))
+    assert (fw.version, fw.psid, fw.device_type) == (m.expected["version"], m.expected["psid"], m.expected["device_type"])
 
 
-def test_pending_rows_from_a_real_e_q() -> None:
-    cfg = parse_mlxconfig(real("mlxconfig/cx4-pending-e-q.txt"))
-    assert cfg.current["KEEP_IB_LINK_UP_P2"] == "True(1)"
-    assert cfg.pending() == {"MEMIC_SIZE_LIMIT": ("_256KB(1)", "DISABLED(0)")}
-    grep = parse_mlxconfig(real("mlxconfig/sriov-ib-routing-grep-pending.txt"))
-    assert grep.pending() == {"SRIOV_IB_ROUTING_MODE_P1": ("GID(1)", "GID(0)")}
-    # not a mode key: no power cycle pending for the DPU gate
-    assert facts_of("h", cfg, None).pending == ()
+@pytest.mark.parametrize("m", manifests("mlxprivhost"), ids=lambda m: m.file)
+def test_mlxprivhost_real_outputs(m: Manifest) -> None:
+    assert parse_mlxprivhost(real_output(m)) == m.expected["level"]
 
 
-def test_flint_and_mlxfwmanager() -> None:
-    a = parse_flint_query(real("flint/cx6lx-query.txt"))
-    assert (a.version, a.psid, a.source) == ("26.33.1048", "MT_0000000575", "flint")
-    b = parse_flint_query(real("flint/cx6dx-query.txt"))
-    assert (b.version, b.psid) == ("22.27.1016", "MT_0000000359")
-    c = parse_mlxfwmanager(real("mlxfwmanager/bf2-query.txt"))
-    assert (c.version, c.psid, c.device_type) == ("24.29.2008", "MT_0000000559", "BlueField2")
-    d = parse_mlxfwmanager(real("mlxfwmanager/cx3pro-query.txt"))
-    assert (d.version, d.psid) == ("2.42.5700", "HP_1380110017")
-    assert c.key == (24, 29, 2008) and c.key > (24, 28, 9999)
-    assert parse_mlxprivhost(real("mlxprivhost/bf2-query-privileged.txt")) == "privileged"
+def test_version_order() -> None:
+    assert version_key("24.29.2008") == (24, 29, 2008) and version_key("24.29.2008") > (24, 28, 9999)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +78,7 @@ def test_firmware_garbage() -> None:
     with pytest.raises(ValidationError):
         parse_flint_query("FW Version:            x.y\n")
     with pytest.raises(ValidationError):
-        parse_mlxfwmanager(real("mlxconfig/bf3-dpu-mode-e-q.txt"))
+        parse_mlxfwmanager("Device #1:\n----------\n  Device Type:      BlueField3\n")
 
 
 def test_modes() -> None:

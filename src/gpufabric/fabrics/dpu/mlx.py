@@ -1,6 +1,7 @@
 """Pure parsers of NVIDIA firmware-tool outputs: ``mlxconfig -d DEV [-e] q``, ``flint -d DEV q``,
 ``mlxfwmanager --query`` and ``mlxprivhost -d DEV q``. Built on recorded real outputs
-(``tests/fixtures/real/*/``, provenance in ``tests/fixtures/real/PROVENANCE.md``).
+(``tests/fixtures/real/{mlxconfig,flint,mlxfwmanager,mlxprivhost}/``, one ``.source.yaml`` with the
+provenance beside each).
 
 ``mlxconfig q`` prints a table under ``Configurations:`` whose header names its columns: older MFT
 prints only ``Next Boot``; ``-e`` (and newer MFT) prints ``Default  Current  Next Boot``. A row
