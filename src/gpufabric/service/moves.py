@@ -368,12 +368,16 @@ class MoveEngine:
         with self._heartbeat(batch):
             try:
                 with s.fabric_lock():
-                    if any(m.phase is MovePhase.QUARANTINE for m in batch):
-                        try:  # gates and drains: a refusal cancels the batch before any fabric change
-                            self._before_move([m for m in batch if m.phase is MovePhase.QUARANTINE])
+                    fresh = [m for m in batch if m.phase is MovePhase.QUARANTINE]
+                    if fresh:
+                        try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
+                            self._before_move(fresh)
                         except GpufabricError as e:
-                            batch = s.refuse(batch, e.message)
-                            raise _Refused(e) from None
+                            failed += s.refuse(fresh, e.message)
+                            batch = [m for m in batch if m.phase is not MovePhase.QUARANTINE]
+                            if not batch:
+                                raise _Refused(e) from None
+                    if any(m.phase is MovePhase.QUARANTINE for m in batch):
                         timings.append(self._converge("quarantine"))
                         checkpoint("quarantine:verified")
                     ready: Prepared | None = None
