@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export GPUFABRIC_HOME ?= $(CURDIR)/.gpufabric
 
-.PHONY: setup test lint unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv
+.PHONY: setup test lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv openstack-venvs test-neutron-driver
 
 setup:
 	@bash scripts/setup.sh
@@ -13,23 +13,34 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-test: setup lint
+# The whole suite, tests/integration (real Neutron, real esi-leap) included: the two OpenStack
+# venvs are built first (in parallel, idempotent: seconds when already there).
+test: setup lint lint-integrations openstack-venvs test-neutron-driver
 	$(BIN)/pytest -q
 
 unit: setup
 	$(BIN)/pytest -q tests/unit
 
-# Real OpenStack services, each in its own venv (not in `make test`: see README / docs/openstack.md).
+# Real OpenStack services, each in its own venv (see docs/openstack.md); part of `make test`.
 neutron-venv:
 	@bash scripts/neutron-venv.sh
 
 esi-leap-venv:
 	@bash scripts/esi-leap-venv.sh
 
-test-integration: setup neutron-venv esi-leap-venv
+openstack-venvs:
+	@bash scripts/neutron-venv.sh & n=$$!; bash scripts/esi-leap-venv.sh; e=$$?; wait $$n && exit $$e
+
+lint-integrations: setup
 	$(BIN)/ruff check integrations tests/integration
 	cd integrations/neutron && ../../$(BIN)/mypy --strict --ignore-missing-imports gpufabric_neutron
-	cd integrations/neutron && ../../.venv-neutron/bin/pytest -q tests
+
+# The ML2 driver's and the esi-leap sync's own unit tests, in Neutron's venv (neutron-lib, oslo).
+test-neutron-driver: neutron-venv
+	cd integrations/neutron && ../../.venv-neutron/bin/pytest -q -p no:cacheprovider tests
+
+# Only the OpenStack parts (what `make test` runs of them).
+test-integration: setup lint-integrations openstack-venvs test-neutron-driver
 	$(BIN)/pytest -q -m integration tests/integration
 
 demo: setup

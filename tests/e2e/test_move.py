@@ -90,7 +90,7 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
         sample = "\ngpufabric_audit_last_timestamp_seconds 1"  # set (a Unix time), not the initial 0.0
         while time.monotonic() < deadline and sample not in metrics:
             try:
-                metrics = httpx.get(f"{base}/metrics", timeout=2).text
+                metrics = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {token}"}, timeout=2).text
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
@@ -103,7 +103,9 @@ def test_serve_rest_openapi_and_metrics(lab: LabEnv) -> None:
             spec["paths"]
         )
         assert httpx.get(f"{base}/healthz", timeout=5).json()["status"] == "ok"
-        ready = httpx.get(f"{base}/readyz", timeout=5).json()
+        assert httpx.get(f"{base}/metrics", timeout=5).status_code == 401  # issue 18: an admin token
+        assert httpx.get(f"{base}/readyz", timeout=5).json()["checks"]["reconcile"] == "ok"  # no details
+        ready = httpx.get(f"{base}/readyz", headers={"Authorization": f"Bearer {token}"}, timeout=5).json()
         assert ready["status"] == "ok" and ready["checks"]["reconcile"]["alive"]
         assert httpx.get(f"{base}/api/v1/nodes", timeout=5).status_code == 401  # no token, no answer
         auth = {"Authorization": f"Bearer {token}"}

@@ -68,3 +68,14 @@ def test_v1_conforms_to_its_schema_for_a_lessee(case: Any) -> None:
     response = case.call(headers=_world["w"].headers("lessee-beta"))
     case.validate_response(response, checks=CHECKS)
     assert response.status_code < 500, response.text
+
+
+@schema.parametrize()
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_v1_conforms_to_its_schema_for_an_owner(case: Any) -> None:
+    """The same for an owner (alpha owns gpu-0005): its 403s, 404s, 413s and 429s are documented."""
+    response = case.call(headers=_world["w"].headers("owner-alpha"))
+    case.validate_response(response, checks=CHECKS)
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        assert set(response.json()["error"]) == {"code", "field", "value", "allowed", "message"}

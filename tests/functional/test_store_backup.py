@@ -201,3 +201,44 @@ def test_backup_refuses_an_existing_file_and_restore_a_foreign_one(store_url: st
     assert bad.returncode == 2 and "invalid path" in bad.stderr
     with Store.open(store_url) as s:
         assert [t.name for t in s.tenants()] == ["alpha"]  # nothing changed
+
+
+def test_restore_migrates_an_older_backup_and_refuses_a_newer_one(
+    store_url: str, fresh_url: str, tmp_path: Path
+) -> None:
+    from alembic import command
+    from sqlalchemy import text
+
+    from gpufabric.service import db
+    from gpufabric.service.backup import restore
+
+    engine = db.make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            cfg = db._config()
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "0003")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO tenants (name, created_at) VALUES ('old', :t)"),
+                         {"t": "2026-01-01 00:00:00" if store_url.startswith("sqlite") else "2026-01-01T00:00:00Z"})
+    finally:
+        engine.dispose()
+    old = backup(store_url, tmp_path / "old.bak")
+    assert old.revision == "0003" and old.counts["tenants"] == 1 and "tokens" not in old.counts
+    report = restore(fresh_url, tmp_path / "old.bak")
+    assert (report.backup_revision, report.revision) == ("0003", db.head_revision())
+    with Store.open(fresh_url) as s:
+        assert [t.name for t in s.tenants()] == ["old"]
+
+    engine = db.make_engine(store_url)  # a store written by a newer release: a revision unknown here
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    finally:
+        engine.dispose()
+    backup(store_url, tmp_path / "new.bak")
+    env = {**os.environ, "GPUFABRIC_DB": fresh_url, "GPUFABRIC_HOME": str(tmp_path / "h")}
+    p = _gf(env, "store", "restore", str(tmp_path / "new.bak"), "--force")
+    assert p.returncode == 2 and "its revision is 9999" in p.stderr, p.stderr
+    with Store.open(fresh_url) as s:
+        assert [t.name for t in s.tenants()] == ["old"]  # nothing changed

@@ -1,12 +1,13 @@
 """A lab (ibsim + OpenSM + OVS + netns, as tests/e2e) and a real ``gpufabric serve`` on it
-with an admin API token in a 0600 file: what the OpenStack integrations talk to."""
+with a ``service`` API token in a 0600 file (what the Neutron driver and the esi-leap sync are
+given: not admin) and an admin token the tests use to read what gpufabric recorded: what the
+OpenStack integrations talk to."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -41,25 +42,13 @@ def _find_token(out: Any) -> str | None:
     return None
 
 
-def issue_token(lab: LabEnv) -> str:
-    """An admin token from ``gpufabric token create`` (the tenant-proof issue's CLI), else from
-    the service's token store as the local operator."""
-    errors = []
-    for args in (["token", "create", "--role", "admin", "--name", "openstack"], ["token", "create", "--role", "admin"]):
-        p = lab.gf(*args, "--json", check=False)
-        if p.returncode == 0:
-            tok = _find_token(json.loads(p.stdout))
-            if tok:
-                return tok
-        errors.append(f"{' '.join(args)}: {p.returncode} {p.stdout[-300:]} {p.stderr[-300:]}")
-    code = ("from gpufabric.cli.common import open_store; from gpufabric.service.auth import Tokens; "
-            "from gpufabric.domain.auth import LOCAL_ADMIN; "
-            "print(Tokens(open_store()).create('openstack', 'admin', None, LOCAL_ADMIN)[1])")  # fmt: skip
-    p = subprocess.run([sys.executable, "-c", code], env=lab.env, capture_output=True, text=True, check=False)
-    if p.returncode == 0 and p.stdout.strip():
-        return p.stdout.strip().splitlines()[-1]
-    errors.append(f"Tokens.create: {p.stderr[-500:]}")
-    raise AssertionError("cannot issue a gpufabric API token:\n" + "\n".join(errors))
+def issue_token(lab: LabEnv, role: str = "service", name: str = "openstack") -> str:
+    """A token from ``gpufabric token create --role ROLE --name NAME --json`` (as docs/openstack.md)."""
+    p = lab.gf("token", "create", "--role", role, "--name", name, "--json", check=False)
+    tok = _find_token(json.loads(p.stdout)) if p.returncode == 0 else None
+    if not tok:
+        raise AssertionError(f"gpufabric token create --role {role}: {p.returncode} {p.stdout[-300:]} {p.stderr[-300:]}")
+    return tok
 
 
 class GpufabricServe:
@@ -67,7 +56,8 @@ class GpufabricServe:
 
     def __init__(self, lab: LabEnv, d: Path) -> None:
         self.lab, self.dir = lab, d
-        self.token_file = d / "gpufabric.token"
+        self.token_file = d / "gpufabric.token"  # the service token the integrations get
+        self.admin_token = ""  # the tests' own reads (events, moves) and set-up outside OpenStack
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -76,7 +66,8 @@ class GpufabricServe:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> GpufabricServe:
-        self.token_file.write_text(issue_token(self.lab) + "\n")
+        self.token_file.write_text(issue_token(self.lab, "service", "openstack") + "\n")
+        self.admin_token = issue_token(self.lab, "admin", "integration-tests")
         os.chmod(self.token_file, 0o600)
         log = open(self.dir / "gpufabric-serve.log", "wb")
         self.proc = subprocess.Popen([GF, "serve", "--port", str(self.port), "--interval", "0"], env=self.lab.env,
@@ -96,10 +87,12 @@ class GpufabricServe:
             self.proc.terminate()
             self.proc.wait(timeout=30)
 
-    def api(self, method: str, path: str, body: Any = None) -> Any:
+    def api(self, method: str, path: str, body: Any = None, *, admin: bool = False) -> Any:
+        """A call with the service token (what the integrations may do), or the admin one."""
+        token = self.admin_token if admin else self.token_file.read_text().strip()
         req = urllib.request.Request(self.url + "/api/v1" + path, method=method,
                                      data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": "Bearer " + self.token_file.read_text().strip(),
+                                     headers={"Authorization": "Bearer " + token,
                                               "Content-Type": "application/json"})  # fmt: skip
         with urllib.request.urlopen(req, timeout=60) as r:
             raw = r.read()

@@ -3,7 +3,9 @@
 Installed by ``scripts/neutron-venv.sh`` (idempotent; ≈ 1 min the first time). Config as
 verified in /work/shared/notes/recipes/neutron: ML2, noauth, fake transport, SQLite schema
 from the models then ``neutron-db-manage stamp heads``, the ``binding:profile`` policy
-override; ``[ml2_gpufabric]`` points the driver at a gpufabric API with a 0600 token file.
+override; ``[ml2_gpufabric]`` points the driver at a gpufabric API with a 0600 token file (plain http on
+loopback: ``insecure = true``, which the driver logs as TRANSPORT-INSECURE) and a node map
+{binding:host_id: gpufabric node} (Ironic sends the node's UUID as the host id).
 The test venv never imports neutron: everything goes through Neutron's REST API.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -57,7 +60,11 @@ ethernet_physnets = {eth}
 ib_physnet = {ib}
 bind_timeout = {bind_timeout}
 poll_interval = 0.2
+insecure = true
+node_map = {node_map}
 """
+
+_DB_TEMPLATE: list[Path] = []  # an empty, stamped Neutron schema made once per test session
 
 POLICY = """"create_port:binding:profile": "rule:admin_only or rule:service_api"
 "update_port:binding:profile": "rule:admin_only or rule:service_api"
@@ -83,6 +90,7 @@ class Neutron:
     gpufabric_url: str
     token_file: Path
     bind_timeout: float = 120.0
+    node_map: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -95,15 +103,22 @@ class Neutron:
         (d / "state").mkdir(parents=True, exist_ok=True)
         (d / "lock").mkdir(exist_ok=True)
         (d / "neutron.conf").write_text(NEUTRON_CONF.format(venv=VENV, dir=d))
+        (d / "node-map.json").write_text(json.dumps(self.node_map))
         (d / "ml2_conf.ini").write_text(ML2_CONF.format(url=self.gpufabric_url, token_file=self.token_file,
-                                                        eth=ETH_PHYSNET, ib=IB_PHYSNET, bind_timeout=self.bind_timeout))  # fmt: skip
+                                                        eth=ETH_PHYSNET, ib=IB_PHYSNET, bind_timeout=self.bind_timeout,
+                                                        node_map=d / "node-map.json"))  # fmt: skip
         (d / "policy.yaml").write_text(POLICY)
         env = {**os.environ, "NEUTRON_DIR": str(d)}
         py = str(VENV / "bin" / "python")
-        subprocess.run([py, str(SERVE), "mkdb"], env=env, check=True, capture_output=True, timeout=300)
-        subprocess.run([str(VENV / "bin" / "neutron-db-manage"), "--config-file", str(d / "neutron.conf"),
-                        "--config-file", str(d / "ml2_conf.ini"), "stamp", "heads"],
-                       env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
+        if _DB_TEMPLATE:  # the schema of the session's first Neutron: it does not depend on the config
+            shutil.copyfile(_DB_TEMPLATE[0], d / "neutron.db")
+        else:
+            subprocess.run([py, str(SERVE), "mkdb"], env=env, check=True, capture_output=True, timeout=300)
+            subprocess.run([str(VENV / "bin" / "neutron-db-manage"), "--config-file", str(d / "neutron.conf"),
+                            "--config-file", str(d / "ml2_conf.ini"), "stamp", "heads"],
+                           env=env, check=True, capture_output=True, timeout=300)  # fmt: skip
+            shutil.copyfile(d / "neutron.db", d / "neutron.db.template")
+            _DB_TEMPLATE.append(d / "neutron.db.template")
         out = open(d / "serve.out", "wb")  # noqa: SIM115 (the server's stdout for its lifetime)
         self.proc = subprocess.Popen([py, str(SERVE), "serve", str(self.port)], env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
@@ -136,8 +151,11 @@ class Neutron:
 
     def errors(self) -> list[str]:
         """Driver log lines at ERROR level (what an operator would see)."""
+        return self.log_lines(" ERROR ")
+
+    def log_lines(self, needle: str) -> list[str]:
         p = self.dir / "neutron-api.log"
-        return [ln for ln in p.read_text(errors="replace").splitlines() if " ERROR " in ln] if p.exists() else []
+        return [ln for ln in p.read_text(errors="replace").splitlines() if needle in ln] if p.exists() else []
 
     # ---- REST
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:

@@ -58,19 +58,21 @@ def test_lease_fulfil_and_expiry_are_mirrored(env: tuple[EsiLeap, str, Path, Pat
     esi, url, token, gf_state = env
     node = esi.add_node()
     node_map = {node: "node1"}
-    esi.lease(node, LESSEE, seconds=6)
-    t0 = time.monotonic()
+    esi.lease(node, LESSEE, seconds=15)
+    t0 = time.monotonic()  # the lease ends by t0 + its length; a loaded machine takes seconds to start each esi-leap job
     esi.tick()  # esi-leap fulfils: the dummy node gets the lessee
     assert esi.node(node)["project_id"] == LESSEE
     esi.sync(url, token, node_map, tmp_path / "sync.json")
     assert state(gf_state)["node_tenant"]["node1"] == LESSEE
+    assert [(x["tenant"], x["networks"], x["active"]) for x in state(gf_state)["leases"]] == [(LESSEE, [], True)]
 
-    time.sleep(max(0.0, 6.5 - (time.monotonic() - t0)))
+    time.sleep(max(0.0, 15.5 - (time.monotonic() - t0)))
     esi.tick()  # esi-leap expires: the dummy node is cleared
     assert "project_id" not in esi.node(node)
     assert [e["event_type"] for e in esi.events()][-1] == "esi_leap.lease.delete.end"
     esi.sync(url, token, node_map, tmp_path / "sync.json")
     st = state(gf_state)
     assert st["node_tenant"]["node1"] == "quarantine"
-    assert [(m["node"], m["to_tenant"], m["status"]) for m in st["moves"]] == [("node1", "quarantine", "done")]
+    assert [(m["node"], m["to_tenant"], m["status"]) for m in st["moves"]] == [("node1", LESSEE, "done"), ("node1", "quarantine", "done")]
+    assert ["DELETE", "/api/v1/leases/1"] in st["writes"] and ["POST", "/api/v1/moves"] not in st["writes"]
     assert json.loads((tmp_path / "sync.json").read_text())["last_event_id"] == max(e["id"] for e in esi.events())

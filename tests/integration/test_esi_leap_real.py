@@ -1,7 +1,9 @@
 """esi-leap lessees mirrored into a real ``gpufabric serve`` on the lab: a lease created in a
 real esi-leap (dummy node standing for a lab node), fulfilled by esi-leap's manager job,
-becomes the node's gpufabric lease for the lessee's project; with the project's network
-attached (as the ML2 driver does on bind) the switch port carries its VLAN (read by OVSDB);
+becomes the node's gpufabric lease for the lessee's project with NO networks even though the
+project has one (an empty list means none: the port stays off the project's VLAN and out of
+its partition); with the project's network attached (as the ML2 driver does on bind) the
+switch port carries its VLAN (read by OVSDB);
 when esi-leap expires the lease the mirror sends the node to quarantine on every fabric
 (VLAN 4000, no tenant PKey, read by SMP), before any Ironic teardown."""
 
@@ -65,18 +67,21 @@ def test_esi_leap_lease_is_mirrored_and_expiry_quarantines(lab: LabEnv, env: tup
     state = tmp_path / "sync.json"
     port = lab.eth_ports(node)[0]
 
+    # the lessee's project already has a network (made by Neutron for an earlier node, say)
+    gf.api("POST", "/tenants", {"name": LESSEE})
+    gf.api("POST", "/networks", {"name": "esi-net", "tenant": LESSEE,
+                                 "segments": [{"fabric": "ethernet", "seg_id": VLAN}, {"fabric": "infiniband", "seg_id": IB_SEG}]})  # fmt: skip
     esi.lease(esi_node, LESSEE, seconds=20)
-    t0 = time.monotonic()
+    t0 = time.monotonic()  # the lease ends by t0 + its length; a loaded machine takes seconds to start each esi-leap job
     esi.tick()
     assert esi.node(esi_node)["project_id"] == LESSEE
     esi.sync(gf.url, gf.token_file, {esi_node: node}, state)
     assert gf.api("GET", f"/nodes/{node}")["tenant"] == LESSEE
     leases = [x for x in gf.api("GET", f"/leases?node={node}&state=active")["items"]]
-    assert [(x["tenant"], x["networks"]) for x in leases] == [(LESSEE, [])]
+    assert [(x["tenant"], x["networks"]) for x in leases] == [(LESSEE, [])], "an empty list means no networks"
+    assert lab.ovs_tag(port) != VLAN and PKEY not in member_pkeys(lab, node), "no network until one is attached"
 
     # the project's network, attached as the ML2 driver does when Ironic binds the node's port
-    gf.api("POST", "/networks", {"name": "esi-net", "tenant": LESSEE,
-                                 "segments": [{"fabric": "ethernet", "seg_id": VLAN}, {"fabric": "infiniband", "seg_id": IB_SEG}]})  # fmt: skip
     gf.api("POST", f"/nodes/{node}/attachments", {"network": "esi-net", "tenant": LESSEE})
     wait_for("the node's VLAN and PKey", lambda: lab.ovs_tag(port) == VLAN and PKEY in member_pkeys(lab, node))
 

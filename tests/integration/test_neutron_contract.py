@@ -40,6 +40,9 @@ class Contract:
     def attachments(self) -> dict[str, list[str]]:
         return {n: v for n, v in self.state().get("attachments", {}).items() if v}
 
+    def writes(self) -> list[list[str]]:
+        return list(self.state().get("writes", []))
+
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Neutron, Contract]]:
@@ -55,7 +58,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Neutron, Con
     fake = subprocess.Popen([sys.executable, str(FAKE), "--port", str(port), "--token-file", str(token), "--seed", str(seed),
                              "--state-out", str(d / "state.json")], stdout=subprocess.PIPE)  # fmt: skip
     assert fake.stdout is not None and b"fake gpufabric" in fake.stdout.readline()
-    neutron = Neutron(d / "etc", f"http://127.0.0.1:{port}", token, bind_timeout=20)
+    neutron = Neutron(d / "etc", f"http://127.0.0.1:{port}", token, bind_timeout=20,
+                      node_map={"ironic-node1": "node1", "ironic-node2": "node2"})  # fmt: skip
     try:
         neutron.start()
         yield neutron, Contract(d / "state.json")
@@ -127,3 +131,29 @@ def test_delete_of_bound_port_detaches(env: tuple[Neutron, Contract]) -> None:
     assert "node1" not in gf.attachments()
     neutron.ok("DELETE", f"/networks/{net['id']}")
     assert gname(net) not in gf.state()["networks"]
+
+
+@pytest.mark.parametrize(
+    ("port_project", "host", "lli", "vlan"),
+    [("proj-e", "ironic-node1", ETH_LLI, 2141), ("proj-f", "ironic-node2", ETH_LLI, 2142),
+     ("proj-f", "ironic-nosuch", ETH_LLI, 2143)],
+    ids=["port-project-is-not-the-networks", "link-info-is-another-nodes", "host-unknown"],
+)  # fmt: skip
+def test_refused_bind_writes_nothing(env: tuple[Neutron, Contract], port_project: str, host: str, lli: list[dict[str, Any]],
+                                     vlan: int) -> None:  # fmt: skip
+    """Issue 18: a port of project E on project F's network, or link info that is not a port of
+    the host's node, is binding_failed and gpufabric receives no write at all."""
+    neutron, gf = env
+    net = neutron.create_network("proj-f", f"f-{vlan}", ETH_PHYSNET, vlan)
+    before = gf.writes()
+    p = neutron.create_port(port_project, net["id"], host, lli)
+    assert (p["binding:vif_type"], p["status"]) == ("binding_failed", "DOWN"), p
+    assert gf.writes() == before, "refused before any write to gpufabric"
+    assert any("refused" in ln for ln in neutron.errors()), neutron.errors()[-3:]
+    neutron.ok("DELETE", f"/ports/{p['id']}")
+
+
+def test_driver_logs_the_insecure_transport(env: tuple[Neutron, Contract]) -> None:
+    neutron, _ = env
+    assert any("TRANSPORT-INSECURE" in ln and "plain HTTP" in ln for ln in neutron.log_lines(" WARNING ")), \
+        "an http:// gpufabric url is allowed only with insecure = true, and said so in the log"

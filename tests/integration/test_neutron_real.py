@@ -6,7 +6,14 @@ SMP (smpquery), reachability by ping between the nodes' namespaces.
 Flow, as ESI does it: Neutron networks (one Ethernet on ``physnet1``, one InfiniBand on
 ``ib``) per project; Ironic-style bare-metal ports with ``local_link_information`` bind
 through gpufabric's move workflow; unbinding sends the node to quarantine; a second
-project's node on its own network stays isolated on both fabrics.
+project's node on its own network stays isolated on both fabrics. The driver holds a
+gpufabric ``service`` token (not admin) and reaches gpufabric over plain http on loopback
+(``insecure = true``); Ironic's ``binding:host_id`` is mapped to the node by a node map.
+
+Drill (issue 18): project X binds ports whose link info names project V's node (V holds it
+through its own Neutron ports), or whose host is V's node, or on V's network: every bind
+fails, V's node keeps its VLAN (ovs-vsctl) and PKey (SMP), and gpufabric records nothing (no
+move, no lease, no event).
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ from e2e.conftest import LabEnv
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
-LAB_NODES = 3
+LAB_NODES = 4  # n1-n3: the bind/unbind flow; n4: the victim of the drill
 QUARANTINE_VLAN = 4000
 A_VLAN, B_VLAN, A_IBSEG = 2500, 2501, 3020
 A_PKEY = 0x0A00 + (A_IBSEG - 3000)  # gpufabric's default offset mapping: seg 3000 -> PKey 0x0a00
+V_VLAN, X_VLAN, V_IBSEG, X_IBSEG = 2530, 2531, 3025, 3026
+V_PKEY = 0x0A00 + (V_IBSEG - 3000)
 
 
 @pytest.fixture(scope="module")
@@ -36,20 +45,26 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabEnv]:
 
 
 @pytest.fixture(scope="module")
-def neutron(lab: LabEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Neutron]:
+def stack(lab: LabEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Neutron, GpufabricServe]]:
     d = tmp_path_factory.mktemp("neutron")
     t = time.monotonic()
     ensure_venv()
     print(f"neutron venv ready in {time.monotonic() - t:.1f}s")
     with GpufabricServe(lab, d) as gf:
-        n = Neutron(d / "etc", gf.url, gf.token_file, bind_timeout=240)
+        hosts = {f"ironic-{n['name']}": n["name"] for n in lab.status["nodes"]}  # as Ironic names hosts: node UUIDs
+        n = Neutron(d / "etc", gf.url, gf.token_file, bind_timeout=240, node_map=hosts)
         try:
             t = time.monotonic()
             n.start()
             print(f"neutron API up in {time.monotonic() - t:.1f}s")
-            yield n
+            yield n, gf
         finally:
             n.stop()
+
+
+@pytest.fixture(scope="module")
+def neutron(stack: tuple[Neutron, GpufabricServe]) -> Neutron:
+    return stack[0]
 
 
 def eth_lli(lab: LabEnv, node: str) -> list[dict[str, Any]]:
@@ -135,3 +150,50 @@ def test_port_of_unknown_switch_port_fails_binding(lab: LabEnv, neutron: Neutron
     net = neutron.create_network("proj-c", "c-eth", ETH_PHYSNET, 2510)
     p = neutron.create_port("proj-c", net["id"], "ironic-x", [{"switch_info": "nosuch", "port_id": "nosuch9"}])
     assert p["binding:vif_type"] == "binding_failed"
+
+
+def recorded(gf: GpufabricServe, node: str) -> dict[str, Any]:
+    """What gpufabric holds about ``node`` and every change it recorded (read as admin)."""
+    return {
+        "node": {k: v for k, v in gf.api("GET", f"/nodes/{node}", admin=True).items() if k in ("tenant", "lease", "state")},
+        "leases": gf.api("GET", "/leases?limit=500", admin=True)["items"],
+        "moves": [(m["id"], m["node"], m["status"]) for m in gf.api("GET", "/moves?limit=500", admin=True)["items"]],
+        "events": gf.api("GET", "/events?limit=1", admin=True)["total"],
+        "networks": sorted((x["tenant"], x["name"]) for x in gf.api("GET", "/networks?limit=500", admin=True)["items"]),
+    }
+
+
+def test_drill_a_project_cannot_bind_another_projects_node(lab: LabEnv, stack: tuple[Neutron, GpufabricServe]) -> None:
+    neutron, gf = stack
+    n1, n4 = lab.status["nodes"][0]["name"], lab.status["nodes"][3]["name"]
+    # project V holds n4 on both fabrics through its own Neutron ports
+    v_eth = neutron.create_network("proj-v", "v-eth", ETH_PHYSNET, V_VLAN)
+    v_ib = neutron.create_network("proj-v", "v-ib", IB_PHYSNET, V_IBSEG)
+    for net, lli in ((v_eth, eth_lli(lab, n4)), (v_ib, ib_lli(lab, n4))):
+        p = neutron.create_port("proj-v", net["id"], f"ironic-{n4}", lli, "v-n4")
+        assert (p["status"], p["binding:vif_details"].get("gpufabric_node")) == ("ACTIVE", n4), p
+    assert lab.ovs_tag(lab.eth_ports(n4)[0]) == V_VLAN and member_pkeys(lab, n4) == {V_PKEY}, diag(lab, n4)
+    assert gf.api("GET", f"/nodes/{n4}")["tenant"] == "proj-v"
+    # project X: its own networks (created before the snapshot), then the hostile ports
+    x_eth = neutron.create_network("proj-x", "x-eth", ETH_PHYSNET, X_VLAN)
+    x_ib = neutron.create_network("proj-x", "x-ib", IB_PHYSNET, X_IBSEG)
+    n1_tag = lab.ovs_tag(lab.eth_ports(n1)[0])
+    before = recorded(gf, n4)
+    attempts = {
+        "link info names V's node (Ethernet), host is another node": (x_eth, f"ironic-{n1}", eth_lli(lab, n4)),
+        "link info names V's node (IB GUID), host is another node": (x_ib, f"ironic-{n1}", ib_lli(lab, n4)),
+        "host and link info both name V's node": (x_eth, f"ironic-{n4}", eth_lli(lab, n4)),
+        "X's port on V's network": (v_eth, f"ironic-{n1}", eth_lli(lab, n1)),
+    }
+    for what, (net, host, lli) in attempts.items():
+        t = time.monotonic()
+        p = neutron.create_port("proj-x", net["id"], host, lli, "x-hostile")
+        assert p["binding:vif_type"] == "binding_failed", f"{what}: {p}"
+        print(f"refused in {time.monotonic() - t:.2f}s: {what}")
+        assert lab.ovs_tag(lab.eth_ports(n4)[0]) == V_VLAN, f"{what}: " + diag(lab, n4)
+        assert member_pkeys(lab, n4) == {V_PKEY}, what
+        assert lab.ovs_tag(lab.eth_ports(n1)[0]) == n1_tag, what
+        assert recorded(gf, n4) == before, f"{what}: gpufabric recorded a change"
+        neutron.ok("DELETE", f"/ports/{p['id']}")
+    refusals = [ln for ln in neutron.errors() if "refused" in ln]
+    assert len(refusals) >= len(attempts), refusals

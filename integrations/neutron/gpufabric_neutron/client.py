@@ -5,12 +5,15 @@ must not be readable by group or others. Errors come back as :class:`ApiError` w
 HTTP status and gpufabric's error body (``{"error": {"code", "field", "value",
 "allowed", "message"}}``). Connection failures (gpufabric restarting) are retried until
 the call's deadline; every caller treats 409 "already exists" / 404 "already gone" as
-success, so retries are idempotent.
+success, so retries are idempotent. Transport: ``https://`` (verified against ``ca_file`` or
+the system CAs); ``http://`` or an unverified certificate only with ``insecure=True``, each
+logged as a ``TRANSPORT-INSECURE`` warning; anything else is refused at construction.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import ssl
@@ -23,6 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 TERMINAL = ("done", "failed")
+LOG = logging.getLogger(__name__)
+
+
+class InsecureTransport(ValueError):
+    """A plain-HTTP (or unknown-scheme) gpufabric url without the explicit ``insecure`` option."""
 
 
 class ApiError(Exception):
@@ -94,12 +102,23 @@ class GpufabricClient:
         self.retry_for = retry_for
         self.sleep = sleep
         self.clock = clock
+        self._warned_worker = False
         self.ssl: ssl.SSLContext | None = None
-        if url.startswith("https"):
+        scheme = urllib.parse.urlsplit(url).scheme.lower()
+        if scheme == "https":
             self.ssl = ssl.create_default_context(cafile=ca_file)
             if insecure:
                 self.ssl.check_hostname = False
                 self.ssl.verify_mode = ssl.CERT_NONE
+                LOG.warning("TRANSPORT-INSECURE: gpufabric url %s: TLS certificate not verified (insecure = true)", url)
+        elif scheme == "http" and insecure:
+            LOG.warning("TRANSPORT-INSECURE: gpufabric url %s is plain HTTP: the bearer token travels in clear "
+                        "(insecure = true)", url)  # fmt: skip
+        else:
+            raise InsecureTransport(
+                f"gpufabric url {url!r}: scheme {scheme or 'none'!r} refused; allowed: https://, "
+                "or http:// with the explicit insecure option (testing only)"
+            )
 
     # ---- transport
     def request(self, method: str, path: str, body: Any = None, *, retry_for: float | None = None) -> Any:
@@ -175,20 +194,15 @@ class GpufabricClient:
             if e.status != 404:
                 raise
 
-    def lookup_switch_port(self, switch: str, port: str) -> str | None:
-        return self._lookup({"switch": switch, "port": port})
-
-    def lookup_guid(self, guid: str) -> str | None:
-        return self._lookup({"guid": guid})
-
-    def _lookup(self, query: dict[str, str]) -> str | None:
+    def node(self, name: str) -> dict[str, Any] | None:
+        """``GET /nodes/{name}`` (its tenant and its ports on every fabric), or None (404)."""
         try:
-            r = self.request("GET", "/ports/lookup?" + urllib.parse.urlencode(query))
+            r = self.request("GET", f"/nodes/{_q(name)}")
         except ApiError as e:
             if e.status == 404:
                 return None
             raise
-        return str(r["node"]) if isinstance(r, dict) and r.get("node") else None
+        return r if isinstance(r, dict) else None
 
     def attach(self, node: str, network: str, tenant: str) -> dict[str, Any] | None:
         """Start attaching: ``{"node", "move", "lease"}`` (a move when the node changes tenant,
@@ -217,6 +231,10 @@ class GpufabricClient:
             r = self.request("GET", "/reconcile")
         except ApiError as e:
             if e.status in (403, 404):
+                if not self._warned_worker:
+                    self._warned_worker = True
+                    LOG.warning("gpufabric: this token may not read the worker status (GET /reconcile: %s); a "
+                                "same-tenant network change is reported bound without waiting for its converge", e.status)  # fmt: skip
                 return None
             raise
         loops = r.get("loops", []) if isinstance(r, dict) else []

@@ -11,7 +11,13 @@ OPTS = [
     cfg.StrOpt("token_file", default="/etc/neutron/gpufabric.token",
                help="File holding gpufabric's bearer token; must be mode 0600 or 0400."),
     cfg.StrOpt("ca_file", help="CA bundle to verify gpufabric's TLS certificate (default: system CAs)."),
-    cfg.BoolOpt("insecure", default=False, help="Do not verify gpufabric's TLS certificate (testing only)."),
+    cfg.BoolOpt("insecure", default=False,
+                help="Allow an insecure transport to gpufabric (testing only): a plain http:// url (the token "
+                     "travels in clear) or https:// without verifying the certificate. Off: http:// is refused "
+                     "at start; on: a TRANSPORT-INSECURE warning is logged."),
+    cfg.StrOpt("node_map",
+               help="JSON file {binding:host_id (the Ironic node UUID): gpufabric node name}, e.g. the esi-leap "
+                    "sync's --node-map; a host id not in it is taken as the node name. Re-read when it changes."),
     cfg.ListOpt("ethernet_physnets", default=["physnet1"],
                 help="Physical networks whose VLAN segments are gpufabric Ethernet VLANs."),
     cfg.StrOpt("ib_physnet", default="ib",

@@ -5,13 +5,18 @@ whenever the manager fulfils, expires or cancels a lease) and mirrors each lease
 into gpufabric over its API v1:
 
 - ``esi_leap.lease.fulfill.end`` (node handed to the lessee): gpufabric leases the node to
-  the lessee's tenant (``POST /leases``, no networks: Neutron binds add those) and waits until
-  ``GET /nodes/{node}`` shows the tenant. A node still held by another gpufabric tenant is
-  released first.
-- ``esi_leap.lease.delete.end`` (expiry or cancel): gpufabric moves the node to quarantine
-  (``POST /moves`` to ``quarantine``: verified on every fabric) and waits for the move, even
-  before Ironic tears the node down and Neutron unbinds its ports. Skipped when gpufabric
-  already has the node in quarantine or in another tenant (a newer lease won).
+  the lessee's tenant (``POST /leases`` with ``"networks": []``, meaning NO networks: the
+  node's ports stay shut until the lessee's Neutron binds attach its networks one by one;
+  the sync never relies on an empty list meaning "all the tenant's networks"), waits for
+  the move that grants it and until ``GET /nodes/{node}`` shows the tenant. A node still
+  held by another gpufabric tenant is released first (its active lease ended).
+- ``esi_leap.lease.delete.end`` (expiry or cancel): gpufabric ends the node's active lease
+  (``DELETE /leases/{id}``: a move to quarantine, verified on every fabric) and waits for the
+  move, even before Ironic tears the node down and Neutron unbinds its ports. Skipped when
+  gpufabric already has the node in quarantine or in another tenant (a newer lease won).
+
+It acts with a gpufabric ``service`` token (creates tenants, grants and ends leases, reads
+nodes, leases and moves), not admin: it never requests moves itself.
 
 The last event id read is kept in a state file, so a restart resumes where it stopped; of a
 batch only each node's latest lease event is applied, and handlers are idempotent, so a
@@ -131,11 +136,14 @@ class Mirror:
                         current.get("tenant"), tenant)  # fmt: skip
             self._quarantine(node)
         self.gpufabric.ensure_tenant(tenant)
-        try:
-            self.gpufabric.request("POST", "/leases", {"tenant": tenant, "node": node, "networks": []})
+        try:  # explicitly no networks: the lessee's Neutron binds attach them
+            move = self.gpufabric.request("POST", "/leases", {"tenant": tenant, "node": node, "networks": []})
         except gf.ApiError as e:
             if e.status != 409:
                 raise
+        else:
+            if isinstance(move, dict) and move.get("id") is not None and "status" in move:
+                self.gpufabric.wait_move(move, self.timeout, self.interval)
         self._wait_tenant(node, tenant)
         self.handled.append((int(ev["id"]), "lease", node))
         LOG.info("event %s: node %s leased to %s (esi-leap lease %s)", ev["id"], node, tenant, ev.get("object_uuid"))
@@ -152,14 +160,22 @@ class Mirror:
         LOG.info("event %s: node %s released to quarantine (esi-leap lease %s ended)", ev["id"], node, ev.get("object_uuid"))
 
     def _quarantine(self, node: str) -> None:
+        """End the node's active lease (its release to quarantine) and wait for the move."""
+        q = urllib.parse.urlencode({"node": node, "state": "active"})
         for attempt in range(3):
+            leases = (self.gpufabric.request("GET", f"/leases?{q}") or {}).get("items", [])
+            if not leases:
+                raise gf.MoveFailed({}, f"node {node} is held in gpufabric but has no active lease to end (a move "
+                                        "under way?): retried next pass")  # fmt: skip
             try:
-                move = self.gpufabric.request("POST", "/moves", {"node": node, "to_tenant": QUARANTINE})
+                ended = self.gpufabric.request("DELETE", f"/leases/{int(leases[0]['id'])}")
             except gf.ApiError as e:
                 if attempt < 2 and self.gpufabric.wait_open_move(e, self.timeout, self.interval):
                     continue
                 raise
-            self.gpufabric.wait_move(move, self.timeout, self.interval)
+            move = ended.get("move") if isinstance(ended, dict) else None
+            if move:
+                self.gpufabric.wait_move(move, self.timeout, self.interval)
             return
 
     def _wait_tenant(self, node: str, tenant: str) -> None:
@@ -181,6 +197,9 @@ def main(argv: list[str] | None = None, sleep: Callable[[float], None] = time.sl
     ap.add_argument("--gpufabric-url", required=True)
     ap.add_argument("--token-file", required=True, help="gpufabric bearer token (mode 0600)")
     ap.add_argument("--ca-file")
+    ap.add_argument("--insecure", action="store_true",
+                    help="allow an http:// gpufabric url or an unverified certificate (testing only; logged as "
+                         "TRANSPORT-INSECURE)")  # fmt: skip
     ap.add_argument("--node-map", help="JSON file {esi-leap resource uuid: gpufabric node name}")
     ap.add_argument("--state-file", default="/var/lib/gpufabric/esi-leap-sync.json")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
@@ -191,9 +210,13 @@ def main(argv: list[str] | None = None, sleep: Callable[[float], None] = time.sl
     headers = dict(h.split(":", 1) for h in a.esi_leap_header)
     if a.esi_leap_token_file:
         headers["X-Auth-Token"] = gf.read_token(a.esi_leap_token_file)
+    try:
+        client = gf.GpufabricClient(a.gpufabric_url, gf.read_token(a.token_file), ca_file=a.ca_file, insecure=a.insecure)
+    except gf.InsecureTransport as e:
+        ap.error(str(e))
     mirror = Mirror(
         EsiLeap(a.esi_leap_url, headers),
-        gf.GpufabricClient(a.gpufabric_url, gf.read_token(a.token_file), ca_file=a.ca_file),
+        client,
         Path(a.state_file),
         json.loads(Path(a.node_map).read_text()) if a.node_map else {},
         timeout=a.timeout,

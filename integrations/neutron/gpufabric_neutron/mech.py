@@ -6,18 +6,29 @@
   (gpufabric maps it to a PKey and refuses one outside its mapped range with a 422, which
   fails the network create). Segments on other physnets are ignored, so each fabric only
   sees its own networks. 409 (exists: a retry, or a network re-synced) is success.
-- ``bind_port`` (``binding:vnic_type=baremetal`` only): the node is found from
-  ``binding:profile.local_link_information`` (switch + port, or the IB port GUID); gpufabric
-  is asked to attach it to the network: a node changing tenant goes through its move
-  workflow (quarantine, then join, each verified on the fabric); a node already in the
-  network's tenant gets the network added to its lease and gpufabric's worker converges the
-  fabrics. The binding completes (``set_binding``, ACTIVE) only when the move is ``done`` (or
-  the worker has run its converge pass without error). A retry that finds an open move on
-  the node waits for it and tries again; "already attached" is success. Any failure (unknown node, API error, move failed, timeout) leaves
-  the port unbound (``binding_failed``) and is logged; on timeout the driver asks gpufabric
-  to detach the node again so it is never on the network behind Neutron's back.
+- ``bind_port`` (``binding:vnic_type=baremetal`` only) first checks, reading gpufabric only:
+  the port's project is its network's project (the node goes into the PORT's project; a port
+  on another project's network is refused, never attached into the network's project);
+  ``binding:host_id`` (Ironic's node) names a gpufabric node (``node_map``, else the host
+  id); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
+  port GUID) is a port of that node (``GET /nodes/{name}``), so link info alone never picks
+  a node; and the node is in quarantine or already the port's project's. A refusal writes
+  nothing to gpufabric and leaves the port ``binding_failed``. Then gpufabric is asked to
+  attach the node to the network: a node changing tenant goes through its move workflow
+  (quarantine, then join, each verified on the fabric); a node already in the network's
+  tenant gets the network added to its lease and gpufabric's worker converges the fabrics.
+  The binding completes (``set_binding``, ACTIVE) only when the move is ``done`` (or the
+  worker has run its converge pass without error). A retry that finds an open move on the
+  node waits for it and tries again; "already attached" is success. Any failure (refused,
+  API error, move failed, timeout) leaves the port unbound (``binding_failed``) and is
+  logged; on timeout the driver asks gpufabric to detach the node again so it is never on
+  the network behind Neutron's back.
 - Unbind (``update_port_postcommit`` when the binding went away or moved, and
-  ``delete_port_postcommit``): gpufabric detaches the node (back to quarantine).
+  ``delete_port_postcommit``): gpufabric detaches the node the binding recorded
+  (``binding:vif_details.gpufabric_node``) from the network (back to quarantine if it was its
+  last).
+
+The token is a gpufabric ``service`` token (not admin): see docs/openstack.md.
 
 Limitation: attachments are per node and network, so two Neutron ports of one node on the
 same network share one attachment; unbinding either detaches the node.
@@ -25,6 +36,8 @@ same network share one attachment; unbinding either detaches the node.
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from neutron_lib import constants as n_const
@@ -40,10 +53,15 @@ from gpufabric_neutron import config, names
 LOG = logging.getLogger(__name__)
 
 BOUND_VIF = portbindings.VIF_TYPE_OTHER
+QUARANTINE = "quarantine"
 
 
 class GpufabricDriverError(n_exc.NeutronException):  # type: ignore[misc]
     message = "gpufabric: %(reason)s"
+
+
+class Refused(LookupError):
+    """The port may not be bound to the node it names (nothing was written to gpufabric)."""
 
 
 class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
@@ -60,7 +78,9 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             conf.url, token, ca_file=conf.ca_file, insecure=conf.insecure, timeout=conf.timeout,
             retry_for=conf.retry_for,
         )  # fmt: skip
+        self._node_map: tuple[float, dict[str, str]] = (-1.0, {})
         self.physnets = names.Physnets(frozenset(conf.ethernet_physnets or ()), conf.ib_physnet or None)
+        self.node_map()  # a bad node_map fails the start, not each bind
         LOG.info("gpufabric driver: %s, ethernet physnets %s, ib physnet %s", conf.url,
                  sorted(self.physnets.ethernet), self.physnets.ib)  # fmt: skip
 
@@ -110,8 +130,8 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             try:
                 node = self._attach(context, fabric, profile)
             except (gf.ApiError, gf.Unreachable, gf.MoveFailed, LookupError) as e:
-                LOG.error("gpufabric: binding port %s on %s segment %s failed: %s", port["id"], fabric,
-                          seg.get(api.SEGMENTATION_ID), e)  # fmt: skip
+                LOG.error("gpufabric: binding port %s on %s segment %s %s: %s", port["id"], fabric,
+                          seg.get(api.SEGMENTATION_ID), "refused" if isinstance(e, Refused) else "failed", e)  # fmt: skip
                 return  # no set_binding: ML2 marks the port binding_failed
             context.set_binding(seg[api.ID], BOUND_VIF, {"gpufabric_node": node}, status=n_const.PORT_STATUS_ACTIVE)
             LOG.info("gpufabric: port %s bound: node %s on %s segment %s", port["id"], node, fabric,
@@ -119,8 +139,8 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             return
 
     def _attach(self, context: Any, fabric: str, profile: dict[str, Any]) -> str:
-        node = self._node(profile, fabric)
         net = context.network.current
+        node, _ = self._check(context.current, net, fabric)  # the port's project is the network's
         tenant, name = self._ensure_network(net, self.physnets.gpufabric_segments(context.network.network_segments))
         timeout, interval = self.conf.bind_timeout, self.conf.poll_interval
         for attempt in range(3):
@@ -140,15 +160,60 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             return node
         raise gf.MoveFailed({}, f"node {node} kept having open moves")
 
-    def _node(self, profile: dict[str, Any], fabric: str) -> str:
-        refs = names.link_refs(profile, fabric)
-        if not refs:
-            raise LookupError(f"no usable local_link_information in binding:profile {profile!r}")
-        for r in refs:
-            node = self.client.lookup_guid(r.guid) if r.guid else self.client.lookup_switch_port(r.switch or "", r.port or "")
-            if node:
-                return node
-        raise LookupError(f"no gpufabric node has the port(s) {[vars(r) for r in refs]}")
+    def _check(self, port: dict[str, Any], net: dict[str, Any], fabric: str) -> tuple[str, str]:
+        """The node and tenant a bind may use, or Refused; reads gpufabric, writes nothing."""
+        project = port.get("project_id") or port.get("tenant_id")
+        net_project = net.get("project_id") or net.get("tenant_id")
+        if not project:
+            raise Refused(f"port {port.get('id')} has no project_id")
+        if project != net_project:
+            raise Refused(f"port {port.get('id')} of project {project} is on network {net.get('id')} of project "
+                          f"{net_project}: a node is attached only into the port's own project")  # fmt: skip
+        tenant = names.tenant_name(project)
+        node = self._host_node(port)
+        info = self.client.node(node)
+        if info is None:
+            raise Refused(f"binding:host_id {port.get(portbindings.HOST_ID)!r}: gpufabric has no node {node}")
+        self._check_links(port, node, info, fabric)
+        holder = info.get("tenant")
+        if holder not in (None, QUARANTINE, tenant):
+            raise Refused(f"node {node} is held by another tenant; allowed: a node in quarantine or already "
+                          f"in {tenant} (the port's project)")  # fmt: skip
+        return node, tenant
+
+    def _host_node(self, port: dict[str, Any]) -> str:
+        host = port.get(portbindings.HOST_ID)
+        node = names.node_name(host, self.node_map())
+        if node is None:
+            raise Refused(f"binding:host_id {host!r} names no gpufabric node (not in node_map, not a node name)")
+        return node
+
+    def _check_links(self, port: dict[str, Any], node: str, info: dict[str, Any], fabric: str) -> None:
+        profile = port.get(portbindings.PROFILE) or {}
+        links = names.links(profile, fabric)
+        if not links:
+            raise Refused(f"no usable local_link_information in binding:profile {profile!r}")
+        foreign = names.foreign_links(links, info.get("ports") or {})
+        if foreign:
+            raise Refused(f"local_link_information {', '.join(map(names.describe, foreign))} is not a port of "
+                          f"node {node} (binding:host_id {port.get(portbindings.HOST_ID)!r})")  # fmt: skip
+
+    def node_map(self) -> dict[str, str]:
+        """``node_map`` (JSON {host id: node}), re-read when its mtime changes; {} when unset."""
+        path = self.conf.node_map
+        if not path:
+            return {}
+        try:
+            mtime = os.stat(path).st_mtime
+            if mtime != self._node_map[0]:
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+                if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+                    raise ValueError("want a JSON object {host id: node name}")
+                self._node_map = (mtime, {str(k): v for k, v in data.items()})
+        except (OSError, ValueError) as e:
+            raise Refused(f"node_map {path}: {e}") from None
+        return self._node_map[1]
 
     def _detach_quietly(self, node: str, network: str) -> None:
         try:
@@ -186,7 +251,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         fabric = self.physnets.fabric_of(segment) or names.ETHERNET
         name = names.network_name(net["id"])
         try:
-            node = self._node(port.get(portbindings.PROFILE) or {}, fabric)
+            node = self._bound_node(port, fabric)
             before = self.client.worker()
             result = self.client.detach(node, name)
             self.client.wait_applied(result, before, self.conf.bind_timeout, self.conf.poll_interval)
@@ -197,6 +262,19 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             LOG.error("gpufabric: detaching port %s from %s failed: %s", port["id"], name, e)
             raise GpufabricDriverError(reason=str(e)) from e
         LOG.info("gpufabric: port %s unbound: node %s detached from %s", port["id"], node, name)
+
+    def _bound_node(self, port: dict[str, Any], fabric: str) -> str:
+        """The node a binding of ours attached: as recorded in its vif_details, else (a binding
+        older than that record) the host's node when the link info is one of its ports."""
+        recorded = (port.get(portbindings.VIF_DETAILS) or {}).get("gpufabric_node")
+        if isinstance(recorded, str) and recorded:
+            return recorded
+        node = self._host_node(port)
+        info = self.client.node(node)
+        if info is None:
+            raise Refused(f"gpufabric has no node {node}")
+        self._check_links(port, node, info, fabric)
+        return node
 
 
 def _lli(port: dict[str, Any]) -> Any:

@@ -11,8 +11,12 @@
   ``{"fabric": "infiniband", "seg_id": fake VLAN}`` (gpufabric maps it to a PKey). Every
   other segment is left to other drivers, so an Ethernet switch never receives an IB network
   and the reverse.
+- ``binding:host_id`` (what Ironic sends: the node's UUID) names the gpufabric node: its entry
+  in the operator's node map (``{host id: node name}``, the file the esi-leap sync reads too),
+  else the host id itself when it is a valid gpufabric node name.
 - ``local_link_information`` (what Ironic sends) names the node's switch port, or for
-  InfiniBand the port GUID.
+  InfiniBand the port GUID. Each of its links must be a port of the host's node
+  (:func:`foreign_links`): link info alone never chooses the node.
 """
 
 from __future__ import annotations
@@ -41,6 +45,15 @@ def tenant_name(project_id: str) -> str:
 
 def network_name(network_id: str) -> str:
     return NETWORK_PREFIX + network_id.lower().replace("-", "")[:12]
+
+
+def node_name(host_id: str | None, node_map: Mapping[str, str]) -> str | None:
+    """The gpufabric node a port's ``binding:host_id`` names, or None (no host, or not a
+    valid node name and not in ``node_map``)."""
+    if not host_id:
+        return None
+    name = node_map.get(host_id, host_id)
+    return name if isinstance(name, str) and _NAME_RE.match(name) else None
 
 
 @dataclass(frozen=True)
@@ -86,17 +99,17 @@ def normalize_guid(raw: str) -> str | None:
     return "0x" + g.removeprefix("0x")
 
 
-def link_refs(profile: Mapping[str, Any] | None, fabric: str) -> list[LinkRef]:
-    """Candidate lookups from a port's ``binding:profile``, most specific first.
-
-    Ethernet: (switch_info, port_id) then (switch_id, port_id). InfiniBand: the port GUID
-    (``port_guid``/``guid`` key, or a GUID-shaped ``port_id``) first, then switch + port.
-    """
+def links(profile: Mapping[str, Any] | None, fabric: str) -> list[tuple[LinkRef, ...]]:
+    """Each usable link of a port's ``binding:profile``: the ways it can name a port, most
+    specific first. Ethernet: (switch_info, port_id) then (switch_id, port_id). InfiniBand: the
+    port GUID (``port_guid``/``guid`` key, or a GUID-shaped ``port_id``) first, then switch +
+    port. A link naming no port is left out."""
     lli = (profile or {}).get("local_link_information") or []
-    refs: list[LinkRef] = []
-    for link in lli:
+    out: list[tuple[LinkRef, ...]] = []
+    for link in lli if isinstance(lli, list) else []:
         if not isinstance(link, Mapping):
             continue
+        refs: list[LinkRef] = []
         port = link.get("port_id")
         if fabric == INFINIBAND:
             for raw in (link.get("port_guid"), link.get("guid"), port):
@@ -106,7 +119,33 @@ def link_refs(profile: Mapping[str, Any] | None, fabric: str) -> list[LinkRef]:
                     break
         if isinstance(port, str) and port:
             for sw in (link.get("switch_info"), link.get("switch_id")):
-                if isinstance(sw, str) and sw:
+                if isinstance(sw, str) and sw and LinkRef(switch=sw, port=port) not in refs:
                     refs.append(LinkRef(switch=sw, port=port))
+        if refs:
+            out.append(tuple(refs))
+    return out
+
+
+def link_refs(profile: Mapping[str, Any] | None, fabric: str) -> list[LinkRef]:
+    """Every candidate of :func:`links`, flattened without repeats."""
     seen: set[LinkRef] = set()
-    return [r for r in refs if not (r in seen or seen.add(r))]  # type: ignore[func-returns-value]
+    return [r for link in links(profile, fabric) for r in link if not (r in seen or seen.add(r))]  # type: ignore[func-returns-value]
+
+
+def _owns(ref: LinkRef, ports: Mapping[str, Any]) -> bool:
+    if ref.guid is not None:
+        return any(isinstance(p, Mapping) and isinstance(p.get("port_guid"), str)
+                   and normalize_guid(p["port_guid"]) == ref.guid for p in ports.get("infiniband") or [])  # fmt: skip
+    return any(isinstance(p, Mapping) and (p.get("switch"), p.get("switch_port")) == (ref.switch, ref.port)
+               for p in ports.get("ethernet") or [])  # fmt: skip
+
+
+def foreign_links(found: list[tuple[LinkRef, ...]], ports: Mapping[str, Any]) -> list[tuple[LinkRef, ...]]:
+    """The links none of whose names is one of ``ports`` (a node's ``ports`` as
+    ``GET /api/v1/nodes/{name}`` shows them: ``ethernet`` switch + switch_port, ``infiniband``
+    port_guid). Empty: every link is a port of that node."""
+    return [link for link in found if not any(_owns(r, ports) for r in link)]
+
+
+def describe(link: tuple[LinkRef, ...]) -> str:
+    return " or ".join(r.guid if r.guid else f"{r.switch}/{r.port}" for r in link)

@@ -3,6 +3,7 @@ autospecced neutron_lib ML2 contexts (as networking-generic-switch's unit tests 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import uuid
@@ -23,6 +24,7 @@ from gpufabric_neutron import config
 from gpufabric_neutron.mech import GpufabricMechanismDriver
 
 TOKEN = "s3cret-token"
+NODE_MAP = {"node-uuid-1": "node1", "node-uuid-2": "node2"}  # binding:host_id (Ironic node UUID) -> gpufabric node
 
 
 @pytest.fixture
@@ -46,10 +48,18 @@ def token_file(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def conf(fake: FakeGpufabric, token_file: Path) -> Iterator[cfg.ConfigOpts]:
+def node_map(tmp_path: Path) -> Path:
+    p = tmp_path / "ironic-nodes.json"
+    p.write_text(json.dumps(NODE_MAP))
+    return p
+
+
+@pytest.fixture
+def conf(fake: FakeGpufabric, token_file: Path, node_map: Path) -> Iterator[cfg.ConfigOpts]:
     c = config.register(cfg.CONF)
     overrides = {"url": fake.url, "token_file": str(token_file), "ethernet_physnets": ["physnet1"],
-                 "ib_physnet": "ib", "bind_timeout": 5.0, "poll_interval": 0.01, "retry_for": 3.0, "timeout": 2.0}  # fmt: skip
+                 "ib_physnet": "ib", "bind_timeout": 5.0, "poll_interval": 0.01, "retry_for": 3.0, "timeout": 2.0,
+                 "insecure": True, "node_map": str(node_map)}  # fmt: skip  (the fake is plain http on loopback)
     for k, v in overrides.items():
         c.set_override(k, v, group=config.GROUP)
     yield c
@@ -83,9 +93,10 @@ def port(
     vnic: str = portbindings.VNIC_BAREMETAL,
     vif: str = portbindings.VIF_TYPE_UNBOUND,
     host: str = "node-uuid-1",
+    project: str = "tenant-a",
 ) -> dict[str, Any]:
     profile = {} if lli is None else {"local_link_information": lli}
-    return {"id": str(uuid.uuid4()), "project_id": "tenant-a", portbindings.VNIC_TYPE: vnic,
+    return {"id": str(uuid.uuid4()), "project_id": project, "tenant_id": project, portbindings.VNIC_TYPE: vnic,
             portbindings.PROFILE: profile, portbindings.VIF_TYPE: vif, portbindings.HOST_ID: host}  # fmt: skip
 
 

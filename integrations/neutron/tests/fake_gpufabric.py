@@ -4,7 +4,10 @@ token, JSON error body, 202 moves that are polled) with in-memory state.
 Used by the driver's unit tests and as the contract server when verifying against a real
 Neutron before gpufabric's own API is available. Knobs: ``move_polls`` (GETs before a move is
 done), ``fail_moves`` (moves end failed), ``hang_moves`` (never finish), ``down`` (answers
-nothing: connection refused, as while gpufabric restarts).
+nothing: connection refused, as while gpufabric restarts). The token is a ``service`` token
+(as the integrations get): requesting moves (``POST /moves``) or importing inventory is 403.
+As the server is meant to (issue 18): an attachment never takes a node another tenant holds
+(409), and a lease's network list is taken literally (empty: no networks).
 """
 
 from __future__ import annotations
@@ -105,14 +108,17 @@ class FakeGpufabric:
             if method == "GET" and p[0] == "nodes" and len(p) == 2:
                 if p[1] not in set(s.switch_ports.values()) | set(s.guids.values()):
                     return _err(404, "not_found", f"node not found: {p[1]}", "node", p[1])
-                return 200, {"name": p[1], "tenant": s.node_tenant.get(p[1], "quarantine")}
+                return 200, self._node(p[1])
             if method == "POST" and p == ["leases"]:
                 return self._lease(body)
-            if method == "POST" and p == ["moves"]:
-                if body["to_tenant"] != "quarantine":
-                    return _err(422, "invalid", "the fake only moves to quarantine")
-                status, out = self._new_move(body["node"], "release", "", None)
-                return (status, out["move"]) if status == 202 else (status, out)
+            if method == "GET" and p == ["leases"]:
+                items = [x for x in s.leases if x["node"] == query.get("node", x["node"])
+                         and (query.get("state") != "active" or x["active"])]  # fmt: skip
+                return 200, {"items": items, "total": len(items), "limit": 100, "offset": 0}
+            if method == "DELETE" and p[0] == "leases" and len(p) == 2:
+                return self._end_lease(int(p[1]))
+            if method == "POST" and p in (["moves"], ["inventory"]):
+                return _err(403, "forbidden", f"role service may not create {p[0]}", "role", "service", "admin")
             if p[0] == "nodes" and len(p) >= 3 and p[2] == "attachments":
                 return self._attachment(method, p, body)
             if method == "GET" and p[0] == "moves" and len(p) == 2:
@@ -145,6 +151,17 @@ class FakeGpufabric:
         s.networks[body["name"]] = net
         return 201, net
 
+    def _node(self, node: str) -> dict[str, Any]:
+        s = self.state
+        eth = [{"name": f"eth{i}", "switch": sw, "switch_port": port, "mac": ""}
+               for i, ((sw, port), n) in enumerate(sorted(s.switch_ports.items())) if n == node]  # fmt: skip
+        ib = [{"device": "mlx5_0", "port_num": 1, "port_guid": g, "node_guid": g, "switch_guid": None, "switch_port": None}
+              for g, n in sorted(s.guids.items()) if n == node]  # fmt: skip
+        lease = next((x["id"] for x in s.leases if x["node"] == node and x["active"]), None)
+        return {"name": node, "offering": "baremetal", "state": "leased" if lease else "available", "owner": None,
+                "tenant": s.node_tenant.get(node, "quarantine"), "lease": lease,
+                "ports": {"ethernet": eth, "infiniband": ib}, "gpus": [], "dpus": []}  # fmt: skip
+
     def _attachment(self, method: str, p: list[str], body: Any) -> tuple[int, Any]:
         s = self.state
         node = p[1]
@@ -155,7 +172,10 @@ class FakeGpufabric:
         if method == "POST":
             if body["network"] not in s.networks:
                 return _err(404, "not_found", f"network not found: {body['network']}", "network", body["network"])
-            if s.node_tenant.get(node) == body["tenant"] and nets:
+            holder = s.node_tenant.get(node, "quarantine")
+            if holder not in ("quarantine", body["tenant"]):
+                return _err(409, "conflict", f"node {node} is leased to another tenant", "node", node)
+            if holder == body["tenant"] and nets:
                 if body["network"] in nets:
                     return _err(409, "conflict", f"node {node} is already attached to {body['tenant']}/{body['network']}")
                 nets.add(body["network"])
@@ -171,15 +191,24 @@ class FakeGpufabric:
         return _err(405, "invalid", "method not allowed")
 
     def _lease(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """As gpufabric: 202 and the move from quarantine that grants the lease when it is done."""
         s = self.state
         if body["tenant"] not in s.tenants:
             return _err(404, "not_found", f"tenant not found: {body['tenant']}", "tenant", body["tenant"])
         if s.node_tenant.get(body["node"], "quarantine") != "quarantine":
             return _err(409, "conflict", f"node {body['node']} is leased to {s.node_tenant[body['node']]}")
-        s.node_tenant[body["node"]] = body["tenant"]
-        s.attachments[body["node"]] = set(body.get("networks", []))
-        s.leases.append({"id": len(s.leases) + 1, **body, "active": True})
-        return 201, s.leases[-1]
+        status, out = self._new_move(body["node"], "lease", "", body["tenant"], list(body.get("networks", [])))
+        return (status, out["move"]) if status == 202 else (status, out)
+
+    def _end_lease(self, lease_id: int) -> tuple[int, Any]:
+        s = self.state
+        lease = next((x for x in s.leases if x["id"] == lease_id), None)
+        if lease is None:
+            return _err(404, "not_found", f"lease not found: {lease_id}", "lease", lease_id)
+        if not lease["active"]:
+            return 202, {"lease": lease, "move": None}
+        status, out = self._new_move(lease["node"], "release", "", None)
+        return (status, {"lease": lease, "move": out["move"]}) if status == 202 else (status, out)
 
     def _converge(self, node: str) -> dict[str, Any]:
         """Same-tenant change: the worker's next passes converge it (or fail, with converge_fails)."""
@@ -187,10 +216,14 @@ class FakeGpufabric:
         if self.state.converge_fails:
             w.update(errors=w["errors"] + 1, last_error="converge: verify failed on ovs")
         w["passes"] += 2
-        return {"id": 1, "tenant": self.state.node_tenant.get(node), "node": node,
+        lease = next((x for x in self.state.leases if x["node"] == node and x["active"]), None)
+        if lease is not None:
+            lease["networks"] = sorted(self.state.attachments[node])
+        return {"id": lease["id"] if lease else 1, "tenant": self.state.node_tenant.get(node), "node": node,
                 "networks": sorted(self.state.attachments[node]), "active": True}  # fmt: skip
 
-    def _new_move(self, node: str, kind: str, network: str, tenant: str | None) -> tuple[int, Any]:
+    def _new_move(self, node: str, kind: str, network: str, tenant: str | None,
+                  networks: list[str] | None = None) -> tuple[int, Any]:  # fmt: skip
         s = self.state
         for m in s.moves.values():
             if m["node"] == node and m["status"] in ("pending", "running"):
@@ -198,7 +231,8 @@ class FakeGpufabric:
         mid = len(s.moves) + 1
         m = {"id": mid, "node": node, "kind": kind, "network": network, "tenant": tenant, "status": "pending",
              "from_tenant": s.node_tenant.get(node, "quarantine"), "to_tenant": tenant or "quarantine",
-             "networks": [network] if tenant else [], "phase": "quarantine", "error": "", "polls": 0}  # fmt: skip
+             "networks": networks if networks is not None else [network] if tenant else [], "phase": "quarantine",
+             "error": "", "polls": 0}  # fmt: skip
         s.moves[mid] = m
         return 202, {"node": node, "move": {k: v for k, v in m.items() if k != "polls"}, "lease": None}
 
@@ -206,12 +240,18 @@ class FakeGpufabric:
         if self.state.fail_moves:
             m.update(status="failed", error="verify: port still on VLAN 4000")
             return
-        if m["kind"] == "attach":
-            self.state.attachments[m["node"]] = {m["network"]}
-            self.state.node_tenant[m["node"]] = m["tenant"]
+        s = self.state
+        for lease in s.leases:
+            if lease["node"] == m["node"] and lease["active"]:
+                lease["active"] = False
+        if m["tenant"]:  # attach or lease: a new lease in the tenant with the move's networks
+            s.attachments[m["node"]] = set(m["networks"])
+            s.node_tenant[m["node"]] = m["tenant"]
+            s.leases.append({"id": len(s.leases) + 1, "tenant": m["tenant"], "node": m["node"],
+                             "networks": list(m["networks"]), "active": True})  # fmt: skip
         else:
-            self.state.attachments[m["node"]] = set()
-            self.state.node_tenant[m["node"]] = "quarantine"
+            s.attachments[m["node"]] = set()
+            s.node_tenant[m["node"]] = "quarantine"
         m.update(status="done", phase="done")
 
 
@@ -271,7 +311,8 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
             st = f.state
             with st.lock:
                 dump = {"networks": st.networks, "attachments": {k: sorted(v) for k, v in st.attachments.items()},
-                        "node_tenant": st.node_tenant,
+                        "node_tenant": st.node_tenant, "leases": st.leases,
+                        "writes": [[m, path] for m, path, _ in st.requests if m != "GET"],
                         "moves": list(st.moves.values()), "tenants": sorted(st.tenants)}  # fmt: skip
             tmp = f"{a.state_out}.{threading.get_ident()}.tmp"
             with open(tmp, "w") as out:

@@ -66,7 +66,7 @@ def feed() -> Iterator[Feed]:
 
 @pytest.fixture
 def mirror(fake: FakeGpufabric, feed: Feed, tmp_path: Path) -> esi_leap.Mirror:
-    client = gf.GpufabricClient(fake.url, TOKEN, retry_for=0.3)
+    client = gf.GpufabricClient(fake.url, TOKEN, retry_for=0.3, insecure=True)  # the fake is plain http on loopback
     return esi_leap.Mirror(esi_leap.EsiLeap(feed.url, {"X-Roles": "admin"}), client, tmp_path / "state.json",
                            {"uuid-2": "node2"}, timeout=3, interval=0.01)  # fmt: skip
 
@@ -75,13 +75,29 @@ def tenant_of(fake: FakeGpufabric, node: str) -> str:
     return fake.state.node_tenant.get(node, "quarantine")
 
 
+def writes(fake: FakeGpufabric) -> list[tuple[str, str, Any]]:
+    return [r for r in fake.state.requests if r[0] != "GET"]
+
+
 def test_fulfilled_lease_puts_the_node_in_the_lessees_tenant(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
     feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
     assert mirror.run_once() == 1
     assert tenant_of(fake, "node1") == tenant_name(LESSEE_A) == LESSEE_A
-    assert [(x["tenant"], x["node"], x["networks"]) for x in fake.state.leases] == [(LESSEE_A, "node1", [])]
+    assert [(x["tenant"], x["node"], x["networks"], x["active"]) for x in fake.state.leases] == [(LESSEE_A, "node1", [], True)]
     assert mirror.last_event_id == 1
     assert feed.seen_headers[-1]["X-Roles"] == "admin"
+
+
+def test_lease_asks_for_no_networks_even_when_the_tenant_has_some(mirror: esi_leap.Mirror, fake: FakeGpufabric,
+                                                                   feed: Feed) -> None:  # fmt: skip
+    """An empty list means no networks (issue 18): the lessee's Neutron binds attach them."""
+    fake.state.tenants.add(LESSEE_A)
+    fake.handle("POST", "/api/v1/networks", {}, {"name": "a-net", "tenant": LESSEE_A, "segments": [{"fabric": "ethernet", "seg_id": 2001}]})
+    fake.state.requests.clear()
+    feed.add(esi_leap.FULFILL, "node1", LESSEE_A)
+    mirror.run_once()
+    assert ("POST", "/api/v1/leases", {"tenant": LESSEE_A, "node": "node1", "networks": []}) in writes(fake)
+    assert fake.state.attachments["node1"] == set(), "the node's ports stay shut until a network attaches"
 
 
 def test_expired_lease_quarantines_the_node_through_a_move(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
@@ -90,7 +106,11 @@ def test_expired_lease_quarantines_the_node_through_a_move(mirror: esi_leap.Mirr
     feed.add(esi_leap.DELETE, "node1", LESSEE_A)
     assert mirror.run_once() == 1
     assert tenant_of(fake, "node1") == "quarantine"
-    assert [(m["node"], m["to_tenant"], m["status"]) for m in fake.state.moves.values()] == [("node1", "quarantine", "done")]
+    assert [(m["node"], m["to_tenant"], m["status"]) for m in fake.state.moves.values()] == [
+        ("node1", LESSEE_A, "done"), ("node1", "quarantine", "done")]  # fmt: skip
+    assert [x["active"] for x in fake.state.leases] == [False]
+    assert [(m, p) for m, p, _ in writes(fake) if p.startswith("/api/v1/leases/") or p == "/api/v1/moves"] == [
+        ("DELETE", "/api/v1/leases/1")], "the service token ends the lease; it never requests moves (403)"  # fmt: skip
     assert mirror.handled == [(1, "lease", "node1"), (2, "release", "node1")]
 
 
@@ -103,7 +123,8 @@ def test_replayed_events_change_nothing(mirror: esi_leap.Mirror, fake: FakeGpufa
     mirror.state_file.unlink()  # state lost: every event comes again
     assert mirror.run_once() == 3
     assert (tenant_of(fake, "node1"), tenant_of(fake, "node2")) == ("quarantine", LESSEE_B)
-    assert (len(fake.state.moves), len(fake.state.leases)) == (1, 2), "node1 is not handed back to A, even briefly"
+    assert [(m["node"], m["to_tenant"]) for m in fake.state.moves.values()] == [
+        ("node1", LESSEE_A), ("node1", "quarantine"), ("node2", LESSEE_B)], "node1 is not handed back to A, even briefly"  # fmt: skip
 
 
 def test_a_lease_shorter_than_a_poll_leaves_the_node_in_quarantine(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
@@ -119,7 +140,7 @@ def test_old_lessees_expiry_leaves_the_new_lessee_alone(mirror: esi_leap.Mirror,
     feed.add(esi_leap.DELETE, "node1", LESSEE_A)  # a late event about an earlier lease
     mirror.run_once()
     assert tenant_of(fake, "node1") == LESSEE_B
-    assert fake.state.moves == {}
+    assert [m["to_tenant"] for m in fake.state.moves.values()] == [LESSEE_B]
 
 
 def test_fulfil_on_a_node_held_by_another_tenant_goes_through_quarantine(mirror: esi_leap.Mirror, fake: FakeGpufabric, feed: Feed) -> None:
@@ -128,7 +149,7 @@ def test_fulfil_on_a_node_held_by_another_tenant_goes_through_quarantine(mirror:
     feed.add(esi_leap.FULFILL, "node1", LESSEE_B)
     mirror.run_once()
     assert tenant_of(fake, "node1") == LESSEE_B
-    assert [m["to_tenant"] for m in fake.state.moves.values()] == ["quarantine"]
+    assert [m["to_tenant"] for m in fake.state.moves.values()] == [LESSEE_A, "quarantine", LESSEE_B]
 
 
 @pytest.mark.parametrize(
@@ -168,7 +189,22 @@ def test_cli_once(fake: FakeGpufabric, feed: Feed, tmp_path: Path) -> None:
     os.chmod(token, 0o600)
     feed.add(esi_leap.FULFILL, "node2", LESSEE_B)
     rc = esi_leap.main(["--esi-leap-url", feed.url, "--gpufabric-url", fake.url, "--token-file", str(token),
-                        "--state-file", str(tmp_path / "s.json"), "--esi-leap-header", "X-Roles:admin", "--once"])  # fmt: skip
+                        "--state-file", str(tmp_path / "s.json"), "--esi-leap-header", "X-Roles:admin", "--once",
+                        "--insecure"])  # fmt: skip
     assert rc == 0
     assert json.loads((tmp_path / "s.json").read_text()) == {"last_event_id": 1}
     assert tenant_of(fake, "node2") == LESSEE_B
+
+
+def test_cli_refuses_plain_http_without_insecure(fake: FakeGpufabric, feed: Feed, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    token = tmp_path / "t"
+    token.write_text(TOKEN)
+    os.chmod(token, 0o600)
+    feed.add(esi_leap.FULFILL, "node2", LESSEE_B)
+    with pytest.raises(SystemExit) as e:
+        esi_leap.main(["--esi-leap-url", feed.url, "--gpufabric-url", fake.url, "--token-file", str(token),
+                       "--state-file", str(tmp_path / "s.json"), "--once"])  # fmt: skip
+    assert e.value.code == 2
+    assert "scheme 'http' refused; allowed: https://" in capsys.readouterr().err
+    assert fake.state.requests == [] and not (tmp_path / "s.json").exists()

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from fake_gpufabric import FakeGpufabric
+from gpufabric_neutron import client as gf
 from gpufabric_neutron import names
-from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDriver
+from gpufabric_neutron.mech import GpufabricDriverError, GpufabricMechanismDriver, Refused
+from oslo_config import cfg
 
 from conftest import TOKEN, network_context, segment
 
@@ -113,4 +115,16 @@ def test_token_file_must_be_private_and_non_empty(conf: object, token_file: Path
     token_file.write_text(content)
     os.chmod(token_file, mode)
     with pytest.raises(error, match="token_file"):
+        GpufabricMechanismDriver().initialize()
+
+
+def test_driver_refuses_plain_http_unless_insecure(conf: cfg.ConfigOpts) -> None:
+    conf.set_override("insecure", False, group="ml2_gpufabric")
+    with pytest.raises(gf.InsecureTransport, match="scheme 'http' refused"):
+        GpufabricMechanismDriver().initialize()
+
+
+def test_driver_refuses_a_bad_node_map(conf: cfg.ConfigOpts, node_map: Path) -> None:
+    node_map.write_text('["not", "a", "map"]')
+    with pytest.raises(Refused, match="want a JSON object"):
         GpufabricMechanismDriver().initialize()

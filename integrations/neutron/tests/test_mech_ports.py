@@ -37,6 +37,11 @@ def attached(fake: FakeGpufabric) -> dict[str, set[str]]:
     return {n: nets for n, nets in fake.state.attachments.items() if nets}
 
 
+def writes(fake: FakeGpufabric) -> list[tuple[str, str]]:
+    """Every request that could change gpufabric (anything but GET)."""
+    return [(m, path) for m, path, _ in fake.state.requests if m != "GET"]
+
+
 def bind(driver: GpufabricMechanismDriver, lli: list[dict[str, Any]] | None, seg: dict[str, Any], **kw: Any) -> tuple[Any, Any]:
     net = network_context([seg])
     ctx = port_context(port(lli, **kw), net)
@@ -109,6 +114,7 @@ def test_bind_fails_when_node_cannot_be_found(driver: GpufabricMechanismDriver, 
     assert bound_segment(ctx) is None
     assert attached(fake) == {}
     assert fake.state.moves == {}
+    assert writes(fake) == []
 
 
 def test_failed_move_is_a_binding_failure(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
@@ -156,8 +162,13 @@ def test_rebind_of_a_bound_port_is_idempotent(driver: GpufabricMechanismDriver, 
 def _bound(driver: GpufabricMechanismDriver, fake: FakeGpufabric, lli: list[dict[str, Any]], seg: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     ctx, net = bind(driver, lli, seg)
     assert bound_segment(ctx) is not None
-    p = dict(ctx.current, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_OTHER})
-    return p, net
+    return as_bound(ctx), net
+
+
+def as_bound(ctx: Any) -> dict[str, Any]:
+    """The port as Neutron holds it after the driver's set_binding (vif type and details)."""
+    (_seg, vif_type, details), _kw = ctx.set_binding.call_args
+    return dict(ctx.current, **{portbindings.VIF_TYPE: vif_type, portbindings.VIF_DETAILS: details})
 
 
 @pytest.mark.parametrize(("lli", "seg"), [(ETH_LLI, segment("physnet1", 2200)), (IB_GUID_LLI, segment("ib", 3020))],
@@ -224,7 +235,7 @@ def test_second_project_stays_on_its_own_network(driver: GpufabricMechanismDrive
     a, b = segment("physnet1", 2300), segment("physnet1", 2301)
     net_a, net_b = network_context([a], project="tenant-a"), network_context([b], project="tenant-b")
     ca = port_context(port(ETH_LLI), net_a)
-    cb = port_context(port([{"switch_info": "leaf1", "port_id": "p2"}]), net_b)
+    cb = port_context(port([{"switch_info": "leaf1", "port_id": "p2"}], host="node-uuid-2", project="tenant-b"), net_b)
     driver.bind_port(ca)
     driver.bind_port(cb)
     assert attached(fake) == {"node1": {names.network_name(net_a.current["id"])},
@@ -241,7 +252,7 @@ def test_second_network_of_the_same_project_converges_without_a_move(driver: Gpu
     assert attached(fake) == {"node1": {names.network_name(net_eth.current["id"]), names.network_name(net_ib.current["id"])}}
     assert [m["kind"] for m in fake.state.moves.values()] == ["attach"], "one move into the tenant; the IB network converges"
     # unbinding the IB port keeps the node on the Ethernet network (converge, no move)
-    p2 = dict(c2.current, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_OTHER})
+    p2 = as_bound(c2)
     driver.delete_port_postcommit(port_context(p2, net_ib, top=ib))
     assert attached(fake) == {"node1": {names.network_name(net_eth.current["id"])}}
     assert fake.state.node_tenant["node1"] == "tenant-a"
@@ -269,3 +280,96 @@ def test_bind_waits_for_an_open_move_then_attaches(driver: GpufabricMechanismDri
     assert bound_segment(ctx) == seg[api.ID]
     assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}
     assert [m["status"] for m in fake.state.moves.values()] == ["done"], "no second move: the retry found it attached"
+
+
+# ---- refusals: the host's node, the port's project (issue 18); nothing is written to gpufabric
+def _b_holds_node2(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> Any:
+    """Project B's port on node2 bound (B holds node2 through its attachment's lease)."""
+    net_b = network_context([segment("physnet1", 2500), segment("ib", 3050)], project="tenant-b")
+    cb = port_context(port([{"switch_info": "leaf1", "port_id": "p2"}], host="node-uuid-2", project="tenant-b"), net_b)
+    driver.bind_port(cb)
+    assert bound_segment(cb) is not None and fake.state.node_tenant["node2"] == "tenant-b"
+    return net_b
+
+
+@pytest.mark.parametrize(
+    ("lli", "physnet", "seg_id", "host"),
+    [
+        ([{"switch_info": "leaf1", "port_id": "p2"}], "physnet1", 2510, "node-uuid-1"),
+        ([{"switch_id": "leaf1", "port_id": "p2"}], "physnet1", 2510, "node-uuid-1"),
+        ([{"port_guid": "0x0002c90300000201"}], "ib", 3051, "node-uuid-1"),
+        ([{"switch_info": "leaf1", "port_id": "p1"}, {"switch_info": "leaf1", "port_id": "p2"}], "physnet1", 2510, "node-uuid-1"),
+        ([{"switch_info": "leaf1", "port_id": "p2"}], "physnet1", 2510, "no-such-host"),
+        ([{"switch_info": "leaf1", "port_id": "p2"}], "physnet1", 2510, ""),
+        ([{"switch_info": "leaf1", "port_id": "p2"}], "physnet1", 2510, "Not A Node!"),
+    ],
+    ids=["eth-other-nodes-port", "eth-switch-id", "ib-other-nodes-guid", "one-link-of-two-foreign", "host-unknown",
+         "no-host", "host-not-a-name"],
+)  # fmt: skip
+def test_bind_refuses_link_info_that_is_not_the_hosts_nodes(driver: GpufabricMechanismDriver, fake: FakeGpufabric,
+                                                            lli: list[dict[str, Any]], physnet: str, seg_id: int,
+                                                            host: str) -> None:  # fmt: skip
+    """Project A's port names project B's node2 in its link info: refused, B's node untouched."""
+    net_b = _b_holds_node2(driver, fake)
+    before = (dict(fake.state.node_tenant), attached(fake), len(fake.state.moves), [dict(x) for x in fake.state.leases])
+    fake.state.requests.clear()
+    net_a = network_context([segment(physnet, seg_id)], project="tenant-a")
+    ctx = port_context(port(lli, host=host, project="tenant-a"), net_a)
+    driver.bind_port(ctx)
+    assert bound_segment(ctx) is None
+    assert writes(fake) == [], "a refused bind writes nothing to gpufabric (no tenant, network, move or lease)"
+    after = (dict(fake.state.node_tenant), attached(fake), len(fake.state.moves), [dict(x) for x in fake.state.leases])
+    assert after == before
+    assert attached(fake)["node2"] == {names.network_name(net_b.current["id"])}
+
+
+def test_bind_refuses_a_port_on_another_projects_network(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """A port of project A on project B's network: never attached into B (the network's project)."""
+    net_b = network_context([segment("physnet1", 2520)], project="tenant-b")
+    driver.create_network_postcommit(net_b)
+    fake.state.requests.clear()
+    ctx = port_context(port(ETH_LLI, host="node-uuid-1", project="tenant-a"), net_b)
+    driver.bind_port(ctx)
+    assert bound_segment(ctx) is None
+    assert writes(fake) == [] and fake.state.requests == [], "refused before asking gpufabric anything"
+    assert fake.state.node_tenant.get("node1", "quarantine") == "quarantine" and attached(fake) == {}
+
+
+def test_bind_refuses_a_node_another_tenant_holds(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """Host and link info both name node2, which project B holds: A may not take it."""
+    net_b = _b_holds_node2(driver, fake)
+    moves = len(fake.state.moves)
+    fake.state.requests.clear()
+    ctx = port_context(port([{"switch_info": "leaf1", "port_id": "p2"}], host="node-uuid-2", project="tenant-a"),
+                       network_context([segment("physnet1", 2530)], project="tenant-a"))  # fmt: skip
+    driver.bind_port(ctx)
+    assert bound_segment(ctx) is None
+    assert writes(fake) == []
+    assert (fake.state.node_tenant["node2"], len(fake.state.moves)) == ("tenant-b", moves)
+    assert attached(fake)["node2"] == {names.network_name(net_b.current["id"])}
+
+
+def test_host_id_that_is_a_node_name_needs_no_map(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    ctx, net = bind(driver, [{"switch_info": "leaf1", "port_id": "p2"}], segment("physnet1", 2540), host="node2")
+    assert bound_segment(ctx) is not None
+    assert attached(fake) == {"node2": {names.network_name(net.current["id"])}}
+
+
+def test_unbind_detaches_the_node_the_binding_recorded(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """Teardown clears host and link info: the node comes from binding:vif_details."""
+    seg = segment("physnet1", 2550)
+    old, net = _bound(driver, fake, ETH_LLI, seg)
+    assert old[portbindings.VIF_DETAILS] == {"gpufabric_node": "node1"}
+    new = dict(old, **{portbindings.VIF_TYPE: portbindings.VIF_TYPE_UNBOUND, portbindings.HOST_ID: "node-uuid-2",
+                       portbindings.PROFILE: {"local_link_information": [{"switch_info": "leaf1", "port_id": "p2"}]}})  # fmt: skip
+    driver.update_port_postcommit(port_context(new, net, original=old, original_top=seg))
+    assert attached(fake) == {}
+    assert [(m["kind"], m["node"]) for m in fake.state.moves.values()] == [("attach", "node1"), ("detach", "node1")]
+
+
+def test_unbind_of_a_binding_without_record_uses_the_hosts_node(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    seg = segment("physnet1", 2560)
+    old, net = _bound(driver, fake, ETH_LLI, seg)
+    old.pop(portbindings.VIF_DETAILS)  # bound by an older driver
+    driver.delete_port_postcommit(port_context(old, net, top=seg))
+    assert attached(fake) == {}

@@ -1,28 +1,37 @@
 """The HTTP server that ``gpufabric serve`` runs: REST API v1 under ``/api/v1`` (OpenAPI at
 ``/openapi.json``), ``/healthz``, ``/readyz``, ``/metrics`` and the web dashboard at ``/``.
 
-Every v1 call carries a principal (``Authorization: Bearer <token>``): 401 without one, 404
-for objects it may not see, 403 for verbs its role lacks. Every error is one JSON shape,
-``{"error": {code, field, value, allowed, message}}``, mapped from the domain error tree.
+Every v1 call carries a principal (``Authorization: Bearer <token>``), checked by the guard
+(``api/guard.py``) before the body is read: 401 without one, 404 for objects it may not see,
+403 for verbs its role lacks, 413/429 past a limit (``api/limits.py``). Every error is one JSON
+shape, ``{"error": {code, field, value, allowed, message}}``, mapped from the domain error tree.
+``/healthz`` is open and says ok; ``/readyz`` says ok/unavailable per check to anyone and the
+details (errors) to an admin; ``/metrics`` needs an admin token — or :func:`create_probe_app`
+serves both openly on a separate listener (``gpufabric serve --probe-bind``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
-from gpufabric.api import dashboard
-from gpufabric.api.deps import ApiContext, error_body, status_of
+from gpufabric.api import dashboard, guard
+from gpufabric.api.deps import PRINCIPAL, ApiContext, error_body, status_of
+from gpufabric.api.limits import LimitExceeded
 from gpufabric.api.v1 import leases, moves, nodes, ops, tenants
-from gpufabric.api.v1.schemas import Health
-from gpufabric.domain.errors import GpufabricError
+from gpufabric.api.v1.schemas import RETRY_AFTER, Health, errors
+from gpufabric.domain.auth import Principal, Role
+from gpufabric.domain.errors import ForbiddenError, GpufabricError
 
-_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+          413: "too_large", 429: "rate_limited"}
 
 
 def _allowed(app: FastAPI, path: str) -> str:
@@ -46,6 +55,12 @@ def create_app(c: ApiContext) -> FastAPI:
         "Authenticate with `Authorization: Bearer <token>` (`gpufabric token create`).",
     )
     app.state.ctx = c
+    guard.install(app, c)
+    _document_limits(app)
+
+    @app.exception_handler(LimitExceeded)
+    async def _limit(_r: Request, e: LimitExceeded) -> JSONResponse:
+        return JSONResponse(e.body(), status_code=e.status, headers=e.headers())
 
     @app.exception_handler(GpufabricError)
     async def _domain(_r: Request, e: GpufabricError) -> JSONResponse:
@@ -93,28 +108,93 @@ def create_app(c: ApiContext) -> FastAPI:
     for r in (nodes.router, tenants.router, leases.router, moves.router, ops.router):
         app.include_router(r, prefix="/api/v1")
 
-    @app.get("/healthz", tags=["health"], summary="The process is up", response_model=Health)
+    @app.get("/healthz", tags=["health"], summary="The process is up (says nothing else)", response_model=Health)
     def healthz() -> dict[str, Any]:
         return {"status": "ok", "checks": {}}
 
-    @app.get("/readyz", tags=["health"], summary="The store answers and every loop is alive",
-             response_model=Health, responses={503: {"model": Health}})
-    def readyz() -> Any:
-        checks: dict[str, Any] = {}
-        try:
-            checks["store_revision"] = c.reader.revision()
-            ok = True
-        except Exception as e:  # the store is down: not ready, say why
-            checks["store"] = f"{type(e).__name__}: {str(e)[:200]}"
-            ok = False
-        for name, st in c.loops.states.items():
-            checks[name] = st.to_dict()
-            ok = ok and st.alive
-        return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+    @app.get("/readyz", tags=["health"], summary="The store answers and every loop is alive: ok/unavailable per "
+             "check; with an admin token also each loop's errors", response_model=Health,
+             responses={503: {"model": Health}, **errors(params=False)})
+    async def readyz(request: Request) -> Any:
+        secret = guard.bearer(request.scope["headers"])
+        detailed = secret is not None and (await guard.authenticate(c, secret)).role is Role.ADMIN
+        return await run_in_threadpool(readiness, c, detailed)
 
-    @app.get("/metrics", response_class=PlainTextResponse, tags=["health"], summary="Prometheus metrics")
-    def prom() -> str:
-        return c.metrics()
+    @app.get("/metrics", tags=["health"],
+             summary="Prometheus metrics (an admin token; or open on the --probe-bind listener)",
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Metrics"},
+                        **errors(403, params=False)})
+    def prom(p: Principal = PRINCIPAL) -> PlainTextResponse:
+        if p.role is not Role.ADMIN:
+            raise ForbiddenError(f"role {p.role.value} may not read metrics", field="role", value=p.role.value,
+                                 allowed="admin")
+        return PlainTextResponse(c.metrics())
 
     dashboard.mount(app)
     return app
+
+
+def readiness(c: ApiContext, detailed: bool) -> JSONResponse:
+    """``/readyz``: each check ok/unavailable; ``detailed`` adds the store error and each loop's
+    state (its last error names switches, users and managers: admins only)."""
+    checks: dict[str, Any] = {}
+    try:
+        rev = c.reader.revision()
+        checks["store"] = {"ok": True, "revision": rev} if detailed else "ok"
+        ok = True
+    except Exception as e:  # the store is down: not ready (why: admins only)
+        checks["store"] = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"} if detailed else "unavailable"
+        ok = False
+    for name, st in c.loops.states.items():
+        checks[name] = st.to_dict() if detailed else ("ok" if st.alive else "unavailable")
+        ok = ok and st.alive
+    return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status_code=200 if ok else 503)
+
+
+def create_probe_app(c: ApiContext) -> FastAPI:
+    """``/metrics`` and the detailed ``/readyz`` without a token, for a listener of their own
+    (``gpufabric serve --probe-bind``, loopback only) that only Prometheus and probes reach."""
+    app = FastAPI(title="gpufabric probes", openapi_url=None, docs_url=None, redoc_url=None)
+
+    @app.get("/readyz")
+    def readyz() -> JSONResponse:
+        return readiness(c, True)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    def prom() -> str:
+        return c.metrics()
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "checks": {}}
+
+    return app
+
+
+def _document_limits(app: FastAPI) -> None:
+    """Every v1 operation may answer 413 (body cap) and every write 429 (rate limit): add both to
+    the generated schema once."""
+    build = app.openapi
+    lock = threading.Lock()  # `gpufabric serve` warms it in a thread while requests may come in
+
+    def openapi() -> dict[str, Any]:
+        with lock:
+            return app.openapi_schema if app.openapi_schema is not None else _with_limits(build())
+
+    def _with_limits(spec: dict[str, Any]) -> dict[str, Any]:
+        ref = {"$ref": "#/components/schemas/Error"}
+        for path, methods in spec["paths"].items():
+            if not path.startswith(guard.API):
+                continue
+            for method, op in methods.items():
+                answers = op.setdefault("responses", {})
+                answers.setdefault("413", {"description": "The request body is larger than the server's cap",
+                                           "content": {"application/json": {"schema": ref}}})
+                if method.upper() in guard.WRITES:
+                    answers.setdefault("429", {"description": "Over the principal's write rate (see Retry-After)",
+                                               "headers": RETRY_AFTER,
+                                               "content": {"application/json": {"schema": ref}}})
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

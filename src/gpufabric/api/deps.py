@@ -19,6 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from gpufabric.api.limits import ApiLimits, StreamSlots, WriteBuckets
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import (
     ConflictError,
@@ -89,9 +90,11 @@ class ApiContext:
     engine: Callable[[], Any] | None = None  # a MoveEngine over the configured fabrics (None: no fabrics)
     loops: Loops = field(default_factory=Loops)
     metrics: Callable[[], str] = lambda: ""
-    sse_poll: float = 0.2
     quota_config: Callable[[], Quotas] = Quotas
+    limits: ApiLimits = field(default_factory=ApiLimits)
     reader: Reader = field(init=False)
+    write_buckets: WriteBuckets = field(init=False)
+    stream_slots: StreamSlots = field(init=False)
     actions: Actions = field(init=False)
     tokens: Tokens = field(init=False)
     _auth: dict[str, tuple[float, Principal]] = field(default_factory=dict)
@@ -106,6 +109,13 @@ class ApiContext:
         self.reader = Reader(self.store)
         self.actions = Actions(self.store, self.segment_config, self.changed, self.quota_config)
         self.tokens = Tokens(self.store)
+        self.configure(self.limits)
+
+    def configure(self, limits: ApiLimits) -> None:
+        """Set the limits (checked); the write buckets and stream counts start afresh."""
+        self.limits = limits.check()
+        self.write_buckets = WriteBuckets(limits.write_rate, limits.write_burst)
+        self.stream_slots = StreamSlots(limits.streams_per_principal)
 
     converge_requested: bool = False
     _rev: tuple[float, int] = (0.0, -1)
@@ -120,7 +130,8 @@ class ApiContext:
 
     def ring(self) -> None:
         """A move of this process's worker made progress: wake every event stream now (from
-        any thread). Streams still poll every ``sse_poll`` s for other processes' workers."""
+        any thread). Streams also poll the store, backed off from ``limits.stream_poll_min`` to
+        ``stream_poll_max`` s, for other processes' workers."""
         with self._lock:
             listeners = list(self._listeners)
         for loop, ev in listeners:
@@ -155,17 +166,21 @@ class ApiContext:
         return hit[1] if hit is not None and hit[0] > time.monotonic() else None
 
     def principal(self, secret: str | None) -> Principal:
+        """The principal of ``secret``, trusted for AUTH_TTL s (never past the token's expiry)."""
         now = time.monotonic()
         if secret:
             hit = self.cached_principal(secret)
             if hit is not None:
                 return hit
-        p = self.tokens.authenticate(secret)
+        p, expires_at = self.tokens.check(secret)
         assert secret is not None
+        until = now + AUTH_TTL
+        if expires_at is not None:
+            until = min(until, now + (expires_at - datetime.now(UTC)).total_seconds())
         with self._lock:
             if len(self._auth) > 10_000:
                 self._auth.clear()
-            self._auth[secret] = (now + AUTH_TTL, p)
+            self._auth[secret] = (until, p)
         return p
 
     def forget_tokens(self) -> None:
@@ -216,6 +231,9 @@ BEARER = HTTPBearer(auto_error=False, description="A token from `gpufabric token
 
 
 async def principal(request: Request, _doc: HTTPAuthorizationCredentials | None = Security(BEARER)) -> Principal:
+    checked: Principal | None = request.scope.get("state", {}).get("principal")  # by the guard, before the body
+    if checked is not None:
+        return checked
     auth = request.headers.get("authorization", "")
     scheme, _, secret = auth.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():

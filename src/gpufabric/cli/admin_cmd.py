@@ -1,7 +1,10 @@
-"""``gpufabric token create|list|revoke`` (API tokens, stored hashed) and ``gpufabric events``
-(the append-only log of every write)."""
+"""``gpufabric token create|list|revoke`` (API tokens, stored hashed, optionally expiring) and
+``gpufabric events`` (the append-only log of every write)."""
 
 from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
 
 import typer
 
@@ -9,8 +12,32 @@ from gpufabric.cli.backend import backend, items
 from gpufabric.cli.common import JSON_OPT, actions, open_store, reader
 from gpufabric.cli.output import console, emit_json, table
 from gpufabric.domain.auth import LOCAL_ADMIN, Role
+from gpufabric.domain.errors import ValidationError
 
 token_app = typer.Typer(no_args_is_help=True)
+_DURATION = re.compile(r"^([0-9]{1,6})([smhdw])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+EXPIRES_ALLOWED = "a duration (30m, 12h, 90d, 2w) or an ISO 8601 time with a timezone (2027-01-01T00:00:00Z)"
+
+
+def parse_expires(raw: str | None, now: datetime | None = None) -> datetime | None:
+    """``--expires``: a duration from now or an absolute ISO time with a timezone (None: never)."""
+    if not raw:
+        return None
+    now = now or datetime.now(UTC)
+    m = _DURATION.match(raw.strip())
+    if m:
+        seconds = int(m.group(1)) * _UNIT[m.group(2)]
+        if seconds <= 0:
+            raise ValidationError("expires", raw, EXPIRES_ALLOWED, "not after now")
+        return now + timedelta(seconds=seconds)
+    try:
+        t = datetime.fromisoformat(raw.strip().replace("Z", "+00:00") if raw.strip().endswith("Z") else raw.strip())
+    except ValueError:
+        raise ValidationError("expires", raw, EXPIRES_ALLOWED) from None
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValidationError("expires", raw, EXPIRES_ALLOWED, "no timezone")
+    return t
 
 
 @token_app.command("create")
@@ -18,23 +45,28 @@ def create_token(
     role: Role = typer.Option(..., "--role", help="admin, owner (leases out the nodes its tenant owns) or lessee."),
     tenant: str = typer.Option(None, "--tenant", help="The tenant of an owner or lessee token."),
     name: str = typer.Option("", "--name", help="A name for the token (default: role[-tenant])."),
+    expires: str = typer.Option(None, "--expires", help=f"Refuse the token from then on: {EXPIRES_ALLOWED}."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Create an API token. Its secret is printed once; only its sha256 is stored."""
     name = name or (role.value if tenant is None else f"{role.value}-{tenant}")
+    expires_at = parse_expires(expires)
     r = backend()
     if r:
-        out = r.post("/tokens", {"name": name, "role": role.value, "tenant": tenant})
+        body = {"name": name, "role": role.value, "tenant": tenant}
+        out = r.post("/tokens", {**body, "expires_at": expires_at.isoformat()} if expires_at else body)
     else:
-        info, secret = actions().create_token(LOCAL_ADMIN, name, role.value, tenant)
+        info, secret = actions().create_token(LOCAL_ADMIN, name, role.value, tenant, expires_at)
         out = {**info.to_dict(), "secret": secret}
     if json_out:
         emit_json(out)
         return
-    console.print(f"token {out['id']} ({out['role']}{', tenant ' + out['tenant'] if out['tenant'] else ''}):",
+    until = f", expires {out['expires_at'][:19]}" if out.get("expires_at") else ""
+    console.print(f"token {out['id']} ({out['role']}{', tenant ' + out['tenant'] if out['tenant'] else ''}{until}):",
                   highlight=False)
     console.print(out["secret"], highlight=False, markup=False)
-    console.print("[dim]shown once: store it now (e.g. export GPUFABRIC_TOKEN=...)[/]")
+    console.print("[dim]shown once: store it now in a file of mode 0600 and use GPUFABRIC_TOKEN_FILE=... "
+                  "(--token shows in ps)[/]")
 
 
 @token_app.command("list")
@@ -49,9 +81,9 @@ def list_tokens(json_out: bool = JSON_OPT) -> None:
     if json_out:
         emit_json(ts)
         return
-    table(f"{len(ts)} tokens", ["id", "name", "role", "tenant", "created", "revoked"],
-          [(t["id"], t["name"], t["role"], t["tenant"] or "-", t["created_at"][:19], (t["revoked_at"] or "-")[:19])
-           for t in ts])
+    table(f"{len(ts)} tokens", ["id", "name", "role", "tenant", "created", "expires", "revoked"],
+          [(t["id"], t["name"], t["role"], t["tenant"] or "-", t["created_at"][:19], (t.get("expires_at") or "-")[:19],
+            (t["revoked_at"] or "-")[:19]) for t in ts])
 
 
 @token_app.command("revoke")

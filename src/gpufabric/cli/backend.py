@@ -1,6 +1,6 @@
 """Where a command acts: directly on the store (the local operator, admin) or through a
-running ``gpufabric serve`` (``--api URL`` / ``$GPUFABRIC_API`` with ``--token`` /
-``$GPUFABRIC_TOKEN``). Both give the same JSON-ready dicts (the API v1 shapes), so a
+running ``gpufabric serve`` (``--api URL`` / ``$GPUFABRIC_API`` with ``--token-file`` /
+``$GPUFABRIC_TOKEN_FILE`` — a file of mode 0600 — or ``--token`` / ``$GPUFABRIC_TOKEN``). Both give the same JSON-ready dicts (the API v1 shapes), so a
 command prints the same output and ``--json`` either way.
 """
 
@@ -58,7 +58,7 @@ class Remote:
 
     def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
         if not token:
-            raise UnauthorizedError("--api needs a token: --token or $GPUFABRIC_TOKEN")
+            raise UnauthorizedError("--api needs a token: --token-file, $GPUFABRIC_TOKEN_FILE, --token or $GPUFABRIC_TOKEN")
         import httpx  # 80 ms of imports: only a command that talks to a server pays it
 
         self._http_error = httpx.HTTPError
@@ -92,10 +92,22 @@ def api_url() -> str:
     return os.environ.get("GPUFABRIC_API", "")
 
 
+def api_token() -> str:
+    """``$GPUFABRIC_TOKEN``, else the content of ``$GPUFABRIC_TOKEN_FILE`` (owner-only: mode
+    0600 or stricter, like every secret file), else empty."""
+    token = os.environ.get("GPUFABRIC_TOKEN", "")
+    path = os.environ.get("GPUFABRIC_TOKEN_FILE", "")
+    if token or not path:
+        return token
+    from gpufabric.domain.secrets import secret_file
+
+    return secret_file("token", path).reveal()
+
+
 def backend() -> Remote | None:
     """The remote backend when ``--api``/``$GPUFABRIC_API`` is set, else None (act locally)."""
     url = api_url()
-    return Remote(url, os.environ.get("GPUFABRIC_TOKEN", "")) if url else None
+    return Remote(url, api_token()) if url else None
 
 
 def items(data: Any) -> list[dict[str, Any]]:

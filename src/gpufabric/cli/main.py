@@ -27,7 +27,7 @@ from gpufabric.cli import (
     tenant_cmd,
 )
 from gpufabric.cli.output import fail
-from gpufabric.domain.errors import GpufabricError
+from gpufabric.domain.errors import ConfigError, GpufabricError
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -42,12 +42,21 @@ def _global(
     db: str = typer.Option("", "--db", help="SQLAlchemy URL of the store (default: SQLite under --home)."),
     home: Path = typer.Option(None, "--home", help="State directory (default $GPUFABRIC_HOME or ./.gpufabric)."),
     api: str = typer.Option("", "--api", help="Act through a running `gpufabric serve` at this URL ($GPUFABRIC_API)."),
-    token: str = typer.Option("", "--token", help="Bearer token for --api ($GPUFABRIC_TOKEN)."),
+    token: str = typer.Option("", "--token", help="Bearer token for --api ($GPUFABRIC_TOKEN; shows in ps: "
+                              "prefer --token-file)."),
+    token_file: Path = typer.Option(None, "--token-file", help="A file (mode 0600) holding the bearer token for "
+                                    "--api ($GPUFABRIC_TOKEN_FILE)."),
 ) -> None:
     if api:
         os.environ["GPUFABRIC_API"] = api
+    if token and token_file is not None:
+        raise ConfigError("token", "--token and --token-file", "one of --token or --token-file")
     if token:
         os.environ["GPUFABRIC_TOKEN"] = token
+        os.environ.pop("GPUFABRIC_TOKEN_FILE", None)
+    if token_file is not None:
+        os.environ["GPUFABRIC_TOKEN_FILE"] = str(token_file)
+        os.environ.pop("GPUFABRIC_TOKEN", None)
     if db:
         os.environ["GPUFABRIC_DB"] = db
     if home is not None:

@@ -2,8 +2,11 @@
 loop, ``/healthz``, ``/readyz`` and ``/metrics``.
 
 Secure by default: it binds to loopback; any other address is refused unless TLS
-(``--tls-cert``/``--tls-key``) is configured and at least one API token exists. The loops
-retry on errors (backoff) and report them in ``/metrics`` and ``/readyz``.
+(``--tls-cert``/``--tls-key``) is configured and at least one API token exists. Request
+bodies, writes per principal and event streams are limited (``--max-body``, ``--write-rate``,
+``--max-streams``, ...). ``/metrics`` and the detailed ``/readyz`` need an admin token, or
+``--probe-bind`` serves them openly on a second, loopback-only listener. The loops retry on
+errors (backoff) and report them in ``/metrics`` and ``/readyz``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,16 @@ def check_bind(host: str, cert: Path | None, key: Path | None, tokens: int) -> N
         raise ConfigError("host", host, "a loopback address until an API token exists (gpufabric token create)")
 
 
+def parse_probe_bind(raw: str) -> tuple[str, int]:
+    """``--probe-bind HOST:PORT`` (loopback only: the listener checks no token)."""
+    host, sep, port = raw.rpartition(":")
+    host = host.strip("[]")
+    allowed = "HOST:PORT on a loopback address, e.g. 127.0.0.1:9480 (it serves /metrics without a token)"
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535 or not _loopback(host):
+        raise ConfigError("probe_bind", raw, allowed)
+    return host, int(port)
+
+
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8480, "--port", min=1, max=65535),
@@ -55,14 +68,25 @@ def serve(
     poll: float = typer.Option(0.5, "--worker-poll", "--tick", help="Seconds between the worker's ticks (queued moves, ended leases)."),
     tls_cert: Path = typer.Option(None, "--tls-cert", help="PEM certificate (required off loopback)."),
     tls_key: Path = typer.Option(None, "--tls-key", help="PEM private key (required off loopback)."),
+    max_body: int = typer.Option(1024 * 1024, "--max-body", help="Bytes of a request body at most (413 past it)."),
+    max_inventory_body: int = typer.Option(64 * 1024 * 1024, "--max-inventory-body",
+                                           help="Bytes of a POST /api/v1/inventory body at most."),
+    write_rate: float = typer.Option(10.0, "--write-rate", help="Writes per second per principal (0: no limit; 429)."),
+    write_burst: int = typer.Option(100, "--write-burst", help="Writes a principal may make at once."),
+    limit_admin: bool = typer.Option(False, "--limit-admin-writes", help="Rate-limit admin tokens' writes too."),
+    max_streams: int = typer.Option(8, "--max-streams", help="Open event streams per principal (429 past it)."),
+    stream_timeout: float = typer.Option(1800.0, "--stream-timeout", help="Seconds an event stream stays open at most."),
+    probe_bind: str = typer.Option("", "--probe-bind", help="HOST:PORT (loopback) of a second listener serving "
+                                   "/metrics and the detailed /readyz without a token (for Prometheus)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Run the REST API v1 (OpenAPI at /openapi.json), the dashboard (/), the move worker,
     the reconcile loop, /healthz, /readyz and /metrics."""
     import uvicorn
 
-    from gpufabric.api.app import create_app
+    from gpufabric.api.app import create_app, create_probe_app
     from gpufabric.api.deps import ApiContext
+    from gpufabric.api.limits import ApiLimits
     from gpufabric.service.auth import Tokens
     from gpufabric.service.loops import Loops, MoveProgress, loop_metrics
     from gpufabric.service.reconcile import Policy, reconcile_once
@@ -73,8 +97,13 @@ def serve(
         pol = Policy(policy)
     except ValueError:
         raise ConfigError("policy", policy, "repair or report") from None
+    limits = ApiLimits(max_body=max_body, max_inventory_body=max_inventory_body, write_rate=write_rate,
+                       write_burst=write_burst, limit_admin=limit_admin, streams_per_principal=max_streams,
+                       stream_timeout=stream_timeout).check()
+    probe = parse_probe_bind(probe_bind) if probe_bind else None
     store = open_store()
-    active = [t for t in Tokens(store).list() if t.revoked_at is None]
+    now = datetime.now(UTC)
+    active = [t for t in Tokens(store).list() if t.revoked_at is None and (t.expires_at is None or t.expires_at > now)]
     check_bind(host, tls_cert, tls_key, len(active))
     telemetry = Telemetry()
     loops = Loops(on_error=lambda name, e: err_console.print(f"{name} pass failed (will retry): {e}"))
@@ -91,7 +120,9 @@ def serve(
         fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
         return MoveEngine(store, fabrics, cfg, **kw)
 
-    ctx = ApiContext(store, segment_config, engine if has_fabrics else None, loops, quota_config=quota_config)
+    ctx = ApiContext(
+        store, segment_config, engine if has_fabrics else None, loops, limits=limits, quota_config=quota_config
+    )
     progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
     ctx.metrics = lambda: telemetry.render() + loop_metrics(loops)
     engines: dict[str, Any] = {}
@@ -130,8 +161,16 @@ def serve(
     scheme = "https" if tls_cert else "http"
     if json_out:
         emit_json({"listening": f"{scheme}://{host}:{port}", "openapi": f"{scheme}://{host}:{port}/openapi.json",
-                   "worker": has_fabrics})
+                   "worker": has_fabrics, "probes": f"http://{probe[0]}:{probe[1]}" if probe else None})
     app = create_app(ctx)
+    import threading
+
+    threading.Thread(target=app.openapi, name="openapi-warm", daemon=True).start()  # ~1.5 s of CPU, off the first GET
+    probe_server = None
+    if probe is not None:
+        probe_server = uvicorn.Server(uvicorn.Config(create_probe_app(ctx), host=probe[0], port=probe[1],
+                                                     log_level="warning"))
+        threading.Thread(target=probe_server.run, name="probe-listener", daemon=True).start()
     try:
         uvicorn.run(
             app,
@@ -142,4 +181,6 @@ def serve(
             ssl_keyfile=str(tls_key) if tls_key else None,
         )
     finally:
+        if probe_server is not None:
+            probe_server.should_exit = True
         loops.shutdown()

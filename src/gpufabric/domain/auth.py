@@ -2,7 +2,8 @@
 
 ``admin`` may do everything. ``service`` is an integration's token (the Neutron ML2 driver,
 the esi-leap sync): it sees every tenant and may create tenants, adopt networks with explicit
-segments, attach/detach nodes and grant leases the OpenStack side decided, but not import
+segments, attach/detach nodes, grant leases the OpenStack side decided and read the worker
+status (``GET /reconcile``: a same-tenant attach is bound only after its converge), but not import
 inventory, set owners, request moves, run audits or manage tokens. ``owner`` (of a tenant T) sees the nodes T owns and may lease
 them out and end those leases. ``lessee`` (of a tenant T) sees and acts only on the nodes
 T leases now, T's networks, leases and moves; anything else does not exist for it (404).
@@ -65,7 +66,7 @@ _MATRIX: Final[dict[str, dict[Verb, frozenset[Role]]]] = {
     },
     "offer": {Verb.ACT: frozenset({Role.ADMIN, Role.OWNER, Role.LESSEE})},  # accept/decline a lease offered into one's tenant
     "audit": {Verb.READ: frozenset({Role.ADMIN}), Verb.ACT: frozenset({Role.ADMIN})},
-    "reconcile": {Verb.READ: frozenset({Role.ADMIN})},
+    "reconcile": {Verb.READ: frozenset({Role.ADMIN, Role.SERVICE})},  # the Neutron driver waits on the worker
     "event": {Verb.READ: frozenset(Role)},
     "token": {
         Verb.READ: frozenset({Role.ADMIN}),

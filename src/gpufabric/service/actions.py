@@ -320,9 +320,11 @@ class Actions:
         p.require("node", Verb.CREATE)
         return self._do(p, "node.owner", node, owner, lambda: tenant_admin.set_node_owner(self.store, node, owner))
 
-    def create_token(self, p: Principal, name: str, role: str, tenant: str | None) -> tuple[TokenInfo, str]:
+    def create_token(
+        self, p: Principal, name: str, role: str, tenant: str | None, expires_at: datetime | None = None
+    ) -> tuple[TokenInfo, str]:
         p.require("token", Verb.CREATE)
-        return self._do(p, "token.create", name, tenant, lambda: self.tokens.create(name, role, tenant, p))
+        return self._do(p, "token.create", name, tenant, lambda: self.tokens.create(name, role, tenant, p, expires_at))
 
     def revoke_token(self, p: Principal, token_id: int) -> TokenInfo:
         p.require("token", Verb.DELETE)

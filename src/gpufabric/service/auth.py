@@ -1,8 +1,8 @@
 """API tokens and the append-only event log.
 
 A token's secret is 32 random bytes (``gf_`` + urlsafe base64), shown once at creation;
-the store keeps only its sha256. Authentication hashes the presented secret and looks it
-up (revoked tokens never match). Every write — CLI or API, ok or failed — appends one
+the store keeps only its sha256. A token may expire (``expires_at``, 0006). Authentication
+hashes the presented secret and looks it up (revoked and expired tokens never match). Every write — CLI or API, ok or failed — appends one
 event: who (principal), what (action, target), when, the object's tenant, and the outcome.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -24,6 +24,7 @@ from gpufabric.service.store import Store
 
 TOKEN_PREFIX = "gf_"
 MAX_SECRET = 128
+MAX_LIFETIME = timedelta(days=3660)  # an expiry at most ~10 years ahead
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class TokenInfo:
     created_at: datetime
     created_by: str
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class TokenInfo:
             "created_at": self.created_at.isoformat(),
             "created_by": self.created_by,
             "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
         }
 
 
@@ -53,7 +56,18 @@ def _digest(secret: str) -> str:
 
 
 def _info(r: TokenRow) -> TokenInfo:
-    return TokenInfo(r.id, r.name, Role(r.role), r.tenant, r.created_at, r.created_by, r.revoked_at)
+    return TokenInfo(r.id, r.name, Role(r.role), r.tenant, r.created_at, r.created_by, r.revoked_at, r.expires_at)
+
+
+def check_expiry(expires_at: datetime | None, now: datetime | None = None) -> datetime | None:
+    """``expires_at`` if it is an aware time in the future (at most ~10 years ahead), else ValidationError."""
+    if expires_at is None:
+        return None
+    now = now or datetime.now(UTC)
+    allowed = f"a time with a timezone after now and before {(now + MAX_LIFETIME).date().isoformat()}"
+    if expires_at.tzinfo is None or not now < expires_at <= now + MAX_LIFETIME:
+        raise ValidationError("expires", expires_at.isoformat(), allowed)
+    return expires_at.astimezone(UTC)
 
 
 class Tokens:
@@ -62,15 +76,20 @@ class Tokens:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def create(self, name: str, role: Role | str, tenant: str | None, by: Principal) -> tuple[TokenInfo, str]:
-        """A new token and its secret (the only time the secret is available)."""
+    def create(
+        self, name: str, role: Role | str, tenant: str | None, by: Principal, expires_at: datetime | None = None
+    ) -> tuple[TokenInfo, str]:
+        """A new token and its secret (the only time the secret is available); it is refused
+        from ``expires_at`` on (None: never expires)."""
         check_name("token.name", name)
         p = Principal(name, Role(role), tenant)  # validates role/tenant pairing
+        expires_at = check_expiry(expires_at)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self.store._tx() as s:
             if tenant is not None and s.scalar(select(TenantRow.id).where(TenantRow.name == tenant)) is None:
                 raise NotFoundError("tenant", tenant)
-            row = TokenRow(name=name, role=p.role.value, tenant=tenant, secret_sha256=_digest(secret), created_by=by.name)
+            row = TokenRow(name=name, role=p.role.value, tenant=tenant, secret_sha256=_digest(secret), created_by=by.name,
+                           expires_at=expires_at)
             s.add(row)
             s.flush()
             return _info(row), secret
@@ -89,7 +108,11 @@ class Tokens:
             return _info(row)
 
     def authenticate(self, secret: str | None) -> Principal:
-        """The principal of a bearer secret; UnauthorizedError if missing, unknown or revoked."""
+        """The principal of a bearer secret; UnauthorizedError if missing, unknown, revoked or expired."""
+        return self.check(secret)[0]
+
+    def check(self, secret: str | None) -> tuple[Principal, datetime | None]:
+        """The principal of a bearer secret and when its token expires (None: never)."""
         if not secret:
             raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
         if len(secret) > MAX_SECRET or not secret.startswith(TOKEN_PREFIX):
@@ -98,7 +121,13 @@ class Tokens:
             row = s.scalar(select(TokenRow).where(TokenRow.secret_sha256 == _digest(secret)))
             if row is None or row.revoked_at is not None:
                 raise UnauthorizedError("invalid or revoked token")
-            return Principal(row.name, Role(row.role), row.tenant)
+            if row.expires_at is not None and row.expires_at <= datetime.now(UTC):
+                raise UnauthorizedError(
+                    f"token {row.id} ({row.name}) expired at {row.expires_at.isoformat(timespec='seconds')}:"
+                    " create a new one (gpufabric token create --expires ...)",
+                    field="token", value=row.id, allowed=f"before {row.expires_at.isoformat(timespec='seconds')}",
+                )
+            return Principal(row.name, Role(row.role), row.tenant), row.expires_at
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,14 @@ def _known_revisions() -> set[str]:
     return {r.revision for r in ScriptDirectory.from_config(db._config()).walk_revisions()}
 
 
+def _check_revision(path: Path, revision: str | None) -> None:
+    """A backup this release can migrate: one of its revisions (not a newer release's, not none)."""
+    known = _known_revisions()
+    if revision not in known:
+        raise ValidationError("path", str(path), f"a backup of schema revision {', '.join(sorted(known))}",
+                              f"its revision is {revision}")
+
+
 def _restore_sqlite(url: str, path: Path, force: bool) -> RestoreReport:
     if _magic(path) != SQLITE_MAGIC:
         raise ValidationError("path", str(path), "a SQLite backup made by `gpufabric store backup` (this store is SQLite)")
@@ -209,10 +217,7 @@ def _restore_sqlite(url: str, path: Path, force: bool) -> RestoreReport:
     if ok is None or ok[0] != "ok":
         raise ValidationError("path", str(path), "a backup that passes PRAGMA integrity_check", str(ok))
     backup_revision, _ = _sqlite_facts(path)
-    known = _known_revisions()
-    if backup_revision not in known:
-        raise ValidationError("path", str(path), f"a backup of schema revision {', '.join(sorted(known))}",
-                              f"its revision is {backup_revision}")
+    _check_revision(path, backup_revision)
     target = _sqlite_path(url)
     engine = db.make_engine(url)  # creates the home 0700 and the file 0600 when new
     try:
@@ -292,6 +297,22 @@ def _backup_pg(url: str, path: Path, force: bool) -> BackupReport:
     return BackupReport(str(path), "postgresql", revision, counts, size, time.monotonic() - t0)
 
 
+def _pg_dump_revision(pg_restore: str, path: Path, env: dict[str, str]) -> str | None:
+    """The schema revision inside a custom-format dump (its ``alembic_version`` data, as SQL)."""
+    try:
+        p = subprocess.run([pg_restore, "--data-only", "--table=alembic_version", "--file=-", str(path)], env=env,
+                           capture_output=True, text=True, timeout=PG_TOOL_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError("pg_restore", Path(pg_restore).name, "a PostgreSQL client tool that runs", str(e)) from None
+    if p.returncode != 0:
+        raise ValidationError("path", str(path), "a pg_dump custom-format backup", db.redact(p.stderr.strip()[-200:]))
+    lines = p.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("COPY ") and "alembic_version" in line and i + 1 < len(lines) and lines[i + 1] != "\\.":
+            return lines[i + 1].strip()
+    return None
+
+
 def _drop_everything(conn: Connection) -> None:
     """Empty the target schema of gpufabric's objects: every table (CASCADE: its triggers) and the
     trigger functions (``gf_*``), so that the dump's CREATE statements meet nothing."""
@@ -311,6 +332,7 @@ def _restore_pg(url: str, path: Path, force: bool) -> RestoreReport:
     pg_restore = _pg_tool("pg_restore")
     uri, env = _pg_conninfo(url)
     t0 = time.monotonic()
+    _check_revision(path, _pg_dump_revision(pg_restore, path, env))
     engine = db.make_engine(url)
     try:
         with engine.begin() as conn:

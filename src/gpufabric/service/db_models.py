@@ -265,7 +265,8 @@ class FabricEpochRow(Base):
 
 
 class TokenRow(Base):
-    """An API token (0004): only the sha256 of its secret is stored; revoked tokens are kept."""
+    """An API token (0004): only the sha256 of its secret is stored; revoked tokens are kept;
+    refused from ``expires_at`` on (0006; None: never)."""
 
     __tablename__ = "tokens"
 
@@ -277,6 +278,7 @@ class TokenRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(255), default="")
     revoked_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
 
 
 class EventRow(Base):

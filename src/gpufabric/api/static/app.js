@@ -169,7 +169,8 @@ async function renderMoves() {
 
 async function follow(id) {
   // Server-sent events over fetch (EventSource cannot send an Authorization header).
-  if (state.streams.has(id)) return;
+  // At most 4 at once: the server caps open streams per token (the periodic refresh shows the rest).
+  if (state.streams.has(id) || state.streams.size >= 4) return;
   state.streams.add(id);
   try {
     const r = await fetch(`${API}/moves/${id}/events`, { headers: { Authorization: `Bearer ${state.token}` } });

@@ -1,18 +1,21 @@
 """v1 moves: create (202, run by the serve worker), list, show with phases/progress/timings,
-a server-sent event stream of its progress, and the dry-run preview."""
+a server-sent event stream of its progress (capped per principal, ending at a timeout, woken by
+this server's worker and otherwise polling with backoff), and the dry-run preview."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
+from gpufabric.api.limits import LimitExceeded, principal_key
 from gpufabric.api.v1.schemas import (
     NAME_PATTERN,
     MoveDetail,
@@ -107,36 +110,73 @@ def cancel_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) 
 
 @router.get(
     "/moves/{move_id}/events",
-    summary="Server-sent events: the move's progress as it happens (event: progress | move), until done or failed",
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}, **errors(404)},
+    summary="Server-sent events: the move's progress as it happens (event: progress | move), until done or "
+    "failed, or `event: timeout` after the server's stream timeout (reconnect to go on)",
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}, **errors(404, 429)},
 )
 def move_events(move_id: MoveId, request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> StreamingResponse:
     detail(c, p, move_id)  # 404 before the stream starts
+    key = principal_key(p)
+    if not c.stream_slots.acquire(key):
+        cap = c.limits.streams_per_principal
+        raise LimitExceeded(
+            429, "streams_per_principal", cap, f"at most {cap} open event streams per principal",
+            f"too many open event streams: at most {cap} per principal (streams_per_principal); close one first",
+            retry_after=max(1, round(c.limits.stream_poll_max)),
+        )
+    return _Stream(_progress(c, p, move_id, request), lambda: c.stream_slots.release(key))
 
-    async def stream() -> AsyncIterator[bytes]:
-        last = 0
-        state: tuple[str, str] | None = None
-        bell = asyncio.Event()  # rung by this server's worker as it records progress
-        c.listen(bell)
+
+class _Stream(StreamingResponse):
+    """An event stream that gives its principal's slot back however it ends (even unstarted)."""
+
+    def __init__(self, content: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        self._release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            while True:
-                bell.clear()  # before reading: progress recorded during the read rings again
-                for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
-                    last = e["id"]
-                    yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
-                items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
-                m = items[0]
-                if (m["phase"], m["status"]) != state:
-                    state = (m["phase"], m["status"])
-                    yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"
-                if m["status"] in FINISHED or await request.is_disconnected():
-                    return
-                with contextlib.suppress(TimeoutError):  # another process's worker: poll
-                    await asyncio.wait_for(bell.wait(), c.sse_poll)
+            await super().__call__(scope, receive, send)
         finally:
-            c.unlisten(bell)
+            self._release()
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+async def _progress(c: ApiContext, p: Principal, move_id: int, request: Request) -> AsyncIterator[bytes]:
+    """The move's new progress events and state changes, read when this server's worker rings
+    (at once) or at a poll for other processes' workers that backs off from ``stream_poll_min``
+    to ``stream_poll_max`` s while nothing changes; ends when the move does or at ``stream_timeout``."""
+    lim = c.limits
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + lim.stream_timeout
+    last = 0
+    state: tuple[str, str] | None = None
+    wait = lim.stream_poll_min
+    bell = asyncio.Event()  # rung by this server's worker as it records progress
+    c.listen(bell)
+    try:
+        while True:
+            bell.clear()  # before reading: progress recorded during the read rings again
+            changed = False
+            for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
+                last, changed = e["id"], True
+                yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
+            items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
+            m = items[0]
+            if (m["phase"], m["status"]) != state:
+                state, changed = (m["phase"], m["status"]), True
+                yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"
+            if m["status"] in FINISHED or await request.is_disconnected():
+                return
+            left = deadline - loop.time()
+            if left <= 0:
+                out = {"move": move_id, "timeout_s": lim.stream_timeout, "status": m["status"]}
+                yield b"event: timeout\ndata: " + orjson.dumps(out) + b"\n\n"
+                return
+            wait = lim.stream_poll_min if changed else min(wait * 2, lim.stream_poll_max)
+            with contextlib.suppress(TimeoutError):  # another process's worker: poll, backed off
+                await asyncio.wait_for(bell.wait(), min(wait, left))
+    finally:
+        c.unlisten(bell)
 
 
 @router.post(

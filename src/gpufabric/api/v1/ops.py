@@ -50,7 +50,7 @@ def list_tokens(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
 @router.post("/tokens", status_code=201, tags=["tokens"], summary="Create a token; its secret is shown once",
              responses={201: {"model": TokenCreated}, **errors(403, 404)})
 def create_token(body: TokenIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    info, secret = c.actions.create_token(p, body.name, body.role, body.tenant)
+    info, secret = c.actions.create_token(p, body.name, body.role, body.tenant, body.expires_at)
     return json({**info.to_dict(), "secret": secret}, 201)
 
 

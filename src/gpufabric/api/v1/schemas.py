@@ -44,14 +44,21 @@ def errors(*codes: int, params: bool = True) -> dict[int | str, dict[str, Any]]:
         404: "Not found (or not visible to this principal)",
         405: "Method not allowed (see Allow)",
         409: "Conflicts with the current state",
+        413: "The request body is larger than the server's cap (named in the error)",
         422: "A field is outside its allowed range",
-        429: "A tenant quota or the caller's write rate is used up",
+        429: "A tenant quota, or a per-principal limit (write rate, open event streams), is used up: named in the error",
         503: "A needed dependency (fabrics) is not configured",
     }
     out: dict[int | str, dict[str, Any]] = {}
     for c in (401, *codes):
         out[c] = {"description": text[c]} if c == 304 else {"model": Error, "description": text[c]}
+        if c == 429:
+            out[c]["headers"] = RETRY_AFTER
     return out
+
+
+RETRY_AFTER = {"Retry-After": {"description": "Seconds until the limit allows this call again",
+                               "schema": {"type": "integer", "minimum": 1}}}
 
 
 # ---------------------------------------------------------------- nodes
@@ -380,6 +387,9 @@ class TokenIn(Strict):
     name: Name
     role: Literal["admin", "owner", "lessee", "service"]
     tenant: Name | None = None
+    expires_at: AwareDatetime | None = Field(
+        None, description="Refused from this time on (with a timezone, within ~10 years); omitted: never expires"
+    )
 
 
 class TokenOut(BaseModel):
@@ -390,6 +400,7 @@ class TokenOut(BaseModel):
     created_at: str
     created_by: str
     revoked_at: str | None
+    expires_at: str | None = None
 
 
 class TokenCreated(TokenOut):
