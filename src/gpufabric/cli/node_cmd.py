@@ -121,3 +121,17 @@ def move(
         move_remote(r, names, to_tenant, network, offering, dry_run, json_out, gpus)
         return
     move_node(names, to_tenant, network, offering, dry_run, json_out, window, gpus)
+
+
+@app.command("power-cycled")
+def power_cycled(name: str, json_out: bool = JSON_OPT) -> None:
+    """Say NODE's host and DPU were power-cycled (cold): re-reads its DPU's mode and firmware, so a
+    move into an offload offering waiting on it can proceed; refused while a change is still pending."""
+    from gpufabric.cli.dpu_facts import power_cycled as check
+
+    f = check(name)
+    if json_out:
+        emit_json(f.to_dict())
+    else:
+        console.print(f"node {name}: DPU in {f.mode} mode, firmware {f.firmware or '?'}, no change pending",
+                      highlight=False)  # fmt: skip

@@ -1,8 +1,9 @@
 """``gpufabric offload``: which DPU flows run in NIC hardware, tc software or the datapath,
-per tenant and node, with alerts; and the SR-IOV node policy a DPU host needs.
+per tenant and node, with alerts; the SR-IOV node policy a DPU host needs; each DPU's mode and
+firmware (``facts``); the tolerations infra DaemonSets need on DPU hosts (``tolerations``).
 
-``report`` reads either a directory of recorded outputs (``--from``, layout in docs/dpu.md) or
-the live OVN lab (``--ovn-lab ROOT``, an ``OvnLab`` directory); ``--prometheus`` prints the
+``report`` reads every DPU configured in fabrics.yaml (``dpu.offload``; the default), a directory
+of recorded outputs (``--from``, layout in docs/dpu.md) or the live OVN lab (``--ovn-lab ROOT``); ``--prometheus`` prints the
 metrics text instead of tables."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 import yaml
 
 from gpufabric.cli.output import console, emit_json, table
-from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.fabrics.dpu.collect import load_recorded, read_node_offload
 from gpufabric.fabrics.dpu.info import node_dpu
@@ -53,6 +54,21 @@ def _live(root: Path) -> tuple[list[NodeOffload], dict[str, LogicalPort], dict[s
     return nodes, lsps, owners
 
 
+def _configured(capacity: dict[str, int], warn_at: float) -> dict[str, Any]:
+    """Every DPU of fabrics.yaml (``dpu.offload``), owners from the store."""
+    from gpufabric.cli.common import open_engine
+    from gpufabric.fabrics.dpu.site import site_report
+
+    engine = open_engine()
+    try:
+        b = engine.fabrics.backends.get("dpu")
+        if b is None:
+            raise ConfigError("fabrics.dpu", None, "a dpu section in fabrics.yaml (or --from DIR / --ovn-lab DIR)")
+        return site_report(b, engine.tenancy(), capacity, warn_at)
+    finally:
+        engine.fabrics.close()
+
+
 @app.command("report")
 def report(
     source: Path = typer.Option(None, "--from", help="Directory of recorded outputs (see docs/dpu.md)."),
@@ -62,11 +78,16 @@ def report(
     prometheus: bool = typer.Option(False, "--prometheus", help="Print Prometheus metrics text."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Per tenant and node: flows and bytes in hw / tc software / datapath, and alerts."""
-    if (source is None) == (ovn_lab is None):
-        raise ValidationError("offload report", "", "exactly one of --from DIR or --ovn-lab DIR")
-    nodes, lsps, owners = load_recorded(source) if source is not None else _live(ovn_lab)
-    rep: dict[str, Any] = offload_report(nodes, lsps, owners, _capacity(capacity), warn_at)
+    """Per tenant and node: flows and bytes in hw / tc software / datapath, and alerts (default:
+    every DPU of fabrics.yaml)."""
+    if source is not None and ovn_lab is not None:
+        raise ValidationError("offload report", "", "at most one of --from DIR or --ovn-lab DIR (neither: fabrics.yaml)")
+    rep: dict[str, Any]
+    if source is None and ovn_lab is None:
+        rep = _configured(_capacity(capacity), warn_at)
+    else:
+        nodes, lsps, owners = load_recorded(source) if source is not None else _live(ovn_lab)
+        rep = offload_report(nodes, lsps, owners, _capacity(capacity), warn_at)
     if json_out:
         emit_json(rep)
         return
@@ -102,3 +123,35 @@ def sriov(
         emit_json(policy)
     else:
         sys.stdout.write(yaml.safe_dump(policy, sort_keys=False))
+
+
+@app.command("facts")
+def facts(
+    nodes: list[str] = typer.Argument(None, metavar="[NODE...]", help="Host nodes (default: every node with a DPU)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Each DPU's mode (running and after the next power cycle), firmware and pending changes,
+    read now through dpu.mst."""
+    from gpufabric.cli.dpu_facts import read_facts
+
+    got = read_facts(list(nodes or []))
+    if json_out:
+        emit_json({"dpus": [f.to_dict() for f in got]})
+        return
+    table("DPU mode and firmware", ["node", "type", "mode", "next boot", "firmware", "power cycle", "error"],
+          [(f.host, f.device_type, f.mode, f.next_mode, f.firmware, "pending" if f.power_cycle_pending else "-",
+            f.error) for f in got])  # fmt: skip
+
+
+@app.command("tolerations")
+def tolerations(
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+) -> None:
+    """The tolerations an infra DaemonSet needs to run on DPU hosts (the dpu-host taint keeps
+    every other pod off them): paste under spec.template.spec.tolerations."""
+    from gpufabric.fabrics.dpu.lifecycle import tolerations as tol
+
+    if json_out:
+        emit_json({"tolerations": tol()})
+    else:
+        sys.stdout.write(yaml.safe_dump({"tolerations": tol()}, sort_keys=False))

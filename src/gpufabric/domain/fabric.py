@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
+from gpufabric.domain.moves import Move
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
@@ -125,6 +126,16 @@ class FabricBackend(ABC, Generic[S]):
 
     def close(self) -> None:
         """Release connections (default: nothing to release)."""
+
+    def before_move(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        """Called once per batch before its quarantine phase changes anything, with ``tenancy``
+        the owners before the move: refuse (raise a GpufabricError naming the node) moves this
+        fabric cannot carry out, and prepare the nodes (e.g. drain them). A refusal cancels the
+        batch with every fabric unchanged. Default: nothing."""
+
+    def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        """Called once per batch after its join phase is verified, with ``tenancy`` the new
+        owners (e.g. make the nodes schedulable again). Default: nothing."""
 
     def contain(self, tenancy: Tenancy, desired: Any, observed: S, repair: bool) -> Containment:
         """Find intruders this fabric can see (e.g. rogue subnet managers) and, with

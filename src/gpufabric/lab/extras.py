@@ -14,6 +14,7 @@ Real Fabric Manager, BlueField offload and a Kubernetes API server cannot run he
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from gpufabric.fabrics.dpu.profiles import port_mac, port_name
 from gpufabric.fabrics.nvlink.standin import init_state, lab_section
 from gpufabric.fabrics.nvlink.tables import HGX_8GPU_PCI
 from gpufabric.lab.kube import KubeStandin
+from gpufabric.lab.mlxstub import write_state
 from gpufabric.lab.ovn import OvnLab
 
 REPRESENTOR = "pf0vf1"
@@ -70,7 +72,14 @@ def dpus_up(root: Path, prefix: str, hosts: list[str]) -> dict[str, Any]:
     for i, h in enumerate(hosts):
         if f"{h}/{REPRESENTOR}" not in ovn._state()["pods"]:
             ovn.add_pod(h, REPRESENTOR, port_name(h, REPRESENTOR), port_mac(h, REPRESENTOR), f"{dpu_pod_ip(i)}/24")
-    return ovn.fabrics_section({"host": url})
+    mst = root / "mst"  # the lab's mlxconfig/flint stand-in: every DPU in embedded (DPU) mode
+    mst.mkdir(exist_ok=True)
+    for h in hosts:
+        if not (mst / f"{h}.json").exists():
+            write_state(mst / f"{h}.json")
+    section = ovn.fabrics_section({"host": url})
+    section["mst"] = {"command": [sys.executable, "-m", "gpufabric.lab.mlxstub", str(mst / "{host}.json")]}
+    return section
 
 
 def dpus_down(root: Path, prefix: str) -> None:

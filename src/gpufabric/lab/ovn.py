@@ -225,6 +225,9 @@ class OvnLab:
             "ovn_nb": self.nb,
             "ovsdb": {node: self.ovsdb(node) for node in sorted(self._state()["dpus"])},
         }
+        section["offload"] = {
+            node: {"appctl": self.appctl_target(node), "netns": self.netns(node)} for node in sorted(self._state()["dpus"])
+        }
         if kubernetes is not None:
             section["kubernetes"] = kubernetes
         return section

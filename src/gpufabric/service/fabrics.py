@@ -20,7 +20,7 @@ trusted SM GUIDs from the top level here; both are handed to the drivers.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,8 @@ import yaml
 
 from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.fabric import FabricBackend, FabricKind
+from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
+from gpufabric.domain.moves import Move
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid
@@ -123,6 +124,15 @@ class Fabrics:
             return run
 
         return run_parallel({n: job(n) for n in todo}), timings
+
+    def before_move(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        """Every fabric's checks and preparations before a batch's quarantine (in order)."""
+        for b in self.backends.values():
+            b.before_move(tenancy, moves)
+
+    def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        for b in self.backends.values():
+            b.after_join(tenancy, moves)
 
     def close(self) -> None:
         for b in self.backends.values():

@@ -172,7 +172,7 @@ def _gpu(path: str, node: str, raw: Any) -> Gpu:
 
 
 DPU_DETAIL_KEYS = frozenset(
-    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop"}
+    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop", "mst_device"}
 )
 """Pairing facts a DPU entry may carry next to name/mode (the DPU fabric validates their values)."""
 

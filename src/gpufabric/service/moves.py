@@ -36,7 +36,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
-from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.fabric import FabricKind, Tenancy
 from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
@@ -55,6 +55,14 @@ Progress = Callable[[str, str], None]  # (phase, message)
 STORE_DOWN = (OperationalError, InterfaceError, LockLostError)  # the store (or its fabric lock) unreachable
 STALE_BEATS = 3  # a running move whose heartbeat this worker saw unchanged this many intervals: taken over
 STORE_RESUMES = 3  # times one run_batch resumes a batch the store dropped mid-phase before it gives up
+
+
+class _Refused(Exception):
+    """A fabric refused a batch in ``before_move``: its moves are cancelled, nothing changed."""
+
+    def __init__(self, error: GpufabricError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 @dataclass
@@ -360,6 +368,15 @@ class MoveEngine:
         with self._heartbeat(batch):
             try:
                 with s.fabric_lock():
+                    fresh = [m for m in batch if m.phase is MovePhase.QUARANTINE]
+                    if fresh:
+                        try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
+                            self._before_move(fresh)
+                        except GpufabricError as e:
+                            failed += s.refuse(fresh, e.message)
+                            batch = [m for m in batch if m.phase is not MovePhase.QUARANTINE]
+                            if not batch:
+                                raise _Refused(e) from None
                     if any(m.phase is MovePhase.QUARANTINE for m in batch):
                         timings.append(self._converge("quarantine"))
                         checkpoint("quarantine:verified")
@@ -378,10 +395,13 @@ class MoveEngine:
                     if any(m.phase is MovePhase.JOIN for m in batch):
                         timings.append(self._converge("join", ready=ready))
                         checkpoint("join:verified")
+                        self.fabrics.after_join(self.tenancy(), [m for m in batch if m.phase is MovePhase.JOIN])
                         done = [(t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4)) for t in timings]
                         batch = s.set_phases(batch, MovePhase.DONE, events=done)  # the timings with the end
             except (ClaimLostError, LockLostError):
                 raise  # another worker owns these moves now: touch nothing
+            except _Refused as r:
+                raise r.error from None  # cancelled, nothing changed: no failsafe
             except JoinPlanError as e:
                 alone = fail_alone(self, batch)
                 if alone is None:
@@ -399,6 +419,17 @@ class MoveEngine:
             more = self._run_batch(batch)
             batch, timings = more.moves, [*timings, *more.timings]
         return BatchResult(sorted([*batch, *failed], key=lambda m: order.get(m.id, 0)), timings)
+
+    def tenancy(self) -> Tenancy:
+        """Who owns each node now (the leases in the store, no move's quarantine hold)."""
+        v = self.view()
+        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        return tenancy_of(v.nodes, v.leases, v.networks, v.offerings, settings)
+
+    def _before_move(self, moves: Sequence[Move]) -> None:
+        if moves:
+            self.progress("prepare", f"checking and preparing {len(moves)} node(s) on every fabric")
+            self.fabrics.before_move(self.tenancy(), moves)
 
     def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
         """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that

@@ -344,6 +344,25 @@ class MoveLedger:
             r.status, r.error = MoveStatus.FAILED.value, error[:2000]
             return move_to_domain(r)
 
+    def refuse(self, moves: Sequence[Move], error: str) -> list[Move]:
+        """Cancel moves a fabric refused before anything changed (``FabricBackend.before_move``):
+        status cancelled with ``error``; each node back to leased (it has a current lease) or
+        available. One transaction."""
+        now = datetime.now(UTC)
+        with self.store._tx() as s:
+            rows = self._rows(s, moves)
+            nodes = locked_nodes(s, [r.node for r in rows])
+            leased = set(s.scalars(select(LeaseRow.node_id).where(
+                LeaseRow.node_id.in_([n.id for n in nodes.values()]), LeaseRow.start <= now,
+                or_(LeaseRow.end.is_(None), LeaseRow.end > now))))  # fmt: skip
+            for r in rows:
+                r.status, r.error = MoveStatus.CANCELLED.value, error[:2000]
+                s.add(MoveEventRow(move_id=r.id, phase=r.phase[:16], message=f"refused: {error}"[:2000], seconds=None))
+                node = nodes.get(r.node)
+                if node is not None and node.state == NodeState.MOVING.value:
+                    node.state = (NodeState.LEASED if node.id in leased else NodeState.AVAILABLE).value
+            return [move_to_domain(r) for r in rows]
+
     def retry(self, move_id: int) -> Move:
         """Put a failed move back in the queue; it resumes at its recorded phase."""
         with self.store._tx() as s:

@@ -416,6 +416,14 @@ class AuditOut(BaseModel):
     report: dict[str, Any]
 
 
+class OffloadOut(BaseModel):
+    """``gpufabric offload report --json``: rows per node and tenant, tables, alerts."""
+
+    rows: list[dict[str, Any]]
+    tables: list[dict[str, Any]]
+    alerts: list[dict[str, Any]]
+
+
 class ReconcileOut(BaseModel):
     loops: list[dict[str, Any]]
     last: dict[str, Any] | None

@@ -3,24 +3,45 @@ DPU-side OVS of each host (:mod:`ovs`), the OVN northbound DB (:mod:`ovn`) and, 
 the Kubernetes API (:mod:`k8s`). ``apply`` returns the verified read-back of the objects it
 touched (``DpuState.covered``). :meth:`DpuBackend.transport_notes` gathers what each driver
 reports about its own transport (``tcp:`` remotes, Kubernetes without TLS verification or over
-http to another host) for the audit's ``TRANSPORT-INSECURE``."""
+http to another host) for the audit's ``TRANSPORT-INSECURE``. ``before_move``/``after_join``: the
+DPU gates and the OpenShift node lifecycle (:mod:`lifecycle`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.fabric import FabricBackend, FabricPlan
+from gpufabric.domain.fabric import FabricBackend, FabricPlan, Tenancy
+from gpufabric.domain.moves import Move
 from gpufabric.domain.secrets import TransportNote
+from gpufabric.fabrics.dpu import lifecycle
+from gpufabric.fabrics.dpu.drain import Drainer
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 
 
 class DpuBackend(FabricBackend[DpuState]):
     kind = "dpu"
 
-    def __init__(self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None) -> None:
-        self.ovs, self.ovn, self.k8s = dict(ovs), ovn, k8s
+    def __init__(
+        self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None, mst: Any | None = None,
+        drain: Mapping[str, float] | None = None, gate: bool = True,
+    ) -> None:  # fmt: skip
+        self.ovs, self.ovn, self.k8s, self.mst, self.gate = dict(ovs), ovn, k8s, mst, gate
+        self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (site.py)
+        api = getattr(k8s, "api", None)
+        d = dict(drain or {})
+        self.drainer = (
+            Drainer(api, timeout=d.get("timeout", 120.0), retry_every=d.get("retry_every", 2.0))
+            if api is not None else None
+        )  # fmt: skip
+
+    def before_move(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        lifecycle.check_gates(tenancy, moves, self.mst, self.gate)
+        lifecycle.drain_leaving(tenancy, moves, self.drainer)
+
+    def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        lifecycle.join(tenancy, moves, self.drainer)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         notes: list[TransportNote] = []

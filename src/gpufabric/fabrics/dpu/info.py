@@ -13,6 +13,8 @@ Keys (all strings in the inventory's ``dpus:`` entries):
                   the backend takes remotes from its ``fabrics.yaml`` section)
 ``gw_interface``  ``external_ids:ovn-gw-interface`` on the DPU's OVS (optional)
 ``gw_nexthop``    ``external_ids:ovn-gw-nexthop`` (optional, an IPv4/IPv6 address)
+``mst_device``    the device ``mlxconfig``/``flint`` read its mode and firmware from, e.g.
+                  ``/dev/mst/mt41686_pciconf0`` or a PCI address (default: the ``dpu.mst`` section's)
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import check_name
 
 DETAIL_KEYS: Final = frozenset(
-    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop"}
+    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop", "mst_device"}
 )
 NETDEV_ALLOWED: Final = "a netdev name: 1-15 chars of A-Z a-z 0-9 _ . -"
 _NETDEV_RE: Final = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 _REMOTE_RE: Final = re.compile(r"^(unix:/\S+|(tcp|ssl):\S+:\d{1,5})$")
 REMOTE_ALLOWED: Final = "unix:/path, tcp:HOST:PORT or ssl:HOST:PORT"
 MAX_VFS: Final = 1024
+_MST_RE: Final = re.compile(r"^(/dev/mst/[A-Za-z0-9_.]{1,64}|([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$")
 
 
 def _netdev(field: str, raw: str) -> str:
@@ -76,6 +79,7 @@ class DpuInfo:
     ovsdb: str = ""
     gw_interface: str = ""
     gw_nexthop: str = ""
+    mst_device: str = ""
 
     @classmethod
     def from_dpu(cls, dpu: Dpu) -> DpuInfo:
@@ -117,7 +121,10 @@ class DpuInfo:
                 ipaddress.ip_address(gw_nh)
             except ValueError:
                 raise ValidationError(f"{path}.gw_nexthop", gw_nh, "an IPv4 or IPv6 address") from None
-        return cls(dpu.node, dpu.name, dpu.mode, dpu_node, pf, int(vfs_raw), mgmt, reps, nic, ovsdb, gw_if, gw_nh)
+        mst = d.get("mst_device", "")
+        if mst and not _MST_RE.match(mst):
+            raise ValidationError(f"{path}.mst_device", mst, "/dev/mst/<name> or a PCI address like 0000:03:00.0")
+        return cls(dpu.node, dpu.name, dpu.mode, dpu_node, pf, int(vfs_raw), mgmt, reps, nic, ovsdb, gw_if, gw_nh, mst)
 
 
 @lru_cache(maxsize=1 << 16)

@@ -17,6 +17,11 @@ Section format (``dpu:`` in fabrics.yaml)::
         ca_cert: /etc/gpufabric/k8s-ca.pem         # optional CA bundle of the API server
         token_file: /etc/gpufabric/k8s.token       # optional bearer token, mode 0600
       timeout: 10                                  # seconds per device command
+      mst: {command: [...], device: ...}           # DPU mode/firmware reader (see mst.py); absent: moves
+                                                   # into a dpu-host offering are refused; {verify: false}
+                                                   # skips the gate explicitly
+      drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
+      offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
 
 One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
 NB). ``tcp:`` remotes are accepted and reported by the audit (``TRANSPORT-INSECURE``, through
@@ -37,9 +42,27 @@ from gpufabric.fabrics.dpu import checks, diff
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
+from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state
+from gpufabric.fabrics.dpu.site import parse_sources
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls", "mst", "drain", "offload"})
+DRAIN_KEYS = frozenset({"timeout", "retry_every"})
+
+
+def _drain(raw: Any) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("dpu.drain", raw, "a mapping with keys retry_every, timeout")
+    out: dict[str, float] = {}
+    for k, v in raw.items():
+        if k not in DRAIN_KEYS:
+            raise ConfigError(f"dpu.drain.{k}", v, "known keys only: retry_every, timeout")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 3600:
+            raise ConfigError(f"dpu.drain.{k}", v, "a number of seconds in (0, 3600]")
+        out[str(k)] = float(v)
+    return out
 
 
 def section_tls(section: Mapping[str, Any], remotes: Iterable[str]) -> TlsFiles | None:
@@ -82,9 +105,21 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
+        raw_mst = section.get("mst")
+        gate_off = isinstance(raw_mst, Mapping) and raw_mst.get("verify", True) is False
+        if isinstance(raw_mst, Mapping) and "verify" in raw_mst:
+            if not isinstance(raw_mst["verify"], bool) or (gate_off and len(raw_mst) > 1):
+                raise ConfigError("dpu.mst.verify", raw_mst["verify"], "true, or false alone (skip the DPU mode gate)")
+            raw_mst = {k: v for k, v in raw_mst.items() if k != "verify"}
+        mst = MstReader.from_section(raw_mst) if raw_mst and not gate_off else None
         t = float(timeout)
         ovs = {h: ovs_cls(h, r, t, tls=tls if "ssl" in remote_methods(r) else None) for h, r in sorted(ovsdb.items())}
-        return DpuBackend(ovs, ovn_cls(nb, t, tls=tls if "ssl" in remote_methods(nb) else None), k8s)
+        backend = DpuBackend(
+            ovs, ovn_cls(nb, t, tls=tls if "ssl" in remote_methods(nb) else None), k8s,
+            mst, _drain(section.get("drain")), gate=not gate_off,
+        )
+        backend.offload = parse_sources(section.get("offload"))
+        return backend
 
     def desired(self, tenancy: Tenancy) -> DpuState:
         return desired_state(tenancy)

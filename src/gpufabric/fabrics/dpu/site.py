@@ -1,0 +1,60 @@
+"""The offload report read where the flows live: every configured DPU of ``fabrics.yaml`` (I/O).
+
+Section (``dpu.offload`` in fabrics.yaml), per host node, how to reach its DPU's datapath::
+
+    offload:
+      gpu-a01: {appctl: /var/run/openvswitch/ovs-vswitchd.ctl, netns: ""}
+
+``ovs-appctl -t <appctl> dpctl/dump-flows -m`` and ``tc -j -s filter show dev <rep> ingress``
+(inside ``netns`` when set) run on this machine; the DPU's OVSDB is the ``dpu.ovsdb`` remote.
+Owners come from the store (who leases each node now), logical ports from the OVN northbound
+DB, NIC models from the inventory. Remote DPUs (over SSH on the Arm side) are not wired yet."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.fabric import Tenancy
+from gpufabric.fabrics.dpu.collect import read_node_offload
+from gpufabric.fabrics.dpu.info import dpu_inventory
+from gpufabric.fabrics.dpu.report import NodeOffload, offload_report
+
+SOURCE_KEYS = frozenset({"appctl", "netns"})
+
+
+def parse_sources(raw: Any) -> dict[str, dict[str, str]]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("dpu.offload", raw, "a mapping host node -> {appctl, netns}")
+    out: dict[str, dict[str, str]] = {}
+    for host, src in raw.items():
+        if not isinstance(src, Mapping) or not isinstance(src.get("appctl"), str) or not src["appctl"]:
+            raise ConfigError(f"dpu.offload.{host}", src, "a mapping with appctl (ovs-vswitchd control socket) and netns")
+        for k in src:
+            if k not in SOURCE_KEYS:
+                raise ConfigError(f"dpu.offload.{host}.{k}", src[k], "known keys only: appctl, netns")
+        out[str(host)] = {"appctl": str(src["appctl"]), "netns": str(src.get("netns") or "")}
+    return out
+
+
+def site_report(
+    backend: Any, tenancy: Tenancy, capacity: Mapping[str, int] | None = None, warn_at: float = 0.8
+) -> dict[str, Any]:
+    """The offload report of every DPU with an offload source (``backend``: a DpuBackend)."""
+    sources: dict[str, dict[str, str]] = getattr(backend, "offload", {})
+    if not sources:
+        raise ConfigError("dpu.offload", None, "an offload source per DPU host in fabrics.yaml (see docs/dpu.md)")
+    inv = dpu_inventory(tenancy.nodes)
+    nodes: list[NodeOffload] = []
+    for host, src in sorted(sources.items()):
+        drv = backend.ovs.get(host)
+        if drv is None:
+            raise ConfigError(f"dpu.offload.{host}", host, "a host that also has a dpu.ovsdb remote")
+        model = inv[host].nic_model if host in inv else "generic"
+        nodes.append(read_node_offload(host, drv.remote, src["appctl"], src["netns"], model))
+    lsps = {p.name: p for p in backend.ovn.read()}
+    owners = {n.node: tenancy.owner(n.node) for n in nodes}
+    return offload_report(nodes, lsps, owners, dict(capacity or {}), warn_at)
