@@ -77,3 +77,13 @@ def fail_alone(engine: MoveEngine, batch: Sequence[Move]) -> list[Move] | None:
             at = engine.ledger.set_phase(m, MovePhase.SWAP) if m.phase is MovePhase.QUARANTINE else m
             out.append(engine.ledger.fail(at, f"join plan: {culprits[m.id].message}"))
     return out
+
+
+def failsafe(converge: Callable[..., Any], nodes: Sequence[str], cause: GpufabricError) -> None:
+    """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that
+    failed may fail again; what it holds is then reported by the audit); ``cause`` says which."""
+    try:
+        converge("failsafe", extra_quarantine=nodes)
+        cause.fields["failsafe"] = "quarantined"
+    except GpufabricError as e:
+        cause.fields["failsafe"] = f"quarantine failed too: {e.message}"

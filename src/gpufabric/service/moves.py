@@ -45,7 +45,7 @@ from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
 from gpufabric.service.fabric_lock import LockLostError, bump_epoch, bump_in, read_epoch
 from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.move_isolation import JoinPlanError, fail_alone
+from gpufabric.service.move_isolation import JoinPlanError, fail_alone, failsafe
 from gpufabric.service.move_liveness import HeartbeatWatch
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
@@ -405,14 +405,14 @@ class MoveEngine:
             except JoinPlanError as e:
                 alone = fail_alone(self, batch)
                 if alone is None:
-                    self._failsafe([m.node for m in batch], e.cause)
+                    failsafe(self.converge, [m.node for m in batch], e.cause)
                     batch = [s.fail(m, e.cause.message) for m in batch]
                     raise e.cause from None
                 failed += alone
                 batch = [m for m in batch if m.id not in {x.id for x in alone}]
                 rest = True
             except GpufabricError as e:
-                self._failsafe([m.node for m in batch], e)
+                failsafe(self.converge, [m.node for m in batch], e)
                 batch = [s.fail(m, e.message) for m in batch]
                 raise
         if rest:  # the moves a join plan failed for failed alone: the others go on
@@ -430,15 +430,6 @@ class MoveEngine:
         if moves:
             self.progress("prepare", f"checking and preparing {len(moves)} node(s) on every fabric")
             self.fabrics.before_move(self.tenancy(), moves)
-
-    def _failsafe(self, nodes: Sequence[str], cause: GpufabricError) -> None:
-        """Send every port of ``nodes`` on every fabric to quarantine (best effort: a fabric that
-        failed may fail again; what it holds is then reported by the audit)."""
-        try:
-            self.converge("failsafe", extra_quarantine=nodes)
-            cause.fields["failsafe"] = "quarantined"
-        except GpufabricError as e:
-            cause.fields["failsafe"] = f"quarantine failed too: {e.message}"
 
     def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
         """Claim pending (and crashed) moves, coalescing those that arrive within ``window``
