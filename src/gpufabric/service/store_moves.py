@@ -374,31 +374,6 @@ class MoveLedger:
             r.status, r.error, r.claimed_by = MoveStatus.PENDING.value, "", None
             return move_to_domain(r)
 
-    def decide_offer(self, move_id: int, accept: bool, also: Callable[[Session], None] | None = None) -> Move:
-        """Accept an offered move (it becomes pending: the worker runs it; its node is marked
-        moving) or decline it (cancelled; its node never left quarantine). ConflictError unless
-        the move is an open offer."""
-        with self.store._tx() as s:
-            r = s.get(MoveRow, move_id, with_for_update=True)
-            if r is None:
-                raise NotFoundError("move", str(move_id))
-            if r.status != MoveStatus.OFFERED.value:
-                raise ConflictError(f"move {move_id} is {r.status}, not an open offer", move=move_id)
-            if accept:
-                node = locked_nodes(s, [r.node]).get(r.node)
-                if node is None:
-                    raise NotFoundError("node", r.node)
-                if node.state == NodeState.MAINTENANCE.value:
-                    raise ConflictError(f"node {r.node} is in maintenance: not leasable", node=r.node)
-                node.state = NodeState.MOVING.value
-                r.status = MoveStatus.PENDING.value
-            else:
-                r.status, r.error = MoveStatus.CANCELLED.value, "offer declined"
-            if also is not None:
-                also(s)
-            s.flush()
-            return move_to_domain(r)
-
     @staticmethod
     def _row(s: Session, move: Move) -> MoveRow:
         return MoveLedger._rows(s, [move])[0]

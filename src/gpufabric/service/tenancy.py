@@ -31,6 +31,7 @@ from gpufabric.domain.moves import Move
 from gpufabric.domain.values import check_id, check_name
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
+from gpufabric.service.store_offers import decide_offer
 from gpufabric.service.tenant_admin import node_owner
 
 LOCAL_OPERATOR = LOCAL_ADMIN
@@ -108,7 +109,7 @@ class Tenancy:
                 "only the receiving tenant or an admin may accept an offer", field="role",
                 value=principal.role.value, allowed="admin, or the tenant's owner/lessee",
             )  # fmt: skip
-        return self.ledger.decide_offer(move.id or move_id, accept, also=also)
+        return decide_offer(self.store, move.id or move_id, accept, also=also)
 
     def move(
         self,
