@@ -7,37 +7,19 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufabric.api.app import create_app
 from gpufabric.api.limits import ApiLimits
 from gpufabric.domain.moves import MovePhase
 from gpufabric.service.loops import MoveProgress
 from gpufabric.service.store_moves import MoveLedger
 
-from support.api_world import World, build_world, clone_world
+from support.api_world import World
 
 ROLES = ("admin", "owner-alpha", "lessee-alpha", "lessee-beta", "service", "none")
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    w = build_world(tmp_path_factory.mktemp("tpl"), nodes=6, leased=2)  # gpu-0000: alpha, gpu-0001: beta
-    yield w  # alpha owns gpu-0005
-    w.store.close()
-
-
-@pytest.fixture
-def world(template: World, tmp_path: Path) -> Iterator[tuple[World, TestClient]]:
-    w = clone_world(template, tmp_path)
-    with TestClient(create_app(w.ctx)) as client:
-        yield w, client
-    w.store.close()
 
 
 def _h(w: World, who: str) -> dict[str, str]:

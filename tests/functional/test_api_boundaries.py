@@ -5,32 +5,13 @@ inventory import never rewrites the ports of a leased node. Each refused call re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
-from gpufabric.api.app import create_app
 from gpufabric.domain.quotas import Quotas
 
-from support.api_world import World, build_world, clone_world, inventory
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    w = build_world(tmp_path_factory.mktemp("tpl"), nodes=6, leased=2)  # gpu-0000: alpha, gpu-0001: beta
-    yield w  # alpha owns gpu-0005
-    w.store.close()
-
-
-@pytest.fixture
-def world(template: World, tmp_path: Path) -> Iterator[tuple[World, TestClient]]:
-    w = clone_world(template, tmp_path)
-    with TestClient(create_app(w.ctx)) as client:
-        yield w, client
-    w.store.close()
+from support.api_world import World, inventory
 
 
 def _state(client: TestClient, w: World) -> tuple[Any, ...]:

@@ -1,0 +1,30 @@
+"""Fixtures shared by the API tests: a template world (6 nodes, gpu-0000 leased to alpha,
+gpu-0001 to beta, gpu-0005 owned by alpha; every node with 8 GPUs) built once per module, and
+a fresh copy of it behind a TestClient per test. A module may define its own to override them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gpufabric.api.app import create_app
+
+from support.api_world import World, build_world, clone_world
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    w = build_world(tmp_path_factory.mktemp("tpl"), nodes=6, leased=2)
+    yield w
+    w.store.close()
+
+
+@pytest.fixture
+def world(template: World, tmp_path: Path) -> Iterator[tuple[World, TestClient]]:
+    w = clone_world(template, tmp_path)
+    with TestClient(create_app(w.ctx)) as client:
+        yield w, client
+    w.store.close()
