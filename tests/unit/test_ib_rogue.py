@@ -97,8 +97,9 @@ def test_rogue_identified_by_location_not_by_claimed_guid(
     found = find_rogue_sms(IbFabricState(sms=sms, master_guid=TRUSTED), [TRUSTED])
     assert [(f.lid, f.port_guid) for f in found] == expected
     # containment cuts off the answering LID's own switch port: never the victim's, never the SM's
-    targets = containment_targets(found, PORTS, [TRUSTED])
+    targets, alerts = containment_targets(found, PORTS, [TRUSTED])
     assert [(p.guid, p.switch_port) for p in targets] == [(ROGUE, 4) for _ in expected]
+    assert alerts == []
 
 
 def test_containment_never_disables_a_trusted_port_or_an_unplaced_lid() -> None:
@@ -106,11 +107,22 @@ def test_containment_never_disables_a_trusted_port_or_an_unplaced_lid() -> None:
         IbFabricState(sms=(SmSeen(VICTIM, 1, 15, SmState.MASTER, "", TRUSTED),)), [TRUSTED]
     )
     assert [f.lid for f in claims_at_sm] == [1]
-    with pytest.raises(FabricError, match="trusted SM port"):
-        containment_targets(claims_at_sm, PORTS, [TRUSTED])
+    targets, alerts = containment_targets(claims_at_sm, PORTS, [TRUSTED])
+    assert targets == [] and [(f.lid, "trusted SM port" in why) for f, why in alerts] == [(1, True)]
     nowhere = find_rogue_sms(IbFabricState(sms=(SmSeen(ROGUE, 99, 15, SmState.MASTER),)), [TRUSTED])
-    with pytest.raises(FabricError, match="lid 99"):
-        containment_targets(nowhere, PORTS, [TRUSTED])
+    targets, alerts = containment_targets(nowhere, PORTS, [TRUSTED])
+    assert targets == [] and [(f.lid, "lid 99" in why) for f, why in alerts] == [(99, True)]
+
+
+def test_a_decoy_finding_is_an_alert_and_the_real_rogue_is_still_cut() -> None:
+    """Regression: one finding at a LID no CA port has (a decoy MasterSMLID of 999) aborted
+    the whole containment before anything was disabled."""
+    sms = (SmSeen(ROGUE, 7, 15, SmState.MASTER, "", ROGUE), SmSeen(Guid(0), 999, -1, SmState.UNKNOWN))
+    found = find_rogue_sms(IbFabricState(sms=sms, master_guid=TRUSTED), [TRUSTED])
+    assert sorted(f.lid for f in found) == [7, 999]
+    targets, alerts = containment_targets(found, PORTS, [TRUSTED])
+    assert [p.guid for p in targets] == [ROGUE]
+    assert [f.lid for f, _ in alerts] == [999]
 
 
 def test_observe_keeps_an_sm_borrowing_the_trusted_guid_at_its_own_lid() -> None:

@@ -19,6 +19,16 @@ one long-lived ``smpbatch`` process per driver sending every SMP of a read throu
 libibmad port; :meth:`OpenSMDriver.close` stops it) or ``"smpquery"`` (one infiniband-diags
 process per query, ``workers`` at a time).
 
+IPoIB (:mod:`.ipoib`): tenant partitions are rendered with ``ipoib`` (and the ``ipoib``
+option's mtu/rate/sl/scope); before writing, the number of IPoIB partitions is checked
+against the switches' MulticastFDBCap (``smpquery switchinfo`` of every switch, once; or
+the ``mcast_fdb_cap`` option); with ``sa_dump`` (OpenSM's ``opensm-sa.dump``, written with
+``sa_db_dump TRUE``) the verification also waits until the SA database holds the broadcast
+group of every IPoIB partition and none of a removed one.
+
+M_Key: ``m_key_file`` (a 0600 secret file holding the fabric's M_Key, ``0x...``) makes every
+SMP this driver sends carry it (``-y`` of the infiniband-diags and of the batch reader).
+
 Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
 """
 
@@ -38,10 +48,19 @@ from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, VerifyError
+from gpufabric.domain.secrets import Secret, secret_file
 from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
+from gpufabric.fabrics.infiniband.ipoib import (
+    IpoibOptions,
+    check_mcast_budget,
+    missing_groups,
+    parse_mcast_fdb_cap,
+    parse_sa_dump_groups,
+    stale_groups,
+)
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
@@ -88,6 +107,10 @@ class OpenSMConfig:
     reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
     reader_idle: float = 5.0  # the batch reader process exits after this many idle seconds
     opensm_conf: Path | None = None  # the SM's options file (-F), read by observe for the hardening audit
+    ipoib: IpoibOptions = field(default_factory=IpoibOptions)
+    sa_dump: Path | None = None  # OpenSM's opensm-sa.dump (sa_db_dump TRUE): broadcast groups verified from it
+    mcast_fdb_cap: int = 0  # 0: read MulticastFDBCap from the switches by SMP
+    m_key_file: Path | None = None  # the M_Key every SMP carries (secret file, mode 0600)
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -122,6 +145,10 @@ class OpenSMConfig:
             reader_command=tuple(o.get("reader_command") or ()),
             reader_idle=float(o.get("reader_idle", 5.0)),
             opensm_conf=path("opensm_conf"),
+            ipoib=IpoibOptions.parse(o.get("ipoib")),
+            sa_dump=path("sa_dump"),
+            mcast_fdb_cap=_count("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
+            m_key_file=path("m_key_file"),
         )
 
     @property
@@ -150,13 +177,15 @@ class OpenSMDriver(SubnetManagerDriver):
     ) -> None:
         self.config = config if config is not None else OpenSMConfig.from_options(options)
         c = self.config
-        self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers)
+        self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers, m_key=load_m_key(c.m_key_file))
         self.reader: SmpReader = make_reader(c.reader, self.diag, c.reader_command, c.reader_idle)
         self.restart_hook = restart_hook
         self.last_report = ApplyReport()
         self._ports: dict[Guid, CaPort] = {}
         self._ports_at = 0.0  # monotonic time of the last ibnetdiscover
         self._capacity: dict[Guid, int] = {}
+        self._switch_lids: tuple[int, ...] = ()
+        self._mcast_cap = c.mcast_fdb_cap
         self._read_back: dict[Guid, PkeyTable] = {}
         self._lock = threading.Lock()
 
@@ -165,15 +194,40 @@ class OpenSMDriver(SubnetManagerDriver):
         """The partitions.conf text for ``layout`` (raises CapacityError/ValidationError)."""
         c = self.config
         return render_partitions_conf(
-            layout, c.trusted_sm_guids, capacity=self._capacity, default_capacity=c.default_capacity
+            layout,
+            c.trusted_sm_guids,
+            capacity=self._capacity,
+            default_capacity=c.default_capacity,
+            ipoib_flags=c.ipoib.flags(),
         )
 
     def ports(self, refresh: bool = False) -> dict[Guid, CaPort]:
         """CA ports on the fabric (ibnetdiscover), cached until ``refresh`` or a GUID is missing."""
         if refresh or not self._ports:
-            self._ports = ca_ports(self.diag.discover())
+            topo = self.diag.discover()
+            self._ports = ca_ports(topo)
+            self._switch_lids = tuple(sorted({n.lid for n in topo.switches() if n.lid}))
             self._ports_at = time.monotonic()
         return self._ports
+
+    def mcast_fdb_cap(self) -> int:
+        """The smallest MulticastFDBCap of the subnet's switches (``smpquery switchinfo``,
+        read once; the ``mcast_fdb_cap`` option skips the reads). 0 when no switch answered."""
+        if not self._mcast_cap:
+            self.ports()
+            caps = [
+                parse_mcast_fdb_cap(r)
+                for r in self.diag.map(self.diag.switchinfo, self._switch_lids)
+                if isinstance(r, str)
+            ]
+            self._mcast_cap = min((c for c in caps if c), default=0)
+        return self._mcast_cap
+
+    def check_ipoib_budget(self, layout: PartitionLayout) -> None:
+        """CapacityError when ``layout``'s IPoIB partitions need more multicast LIDs than the switches hold."""
+        n = sum(1 for p in layout.partitions if p.ipoib) if self.config.ipoib.enabled else 0
+        if n:
+            check_mcast_budget(n, self.mcast_fdb_cap())
 
     def _with_topology(self, read: Callable[[dict[Guid, CaPort]], IbFabricState]) -> IbFabricState:
         """``read`` over the cached topology: rediscovered when older than TOPOLOGY_TTL (new
@@ -199,6 +253,7 @@ class OpenSMDriver(SubnetManagerDriver):
         t0 = time.monotonic()
         text = self.render(layout)
         new = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
+        self.check_ipoib_budget(new)
         old_text = _read(c.partitions_conf)
         old = _safe_parse(old_text)
         affected = changed_ports(old, new) if old_text != text else layout_guids(new)
@@ -227,6 +282,7 @@ class OpenSMDriver(SubnetManagerDriver):
                     problems=list(report.log.problems()[:20]),
                 )
             self.verify(new, ports)
+            self.verify_groups(new)
             report.verify_seconds = time.monotonic() - t1
         except GpufabricError as e:
             self._rollback(good, ports, e)
@@ -314,6 +370,37 @@ class OpenSMDriver(SubnetManagerDriver):
                 )
             todo = [p for p in todo if str(p.guid) in bad]
             time.sleep(0.1)
+
+    def verify_groups(self, layout: PartitionLayout) -> None:
+        """With ``sa_dump``: wait until OpenSM's SA database holds the IPoIB broadcast group of
+        every IPoIB partition of ``layout`` and none of a tenant partition it no longer has."""
+        c = self.config
+        if c.sa_dump is None or not c.ipoib.enabled:
+            return
+        want = [p.pkey.value for p in layout.partitions if p.ipoib]
+        deadline = time.monotonic() + c.verify_timeout
+        while True:
+            groups = parse_sa_dump_groups(_read(c.sa_dump) or "")
+            missing, stale = missing_groups(want, groups), stale_groups(want, groups)
+            if not missing and not stale:
+                return
+            if time.monotonic() > deadline:
+                raise VerifyError(
+                    f"OpenSM's SA database ({c.sa_dump}) after {c.verify_timeout}s: "
+                    + "; ".join(
+                        x
+                        for x in (
+                            f"no IPoIB broadcast group {', '.join(missing[:3])}" if missing else "",
+                            f"stale group {', '.join(stale[:3])}" if stale else "",
+                        )
+                        if x
+                    )
+                    + " (sa_db_dump TRUE in opensm.conf?)",
+                    fabric=FABRIC,
+                    missing=missing,
+                    stale=stale,
+                )
+            time.sleep(0.05)
 
     def _rollback(self, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
         c = self.config
@@ -407,6 +494,27 @@ class OpenSMDriver(SubnetManagerDriver):
                 raise r
             out.append(PkeyTable(p.guid, r.entries, r.capacity, p.lid))
         return out
+
+
+def _count(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 0x3FFF:
+        raise ConfigError(f"infiniband.options.{name}", v, "an integer 0-16383 (0: read from the switches)")
+    return v
+
+
+def load_m_key(path: Path | None) -> Secret | None:
+    """The M_Key of ``m_key_file`` (checked like every secret file: regular, mode 0600,
+    non-empty); ConfigError naming ``m_key_file`` when unreadable or not a 64-bit key."""
+    if path is None:
+        return None
+    key = secret_file("m_key", path)
+    try:
+        value = int(key.reveal(), 0)
+    except ValueError:
+        value = -1
+    if not 0 < value <= 0xFFFF_FFFF_FFFF_FFFF:
+        raise ConfigError("m_key_file", str(path), "a non-zero 64-bit M_Key (0x...)")
+    return Secret(f"0x{value:016x}", key.source)
 
 
 def _hexes(v: Sequence[int] | tuple[int, ...]) -> str:
