@@ -10,15 +10,14 @@ as the SM node (OpenSM hides groups whose PKey the requester lacks), ``opensm-sa
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from gpufabric.domain.errors import CapacityError, ConfigError, ExhaustedError
-from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Network, Segment
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.ipoib import (
     IPOIB_PARTITION_LIMIT,
@@ -34,7 +33,6 @@ from gpufabric.fabrics.infiniband.ipoib import (
 )
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, render_partitions_conf
-from gpufabric.fabrics.infiniband.plan import desired_ib
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 G1 = Guid(0x0002C90310000101)
@@ -73,15 +71,8 @@ def test_broadcast_mgid() -> None:
     assert broadcast_mgid(0x8A01, scope=5) == "ff15:401b:8a01::ffff:ffff"
 
 
-def test_tenant_partitions_are_rendered_with_ipoib() -> None:
-    """Regression: tenant partitions were rendered without ``ipoib``, so OpenSM made no
-    broadcast group and an IPoIB child interface on the tenant PKey never came up."""
-    net = Network("n", "alpha", (Segment(Fabric.INFINIBAND, 3000, pkey=PKey(0x0A00)),))
-    node = Node("gpu-a01", ib=(IbPort("gpu-a01", "mlx5_0", 1, G1, G1),))
-    lease = Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("n",))
-    tenancy = Tenancy((node,), {"gpu-a01": lease}, {("alpha", "n"): net})
-    layout = desired_ib(tenancy, ()).layout
-    assert [(p.pkey.value & 0x7FFF, p.ipoib) for p in layout.partitions] == [(0x0A00, True)]
+def test_options_rendered_for_ipoib_partitions() -> None:
+    layout = PartitionLayout((Partition("pk_0a00", PKey(0x0A00), (PartitionMember(G1),), ipoib=True),))
     text = render_partitions_conf(layout, ipoib_flags=IpoibOptions(mtu=4, rate=7).flags())
     assert "pk_0a00=0x0a00, ipoib, mtu=4, rate=7 :" in text
     assert parse_partitions_conf(text).partitions[0].ipoib is True
@@ -125,7 +116,11 @@ def test_mcast_budget() -> None:
 
 def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
     cfg = SegmentConfig.from_dict(
-        {"user_vlan_range": "2-9", "ethernet": {"vlan_range": "10-19"}, "infiniband": {"seg_range": "100-3999", "mapping": {"base": "0x0100"}}}
+        {
+            "user_vlan_range": "2-9",
+            "ethernet": {"vlan_range": "10-19"},
+            "infiniband": {"seg_range": "100-3999", "mapping": {"base": "0x0100"}},
+        }
     )
     kind = InfinibandKind()
     used = [Segment(Fabric.INFINIBAND, i, pkey=cfg.ib.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
