@@ -13,7 +13,8 @@ from gpufabric.domain.errors import ConfigError, FabricError
 from gpufabric.domain.secrets import Secret
 from gpufabric.fabrics.infiniband.diag import Diag
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver, load_m_key
+from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.smchecks import load_m_key
 from gpufabric.fabrics.infiniband.smpread import BatchSmpReader
 
 KEY = "0x00000000c0ffee42"

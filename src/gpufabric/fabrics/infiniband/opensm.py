@@ -48,19 +48,11 @@ from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, VerifyError
-from gpufabric.domain.secrets import Secret, secret_file
 from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
-from gpufabric.fabrics.infiniband.ipoib import (
-    IpoibOptions,
-    check_mcast_budget,
-    missing_groups,
-    parse_mcast_fdb_cap,
-    parse_sa_dump_groups,
-    stale_groups,
-)
+from gpufabric.fabrics.infiniband.ipoib import IpoibOptions, check_mcast_budget
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
@@ -72,6 +64,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     parse_partitions_conf,
     render_partitions_conf,
 )
+from gpufabric.fabrics.infiniband.smchecks import count_option, load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smfiles import atomic_write as _atomic_write
 from gpufabric.fabrics.infiniband.smfiles import read_from as _read_from
 from gpufabric.fabrics.infiniband.smfiles import read_text as _read
@@ -147,7 +140,7 @@ class OpenSMConfig:
             opensm_conf=path("opensm_conf"),
             ipoib=IpoibOptions.parse(o.get("ipoib")),
             sa_dump=path("sa_dump"),
-            mcast_fdb_cap=_count("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
+            mcast_fdb_cap=count_option("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
             m_key_file=path("m_key_file"),
         )
 
@@ -215,12 +208,7 @@ class OpenSMDriver(SubnetManagerDriver):
         read once; the ``mcast_fdb_cap`` option skips the reads). 0 when no switch answered."""
         if not self._mcast_cap:
             self.ports()
-            caps = [
-                parse_mcast_fdb_cap(r)
-                for r in self.diag.map(self.diag.switchinfo, self._switch_lids)
-                if isinstance(r, str)
-            ]
-            self._mcast_cap = min((c for c in caps if c), default=0)
+            self._mcast_cap = read_mcast_fdb_cap(self.diag, self._switch_lids)
         return self._mcast_cap
 
     def check_ipoib_budget(self, layout: PartitionLayout) -> None:
@@ -375,32 +363,8 @@ class OpenSMDriver(SubnetManagerDriver):
         """With ``sa_dump``: wait until OpenSM's SA database holds the IPoIB broadcast group of
         every IPoIB partition of ``layout`` and none of a tenant partition it no longer has."""
         c = self.config
-        if c.sa_dump is None or not c.ipoib.enabled:
-            return
-        want = [p.pkey.value for p in layout.partitions if p.ipoib]
-        deadline = time.monotonic() + c.verify_timeout
-        while True:
-            groups = parse_sa_dump_groups(_read(c.sa_dump) or "")
-            missing, stale = missing_groups(want, groups), stale_groups(want, groups)
-            if not missing and not stale:
-                return
-            if time.monotonic() > deadline:
-                raise VerifyError(
-                    f"OpenSM's SA database ({c.sa_dump}) after {c.verify_timeout}s: "
-                    + "; ".join(
-                        x
-                        for x in (
-                            f"no IPoIB broadcast group {', '.join(missing[:3])}" if missing else "",
-                            f"stale group {', '.join(stale[:3])}" if stale else "",
-                        )
-                        if x
-                    )
-                    + " (sa_db_dump TRUE in opensm.conf?)",
-                    fabric=FABRIC,
-                    missing=missing,
-                    stale=stale,
-                )
-            time.sleep(0.05)
+        if c.sa_dump is not None and c.ipoib.enabled:
+            wait_for_groups(c.sa_dump, [p.pkey.value for p in layout.partitions if p.ipoib], c.verify_timeout)
 
     def _rollback(self, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
         c = self.config
@@ -494,27 +458,6 @@ class OpenSMDriver(SubnetManagerDriver):
                 raise r
             out.append(PkeyTable(p.guid, r.entries, r.capacity, p.lid))
         return out
-
-
-def _count(name: str, v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 0x3FFF:
-        raise ConfigError(f"infiniband.options.{name}", v, "an integer 0-16383 (0: read from the switches)")
-    return v
-
-
-def load_m_key(path: Path | None) -> Secret | None:
-    """The M_Key of ``m_key_file`` (checked like every secret file: regular, mode 0600,
-    non-empty); ConfigError naming ``m_key_file`` when unreadable or not a 64-bit key."""
-    if path is None:
-        return None
-    key = secret_file("m_key", path)
-    try:
-        value = int(key.reveal(), 0)
-    except ValueError:
-        value = -1
-    if not 0 < value <= 0xFFFF_FFFF_FFFF_FFFF:
-        raise ConfigError("m_key_file", str(path), "a non-zero 64-bit M_Key (0x...)")
-    return Secret(f"0x{value:016x}", key.source)
 
 
 def _hexes(v: Sequence[int] | tuple[int, ...]) -> str:
