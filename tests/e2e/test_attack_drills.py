@@ -332,3 +332,80 @@ def test_hostile_inputs_refused_and_nothing_written(lab: LabEnv) -> None:
     assert snapshot() == before
     assert lab.pkey_tables() == tables
     REPORT.append((f"{len(HOSTILE)} hostile inputs (CLI)", "refused", took, "nothing written"))
+
+
+WATCH_RUNS = 5
+
+
+def _port_state(lab: LabEnv, switch_lid: int, switch_port: int) -> str:
+    fab = Lab(lab.home).ib_fabric()
+    out = fab.run_tool(["smpquery", "portinfo", str(switch_lid), str(switch_port)], sim_host=lab.status["sm_node"])
+    return parse_smpquery_portinfo(out).phys_state
+
+
+def test_rogue_sm_watch_in_serve_detects_and_contains_in_seconds(lab: LabEnv) -> None:
+    """``gpufabric serve`` with reconcile at its default 30 s: the watch (every 0.5 s: SMInfo of
+    the master + MasterSMLID of a sample of ports) wakes reconcile, which contains the rogue.
+    Detected = the watch's line on serve's output; contained = the rogue's switch port read
+    Disabled by SMP (independently of serve). Median of WATCH_RUNS; each run re-enables the port."""
+    from statistics import median
+
+    from gpufabric.lab.procs import stop_pid
+    from gpufabric.lab.serve import serving
+
+    fab = Lab(lab.home).ib_fabric()
+    fabrics = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points())
+    drv = fabrics.sm
+    assert isinstance(drv, OpenSMDriver)
+    rogue = Guid.parse(lab.guids("gpu-a03")[0])
+    port = drv.ports(refresh=True)[rogue]
+    drv.close()
+    assert port.switch_lid is not None and port.switch_port is not None
+    out = lab.home / "serve-watch.log"
+    detect: list[float] = []
+    contain: list[float] = []
+    with out.open("wb") as log, serving(lab.env, "--policy", "repair", output=log):  # --interval: default 30 s
+        time.sleep(3)  # the first reconcile pass (at start) is over: the next would come 30 s later
+        for _ in range(WATCH_RUNS):
+            offset = out.stat().st_size
+            t0 = time.monotonic()
+            pid = lab.gfj("lab", "rogue-sm", "--node", "gpu-a03")["rogue_pid"]
+            seen: float | None = None
+            while True:
+                if seen is None and b"sm-watch:" in out.read_bytes()[offset:]:
+                    seen = time.monotonic() - t0
+                if _port_state(lab, port.switch_lid, port.switch_port) == "Disabled":
+                    break
+                assert time.monotonic() - t0 < 30, f"not contained within 30 s: {out.read_bytes()[offset:][-800:]!r}"
+                time.sleep(0.1)
+            contain.append(time.monotonic() - t0)
+            assert seen is not None, out.read_bytes()[offset:][-800:]
+            detect.append(seen)
+            stop_pid(pid)  # the rogue we started, by its PID
+            (fab.run_dir / "rogue-gpu-a03_mlx5_0.pid").unlink(missing_ok=True)
+            wait_for(lambda: audit(lab) == [], 60, "audit clean after containment")
+            fab.run_tool(
+                ["ibportstate", *_key(fab), str(port.switch_lid), str(port.switch_port), "enable"],
+                sim_host=lab.status["sm_node"],
+            )
+            fab.wait_subnet_up(fab.hup())  # the trusted SM brings the port back for the next run
+            wait_for(lambda: _port_state(lab, port.switch_lid, port.switch_port) != "Disabled", 30, "port back")  # type: ignore[arg-type]
+            time.sleep(2)
+    leaked = leaks(lab)
+    print(f"\nsm-watch: detect {[round(x, 2) for x in detect]} contain {[round(x, 2) for x in contain]}")
+    REPORT.append((f"rogue SM, serve watch: detect (median of {WATCH_RUNS})", "detected", median(detect), "-"))
+    REPORT.append(
+        (
+            f"rogue SM, serve watch: contain (median of {WATCH_RUNS})",
+            "contained",
+            median(contain),
+            ", ".join(leaked) or "nothing",
+        )
+    )
+    assert median(detect) <= 5.0 and median(contain) <= 10.0
+    assert leaked == []
+
+
+def _key(fab: object) -> list[str]:
+    m_key = getattr(fab, "m_key_file", None)
+    return ["-y", m_key.read_text().strip()] if m_key is not None and m_key.exists() else []

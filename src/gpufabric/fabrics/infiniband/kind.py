@@ -59,6 +59,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.watch import SmWatch
 
 
 def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
@@ -68,11 +69,23 @@ def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
 class InfinibandBackend(FabricBackend[IbFabricState]):
     """One subnet manager driver (the subnet's partition authority)."""
 
-    capabilities = frozenset({"observe", "apply", "contain", "settings"})
+    capabilities = frozenset({"observe", "apply", "contain", "settings", "watch"})
 
     def __init__(self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = ()) -> None:
         self.sm = sm
         self.trusted_sm_guids = trusted_sm_guids
+        self._watch: SmWatch | None = None
+
+    def watch(self) -> tuple[str, ...]:
+        """One cheap rogue-SM watch pass (:mod:`.watch`): what looks like a rogue SM now, one
+        line each; the caller runs the full detection/containment when it is not empty.
+        Only the OpenSM driver can be watched (UFM runs its own SM)."""
+        if not isinstance(self.sm, OpenSMDriver):
+            return ()
+        if self._watch is None:
+            trusted = self.trusted_sm_guids or self.sm.config.trusted_sm_guids
+            self._watch = SmWatch(self.sm, trusted)
+        return tuple(str(s) for s in self._watch.check())
 
     def observe(self) -> IbFabricState:
         return self.sm.observe()
