@@ -129,3 +129,17 @@ def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
     with pytest.raises(ExhaustedError, match="multicast LID") as ei:
         kind.allocate(Network("n", "t"), [*used, seg], cfg)
     assert ei.value.fields["limit"] == IPOIB_PARTITION_LIMIT
+
+
+def test_ufm_gets_ip_over_ib_and_refuses_options_its_api_lacks() -> None:
+    from gpufabric.fabrics.infiniband.ufm import UfmDriver
+    from gpufabric.fabrics.infiniband.ufm_plan import plan_ufm
+
+    layout = PartitionLayout((Partition("pk_0a00", PKey(0x0A00), (PartitionMember(G1),), ipoib=True),))
+    calls = plan_ufm(layout, [])
+    assert [c.request()[2]["ip_over_ib"] for c in calls if c.request()[2]] == [True]  # type: ignore[index]
+    with pytest.raises(ConfigError) as ei:
+        UfmDriver("https://ufm.example", token_env="HOME", ipoib={"mtu": 4})
+    assert ei.value.field == "infiniband.options.ipoib"
+    off = UfmDriver("https://ufm.example", token_env="HOME", ipoib=False)
+    assert [p.ipoib for p in off._wanted(layout).partitions] == [False]
