@@ -172,7 +172,7 @@ def test_decoy_finding_does_not_stop_containment_and_the_map_is_fresh(
     drv._ports = {g: p for g, p in drv.ports().items() if g != G[3]}  # a stale map: the rogue's port not in it
     report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
     assert sorted(f.lid for f in report.findings)[-1] == 999
-    assert report.contained == (G[3],)  # the real rogue is cut ...
+    assert report.contained == (G[3],), (report.findings, report.alerts)  # the real rogue is cut ...
     assert [(f.lid, "no discovered CA port" in why) for f, why in report.alerts] == [
         (999, True)
     ]  # ... the decoy reported

@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufabric.domain.errors import LabError
-from gpufabric.fabrics.infiniband.hardening import HardeningPolicy, render_opensm_conf_overrides
+from gpufabric.domain.errors import GpufabricError, LabError
+from gpufabric.fabrics.infiniband.hardening import HardeningPolicy, parse_opensm_conf, render_opensm_conf_overrides
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
 
 UMAD2SIM_CANDIDATES = (
@@ -189,7 +189,7 @@ class IbFabric:
         # so the hardening audit reads a clean opensm.conf on the lab
         self.opensm_conf.touch(mode=0o600)
         self.opensm_conf.chmod(0o600)
-        policy = HardeningPolicy.generate()
+        policy = self._policy()
         self.m_key_file.touch(mode=0o600)
         self.m_key_file.chmod(0o600)
         self.m_key_file.write_text(f"0x{policy.m_key:016x}\n")
@@ -225,6 +225,15 @@ class IbFabric:
         pid = self._spawn(args, env, self.run_dir / "opensm.out", self._opensm_pid, cwd=self.scratch)
         self.wait_subnet_up(offset, timeout=timeout)
         return pid
+
+    def _policy(self) -> HardeningPolicy:
+        """The keys of the running lab's opensm.conf when there is one (a restart keeps its
+        sm_key/sa_key/m_key: the driver holds the M_Key file's key), else fresh random ones."""
+        try:
+            conf = parse_opensm_conf(self.opensm_conf.read_text())
+            return HardeningPolicy(int(conf["sm_key"], 0), int(conf["sa_key"], 0), int(conf["m_key"], 0))
+        except (OSError, KeyError, ValueError, GpufabricError):
+            return HardeningPolicy.generate()
 
     def hup(self) -> int:
         """``kill -HUP`` OpenSM (re-read partitions.conf, heavy sweep); return the log offset before it."""

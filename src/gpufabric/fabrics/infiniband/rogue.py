@@ -132,12 +132,16 @@ def check_rogue_sms(driver: OpenSMDriver) -> tuple[tuple[RogueFinding, ...], flo
 def contain_rogue_sms(
     driver: OpenSMDriver, layout: PartitionLayout, policy: RoguePolicy = RoguePolicy.CONTAIN
 ) -> RogueReport:
-    """Detect; with ``contain``: cut every rogue off, restart the trusted SM, verify ``layout``."""
+    """Detect; with ``contain``: cut every rogue off, restart the trusted SM, verify ``layout``.
+    Detection and the cut both run on a topology rediscovered now: a rogue that took over may
+    have reassigned LIDs, and a cached LID -> port map would point at the wrong ports."""
+    if policy is RoguePolicy.CONTAIN:
+        driver.ports(refresh=True)
     findings, detect = check_rogue_sms(driver)
     if not findings or policy is RoguePolicy.ALERT:
         return RogueReport(findings, policy, detect_seconds=detect)
     t0 = time.monotonic()
-    targets, alerts = containment_targets(findings, driver.ports(refresh=True), driver.config.trusted_sm_guids)
+    targets, alerts = containment_targets(findings, driver.ports(), driver.config.trusted_sm_guids)
     contained = []
     for p in targets:
         assert p.switch_lid is not None and p.switch_port is not None
