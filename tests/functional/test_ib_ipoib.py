@@ -141,3 +141,12 @@ def test_lab_writes_the_m_key_and_the_sa_dump_option(fab: IbFabric) -> None:
     conf = fab.opensm_conf.read_text()
     assert f"m_key {fab.m_key_file.read_text().strip()}" in conf and "sa_db_dump TRUE" in conf
     assert Guid.parse(opts["trusted_sm_guids"][0]) == SM
+
+
+def test_lab_restart_keeps_the_sm_keys(fab: IbFabric) -> None:
+    """The driver loaded the M_Key file once: a restart of the trusted SM (what containment
+    runs) must not hand the fabric a new key."""
+    key, conf = fab.m_key_file.read_text(), fab.opensm_conf.read_text()
+    fab.restart_opensm()
+    assert fab.m_key_file.read_text() == key
+    assert fab.opensm_conf.read_text() == conf
