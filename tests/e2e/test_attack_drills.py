@@ -339,6 +339,33 @@ def test_hostile_inputs_refused_and_nothing_written(lab: LabEnv) -> None:
 WATCH_NODES = [f"gpu-a{n:02d}" for n in range(6, 11)]
 
 
+def test_ipoib_group_comes_with_the_lease_and_goes_with_the_move_out(lab: LabEnv) -> None:
+    """A lease's partition carries ``ipoib``: ``saquery -g`` on the leased node (the SA shows a
+    group only to a port of its partition) lists its broadcast group; after the lease ends
+    (the move out to quarantine) the partition and its group are gone."""
+    from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
+
+    fab = Lab(lab.home).ib_fabric()
+    lab.gf("tenant", "create", "gamma")
+    lab.gf("network", "create", "gamma-net", "--tenant", "gamma")
+    pkey = nets_of(lab)["gamma"][1]
+    mgid = broadcast_mgid(pkey)
+
+    def groups() -> set[str]:
+        return {g.mgid for g in parse_saquery_groups(fab.run_tool(["saquery", "-g"], sim_host="gpu-a03 mlx5_0"))}
+
+    t0 = time.monotonic()
+    created = lab.gfj("lease", "create", "--tenant", "gamma", "--node", "gpu-a03", "--network", "gamma-net")
+    assert mgid in groups(), (mgid, groups())
+    lease = next(x for x in lab.gfj("lease", "list") if x["node"] == "gpu-a03" and x["end"] is None)
+    lab.gfj("lease", "delete", str(lease["id"]))
+    assert groups() == {"ff12:401b:ffff::ffff:ffff"}  # only the default partition's
+    assert created["moves"][0]["to"] == "gamma"
+    leaked = leaks(lab)
+    REPORT.append(("IPoIB group with a lease, gone after it", "verified", time.monotonic() - t0, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
 class DecoyReader:
     """The driver's SMP reader with one port's MasterSMLID replaced by a LID no port has (a
     decoy a tenant's host could report): a finding containment cannot place."""
