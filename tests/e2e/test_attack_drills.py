@@ -16,11 +16,12 @@ including the LID it answers from and the topology, is read from the fabric).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -28,8 +29,9 @@ from gpufabric.audit import AuditInput, run_audit
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.state import FabricState, SmSeen
 from gpufabric.domain.values import Guid, VlanId
+from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
+from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
@@ -41,7 +43,7 @@ from e2e.conftest import LabEnv
 from e2e.test_move import nets_of
 
 pytestmark = pytest.mark.root
-LAB_NODES = 5
+LAB_NODES = 10  # gpu-a06..a10: one fresh rogue host per run of the serve-watch drill
 REPORT: list[tuple[str, str, float, str]] = []
 
 
@@ -332,3 +334,168 @@ def test_hostile_inputs_refused_and_nothing_written(lab: LabEnv) -> None:
     assert snapshot() == before
     assert lab.pkey_tables() == tables
     REPORT.append((f"{len(HOSTILE)} hostile inputs (CLI)", "refused", took, "nothing written"))
+
+
+WATCH_NODES = [f"gpu-a{n:02d}" for n in range(6, 11)]
+
+
+def test_ipoib_group_comes_with_the_lease_and_goes_with_the_move_out(lab: LabEnv) -> None:
+    """A lease's partition carries ``ipoib``: ``saquery -g`` on the leased node (the SA shows a
+    group only to a port of its partition) lists its broadcast group; after the lease ends
+    (the move out to quarantine) the partition and its group are gone."""
+    from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
+
+    fab = Lab(lab.home).ib_fabric()
+    lab.gf("tenant", "create", "gamma")
+    lab.gf("network", "create", "gamma-net", "--tenant", "gamma")
+    pkey = nets_of(lab)["gamma"][1]
+    mgid = broadcast_mgid(pkey)
+
+    def groups() -> set[str]:
+        return {g.mgid for g in parse_saquery_groups(fab.run_tool(["saquery", "-g"], sim_host="gpu-a03 mlx5_0"))}
+
+    t0 = time.monotonic()
+    created = lab.gfj("lease", "create", "--tenant", "gamma", "--node", "gpu-a03", "--network", "gamma-net")
+    assert mgid in groups(), (mgid, groups())
+    lease = next(x for x in lab.gfj("lease", "list") if x["node"] == "gpu-a03" and x["end"] is None)
+    lab.gfj("lease", "delete", str(lease["id"]))
+    assert groups() == {"ff12:401b:ffff::ffff:ffff"}  # only the default partition's
+    assert created["moves"][0]["to"] == "gamma"
+    leaked = leaks(lab)
+    REPORT.append(("IPoIB group with a lease, gone after it", "verified", time.monotonic() - t0, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+class DecoyReader:
+    """The driver's SMP reader with one port's MasterSMLID replaced by a LID no port has (a
+    decoy a tenant's host could report): a finding containment cannot place."""
+
+    def __init__(self, inner: SmpReader, lid: int, decoy: int = 999) -> None:
+        self.inner, self.lid, self.decoy = inner, lid, decoy
+
+    def read(self, queries: Sequence[SmpQuery]) -> list[SmpValue | GpufabricError]:
+        got = self.inner.read(queries)
+        return [
+            replace(r, sm_lid=self.decoy) if q.op == "portinfo" and q.lid == self.lid and isinstance(r, PortInfo) else r
+            for q, r in zip(queries, got, strict=True)
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_decoy_finding_does_not_stop_containment_of_the_real_rogue(lab: LabEnv) -> None:
+    fabrics = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points())
+    drv = fabrics.sm
+    assert isinstance(drv, OpenSMDriver)
+    fab = Lab(lab.home).ib_fabric()
+    layout = parse_partitions_conf(fab.partitions_conf.read_text())
+    rogue = Guid.parse(lab.guids("gpu-a03")[0])
+    t0 = time.monotonic()
+    lab.gfj("lab", "rogue-sm", "--node", "gpu-a03")
+    rogue_lid = drv.ports(refresh=True)[rogue].lid
+    wait_for(lambda: any(s.lid == rogue_lid for s in drv.observe().sms), 40, "rogue SM answering")
+    decoy_port = drv.ports()[Guid.parse(lab.guids("gpu-a02")[0])]
+    drv.reader = DecoyReader(drv.reader, decoy_port.lid)
+    try:
+        report = contain_rogue_sms(drv, layout, RoguePolicy.CONTAIN)
+    finally:
+        drv.reader = drv.reader.inner  # type: ignore[attr-defined]
+        drv.close()
+    took = time.monotonic() - t0
+    assert report.contained == (rogue,), (report.findings, report.alerts)
+    assert [f.lid for f, _ in report.alerts] == [999]
+    leaked = leaks(lab)
+    REPORT.append(("rogue SM + decoy MasterSMLID 999", "contained", took, ", ".join(leaked) or "nothing"))
+    assert leaked == []
+
+
+def _switch_port(lab: LabEnv, switch_guid: Guid, switch_port: int) -> tuple[int, str]:
+    """(the switch's LID now, its port's physical state), read by SMP as the SM node. By the
+    switch's GUID: a rogue SM that took over reassigns LIDs, so a LID read before is stale."""
+    fab = Lab(lab.home).ib_fabric()
+    sm = lab.status["sm_node"]
+    sw = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover", "-p"], sim_host=sm)).node(switch_guid)
+    assert sw is not None and sw.lid is not None, f"switch {switch_guid} not discovered"
+    out = fab.run_tool(["smpquery", "portinfo", str(sw.lid), str(switch_port)], sim_host=sm)
+    return sw.lid, parse_smpquery_portinfo(out).phys_state
+
+
+def _started(pid: int) -> float:
+    """A process's start, on the time.monotonic() clock (both count from boot on Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _sminfo(fab: object, sm: str) -> str:
+    try:
+        return str(fab.run_tool(["sminfo"], sim_host=sm))  # type: ignore[attr-defined]
+    except GpufabricError:  # the master it names is being cut off or restarted
+        return ""
+
+
+def _ca_ports(lab: LabEnv) -> set[Guid] | None:
+    """CA ports the SM node discovers now (None: discovery failed mid-transition)."""
+    fab = Lab(lab.home).ib_fabric()
+    try:
+        topo = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover", "-p"], sim_host=lab.status["sm_node"]))
+    except GpufabricError:
+        return None
+    return {p.port_guid for n in topo.cas() for p in n.ports if p.port_guid is not None}
+
+
+@pytest.mark.timeout(1200)
+def test_rogue_sm_watch_in_serve_detects_and_contains_in_seconds(lab: LabEnv) -> None:
+    """``gpufabric serve`` with reconcile at its default 30 s: the watch (every 0.5 s: SMInfo of
+    the master + MasterSMLID of a sample of ports) wakes reconcile, which contains the rogue.
+    From the rogue opensm's start (/proc/PID/stat): detected = the watch's line on serve's output;
+    contained = the rogue's port no longer discovered by the SM node, its switch port read
+    Disabled by SMP (independently of serve). Median of the runs, one fresh rogue host each
+    (ibsim never retrains a link that was disabled and enabled again)."""
+    from statistics import median
+
+    from gpufabric.lab.procs import stop_pid
+    from gpufabric.lab.serve import serving
+
+    fab = Lab(lab.home).ib_fabric()
+    sm = lab.status["sm_node"]
+    sm_guid = lab.status["sm_port_guid"].lower().replace("0x", "").lstrip("0")
+    out = lab.home / "serve-watch.log"
+    detect: list[float] = []
+    contain: list[float] = []
+    with out.open("wb") as log, serving(lab.env, "--policy", "repair", output=log):  # --interval: default 30 s
+        time.sleep(3)  # the first reconcile pass (at start) is over: the next would come 30 s later
+        for node in WATCH_NODES:
+            rogue = Guid.parse(lab.guids(node)[0])
+            peer = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover", "-p"], sim_host=sm)).peer(rogue, 1)
+            assert peer is not None and peer.port_guid is not None
+            offset = out.stat().st_size
+            pid = lab.gfj("lab", "rogue-sm", "--node", node)["rogue_pid"]
+            t0 = _started(pid)  # the rogue opensm's own start (the CLI around it takes seconds here)
+            seen: float | None = None
+            while True:
+                if seen is None and b"sm-watch:" in out.read_bytes()[offset:]:
+                    seen = time.monotonic() - t0
+                seen_cas = _ca_ports(lab)
+                if seen_cas is not None and rogue not in seen_cas:  # its link is down: the SM node reaches it no more
+                    break
+                assert time.monotonic() - t0 < 45, f"{node} not contained within 45 s: serve said {out.read_bytes()[-1500:]!r}"
+                time.sleep(0.25)
+            contain.append(time.monotonic() - t0)
+            assert seen is not None, out.read_bytes()[offset:][-800:]
+            detect.append(seen)
+            assert _switch_port(lab, peer.port_guid, peer.port)[1] == "Disabled"  # cut at its own switch port
+            stop_pid(pid)  # the rogue we started, by its PID
+            (fab.run_dir / f"rogue-{node}_mlx5_0.pid").unlink(missing_ok=True)
+            wait_for(lambda: sm_guid in _sminfo(fab, sm), 60, "trusted SM master again")
+            print(f"{node}: detect {detect[-1]:.2f}s contain {contain[-1]:.2f}s", flush=True)
+            time.sleep(3)  # the containment's own verification is over
+        wait_for(lambda: audit(lab) == [], 120, "audit clean after the drills")
+    leaked = leaks(lab)
+    print(f"\nsm-watch: detect {[round(x, 2) for x in detect]} contain {[round(x, 2) for x in contain]}")
+    n = len(WATCH_NODES)
+    REPORT.append((f"rogue SM, serve watch: detect (median of {n})", "detected", median(detect), "-"))
+    REPORT.append((f"rogue SM, serve watch: contain (median of {n})", "contained", median(contain), ", ".join(leaked) or "nothing"))
+    assert median(detect) <= 5.0 and median(contain) <= 10.0
+    assert leaked == []

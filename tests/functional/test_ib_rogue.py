@@ -15,15 +15,17 @@ import dataclasses
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
+from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.domain.values import PKey
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
+from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms
+from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 from gpufabric.lab.procs import stop_pid
@@ -128,3 +130,53 @@ def test_rogue_sm_detected_and_contained(fab: IbFabric, rogue: list[subprocess.P
     )
     assert info.phys_state == "Disabled"
     print(f"rogue: detect {report.detect_seconds:.2f}s restore {report.restore_seconds:.2f}s")
+
+
+class DecoyReader:
+    """The driver's SMP reader, with one port's MasterSMLID replaced by a LID no port has
+    (what a tenant could make a port report): a finding that cannot be placed."""
+
+    def __init__(self, inner: SmpReader, lid: int, decoy: int = 999) -> None:
+        self.inner, self.lid, self.decoy = inner, lid, decoy
+
+    def read(self, queries: Sequence[SmpQuery]) -> list[SmpValue | GpufabricError]:
+        got = self.inner.read(queries)
+        return [
+            dataclasses.replace(r, sm_lid=self.decoy) if q.op == "portinfo" and q.lid == self.lid and isinstance(r, PortInfo) else r
+            for q, r in zip(queries, got, strict=True)
+        ]  # fmt: skip
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_decoy_finding_does_not_stop_containment_and_the_map_is_fresh(
+    fab: IbFabric, rogue: list[subprocess.Popen[bytes]]
+) -> None:
+    """Regression: one finding at a LID that is no discovered CA port (a decoy MasterSMLID of
+    999) aborted containment before anything was disabled; and the LID -> switch-port map
+    used for the cut was whatever cached topology the driver held."""
+    drv = OpenSMDriver(
+        dataclasses.replace(
+            OpenSMConfig.from_options(fab.driver_options(SM_NODE, [SM])), verify_timeout=15, sweep_timeout=30
+        ),
+        restart_hook=lambda: restart_trusted(fab),
+    )
+    drv.apply(LAYOUT)
+    start_rogue(fab, rogue)
+    deadline = time.monotonic() + 20
+    while {t.entries for t in drv.tables([G[0]])} != {(0xFFFF,)}:
+        assert time.monotonic() < deadline, "the rogue SM never rewrote the tables"
+        time.sleep(0.1)
+    drv.reader = DecoyReader(drv.reader, drv.ports()[G[0]].lid)
+    drv._ports = {g: p for g, p in drv.ports().items() if g != G[3]}  # a stale map: the rogue's port not in it
+    report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
+    assert sorted(f.lid for f in report.findings)[-1] == 999
+    assert report.contained == (G[3],), (report.findings, report.alerts)  # the real rogue is cut ...
+    assert [(f.lid, "no discovered CA port" in why) for f, why in report.alerts] == [
+        (999, True)
+    ]  # ... the decoy reported
+    drv.reader = drv.reader.inner  # type: ignore[attr-defined]
+    tables = {t.port_guid: frozenset(t.entries) for t in drv.tables([SM, G[0], G[1], G[2]])}
+    assert tables == {SM: {0xFFFF}, G[0]: {0x7FFF, 0x8A01}, G[1]: {0x7FFF, 0x8A01}, G[2]: {0x7FFF, 0x8B01}}
+    drv.close()

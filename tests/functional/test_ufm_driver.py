@@ -355,7 +355,9 @@ def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
         "managed_pkeys": [0xA00, 0xAFF],
     }
     os.environ["GF_TEST_UFM_PW"] = "s3cret-test"
-    fabrics = Fabrics.from_config({"infiniband": {"driver": "ufm", "options": options}}, reg)
+    fabrics = Fabrics.from_config(
+        {"infiniband": {"driver": "ufm", "options": options}, "trusted_sm_guids": ["0x0002c90300000001"]}, reg
+    )
     assert isinstance(fabrics.sm, UfmDriver)
     fabrics.sm.apply(TWO_TENANTS)
     assert fabrics.observe().ib.tables == expected_tables(TWO_TENANTS)

@@ -236,3 +236,21 @@ def test_changed_ports_only_the_moved_node() -> None:
     )
     assert changed_ports(old, moved) == {A2}
     assert changed_ports(None, moved) == {A1, A2, B1, B2, SM}
+
+
+def test_tenant_partitions_are_rendered_with_ipoib() -> None:
+    """Regression: tenant partitions were rendered without ``ipoib``, so OpenSM made no
+    broadcast group and an IPoIB child interface on the tenant PKey never came up."""
+    from datetime import UTC, datetime
+
+    from gpufabric.domain.fabric import Tenancy
+    from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
+    from gpufabric.fabrics.infiniband.plan import desired_ib
+
+    g = Guid(0x0002C90310000101)
+    net = Network("n", "alpha", (Segment(Fabric.INFINIBAND, 3000, pkey=PKey(0x0A00)),))
+    node = Node("gpu-a01", ib=(IbPort("gpu-a01", "mlx5_0", 1, g, g),))
+    lease = Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("n",))
+    layout = desired_ib(Tenancy((node,), {"gpu-a01": lease}, {("alpha", "n"): net}), ()).layout
+    assert [(p.pkey.value & 0x7FFF, p.ipoib) for p in layout.partitions] == [(0x0A00, True)]
+    assert "pk_0a00=0x0a00, ipoib :" in render_partitions_conf(layout)

@@ -10,7 +10,8 @@ from gpufabric.domain.errors import ConfigError, FabricError
 from gpufabric.domain.state import IbFabricState, SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.rogue import containment_targets, find_rogue_sms
 
 TRUSTED = Guid(0x0002C90310000001)
@@ -97,29 +98,58 @@ def test_rogue_identified_by_location_not_by_claimed_guid(
     found = find_rogue_sms(IbFabricState(sms=sms, master_guid=TRUSTED), [TRUSTED])
     assert [(f.lid, f.port_guid) for f in found] == expected
     # containment cuts off the answering LID's own switch port: never the victim's, never the SM's
-    targets = containment_targets(found, PORTS, [TRUSTED])
+    targets, alerts = containment_targets(found, PORTS, [TRUSTED])
     assert [(p.guid, p.switch_port) for p in targets] == [(ROGUE, 4) for _ in expected]
+    assert alerts == []
 
 
 def test_containment_never_disables_a_trusted_port_or_an_unplaced_lid() -> None:
-    claims_at_sm = find_rogue_sms(
-        IbFabricState(sms=(SmSeen(VICTIM, 1, 15, SmState.MASTER, "", TRUSTED),)), [TRUSTED]
-    )
+    claims_at_sm = find_rogue_sms(IbFabricState(sms=(SmSeen(VICTIM, 1, 15, SmState.MASTER, "", TRUSTED),)), [TRUSTED])
     assert [f.lid for f in claims_at_sm] == [1]
-    with pytest.raises(FabricError, match="trusted SM port"):
-        containment_targets(claims_at_sm, PORTS, [TRUSTED])
+    targets, alerts = containment_targets(claims_at_sm, PORTS, [TRUSTED])
+    assert targets == [] and [(f.lid, "trusted SM port" in why) for f, why in alerts] == [(1, True)]
     nowhere = find_rogue_sms(IbFabricState(sms=(SmSeen(ROGUE, 99, 15, SmState.MASTER),)), [TRUSTED])
-    with pytest.raises(FabricError, match="lid 99"):
-        containment_targets(nowhere, PORTS, [TRUSTED])
+    targets, alerts = containment_targets(nowhere, PORTS, [TRUSTED])
+    assert targets == [] and [(f.lid, "lid 99" in why) for f, why in alerts] == [(99, True)]
+
+
+def test_a_decoy_finding_is_an_alert_and_the_real_rogue_is_still_cut() -> None:
+    """Regression: one finding at a LID no CA port has (a decoy MasterSMLID of 999) aborted
+    the whole containment before anything was disabled."""
+    sms = (SmSeen(ROGUE, 7, 15, SmState.MASTER, "", ROGUE), SmSeen(Guid(0), 999, -1, SmState.UNKNOWN))
+    found = find_rogue_sms(IbFabricState(sms=sms, master_guid=TRUSTED), [TRUSTED])
+    assert sorted(f.lid for f in found) == [7, 999]
+    targets, alerts = containment_targets(found, PORTS, [TRUSTED])
+    assert [p.guid for p in targets] == [ROGUE]
+    assert [f.lid for f, _ in alerts] == [999]
 
 
 def test_observe_keeps_an_sm_borrowing_the_trusted_guid_at_its_own_lid() -> None:
     from gpufabric.fabrics.infiniband.observe import locate_sms
 
     by_lid = {p.lid: p for p in PORTS.values()}
-    replies = [SmSeen(TRUSTED, 1, 15, SmState.MASTER), SmSeen(TRUSTED, 1, 15, SmState.MASTER), FabricError("x", fabric="infiniband")]
+    replies = [
+        SmSeen(TRUSTED, 1, 15, SmState.MASTER),
+        SmSeen(TRUSTED, 1, 15, SmState.MASTER),
+        FabricError("x", fabric="infiniband"),
+    ]
     sms = locate_sms([1, 7, 4], replies, by_lid)  # the forged reply even names lid 1: not believed
     assert [(s.lid, s.guid, s.port_guid) for s in sms] == [
         (1, TRUSTED, TRUSTED), (7, TRUSTED, ROGUE), (4, VICTIM, VICTIM)
     ]  # fmt: skip
     assert sms[2].state is SmState.UNKNOWN
+
+
+def test_infiniband_without_trusted_sm_guids_is_a_config_error() -> None:
+    """Regression: without trusted SM GUIDs the trusted SM itself was "rogue" and repair
+    disabled its own switch port."""
+
+    def lookup(name: str) -> type:
+        return OpenSMDriver
+
+    section = {"driver": "opensm", "options": {"partitions_conf": "/tmp/x", "log_path": "/tmp/y"}}
+    with pytest.raises(ConfigError) as ei:
+        InfinibandKind().build(section, lookup, {"trusted_sm_guids": ()})
+    assert ei.value.field == "trusted_sm_guids"
+    backend = InfinibandKind().build(section, lookup, {"trusted_sm_guids": ("0x0002c90310000001",)})
+    assert [str(g) for g in backend.trusted_sm_guids] == ["0x0002c90310000001"]

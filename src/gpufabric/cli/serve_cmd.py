@@ -88,7 +88,7 @@ def serve(
     from gpufabric.api.deps import ApiContext
     from gpufabric.api.limits import ApiLimits
     from gpufabric.service.auth import Tokens
-    from gpufabric.service.loops import Loops, MoveProgress, loop_metrics
+    from gpufabric.service.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
     from gpufabric.service.reconcile import Policy, reconcile_once
     from gpufabric.service.telemetry import Telemetry
     from gpufabric.service.tenancy import WORKER, Tenancy
@@ -158,6 +158,11 @@ def serve(
         loops.start("worker", worker_pass, poll)
         if interval > 0:
             loops.start("reconcile", reconcile_pass, interval)
+            watch = RogueWatch(  # rogue SMs in seconds, not at the next reconcile pass
+                lambda: loops.wake("reconcile"),
+                on_suspect=lambda f: err_console.print(f"sm-watch: {'; '.join(f)[:300]}: reconcile now"),
+            )
+            loops.start("sm-watch", lambda: watch.run(warm().fabrics.backends), WATCH_INTERVAL)
     scheme = "https" if tls_cert else "http"
     if json_out:
         emit_json({"listening": f"{scheme}://{host}:{port}", "openapi": f"{scheme}://{host}:{port}/openapi.json",

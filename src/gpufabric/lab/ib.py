@@ -6,6 +6,8 @@ Owns the processes and files under one run directory::
     <run_dir>/ibsim.pid|.log    the simulator
     <run_dir>/opensm.pid|.log   the trusted SM (log flushed after each message)
     <run_dir>/opensm.conf       its options file; partitions.conf its -P file
+    <run_dir>/m_key             the M_Key opensm.conf sets (0600), the driver's ``m_key_file``
+    <run_dir>/osm-tmp/opensm-sa.dump   OpenSM's SA database (``sa_db_dump TRUE``): IPoIB groups
     <run_dir>/osm-tmp/, osm-cache/   OSM_TMP_DIR / OSM_CACHE_DIR of this instance
     <run_dir>/scratch/          cwd of every libumad client (umad2sim writes ./sys-<pid>/ there)
 
@@ -32,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufabric.domain.errors import LabError
-from gpufabric.fabrics.infiniband.hardening import HardeningPolicy, render_opensm_conf_overrides
+from gpufabric.domain.errors import GpufabricError, LabError
+from gpufabric.fabrics.infiniband.hardening import HardeningPolicy, parse_opensm_conf, render_opensm_conf_overrides
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
 
 UMAD2SIM_CANDIDATES = (
@@ -72,6 +74,7 @@ class IbFabric:
         self.ibsim_log = self.run_dir / "ibsim.log"
         self.opensm_log = self.run_dir / "opensm.log"
         self.opensm_conf = self.run_dir / "opensm.conf"
+        self.m_key_file = self.run_dir / "m_key"
         self.partitions_conf = self.run_dir / "partitions.conf"
         self.osm_tmp = self.run_dir / "osm-tmp"
         self.osm_cache = self.run_dir / "osm-cache"
@@ -124,7 +127,15 @@ class IbFabric:
             "trusted_sm_guids": [str(g) for g in trusted_sm_guids],
             "diag_env": self.tool_env(sm_host, base={}),
             "diag_cwd": str(self.scratch),
+            "sa_dump": str(self.sa_dump),
+            # ibsim does not enforce M_Key: every SMP carries it all the same (-y), as on a site
+            **({"m_key_file": str(self.m_key_file)} if self.m_key_file.exists() else {}),
         }
+
+    @property
+    def sa_dump(self) -> Path:
+        """OpenSM's SA database dump (``sa_db_dump TRUE``), rewritten after every sweep."""
+        return self.osm_tmp / "opensm-sa.dump"
 
     def run_tool(self, args: Sequence[str], sim_host: str | None = None, timeout: float = 30) -> str:
         """Run an infiniband-diags tool (smpquery, ibnetdiscover, ...) against this fabric; stdout."""
@@ -178,10 +189,15 @@ class IbFabric:
         # so the hardening audit reads a clean opensm.conf on the lab
         self.opensm_conf.touch(mode=0o600)
         self.opensm_conf.chmod(0o600)
+        policy = self._policy()
+        self.m_key_file.touch(mode=0o600)
+        self.m_key_file.chmod(0o600)
+        self.m_key_file.write_text(f"0x{policy.m_key:016x}\n")
         self.opensm_conf.write_text(
             "# written by gpufabric.lab.ib\n"
-            + render_opensm_conf_overrides(HardeningPolicy.generate()).replace("sm_priority 15\n", "")
+            + render_opensm_conf_overrides(policy).replace("sm_priority 15\n", "")
             + "force_log_flush TRUE\n"
+            "sa_db_dump TRUE\n"
             f"sweep_interval {sweep_interval}\n"
             f"sm_priority {priority}\n"
             f"partition_config_file {self.partitions_conf}\n"
@@ -209,6 +225,15 @@ class IbFabric:
         pid = self._spawn(args, env, self.run_dir / "opensm.out", self._opensm_pid, cwd=self.scratch)
         self.wait_subnet_up(offset, timeout=timeout)
         return pid
+
+    def _policy(self) -> HardeningPolicy:
+        """The keys of the running lab's opensm.conf when there is one (a restart keeps its
+        sm_key/sa_key/m_key: the driver holds the M_Key file's key), else fresh random ones."""
+        try:
+            conf = parse_opensm_conf(self.opensm_conf.read_text())
+            return HardeningPolicy(int(conf["sm_key"], 0), int(conf["sa_key"], 0), int(conf["m_key"], 0))
+        except (OSError, KeyError, ValueError, GpufabricError):
+            return HardeningPolicy.generate()
 
     def hup(self) -> int:
         """``kill -HUP`` OpenSM (re-read partitions.conf, heavy sweep); return the log offset before it."""

@@ -1,13 +1,18 @@
-"""The background loops of ``gpufabric serve`` — reconcile passes and the move worker —
-that retry on errors (with backoff) instead of dying silently. Each loop records its last
-successful pass and its errors for ``/metrics`` and ``/readyz``.
+"""The background loops of ``gpufabric serve`` — reconcile passes, the move worker and the
+rogue-SM watch — that retry on errors (with backoff) instead of dying silently. Each loop
+records its last successful pass and its errors for ``/metrics`` and ``/readyz``.
+
+The watch (:class:`RogueWatch`, every :data:`WATCH_INTERVAL` s, independent of the reconcile
+interval) asks every backend with the ``watch`` capability for one cheap pass (InfiniBand:
+SMInfo of the trusted master + MasterSMLID of a sample of ports); when one suspects a rogue
+SM it wakes the reconcile loop at once, whose pass detects and contains on a full read.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +24,8 @@ from gpufabric.service.db_models import MoveEventRow, MoveRow
 from gpufabric.service.store import Store
 
 MAX_BACKOFF = 30.0
+WATCH_INTERVAL = 0.5  # seconds between rogue-SM watch passes
+WATCH_COOLDOWN = 5.0  # the same suspicion wakes reconcile again only after this long
 
 
 @dataclass
@@ -94,6 +101,45 @@ class Loops:
         self.stop.set()
         for ev in self._wake.values():
             ev.set()
+
+
+class RogueWatch:
+    """One watch pass over ``backends`` (the fabrics' backends): ``wake()`` (the reconcile
+    loop's next pass, now) when any suspects an intruder - again for the same suspicion only
+    after ``cooldown`` s, so a decoy a tenant keeps up does not turn reconcile into a busy loop."""
+
+    def __init__(
+        self,
+        wake: Callable[[], None],
+        cooldown: float = WATCH_COOLDOWN,
+        on_suspect: Callable[[tuple[str, ...]], None] = lambda _f: None,
+    ) -> None:
+        self.wake = wake
+        self.on_suspect = on_suspect  # e.g. one line on serve's stderr
+        self.cooldown = cooldown
+        self.last: tuple[str, ...] = ()
+        self.last_wake = 0.0
+        self.suspected_at: float | None = None  # monotonic time of the first pass that suspected (metrics, drills)
+        self.wakes = 0
+
+    def run(self, backends: Mapping[str, Any]) -> tuple[str, ...]:
+        seen: list[str] = []
+        for name, b in backends.items():
+            if "watch" in getattr(b, "capabilities", ()):
+                seen += [f"{name}: {s}" for s in b.watch()]
+        now = time.monotonic()
+        found = tuple(seen)
+        if found and (found != self.last or now - self.last_wake >= self.cooldown):
+            if self.suspected_at is None:
+                self.suspected_at = now
+            self.last_wake = now
+            self.wakes += 1
+            self.on_suspect(found)
+            self.wake()
+        if not found:
+            self.suspected_at = None
+        self.last = found
+        return found
 
 
 class MoveProgress:

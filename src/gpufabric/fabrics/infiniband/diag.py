@@ -7,6 +7,13 @@ working directory (umad2sim writes ``./sys-<pid>/`` there), and a small thread p
 runs many SMP queries concurrently. Every SMP is a separate process (~20 ms each here);
 parsing is in :mod:`.parsers` and :mod:`.ibnetdiscover`. The driver reads SMPs in bulk
 through :mod:`.smpread` (one batch process); these per-query tools are its fallback.
+
+M_Key: with ``m_key`` (a :class:`Secret`), every tool that sends SMPs (``ibnetdiscover``,
+``smpquery``, ``sminfo``, ``ibportstate``) gets ``-y KEY`` (infiniband-diags 44:
+``--m_key``), so a fabric whose ports are M_Key-protected (level >= 2) still answers and
+accepts the containment's ``ibportstate ... disable``. The key is on the tool's command
+line (infiniband-diags take it no other way): the SM host must have no untrusted local
+users. Error messages never show it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gpufabric.domain.errors import FabricError, GpufabricError
+from gpufabric.domain.secrets import Secret
 from gpufabric.domain.state import SmSeen
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
@@ -82,7 +90,9 @@ class Diag:
         timeout: float = 20.0,
         workers: int = 4,
         smp_timeout_ms: int = 0,
+        m_key: Secret | None = None,
     ) -> None:
+        self.m_key = m_key
         self.env = dict(env or {})
         self.prefix = tuple(prefix)
         self.cwd = cwd
@@ -95,6 +105,14 @@ class Diag:
         env.update(self.env)
         env.update(extra or {})
         return env
+
+    def key_args(self) -> list[str]:
+        """``["-y", KEY]`` when an M_Key is configured, else ``[]``."""
+        return ["-y", self.m_key.reveal()] if self.m_key is not None else []
+
+    def _shown(self, args: Sequence[str]) -> str:
+        key = self.m_key.reveal() if self.m_key is not None else None
+        return " ".join("***" if key is not None and a == key else a for a in args)
 
     def run(self, args: Sequence[str], extra_env: Mapping[str, str] | None = None) -> str:
         """Run one tool; stdout; FabricError (with stderr's last line) on failure."""
@@ -116,13 +134,13 @@ class Diag:
                 f"command not found: {argv[0]} (infiniband-diags installed?)", fabric="infiniband"
             ) from None
         except subprocess.TimeoutExpired:
-            raise FabricError(f"{' '.join(args)} timed out after {self.timeout}s", fabric="infiniband") from None
+            raise FabricError(f"{self._shown(args)} timed out after {self.timeout}s", fabric="infiniband") from None
         if p.returncode != 0:
             lines = (p.stderr or p.stdout).strip().splitlines()
             raise FabricError(
-                f"{' '.join(args)} failed (exit {p.returncode}): {lines[-1] if lines else ''}",
+                f"{self._shown(args)} failed (exit {p.returncode}): {lines[-1] if lines else ''}",
                 fabric="infiniband",
-                command=list(args),
+                command=self._shown(args).split(" "),
                 returncode=p.returncode,
             )
         return p.stdout
@@ -144,11 +162,11 @@ class Diag:
 
     def _smp(self, *args: str) -> list[str]:
         t = ["-t", str(self.smp_timeout_ms)] if self.smp_timeout_ms else []
-        return ["smpquery", *t, *args]
+        return ["smpquery", *self.key_args(), *t, *args]
 
     # -- single queries ---------------------------------------------------------------
     def discover(self) -> IbTopology:
-        return parse_ibnetdiscover(self.run(["ibnetdiscover", "-p"]))
+        return parse_ibnetdiscover(self.run(["ibnetdiscover", *self.key_args(), "-p"]))
 
     def pkeys(self, lid: int, port: int) -> PkeyDump:
         return parse_smpquery_pkeys(self.run(self._smp("pkeys", str(lid), str(port))))
@@ -160,10 +178,14 @@ class Diag:
         return parse_smpquery_nodeinfo(self.run(self._smp("nodeinfo", str(lid))))
 
     def sminfo(self, lid: int | None = None) -> SmSeen:
-        return parse_sminfo(self.run(["sminfo"] + ([str(lid)] if lid else [])))
+        return parse_sminfo(self.run(["sminfo", *self.key_args()] + ([str(lid)] if lid else [])))
+
+    def switchinfo(self, lid: int) -> str:
+        """``smpquery switchinfo LID`` output (McastFdbCap, ...)."""
+        return self.run(self._smp("switchinfo", str(lid)))
 
     def port_disable(self, switch_lid: int, switch_port: int) -> str:
-        return self.run(["ibportstate", str(switch_lid), str(switch_port), "disable"])
+        return self.run(["ibportstate", *self.key_args(), str(switch_lid), str(switch_port), "disable"])
 
     def port_enable(self, switch_lid: int, switch_port: int) -> str:
-        return self.run(["ibportstate", str(switch_lid), str(switch_port), "enable"])
+        return self.run(["ibportstate", *self.key_args(), str(switch_lid), str(switch_port), "enable"])

@@ -5,12 +5,24 @@ it changed.
 
 ``fabrics.yaml``::
 
-    infiniband: {driver: opensm, options: {...}}
+    infiniband: {driver: opensm, options: {..., ipoib: {enabled: true, mtu: 4}}}
     sm_port_guids: ["0x..."]       # the SM node's ports: full members of the default partition
     trusted_sm_guids: ["0x..."]    # the only SMs allowed (default: sm_port_guids)
 
 Trusted SM GUIDs have one source, the top level: they are handed to the driver, and a driver
-option that disagrees is refused.
+option that disagrees is refused. An ``infiniband`` section with no trusted SM GUID at all
+is a ConfigError naming ``trusted_sm_guids``: without one every SM - the trusted one too -
+would be "rogue", and repair would cut the trusted SM off.
+
+Tenant partitions carry ``ipoib`` (their broadcast group); the driver's ``ipoib`` option
+(:class:`~.ipoib.IpoibOptions`) sets mtu/rate/sl/scope for all of them or turns it off.
+Each IPoIB partition takes one multicast LID: allocation refuses a network beyond
+:data:`~.ipoib.IPOIB_PARTITION_LIMIT` (MulticastFDBCap 1,024 of ibsim's switches less the
+default partition's group), and the OpenSM driver checks the switches' real MulticastFDBCap
+before it writes a layout.
+
+Rogue SMs are contained per finding: a finding whose LID cannot be placed on a discovered CA
+port (or that is a trusted SM's port) is reported as an alert, the others are still cut.
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
+from gpufabric.domain.errors import ConfigError, ExhaustedError
 from gpufabric.domain.fabric import (
     Containment,
     DriverLookup,
@@ -34,6 +47,7 @@ from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
     IbDesired,
@@ -45,6 +59,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.watch import SmWatch
 
 
 def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
@@ -54,11 +69,23 @@ def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
 class InfinibandBackend(FabricBackend[IbFabricState]):
     """One subnet manager driver (the subnet's partition authority)."""
 
-    capabilities = frozenset({"observe", "apply", "contain", "settings"})
+    capabilities = frozenset({"observe", "apply", "contain", "settings", "watch"})
 
     def __init__(self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = ()) -> None:
         self.sm = sm
         self.trusted_sm_guids = trusted_sm_guids
+        self._watch: SmWatch | None = None
+
+    def watch(self) -> tuple[str, ...]:
+        """One cheap rogue-SM watch pass (:mod:`.watch`): what looks like a rogue SM now, one
+        line each; the caller runs the full detection/containment when it is not empty.
+        Only the OpenSM driver can be watched (UFM runs its own SM)."""
+        if not isinstance(self.sm, OpenSMDriver):
+            return ()
+        if self._watch is None:
+            trusted = self.trusted_sm_guids or self.sm.config.trusted_sm_guids
+            self._watch = SmWatch(self.sm, trusted)
+        return tuple(str(s) for s in self._watch.check())
 
     def observe(self) -> IbFabricState:
         return self.sm.observe()
@@ -78,7 +105,8 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
         if not findings or not repair or not isinstance(self.sm, OpenSMDriver):
             return Containment(tuple(str(f) for f in findings))
         report = contain_rogue_sms(self.sm, desired.layout, RoguePolicy.CONTAIN)
-        return Containment(tuple(str(f) for f in report.findings), tuple(str(g) for g in report.contained))
+        alerts = tuple(f"not contained ({why}): {f}" for f, why in report.alerts)
+        return Containment(tuple(str(f) for f in report.findings) + alerts, tuple(str(g) for g in report.contained))
 
     def close(self) -> None:
         close = getattr(self.sm, "close", None)
@@ -91,6 +119,17 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> InfinibandBackend:
         trusted = [str(g) for g in guids_setting(settings, "trusted_sm_guids")]
+        options = section.get("options") if isinstance(section, Mapping) else None
+        opts = options if isinstance(options, Mapping) else {}
+        if not trusted and not opts.get("trusted_sm_guids"):
+            raise ConfigError(
+                "trusted_sm_guids",
+                "missing",
+                "the port GUIDs of the trusted SMs (fabrics.yaml top level) with an infiniband section",
+                "without it every SM, the trusted one too, is a rogue and repair would cut it off",
+            )
+        if "ipoib" in opts:
+            IpoibOptions.parse(opts["ipoib"])  # one-line ConfigError naming the field, before any driver starts
         drv = build_driver(
             drivers, "infiniband", section, {}, {"trusted_sm_guids": trusted} if trusted else {},
             expect=(SubnetManagerDriver, "a subnet manager driver"),
@@ -101,6 +140,14 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         cfg: SegmentConfig = config
         used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
+        if len(used_pkeys) >= IPOIB_PARTITION_LIMIT:
+            raise ExhaustedError(
+                f"{len(used_pkeys)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "
+                f"broadcast group and the switches hold {IPOIB_PARTITION_LIMIT + 1} (MulticastFDBCap, "
+                "one for the default partition); delete a network first",
+                field="infiniband.seg_range",
+                limit=IPOIB_PARTITION_LIMIT,
+            )
         pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in used_pkeys]
         seg = allocate(pool, {s.seg_id for s in used}, "infiniband.seg_range")
         return Segment(Fabric.INFINIBAND, seg, pkey=cfg.ib.pkey_for(seg))

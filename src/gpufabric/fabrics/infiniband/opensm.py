@@ -19,6 +19,16 @@ one long-lived ``smpbatch`` process per driver sending every SMP of a read throu
 libibmad port; :meth:`OpenSMDriver.close` stops it) or ``"smpquery"`` (one infiniband-diags
 process per query, ``workers`` at a time).
 
+IPoIB (:mod:`.ipoib`): tenant partitions are rendered with ``ipoib`` (and the ``ipoib``
+option's mtu/rate/sl/scope); before writing, the number of IPoIB partitions is checked
+against the switches' MulticastFDBCap (``smpquery switchinfo`` of every switch, once; or
+the ``mcast_fdb_cap`` option); with ``sa_dump`` (OpenSM's ``opensm-sa.dump``, written with
+``sa_db_dump TRUE``) the verification also waits until the SA database holds the broadcast
+group of every IPoIB partition and none of a removed one.
+
+M_Key: ``m_key_file`` (a 0600 secret file holding the fabric's M_Key, ``0x...``) makes every
+SMP this driver sends carry it (``-y`` of the infiniband-diags and of the batch reader).
+
 Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
 """
 
@@ -42,6 +52,7 @@ from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
+from gpufabric.fabrics.infiniband.ipoib import IpoibOptions, check_mcast_budget
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
@@ -53,6 +64,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     parse_partitions_conf,
     render_partitions_conf,
 )
+from gpufabric.fabrics.infiniband.smchecks import count_option, load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smfiles import atomic_write as _atomic_write
 from gpufabric.fabrics.infiniband.smfiles import read_from as _read_from
 from gpufabric.fabrics.infiniband.smfiles import read_text as _read
@@ -88,6 +100,10 @@ class OpenSMConfig:
     reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
     reader_idle: float = 5.0  # the batch reader process exits after this many idle seconds
     opensm_conf: Path | None = None  # the SM's options file (-F), read by observe for the hardening audit
+    ipoib: IpoibOptions = field(default_factory=IpoibOptions)
+    sa_dump: Path | None = None  # OpenSM's opensm-sa.dump (sa_db_dump TRUE): broadcast groups verified from it
+    mcast_fdb_cap: int = 0  # 0: read MulticastFDBCap from the switches by SMP
+    m_key_file: Path | None = None  # the M_Key every SMP carries (secret file, mode 0600)
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -122,6 +138,10 @@ class OpenSMConfig:
             reader_command=tuple(o.get("reader_command") or ()),
             reader_idle=float(o.get("reader_idle", 5.0)),
             opensm_conf=path("opensm_conf"),
+            ipoib=IpoibOptions.parse(o.get("ipoib")),
+            sa_dump=path("sa_dump"),
+            mcast_fdb_cap=count_option("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
+            m_key_file=path("m_key_file"),
         )
 
     @property
@@ -150,13 +170,15 @@ class OpenSMDriver(SubnetManagerDriver):
     ) -> None:
         self.config = config if config is not None else OpenSMConfig.from_options(options)
         c = self.config
-        self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers)
+        self.diag = Diag(dict(c.diag_env), c.diag_prefix, c.diag_cwd, workers=c.workers, m_key=load_m_key(c.m_key_file))
         self.reader: SmpReader = make_reader(c.reader, self.diag, c.reader_command, c.reader_idle)
         self.restart_hook = restart_hook
         self.last_report = ApplyReport()
         self._ports: dict[Guid, CaPort] = {}
         self._ports_at = 0.0  # monotonic time of the last ibnetdiscover
         self._capacity: dict[Guid, int] = {}
+        self._switch_lids: tuple[int, ...] = ()
+        self._mcast_cap = c.mcast_fdb_cap
         self._read_back: dict[Guid, PkeyTable] = {}
         self._lock = threading.Lock()
 
@@ -165,15 +187,35 @@ class OpenSMDriver(SubnetManagerDriver):
         """The partitions.conf text for ``layout`` (raises CapacityError/ValidationError)."""
         c = self.config
         return render_partitions_conf(
-            layout, c.trusted_sm_guids, capacity=self._capacity, default_capacity=c.default_capacity
+            layout,
+            c.trusted_sm_guids,
+            capacity=self._capacity,
+            default_capacity=c.default_capacity,
+            ipoib_flags=c.ipoib.flags(),
         )
 
     def ports(self, refresh: bool = False) -> dict[Guid, CaPort]:
         """CA ports on the fabric (ibnetdiscover), cached until ``refresh`` or a GUID is missing."""
         if refresh or not self._ports:
-            self._ports = ca_ports(self.diag.discover())
+            topo = self.diag.discover()
+            self._ports = ca_ports(topo)
+            self._switch_lids = tuple(sorted({n.lid for n in topo.switches() if n.lid}))
             self._ports_at = time.monotonic()
         return self._ports
+
+    def mcast_fdb_cap(self) -> int:
+        """The smallest MulticastFDBCap of the subnet's switches (``smpquery switchinfo``,
+        read once; the ``mcast_fdb_cap`` option skips the reads). 0 when no switch answered."""
+        if not self._mcast_cap:
+            self.ports()
+            self._mcast_cap = read_mcast_fdb_cap(self.diag, self._switch_lids)
+        return self._mcast_cap
+
+    def check_ipoib_budget(self, layout: PartitionLayout) -> None:
+        """CapacityError when ``layout``'s IPoIB partitions need more multicast LIDs than the switches hold."""
+        n = sum(1 for p in layout.partitions if p.ipoib) if self.config.ipoib.enabled else 0
+        if n:
+            check_mcast_budget(n, self.mcast_fdb_cap())
 
     def _with_topology(self, read: Callable[[dict[Guid, CaPort]], IbFabricState]) -> IbFabricState:
         """``read`` over the cached topology: rediscovered when older than TOPOLOGY_TTL (new
@@ -199,6 +241,7 @@ class OpenSMDriver(SubnetManagerDriver):
         t0 = time.monotonic()
         text = self.render(layout)
         new = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
+        self.check_ipoib_budget(new)
         old_text = _read(c.partitions_conf)
         old = _safe_parse(old_text)
         affected = changed_ports(old, new) if old_text != text else layout_guids(new)
@@ -227,6 +270,7 @@ class OpenSMDriver(SubnetManagerDriver):
                     problems=list(report.log.problems()[:20]),
                 )
             self.verify(new, ports)
+            self.verify_groups(new)
             report.verify_seconds = time.monotonic() - t1
         except GpufabricError as e:
             self._rollback(good, ports, e)
@@ -314,6 +358,13 @@ class OpenSMDriver(SubnetManagerDriver):
                 )
             todo = [p for p in todo if str(p.guid) in bad]
             time.sleep(0.1)
+
+    def verify_groups(self, layout: PartitionLayout) -> None:
+        """With ``sa_dump``: wait until OpenSM's SA database holds the IPoIB broadcast group of
+        every IPoIB partition of ``layout`` and none of a tenant partition it no longer has."""
+        c = self.config
+        if c.sa_dump is not None and c.ipoib.enabled:
+            wait_for_groups(c.sa_dump, [p.pkey.value for p in layout.partitions if p.ipoib], c.verify_timeout)
 
     def _rollback(self, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
         c = self.config

@@ -164,12 +164,14 @@ def render_partitions_conf(
     capacity: Mapping[Guid, int] | None = None,
     default_capacity: int = DEFAULT_CAPACITY,
     default_ipoib: bool = True,
+    ipoib_flags: str = ", ipoib",
 ) -> str:
     """Render ``layout`` as OpenSM partitions.conf text. Same input, same bytes.
 
     Default partition (0x7fff): every CA limited (when ``default_limited_all``), switches
     and the SM's own port (SELF) full, plus ``sm_guids`` and ``layout.default_full`` full.
-    One partition per tenant network with its members. Raises before rendering anything
+    One partition per tenant network with its members; a partition marked ``ipoib`` gets
+    ``ipoib_flags`` (:meth:`IpoibOptions.flags`: ``", ipoib, mtu=4"``; empty: none). Raises before rendering anything
     OpenSM would misread (see :func:`check_layout`)."""
     norm = check_layout(layout, sm_guids, capacity, default_capacity)
     lines = [HEADER.rstrip("\n")]
@@ -177,7 +179,7 @@ def render_partitions_conf(
     dmembers += [f"{g}=full" for g in norm.default_full]
     lines += _block(f"{DEFAULT_NAME}=0x{DEFAULT_PKEY:04x}" + (", ipoib" if default_ipoib else ""), dmembers)
     for p in norm.partitions:
-        header = f"{p.name}=0x{p.pkey.value:04x}" + (", ipoib" if p.ipoib else "")
+        header = f"{p.name}=0x{p.pkey.value:04x}" + (ipoib_flags if p.ipoib else "")
         lines += _block(header, [f"{m.guid}={m.membership.value}" for m in p.members])
     text = "\n".join(lines) + "\n"
     for n, line in enumerate(text.splitlines(), 1):  # cannot happen with the checks above; guard the invariant

@@ -128,6 +128,7 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid]) -> IbDesired:
             pkey_partition_name(k),
             pkeys[k].with_membership(Membership.FULL),
             tuple(PartitionMember(g, Membership.FULL) for g in sorted(members[k], key=_value)),
+            ipoib=True,  # OpenSM creates the broadcast group only then: IPoIB on the tenant PKey needs it
         )
         for k in sorted(members)
         if members[k]

@@ -11,11 +11,15 @@ rewrites every PKey table in ~0.5 s; with a different sm_key both stay MASTER an
 trusted one does not repair anything until it is restarted; ibsim has no M_Key, so
 nothing stops the rewrite itself.
 
-Containment (:func:`contain_rogue_sms`, policy ``contain``): disable the switch port the
-answering LID is cabled to per the discovered topology (``ibportstate <switch lid> <port>
+Containment (:func:`contain_rogue_sms`, policy ``contain``): rediscover the topology (the
+LIDs being cut must be placed on today's map, not a cached one), then, per finding, disable
+the switch port the answering LID is cabled to (``ibportstate [-y M_KEY] <switch lid> <port>
 disable``, run as the trusted SM node) - never a port looked up by the claimed GUID, and
-never a trusted SM's own port -, write the intended layout and restart the trusted OpenSM, then verify by
-SMP reads that every remaining port holds exactly the PKeys of the intended layout.
+never a trusted SM's own port. A finding that cannot be placed (no discovered CA port at its
+LID, e.g. a decoy MasterSMLID) or that sits on a trusted SM port is an *alert*
+(``RogueReport.alerts``) and does not stop the others from being cut. Then write the intended
+layout, restart the trusted OpenSM, and verify by SMP reads that every remaining port holds
+exactly the PKeys of the intended layout.
 Policy ``alert`` only reports. Times to detect and to restore are measured.
 """
 
@@ -92,33 +96,29 @@ class RogueReport:
     detect_seconds: float = 0.0
     restore_seconds: float = 0.0  # containment start -> every table verified
     verified_ports: int = 0
+    alerts: tuple[tuple[RogueFinding, str], ...] = ()  # findings not cut off, with why
 
 
 def containment_targets(
     findings: Iterable[RogueFinding], ports: Mapping[Guid, CaPort], trusted: Iterable[Guid]
-) -> list[CaPort]:
-    """The CA port behind each finding's answering LID, from the discovered topology (pure).
-    Raises FabricError, before anything is disabled, for a LID that discovery cannot place
-    and for a location that is a trusted SM port (cutting it off would hand over the subnet)."""
+) -> tuple[list[CaPort], list[tuple[RogueFinding, str]]]:
+    """(the CA port behind each finding's answering LID, from the discovered topology;
+    the findings that cannot be cut, with why) - pure, per finding: a LID discovery cannot
+    place, or a location that is a trusted SM port (cutting it off would hand over the
+    subnet), is an alert and leaves the other findings' targets in place."""
     by_lid = {p.lid: p for p in ports.values()}
     ok = frozenset(trusted)
     out: dict[Guid, CaPort] = {}
+    alerts: list[tuple[RogueFinding, str]] = []
     for f in findings:
         p = by_lid.get(f.lid)
         if p is None or p.switch_lid is None or p.switch_port is None:
-            raise FabricError(
-                f"cannot contain {f}: no discovered CA port and switch port at lid {f.lid}",
-                fabric="infiniband",
-                device=f"lid {f.lid}",
-            )
-        if p.guid in ok:
-            raise FabricError(
-                f"cannot contain {f}: lid {f.lid} is the trusted SM port {p.guid}; not disabling it",
-                fabric="infiniband",
-                device=str(p.guid),
-            )
-        out[p.guid] = p
-    return list(out.values())
+            alerts.append((f, f"no discovered CA port and switch port at lid {f.lid}"))
+        elif p.guid in ok:
+            alerts.append((f, f"lid {f.lid} is the trusted SM port {p.guid}; not disabling it"))
+        else:
+            out[p.guid] = p
+    return list(out.values()), alerts
 
 
 def check_rogue_sms(driver: OpenSMDriver) -> tuple[tuple[RogueFinding, ...], float]:
@@ -132,17 +132,27 @@ def check_rogue_sms(driver: OpenSMDriver) -> tuple[tuple[RogueFinding, ...], flo
 def contain_rogue_sms(
     driver: OpenSMDriver, layout: PartitionLayout, policy: RoguePolicy = RoguePolicy.CONTAIN
 ) -> RogueReport:
-    """Detect; with ``contain``: cut every rogue off, restart the trusted SM, verify ``layout``."""
+    """Detect; with ``contain``: cut every rogue off, restart the trusted SM, verify ``layout``.
+    Detection and the cut both run on a topology rediscovered now: a rogue that took over may
+    have reassigned LIDs, and a cached LID -> port map would point at the wrong ports."""
+    if policy is RoguePolicy.CONTAIN:
+        driver.ports(refresh=True)
     findings, detect = check_rogue_sms(driver)
     if not findings or policy is RoguePolicy.ALERT:
         return RogueReport(findings, policy, detect_seconds=detect)
     t0 = time.monotonic()
-    targets = containment_targets(findings, driver.ports(), driver.config.trusted_sm_guids)
+    targets, alerts = containment_targets(findings, driver.ports(), driver.config.trusted_sm_guids)
     contained = []
     for p in targets:
         assert p.switch_lid is not None and p.switch_port is not None
-        driver.diag.port_disable(p.switch_lid, p.switch_port)
+        try:
+            driver.diag.port_disable(p.switch_lid, p.switch_port)
+        except FabricError as e:  # one refused cut (e.g. a wrong M_Key) does not spare the others
+            alerts += [(f, f"ibportstate disable failed: {e.message}") for f in findings if f.lid == p.lid]
+            continue
         contained.append(p.guid)
+    if not contained:  # only alerts: nothing was cut, the trusted SM is left as it runs
+        return RogueReport(findings, policy, (), detect, time.monotonic() - t0, 0, tuple(alerts))
     # The trusted SM comes back with the intended layout, whatever was in the file before
     # (seen on OpenSM 3.3.23: after a rogue's sweep, a later HUP did not drop a stale key).
     driver.write_partitions(layout)
@@ -151,4 +161,4 @@ def contain_rogue_sms(
     live = driver.ports(refresh=True)
     check = [live[g] for g in sorted(set(live) - set(contained))]
     driver.verify(norm, check)
-    return RogueReport(findings, policy, tuple(contained), detect, time.monotonic() - t0, len(check))
+    return RogueReport(findings, policy, tuple(contained), detect, time.monotonic() - t0, len(check), tuple(alerts))

@@ -1,6 +1,6 @@
 """Batch SMP reader process: many SMP queries through ONE libibmad port (no smpquery per query).
 
-Run as ``python -m gpufabric.fabrics.infiniband.smpbatch [--timeout-ms N] [--retries N]``
+Run as ``python -m gpufabric.fabrics.infiniband.smpbatch [--timeout-ms N] [--retries N] [-y M_KEY]``
 with the environment the infiniband-diags get (in the lab ``LD_PRELOAD=libumad2sim.so``,
 ``IBSIM_SOCKNAME``, ``SIM_HOST``; on a real SM host nothing: libibumad opens the first
 active local port, as smpquery does). It loads ``libibmad.so.5`` (Debian libibmad5, a
@@ -68,13 +68,14 @@ class _PortId(ctypes.Structure):  # ib_portid_t of <infiniband/mad.h>
 class SmpPort:
     """One open libibmad port; :meth:`get` = ``smp_query_via`` (None when it fails)."""
 
-    def __init__(self, timeout_ms: int = 0, retries: int = 0) -> None:
+    def __init__(self, timeout_ms: int = 0, retries: int = 0, m_key: int = 0) -> None:
         lib = ctypes.CDLL(LIBIBMAD)
         lib.mad_rpc_open_port.restype = ctypes.c_void_p
         lib.mad_rpc_open_port.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
         lib.mad_rpc_close_port.argtypes = [ctypes.c_void_p]
         lib.mad_rpc_set_timeout.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.mad_rpc_set_retries.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.smp_mkey_set.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
         lib.smp_query_via.restype = ctypes.c_void_p
         lib.smp_query_via.argtypes = [
             ctypes.c_void_p,
@@ -92,6 +93,8 @@ class SmpPort:
             lib.mad_rpc_set_timeout(port, timeout_ms)
         if retries > 0:
             lib.mad_rpc_set_retries(port, retries)
+        if m_key:
+            lib.smp_mkey_set(port, m_key)  # what smpquery -y does: the M_Key of every SMP sent
         self._lib, self._port = lib, port
         self._buf = ctypes.create_string_buffer(BUF_SIZE)
 
@@ -209,9 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-ms", type=int, default=0, help="MAD timeout (0: libibmad's default)")
     ap.add_argument("--retries", type=int, default=0, help="MAD retries (0: libibmad's default)")
     ap.add_argument("--idle-exit", type=float, default=0.0, help="exit after this many idle seconds (0: never)")
+    ap.add_argument("-y", "--m_key", type=lambda v: int(v, 0), default=0, help="M_Key of every SMP (as smpquery -y)")
     a = ap.parse_args(argv)
     try:
-        port = SmpPort(a.timeout_ms, a.retries)
+        port = SmpPort(a.timeout_ms, a.retries, a.m_key)
     except OSError as e:
         sys.stdout.write(json.dumps({"fatal": str(e)}) + "\n")
         sys.stdout.flush()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from gpufabric.domain.errors import FabricError, GpufabricError, ValidationError
+from gpufabric.domain.secrets import Secret
 from gpufabric.domain.state import SmSeen
 from gpufabric.fabrics.infiniband import smpdecode as d
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag
@@ -189,7 +190,9 @@ class BatchSmpReader:
         smp_timeout_ms: int = 0,
         command: Sequence[str] = (),
         idle_exit: float = 5.0,
+        m_key: Secret | None = None,
     ) -> None:
+        self.m_key = m_key  # handed to the child as ``-y KEY``, like the infiniband-diags
         self.env = dict(env or {})
         self.prefix = tuple(prefix)
         self.cwd = cwd
@@ -227,6 +230,8 @@ class BatchSmpReader:
             argv += ["--timeout-ms", str(self.smp_timeout_ms)]
         if self.idle_exit:
             argv += ["--idle-exit", str(self.idle_exit)]
+        if self.m_key is not None:
+            argv += ["-y", self.m_key.reveal()]
         env = dict(os.environ)
         env.update(self.env)
         if self.cwd is not None:
@@ -293,5 +298,7 @@ def make_reader(kind: str, diag: Diag, command: Sequence[str] = (), idle_exit: f
     if kind == "smpquery":
         return DiagSmpReader(diag)
     if kind == "batch":
-        return BatchSmpReader(diag.env, diag.prefix, diag.cwd, diag.timeout, diag.smp_timeout_ms, command, idle_exit)
+        return BatchSmpReader(
+            diag.env, diag.prefix, diag.cwd, diag.timeout, diag.smp_timeout_ms, command, idle_exit, diag.m_key
+        )
     raise ValidationError("reader", kind, "batch | smpquery")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import ssl
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +46,7 @@ from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership
 from gpufabric.fabrics.infiniband.hardening import unreadable_settings
+from gpufabric.fabrics.infiniband.ipoib import RANGES, IpoibOptions
 from gpufabric.fabrics.infiniband.ufm_plan import (
     FABRIC,
     MANAGEMENT_PKEY,
@@ -90,12 +92,15 @@ class UfmDriver(SubnetManagerDriver):
         timeout: float = 30.0,
         managed_pkeys: str | Sequence[int | str] | None = None,
         index0: bool = False,
+        ipoib: object = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise ValidationError("url", url, "http(s)://host[:port] of the UFM server")
         if "@" in url.split("://", 1)[1].split("/", 1)[0]:
-            raise ConfigError("url", url.split("://", 1)[0] + "://***@...", "a URL without credentials (use password_file:)")
+            raise ConfigError(
+                "url", url.split("://", 1)[0] + "://***@...", "a URL without credentials (use password_file:)"
+            )
         if url.startswith("http://") and allow_http is not True:
             raise ConfigError("url", url, "an https:// URL (or allow_http: true, reported by the audit)")
         if verify is False and insecure is not True:
@@ -120,6 +125,13 @@ class UfmDriver(SubnetManagerDriver):
         self.timeout = timeout
         self.managed = PKeyRange.parse(managed_pkeys)
         self.index0 = index0
+        self.ipoib = IpoibOptions.parse(ipoib)
+        if any(getattr(self.ipoib, k) is not None for k in RANGES):
+            raise ConfigError(
+                "infiniband.options.ipoib",
+                self.ipoib.to_options(),
+                "enabled only: UFM's PKey API takes ip_over_ib, not mtu/rate/sl/scope",
+            )
         self._transport = transport
         self._http: httpx.Client | None = None
         self._lock = threading.Lock()
@@ -232,14 +244,21 @@ class UfmDriver(SubnetManagerDriver):
         """UFM's managed tenant PKeys with their members, as UFM reports them."""
         return tuple(self._read(self._client(), only_managed=True)[0])
 
+    def _wanted(self, layout: PartitionLayout) -> PartitionLayout:
+        """``layout`` as UFM gets it: ``ip_over_ib`` as the layout says, unless IPoIB is off."""
+        if self.ipoib.enabled:
+            return layout
+        return replace(layout, partitions=tuple(replace(p, ipoib=False) for p in layout.partitions))
+
     def plan(self, layout: PartitionLayout) -> tuple[UfmCall, ...]:
         """The calls :meth:`apply` would send now (reads UFM, changes nothing)."""
-        return plan_ufm(layout, self.partitions(), self.managed, index0=self.index0)
+        return plan_ufm(self._wanted(layout), self.partitions(), self.managed, index0=self.index0)
 
     def apply(self, layout: PartitionLayout) -> tuple[PkeyTable, ...]:
         """Apply ``layout`` through UFM's REST API; returns UFM's read-back of every port,
         including an empty table for each port that left every managed PKey (UFM lists it in
         none, so its read-back would otherwise not say that it changed)."""
+        layout = self._wanted(layout)
         desired_partitions(layout, self.managed)  # refuse a bad layout before any I/O
         c = self._client()
         before = self._read(c, only_managed=True)[0]

@@ -1,0 +1,70 @@
+"""I/O helpers of the OpenSM driver beyond the PKey tables: the M_Key file, the switches'
+MulticastFDBCap (by SMP) and the wait for OpenSM's SA database to show the IPoIB groups.
+
+Kept apart from :mod:`.opensm` so that the driver stays one screenful of apply/verify; the
+parsing they rely on is pure, in :mod:`.ipoib`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpufabric.domain.errors import ConfigError, VerifyError
+from gpufabric.domain.secrets import Secret, secret_file
+from gpufabric.fabrics.infiniband.diag import Diag
+from gpufabric.fabrics.infiniband.ipoib import missing_groups, parse_mcast_fdb_cap, parse_sa_dump_groups, stale_groups
+from gpufabric.fabrics.infiniband.smfiles import read_text
+
+FABRIC = "infiniband"
+GROUP_POLL_S = 0.05
+
+
+def count_option(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 0x3FFF:
+        raise ConfigError(f"infiniband.options.{name}", v, "an integer 0-16383 (0: read from the switches)")
+    return v
+
+
+def load_m_key(path: Path | None) -> Secret | None:
+    """The M_Key of ``m_key_file`` (checked like every secret file: regular, mode 0600,
+    non-empty); ConfigError naming ``m_key_file`` when unreadable or not a 64-bit key."""
+    if path is None:
+        return None
+    key = secret_file("m_key", path)
+    try:
+        value = int(key.reveal(), 0)
+    except ValueError:
+        value = -1
+    if not 0 < value <= 0xFFFF_FFFF_FFFF_FFFF:
+        raise ConfigError("m_key_file", str(path), "a non-zero 64-bit M_Key (0x...)")
+    return Secret(f"0x{value:016x}", key.source)
+
+
+def read_mcast_fdb_cap(diag: Diag, switch_lids: Sequence[int]) -> int:
+    """The smallest McastFdbCap of ``switch_lids`` (``smpquery switchinfo``, on the diag pool);
+    0 when none answered."""
+    caps = [parse_mcast_fdb_cap(r) for r in diag.map(diag.switchinfo, switch_lids) if isinstance(r, str)]
+    return min((c for c in caps if c), default=0)
+
+
+def wait_for_groups(sa_dump: Path, pkeys: Sequence[int], timeout: float) -> None:
+    """Until ``sa_dump`` (OpenSM's opensm-sa.dump) holds an IPoIB broadcast group for every
+    PKey of ``pkeys`` and none of a tenant PKey not in it; VerifyError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        groups = parse_sa_dump_groups(read_text(sa_dump) or "")
+        missing, stale = missing_groups(pkeys, groups), stale_groups(pkeys, groups)
+        if not missing and not stale:
+            return
+        if time.monotonic() > deadline:
+            what = [f"no IPoIB broadcast group {', '.join(missing[:3])}"] if missing else []
+            what += [f"stale group {', '.join(stale[:3])}"] if stale else []
+            raise VerifyError(
+                f"OpenSM's SA database ({sa_dump}) after {timeout}s: {'; '.join(what)} (sa_db_dump TRUE in opensm.conf?)",
+                fabric=FABRIC,
+                missing=missing,
+                stale=stale,
+            )
+        time.sleep(GROUP_POLL_S)
