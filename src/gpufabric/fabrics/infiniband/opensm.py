@@ -40,10 +40,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
@@ -52,11 +51,11 @@ from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
-from gpufabric.fabrics.infiniband.ipoib import IpoibOptions, check_mcast_budget
+from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget
 from gpufabric.fabrics.infiniband.observe import observe_fabric
+from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
-    DEFAULT_CAPACITY,
     changed_ports,
     check_layout,
     entries_by_port,
@@ -64,7 +63,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     parse_partitions_conf,
     render_partitions_conf,
 )
-from gpufabric.fabrics.infiniband.smchecks import count_option, load_m_key, read_mcast_fdb_cap, wait_for_groups
+from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smfiles import atomic_write as _atomic_write
 from gpufabric.fabrics.infiniband.smfiles import read_from as _read_from
 from gpufabric.fabrics.infiniband.smfiles import read_text as _read
@@ -77,76 +76,6 @@ SWEEP_POLL_S = 0.004
 5-30 ms, so a coarser poll (20 ms before) added up to its own length to every apply."""
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
 TOPOLOGY_TTL = 30.0  # seconds an ibnetdiscover topology serves observe() before new devices are looked for
-
-
-@dataclass(frozen=True)
-class OpenSMConfig:
-    partitions_conf: Path
-    log_path: Path
-    pid_file: Path | None = None
-    systemd_unit: str | None = None
-    reload_command: tuple[str, ...] = ()
-    restart_command: tuple[str, ...] = ()
-    trusted_sm_guids: tuple[Guid, ...] = ()
-    diag_env: tuple[tuple[str, str], ...] = ()
-    diag_prefix: tuple[str, ...] = ()
-    diag_cwd: Path | None = None
-    sweep_timeout: float = 60.0
-    verify_timeout: float = 20.0
-    default_capacity: int = DEFAULT_CAPACITY
-    require_present: bool = True
-    workers: int = 8
-    reader: str = "batch"  # "batch" | "smpquery"
-    reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
-    reader_idle: float = 5.0  # the batch reader process exits after this many idle seconds
-    opensm_conf: Path | None = None  # the SM's options file (-F), read by observe for the hardening audit
-    ipoib: IpoibOptions = field(default_factory=IpoibOptions)
-    sa_dump: Path | None = None  # OpenSM's opensm-sa.dump (sa_db_dump TRUE): broadcast groups verified from it
-    mcast_fdb_cap: int = 0  # 0: read MulticastFDBCap from the switches by SMP
-    m_key_file: Path | None = None  # the M_Key every SMP carries (secret file, mode 0600)
-
-    @classmethod
-    def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
-        """From fabrics.yaml ``options`` (strings, lists, a mapping for ``diag_env``)."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(o) - known
-        if unknown:
-            raise ConfigError("infiniband.options", sorted(unknown), f"options of opensm: {', '.join(sorted(known))}")
-        if "partitions_conf" not in o or "log_path" not in o:
-            raise ConfigError("infiniband.options", sorted(o), "partitions_conf and log_path are required")
-
-        def path(k: str) -> Path | None:
-            return Path(o[k]) if o.get(k) else None
-
-        return cls(
-            partitions_conf=Path(o["partitions_conf"]),
-            log_path=Path(o["log_path"]),
-            pid_file=path("pid_file"),
-            systemd_unit=o.get("systemd_unit") or None,
-            reload_command=tuple(o.get("reload_command") or ()),
-            restart_command=tuple(o.get("restart_command") or ()),
-            trusted_sm_guids=tuple(Guid.parse(g, "trusted_sm_guids") for g in o.get("trusted_sm_guids") or ()),
-            diag_env=tuple(sorted((str(k), str(v)) for k, v in dict(o.get("diag_env") or {}).items())),
-            diag_prefix=tuple(o.get("diag_prefix") or ()),
-            diag_cwd=path("diag_cwd"),
-            sweep_timeout=float(o.get("sweep_timeout", 60.0)),
-            verify_timeout=float(o.get("verify_timeout", 20.0)),
-            default_capacity=int(o.get("default_capacity", DEFAULT_CAPACITY)),
-            require_present=bool(o.get("require_present", True)),
-            workers=int(o.get("workers", 8)),
-            reader=str(o.get("reader", "batch")),
-            reader_command=tuple(o.get("reader_command") or ()),
-            reader_idle=float(o.get("reader_idle", 5.0)),
-            opensm_conf=path("opensm_conf"),
-            ipoib=IpoibOptions.parse(o.get("ipoib")),
-            sa_dump=path("sa_dump"),
-            mcast_fdb_cap=count_option("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
-            m_key_file=path("m_key_file"),
-        )
-
-    @property
-    def last_good(self) -> Path:
-        return self.partitions_conf.with_name(self.partitions_conf.name + ".last-good")
 
 
 @dataclass

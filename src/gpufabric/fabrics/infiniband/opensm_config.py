@@ -1,0 +1,86 @@
+"""The OpenSM driver's settings (fabrics.yaml ``infiniband.options`` of the ``opensm`` driver):
+where the SM's files are, how it is reloaded, who the trusted SMs are, how tables are read back,
+IPoIB options and the M_Key file. Validated when fabrics.yaml loads. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.ipoib import IpoibOptions
+from gpufabric.fabrics.infiniband.partitions import DEFAULT_CAPACITY
+from gpufabric.fabrics.infiniband.smchecks import count_option
+
+
+@dataclass(frozen=True)
+class OpenSMConfig:
+    partitions_conf: Path
+    log_path: Path
+    pid_file: Path | None = None
+    systemd_unit: str | None = None
+    reload_command: tuple[str, ...] = ()
+    restart_command: tuple[str, ...] = ()
+    trusted_sm_guids: tuple[Guid, ...] = ()
+    diag_env: tuple[tuple[str, str], ...] = ()
+    diag_prefix: tuple[str, ...] = ()
+    diag_cwd: Path | None = None
+    sweep_timeout: float = 60.0
+    verify_timeout: float = 20.0
+    default_capacity: int = DEFAULT_CAPACITY
+    require_present: bool = True
+    workers: int = 8
+    reader: str = "batch"  # "batch" | "smpquery"
+    reader_command: tuple[str, ...] = ()  # batch reader argv (default: this python -m ...smpbatch)
+    reader_idle: float = 5.0  # the batch reader process exits after this many idle seconds
+    opensm_conf: Path | None = None  # the SM's options file (-F), read by observe for the hardening audit
+    ipoib: IpoibOptions = field(default_factory=IpoibOptions)
+    sa_dump: Path | None = None  # OpenSM's opensm-sa.dump (sa_db_dump TRUE): broadcast groups verified from it
+    mcast_fdb_cap: int = 0  # 0: read MulticastFDBCap from the switches by SMP
+    m_key_file: Path | None = None  # the M_Key every SMP carries (secret file, mode 0600)
+
+    @classmethod
+    def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
+        """From fabrics.yaml ``options`` (strings, lists, a mapping for ``diag_env``)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(o) - known
+        if unknown:
+            raise ConfigError("infiniband.options", sorted(unknown), f"options of opensm: {', '.join(sorted(known))}")
+        if "partitions_conf" not in o or "log_path" not in o:
+            raise ConfigError("infiniband.options", sorted(o), "partitions_conf and log_path are required")
+
+        def path(k: str) -> Path | None:
+            return Path(o[k]) if o.get(k) else None
+
+        return cls(
+            partitions_conf=Path(o["partitions_conf"]),
+            log_path=Path(o["log_path"]),
+            pid_file=path("pid_file"),
+            systemd_unit=o.get("systemd_unit") or None,
+            reload_command=tuple(o.get("reload_command") or ()),
+            restart_command=tuple(o.get("restart_command") or ()),
+            trusted_sm_guids=tuple(Guid.parse(g, "trusted_sm_guids") for g in o.get("trusted_sm_guids") or ()),
+            diag_env=tuple(sorted((str(k), str(v)) for k, v in dict(o.get("diag_env") or {}).items())),
+            diag_prefix=tuple(o.get("diag_prefix") or ()),
+            diag_cwd=path("diag_cwd"),
+            sweep_timeout=float(o.get("sweep_timeout", 60.0)),
+            verify_timeout=float(o.get("verify_timeout", 20.0)),
+            default_capacity=int(o.get("default_capacity", DEFAULT_CAPACITY)),
+            require_present=bool(o.get("require_present", True)),
+            workers=int(o.get("workers", 8)),
+            reader=str(o.get("reader", "batch")),
+            reader_command=tuple(o.get("reader_command") or ()),
+            reader_idle=float(o.get("reader_idle", 5.0)),
+            opensm_conf=path("opensm_conf"),
+            ipoib=IpoibOptions.parse(o.get("ipoib")),
+            sa_dump=path("sa_dump"),
+            mcast_fdb_cap=count_option("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
+            m_key_file=path("m_key_file"),
+        )
+
+    @property
+    def last_good(self) -> Path:
+        return self.partitions_conf.with_name(self.partitions_conf.name + ".last-good")
