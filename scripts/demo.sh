@@ -37,7 +37,7 @@ say "audit: isolation proven from the fabrics' real state"
 $GF audit || true
 
 say "which flows run in NIC hardware (the userspace datapath keeps them all in software)"
-$GF offload report --ovn-lab "$GPUFABRIC_HOME/lab/ovn" || true
+$GF offload report || true
 
 say "leases"
 $GF lease list
