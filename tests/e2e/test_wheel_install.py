@@ -230,7 +230,8 @@ def test_fresh_venv_runs_the_units_exec_start(installed: Installed, tmp_path: Pa
         assert httpx.get(f"{base}/api/v1/nodes", verify=ctx, timeout=5).status_code == 401
         nodes = httpx.get(f"{base}/api/v1/nodes", verify=ctx, timeout=5, headers={"Authorization": f"Bearer {token}"})
         assert nodes.status_code == 200 and nodes.json()["total"] == 3
-        metrics = httpx.get(f"{base}/metrics", verify=ctx, timeout=5)
+        assert httpx.get(f"{base}/metrics", verify=ctx, timeout=5).status_code == 401  # an admin's only
+        metrics = httpx.get(f"{base}/metrics", verify=ctx, timeout=5, headers={"Authorization": f"Bearer {token}"})
         assert metrics.status_code == 200 and "gpufabric_" in metrics.text
         status = Path(f"/proc/{proc.pid}/status").read_text()
         rss_mb = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
