@@ -202,6 +202,11 @@ class FabricKind(ABC, Generic[D, S]):
         """One cell of the node table: this fabric's resources of ``node``."""
         return ""
 
+    def node_view(self, node: Node) -> Mapping[str, Any]:
+        """This fabric's JSON fragment of ``node`` (``GET /api/v1/nodes/N`` and
+        ``node list --json``, under ``fabrics.<instance>``). Default: nothing."""
+        return {}
+
 
 def build_driver(
     drivers: DriverLookup,
