@@ -99,6 +99,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             section = lab.fabrics_section({"host": box.url}) | {
                 "mst": {"command": [*STUB, str(home / "mst" / "{host}.json")]},
                 "drain": {"timeout": 1.5, "retry_every": 0.1},
+                "capacity": {"BlueField-2": {"entries": 64, "source": "stated by the operator (test)"}},
             }
             (home / "fabrics.yaml").write_text(yaml.safe_dump({"dpu": section}))
             inv = {"nodes": [{"name": n, "dpus": [{"name": "bf0", "mode": "dpu", "representors": "pf0vf1",
@@ -169,6 +170,8 @@ def test_offload_report_reads_the_configured_dpus_by_default(world: World) -> No
     assert min(before, after) <= sum(r["datapath_flows"] for r in a01) <= max(before, after)
     assert sum(r["hw_flows"] + r["tc_flows"] for r in rep["rows"]) == 0  # userspace datapath: nothing offloaded
     assert ("gpu-a01", "acme") in rows
+    # the capacity is the one fabrics.yaml states, with its source (nothing built in)
+    assert {(t["capacity"], t["capacity_source"]) for t in rep["tables"]} == {(64, "stated by the operator (test)")}
 
     from fastapi.testclient import TestClient
 

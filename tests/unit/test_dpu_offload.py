@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.fabrics.dpu.capacity import CLI_SOURCE, Capacity, parse_capacity
 from gpufabric.fabrics.dpu.model import LogicalPort
 from gpufabric.fabrics.dpu.offload import lenient_json, parse_dump_flows, parse_tc_filters
 from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_report
@@ -109,7 +110,9 @@ def test_report_rows_per_tenant_and_path() -> None:
     assert (rows["-"]["datapath_flows"], rows["-"]["datapath_bytes"]) == (1, 258)
     kinds = sorted(a["kind"] for a in r["alerts"])
     assert kinds == ["other_tenant_flows", "skip_sw_not_in_hw"]
-    assert r["tables"] == [{"node": "gpu-a01", "nic_model": "BlueField-2", "used": 2, "capacity": 1_000_000, "ratio": 0.0}]
+    # no figure is built in: the model's capacity is unknown, not guessed
+    assert r["tables"] == [{"node": "gpu-a01", "nic_model": "BlueField-2", "used": 2, "capacity": None,
+                            "capacity_source": None, "ratio": None}]
 
 
 def test_report_quarantined_node_alert() -> None:
@@ -130,8 +133,43 @@ def test_report_rejects_bad_threshold() -> None:
         offload_report([], {}, {}, warn_at=1.5)
 
 
+def test_report_capacity_carries_its_source() -> None:
+    cap = {"BlueField-2": Capacity(4, "vendor case 1234")}
+    r = offload_report([_node()], LSPS, {"gpu-a01": "acme"}, cap, warn_at=0.5)
+    assert r["tables"][0] == {"node": "gpu-a01", "nic_model": "BlueField-2", "used": 2, "capacity": 4,
+                                   "capacity_source": "vendor case 1234", "ratio": 0.5}
+    (alert,) = [a for a in r["alerts"] if a["kind"] == "offload_table"]
+    assert alert["severity"] == "warning" and "vendor case 1234" in alert["message"]
+    cli = offload_report([_node()], LSPS, {"gpu-a01": "acme"}, {"BlueField-2": 10})
+    assert cli["tables"][0]["capacity_source"] == CLI_SOURCE
+
+
+def test_unknown_capacity_has_no_series_and_no_alert() -> None:
+    r = offload_report([_node()], LSPS, {"gpu-a01": "acme"}, warn_at=0.01)
+    assert not [a for a in r["alerts"] if a["kind"] == "offload_table"]
+    text = metrics_text(r)
+    assert "gpufabric_dpu_offload_table_capacity" not in text.replace("# TYPE gpufabric_dpu_offload_table_capacity gauge", "")
+    assert 'gpufabric_dpu_offload_table_used{node="gpu-a01",nic_model="BlueField-2"} 2' in text
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [({"BF2": {"entries": 10}}, "dpu.capacity.BF2.source"), ({"BF2": {"entries": 0, "source": "x"}}, "dpu.capacity.BF2.entries"),
+     ({"BF2": {"entries": 5, "source": "x", "size": 1}}, "dpu.capacity.BF2"), ([1], "dpu.capacity")],
+    ids=["no-source", "zero", "unknown-key", "not-a-mapping"],
+)
+def test_parse_capacity_refuses(raw: object, field: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_capacity(raw)
+    assert e.value.fields["field"] == field
+
+
+def test_parse_capacity_reads_entries_and_source() -> None:
+    assert parse_capacity({"BlueField-3": {"entries": 7, "source": " doc "}}) == {"BlueField-3": Capacity(7, "doc")}
+
+
 def test_metrics_text() -> None:
-    text = metrics_text(offload_report([_node()], LSPS, {"gpu-a01": "acme"}))
+    text = metrics_text(offload_report([_node()], LSPS, {"gpu-a01": "acme"}, {"BlueField-2": 1_000_000}))
     assert 'gpufabric_dpu_offload_flows{node="gpu-a01",tenant="acme",path="hw"} 2' in text
     assert 'gpufabric_dpu_offload_bytes{node="gpu-a01",tenant="acme",path="tc"} 504' in text
     assert 'gpufabric_dpu_offload_table_capacity{node="gpu-a01",nic_model="BlueField-2"} 1000000' in text

@@ -98,7 +98,8 @@ def report(
           [(r["node"], r["tenant"], r["hw_flows"], r["hw_bytes"], r["tc_flows"], r["tc_bytes"], r["datapath_flows"],
             r["datapath_bytes"]) for r in rep["rows"]])
     table("Offload tables", ["node", "NIC model", "used", "capacity", "full"],
-          [(t["node"], t["nic_model"], t["used"], t["capacity"], f"{t['ratio']:.1%}") for t in rep["tables"]])
+          [(t["node"], t["nic_model"], t["used"], "unknown" if t["capacity"] is None else t["capacity"],
+            "-" if t["ratio"] is None else f"{t['ratio']:.1%}") for t in rep["tables"]])
     for a in rep["alerts"]:
         console.print(f"[bold]{a['severity']}[/] {a['kind']}: {a['message']}", highlight=False)
     if not rep["alerts"]:

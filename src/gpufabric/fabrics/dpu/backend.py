@@ -16,6 +16,7 @@ from gpufabric.domain.fabric import FabricBackend, FabricPlan, Tenancy
 from gpufabric.domain.moves import Move
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.fabrics.dpu import lifecycle
+from gpufabric.fabrics.dpu.capacity import Capacity
 from gpufabric.fabrics.dpu.drain import Drainer
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 
@@ -29,6 +30,7 @@ class DpuBackend(FabricBackend[DpuState]):
     ) -> None:  # fmt: skip
         self.ovs, self.ovn, self.k8s, self.mst, self.gate = dict(ovs), ovn, k8s, mst, gate
         self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (site.py)
+        self.capacity: dict[str, Capacity] = {}  # NIC model -> offload-table size with its source
         api = getattr(k8s, "api", None)
         d = dict(drain or {})
         self.drainer = (

@@ -22,6 +22,7 @@ Section format (``dpu:`` in fabrics.yaml)::
                                                    # skips the gate explicitly
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
       offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
+      capacity: {BlueField-2: {entries: N, source: "..."}}  # offload-table size with its source (capacity.py)
 
 One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
 NB). ``tcp:`` remotes are accepted and reported by the audit (``TRANSPORT-INSECURE``, through
@@ -40,13 +41,14 @@ from gpufabric.domain.models import Node
 from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
 from gpufabric.fabrics.dpu import checks, diff
 from gpufabric.fabrics.dpu.backend import DpuBackend
+from gpufabric.fabrics.dpu.capacity import parse_capacity
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state
 from gpufabric.fabrics.dpu.site import parse_sources
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls", "mst", "drain", "offload"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls", "mst", "drain", "offload", "capacity"})
 DRAIN_KEYS = frozenset({"timeout", "retry_every"})
 
 
@@ -119,6 +121,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
             mst, _drain(section.get("drain")), gate=not gate_off,
         )
         backend.offload = parse_sources(section.get("offload"))
+        backend.capacity = parse_capacity(section.get("capacity"))
         return backend
 
     def desired(self, tenancy: Tenancy) -> DpuState:

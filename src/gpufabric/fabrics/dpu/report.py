@@ -6,7 +6,8 @@ Prometheus metrics (:func:`metrics_text`), all gauges:
 * ``gpufabric_dpu_offload_flows{node,tenant,path}``  flows per path ``hw``/``tc``/``datapath``
 * ``gpufabric_dpu_offload_bytes{node,tenant,path}``  bytes of those flows
 * ``gpufabric_dpu_offload_table_used{node,nic_model}`` entries in the NIC's offload table
-* ``gpufabric_dpu_offload_table_capacity{node,nic_model}`` configured capacity
+* ``gpufabric_dpu_offload_table_capacity{node,nic_model}`` stated capacity (only where known,
+  see capacity.py: no figure is built in, an unknown model has no capacity series)
 * ``gpufabric_dpu_offload_alerts{node,kind}``        open alerts per kind
 """
 
@@ -18,11 +19,11 @@ from typing import Any
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import QUARANTINE
+from gpufabric.fabrics.dpu.capacity import Capacity, merged
 from gpufabric.fabrics.dpu.model import LogicalPort
 from gpufabric.fabrics.dpu.offload import PATHS, DpFlow, TcFilter
 
 UNATTRIBUTED = "-"
-DEFAULT_CAPACITY: Mapping[str, int] = {"BlueField-2": 1_000_000, "BlueField-3": 2_000_000, "generic": 65_536}
 
 
 @dataclass(frozen=True)
@@ -55,16 +56,18 @@ def offload_report(
     nodes: list[NodeOffload],
     lsps: Mapping[str, LogicalPort],
     owners: Mapping[str, str],
-    capacity: Mapping[str, int] | None = None,
+    capacity: Mapping[str, int | Capacity] | None = None,
     warn_at: float = 0.8,
 ) -> dict[str, Any]:
     """Per tenant and node: flows and bytes in hardware / tc software / datapath; alerts for
     ``skip_sw``+``not_in_hw`` filters, for tenant flows on a node that is quarantined or owned
     by another tenant, and for offload-table occupancy at ``warn_at`` (warning) or full
-    (critical) of the NIC model's capacity. ``owners``: node -> tenant or ``quarantine``."""
+    (critical) of the NIC model's capacity where it is known (``capacity``: model -> figure
+    with its source; unknown models get ``capacity: null``, no ratio and no alert).
+    ``owners``: node -> tenant or ``quarantine``."""
     if not 0 < warn_at <= 1:
         raise ValidationError("offload.warn_at", warn_at, "a fraction in (0, 1]")
-    caps = {**DEFAULT_CAPACITY, **(capacity or {})}
+    caps = merged({}, capacity)
     rows: dict[tuple[str, str], dict[str, int]] = {}
     alerts: list[dict[str, Any]] = []
     tables: list[dict[str, Any]] = []
@@ -92,14 +95,20 @@ def offload_report(
                      "message": f"{n.node} {tf.dev} pref {tf.pref}: skip_sw rule not in hardware (does nothing)"}
             )
         used = max(sum(1 for f in n.flows if f.path == "hw"), sum(tf.in_hw_count or 1 for tf in n.filters if tf.in_hw))
-        cap = caps.get(n.nic_model, caps["generic"])
-        ratio = used / cap if cap else 1.0
-        tables.append({"node": n.node, "nic_model": n.nic_model, "used": used, "capacity": cap, "ratio": round(ratio, 4)})
+        known = caps.get(n.nic_model)
+        if known is None:
+            tables.append({"node": n.node, "nic_model": n.nic_model, "used": used, "capacity": None,
+                           "capacity_source": None, "ratio": None})
+            continue
+        cap = known.entries
+        ratio = used / cap
+        tables.append({"node": n.node, "nic_model": n.nic_model, "used": used, "capacity": cap,
+                       "capacity_source": known.source, "ratio": round(ratio, 4)})
         if ratio >= warn_at:
             level = "critical" if ratio >= 1 else "warning"
             alerts.append(
                 {"kind": "offload_table", "severity": level, "node": n.node, "used": used, "capacity": cap,
-                 "message": f"{n.node} ({n.nic_model}): offload table {used}/{cap} ({ratio:.0%})"}
+                 "message": f"{n.node} ({n.nic_model}): offload table {used}/{cap} ({ratio:.0%}; capacity from {known.source})"}
             )
     return {
         "rows": [{"node": k[0], "tenant": k[1], **v} for k, v in sorted(rows.items())],
@@ -123,7 +132,9 @@ def metrics_text(report: Mapping[str, Any]) -> str:
     out += ["# TYPE gpufabric_dpu_offload_table_used gauge", "# TYPE gpufabric_dpu_offload_table_capacity gauge"]
     for t in report["tables"]:
         lab = _labels(node=t["node"], nic_model=t["nic_model"])
-        out += [f"gpufabric_dpu_offload_table_used{lab} {t['used']}", f"gpufabric_dpu_offload_table_capacity{lab} {t['capacity']}"]
+        out.append(f"gpufabric_dpu_offload_table_used{lab} {t['used']}")
+        if t["capacity"] is not None:
+            out.append(f"gpufabric_dpu_offload_table_capacity{lab} {t['capacity']}")
     counts: dict[tuple[str, str], int] = {}
     for a in report["alerts"]:
         counts[(a["node"], a["kind"])] = counts.get((a["node"], a["kind"]), 0) + 1

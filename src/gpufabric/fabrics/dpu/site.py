@@ -17,6 +17,7 @@ from typing import Any
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import Tenancy
+from gpufabric.fabrics.dpu.capacity import Capacity, merged
 from gpufabric.fabrics.dpu.collect import read_node_offload
 from gpufabric.fabrics.dpu.info import dpu_inventory
 from gpufabric.fabrics.dpu.report import NodeOffload, offload_report
@@ -41,9 +42,10 @@ def parse_sources(raw: Any) -> dict[str, dict[str, str]]:
 
 
 def site_report(
-    backend: Any, tenancy: Tenancy, capacity: Mapping[str, int] | None = None, warn_at: float = 0.8
+    backend: Any, tenancy: Tenancy, capacity: Mapping[str, int | Capacity] | None = None, warn_at: float = 0.8
 ) -> dict[str, Any]:
-    """The offload report of every DPU with an offload source (``backend``: a DpuBackend)."""
+    """The offload report of every DPU with an offload source (``backend``: a DpuBackend);
+    capacities from ``dpu.capacity`` in fabrics.yaml, overridden by ``capacity``."""
     sources: dict[str, dict[str, str]] = getattr(backend, "offload", {})
     if not sources:
         raise ConfigError("dpu.offload", None, "an offload source per DPU host in fabrics.yaml (see docs/dpu.md)")
@@ -57,4 +59,5 @@ def site_report(
         nodes.append(read_node_offload(host, drv.remote, src["appctl"], src["netns"], model))
     lsps = {p.name: p for p in backend.ovn.read()}
     owners = {n.node: tenancy.owner(n.node) for n in nodes}
-    return offload_report(nodes, lsps, owners, dict(capacity or {}), warn_at)
+    caps = merged(getattr(backend, "capacity", {}), capacity)
+    return offload_report(nodes, lsps, owners, dict(caps), warn_at)
