@@ -173,6 +173,21 @@ def test_offload_report_reads_the_configured_dpus_by_default(world: World) -> No
     # the capacity is the one fabrics.yaml states, with its source (nothing built in)
     assert {(t["capacity"], t["capacity_source"]) for t in rep["tables"]} == {(64, "stated by the operator (test)")}
 
+    # the same report's series in /metrics (serve adds every fabric's own series, cached)
+    from gpufabric.cli.common import open_engine as _open
+    from gpufabric.service.telemetry import fabric_metrics
+
+    os.environ["GPUFABRIC_HOME"] = str(world.home)
+    try:
+        e = _open()
+        text = fabric_metrics(e)
+        e.fabrics.close()
+    finally:
+        os.environ.pop("GPUFABRIC_HOME", None)
+    series = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    acme = int(series['gpufabric_dpu_offload_flows{node="gpu-a01",tenant="acme",path="datapath"}'])
+    assert acme >= 1 and series['gpufabric_dpu_offload_table_capacity{node="gpu-a01",nic_model="BlueField-2"}'] == "64"
+
     from fastapi.testclient import TestClient
 
     from gpufabric.api.app import create_app

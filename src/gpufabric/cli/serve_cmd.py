@@ -90,7 +90,7 @@ def serve(
     from gpufabric.service.auth import Tokens
     from gpufabric.service.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
     from gpufabric.service.reconcile import Policy, reconcile_once
-    from gpufabric.service.telemetry import Telemetry
+    from gpufabric.service.telemetry import Cached, Telemetry, fabric_metrics
     from gpufabric.service.tenancy import WORKER, Tenancy
 
     try:
@@ -124,7 +124,15 @@ def serve(
         store, segment_config, engine if has_fabrics else None, loops, limits=limits, quota_config=quota_config
     )
     progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
-    ctx.metrics = lambda: telemetry.render() + loop_metrics(loops)
+    def read_fabric_series() -> str:
+        e = engine()
+        try:
+            return fabric_metrics(e)
+        finally:
+            e.fabrics.close()
+
+    fabric_series = Cached(read_fabric_series) if has_fabrics else (lambda: "")
+    ctx.metrics = lambda: telemetry.render() + loop_metrics(loops) + fabric_series()
     engines: dict[str, Any] = {}
 
     def warm() -> Any:

@@ -137,6 +137,11 @@ class FabricBackend(ABC, Generic[S]):
         """Called once per batch after its join phase is verified, with ``tenancy`` the new
         owners (e.g. make the nodes schedulable again). Default: nothing."""
 
+    def metrics(self, tenancy: Tenancy) -> str:
+        """This fabric's own series for ``/metrics``, in Prometheus text format, read now
+        (``serve`` caches them between scrapes). Default: none."""
+        return ""
+
     def contain(self, tenancy: Tenancy, desired: Any, observed: S, repair: bool) -> Containment:
         """Find intruders this fabric can see (e.g. rogue subnet managers) and, with
         ``repair``, cut them off (capability ``contain``). Default: none."""

@@ -1,12 +1,18 @@
 """Prometheus metrics of ``gpufabric serve``: audit violations by invariant, last audit
-time, audit duration, reconcile drift and errors. One registry per process object (no
-module-global collectors)."""
+time, audit duration, reconcile drift and errors, and each configured fabric's own series
+(``fabric_metrics``; e.g. the DPU offload report), cached between scrapes. One registry per
+process object (no module-global collectors)."""
 
 from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from gpufabric.audit import AuditReport, metrics_samples
+from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.state import FabricState
 from gpufabric.service.audit_run import audit
 from gpufabric.service.moves import MoveEngine
@@ -56,3 +62,38 @@ class Telemetry:
 
     def render(self) -> str:
         return generate_latest(self.registry).decode()
+
+
+def fabric_metrics(engine: MoveEngine) -> str:
+    """Every configured fabric's own series (``FabricBackend.metrics``), read now. A fabric
+    that cannot be read gives ``gpufabric_fabric_metrics_failed{fabric} 1`` instead."""
+    tenancy = engine.tenancy()
+    out: list[str] = []
+    failed: list[str] = []
+    for name, backend in sorted(engine.fabrics.backends.items()):
+        try:
+            out.append(backend.metrics(tenancy))
+        except GpufabricError:
+            failed.append(name)
+    if failed:
+        out.append("# TYPE gpufabric_fabric_metrics_failed gauge\n")
+        out += [f'gpufabric_fabric_metrics_failed{{fabric="{n}"}} 1\n' for n in failed]
+    return "".join(out)
+
+
+class Cached:
+    """``fn()`` at most once per ``ttl`` seconds (a scrape every few seconds must not read every
+    DPU each time); the last value in between."""
+
+    def __init__(self, fn: Callable[[], str], ttl: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.fn, self.ttl, self.clock = fn, ttl, clock
+        self._at: float | None = None
+        self._value = ""
+        self._lock = threading.Lock()
+
+    def __call__(self) -> str:
+        with self._lock:
+            now = self.clock()
+            if self._at is None or now - self._at >= self.ttl:
+                self._value, self._at = self.fn(), now
+            return self._value

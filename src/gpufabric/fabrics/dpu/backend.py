@@ -62,6 +62,15 @@ class DpuBackend(FabricBackend[DpuState]):
             items += [*labels, *taints]
         return DpuState.of(items)
 
+    def metrics(self, tenancy: Tenancy) -> str:
+        """The offload report's series (report.py) of every DPU with an offload source."""
+        if not self.offload:
+            return ""
+        from gpufabric.fabrics.dpu.report import metrics_text
+        from gpufabric.fabrics.dpu.site import site_report
+
+        return metrics_text(site_report(self, tenancy))
+
     def apply(self, plan: FabricPlan) -> DpuState:
         if not isinstance(plan, DpuPlan):
             raise TypeError(f"DpuBackend.apply takes a DpuPlan, not {type(plan).__name__}")
