@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,10 @@ def serve(
         finally:
             e.fabrics.close()
 
-    fabric_series = Cached(read_fabric_series) if has_fabrics else (lambda: "")
+    def no_series() -> str:
+        return ""
+
+    fabric_series: Callable[[], str] = Cached(read_fabric_series) if has_fabrics else no_series
     ctx.metrics = lambda: telemetry.render() + loop_metrics(loops) + fabric_series()
     engines: dict[str, Any] = {}
 
