@@ -181,11 +181,13 @@ def test_offload_report_reads_the_configured_dpus_by_default(world: World) -> No
     try:
         e = _open()
         text = fabric_metrics(e)
+        flows = e.fabrics.backends["dpu"].observe().flows  # what the audit's flow-leftover check reads
         e.fabrics.close()
     finally:
         os.environ.pop("GPUFABRIC_HOME", None)
     series = dict(line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#"))
     acme = int(series['gpufabric_dpu_offload_flows{node="gpu-a01",tenant="acme",path="datapath"}'])
+    assert ("gpu-a01", "acme") in flows
     assert acme >= 1 and series['gpufabric_dpu_offload_table_capacity{node="gpu-a01",nic_model="BlueField-2"}'] == "64"
 
     from fastapi.testclient import TestClient

@@ -3,6 +3,8 @@ read-backs, ownership and the audit invariants."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpufabric.domain.errors import ValidationError
@@ -166,6 +168,17 @@ def test_flow_leftovers() -> None:
     t = tenancy([A, B], {"gpu-a01": ("acme", "openshift"), "gpu-a02": None})
     got = list(flow_leftovers(t, [("gpu-a01", "acme"), ("gpu-a02", "acme")]))
     assert [(v.invariant, v.node, v.tenants) for v in got] == [("DPU-TENANT-LEFTOVER", "gpu-a02", ("acme",))]
+
+
+def test_audit_reports_flows_the_observed_state_attributes_to_a_former_tenant() -> None:
+    """The audit runs flow_leftovers on what observe read (DpuState.flows); merge keeps them."""
+    t = tenancy([A, B], {"gpu-a01": ("acme", "openshift"), "gpu-a02": None})
+    d = KIND.desired(t)
+    observed = replace(d, flows=frozenset({("gpu-a01", "acme"), ("gpu-a02", "acme")}))
+    got = [(v.invariant, v.node, v.resource) for v in KIND.audit(t, d, observed)]
+    assert got == [("DPU-TENANT-LEFTOVER", "gpu-a02", "datapath flows")]
+    partial = DpuState.of([OvsSetting("gpu-a01", TENANT_KEY, "acme")], frozenset({"ovs:gpu-a01"}))
+    assert KIND.merge(observed, partial).flows == observed.flows
 
 
 def test_summary() -> None:

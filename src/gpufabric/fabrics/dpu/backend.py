@@ -9,6 +9,7 @@ DPU gates and the OpenShift node lifecycle (:mod:`lifecycle`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError
@@ -60,7 +61,23 @@ class DpuBackend(FabricBackend[DpuState]):
         if self.k8s is not None:
             labels, taints = self.k8s.read()
             items += [*labels, *taints]
-        return DpuState.of(items)
+        return replace(DpuState.of(items), flows=self._flow_tenants(items))
+
+    def _flow_tenants(self, items: Sequence[Item]) -> frozenset[tuple[str, str]]:
+        """(host, tenant) of every datapath flow the offload report attributes to a tenant, on
+        the DPUs with an offload source (the audit's flow leftovers)."""
+        from gpufabric.fabrics.dpu.collect import read_node_offload
+        from gpufabric.fabrics.dpu.report import UNATTRIBUTED, flow_tenant
+
+        lsps = {p.name: p for p in items if isinstance(p, LogicalPort)}
+        pairs: set[tuple[str, str]] = set()
+        for host, src in sorted(self.offload.items()):
+            drv = self.ovs.get(host)
+            if drv is None:
+                continue
+            node = read_node_offload(host, drv.remote, src["appctl"], src["netns"])
+            pairs |= {(host, t) for f in node.flows if (t := flow_tenant(f, node, lsps)) != UNATTRIBUTED}
+        return frozenset(pairs)
 
     def metrics(self, tenancy: Tenancy) -> str:
         """The offload report's series (report.py) of every DPU with an offload source."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE
@@ -39,7 +40,7 @@ def merge(observed: DpuState, read_back: DpuState) -> DpuState:
         return read_back
     covered = read_back.covered
     kept = [i for i in observed.items() if item_object(i) not in covered]
-    return DpuState.of([*kept, *read_back.items()], observed.covered)
+    return replace(DpuState.of([*kept, *read_back.items()], observed.covered), flows=observed.flows)
 
 
 def tenants_seen(observed: DpuState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:

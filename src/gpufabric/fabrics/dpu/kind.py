@@ -146,7 +146,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         return checks.INVARIANTS
 
     def audit(self, tenancy: Tenancy, desired: DpuState, observed: DpuState) -> Iterable[Violation]:
-        return list(checks.audit(tenancy, observed))
+        return [*checks.audit(tenancy, observed), *checks.flow_leftovers(tenancy, observed.flows)]
 
     def summary(self, node: Node) -> str:
         info = node_dpu(node)

@@ -95,6 +95,7 @@ class DpuState:
     ovs: frozenset[OvsSetting] = frozenset()
     ports: frozenset[LogicalPort] = frozenset()
     covered: frozenset[str] | None = None
+    flows: frozenset[tuple[str, str]] = frozenset()  # (host, tenant) of datapath flows (observe, offload sources only)
 
     def items(self) -> frozenset[Item]:
         return frozenset[Item]().union(self.labels, self.taints, self.ovs, self.ports)
