@@ -86,10 +86,10 @@ def _split_ports(
     ib_eff: Callable[[frozenset[int]], frozenset[str]],
 ) -> Iterator[Finding]:
     places: list[tuple[Fabric, str, str, str, frozenset[str]]] = []
-    for p in node.ethernet:
-        key = (p.switch, p.switch_port)
+    for p in {(p.switch, p.managed_port): p for p in node.ethernet}.values():  # a bond's members: once
+        key = (p.switch, p.managed_port)
         if key in idx.eth_vlans:
-            places.append((Fabric.ETHERNET, p.switch, p.switch_port, eth_place(key), eth_eff(idx.eth_vlans[key])))
+            places.append((Fabric.ETHERNET, p.switch, p.managed_port, eth_place(key), eth_eff(idx.eth_vlans[key])))
     for q in node.ib:
         table = idx.observed_tables.get(q.port_guid.value)
         if table is not None:

@@ -56,8 +56,8 @@ def unleased_not_quarantined(inp: AuditInput, idx: AuditIndex) -> Iterator[Findi
     for node in inp.nodes:
         if node.name in idx.node_tenants:
             continue
-        for p in node.ethernet:
-            key = (p.switch, p.switch_port)
+        for p in {(p.switch, p.managed_port): p for p in node.ethernet}.values():  # a bond's members: once
+            key = (p.switch, p.managed_port)
             cfg = idx.observed_eth.get(key)
             if cfg is None or cfg.mode is PortMode.SHUTDOWN:
                 continue  # an unobserved port is reported by X-DRIFT
@@ -69,7 +69,7 @@ def unleased_not_quarantined(inp: AuditInput, idx: AuditIndex) -> Iterator[Findi
                 f"not quarantine vlan {idx.quarantine_vlan}",
                 fabric=ETH,
                 device=p.switch,
-                port=p.switch_port,
+                port=p.managed_port,
                 node=node.name,
                 resource=f"vlan:{fmt_vlans(vlans)}" if vlans else "",
             )

@@ -66,7 +66,7 @@ class AuditIndex:
         ib: dict[int, IbPort] = {}
         for n in inp.nodes:
             for p in n.ethernet:
-                eth[(p.switch, p.switch_port)] = p
+                eth[(p.switch, p.managed_port)] = p
             for q in n.ib:
                 ib[q.port_guid.value] = q
         leased: dict[str, set[str]] = {}

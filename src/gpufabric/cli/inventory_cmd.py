@@ -167,8 +167,8 @@ def _node_doc(n: Node) -> dict[str, object]:
     return {
         "name": n.name,
         **({"offering": n.offering} if n.offering else {}),
-        "ethernet": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, **({"mac": p.mac} if p.mac else {})}
-                     for p in n.ethernet],
+        "ethernet": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, **({"mac": p.mac} if p.mac else {}),
+                      **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})} for p in n.ethernet],
         "ib": [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
                 **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
                 **({"switch_port": p.switch_port} if p.switch_port else {})} for p in n.ib],

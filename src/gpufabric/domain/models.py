@@ -37,15 +37,23 @@ QUARANTINE = "quarantine"
 """The pseudo-tenant that owns every port not in a lease."""
 
 
+BOND_MODES = ("lacp", "active-backup")
+
+
 @dataclass(frozen=True)
 class EthernetPort:
-    """A node NIC cabled to a switch port."""
+    """A node NIC cabled to a switch port. A bonded NIC's switch port is a member of the
+    switch's aggregate interface ``bond`` (port-channel, ``ae``, OVS bond): the VLANs are set on
+    the aggregate, never on the member; the members of one node with the same ``bond`` name on
+    one switch, or on an MLAG/vPC pair of two switches, are one bond."""
 
     node: str
     name: str  # the NIC name on the host, e.g. eth0
     switch: str
     switch_port: str
     mac: str = ""
+    bond: str = ""  # the switch's aggregate interface this port is a member of ("" = not bonded)
+    bond_mode: str = ""  # lacp | active-backup (with bond only)
 
     def __post_init__(self) -> None:
         check_name("ethernet_port.node", self.node)
@@ -53,6 +61,16 @@ class EthernetPort:
             raise ValidationError(
                 "ethernet_port.switch", f"{self.switch}/{self.switch_port}", "non-empty switch and port"
             )
+        if self.bond and self.bond == self.switch_port:
+            raise ValidationError("ethernet_port.bond", self.bond, f"an aggregate interface other than the member {self.switch_port}")
+        if (self.bond_mode or self.bond) and self.bond_mode not in BOND_MODES:
+            what = ", ".join(BOND_MODES) if self.bond else "empty (no bond)"
+            raise ValidationError("ethernet_port.bond_mode", self.bond_mode, what)
+
+    @property
+    def managed_port(self) -> str:
+        """The switch interface that carries this NIC's VLANs: the aggregate when bonded."""
+        return self.bond or self.switch_port
         if self.mac:
             object.__setattr__(self, "mac", check_mac("ethernet_port.mac", self.mac))
 

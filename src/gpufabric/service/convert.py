@@ -61,7 +61,7 @@ def node_to_domain(r: NodeRow) -> Node:
             name=n,
             offering=r.offering,
             state=NodeState(r.state),
-            ethernet=tuple(EthernetPort(n, p.name, p.switch, p.switch_port, p.mac) for p in r.ethernet),
+            ethernet=tuple(EthernetPort(n, p.name, p.switch, p.switch_port, p.mac, p.bond, p.bond_mode) for p in r.ethernet),
             ib=tuple(
                 IbPort(
                     n,
@@ -83,7 +83,9 @@ def node_to_domain(r: NodeRow) -> Node:
 def fill_node_children(row: NodeRow, node: Node) -> None:
     """Append rows for every port, GPU and DPU of ``node`` to ``row``."""
     row.ethernet.extend(
-        EthernetPortRow(name=p.name, switch=p.switch, switch_port=p.switch_port, mac=p.mac) for p in node.ethernet
+        EthernetPortRow(name=p.name, switch=p.switch, switch_port=p.switch_port, mac=p.mac, bond=p.bond,
+                        bond_mode=p.bond_mode)
+        for p in node.ethernet
     )
     row.ib.extend(
         IbPortRow(

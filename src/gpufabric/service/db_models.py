@@ -94,6 +94,8 @@ class EthernetPortRow(Base):
     switch: Mapped[str] = mapped_column(String(255))
     switch_port: Mapped[str] = mapped_column(String(255))
     mac: Mapped[str] = mapped_column(String(17), default="")
+    bond: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    bond_mode: Mapped[str] = mapped_column(String(16), default="", server_default="")
 
     node: Mapped[NodeRow] = relationship(back_populates="ethernet")
 

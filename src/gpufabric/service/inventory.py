@@ -95,6 +95,7 @@ def inventory_from_dict(data: Any, dialects: Mapping[str, str] | None = None) ->
             _unique(first, ("nic", (node.name, p.name)), f"{path}.name", p.name, "NIC names per node")
             sp = f"{p.switch}/{p.switch_port}"
             _unique(first, ("switch_port", (p.switch, p.switch_port)), f"{path}.switch_port", sp, "switch ports")
+        _check_bonds(f"nodes[{i}]", node, first)
         for k, q in enumerate(node.ib):
             path = f"nodes[{i}].ib[{k}]"
             key = ("hca", (node.name, q.device, q.port_num))
@@ -131,8 +132,35 @@ def _node(path: str, raw: Any, dialects: Mapping[str, str]) -> Node:
     )
 
 
+def _check_bonds(path: str, node: Node, first: dict[tuple[str, Any], str]) -> None:
+    """A bond is one node's: on one switch or an MLAG/vPC pair (two), one mode, never another
+    node's aggregate, and its aggregate is not also some NIC's plain switch port."""
+    groups: dict[str, list[EthernetPort]] = {}
+    for p in node.ethernet:
+        if p.bond:
+            groups.setdefault(p.bond, []).append(p)
+    plain = {(p.switch, p.switch_port) for p in node.ethernet}
+    for k, p in enumerate(node.ethernet):
+        at = f"{path}.ethernet[{k}]"
+        if not p.bond:
+            continue
+        members = groups[p.bond]
+        switches = sorted({m.switch for m in members})
+        if len(switches) > 2:
+            raise ValidationError(f"{at}.bond", p.bond, "members on one switch or an MLAG/vPC pair (2 switches)",
+                                  f"on {', '.join(switches)}")
+        if len({m.bond_mode for m in members}) > 1:
+            raise ValidationError(f"{at}.bond_mode", p.bond_mode, f"the same mode on every member of {p.bond}")
+        if (p.switch, p.bond) in plain:
+            raise ValidationError(f"{at}.bond", p.bond, f"an aggregate that is not a member port on {p.switch}")
+        owner = first.setdefault(("bond", (p.switch, p.bond)), node.name)
+        if owner != node.name:
+            raise ValidationError(f"{at}.bond", f"{p.switch}/{p.bond}", "an aggregate of this node only",
+                                  f"it is node {owner}'s")
+
+
 def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, str]) -> EthernetPort:
-    m = _mapping(path, raw, {"name", "switch", "switch_port", "mac"})
+    m = _mapping(path, raw, {"name", "switch", "switch_port", "mac", "bond", "bond_mode"})
     nic = _text(f"{path}.name", _required(path, m, "name"), "the NIC name on the host, e.g. eth0")
     nic = _checked(f"{path}.name", m["name"], lambda: check_port_name(f"{path}.name", nic))
     switch = _text(f"{path}.switch", _required(path, m, "switch"), "the switch name")
@@ -146,7 +174,14 @@ def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, str]) -> Et
     if mac != "":
         allowed = "six colon-separated hex octets as a string, e.g. 52:54:00:12:34:56"
         mac = _checked(f"{path}.mac", mac, lambda: check_mac(f"{path}.mac", _text(f"{path}.mac", mac, allowed)))
-    return EthernetPort(node, nic, switch, port, mac)
+    bond, mode = m.get("bond", ""), m.get("bond_mode", "")
+    if bond != "":
+        bond = _text(f"{path}.bond", bond, "the switch's aggregate interface, e.g. Port-Channel10, ae3, bond0")
+        bond = _checked(f"{path}.bond", m["bond"], lambda: check_port_name("", bond, dialects.get(switch)))
+        mode = mode or "lacp"
+    if mode not in (("lacp", "active-backup") if bond else ("",)):
+        raise ValidationError(f"{path}.bond_mode", mode, "lacp or active-backup" if bond else "only with bond")
+    return EthernetPort(node, nic, switch, port, mac, bond, mode)
 
 
 def _ib(path: str, node: str, raw: Any) -> IbPort:

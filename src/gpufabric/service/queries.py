@@ -137,8 +137,11 @@ class Reader:
                 return [r for r in c.execute(q.order_by(*order)).all() if r[0] in wanted]
 
             E = EthernetPortRow.__table__
-            for nid, name, sw, sp, mac in children(E, E.c.name, E.c.switch, E.c.switch_port, E.c.mac, order=(E.c.name,)):
-                eth.setdefault(nid, []).append({"name": name, "switch": sw, "switch_port": sp, "mac": mac})
+            for nid, name, sw, sp, mac, bond, mode in children(
+                E, E.c.name, E.c.switch, E.c.switch_port, E.c.mac, E.c.bond, E.c.bond_mode, order=(E.c.name,)
+            ):
+                eth.setdefault(nid, []).append({"name": name, "switch": sw, "switch_port": sp, "mac": mac,
+                                                "bond": bond, "bond_mode": mode})
             B = IbPortRow.__table__
             for nid, dev, num, pg, ng, sg, sp in children(
                 B, B.c.device, B.c.port_num, B.c.port_guid, B.c.node_guid, B.c.switch_guid, B.c.switch_port,

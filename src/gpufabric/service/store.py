@@ -382,6 +382,7 @@ def _check_claims(inv: Inventory, rows: dict[str, NodeRow]) -> None:
     for r in rows.values():
         if r.name not in mine:
             eth.update({(p.switch, p.switch_port): r.name for p in r.ethernet})
+            eth.update({(p.switch, p.bond): r.name for p in r.ethernet if p.bond})
             guids.update({p.port_guid: r.name for p in r.ib})
     seen: set[str] = set()
     for n in inv.nodes:
@@ -389,6 +390,11 @@ def _check_claims(inv: Inventory, rows: dict[str, NodeRow]) -> None:
             raise ConflictError(f"node {n.name} is listed twice in the inventory", node=n.name)
         seen.add(n.name)
         for p in n.ethernet:
+            if p.bond and eth.get((p.switch, p.bond), n.name) != n.name:
+                raise ConflictError(
+                    f"aggregate {p.switch}/{p.bond} (node {n.name} {p.name}) is node {eth[(p.switch, p.bond)]}'s",
+                    node=n.name, switch=p.switch, switch_port=p.bond, owner=eth[(p.switch, p.bond)],
+                )  # fmt: skip
             key = (p.switch, p.switch_port)
             if key in eth:
                 raise ConflictError(
@@ -399,6 +405,8 @@ def _check_claims(inv: Inventory, rows: dict[str, NodeRow]) -> None:
                     owner=eth[key],
                 )
             eth[key] = n.name
+            if p.bond:
+                eth[(p.switch, p.bond)] = n.name
         for q in n.ib:
             g = str(q.port_guid)
             if g in guids:

@@ -47,12 +47,12 @@ def node_from(head: Head, bodies: dict[int, Body]) -> Node:
 def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
     """The ports, GPUs and DPUs of the nodes ``names`` (id -> name) in four SELECTs."""
     eth: dict[int, list[EthernetPort]] = defaultdict(list)
-    for nid, pname, switch, sport, mac in s.execute(
+    for nid, pname, switch, sport, mac, bond, mode in s.execute(
         select(EthernetPortRow.node_id, EthernetPortRow.name, EthernetPortRow.switch, EthernetPortRow.switch_port,
-               EthernetPortRow.mac)
+               EthernetPortRow.mac, EthernetPortRow.bond, EthernetPortRow.bond_mode)
     ):  # fmt: skip
         if nid in names:
-            eth[nid].append(EthernetPort(names[nid], pname, switch, sport, mac))
+            eth[nid].append(EthernetPort(names[nid], pname, switch, sport, mac, bond, mode))
     ib: dict[int, list[IbPort]] = defaultdict(list)
     for nid, dev, num, pguid, nguid, sguid, swport in s.execute(
         select(IbPortRow.node_id, IbPortRow.device, IbPortRow.port_num, IbPortRow.port_guid, IbPortRow.node_guid,

@@ -67,6 +67,8 @@ class EthernetPortOut(BaseModel):
     switch: str
     switch_port: str
     mac: str
+    bond: str = Field("", description="The switch's aggregate interface this port is a member of ('' = not bonded)")
+    bond_mode: Literal["", "lacp", "active-backup"] = ""
 
 
 class IbPortOut(BaseModel):

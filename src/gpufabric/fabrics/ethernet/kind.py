@@ -15,17 +15,27 @@ The quarantine VLAN has one source, ``config.yaml``'s ``segments.ethernet.quaran
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ConfigError, VerifyError
-from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, Tenancy, build_driver
+from gpufabric.domain.fabric import (
+    DriverLookup,
+    FabricBackend,
+    FabricKind,
+    FabricPlan,
+    InvariantSpec,
+    Tenancy,
+    build_driver,
+)
+from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet import bonds
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.plan import (
     EthernetPlan,
@@ -136,5 +146,11 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings))
 
+    def invariants(self) -> tuple[InvariantSpec, ...]:
+        return bonds.INVARIANTS
+
+    def audit(self, tenancy: Tenancy, desired: EthState, observed: EthState) -> Iterable[Violation]:
+        return list(bonds.audit(tenancy, observed))
+
     def summary(self, node: Node) -> str:
-        return "\n".join(f"{p.switch}/{p.switch_port}" for p in node.ethernet) or "-"
+        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in node.ethernet) or "-"

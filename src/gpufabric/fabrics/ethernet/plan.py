@@ -2,7 +2,8 @@
 
 The desired and observed slices are ``tuple[SwitchState, ...]`` (one per switch). A leased
 node's ports carry its lease's networks' VLANs (one: access; several: a trunk of exactly
-those); every other port is SHUTDOWN, which a driver realises as shut down or parked alone in
+those) — a bonded port's VLANs sit on its aggregate (port-channel, ``ae``, OVS bond), which
+quarantine shuts as a whole; its members are not configured one by one. Every other port is SHUTDOWN, which a driver realises as shut down or parked alone in
 the quarantine VLAN (never VLAN 1, never untagged).
 """
 
@@ -103,9 +104,9 @@ def desired_switches(tenancy: Tenancy) -> EthState:
     ports: dict[str, list[EthernetPortConfig]] = {}
     for node in tenancy.nodes:
         vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(Fabric.ETHERNET)) and s.vlan]
-        for p in node.ethernet:
-            ports.setdefault(p.switch, []).append(port_config(p.switch, p.switch_port, vlans))
-    return tuple(SwitchState(sw, tuple(sorted(ps))) for sw, ps in sorted(ports.items()))
+        for p in node.ethernet:  # a bond's members share their aggregate: set once, on it
+            ports.setdefault(p.switch, []).append(port_config(p.switch, p.managed_port, vlans))
+    return tuple(SwitchState(sw, tuple(sorted(set(ps)))) for sw, ps in sorted(ports.items()))
 
 
 def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
@@ -139,7 +140,7 @@ def vlan_owners(tenancy: Tenancy, quarantine_vlan: int) -> Mapping[int, str]:
 
 def tenants_seen(observed: EthState, tenancy: Tenancy, quarantine_vlan: int) -> dict[str, frozenset[str]]:
     owners = vlan_owners(tenancy, quarantine_vlan)
-    where = {(p.switch, p.switch_port): n.name for n in tenancy.nodes for p in n.ethernet}
+    where = {(p.switch, p.managed_port): n.name for n in tenancy.nodes for p in n.ethernet}
     out: dict[str, set[str]] = {}
     for sw in observed:
         for cfg in sw.ports:
