@@ -12,7 +12,7 @@ from gpufabric.fabrics.ethernet.dialects import DIALECTS
 
 from contract.ethernet_targets import MIN_PORTS, QUARANTINE_VLAN, EthernetTarget
 from support.memfabric import MemorySwitchDriver
-from support.ssh_double import double_driver, port_names
+from support.ssh_double import AGGREGATE, double_driver, port_names
 
 
 @contextmanager
@@ -25,8 +25,8 @@ def ssh_double_target(dialect: str) -> Callable[[Path], AbstractContextManager[E
     @contextmanager
     def target(_run_dir: Path) -> Iterator[EthernetTarget]:
         ports = port_names(dialect, MIN_PORTS)
-        drv, _ = double_driver(dialect, f"{dialect}-leaf", ports, QUARANTINE_VLAN.value)
-        yield EthernetTarget(drv, ports, KNOWN_GAPS.get(dialect, {}))
+        drv, _ = double_driver(dialect, f"{dialect}-leaf", (*ports, AGGREGATE[dialect]), QUARANTINE_VLAN.value)
+        yield EthernetTarget(drv, ports, KNOWN_GAPS.get(dialect, {}), (AGGREGATE[dialect],))
 
     return target
 

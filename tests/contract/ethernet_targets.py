@@ -33,6 +33,7 @@ class EthernetTarget:
     driver: EthernetSwitchDriver
     ports: tuple[str, ...]  # existing ports the suite may configure freely
     known_gaps: Mapping[str, str] = field(default_factory=dict)  # test name -> why it fails (strict xfail)
+    aggregates: tuple[str, ...] = ()  # existing aggregate interfaces (port-channel, ae, bond) to configure
 
     @property
     def switch(self) -> str:

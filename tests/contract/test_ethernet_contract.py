@@ -71,6 +71,25 @@ def test_observe_after_apply_equals_desired(target: EthernetTarget, make: object
     assert observed(target, target.ports[0]) == desired
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda t, p: access(t, p, 120), id="access"),
+        pytest.param(lambda t, p: trunk(t, p, (221, 222)), id="trunk"),
+        pytest.param(lambda t, p: shutdown(t, p), id="shutdown"),
+    ],
+)
+def test_aggregate_takes_vlans_like_a_port(target: EthernetTarget, make: object) -> None:
+    """A bond's VLANs sit on its aggregate (port-channel / ae / bond): rendered and read back
+    in the dialect's own aggregate name."""
+    if not target.aggregates:
+        pytest.skip("this target has no aggregate interface (OVS bonds: tests/functional/test_ethernet_bond.py)")
+    assert callable(make)
+    desired: EthernetPortConfig = make(target, target.aggregates[0])
+    target.driver.apply([desired])
+    assert observed(target, target.aggregates[0]) == desired
+
+
 def test_apply_leaves_other_ports_alone(target: EthernetTarget) -> None:
     a, b = target.ports[1], target.ports[2]
     target.driver.apply([access(target, a, 300), access(target, b, 301)])

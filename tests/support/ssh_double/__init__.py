@@ -44,6 +44,13 @@ def port_names(dialect: str, n: int) -> tuple[str, ...]:
     return tuple(style[dialect].format(first + i) for i in range(n))
 
 
+AGGREGATE = {
+    "nxos": "port-channel10", "eos": "Port-Channel10", "os10": "port-channel10", "junos": "ae10",
+    "nvue": "bond10", "sonic": "PortChannel10", "ovs": "bond10",
+}  # fmt: skip
+"""One aggregate interface (port-channel / ae / bond) per dialect, named as the vendor names it."""
+
+
 def sample(dialect: str) -> str:
     d = FIXTURES / dialect
     return next(iter(sorted(d.glob("running-config.*")))).read_text()
