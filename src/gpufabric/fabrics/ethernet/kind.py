@@ -136,5 +136,10 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings))
 
-    def summary(self, node: Node) -> str:
-        return "\n".join(f"{p.switch}/{p.switch_port}" for p in node.ethernet) or "-"
+    # ---- display
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
+        return "\n".join(f"{p.switch}/{p.switch_port}" for p in node.ethernet)
+
+    def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
+        return {"ports": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, "mac": p.mac}
+                          for p in node.ethernet]}  # fmt: skip
