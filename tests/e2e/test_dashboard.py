@@ -18,6 +18,7 @@ from gpufabric.lab.serve import serving
 from e2e.conftest import LabEnv
 
 pytestmark = pytest.mark.root
+LAB_DPUS = 2  # gpu-a01 and gpu-a02 get a DPU: the map shows its role
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -53,7 +54,13 @@ def _signed_in(browser: Any, served: dict[str, Any], who: str) -> Any:
     return page
 
 
-def test_sign_in_and_see_the_fabric_map(browser: Any, served: dict[str, Any], tmp_path: Path) -> None:
+def _cells(page: Any, node: str) -> dict[str, str]:
+    """The fabric cells of ``node``'s row on the map: fabric -> its text."""
+    row = page.locator(f"#map tr[data-node='{node}']")
+    return {td.get_attribute("data-fabric"): td.inner_text().strip() for td in row.locator("td[data-fabric]").all()}
+
+
+def test_sign_in_and_see_the_fabric_map(lab: LabEnv, browser: Any, served: dict[str, Any], tmp_path: Path) -> None:
     page = browser.new_page()
     page.goto(served["base"] + "/")
     page.get_by_label("API token").fill("gf_not-a-token")
@@ -62,9 +69,17 @@ def test_sign_in_and_see_the_fabric_map(browser: Any, served: dict[str, Any], tm
     page = _signed_in(browser, served, "admin")
     nodes = [r.get_attribute("data-node") for r in page.locator("#map tbody tr").all()]
     assert nodes == ["gpu-a01", "gpu-a02", "gpu-a03", "gpu-a04"]
+    heads = [h.inner_text() for h in page.locator("#map thead th").all()]
+    assert heads == ["Node", "Tenant", "State", "ethernet", "infiniband", "dpu", "nvlink"]  # every fabric's column
     first = page.locator("#map tbody tr").first
-    assert first.locator(".port").count() == 2  # one Ethernet port and one HCA port per lab node
+    assert first.locator(".port").count() == 4  # one Ethernet port, one HCA port, its DPU and its GPUs
     assert "quarantine" in first.locator(".badge").inner_text()
+    cells = _cells(page, "gpu-a01")
+    assert cells["ethernet"].endswith("/" + lab.eth_ports("gpu-a01")[0])
+    assert cells["infiniband"] == f"mlx5_0/1 {lab.guids('gpu-a01')[0]}"
+    assert cells["nvlink"] == "0/8 GPUs"  # quarantine: no partition
+    assert cells["dpu"].split()[1] == "none" and cells["dpu"].startswith("bf")
+    assert _cells(page, "gpu-a03")["dpu"] == "-"  # no DPU
     page.screenshot(path=str(tmp_path / "map.png"), full_page=True)
 
 
@@ -87,6 +102,22 @@ def test_start_a_move_and_watch_its_phases_complete(browser: Any, served: dict[s
     assert seen & {"pending", "running"}, "the page showed the move before it finished"
     assert move.locator(".phase.complete").count() == 4
     page.wait_for_selector("#map tr[data-node='gpu-a01'] .badge:has-text('alpha')")
+
+
+def test_the_map_shows_the_nvlink_partition_and_dpu_role_of_a_lease(
+    lab: LabEnv, browser: Any, served: dict[str, Any], tmp_path: Path
+) -> None:
+    lab.gf("lease", "create", "--tenant", "beta", "--node", "gpu-a02", "--offering", "openshift", "--gpus", "4")
+    page = _signed_in(browser, served, "admin")
+    page.wait_for_selector("#map tr[data-node='gpu-a02'] .badge:has-text('beta')")
+    cells = _cells(page, "gpu-a02")
+    assert cells["nvlink"] == "4/8 GPUs"  # the lease's partition of 4 of the node's 8 GPUs
+    assert cells["dpu"].endswith(" dpu-host")  # OpenShift: OVN-Kubernetes split across host and DPU
+    assert _cells(page, "gpu-a01")["nvlink"] == "8/8 GPUs" and _cells(page, "gpu-a01")["dpu"].endswith(" none")
+    listed = {n["name"]: n["fabrics"] for n in lab.gfj("node", "list")}  # the CLI's cells are the same
+    assert listed["gpu-a02"]["nvlink"]["summary"] == "4/8 GPUs" and listed["gpu-a02"]["nvlink"]["partition_gpus"] == 4
+    assert listed["gpu-a02"]["dpu"]["dpus"][0]["role"] == "dpu-host"
+    page.screenshot(path=str(tmp_path / "fabrics.png"), full_page=True)
 
 
 def test_injected_drift_appears_as_a_violation_with_drill_down(

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import QUARANTINE, DpuMode, Offering
+from gpufabric.domain.models import QUARANTINE, DpuMode, Node, Offering
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Label, LogicalPort, OvsSetting, Taint
 from gpufabric.fabrics.dpu.profiles import HW_OFFLOAD, TENANT_KEY, offering_role, port_mac
@@ -181,5 +181,11 @@ def test_audit_reports_flows_the_observed_state_attributes_to_a_former_tenant() 
     assert KIND.merge(observed, partial).flows == observed.flows
 
 
-def test_summary() -> None:
-    assert KIND.summary(A) == "bf0 (BlueField-2) -> gpu-a01-bf0"
+def test_summary_and_node_view_show_the_role_in_the_lease_offering() -> None:
+    t = tenancy([A, B], {"gpu-a01": ("acme", "openshift"), "gpu-a02": None})
+    assert KIND.summary(A, t) == "bf0 dpu-host" and KIND.summary(B, t) == "bf0 none"
+    assert KIND.summary(A) == "bf0 dpu"  # who holds it unknown: the DPU's inventory mode
+    assert KIND.node_view(A, t) == {"dpus": [{"name": "bf0", "mode": "dpu", "role": "dpu-host", "dpu_node": "gpu-a01-bf0",
+                                              "nic_model": "BlueField-2", "pf": "ens1f0"}]}  # fmt: skip
+    assert KIND.node_view(B)["dpus"][0]["role"] is None
+    assert KIND.summary(Node("gpu-a03"), t) == "" and KIND.node_view(Node("gpu-a03"), t) == {"dpus": []}

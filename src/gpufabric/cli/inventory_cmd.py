@@ -119,7 +119,8 @@ def import_(
         if json_out:
             emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": res})
         else:
-            console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}) through the API: {escape(res)}")
+            console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}) through the API: "
+                          f"{escape(import_line(res))}")  # fmt: skip
         return
     from gpufabric.service.actions import Actions
 
@@ -134,6 +135,13 @@ def import_(
         console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}): {result}")
         for h in sm_hosts:
             console.print(f"{escape(h)} holds the trusted SM's port: in maintenance, never leasable")
+
+
+def import_line(res: Any) -> str:
+    """The API's import answer ``{added, updated, unchanged}`` as a person reads it (never a dict repr)."""
+    if not isinstance(res, dict):
+        return str(res)
+    return f"{res.get('added', 0)} added, {res.get('updated', 0)} updated, {res.get('unchanged', 0)} unchanged"
 
 
 def _fabrics_yaml() -> dict[str, Any]:

@@ -9,7 +9,7 @@ import typer
 
 from gpufabric.cli.backend import ALL, backend, items
 from gpufabric.cli.common import JSON_OPT, actions, reader
-from gpufabric.cli.output import console, emit_json, table
+from gpufabric.cli.output import console, emit_json, node_table, table
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import NotFoundError
 
@@ -21,42 +21,35 @@ def _node(name: str) -> dict[str, Any]:
     if r:
         n: dict[str, Any] = r.get(f"/nodes/{name}")
         return n
-    found = reader().nodes(LOCAL_ADMIN, 1, 0, name=name)[0]
+    rd = reader()
+    found = rd.nodes(LOCAL_ADMIN, 1, 0, name=name)[0]
     if not found:
         raise NotFoundError("node", name)
-    return dict(found[0])
+    from gpufabric.service.columns import with_fabrics
+
+    return with_fabrics(found, rd.store)[0]
 
 
 @app.command("list")
 def list_nodes(
     tenant: str = typer.Option(None, "--tenant", help="Only nodes held by this tenant (or quarantine)."),
     state: str = typer.Option(None, "--state"),
+    wide: bool = typer.Option(False, "--wide", help="Every port of every fabric in full (and the offering)."),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """List nodes with their tenant, state, Ethernet ports and IB port GUIDs."""
+    """List nodes with their tenant, state and one column per fabric (``--wide``: every port)."""
     r = backend()
     if r:
         nodes = items(r.get("/nodes", tenant=tenant, state=state, limit=1000))
     else:
-        nodes = reader().nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0]
+        from gpufabric.service.columns import with_fabrics
+
+        rd = reader()
+        nodes = with_fabrics(rd.nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0], rd.store)
     if json_out:
         emit_json(nodes)
         return
-    table(
-        f"{len(nodes)} nodes",
-        ["node", "tenant", "offering", "state", "ethernet (switch/port)", "IB port GUIDs"],
-        [
-            (
-                n["name"],
-                n["tenant"],
-                n["offering"] or "-",
-                n["state"],
-                "\n".join(f"{p['switch']}/{p['switch_port']}" for p in n["ports"]["ethernet"]) or "-",
-                "\n".join(f"{p['device']}/{p['port_num']} {p['port_guid']}" for p in n["ports"]["infiniband"]) or "-",
-            )
-            for n in nodes
-        ],
-    )
+    node_table(nodes, wide)
 
 
 @app.command("show")

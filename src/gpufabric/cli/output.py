@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape as _rich_escape
 from rich.table import Table
@@ -14,7 +15,7 @@ from rich.table import Table
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.serial import jsonable
 
-__all__ = ["console", "emit_json", "escape", "fail", "jsonable", "table"]
+__all__ = ["compact", "console", "emit_json", "escape", "fail", "jsonable", "node_table", "table"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -36,6 +37,91 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
     for r in rows:
         t.add_row(*[escape(x) for x in r])
     console.print(t)
+
+
+ELLIPSIS = "\u2026"
+GAP = 2  # characters between two columns of the node table
+
+
+def compact(cell: str, width: int) -> str:
+    """A multi-line cell in one line of at most ``width`` characters: its first line, then
+    ``+N`` for the N lines left out. Whole words are kept; the first word that does not fit
+    keeps the end of each of its ``/`` parts (the distinctive part of a switch, a port or a
+    GUID) after an ellipsis, e.g. ``…af01/…01p0`` or ``mlx5_0/1… +1``. Never wraps, never cuts
+    the ``+N``; ``node list --wide`` shows every line in full."""
+    lines = [ln for ln in cell.splitlines() if ln.strip()]
+    if not lines:
+        return "-"
+    more = f" +{len(lines) - 1}" if len(lines) > 1 else ""
+    room = max(width - len(more), 1)
+    out = ""
+    for word in lines[0].split():
+        sep = " " if out else ""
+        if len(out) + len(sep) + len(word) <= room:
+            out += sep + word
+            continue
+        left = room - len(out) - len(sep)
+        short = _tails(word, left) if left >= 4 else ""
+        out += (sep + short) if short else ELLIPSIS
+        break
+    return out[:room] + more
+
+
+def _tails(word: str, width: int) -> str:
+    """``word`` in ``width`` characters: each ``/`` part that is too long keeps its end after ``…``."""
+    parts = word.split("/")
+    budget = (width - (len(parts) - 1)) // len(parts)
+    if budget < 3:
+        return ELLIPSIS + word[-(width - 1):]
+    return "/".join(p if len(p) <= budget else ELLIPSIS + p[-(budget - 1):] for p in parts)
+
+
+def _fit(needs: list[int], room: int) -> list[int]:
+    """Column widths for ``needs`` within ``room`` (water-filling: small columns get all they need)."""
+    widths = [0] * len(needs)
+    todo = sorted(range(len(needs)), key=lambda i: needs[i])
+    for n, i in enumerate(todo):
+        share = max(room // (len(todo) - n), 1)
+        widths[i] = needs[i] if needs[i] * 4 <= share * 5 else share  # a cell a bit over its share stays whole
+        room -= widths[i]
+    return widths
+
+
+def node_table(nodes: Sequence[dict[str, Any]], wide: bool = False, width: int | None = None) -> None:
+    """The node table: node, tenant, state, then one column per fabric from each node's
+    ``fabrics.<name>.summary`` (the cells of :func:`gpufabric.service.columns.fabric_cells`).
+    It fits ``width`` (the terminal's, 80 when not a terminal) with each fabric cell on one
+    line; ``wide``: the offering too and every line of every cell in full, on one line each."""
+    columns: list[str] = []
+    for n in nodes:
+        columns += [c for c in n.get("fabrics", {}) if c not in columns]
+    head = ["node", "tenant", "state"] + (["offering", "owner"] if wide else [])
+    rows = [[n["name"], n["tenant"], n["state"]] + ([n.get("offering") or "-", n.get("owner") or "-"] if wide else [])
+            for n in nodes]  # fmt: skip
+    cells = [[str(n.get("fabrics", {}).get(c, {}).get("summary") or "") for c in columns] for n in nodes]
+    t = Table(title=escape(f"{len(nodes)} nodes"), box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+              collapse_padding=True)
+    fixed = [max([len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(head)]
+    for h, w in zip(head, fixed, strict=True):
+        t.add_column(h, no_wrap=True, min_width=w)
+    if wide:
+        for c in columns:
+            t.add_column(c, no_wrap=True)
+        for r, cs in zip(rows, cells, strict=True):
+            t.add_row(*[escape(x) for x in r], *[escape(x or "-") for x in cs])
+        need = sum(fixed) + GAP * len(head) + sum(GAP + max([len(c)] + [len(ln) for cs in cells for ln in cs[i].splitlines()])
+                                                 for i, c in enumerate(columns))  # fmt: skip
+        Console(width=max(need, width or console.width)).print(t)
+        return
+    total = width or console.width
+    room = total - sum(fixed) - GAP * (len(head) + len(columns) - 1)
+    needs = [max([len(c)] + [len(compact(cs[i], 10_000)) for cs in cells]) for i, c in enumerate(columns)]
+    widths = _fit(needs, room)
+    for c, w in zip(columns, widths, strict=True):
+        t.add_column(c[:w] if len(c) > w else c, no_wrap=True, width=w, overflow="crop")
+    for r, cs in zip(rows, cells, strict=True):
+        t.add_row(*[escape(x) for x in r], *[escape(compact(x, w)) for x, w in zip(cs, widths, strict=True)])
+    Console(width=total).print(t)
 
 
 def fail(e: GpufabricError, json_mode: bool) -> NoReturn:

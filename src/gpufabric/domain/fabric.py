@@ -203,11 +203,13 @@ class FabricKind(ABC, Generic[D, S]):
         return ()
 
     # ---- display
-    def summary(self, node: Node) -> str:
-        """One cell of the node table: this fabric's resources of ``node``."""
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
+        """One cell of the node table: this fabric's resources of ``node``, one line per
+        resource in full (``node list --wide``; the 80-column table abbreviates it).
+        ``tenancy``: who holds the node now (None: unknown, shown as in quarantine)."""
         return ""
 
-    def node_view(self, node: Node) -> Mapping[str, Any]:
+    def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
         """This fabric's JSON fragment of ``node`` (``GET /api/v1/nodes/N`` and
         ``node list --json``, under ``fabrics.<instance>``). Default: nothing."""
         return {}

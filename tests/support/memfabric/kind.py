@@ -167,5 +167,5 @@ class MemoryKind(FabricKind[MemState, MemState]):
                                 fabric=FABRIC, device="memory", port=port, node=node,
                                 tenants=tuple(sorted({t for t in (got, want) if t and t != QUARANTINE})))  # fmt: skip
 
-    def summary(self, node: Node) -> str:
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
         return ", ".join(node_ports(node.name, self.ports_per_node))

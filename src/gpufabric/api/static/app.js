@@ -99,32 +99,42 @@ async function refresh() {
   await renderMap();  // after the audit: it marks drifted ports
 }
 
-function portCell(kind, label, key, tenant, title) {
-  const drift = state.drift.get(key);
-  const cls = `port ${colour(tenant)}${drift ? " drift" : ""}${state.focused === key ? " focus" : ""}`;
-  // only drifted ports are tab stops (a 400-node map would be thousands); drill-down focuses any
-  const cell = el("li", { class: cls, id: `port-${key}`, tabindex: drift ? "0" : "-1",
-                          title: drift ? `${title} — ${drift}` : title,
-                          "aria-label": `${kind} ${label}: ${tenant}${drift ? ", drift: " + drift : ""}` },
-                  drift ? "\u26a0 " : "", label);
-  return cell;
+// One cell per fabric and node: the lines of the node's fabrics.<name>.summary (the same cells
+// as `gpufabric node list`). A line holding the port of a violation of that fabric is marked drifted.
+function fabricLine(fabric, line, node, tenant) {
+  const words = line.split(/[\s/]+/).filter(Boolean);
+  const hit = words.find((w) => state.drift.has(`${fabric}|${w}`));
+  const key = hit ? `${fabric}|${hit}` : "";
+  const drift = hit ? state.drift.get(key) : "";
+  const cls = `port ${colour(tenant)}${drift ? " drift" : ""}${key && state.focused === key ? " focus" : ""}`;
+  // only drifted ports are tab stops (a 400-node map would be thousands); drill-down focuses them
+  const attrs = { class: cls, "data-fabric": fabric, tabindex: drift ? "0" : "-1",
+                  title: drift ? `${node} ${fabric} ${line} — ${drift}` : `${node} ${fabric} ${line}`,
+                  "aria-label": `${fabric} ${line}: ${tenant}${drift ? ", drift: " + drift : ""}` };
+  if (key) attrs.id = `port-${key}`;
+  return el("li", attrs, drift ? "\u26a0 " : "", line);
 }
 
 async function renderMap() {
   const data = await api("/nodes?limit=1000");
   const tenants = new Set();
+  const fabrics = [];
+  for (const n of data.items) for (const f of Object.keys(n.fabrics || {})) if (!fabrics.includes(f)) fabrics.push(f);
+  const head = $("#map thead tr");
+  const want = ["Node", "Tenant", "State", ...fabrics];
+  if ([...head.children].map((th) => th.textContent).join("|") !== want.join("|"))
+    head.replaceChildren(...want.map((h) => el("th", { scope: "col" }, h)));
   const rows = data.items.map((n) => {
     tenants.add(n.tenant);
-    const eth = el("ul", { class: "ports" }, ...n.ports.ethernet.map((p) =>
-      portCell("Ethernet", `${p.name} ${p.switch}/${p.switch_port}`, `eth-${p.switch}-${p.switch_port}`, n.tenant,
-               `${n.name} ${p.name} on ${p.switch} ${p.switch_port}`)));
-    const ib = el("ul", { class: "ports" }, ...n.ports.infiniband.map((p) =>
-      portCell("InfiniBand", `${p.device}/${p.port_num}`, `ib-${p.port_guid}`, n.tenant,
-               `${n.name} ${p.device} port ${p.port_num} GUID ${p.port_guid}`)));
+    const cells = fabrics.map((f) => {
+      const lines = (n.fabrics?.[f]?.summary || "").split("\n").filter(Boolean);
+      return el("td", { "data-fabric": f }, lines.length
+        ? el("ul", { class: "ports" }, ...lines.map((line) => fabricLine(f, line, n.name, n.tenant))) : "-");
+    });
     return el("tr", { "data-node": n.name },
       el("th", { scope: "row" }, n.name),
       el("td", {}, el("span", { class: `badge ${colour(n.tenant)}` }, n.tenant)),
-      el("td", {}, n.state), el("td", {}, eth), el("td", {}, ib));
+      el("td", {}, n.state), ...cells);
   });
   fill($("#map tbody"), rows);
   fill($("#legend"), [...tenants].sort().map((t) => el("span", { class: `badge ${colour(t)}` }, t)));
@@ -215,7 +225,7 @@ async function renderAudit() {
   const vs = data.report.violations;
   $("#audit-none").textContent = `Last audit ${fmtTime(data.at)}: ${vs.length} violation(s).`;
   fill($("#violations tbody"), vs.map((v) => {
-    const key = v.fabric === "infiniband" ? `ib-${v.port}` : `eth-${v.device}-${v.port}`;
+    const key = `${v.fabric}|${v.port}`;
     if (v.port) state.drift.set(key, `${v.invariant}: ${v.message}`);
     const where = [v.node, v.device, v.port].filter(Boolean).join(" ");
     const link = v.port ? el("a", { href: `#port-${key}`, class: "drill", onclick: (ev) => drill(ev, key) }, where)

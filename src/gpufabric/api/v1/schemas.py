@@ -95,6 +95,17 @@ class DpuOut(BaseModel):
     mode: str
 
 
+class FabricViewOut(BaseModel):
+    """One fabric's part of a node: ``summary`` (its table cell) and the kind's ``node_view``."""
+
+    model_config = ConfigDict(extra="allow")
+    summary: str = Field(
+        description="The node's resources on this fabric, one line each (the node table's and the dashboard's cell; "
+        "empty: none). The other keys are the fabric kind's own: ethernet and infiniband `ports`, nvlink `gpus` and "
+        "`partition_gpus` (GPUs of the partition the lease holds, 0 in quarantine), dpu `dpus` with their `role`"
+    )
+
+
 class NodeOut(BaseModel):
     name: str
     offering: str
@@ -105,6 +116,9 @@ class NodeOut(BaseModel):
     ports: Ports
     gpus: list[GpuOut]
     dpus: list[DpuOut]
+    fabrics: dict[str, FabricViewOut] = Field(
+        default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
+    )
 
 
 class NodePage(BaseModel):

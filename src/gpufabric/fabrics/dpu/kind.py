@@ -45,7 +45,7 @@ from gpufabric.fabrics.dpu.capacity import parse_capacity
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
-from gpufabric.fabrics.dpu.profiles import desired_state
+from gpufabric.fabrics.dpu.profiles import desired_state, offering_role
 from gpufabric.fabrics.dpu.site import parse_sources
 
 SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls", "mst", "drain", "offload", "capacity"})
@@ -148,9 +148,26 @@ class DpuKind(FabricKind[DpuState, DpuState]):
     def audit(self, tenancy: Tenancy, desired: DpuState, observed: DpuState) -> Iterable[Violation]:
         return [*checks.audit(tenancy, observed), *checks.flow_leftovers(tenancy, observed.flows)]
 
-    def summary(self, node: Node) -> str:
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
+        """``<dpu> <role>``: the DPU and its OVN-Kubernetes role in the node's offering now
+        (``none`` in quarantine; its inventory mode when who holds the node is unknown)."""
         info = node_dpu(node)
-        return "" if info is None else f"{info.name} ({info.nic_model}) -> {info.dpu_node}"
+        if info is None:
+            return ""
+        return f"{info.name} {info.mode.value if tenancy is None else dpu_role(node, tenancy)}"
+
+    def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
+        info = node_dpu(node)
+        if info is None:
+            return {"dpus": []}
+        role = None if tenancy is None else dpu_role(node, tenancy)
+        return {"dpus": [{"name": info.name, "mode": info.mode.value, "role": role, "dpu_node": info.dpu_node,
+                          "nic_model": info.nic_model, "pf": info.pf}]}  # fmt: skip
+
+
+def dpu_role(node: Node, tenancy: Tenancy) -> str:
+    """The host's OVN-Kubernetes role in the offering of its lease (``none`` in quarantine)."""
+    return offering_role(tenancy.offering(node.name))
 
 
 __all__ = ["DpuKind", "DpuPlan", "DpuState"]

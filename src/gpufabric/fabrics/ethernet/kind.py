@@ -152,5 +152,11 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def audit(self, tenancy: Tenancy, desired: EthState, observed: EthState) -> Iterable[Violation]:
         return list(bonds.audit(tenancy, observed))
 
-    def summary(self, node: Node) -> str:
-        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in node.ethernet) or "-"
+    # ---- display
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
+        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in node.ethernet)
+
+    def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
+        return {"ports": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, "mac": p.mac,
+                           **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})}
+                          for p in node.ethernet]}  # fmt: skip

@@ -185,5 +185,15 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             for f in (check_hardening(settings) if settings else ())
         )
 
-    def summary(self, node: Node) -> str:
-        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in node.ib) or "-"
+    # ---- display
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
+        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in node.ib)
+
+    def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
+        return {
+            "ports": [
+                {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
+                 "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}
+                for p in node.ib
+            ]
+        }  # fmt: skip

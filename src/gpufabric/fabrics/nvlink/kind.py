@@ -136,8 +136,32 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         return list(nvaudit.audit(desired, observed))
 
     # ---- display
-    def summary(self, node: Node) -> str:
-        return f"{len(node.gpus)} GPUs" if node.gpus else ""
+    def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
+        """``K/N GPUs``: the size of the partition the node's lease holds (0 in quarantine) of
+        its N GPUs; ``N GPUs`` when who holds it is unknown."""
+        if not node.gpus:
+            return ""
+        k = partition_gpus(node, tenancy)
+        return f"{len(node.gpus)} GPUs" if k is None else f"{k}/{len(node.gpus)} GPUs"
+
+    def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
+        """The node's GPUs and ``partition_gpus``, the size of the NVLink partition its lease
+        holds (0: none, in quarantine; null: unknown). The partition id is the diff's to pick
+        against Fabric Manager, so it is not shown here."""
+        return {
+            "gpus": [{"module_id": g.module_id.value, "pci_bus_id": g.pci_bus_id} for g in node.gpus],
+            "partition_gpus": partition_gpus(node, tenancy) if node.gpus else 0,
+        }
+
+
+def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:
+    """GPUs of the partition the lease of ``node`` holds in ``tenancy`` (0: in quarantine)."""
+    if tenancy is None:
+        return None
+    lease = tenancy.owners.get(node.name)
+    if lease is None:
+        return 0
+    return len(node.gpus) if lease.gpus is None else lease.gpus
 
 
 def partition_of(observed: NvlinkState, node: str) -> tuple[Partition, ...]:
