@@ -161,3 +161,17 @@ def test_quarantine_shuts_the_bond_as_a_whole(lab: Bonded) -> None:
     assert lab.tag(f"{lab.p}lb") == str(Q)
     assert lab.ovs.vsctl("get", "port", f"{lab.p}lb", "protected").strip() == "true"
     assert not lab.ping()
+
+
+def test_a_member_cut_during_a_move_leaves_the_bond_in_one_tenant(lab: Bonded) -> None:
+    """l1 goes down while the node moves back into the tenant: the move sets the bond (not
+    the members), the node is reachable over l2, and both members attach again afterwards."""
+    run(["ip", "-n", lab.ns, "link", "set", f"{lab.p}l1", "down"])
+    try:
+        assert lab.move({"bonded": "acme", "plain": "acme"}) == [(f"{lab.p}lb", PortMode.ACCESS)]
+        assert lab.tag(f"{lab.p}lb") == str(VLAN)
+        _wait("ping over l2 alone", lab.ping)
+    finally:
+        run(["ip", "-n", lab.ns, "link", "set", f"{lab.p}l1", "up"])
+    _wait("both members attached again", lambda: lab.appctl("lacp/show", f"{lab.p}lb").count("current attached") == 2)
+    _wait("ping over both", lab.ping)
