@@ -25,6 +25,8 @@ from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, quota_confi
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
 
+LEADER_BEAT = 1.0  # seconds between a standby's tries for the loops' lock (and the leader's check it holds it)
+
 
 def _loopback(host: str) -> bool:
     if host == "localhost":
@@ -89,6 +91,7 @@ def serve(
     from gpufabric.api.deps import ApiContext
     from gpufabric.api.limits import ApiLimits
     from gpufabric.service.auth import Tokens
+    from gpufabric.service.loop_leader import LoopLeader
     from gpufabric.service.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
     from gpufabric.service.reconcile import Policy, reconcile_once
     from gpufabric.service.telemetry import Cached, Telemetry, fabric_metrics
@@ -111,6 +114,7 @@ def serve(
     has_fabrics = fabrics_path().exists()
     worker_id = f"{os.uname().nodename}:{os.getpid()}:serve"
     progress = MoveProgress(store, worker_id)
+    leader = LoopLeader(store)  # reconcile and the rogue-SM watch: one replica at a time
 
     def engine(**kw: Any) -> Any:
         from gpufabric.service.fabrics import Fabrics
@@ -136,7 +140,10 @@ def serve(
         return ""
 
     fabric_series: Callable[[], str] = Cached(read_fabric_series) if has_fabrics else no_series
-    ctx.metrics = lambda: telemetry.render() + loop_metrics(loops) + fabric_series()
+    def leader_series() -> str:
+        return f"# TYPE gpufabric_loops_leader gauge\ngpufabric_loops_leader {int(leader.held)}\n"
+
+    ctx.metrics = lambda: telemetry.render() + loop_metrics(loops) + fabric_series() + leader_series()
     engines: dict[str, Any] = {}
 
     def warm() -> Any:
@@ -159,6 +166,8 @@ def serve(
                 progress.record(m.id, m.phase.value, f"move {m.status.value} in {time.monotonic() - t0:.2f}s")
 
     def reconcile_pass() -> None:
+        if not leader.held:
+            return  # a standby: the leader's loop repairs (see leader_pass)
         e = warm()
         result = reconcile_once(e, pol, resume_moves=False)
         telemetry.record_reconcile(result)
@@ -166,15 +175,24 @@ def serve(
         ctx.set_audit(report)
         ctx.last_reconcile = {"at": datetime.now(UTC).isoformat(), **result.to_dict()}
 
+    def leader_pass() -> None:
+        """Take the loops' lock when free (a standby replaces a dead leader within one beat)."""
+        was = leader.held
+        if leader.try_lead() and not was:
+            err_console.print(f"{worker_id}: leads the reconcile loop and the rogue-SM watch")
+            loops.wake("reconcile")
+
     if has_fabrics:
         loops.start("worker", worker_pass, poll)
         if interval > 0:
+            leader_pass()
+            loops.start("leader", leader_pass, LEADER_BEAT)
             loops.start("reconcile", reconcile_pass, interval)
             watch = RogueWatch(  # rogue SMs in seconds, not at the next reconcile pass
                 lambda: loops.wake("reconcile"),
                 on_suspect=lambda f: err_console.print(f"sm-watch: {'; '.join(f)[:300]}: reconcile now"),
             )
-            loops.start("sm-watch", lambda: watch.run(warm().fabrics.backends), WATCH_INTERVAL)
+            loops.start("sm-watch", lambda: watch.run(warm().fabrics.backends) if leader.held else (), WATCH_INTERVAL)
     scheme = "https" if tls_cert else "http"
     if json_out:
         emit_json({"listening": f"{scheme}://{host}:{port}", "openapi": f"{scheme}://{host}:{port}/openapi.json",
@@ -201,3 +219,4 @@ def serve(
         if probe_server is not None:
             probe_server.should_exit = True
         loops.shutdown()
+        leader.release()
