@@ -7,6 +7,7 @@ and the exit code of its level. The command runs as an operator runs it (its own
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -170,3 +171,17 @@ def test_store_one_migration_behind(home: Path, tmp_path: Path) -> None:
     assert rc == 3
     c = next(c for c in bad(checks) if c["id"] == "STORE-MIGRATIONS")
     assert f"at migration {int(head) - 1:04d}, this gpufabric's head is {head}" in c["message"]
+
+
+def test_fabric_port_of_a_known_host_not_in_the_inventory(home: Path, tmp_path: Path) -> None:
+    shutil.copy(home / "gpufabric.db", tmp_path / "g.db")
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    with Store.open(url) as s:
+        a01 = s.node("gpu-a01")
+        s.upsert_inventory(Inventory((dataclasses.replace(a01, ib=a01.ib[:1]),)))
+        dropped = a01.ib[1]
+    rc, checks = site_check(home, GPUFABRIC_DB=url)
+    assert rc == 1
+    [c] = bad(checks)
+    assert (c["id"], c["severity"], c["subject"]) == ("IB-UNKNOWN-PORT", "warning", str(dropped.port_guid))
+    assert "inventory node gpu-a01" in c["message"] and f"gpu-a01 {dropped.device}" in c["message"]
