@@ -1,4 +1,5 @@
-"""``gpufabric site check`` on the real lab (OVS leaf/spine + ibsim/OpenSM, 2 nodes x 2 HCAs):
+"""``gpufabric site check`` on the real lab (OVS leaf/spine + ibsim/OpenSM + stand-in Fabric Managers,
+2 nodes x 2 HCAs x 8 GPUs):
 the lab as `lab up` writes it passes; each broken site (a wrong trusted SM GUID, an SSH switch
 whose host key is unknown, a VLAN pool the uplink trunk does not carry, a PKey of the pool
 already used by a partition gpufabric did not write, an inventory port not on its switch nor
@@ -53,7 +54,7 @@ def bad(checks: list[dict[str, str]]) -> list[dict[str, str]]:
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     h = tmp_path_factory.mktemp("sitecheck")
     try:
-        up = cli(h, "lab", "up", "--nodes", "2", "--gpus-per-node", "0", "--json")
+        up = cli(h, "lab", "up", "--nodes", "2", "--json")  # 8 GPUs each: a stand-in Fabric Manager per node
         assert up.returncode == 0, up.stderr
         yield h
     finally:
@@ -82,6 +83,7 @@ def test_the_lab_passes(home: Path) -> None:
     assert rc == 0 and bad(checks) == []
     assert {"STORE-MIGRATIONS", "STORE-CLOCK", "ETH-REACH", "ETH-TRUNK-VLANS", "ETH-INVENTORY-PORT", "IB-REACH",
             "IB-TRUSTED-SM", "IB-HARDENING", "IB-PKEY-POOL", "IB-INVENTORY-PORT"} <= ids  # fmt: skip
+    assert sorted(c["subject"] for c in checks if c["id"] == "NVLINK-REACH") == ["gpu-a01", "gpu-a02"]
     sm = next(c for c in checks if c["id"] == "IB-TRUSTED-SM")
     assert sm["subject"] == "0x0002c90310000001" and "master" in sm["message"]
 

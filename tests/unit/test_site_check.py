@@ -3,11 +3,13 @@ hardening reading, the PKey pool against foreign partitions, VLAN range renderin
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpufabric.domain.models import Fabric, Network, Segment
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
 from gpufabric.domain.state import IbFabricState, PkeyTable, SmSeen, SmState
-from gpufabric.domain.values import Guid, PKey
+from gpufabric.domain.values import Guid, ModuleId, PKey
 from gpufabric.fabrics.ethernet.site_check import _ranges
 from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
 from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, trusted_sms
@@ -52,3 +54,41 @@ def test_pkey_pool_against_foreign_partitions_and_tables() -> None:
 
 def test_vlan_ranges_render_compactly() -> None:
     assert _ranges([5, 1, 2, 3, 9, 10]) == "1-3,5,9-10"
+
+
+class _Fails:
+    def read(self) -> None:
+        raise ValueError("certificate verify failed: self-signed certificate")
+
+
+class _Reads:
+    def read(self) -> tuple[()]:
+        return ()
+
+
+class _Dpu:
+    def __init__(self) -> None:
+        self.ovs = {"gpu-a01": _Reads()}
+        self.ovn, self.k8s = _Fails(), None
+
+
+def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
+    from gpufabric.domain.models import Dpu, Node
+    from gpufabric.fabrics.dpu.site_check import dpu_site_checks
+
+    nodes = (Node("gpu-a01"), Node("gpu-a02", dpus=(Dpu("gpu-a02", "bf3-0"),)))
+    got = [(c.id, c.level, c.subject) for c in dpu_site_checks(_Dpu(), SiteContext(nodes=nodes))]
+    assert got == [("DPU-REACH", CheckLevel.OK, "ovs:gpu-a01"), ("DPU-REACH", CheckLevel.ERROR, "ovn_nb"),
+                   ("DPU-INVENTORY", CheckLevel.ERROR, "gpu-a02")]  # fmt: skip
+    assert "certificate verify failed" in dpu_site_checks(_Dpu(), SiteContext())[1].message
+
+
+def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
+    from gpufabric.domain.models import Gpu, Node
+    from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
+    from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
+
+    drv = FmpmDriver({"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)
+    nodes = (Node("gpu-a02", gpus=(Gpu("gpu-a02", ModuleId(1)),)),)
+    got = [(c.id, c.level, c.subject) for c in nvlink_site_checks(drv, SiteContext(nodes=nodes))]
+    assert got == [("NVLINK-REACH", CheckLevel.ERROR, "gpu-a01"), ("NVLINK-INVENTORY", CheckLevel.ERROR, "gpu-a02")]

@@ -6,7 +6,7 @@ holds...), each with an id, a level, a message and the subject it is about; and 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -66,3 +66,23 @@ class SiteContext:
     @property
     def node_names(self) -> frozenset[str]:
         return frozenset(n.name for n in self.nodes)
+
+
+def device_check(check_id: str, subject: str, read: Callable[[], Any], what: str) -> SiteCheck:
+    """One device read with its configured driver: ok (``what`` answers), or the error the
+    driver raised (a refused certificate, a timeout, a refused login), as an error finding."""
+    try:
+        read()
+    except Exception as e:
+        msg = getattr(e, "message", None) or str(e) or type(e).__name__
+        return SiteCheck(check_id, CheckLevel.ERROR, f"{what}: {msg}", subject)
+    return SiteCheck(check_id, CheckLevel.OK, f"{what} answers", subject)
+
+
+def transport_checks(check_id: str, where: str, backend: object) -> list[SiteCheck]:
+    """A warning per transport its driver runs below the secure default (``transport_notes()``)."""
+    notes: Any = getattr(backend, "transport_notes", None)
+    return [
+        SiteCheck(check_id, CheckLevel.WARNING, f"{where} options.{n.setting}: {n.message}", n.device)
+        for n in (notes() if callable(notes) else ())
+    ]
