@@ -127,7 +127,11 @@ def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext)
     notes: Any = getattr(sm, "transport_notes", None)
     for n in notes() if callable(notes) else ():
         out.append(SiteCheck("IB-TRANSPORT", WARN, f"fabrics.yaml infiniband options.{n.setting}: {n.message}", device))
-    out += trusted_sms(state, trusted)
+    if isinstance(sm, OpenSMDriver) or state.sms:
+        out += trusted_sms(state, trusted)
+    else:  # UFM runs the subnet's SM itself; its REST API gives no SMInfo of the subnet
+        out.append(SiteCheck("IB-TRUSTED-SM", WARN, f"{device}: the SMs that answer are not checked against "
+                             "trusted_sm_guids (this driver reads no SMInfo)", device))  # fmt: skip
     out += hardening(state, device)
     try:
         foreign = foreign_partitions(sm)
