@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufabric.domain.models import Fabric, Network, Segment
+from gpufabric.domain.drivers import EthernetSwitchDriver
+from gpufabric.domain.errors import ApplyError
+from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
-from gpufabric.domain.state import IbFabricState, PkeyTable, SmSeen, SmState
-from gpufabric.domain.values import Guid, ModuleId, PKey
-from gpufabric.fabrics.ethernet.site_check import _ranges
+from gpufabric.domain.state import EthernetPortConfig, IbFabricState, PkeyTable, PortMode, SmSeen, SmState, SwitchState
+from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
+from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
 from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
 from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, trusted_sms
 
@@ -92,3 +94,47 @@ def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
     nodes = (Node("gpu-a02", gpus=(Gpu("gpu-a02", ModuleId(1)),)),)
     got = [(c.id, c.level, c.subject) for c in nvlink_site_checks(drv, SiteContext(nodes=nodes))]
     assert got == [("NVLINK-REACH", CheckLevel.ERROR, "gpu-a01"), ("NVLINK-INVENTORY", CheckLevel.ERROR, "gpu-a02")]
+
+
+class _Switch(EthernetSwitchDriver):
+    def __init__(self, ports: tuple[EthernetPortConfig, ...], error: Exception | None = None) -> None:
+        self.ports, self.error = ports, error
+
+    @property
+    def switch(self) -> str:
+        return "leaf9"
+
+    def observe(self) -> SwitchState:
+        if self.error is not None:
+            raise self.error
+        return SwitchState("leaf9", self.ports)
+
+    def apply(self, changes: object) -> None:
+        raise AssertionError("site check never applies")
+
+
+def _access(port: str) -> EthernetPortConfig:
+    return EthernetPortConfig("leaf9", port, PortMode.ACCESS, VlanId(4000))
+
+
+def test_ethernet_switch_ports_trunks_and_unknown_ports() -> None:
+    up = EthernetPortConfig("leaf9", "up1", PortMode.TRUNK, None, tuple(VlanId(v) for v in range(2000, 2500)))
+    drv = _Switch((up, _access("p1"), _access("p2"), _access("p3")))
+    node = Node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf9", "p1"), EthernetPort("gpu-b01", "eth1", "leaf9", "p7")))
+    ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default(), settings={"quarantine_vlan": 4000})
+    got = {(c.id, c.level, c.subject): c.message for c in ethernet_site_checks({"leaf9": drv}, ctx)}
+    assert set(got) == {("ETH-REACH", CheckLevel.OK, "leaf9"), ("ETH-TRUNK-VLANS", CheckLevel.ERROR, "leaf9/up1"),
+                        ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf9/p7"),
+                        ("ETH-UNKNOWN-PORT", CheckLevel.WARNING, "leaf9/p2")}  # fmt: skip
+    assert "VLAN(s) 2500-2999 not allowed on trunk up1" in got[("ETH-TRUNK-VLANS", CheckLevel.ERROR, "leaf9/up1")]
+    assert "2 access port(s) of switch leaf9 not in the inventory: p2, p3" in got[("ETH-UNKNOWN-PORT", CheckLevel.WARNING, "leaf9/p2")]
+
+
+def test_ethernet_switch_not_reachable_or_not_configured() -> None:
+    down = _Switch((), ApplyError("SSH host key of 10.0.0.9:22 is unknown", fabric="ethernet", device="leaf9"))
+    node = Node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf8", "p1"),))
+    ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default())
+    got = [(c.id, c.level, c.subject) for c in ethernet_site_checks({"leaf9": down}, ctx)]
+    assert got == [("ETH-HOSTKEY", CheckLevel.CRITICAL, "leaf9"), ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf8/p1")]
+    no_trunk = ethernet_site_checks({"leaf9": _Switch((_access("p1"),))}, SiteContext(segments=SegmentConfig.default()))
+    assert [c.level for c in no_trunk if c.id == "ETH-TRUNK-VLANS"] == [CheckLevel.WARNING]

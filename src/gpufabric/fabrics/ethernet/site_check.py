@@ -113,10 +113,11 @@ def _inventory(state: SwitchState, ctx: SiteContext) -> list[SiteCheck]:
     if want and not missing:
         out.append(SiteCheck("ETH-INVENTORY-PORT", OK, f"all {len(want)} inventory port(s) on switch {sw} seen", sw))
     known = {p.switch_port for p in want}
-    for p in state.ports:
-        if p.mode is PortMode.ACCESS and p.port not in known:
-            out.append(SiteCheck("ETH-UNKNOWN-PORT", WARN,
-                                 f"access port {p.port} of switch {sw} is not in the inventory", f"{sw}/{p.port}"))  # fmt: skip
+    unknown = [p.port for p in state.ports if p.mode is PortMode.ACCESS and p.port not in known]
+    if unknown:  # one finding per switch: a site's unused ports would drown everything else
+        shown = ", ".join(unknown[:8]) + (f", ... ({len(unknown) - 8} more)" if len(unknown) > 8 else "")
+        out.append(SiteCheck("ETH-UNKNOWN-PORT", WARN, f"{len(unknown)} access port(s) of switch {sw} not in the "
+                             f"inventory: {shown}", f"{sw}/{unknown[0]}"))  # fmt: skip
     return out
 
 
