@@ -5,7 +5,6 @@ finding: 0 all ok, 1 a warning, 3 an error, 4 a critical finding (2: the command
 from __future__ import annotations
 
 import os
-import sys
 
 import typer
 
@@ -29,9 +28,8 @@ def check(
     from gpufabric.service.db import resolve_url
     from gpufabric.service.site_check import run_site_check
 
-    def say(msg: str) -> None:
-        if not json_out or sys.stderr.isatty():
-            err_console.print(f"[dim]site check:[/] {escape(msg)}", highlight=False)
+    def say(msg: str) -> None:  # stderr: stdout stays the report (or its JSON)
+        err_console.print(f"[dim]site check:[/] {escape(msg)}", highlight=False)
 
     url = resolve_url(os.environ.get("GPUFABRIC_DB") or None, home())
     report = run_site_check(url, segment_config, fabrics_path(), clock_bound=clock_bound, progress=say)
