@@ -23,6 +23,7 @@ from gpufabric.cli import (
     offload_cmd,
     ops_cmd,
     serve_cmd,
+    site_cmd,
     store_cmd,
     tenant_cmd,
 )
@@ -77,6 +78,7 @@ app.command("reconcile")(ops_cmd.reconcile)
 app.command("serve")(serve_cmd.serve)
 app.add_typer(offload_cmd.app, name="offload", help="DPU offload report (hw / tc / datapath per tenant) and SR-IOV policy.")
 app.add_typer(store_cmd.app, name="store", help="Store backup and restore (SQLite online backup, PostgreSQL pg_dump).")
+app.add_typer(site_cmd.app, name="site", help="Site preflight: check devices, SMs, pools, inventory, store before go-live.")
 app.add_typer(deploy_cmd.app, name="deploy", help="Site deployment: the shipped systemd unit.")
 app.add_typer(lab_cmd.app, name="lab", help="The local lab: ibsim + OpenSM + OVS + namespaces.")
 

@@ -29,6 +29,7 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
 from gpufabric.domain.moves import Move
+from gpufabric.domain.site_check import SiteCheck, SiteContext
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
@@ -146,6 +147,12 @@ class FabricBackend(ABC, Generic[S]):
         """Find intruders this fabric can see (e.g. rogue subnet managers) and, with
         ``repair``, cut them off (capability ``contain``). Default: none."""
         return Containment()
+
+    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
+        """Preflight of this fabric's devices for ``gpufabric site check`` (reachable, keys
+        and certificates verified, pools free on the fabric, inventory ports seen), one
+        finding each, never raising for a device at fault. Default: none."""
+        return ()
 
 
 DriverLookup = Callable[[str], type]

@@ -16,6 +16,7 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan, Tenancy
 from gpufabric.domain.moves import Move
 from gpufabric.domain.secrets import TransportNote
+from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.fabrics.dpu import lifecycle
 from gpufabric.fabrics.dpu.capacity import Capacity
 from gpufabric.fabrics.dpu.drain import Drainer
@@ -45,6 +46,11 @@ class DpuBackend(FabricBackend[DpuState]):
 
     def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
         lifecycle.join(tenancy, moves, self.drainer)
+
+    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
+        from gpufabric.fabrics.dpu.site_check import dpu_site_checks
+
+        return dpu_site_checks(self, context)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         notes: list[TransportNote] = []

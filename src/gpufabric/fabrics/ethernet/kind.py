@@ -33,6 +33,7 @@ from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet import bonds
@@ -46,6 +47,7 @@ from gpufabric.fabrics.ethernet.plan import (
     settings_quarantine_vlan,
     tenants_seen,
 )
+from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
 
 
 class EthernetBackend(FabricBackend[EthState]):
@@ -91,6 +93,9 @@ class EthernetBackend(FabricBackend[EthState]):
                     mismatches=bad[:20],
                 )
             time.sleep(0.05)
+
+    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
+        return ethernet_site_checks(self.switches, context)
 
     def close(self) -> None:
         for d in self.switches.values():

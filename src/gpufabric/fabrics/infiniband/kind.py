@@ -27,7 +27,7 @@ port (or that is a trusted SM's port) is reported as an alert, the others are st
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
@@ -44,6 +44,7 @@ from gpufabric.domain.fabric import (
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.hardening import check_hardening
@@ -59,6 +60,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.watch import SmWatch
 
 
@@ -107,6 +109,10 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
         report = contain_rogue_sms(self.sm, desired.layout, RoguePolicy.CONTAIN)
         alerts = tuple(f"not contained ({why}): {f}" for f, why in report.alerts)
         return Containment(tuple(str(f) for f in report.findings) + alerts, tuple(str(g) for g in report.contained))
+
+    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
+        trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
+        return infiniband_site_checks(self.sm, trusted, context)
 
     def close(self) -> None:
         close = getattr(self.sm, "close", None)

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, TypeVar
 from gpufabric.domain.errors import ConfigError, FabricError, VerifyError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan
 from gpufabric.domain.secrets import TransportNote, is_loopback_host
+from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.fabrics.nvlink.fmpm_parse import (
     FailedDevice,
     norm_bus,
@@ -114,6 +115,11 @@ class FmpmDriver(FabricBackend[NvlinkState]):
         self.workers = max(1, int(workers))
         self._verified: dict[str, frozenset[int]] = {}
         self._health: dict[str, NodeFm] = {}  # the last full read of each node (its GPUs' health)
+
+    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
+        from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
+
+        return nvlink_site_checks(self, context)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """FM reached over TCP on another host (plain, unauthenticated), for the audit."""

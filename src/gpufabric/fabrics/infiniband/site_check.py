@@ -1,0 +1,147 @@
+"""``gpufabric site check`` for the InfiniBand fabric: the subnet read by SMP with the
+configured driver, the SMs that answer (SMInfo) against ``trusted_sm_guids``, the SM's
+hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`.hardening`), the PKey
+pool disjoint from partitions already on the subnet that gpufabric did not write (PKey
+tables read by SMP, and a partitions.conf that gpufabric did not render), every inventory
+port GUID on the subnet, and every CA port whose host the inventory knows but not the port.
+
+Levels: an answering SM that is not trusted is critical (repair would contain the wrong
+port, or the rogue runs the subnet); everything else that breaks a move is an error; weak
+settings are what the hardening audit says (critical/high -> error, else warning)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.domain.severity import Severity
+from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
+from gpufabric.domain.state import IbFabricState
+from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
+
+OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
+SUBJECT = "infiniband"
+
+
+def _msg(e: BaseException) -> str:
+    return str(getattr(e, "message", None) or e or type(e).__name__)
+
+
+def trusted_sms(state: IbFabricState, trusted: tuple[Guid, ...]) -> list[SiteCheck]:
+    out: list[SiteCheck] = []
+    answering = {s.guid for s in state.sms}
+    for s in sorted(state.sms):
+        where = f"LID {s.lid}" + (f" ({s.node})" if s.node else "")
+        if s.guid in trusted:
+            out.append(SiteCheck("IB-TRUSTED-SM", OK, f"trusted SM {s.guid} answers at {where}: {s.state.value}, "
+                                 f"priority {s.priority}", str(s.guid)))  # fmt: skip
+        else:
+            out.append(SiteCheck("IB-TRUSTED-SM", CRIT, f"SM {s.guid} answers at {where} ({s.state.value}, priority "
+                                 f"{s.priority}) but is not in fabrics.yaml trusted_sm_guids "
+                                 f"({', '.join(map(str, trusted))})", str(s.guid)))  # fmt: skip
+    for g in trusted:
+        if g not in answering:
+            seen = ", ".join(str(s.guid) for s in state.sms) or "none"
+            out.append(SiteCheck("IB-TRUSTED-SM", ERR, f"fabrics.yaml trusted_sm_guids {g}: no SM answers with this "
+                                 f"GUID (SMs answering: {seen})", str(g)))  # fmt: skip
+    if not state.sms:
+        out.append(SiteCheck("IB-TRUSTED-SM", ERR, "no SM answers on the subnet (SMInfo)", SUBJECT))
+    return out
+
+
+def hardening(state: IbFabricState, device: str) -> list[SiteCheck]:
+    settings = dict(state.settings)
+    if not settings:
+        return [SiteCheck("IB-HARDENING", WARN, f"{device}: SM settings (sm_key, M_Key) not checked: the driver "
+                          "reads none (UFM keeps them)", device)]  # fmt: skip
+    found = check_hardening(settings)
+    out = [
+        SiteCheck("IB-HARDENING", ERR if f.severity.rank >= Severity.HIGH.rank else WARN,
+                  f"{device} {f.setting} = {f.observed}: {f.description} (expected {f.expected})", f"{device}:{f.setting}")
+        for f in found
+    ]  # fmt: skip
+    return out or [SiteCheck("IB-HARDENING", OK, f"{device}: sm_key, sa_key, M_Key and partition enforcement set", device)]
+
+
+def foreign_partitions(sm: Any) -> dict[int, str]:
+    """PKey number -> where: partitions of a partitions.conf that gpufabric did not render."""
+    conf = getattr(getattr(sm, "config", None), "partitions_conf", None)
+    if not isinstance(sm, OpenSMDriver) or conf is None or not conf.exists():
+        return {}
+    text = conf.read_text()
+    if text.startswith(HEADER):
+        return {}
+    return {p.pkey.value & 0x7FFF: f"partition {p.name} of {conf}" for p in parse_partitions_conf(text).partitions}
+
+
+def pkey_pool(state: IbFabricState, ctx: SiteContext, foreign: dict[int, str]) -> list[SiteCheck]:
+    ib = ctx.segments.ib
+    pool = {ib.pkey_for(s).value & 0x7FFF: s for s in ib.seg_ids()}
+    owned = {seg.pkey.value & 0x7FFF for n in ctx.networks for seg in n.segments if seg.pkey is not None}
+    used: dict[int, str] = dict(foreign)
+    for t in state.tables:
+        for k in sorted(t.tenant_keys()):
+            used.setdefault(k, f"PKey table of port {t.port_guid}")
+    clash = sorted(k for k in used if k in pool and k not in owned)
+    rng = ib.pkey_range()
+    out = [
+        SiteCheck("IB-PKEY-POOL", ERR, f"config.yaml segments.infiniband (PKeys 0x{rng.start:04x}-0x{rng.end:04x}): PKey "
+                  f"0x{k:04x} (seg_id {pool[k]}) is already used on the subnet by {used[k]}, not by a gpufabric network",
+                  f"pkey:0x{k:04x}")
+        for k in clash
+    ]  # fmt: skip
+    return out or [SiteCheck("IB-PKEY-POOL", OK, f"PKey pool 0x{rng.start:04x}-0x{rng.end:04x} disjoint from the "
+                             f"{len(set(used) - owned)} partition(s) gpufabric did not write", SUBJECT)]  # fmt: skip
+
+
+def inventory_ports(sm: Any, state: IbFabricState, ctx: SiteContext, skip: frozenset[Guid]) -> list[SiteCheck]:
+    want = {str(p.port_guid): p for n in ctx.nodes for p in n.ib}
+    ports: dict[Guid, str] = {t.port_guid: "" for t in state.tables}
+    if isinstance(sm, OpenSMDriver):
+        ports.update({g: p.description for g, p in sm.ports().items()})
+    seen = {str(g) for g in ports}
+    out = [
+        SiteCheck("IB-INVENTORY-PORT", ERR, f"inventory port {p.node} {p.device}/{p.port_num} (GUID {a}) is not on "
+                  "the subnet", a)
+        for a, p in sorted(want.items()) if a not in seen
+    ]  # fmt: skip
+    if want and not out:
+        out.append(SiteCheck("IB-INVENTORY-PORT", OK, f"all {len(want)} inventory port(s) seen on the subnet", SUBJECT))
+    for g, desc in sorted(ports.items()):
+        host = desc.split(" ", 1)[0]
+        if str(g) not in want and g not in skip and host in ctx.node_names:
+            out.append(SiteCheck("IB-UNKNOWN-PORT", WARN, f"port {g} ({desc}) belongs to inventory node {host} but is "
+                                 "not in the inventory", str(g)))  # fmt: skip
+    return out
+
+
+def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext) -> list[SiteCheck]:
+    device = type(sm).__name__.removesuffix("Driver").lower() or SUBJECT
+    try:
+        state: IbFabricState = sm.observe()
+    except Exception as e:
+        return [SiteCheck("IB-REACH", ERR, f"fabrics.yaml infiniband ({device}): subnet not readable: {_msg(e)}", device)]
+    out = [SiteCheck("IB-REACH", OK, f"{device}: {len(state.tables)} port(s) read by SMP", device)]
+    notes: Any = getattr(sm, "transport_notes", None)
+    for n in notes() if callable(notes) else ():
+        out.append(SiteCheck("IB-TRANSPORT", WARN, f"fabrics.yaml infiniband options.{n.setting}: {n.message}", device))
+    if isinstance(sm, OpenSMDriver) or state.sms:
+        out += trusted_sms(state, trusted)
+    else:  # UFM runs the subnet's SM itself; its REST API gives no SMInfo of the subnet
+        out.append(SiteCheck("IB-TRUSTED-SM", WARN, f"{device}: the SMs that answer are not checked against "
+                             "trusted_sm_guids (this driver reads no SMInfo)", device))  # fmt: skip
+    out += hardening(state, device)
+    try:
+        foreign = foreign_partitions(sm)
+    except Exception as e:
+        out.append(SiteCheck("IB-PKEY-POOL", WARN, f"{device}: partitions.conf not readable: {_msg(e)}", device))
+        foreign = {}
+    out += pkey_pool(state, ctx, foreign)
+    skip = frozenset(trusted) | frozenset(Guid.parse(str(g)) for g in ctx.settings.get("sm_port_guids", ()))
+    try:
+        out += inventory_ports(sm, state, ctx, skip)
+    except Exception as e:
+        out.append(SiteCheck("IB-INVENTORY-PORT", ERR, f"{device}: discovery failed: {_msg(e)}", device))
+    return out

@@ -1,0 +1,68 @@
+"""docs/config-reference.md is generated from the validators and driver signatures
+(tools/config_reference.py): the checked-in file must be current, and what it lists must come
+from the code (a new driver option, quota or segment key shows up without a hand edit)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gpufabric.domain.quotas import Quotas
+from gpufabric.service.registry import Registry
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("config_reference", ROOT / "tools" / "config_reference.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["config_reference"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_checked_in_reference_is_current(gen: ModuleType) -> None:
+    want = gen.render()
+    assert (ROOT / "docs" / "config-reference.md").read_text() == want, "run: python tools/config_reference.py"
+    assert gen.main(["--check"]) == 0
+
+
+def test_every_driver_kind_and_quota_is_listed(gen: ModuleType) -> None:
+    text = gen.render()
+    reg = Registry.from_entry_points()
+    for name in reg.drivers:
+        assert f"#### driver `{name}`" in text
+    for kind in reg.kinds:
+        assert f"### `{kind}:`" in text
+    for f in Quotas.__dataclass_fields__:
+        assert f"`quotas.{f}`" in text
+    assert "| `segments.ethernet.quarantine_vlan` | `4000` | 1-4094; 2-4094 (never VLAN 1) |" in text
+    assert "| `known_hosts` | str \\| None | `None` |" in text  # ssh driver, from its signature
+
+
+def test_a_new_driver_option_appears(gen: ModuleType) -> None:
+    class Probe:
+        def __init__(self, *, switch: str, quarantine_vlan: int, hold_down: float = 2.5, sleep: object = None) -> None: ...
+
+    Probe.__module__ = "gpufabric.fabrics.ethernet.probe"
+    reg = Registry.from_entry_points()
+    reg.register("probe", Probe)
+    text = gen.render(reg)
+    assert "#### driver `probe`" in text
+    assert "| `hold_down` | float | `2.5` |" in text
+    assert "| `quarantine_vlan` | int | required (injected: config.yaml segments.ethernet.quarantine_vlan) |" in text
+    assert "`sleep`" not in text.split("#### driver `probe`")[1].split("####")[0]  # a code seam, not configuration
+
+
+def test_segment_keys_come_from_the_validator_source(gen: ModuleType) -> None:
+    keys = dict(gen.segment_keys())
+    assert set(keys) == {"user_vlan_range", "ethernet.vlan_range", "ethernet.quarantine_vlan", "infiniband.seg_range",
+                         "infiniband.mapping.mode", "infiniband.mapping.base", "infiniband.mapping.table",
+                         "nvlink.partition_range"}  # fmt: skip
+    assert keys["ethernet.vlan_range"] == "'2000-2999'"

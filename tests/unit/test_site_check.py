@@ -1,0 +1,140 @@
+"""Site-check findings without devices: levels and exit codes, the trusted-SM comparison, the
+hardening reading, the PKey pool against foreign partitions, VLAN range rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpufabric.domain.drivers import EthernetSwitchDriver
+from gpufabric.domain.errors import ApplyError
+from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
+from gpufabric.domain.state import EthernetPortConfig, IbFabricState, PkeyTable, PortMode, SmSeen, SmState, SwitchState
+from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
+from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
+from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
+from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, trusted_sms
+
+SM, ROGUE = Guid(0x0002C90310000001), Guid(0x0002C903100000AA)
+
+
+def test_exit_codes_by_worst_level() -> None:
+    assert [lv.exit_code for lv in CheckLevel] == [0, 1, 3, 4]
+    checks = [SiteCheck("A", CheckLevel.OK, "x"), SiteCheck("B", CheckLevel.ERROR, "y"), SiteCheck("C", CheckLevel.WARNING, "z")]
+    assert worst(checks) is CheckLevel.ERROR and worst([]) is CheckLevel.OK
+    assert checks[1].to_dict() == {"id": "B", "severity": "error", "message": "y", "subject": ""}
+
+
+def test_trusted_sm_answering_is_ok_and_a_rogue_is_critical() -> None:
+    state = IbFabricState(sms=(SmSeen(SM, 1, 15, SmState.MASTER, "sm-01"), SmSeen(ROGUE, 7, 15, SmState.STANDBY)))
+    got = {(c.subject, c.level) for c in trusted_sms(state, (SM,))}
+    assert got == {(str(SM), CheckLevel.OK), (str(ROGUE), CheckLevel.CRITICAL)}
+    missing = trusted_sms(IbFabricState(sms=(SmSeen(ROGUE, 7, 15, SmState.MASTER),)), (SM,))
+    assert [(c.level, c.subject) for c in missing] == [(CheckLevel.CRITICAL, str(ROGUE)), (CheckLevel.ERROR, str(SM))]
+    assert [c.level for c in trusted_sms(IbFabricState(), (SM,))] == [CheckLevel.ERROR, CheckLevel.ERROR]
+
+
+def test_hardening_defaults_are_errors_naming_sm_key() -> None:
+    found = hardening(IbFabricState(settings=tuple(OPENSM_DEFAULTS.items())), "opensm")
+    assert any(c.subject == "opensm:sm_key" and c.level is CheckLevel.ERROR for c in found)
+    assert hardening(IbFabricState(), "ufm")[0].level is CheckLevel.WARNING  # not checked: why
+
+
+def test_pkey_pool_against_foreign_partitions_and_tables() -> None:
+    cfg = SegmentConfig.default()  # PKeys 0x0a00.. for seg 3000..
+    table = PkeyTable(Guid(0x101), (0xFFFF, 0x8A03, 0x8A07, 0x9000))  # 0x0a03 ours, 0x0a07 not, 0x1000 out of pool
+    ours = Network("n", "alpha", (Segment(Fabric.INFINIBAND, 3003, pkey=PKey(0x0A03)),))
+    ctx = SiteContext(networks=(ours,), segments=cfg)
+    got = pkey_pool(IbFabricState(tables=(table,)), ctx, {0x0A05: "partition storage of partitions.conf"})
+    assert [(c.level, c.subject) for c in got] == [(CheckLevel.ERROR, "pkey:0x0a05"), (CheckLevel.ERROR, "pkey:0x0a07")]
+    assert "seg_id 3007" in got[1].message and f"port {Guid(0x101)}" in got[1].message
+    assert [c.level for c in pkey_pool(IbFabricState(tables=(table,)), SiteContext(networks=(ours,), segments=cfg), {})][:1] == [CheckLevel.ERROR]
+    clean = pkey_pool(IbFabricState(), ctx, {})
+    assert [c.level for c in clean] == [CheckLevel.OK]
+
+
+def test_vlan_ranges_render_compactly() -> None:
+    assert _ranges([5, 1, 2, 3, 9, 10]) == "1-3,5,9-10"
+
+
+class _Fails:
+    def read(self) -> None:
+        raise ValueError("certificate verify failed: self-signed certificate")
+
+
+class _Reads:
+    def read(self) -> tuple[()]:
+        return ()
+
+
+class _Dpu:
+    def __init__(self) -> None:
+        self.ovs = {"gpu-a01": _Reads()}
+        self.ovn, self.k8s = _Fails(), None
+
+
+def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
+    from gpufabric.domain.models import Dpu, Node
+    from gpufabric.fabrics.dpu.site_check import dpu_site_checks
+
+    nodes = (Node("gpu-a01"), Node("gpu-a02", dpus=(Dpu("gpu-a02", "bf3-0"),)))
+    got = [(c.id, c.level, c.subject) for c in dpu_site_checks(_Dpu(), SiteContext(nodes=nodes))]
+    assert got == [("DPU-REACH", CheckLevel.OK, "ovs:gpu-a01"), ("DPU-REACH", CheckLevel.ERROR, "ovn_nb"),
+                   ("DPU-INVENTORY", CheckLevel.ERROR, "gpu-a02")]  # fmt: skip
+    assert "certificate verify failed" in dpu_site_checks(_Dpu(), SiteContext())[1].message
+
+
+def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
+    from gpufabric.domain.models import Gpu, Node
+    from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
+    from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
+
+    drv = FmpmDriver({"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)
+    nodes = (Node("gpu-a02", gpus=(Gpu("gpu-a02", ModuleId(1)),)),)
+    got = [(c.id, c.level, c.subject) for c in nvlink_site_checks(drv, SiteContext(nodes=nodes))]
+    assert got == [("NVLINK-REACH", CheckLevel.ERROR, "gpu-a01"), ("NVLINK-INVENTORY", CheckLevel.ERROR, "gpu-a02")]
+
+
+class _Switch(EthernetSwitchDriver):
+    def __init__(self, ports: tuple[EthernetPortConfig, ...], error: Exception | None = None) -> None:
+        self.ports, self.error = ports, error
+
+    @property
+    def switch(self) -> str:
+        return "leaf9"
+
+    def observe(self) -> SwitchState:
+        if self.error is not None:
+            raise self.error
+        return SwitchState("leaf9", self.ports)
+
+    def apply(self, changes: object) -> None:
+        raise AssertionError("site check never applies")
+
+
+def _access(port: str) -> EthernetPortConfig:
+    return EthernetPortConfig("leaf9", port, PortMode.ACCESS, VlanId(4000))
+
+
+def test_ethernet_switch_ports_trunks_and_unknown_ports() -> None:
+    up = EthernetPortConfig("leaf9", "up1", PortMode.TRUNK, None, tuple(VlanId(v) for v in range(2000, 2500)))
+    drv = _Switch((up, _access("p1"), _access("p2"), _access("p3")))
+    node = Node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf9", "p1"), EthernetPort("gpu-b01", "eth1", "leaf9", "p7")))
+    ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default(), settings={"quarantine_vlan": 4000})
+    got = {(c.id, c.level, c.subject): c.message for c in ethernet_site_checks({"leaf9": drv}, ctx)}
+    assert set(got) == {("ETH-REACH", CheckLevel.OK, "leaf9"), ("ETH-TRUNK-VLANS", CheckLevel.ERROR, "leaf9/up1"),
+                        ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf9/p7"),
+                        ("ETH-UNKNOWN-PORT", CheckLevel.WARNING, "leaf9/p2")}  # fmt: skip
+    assert "VLAN(s) 2500-2999 not allowed on trunk up1" in got[("ETH-TRUNK-VLANS", CheckLevel.ERROR, "leaf9/up1")]
+    assert "2 access port(s) of switch leaf9 not in the inventory: p2, p3" in got[("ETH-UNKNOWN-PORT", CheckLevel.WARNING, "leaf9/p2")]
+
+
+def test_ethernet_switch_not_reachable_or_not_configured() -> None:
+    down = _Switch((), ApplyError("SSH host key of 10.0.0.9:22 is unknown", fabric="ethernet", device="leaf9"))
+    node = Node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf8", "p1"),))
+    ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default())
+    got = [(c.id, c.level, c.subject) for c in ethernet_site_checks({"leaf9": down}, ctx)]
+    assert got == [("ETH-HOSTKEY", CheckLevel.CRITICAL, "leaf9"), ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf8/p1")]
+    no_trunk = ethernet_site_checks({"leaf9": _Switch((_access("p1"),))}, SiteContext(segments=SegmentConfig.default()))
+    assert [c.level for c in no_trunk if c.id == "ETH-TRUNK-VLANS"] == [CheckLevel.WARNING]
