@@ -83,8 +83,8 @@ def test_two_serve_replicas_one_leads_the_other_takes_over(tmp_path: Path) -> No
     (tmp_path / "fabrics.yaml").write_text("{}\n")  # fabrics configured (none): the loops run
     env = {**os.environ, "GPUFABRIC_HOME": str(tmp_path)}
     pa, pb = free_port(), free_port()
-    with serving(env, "--interval", "30", "--probe-bind", f"127.0.0.1:{pa}") as a, \
-         serving(env, "--interval", "30", "--probe-bind", f"127.0.0.1:{pb}"):  # fmt: skip
+    with serving(env, "--interval", "60", "--probe-bind", f"127.0.0.1:{pa}") as a, \
+         serving(env, "--interval", "60", "--probe-bind", f"127.0.0.1:{pb}"):  # fmt: skip
         assert (_leader_gauge(pa), _leader_gauge(pb)) == (1, 0)
         a.proc.send_signal(signal.SIGKILL)
         a.proc.wait()
@@ -92,5 +92,5 @@ def test_two_serve_replicas_one_leads_the_other_takes_over(tmp_path: Path) -> No
         while _leader_gauge(pb) != 1:
             assert time.monotonic() - t0 < 10, "the standby did not take the loops over"
             time.sleep(0.1)
-        took = time.monotonic() - t0
-        assert took < 3 * 1.0 + 1  # within the standby's beats (LEADER_BEAT = 1 s), not the 30 s reconcile interval
+        # the standby tries every LEADER_BEAT (1 s): a few seconds on a loaded machine, never the 60 s
+        # reconcile interval (the while loop above fails past 10 s)
