@@ -164,7 +164,7 @@ class FabricKind(ABC, Generic[D, S]):
     bound to (:meth:`bind`); one per configured instance per process."""
 
     name: ClassVar[str]
-    ports_section: ClassVar[bool] = False
+    ports_section: bool = False
     """True: this kind keeps a node's ports in the generic table, read from the node entries'
     ``fabrics: {<instance>: [...]}`` section of the inventory (``parse_ports``/``dump_ports``)."""
 

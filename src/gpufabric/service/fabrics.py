@@ -35,6 +35,7 @@ import yaml
 from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
+from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.state import FabricState
@@ -96,6 +97,15 @@ class Fabrics:
     def instances_of(self, kind: str) -> list[str]:
         """The configured instances of ``kind``, in order."""
         return [n for n, k in self.kinds.items() if k.name == kind]
+
+    # ---- a node's columns (API ``fabrics.<instance>``, node table cells), keyed by instance
+    def node_views(self, node: Node) -> dict[str, Mapping[str, Any]]:
+        """instance -> its kind's JSON fragment of ``node`` (instances with nothing to say left out)."""
+        return {name: view for name, k in self.kinds.items() if (view := k.node_view(node))}
+
+    def summaries(self, node: Node) -> dict[str, str]:
+        """instance -> its kind's table cell of ``node`` (every instance, in order)."""
+        return {name: k.summary(node) for name, k in self.kinds.items()}
 
     # ---- built-in fabrics, by role (reconcile's rogue-SM containment, CLI tables)
     @property
