@@ -330,3 +330,24 @@ def mark_sm_hosts(inv: Inventory, sm_guids: Iterable[Guid]) -> tuple[Inventory, 
     hosts = tuple(sorted(n.name for n in inv.nodes if any(q.port_guid in sm for q in n.ib)))
     nodes = tuple(replace(n, state=NodeState.MAINTENANCE) if n.name in hosts else n for n in inv.nodes)
     return Inventory(nodes), hosts
+
+
+def check_port_keys(found: Inventory, known: Iterable[Node], instances: Instances) -> None:
+    """Refuse an import that gives a generic-table port key (``FabricKind.port_keys``) the store
+    knows on another node to a node of ``found`` (the typed tables' database constraints, for
+    kinds without one; the nodes of ``found`` replace their stored ports)."""
+    replaced = {n.name for n in found.nodes}
+    owner: dict[tuple[str, Any], str] = {}
+    for n in known:
+        if n.name in replaced:
+            continue
+        for fp in n.fabric_ports:
+            if (kind := instances.get(fp.instance)) is not None and kind.ports_section:
+                owner.update({(fp.instance, key): n.name for key in kind.port_keys(kind.ports(n))})
+    for i, n in enumerate(found.nodes):
+        for fp in n.fabric_ports:
+            kind = instances.get(fp.instance)
+            for key in kind.port_keys(kind.ports(n)) if kind is not None else ():
+                if (was := owner.get((fp.instance, key))) is not None:
+                    raise ValidationError(f"nodes[{i}].fabrics.{fp.instance}", key,
+                                          f"ports unique on fabric {fp.instance} (node {was} has it)", "duplicate")  # fmt: skip

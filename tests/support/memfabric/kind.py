@@ -103,12 +103,19 @@ def tenant_of(tag: str) -> str:
     return tag.partition("@")[0]
 
 
-class MemoryBackend(FabricBackend[MemState]):
-    """The ``mem-tags`` driver: tags in a dict. ``apply`` returns the ports it set."""
+_SHARED: dict[str, dict[str, str]] = {}
+_SHARED_LOCK = threading.Lock()
 
-    def __init__(self, **_options: Any) -> None:
+
+class MemoryBackend(FabricBackend[MemState]):
+    """The ``mem-tags`` driver: tags in a dict. ``apply`` returns the ports it set.
+    ``shared="name"``: every backend built with that name in this process holds the same tags
+    (one "device" that outlives a CLI command, for in-process CLI and API tests)."""
+
+    def __init__(self, shared: str = "", **_options: Any) -> None:
         self._lock = threading.Lock()
-        self._tags: dict[str, str] = {}
+        with _SHARED_LOCK:
+            self._tags: dict[str, str] = _SHARED.setdefault(shared, {}) if shared else {}
         self.faults = Faults()
         self.applies = 0
 

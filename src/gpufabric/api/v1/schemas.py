@@ -148,6 +148,9 @@ class NodeIn(Strict):
     ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
     gpus: list[GpuIn] = Field(default_factory=list, max_length=64)
     dpus: list[DpuIn] = Field(default_factory=list, max_length=8)
+    fabrics: dict[str, list[dict[str, Any]]] | None = Field(
+        None, description="Ports on fabric instances whose kind has an inventory section (validated by the kind)"
+    )
 
 
 class InventoryIn(Strict):
