@@ -158,7 +158,8 @@ def test_a_generic_section_without_configured_instances_is_refused() -> None:
 # ------------------------------------------------------------------ two instances kept apart
 def test_segments_exist_only_on_the_instances_a_network_was_given(engine: MoveEngine) -> None:
     assert [(s.fabric, s.seg_id) for s in engine.store.network("ta-a", "ta").segments] == [("mem-a", 1)]
-    assert [(s.fabric, s.seg_id) for s in engine.store.network("tb-both", "tb").segments] == [("mem-a", 2), ("mem-b", 1)]
+    # a kind's instances share its pool (VLANs and PKeys are unique deployment-wide)
+    assert [(s.fabric, s.seg_id) for s in engine.store.network("tb-both", "tb").segments] == [("mem-a", 2), ("mem-b", 3)]
 
 
 def test_moves_keep_two_instances_of_one_kind_apart(engine: MoveEngine) -> None:
@@ -166,7 +167,7 @@ def test_moves_keep_two_instances_of_one_kind_apart(engine: MoveEngine) -> None:
     assert tags(engine, "mem-a") == {"n1/m0": "ta@1", "n1/m1": "ta@1", "n2/m0": QUARANTINE}
     assert tags(engine, "mem-b") == {"n1/x0": "ta", "n3/x0": QUARANTINE}  # ta-a has no segment on mem-b
     move(engine, "n1", "tb", ("tb-both",))
-    assert tags(engine, "mem-a")["n1/m0"] == "tb@2" and tags(engine, "mem-b")["n1/x0"] == "tb@1"
+    assert tags(engine, "mem-a")["n1/m0"] == "tb@2" and tags(engine, "mem-b")["n1/x0"] == "tb@3"
     move(engine, "n3", "ta", ("ta-a",))
     assert tags(engine, "mem-b")["n3/x0"] == "ta" and "n3/x0" not in tags(engine, "mem-a")
     assert audit(engine).ok

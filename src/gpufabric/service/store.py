@@ -247,14 +247,18 @@ class Store:
         used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
         row = NetworkRow(name=name, tenant=t)
         probe = Network(name, tenant)
-        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates
+        fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
+        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates;
+            # a kind's instances share its pool: VLANs and PKeys are unique deployment-wide
+            siblings = {k.instance for k in kinds if k.name == kind.name} | {kind.name, kind.instance}
             mine = [
                 Segment(u.fabric, u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None)
                 for u in used
-                if u.fabric == kind.instance
-            ]
+                if u.fabric in siblings
+            ] + [x for x in fresh if x.fabric in siblings]
             seg = kind.allocate(probe, mine, cfg)
             if seg is not None:
+                fresh.append(dataclasses.replace(seg, fabric=kind.instance))
                 row.segments.append(
                     SegmentRow(
                         fabric=kind.instance,
