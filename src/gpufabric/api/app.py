@@ -26,7 +26,8 @@ from gpufabric.api import dashboard, guard
 from gpufabric.api.deps import PRINCIPAL, ApiContext, error_body, status_of
 from gpufabric.api.limits import LimitExceeded
 from gpufabric.api.v1 import leases, moves, nodes, ops, tenants
-from gpufabric.api.v1.schemas import RETRY_AFTER, Health, errors
+from gpufabric.api.v1.schemas import RETRY_AFTER, errors
+from gpufabric.api.v1.schemas_ops import Health
 from gpufabric.domain.auth import Principal, Role
 from gpufabric.domain.errors import ForbiddenError, GpufabricError
 

@@ -78,9 +78,9 @@ class AuditIndex:
         pkeys: dict[int, set[str]] = {}
         for net in inp.networks:
             for seg in net.segments:
-                if seg.fabric is Fabric.ETHERNET:
+                if seg.fabric == Fabric.ETHERNET:
                     vlans.setdefault(seg.vlan.value if seg.vlan else seg.seg_id, set()).add(net.tenant)
-                elif seg.fabric is Fabric.INFINIBAND and seg.pkey is not None:
+                elif seg.fabric == Fabric.INFINIBAND and seg.pkey is not None:
                     pkeys.setdefault(seg.pkey.value, set()).add(net.tenant)
         tables = {t.port_guid.value: t for t in inp.observed.ib.tables}
         observed_eth = {(c.switch, c.port): c for s in inp.observed.switches for c in s.ports}

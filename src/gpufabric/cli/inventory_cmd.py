@@ -97,7 +97,7 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
-    from gpufabric.service.inventory import check_guid_moves, load_inventory, mark_sm_hosts
+    from gpufabric.service.inventory import check_guid_moves, check_port_keys, load_inventory, mark_sm_hosts
 
     fmt = fmt or _guess(file)
     r = backend()
@@ -113,7 +113,10 @@ def import_(
         check_guid_moves(found, known)
         inv, sm_hosts = mark_sm_hosts(merge_ib_ports(known, found), _sm_guids(fabrics))
     else:
-        inv = load_inventory(file, fmt.value, _dialects(fabrics))
+        instances = _instances(fabrics)
+        inv = load_inventory(file, fmt.value, _dialects(fabrics), instances)
+        if not r and any(n.fabric_ports for n in inv.nodes):
+            check_port_keys(inv, open_store().nodes(), instances)
     if r:  # parsed and checked here, imported by the server (as the token's principal)
         res = r.post("/inventory", {"version": 1, "nodes": [_node_doc(n) for n in inv.nodes]})
         if json_out:
@@ -155,10 +158,19 @@ def _fabrics_yaml() -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+def _instances(fabrics: dict[str, Any]) -> dict[str, Any]:
+    """instance -> bound kind of every fabric instance of fabrics.yaml (their inventory sections)."""
+    from gpufabric.service.fabrics import configured_instances
+    from gpufabric.service.registry import Registry
+
+    return configured_instances(fabrics, Registry.from_entry_points()) if fabrics else {}
+
+
 def _dialects(fabrics: dict[str, Any]) -> dict[str, str]:
     """switch -> CLI dialect of every Ethernet driver in fabrics.yaml (ovsdb speaks ``ovs`` names)."""
     out: dict[str, str] = {}
-    for e in fabrics.get("ethernet") or []:
+    listed = [x for x in fabrics.get("fabrics") or [] if isinstance(x, dict) and x.get("kind") == "ethernet"]
+    for e in [*(fabrics.get("ethernet") or []), *(sw for x in listed for sw in x.get("section") or [])]:
         o = (e or {}).get("options") or {}
         if o.get("switch"):
             out[str(o["switch"])] = "ovs" if e.get("driver") == "ovsdb" else str(o.get("dialect", ""))
@@ -183,4 +195,5 @@ def _node_doc(n: Node) -> dict[str, object]:
         "gpus": [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})}
                  for g in n.gpus],
         "dpus": [{"name": d.name, "mode": d.mode.value, **dict(d.details)} for d in n.dpus],
+        **({"fabrics": {p.instance: p.entries for p in n.fabric_ports}} if n.fabric_ports else {}),
     }

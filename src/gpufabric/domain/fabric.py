@@ -13,23 +13,35 @@ A fabric package ``gpufabric.fabrics.<fabric>`` (importing only ``gpufabric.doma
   applies one plan (one transaction/session per device) and returns the *verified* read-back
   of what it changed.
 
+A deployment runs named *instances* of the kinds (``ib-compute`` and ``ib-storage``, both
+``infiniband``): :meth:`FabricKind.bind` gives the kind object of one instance, whose
+:attr:`FabricKind.instance` keys its desired/observed slices, plans, read-backs, segments,
+findings and ports (an unbound kind is its own default instance, named after the kind).
+A kind without a typed table keeps a node's ports in the generic ``node_fabric_ports``
+table: it names its inventory section (``ports_section``), parses and dumps a node's entries
+(``parse_ports``/``dump_ports``, with its own validation) and reads them back with
+:meth:`FabricKind.ports`.
+
 Kinds are registered under the ``gpufabric.fabrics`` entry-point group (name = fabric name),
 drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from functools import lru_cache
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
+from gpufabric.domain.models import QUARANTINE, FabricPorts, Lease, Network, Node, Offering, Segment
 from gpufabric.domain.moves import Move
 from gpufabric.domain.site_check import SiteCheck, SiteContext
+from gpufabric.domain.values import check_name
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
@@ -160,9 +172,46 @@ DriverLookup = Callable[[str], type]
 
 
 class FabricKind(ABC, Generic[D, S]):
-    """The pure side of one fabric. Instances are stateless; one per fabric per process."""
+    """The pure side of one fabric kind. Objects are stateless but for the instance they are
+    bound to (:meth:`bind`); one per configured instance per process."""
 
     name: ClassVar[str]
+    ports_section: bool = False
+    """True: this kind keeps a node's ports in the generic table, read from the node entries'
+    ``fabrics: {<instance>: [...]}`` section of the inventory (``parse_ports``/``dump_ports``)."""
+
+    # ---- instances
+    @property
+    def instance(self) -> str:
+        """The fabric instance this object drives (default: the kind's own name)."""
+        bound: str | None = self.__dict__.get("_instance")
+        return bound or self.name
+
+    def bind(self, instance: str) -> Self:
+        """This kind bound to the fabric instance ``instance`` (a shallow copy)."""
+        check_name("fabrics[].name", instance)
+        other = copy.copy(self)
+        other.__dict__["_instance"] = instance
+        return other
+
+    # ---- inventory (kinds with ``ports_section``)
+    def parse_ports(self, node: str, raw: Any, where: str) -> tuple[Any, ...]:
+        """A node's entries of this kind's inventory section -> immutable port values; raise a
+        ValidationError whose field starts with ``where`` (e.g. ``nodes[2].fabrics.mem-a[0]``)."""
+        raise ConfigError(f"{where}", self.name, "a fabric kind with an inventory section (ports_section)")
+
+    def dump_ports(self, ports: tuple[Any, ...]) -> list[Any]:
+        """The JSON-able entries ``parse_ports`` reads back as ``ports``."""
+        return []
+
+    def port_keys(self, ports: tuple[Any, ...]) -> Iterable[Any]:
+        """Keys that must be unique across every node's ports on one instance (default: none)."""
+        return ()
+
+    def ports(self, node: Node) -> tuple[Any, ...]:
+        """``node``'s ports on this instance (its generic-table entries, parsed)."""
+        found = node.ports_on(self.instance)
+        return () if found is None else _parsed(self, node.name, found)
 
     # ---- configuration
     @abstractmethod
@@ -220,6 +269,11 @@ class FabricKind(ABC, Generic[D, S]):
         """This fabric's JSON fragment of ``node`` (``GET /api/v1/nodes/N`` and
         ``node list --json``, under ``fabrics.<instance>``). Default: nothing."""
         return {}
+
+
+@lru_cache(maxsize=4096)
+def _parsed(kind: FabricKind[Any, Any], node: str, found: FabricPorts) -> tuple[Any, ...]:
+    return kind.parse_ports(node, found.entries, f"{node}.fabrics.{found.instance}")
 
 
 def build_driver(

@@ -1,9 +1,15 @@
 """Immutable domain models: the inventory (nodes and their ports on each fabric),
-tenants, networks with one segment per fabric, offerings and leases."""
+tenants, networks with one segment per fabric instance, offerings and leases.
+
+A fabric *instance* is a named fabric of one kind in a deployment (``fabrics.yaml``); the
+default instance of a kind is named after it, so the :class:`Fabric` values are also the
+default instance names. Kinds without a typed table keep a node's ports as
+:class:`FabricPorts` (their own validated entries, per instance)."""
 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -112,6 +118,27 @@ class Dpu:
     details: tuple[tuple[str, str], ...] = ()  # fabric-specific pairing facts (PF, VFs, mgmt VF, ...)
 
 
+@dataclass(frozen=True, order=True)
+class FabricPorts:
+    """A node's ports on one fabric instance whose kind has no typed table: the entries its kind
+    validated (``FabricKind.parse_ports``) and dumped (``dump_ports``), as canonical JSON text
+    (immutable and comparable; stored as is in ``node_fabric_ports``)."""
+
+    instance: str
+    data: str = "[]"
+
+    def __post_init__(self) -> None:
+        check_name("fabric_ports.instance", self.instance)
+
+    @staticmethod
+    def of(instance: str, entries: object) -> FabricPorts:
+        return FabricPorts(instance, json.dumps(entries, sort_keys=True, separators=(",", ":")))
+
+    @property
+    def entries(self) -> object:
+        return json.loads(self.data)
+
+
 @dataclass(frozen=True)
 class Node:
     name: str
@@ -121,14 +148,22 @@ class Node:
     ib: tuple[IbPort, ...] = ()
     gpus: tuple[Gpu, ...] = ()
     dpus: tuple[Dpu, ...] = ()
+    fabric_ports: tuple[FabricPorts, ...] = ()  # sorted by instance, one per instance
 
     def __post_init__(self) -> None:
         check_name("node.name", self.name)
+        instances = [p.instance for p in self.fabric_ports]
+        if len(set(instances)) != len(instances):
+            raise ValidationError("node.fabric_ports", ", ".join(instances), "one entry per fabric instance")
         owners: list[str] = [p.node for p in self.ethernet] + [p.node for p in self.ib]
         owners += [g.node for g in self.gpus] + [d.node for d in self.dpus]
         for owner in owners:
             if owner != self.name:
                 raise ValidationError("node.port.node", owner, f"the node's own name {self.name!r}")
+
+    def ports_on(self, instance: str) -> FabricPorts | None:
+        """This node's generic-table ports on fabric instance ``instance`` (None: none)."""
+        return next((p for p in self.fabric_ports if p.instance == instance), None)
 
 
 @dataclass(frozen=True)
@@ -143,9 +178,10 @@ class Tenant:
 
 @dataclass(frozen=True)
 class Segment:
-    """A network's isolation id on one fabric. ``seg_id`` is the Neutron-style integer."""
+    """A network's isolation id on one fabric instance (``fabric``: the instance name; a
+    :class:`Fabric` value for a kind's default instance). ``seg_id`` is the Neutron-style integer."""
 
-    fabric: Fabric
+    fabric: str
     seg_id: int
     vlan: VlanId | None = None
     pkey: PKey | None = None
@@ -161,8 +197,9 @@ class Network:
         check_name("network.name", self.name)
         check_name("network.tenant", self.tenant)
 
-    def segment(self, fabric: Fabric) -> Segment | None:
-        return next((s for s in self.segments if s.fabric is fabric), None)
+    def segment(self, fabric: str) -> Segment | None:
+        """The segment on fabric instance ``fabric`` (a Fabric value names a default instance)."""
+        return next((s for s in self.segments if s.fabric == fabric), None)
 
 
 @dataclass(frozen=True)

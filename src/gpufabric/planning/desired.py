@@ -65,6 +65,6 @@ def tenancy_of(
 
 
 def derive_desired(kinds: Sequence[FabricKind[Any, Any]], tenancy: Tenancy) -> DesiredState:
-    """Each fabric's desired slice of ``tenancy``."""
+    """Each fabric instance's desired slice of ``tenancy`` (keyed by instance name)."""
     owners = tuple(sorted((n, tenancy.owner(n)) for n in tenancy.owners))
-    return DesiredState({k.name: k.desired(tenancy) for k in kinds}, owners, tenancy)
+    return DesiredState({k.instance: k.desired(tenancy) for k in kinds}, owners, tenancy)

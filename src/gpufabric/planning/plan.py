@@ -1,5 +1,6 @@
 """``plan(kinds, desired, observed) -> Plan``: the immutable, printable difference, one
-:class:`~gpufabric.domain.fabric.FabricPlan` per fabric, computed by each fabric's pure diff.
+:class:`~gpufabric.domain.fabric.FabricPlan` per fabric instance (keyed by
+``FabricKind.instance``), computed by each instance's pure diff.
 
 ``Plan.split()`` separates what removes access (applied and verified on every fabric first)
 from what grants it, so no intermediate state has a port in two tenants.
@@ -53,21 +54,21 @@ class Plan:
 def plan(kinds: Sequence[FabricKind[Any, Any]], desired: DesiredState, observed: FabricState) -> Plan:
     """The changes that turn ``observed`` into ``desired`` on every fabric (pure)."""
     return Plan(
-        tuple((k.name, k.diff(desired.get(k.name), observed.get(k.name, k.empty_state()))) for k in kinds)
+        tuple((k.instance, k.diff(desired.get(k.instance), observed.get(k.instance, k.empty_state()))) for k in kinds)
     )
 
 
 def as_observed(kinds: Sequence[FabricKind[Any, Any]], desired: DesiredState) -> FabricState:
     """The fabric state ``desired`` would read back as (for previews of later phases)."""
-    return FabricState(slices={k.name: k.as_observed(desired.get(k.name)) for k in kinds})
+    return FabricState(slices={k.instance: k.as_observed(desired.get(k.instance)) for k in kinds})
 
 
 def merge(kinds: Sequence[FabricKind[Any, Any]], observed: FabricState, read_back: Mapping[str, Any]) -> FabricState:
     """``observed`` updated with each fabric's (partial) verified read-back."""
     out = observed
     for k in kinds:
-        if k.name in read_back:
-            out = out.with_slice(k.name, k.merge(observed.get(k.name, k.empty_state()), read_back[k.name]))
+        if k.instance in read_back:
+            out = out.with_slice(k.instance, k.merge(observed.get(k.instance, k.empty_state()), read_back[k.instance]))
     return out
 
 
@@ -77,6 +78,6 @@ def tenants_seen(
     """node -> every tenant (or quarantine) whose resources its ports hold on any fabric."""
     out: dict[str, set[str]] = {}
     for k in kinds:
-        for node, tenants in k.tenants_seen(observed.get(k.name, k.empty_state()), desired.tenancy).items():
+        for node, tenants in k.tenants_seen(observed.get(k.instance, k.empty_state()), desired.tenancy).items():
             out.setdefault(node, set()).update(tenants)
     return {n: frozenset(t) for n, t in out.items()}

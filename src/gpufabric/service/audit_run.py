@@ -10,6 +10,7 @@ and InfiniBand is involved (``X-NODE-SPLIT-FABRICS``; the built-in pair is ``X-N
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
@@ -44,22 +45,26 @@ def registry_for(kinds: Iterable[FabricKind[Any, Any]]) -> InvariantRegistry:
     extra = [Invariant(SPLIT_ID, Severity.CRITICAL, "cross",
                        "A node's resources on different fabrics (NVLink, DPU, ... included) belong to different tenants.",
                        _passthrough(SPLIT_ID), external=True)]  # fmt: skip
-    for k in kinds:
-        extra += [Invariant(i.id, Severity(i.severity), k.name, i.description, _passthrough(i.id), external=True) for i in k.invariants()]
+    specs = {i.id: (k.name, i) for k in kinds for i in k.invariants()}  # once, however many instances a kind has
+    extra += [Invariant(i.id, Severity(i.severity), kind, i.description, _passthrough(i.id), external=True)
+              for kind, i in specs.values()]  # fmt: skip
     return InvariantRegistry((*INVARIANTS, *extra))
 
 
 def fabric_violations(kinds: Iterable[FabricKind[Any, Any]], desired: DesiredState, observed: FabricState) -> list[Violation]:
+    kinds = list(kinds)
     out: list[Violation] = []
     seen: dict[str, dict[str, frozenset[str]]] = {}
-    for k in kinds:
-        obs = observed.get(k.name, k.empty_state())
-        out += list(k.audit(desired.tenancy, desired.get(k.name), obs))
-        seen[k.name] = dict(k.tenants_seen(obs, desired.tenancy))
+    for k in kinds:  # keyed by instance; a finding the kind names by its kind names its instance
+        obs = observed.get(k.instance, k.empty_state())
+        out += [v if v.fabric != k.name else dataclasses.replace(v, fabric=k.instance)
+                for v in k.audit(desired.tenancy, desired.get(k.instance), obs)]  # fmt: skip
+        seen[k.instance] = dict(k.tenants_seen(obs, desired.tenancy))
+    kind_of = {k.instance: k.name for k in kinds}
     for node in sorted({n for m in seen.values() for n in m}):
         tenants = {f: t - {QUARANTINE} for f, m in seen.items() if (t := m.get(node))}
         every = frozenset().union(*tenants.values()) if tenants else frozenset()
-        if len(every) > 1 and any(f not in BUILTIN for f, t in tenants.items() if t):
+        if len(every) > 1 and any(kind_of.get(f, f) not in BUILTIN for f, t in tenants.items() if t):
             where = "; ".join(f"{f}: {', '.join(sorted(t))}" for f, t in sorted(tenants.items()) if t)
             out.append(Violation(SPLIT_ID, Severity.CRITICAL, f"node {node} is split across tenants ({where})",
                                  fabric="cross", node=node, tenants=tuple(sorted(every))))  # fmt: skip

@@ -9,7 +9,7 @@ from gpufabric.domain.models import (
     Dpu,
     DpuMode,
     EthernetPort,
-    Fabric,
+    FabricPorts,
     Gpu,
     IbPort,
     Lease,
@@ -27,6 +27,7 @@ from gpufabric.service.db_models import (
     IbPortRow,
     LeaseRow,
     NetworkRow,
+    NodeFabricPortsRow,
     NodeRow,
     OfferingRow,
 )
@@ -51,7 +52,8 @@ def ordered(
 def canonical(node: Node) -> Node:
     """``node`` with its ports, GPUs and DPUs in the order the store returns them."""
     eth, ib, gpus, dpus = ordered(node.ethernet, node.ib, node.gpus, node.dpus)
-    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, dpus=dpus)
+    fp = tuple(sorted(node.fabric_ports))
+    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, dpus=dpus, fabric_ports=fp)
 
 
 def node_to_domain(r: NodeRow) -> Node:
@@ -76,6 +78,7 @@ def node_to_domain(r: NodeRow) -> Node:
             ),
             gpus=tuple(Gpu(n, ModuleId(g.module_id), g.pci_bus_id) for g in r.gpus),
             dpus=tuple(Dpu(n, d.name, DpuMode(d.mode), tuple(sorted((str(k), str(v)) for k, v in (d.details or {}).items()))) for d in r.dpus),
+            fabric_ports=tuple(FabricPorts.of(f.instance, f.data) for f in r.fabric_ports),
         )
     )
 
@@ -100,12 +103,13 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
     )
     row.gpus.extend(GpuRow(module_id=g.module_id.value, pci_bus_id=g.pci_bus_id) for g in node.gpus)
     row.dpus.extend(DpuRow(name=d.name, mode=d.mode.value, details=dict(d.details)) for d in node.dpus)
+    row.fabric_ports.extend(NodeFabricPortsRow(instance=f.instance, data=f.entries) for f in node.fabric_ports)
 
 
 def network_to_domain(r: NetworkRow) -> Network:
     segs = tuple(
         Segment(
-            Fabric(s.fabric),
+            s.fabric,
             s.seg_id,
             None if s.vlan is None else VlanId(s.vlan),
             None if s.pkey is None else PKey(s.pkey),

@@ -9,6 +9,11 @@ Uniqueness that protects isolation lives in the database, not in Python, so that
 replicas can never hand out the same switch port, GUID, VLAN or PKey:
 ``ethernet_ports (switch, switch_port)``, ``ib_ports.port_guid``,
 ``segments (fabric, seg_id)``, ``segments.vlan`` and ``segments.pkey``.
+
+``node_fabric_ports`` is the one generic table of the fabric kinds without typed tables
+(``FabricKind.ports_section``): one row per (node, fabric instance), ``data`` the entries the
+kind validated (JSON list). The kind's own uniqueness (``FabricKind.port_keys``) is checked by
+the import across every node; the database keeps one row per node and instance.
 """
 
 from __future__ import annotations
@@ -79,6 +84,23 @@ class NodeRow(Base):
     dpus: Mapped[list[DpuRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="DpuRow.name"
     )
+    fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"
+    )
+
+
+class NodeFabricPortsRow(Base):
+    """A node's ports on one fabric instance of a kind without a typed table (migration 0007)."""
+
+    __tablename__ = "node_fabric_ports"
+    __table_args__ = (UniqueConstraint("node_id", "instance", name="uq_node_fabric_ports_node_instance"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    instance: Mapped[str] = mapped_column(String(63))
+    data: Mapped[Any] = mapped_column(JSON)
+
+    node: Mapped[NodeRow] = relationship(back_populates="fabric_ports")
 
 
 class EthernetPortRow(Base):
@@ -180,7 +202,7 @@ class SegmentRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     network_id: Mapped[int] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
-    fabric: Mapped[str] = mapped_column(String(16))
+    fabric: Mapped[str] = mapped_column(String(63))  # the fabric instance (0007: was 16 chars)
     seg_id: Mapped[int] = mapped_column(Integer)
     vlan: Mapped[int | None] = mapped_column(Integer, unique=True)
     pkey: Mapped[int | None] = mapped_column(Integer, unique=True)

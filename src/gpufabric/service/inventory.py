@@ -6,6 +6,13 @@ value in the file (e.g. ``nodes[2].ib[0].port_guid``) and whose ``allowed`` says
 accepted form. YAML is read with YAML 1.2-style scalars: ``52:54:00:12:34:56`` and
 ``0000:18:00.0`` stay strings (PyYAML's YAML 1.1 would read them as base-60 numbers),
 ``0x...`` is a hexadecimal integer, and only true/false are booleans.
+
+A node entry's ``fabrics: {<instance>: [...]}`` section holds its ports on fabric instances
+whose kind has no typed table (``FabricKind.ports_section``): each is handed to its kind's
+``parse_ports`` (the kind's own validation, fields under ``nodes[i].fabrics.<instance>``),
+dumped back as canonical JSON (:class:`~gpufabric.domain.models.FabricPorts`), and its
+``port_keys`` checked unique across the file. ``instances`` (instance -> bound kind, from
+``fabrics.yaml``) says which instances exist; without it such a section is refused.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from typing import Any, Final, TypeVar
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, check_mac, check_name, check_port_name
 
 FORMATS: Final = ("yaml", "json")
@@ -28,6 +36,8 @@ SCHEMA_VERSION: Final = 1
 PCI_ALLOWED: Final = "a PCI address DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0"
 _PCI_RE: Final = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 T = TypeVar("T")
+Instances = Mapping[str, FabricKind[Any, Any]]
+"""Fabric instance name -> its bound kind (the instances of ``fabrics.yaml``)."""
 
 
 class _Yaml12Loader(yaml.SafeLoader):
@@ -46,17 +56,21 @@ for _tag, _regex, _first in (
 _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"), [""])
 
 
-def load_inventory(path: Path | str, fmt: str | None = None, dialects: Mapping[str, str] | None = None) -> Inventory:
+def load_inventory(
+    path: Path | str, fmt: str | None = None, dialects: Mapping[str, str] | None = None, instances: Instances | None = None
+) -> Inventory:
     """Read an inventory file; ``fmt`` is "yaml" or "json" and defaults to the suffix (.json is JSON, anything else YAML)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ValidationError("inventory", str(p), "a readable UTF-8 YAML or JSON file", str(e)) from None
-    return parse_inventory(text, fmt or ("json" if p.suffix.lower() == ".json" else "yaml"), dialects)
+    return parse_inventory(text, fmt or ("json" if p.suffix.lower() == ".json" else "yaml"), dialects, instances)
 
 
-def parse_inventory(text: str, fmt: str = "yaml", dialects: Mapping[str, str] | None = None) -> Inventory:
+def parse_inventory(
+    text: str, fmt: str = "yaml", dialects: Mapping[str, str] | None = None, instances: Instances | None = None
+) -> Inventory:
     """Parse inventory text (pure); ``dialects`` (switch -> dialect) checks port names per dialect."""
     if fmt == "json":
         try:
@@ -72,10 +86,12 @@ def parse_inventory(text: str, fmt: str = "yaml", dialects: Mapping[str, str] | 
             raise ValidationError("inventory", where, "valid YAML", str(getattr(e, "problem", e))) from None
     else:
         raise ValidationError("format", fmt, "yaml or json")
-    return inventory_from_dict(data, dialects)
+    return inventory_from_dict(data, dialects, instances)
 
 
-def inventory_from_dict(data: Any, dialects: Mapping[str, str] | None = None) -> Inventory:
+def inventory_from_dict(
+    data: Any, dialects: Mapping[str, str] | None = None, instances: Instances | None = None
+) -> Inventory:
     """Build an Inventory from decoded YAML/JSON data (pure); see docs/inventory.md.
 
     ``dialects`` maps switch names to their CLI dialect (from fabrics.yaml): a port name
@@ -88,7 +104,7 @@ def inventory_from_dict(data: Any, dialects: Mapping[str, str] | None = None) ->
     nodes: list[Node] = []
     first: dict[tuple[str, Any], str] = {}  # unique key -> path of its first use
     for i, raw in enumerate(raw_nodes):
-        node = _node(f"nodes[{i}]", raw, dialects or {})
+        node = _node(f"nodes[{i}]", raw, dialects or {}, instances or {}, first)
         _unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
         for k, p in enumerate(node.ethernet):
             path = f"nodes[{i}].ethernet[{k}]"
@@ -116,8 +132,8 @@ def inventory_from_dict(data: Any, dialects: Mapping[str, str] | None = None) ->
 
 
 # ---------------------------------------------------------------------- one node
-def _node(path: str, raw: Any, dialects: Mapping[str, str]) -> Node:
-    m = _mapping(path, raw, {"name", "offering", "ethernet", "ib", "gpus", "dpus"})
+def _node(path: str, raw: Any, dialects: Mapping[str, str], instances: Instances, first: dict[tuple[str, Any], str]) -> Node:
+    m = _mapping(path, raw, {"name", "offering", "ethernet", "ib", "gpus", "dpus", "fabrics"})
     name = _name(f"{path}.name", _required(path, m, "name"))
     offering = m.get("offering", "")
     if offering != "":
@@ -129,6 +145,7 @@ def _node(path: str, raw: Any, dialects: Mapping[str, str]) -> Node:
         ib=tuple(_ib(f"{path}.ib[{k}]", name, r) for k, r in _items(path, m, "ib")),
         gpus=tuple(_gpu(f"{path}.gpus[{k}]", name, r) for k, r in _items(path, m, "gpus")),
         dpus=tuple(_dpu(f"{path}.dpus[{k}]", name, r) for k, r in _items(path, m, "dpus")),
+        fabric_ports=_fabric_ports(f"{path}.fabrics", name, m.get("fabrics"), instances, first),
     )
 
 
@@ -157,6 +174,28 @@ def _check_bonds(path: str, node: Node, first: dict[tuple[str, Any], str]) -> No
         if owner != node.name:
             raise ValidationError(f"{at}.bond", f"{p.switch}/{p.bond}", "an aggregate of this node only",
                                   f"it is node {owner}'s")
+
+
+def _fabric_ports(
+    path: str, node: str, raw: Any, instances: Instances, first: dict[tuple[str, Any], str]
+) -> tuple[FabricPorts, ...]:
+    """The node's ``fabrics`` section: one entry per instance, parsed by the instance's kind."""
+    if raw is None:
+        return ()
+    sections = {n: k for n, k in instances.items() if k.ports_section}
+    allowed = ", ".join(sorted(sections)) or "none configured"
+    if not isinstance(raw, Mapping):
+        raise ValidationError(path, _short(raw), f"a mapping of fabric instance to its ports ({allowed})")
+    out: list[FabricPorts] = []
+    for instance, entries in sorted(raw.items(), key=lambda kv: str(kv[0])):
+        kind = sections.get(instance)
+        if kind is None:
+            raise ValidationError(f"{path}.{instance}", _short(entries), f"a fabric instance with an inventory section: {allowed}")
+        ports = kind.parse_ports(node, entries, f"{path}.{instance}")
+        for key in kind.port_keys(ports):
+            _unique(first, ("fabric", (instance, key)), f"{path}.{instance}", key, f"ports on fabric {instance}")
+        out.append(FabricPorts.of(instance, kind.dump_ports(ports)))
+    return tuple(out)
 
 
 def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, str]) -> EthernetPort:
@@ -326,3 +365,24 @@ def mark_sm_hosts(inv: Inventory, sm_guids: Iterable[Guid]) -> tuple[Inventory, 
     hosts = tuple(sorted(n.name for n in inv.nodes if any(q.port_guid in sm for q in n.ib)))
     nodes = tuple(replace(n, state=NodeState.MAINTENANCE) if n.name in hosts else n for n in inv.nodes)
     return Inventory(nodes), hosts
+
+
+def check_port_keys(found: Inventory, known: Iterable[Node], instances: Instances) -> None:
+    """Refuse an import that gives a generic-table port key (``FabricKind.port_keys``) the store
+    knows on another node to a node of ``found`` (the typed tables' database constraints, for
+    kinds without one; the nodes of ``found`` replace their stored ports)."""
+    replaced = {n.name for n in found.nodes}
+    owner: dict[tuple[str, Any], str] = {}
+    for n in known:
+        if n.name in replaced:
+            continue
+        for fp in n.fabric_ports:
+            if (kind := instances.get(fp.instance)) is not None and kind.ports_section:
+                owner.update({(fp.instance, key): n.name for key in kind.port_keys(kind.ports(n))})
+    for i, n in enumerate(found.nodes):
+        for fp in n.fabric_ports:
+            kind = instances.get(fp.instance)
+            for key in kind.port_keys(kind.ports(n)) if kind is not None else ():
+                if (was := owner.get((fp.instance, key))) is not None:
+                    raise ValidationError(f"nodes[{i}].fabrics.{fp.instance}", key,
+                                          f"ports unique on fabric {fp.instance} (node {was} has it)", "duplicate")  # fmt: skip

@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 from gpufabric.domain.errors import ConflictError, NotFoundError
 from gpufabric.domain.models import (
     BUILTIN_OFFERINGS,
-    Fabric,
     Inventory,
     Lease,
     Network,
@@ -65,6 +64,7 @@ _NODE_LOAD: Final = (
     selectinload(NodeRow.ib),
     selectinload(NodeRow.gpus),
     selectinload(NodeRow.dpus),
+    selectinload(NodeRow.fabric_ports),
 )
 
 
@@ -172,6 +172,7 @@ class Store:
                     row.ib.clear()
                     row.gpus.clear()
                     row.dpus.clear()
+                    row.fabric_ports.clear()
                     changed.append((row, node))
                     updated += 1
                 s.flush()  # delete every replaced child first: a port may move between nodes
@@ -246,17 +247,21 @@ class Store:
         used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
         row = NetworkRow(name=name, tenant=t)
         probe = Network(name, tenant)
-        for kind in kinds:
+        fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
+        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates;
+            # a kind's instances share its pool: VLANs and PKeys are unique deployment-wide
+            siblings = {k.instance for k in kinds if k.name == kind.name} | {kind.name, kind.instance}
             mine = [
-                Segment(Fabric(u.fabric), u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None)
+                Segment(u.fabric, u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None)
                 for u in used
-                if u.fabric == kind.name
-            ]
+                if u.fabric in siblings
+            ] + [x for x in fresh if x.fabric in siblings]
             seg = kind.allocate(probe, mine, cfg)
             if seg is not None:
+                fresh.append(dataclasses.replace(seg, fabric=kind.instance))
                 row.segments.append(
                     SegmentRow(
-                        fabric=str(seg.fabric),
+                        fabric=kind.instance,
                         seg_id=seg.seg_id,
                         vlan=seg.vlan.value if seg.vlan else None,
                         pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,

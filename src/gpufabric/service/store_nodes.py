@@ -1,4 +1,4 @@
-"""Reading every node with its ports, GPUs and DPUs in five plain SELECTs (SQLAlchemy Core
+"""Reading every node with its ports, GPUs, DPUs and generic-table ports in six plain SELECTs (SQLAlchemy Core
 rows, no ORM identity map): what a worker reads before each converge phase. The result is
 exactly ``[node_to_domain(row) for row in ...]`` over the ORM rows, sorted by name — at about
 a tenth of the cost for a thousand nodes. Heads (id, name, offering, state) and bodies (ports,
@@ -13,13 +13,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Node, NodeState
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.service.convert import ordered
 from gpufabric.service.db_models import DpuRow, EthernetPortRow, GpuRow, IbPortRow, NodeRow
+from gpufabric.service.store_fabric_ports import read_fabric_ports
 
-Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...]]
-"""A node's ports, GPUs and DPUs, each in the order the store returns them."""
+Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...], tuple[FabricPorts, ...]]
+"""A node's ports, GPUs, DPUs and generic-table ports, each in the order the store returns them."""
 Head = tuple[int, str, str, str]
 """A node's id, name, offering and state."""
 
@@ -41,11 +42,12 @@ def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
 
 def node_from(head: Head, bodies: dict[int, Body]) -> Node:
     nid, name, offering, state = head
-    return Node(name, offering, NodeState(state), *bodies.get(nid, ((), (), (), ())))
+    eth, ib, gpus, dpus, fabric_ports = bodies.get(nid, ((), (), (), (), ()))
+    return Node(name, offering, NodeState(state), eth, ib, gpus, dpus, fabric_ports)
 
 
 def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
-    """The ports, GPUs and DPUs of the nodes ``names`` (id -> name) in four SELECTs."""
+    """The ports, GPUs, DPUs and generic-table ports of the nodes ``names`` (id -> name) in five SELECTs."""
     eth: dict[int, list[EthernetPort]] = defaultdict(list)
     for nid, pname, switch, sport, mac, bond, mode in s.execute(
         select(EthernetPortRow.node_id, EthernetPortRow.name, EthernetPortRow.switch, EthernetPortRow.switch_port,
@@ -72,4 +74,5 @@ def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
             dpus[nid].append(
                 Dpu(names[nid], dname, DpuMode(mode), tuple(sorted((str(k), str(v)) for k, v in d.items())))
             )
-    return {nid: ordered(eth[nid], ib[nid], gpus[nid], dpus[nid]) for nid in names}
+    generic = read_fabric_ports(s, names)
+    return {nid: (*ordered(eth[nid], ib[nid], gpus[nid], dpus[nid]), generic.get(nid, ())) for nid in names}

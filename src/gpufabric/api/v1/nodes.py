@@ -72,10 +72,15 @@ def import_inventory(
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
 ) -> Response:
-    from gpufabric.service.inventory import inventory_from_dict
+    from gpufabric.service.inventory import check_port_keys, inventory_from_dict
 
     p.require("node", Verb.CREATE)
-    r = c.actions.import_inventory(p, inventory_from_dict(body.model_dump(exclude_none=True)))
+    generic = any(n.fabrics for n in body.nodes)  # ports on instances of kinds without typed tables
+    instances = c.engine().fabrics.kinds if generic and c.engine is not None else {}
+    inv = inventory_from_dict(body.model_dump(exclude_none=True), instances=instances)
+    if generic:
+        check_port_keys(inv, c.store.nodes(), instances)
+    r = c.actions.import_inventory(p, inv)
     return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
 
 

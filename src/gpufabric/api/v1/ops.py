@@ -9,7 +9,8 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
-from gpufabric.api.v1.schemas import (
+from gpufabric.api.v1.schemas import errors
+from gpufabric.api.v1.schemas_ops import (
     AuditOut,
     EventPage,
     OffloadOut,
@@ -18,7 +19,6 @@ from gpufabric.api.v1.schemas import (
     TokenIn,
     TokenList,
     TokenOut,
-    errors,
 )
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError, UnavailableError

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
@@ -164,6 +163,9 @@ class NodeIn(Strict):
     ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
     gpus: list[GpuIn] = Field(default_factory=list, max_length=64)
     dpus: list[DpuIn] = Field(default_factory=list, max_length=8)
+    fabrics: dict[str, list[dict[str, Any]]] | None = Field(
+        None, description="Ports on fabric instances whose kind has an inventory section (validated by the kind)"
+    )
 
 
 class InventoryIn(Strict):
@@ -377,74 +379,3 @@ class PreviewIn(Strict):
 
 class PreviewOut(BaseModel):
     phases: dict[str, Any]
-
-
-# ---------------------------------------------------------------- ops
-class EventOut(BaseModel):
-    id: int
-    at: str | None
-    actor: str
-    role: str
-    tenant: str | None
-    action: str
-    target: str
-    outcome: str
-    message: str
-
-
-class EventPage(BaseModel):
-    items: list[EventOut]
-    total: int
-    limit: int
-    offset: int
-
-
-class TokenIn(Strict):
-    name: Name
-    role: Literal["admin", "owner", "lessee", "service"]
-    tenant: Name | None = None
-    expires_at: AwareDatetime | None = Field(
-        None, description="Refused from this time on (with a timezone, within ~10 years); omitted: never expires"
-    )
-
-
-class TokenOut(BaseModel):
-    id: int
-    name: str
-    role: str
-    tenant: str | None
-    created_at: str
-    created_by: str
-    revoked_at: str | None
-    expires_at: str | None = None
-
-
-class TokenCreated(TokenOut):
-    secret: str = Field(description="Shown once; only its sha256 is stored")
-
-
-class TokenList(BaseModel):
-    items: list[TokenOut]
-
-
-class AuditOut(BaseModel):
-    at: datetime | None = None
-    report: dict[str, Any]
-
-
-class OffloadOut(BaseModel):
-    """``gpufabric offload report --json``: rows per node and tenant, tables, alerts."""
-
-    rows: list[dict[str, Any]]
-    tables: list[dict[str, Any]]
-    alerts: list[dict[str, Any]]
-
-
-class ReconcileOut(BaseModel):
-    loops: list[dict[str, Any]]
-    last: dict[str, Any] | None
-
-
-class Health(BaseModel):
-    status: str
-    checks: dict[str, Any] = Field(default_factory=dict)
