@@ -143,7 +143,7 @@ class IbFabric:
         return run(args, env=self.tool_env(sim_host), cwd=self.scratch, timeout=timeout)
 
     # -- ibsim --------------------------------------------------------------------------
-    def start_ibsim(self, netfile_text: str, max_nodes: int | None = None) -> int:
+    def start_ibsim(self, netfile_text: str, max_nodes: int | None = None, max_ports: int | None = None) -> int:
         """Write the net file and start ibsim on it; a no-op returning the PID if it runs."""
         if self.ibsim_running():
             pid = self.ibsim_pid
@@ -155,6 +155,8 @@ class IbFabric:
         args = ["ibsim", "-s", "-n"]
         if max_nodes and max_nodes > 2048:
             args += ["-N", str(max_nodes)]
+        if max_ports:  # ibsim's default table holds 13,312 ports (about 4,000 HCAs and their switches)
+            args += ["-P", str(max_ports)]
         args.append(str(self.netfile))
         env = dict(os.environ)
         env["IBSIM_SOCKNAME"] = self.sockname
