@@ -81,13 +81,16 @@ def test_inventory_network_move_audit_api_and_node_list_through_the_memory_colum
     from gpufabric.service.store import Store
 
     engine = open_engine()
-    ctx = ApiContext(Store.open(home=home), segment_config, engine=lambda: engine)
+    ctx = ApiContext(Store.open(home=home), segment_config, engine=lambda: engine,
+                     view_kinds=lambda: tuple(engine.fabrics.kinds.values()))
     token = ctx.actions.create_token(LOCAL_ADMIN, "ops", "admin", None)[1]
     http = TestClient(create_app(ctx))
     auth = {"Authorization": f"Bearer {token}"}
     got = http.get("/api/v1/nodes/n1", headers=auth)
     assert got.status_code == 200, got.text
     assert got.json()["tenant"] == "ta"
+    mem = {"ports": [{"name": "m0", "link": 1}, {"name": "m1", "link": 2}]}
+    assert got.json()["fabrics"] == {"memory": {"summary": "m0:1 m1:2", **mem}}, got.json()["fabrics"]
     assert engine.fabrics.node_views(engine.store.node("n1")) == {
         "memory": {"ports": [{"name": "m0", "link": 1}, {"name": "m1", "link": 2}]}
     }
@@ -103,3 +106,4 @@ def test_inventory_network_move_audit_api_and_node_list_through_the_memory_colum
     listed = cli("node", "list")
     rows = listed if isinstance(listed, list) else listed["items"]
     assert {r["name"]: r["tenant"] for r in rows} == {"n1": "ta", "n2": "quarantine", "n3": "quarantine"}
+    assert {r["name"]: r["fabrics"] for r in rows}["n1"] == {"memory": {"summary": "m0:1 m1:2", **mem}}

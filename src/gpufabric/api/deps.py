@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -92,6 +92,7 @@ class ApiContext:
     metrics: Callable[[], str] = lambda: ""
     quota_config: Callable[[], Quotas] = Quotas
     limits: ApiLimits = field(default_factory=ApiLimits)
+    view_kinds: Callable[[], Sequence[Any] | None] = lambda: None  # the nodes' fabric columns (None: every kind)
     reader: Reader = field(init=False)
     write_buckets: WriteBuckets = field(init=False)
     stream_slots: StreamSlots = field(init=False)

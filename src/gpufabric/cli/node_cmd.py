@@ -25,9 +25,10 @@ def _node(name: str) -> dict[str, Any]:
     found = rd.nodes(LOCAL_ADMIN, 1, 0, name=name)[0]
     if not found:
         raise NotFoundError("node", name)
-    from gpufabric.service.columns import with_fabrics
+    from gpufabric.cli.common import fabrics_path
+    from gpufabric.service.columns import configured_kinds, with_fabrics
 
-    return with_fabrics(found, rd.store)[0]
+    return with_fabrics(found, rd.store, configured_kinds(fabrics_path()))[0]
 
 
 @app.command("list")
@@ -42,10 +43,11 @@ def list_nodes(
     if r:
         nodes = items(r.get("/nodes", tenant=tenant, state=state, limit=1000))
     else:
-        from gpufabric.service.columns import with_fabrics
+        from gpufabric.cli.common import fabrics_path
+        from gpufabric.service.columns import configured_kinds, with_fabrics
 
         rd = reader()
-        nodes = with_fabrics(rd.nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0], rd.store)
+        nodes = with_fabrics(rd.nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0], rd.store, configured_kinds(fabrics_path()))
     if json_out:
         emit_json(nodes)
         return

@@ -125,8 +125,12 @@ def serve(
         fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
         return MoveEngine(store, fabrics, cfg, **kw)
 
+    from gpufabric.service.columns import configured_kinds
+
+    columns = configured_kinds(fabrics_path())  # the nodes' fabric columns: the configured instances
     ctx = ApiContext(
-        store, segment_config, engine if has_fabrics else None, loops, limits=limits, quota_config=quota_config
+        store, segment_config, engine if has_fabrics else None, loops, limits=limits, quota_config=quota_config,
+        view_kinds=lambda: columns,
     )
     progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
     def read_fabric_series() -> str:

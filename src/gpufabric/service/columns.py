@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.fabric import FabricKind, Tenancy
@@ -24,14 +25,15 @@ Kinds = Sequence[FabricKind[Any, Any]]
 
 
 def fabric_cells(node: Node, kinds: Kinds, tenancy: Tenancy | None = None) -> list[tuple[str, str]]:
-    """(column, cell) of ``node`` for each fabric, in the kinds' order: the cell is the kind's
+    """(column, cell) of ``node`` for each fabric instance (the column is the instance's name), in
+    the kinds' order: the cell is the kind's
     ``summary()``, one line per resource ("" when the node has none on that fabric)."""
-    return [(k.name, k.summary(node, tenancy)) for k in kinds]
+    return [(k.instance, k.summary(node, tenancy)) for k in kinds]
 
 
 def fabric_views(node: Node, kinds: Kinds, tenancy: Tenancy | None = None) -> dict[str, dict[str, Any]]:
     """The ``fabrics`` object of ``node``'s JSON: column -> ``{"summary": cell, **node_view}``."""
-    by_kind = {k.name: k for k in kinds}
+    by_kind = {k.instance: k for k in kinds}
     return {
         column: {"summary": cell, **jsonable(dict(by_kind[column].node_view(node, tenancy)))}
         for column, cell in fabric_cells(node, kinds, tenancy)
@@ -48,6 +50,22 @@ def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
     for ep in entry_points(group=KINDS_GROUP):
         reg.register_kind(ep.load()())
     return tuple(reg.ordered_kinds())
+
+
+def configured_kinds(fabrics_file: Path) -> tuple[FabricKind[Any, Any], ...] | None:
+    """The configured fabric instances of ``fabrics_file`` (bound kinds, built-in kinds first),
+    or None without one (then every registered kind is a column)."""
+    if not fabrics_file.exists():
+        return None
+    import yaml
+
+    from gpufabric.service.fabrics import configured_instances
+    from gpufabric.service.registry import Registry
+
+    raw = yaml.safe_load(fabrics_file.read_text()) or {}
+    first = ["ethernet", "infiniband"]
+    kinds = configured_instances(raw, Registry.from_entry_points()).values()
+    return tuple(sorted(kinds, key=lambda k: (first.index(k.name) if k.name in first else 2, k.instance)))
 
 
 def view_tenancy(store: Any, nodes: Iterable[Node], now: datetime | None = None) -> Tenancy:

@@ -45,7 +45,7 @@ async def list_nodes(
 ) -> Response:
     def build() -> dict[str, Any]:
         items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, fabric)
-        return paged(with_fabrics(items, c.store), total, pg)
+        return paged(with_fabrics(items, c.store, c.view_kinds()), total, pg)
 
     return await c.cached(request, (p.role, p.tenant), build)
 
@@ -56,7 +56,7 @@ async def show_node(request: Request, node: NodeName, p: Principal = PRINCIPAL, 
         items, _ = c.reader.nodes(p, 1, 0, name=node)
         if not items:
             raise NotFoundError("node", node)
-        return with_fabrics(items, c.store)[0]
+        return with_fabrics(items, c.store, c.view_kinds())[0]
 
     return await c.cached(request, (p.role, p.tenant), build)
 
@@ -89,7 +89,7 @@ def import_inventory(
 def set_owner(node: NodeName, body: OwnerIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     c.actions.set_owner(p, node, body.owner)
     items, _ = c.reader.nodes(p, 1, 0, name=node)
-    return json(with_fabrics(items, c.store)[0])
+    return json(with_fabrics(items, c.store, c.view_kinds())[0])
 
 
 def _attachment(c: ApiContext, node: str, move: Move | None, lease: Any) -> dict[str, Any]:
