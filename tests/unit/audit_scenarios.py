@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gpufabric.audit import AuditInput, Violation
+from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for
 from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
 from gpufabric.domain.state import (
     EthernetPortConfig,
@@ -39,8 +39,13 @@ from gpufabric.domain.state import (
     SwitchState,
 )
 from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.plan import IbDesired
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
+REGISTRY: InvariantRegistry = registry_for([EthernetKind(), InfinibandKind()])
+"""The audit of the two fabric kinds these scenarios exercise (their invariants and the core's)."""
 QVLAN = 4000
 SM_GUID = Guid(0x0002C9030000FF01)
 SM2_GUID = Guid(0x0002C9030000FF02)
@@ -199,17 +204,17 @@ class Scenario:
             switches=tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
             ib=IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master),
         )
+        want = {
+            "ethernet": tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items())),
+            "infiniband": IbDesired(self.desired_layout(), ()),
+        }
         return AuditInput(
             nodes=nodes(),
             leases=tuple(Lease(t, n, T0) for n, t in self.leases),
             networks=networks(),
-            quarantine_vlan=VlanId(QVLAN),
             observed=observed,
-            trusted_sm_guids=frozenset({SM_GUID, SM2_GUID}),
-            sm_port_guids=frozenset({SM_GUID}),
-            desired_switches=tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items()))
-            if self.give_desired
-            else None,
-            desired_layout=self.desired_layout() if self.give_desired else None,
+            settings={"quarantine_vlan": VlanId(QVLAN), "trusted_sm_guids": frozenset({SM_GUID, SM2_GUID}),
+                      "sm_port_guids": frozenset({SM_GUID})},
+            desired=want if self.give_desired else None,
             extra_findings=tuple(self.extra),
-        )
+        )  # fmt: skip

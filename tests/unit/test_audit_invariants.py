@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpufabric.audit import DEFAULT_REGISTRY, Severity, Violation, run_audit
+from gpufabric.audit import Severity, Violation, run_audit
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.state import SmSeen, SmState
 
 from unit.audit_scenarios import (
+    REGISTRY,
     ROGUE_GUID,
     SM_GUID,
     T0,
@@ -185,7 +186,7 @@ CASES: list[Case] = [
 def _audit(case: Case) -> tuple[Violation, ...]:
     s = Scenario()
     case.mutate(s)
-    return run_audit(s.build(), only=[case.invariant], now=T0).violations
+    return run_audit(s.build(), only=[case.invariant], now=T0, registry=REGISTRY).violations
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.invariant}:{c.id}" for c in CASES])
@@ -201,16 +202,16 @@ def test_invariant_case(case: Case) -> None:
 
 
 def test_every_invariant_has_a_passing_and_a_violating_case() -> None:
-    for inv_id in DEFAULT_REGISTRY.ids():
+    for inv_id in REGISTRY.ids():
         mine = [c for c in CASES if c.invariant == inv_id]
         assert any(not c.expect for c in mine), f"{inv_id} has no passing case"
         assert any(c.expect for c in mine), f"{inv_id} has no violating case"
 
 
 def test_clean_cluster_breaks_no_invariant() -> None:
-    report = run_audit(Scenario().build(), now=T0)
+    report = run_audit(Scenario().build(), now=T0, registry=REGISTRY)
     assert report.violations == ()
-    assert report.checked == DEFAULT_REGISTRY.ids()
+    assert report.checked == REGISTRY.ids()
 
 
 def test_severity_and_fabric_come_from_the_registry() -> None:
@@ -223,7 +224,7 @@ def test_severity_and_fabric_come_from_the_registry() -> None:
 def test_passed_through_finding_keeps_its_severity() -> None:
     s = Scenario()
     _hardening(s)
-    [v] = run_audit(s.build(), only=["IB-HARDENING"], now=T0).violations
+    [v] = run_audit(s.build(), only=["IB-HARDENING"], now=T0, registry=REGISTRY).violations
     assert (v.invariant, v.severity, v.device) == ("IB-HARDENING", Severity.CRITICAL, "sm1")
 
 
@@ -231,17 +232,17 @@ def test_extra_finding_for_a_non_passthrough_invariant_is_rejected() -> None:
     s = Scenario()
     s.extra.append(Violation("ETH-VLAN1", Severity.LOW, "made up"))
     with pytest.raises(ValidationError, match="extra_findings.invariant"):
-        run_audit(s.build())
+        run_audit(s.build(), registry=REGISTRY)
 
 
 def test_unknown_invariant_in_only_is_rejected() -> None:
     with pytest.raises(ValidationError, match="ETH-NOPE"):
-        run_audit(Scenario().build(), only=["ETH-NOPE"])
+        run_audit(Scenario().build(), only=["ETH-NOPE"], registry=REGISTRY)
 
 
 def test_one_fault_shows_up_under_every_invariant_it_breaks() -> None:
     s = Scenario().set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF)  # a quarantined port kept alpha's key
-    report = run_audit(s.build(), now=T0)
+    report = run_audit(s.build(), now=T0, registry=REGISTRY)
     assert sorted(v.invariant for v in report.violations) == [
         "IB-GUID-FOREIGN-PKEY", "IB-PKEY-SHARED", "X-DRIFT", "X-NODE-SPLIT"
     ]  # fmt: skip

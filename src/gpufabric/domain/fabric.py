@@ -108,6 +108,21 @@ class InvariantSpec:
     id: str
     severity: str  # a Severity value
     description: str
+    external: bool = False  # the caller may also hand in findings of it (AuditInput.extra_findings)
+
+
+@dataclass(frozen=True)
+class PortSeen:
+    """One port of an inventory node and the tenants that own what it really carries (its
+    *effective* tenants: owners of its VLANs, its non-default PKeys, ...; unowned resources and
+    the default partition add none). The audit's ``X-NODE-SPLIT`` compares them across fabrics."""
+
+    node: str
+    fabric: str
+    device: str
+    port: str
+    label: str  # how a message names the port, e.g. ``leaf1/p1`` or ``mlx5_0 0x...``
+    tenants: frozenset[str]
 
 
 class FabricBackend(ABC, Generic[S]):
@@ -194,7 +209,17 @@ class FabricKind(ABC, Generic[D, S]):
         return ()
 
     def audit(self, tenancy: Tenancy, desired: D, observed: S) -> Iterable[Violation]:
-        """Findings of this fabric's own invariants (default: none beyond the core's)."""
+        """Findings of this fabric's own invariants, and of the shared ``X-DRIFT``
+        (:data:`~gpufabric.domain.findings.DRIFT`). The service always hands in the desired
+        slice; an audit run without one (tests, ``AuditInput.desired`` left out) passes ``None``,
+        which a kind that can (Ethernet, InfiniBand) takes as "skip desired-vs-observed
+        comparisons". Default: none."""
+        return ()
+
+    def ports_seen(self, observed: S, tenancy: Tenancy) -> Iterable[PortSeen]:
+        """Every inventory port with non-empty effective tenants in ``observed``. A kind that
+        implements it takes part in the audit's per-port ``X-NODE-SPLIT``; the others in
+        ``X-NODE-SPLIT-FABRICS`` (through :meth:`tenants_seen`). Default: none."""
         return ()
 
     # ---- display

@@ -15,17 +15,29 @@ The quarantine VLAN has one source, ``config.yaml``'s ``segments.ethernet.quaran
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ConfigError, VerifyError
-from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, Tenancy, build_driver
+from gpufabric.domain.fabric import (
+    DriverLookup,
+    FabricBackend,
+    FabricKind,
+    FabricPlan,
+    InvariantSpec,
+    PortSeen,
+    Tenancy,
+    build_driver,
+)
+from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.parallel import run_parallel
+from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.plan import (
     EthernetPlan,
@@ -82,6 +94,14 @@ class EthernetBackend(FabricBackend[EthState]):
                 )
             time.sleep(0.05)
 
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What every switch driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
+        out: list[TransportNote] = []
+        for d in self.switches.values():
+            notes = getattr(d, "transport_notes", None)
+            out += notes() if callable(notes) else ()
+        return tuple(out)
+
     def close(self) -> None:
         for d in self.switches.values():
             close = getattr(d, "close", None)
@@ -135,6 +155,16 @@ class EthernetKind(FabricKind[EthState, EthState]):
 
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings))
+
+    # ---- audit (:mod:`.audit`)
+    def invariants(self) -> tuple[InvariantSpec, ...]:
+        return eth_audit.INVARIANTS
+
+    def audit(self, tenancy: Tenancy, desired: EthState | None, observed: EthState) -> Iterable[Violation]:
+        return list(eth_audit.EthAudit.build(tenancy, desired, observed).violations())
+
+    def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
+        return list(eth_audit.EthAudit.build(tenancy, None, observed).ports_seen())
 
     def summary(self, node: Node) -> str:
         return "\n".join(f"{p.switch}/{p.switch_port}" for p in node.ethernet) or "-"
