@@ -20,10 +20,11 @@ leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for
+from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
 from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
 from gpufabric.domain.state import (
     EthernetPortConfig,
@@ -218,3 +219,41 @@ class Scenario:
             desired=want if self.give_desired else None,
             extra_findings=tuple(self.extra),
         )  # fmt: skip
+
+
+# ----------------------------------------------------------------- invariant cases
+def g(node: str, i: int) -> str:
+    return str(guid(node, i))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One scenario for one invariant: mutate the clean cluster, audit that invariant only."""
+
+    id: str
+    invariant: str
+    mutate: Callable[[Scenario], object]
+    expect: tuple[tuple[str, str], ...]  # (port or GUID, node) of each violation; () = passes
+    resource: str | None = None  # expected resource of the (single) violation
+
+
+def noop(s: Scenario) -> None:
+    pass
+
+
+def audit_case(case: Case) -> tuple[Violation, ...]:
+    s = Scenario()
+    case.mutate(s)
+    return run_audit(s.build(), only=[case.invariant], now=T0, registry=REGISTRY).violations
+
+
+def check_case(case: Case) -> None:
+    """The exact (port or GUID, node) of every violation, each named in its message."""
+    violations = audit_case(case)
+    assert sorted((v.port, v.node) for v in violations) == sorted(case.expect)
+    assert {v.invariant for v in violations} <= {case.invariant}
+    for v in violations:
+        assert v.port in v.message, v.message
+        assert v.node in v.message, v.message
+    if case.resource is not None:
+        assert [v.resource for v in violations] == [case.resource]
