@@ -126,8 +126,8 @@ def engine(tmp_path: Path) -> Iterator[MoveEngine]:
 
 
 def test_the_sms_transport_notes_are_named_infiniband(engine: MoveEngine) -> None:
-    """Regression: a subnet manager's transport notes (e.g. UFM over http) were reported as
-    fabric ``ethernet`` (the service's default for a driver without a ``kind``)."""
+    """The SM driver's transport notes (e.g. UFM over http) reach the audit through its
+    backend (``InfinibandBackend.transport_notes``), named after the backend's fabric."""
     sm: Any = engine.fabrics.sm
     sm.transport_notes = lambda: (TransportNote("ufm", "http", "UFM at http://ufm:80 over plain http"),)
     found = [v for v in audit(engine).violations if v.invariant == "TRANSPORT-INSECURE"]
