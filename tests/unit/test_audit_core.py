@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpufabric.audit import SPLIT_FABRICS_ID, Violation, registry_for, run_audit
+from gpufabric.audit import SPLIT_FABRICS_ID, Violation, metrics_samples, registry_for, render_html, run_audit
 from gpufabric.domain import values
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
@@ -28,7 +28,7 @@ from gpufabric.service.moves import MoveEngine
 from gpufabric.service.registry import Registry
 from gpufabric.service.store import Store
 
-from support.memfabric import MemoryKind, register
+from support.memfabric import DRIFT_ID_MEMORY, MemoryKind, register
 from unit import test_engine_memory as memory_engine
 from unit.audit_scenarios import REGISTRY, T0, Scenario, guid
 
@@ -132,3 +132,17 @@ def test_the_sms_transport_notes_are_named_infiniband(engine: MoveEngine) -> Non
     sm.transport_notes = lambda: (TransportNote("ufm", "http", "UFM at http://ufm:80 over plain http"),)
     found = [v for v in audit(engine).violations if v.invariant == "TRANSPORT-INSECURE"]
     assert [(v.fabric, v.device, v.resource) for v in found] == [("infiniband", "ufm", "transport:http")]
+
+
+def test_metrics_and_html_know_every_kinds_invariant(engine: MoveEngine) -> None:
+    """Regression: ``metrics_samples``/``render_html`` looked severities and descriptions up in
+    the built-in registry only, so a kind's invariant (NVLink, DPU, the memory fabric) was
+    exported as ``severity="low"`` with no description; the report now carries them."""
+    report = audit(engine)
+    series = {labels["invariant"]: labels["severity"] for name, labels, _ in metrics_samples(report)
+              if name == "gpufabric_audit_violations"}  # fmt: skip
+    assert series[DRIFT_ID_MEMORY] == "high"
+    assert series["IB-ROGUE-SM"] == "critical" and series[SPLIT_FABRICS_ID] == "critical"
+    html = render_html(report)
+    desc = "A memory-fabric port&#x27;s tag is not its node&#x27;s owner."
+    assert f'<tr><td><code>{DRIFT_ID_MEMORY}</code></td><td><span class="sev sev-high">high</span></td><td>{desc}</td>' in html
