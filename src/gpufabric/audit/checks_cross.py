@@ -70,21 +70,39 @@ class AuditContext:
 
 def node_split(inp: AuditInput, ctx: AuditContext) -> Iterator[Finding]:
     """X-NODE-SPLIT: each port of a split node whose effective tenants are not exactly the
-    node's tenant, and nodes with leases of several tenants."""
-    ports: dict[str, list[PortSeen]] = {}
+    node's tenant, and nodes with leases of several tenants.
+
+    One cheap pass over the ports finds the split nodes (kinds share equal tenant sets, so
+    most comparisons are identity checks); only those are detailed.
+    """
+    seen: list[PortSeen] = []
+    first: dict[str, frozenset[str]] = {}
+    split: set[str] = set()
     for k in ctx.kinds:
-        if has_port_view(k):
-            for p in k.ports_seen(ctx.observed[k.name], ctx.tenancy):
-                ports.setdefault(p.node, []).append(p)
+        if not has_port_view(k):
+            continue
+        for p in k.ports_seen(ctx.observed[k.name], ctx.tenancy):
+            seen.append(p)
+            was = first.get(p.node)
+            if was is None:
+                first[p.node] = p.tenants
+                if len(p.tenants) > 1:
+                    split.add(p.node)
+            elif was is not p.tenants and was != p.tenants:
+                split.add(p.node)
+    details: dict[str, list[PortSeen]] = {}
+    for p in seen:
+        if p.node in split:
+            details.setdefault(p.node, []).append(p)
     for node in inp.nodes:
         leased = ctx.node_tenants.get(node.name, ())
         if len(leased) > 1:
             yield Finding(f"node {node.name} has active leases of tenants {', '.join(leased)}", node=node.name,
                           tenants=leased)  # fmt: skip
-        mine = ports.get(node.name, ())
-        union = sorted({t for p in mine for t in p.tenants})
-        if len(union) < 2:
+        mine = details.get(node.name)
+        if not mine:
             continue
+        union = sorted({t for p in mine for t in p.tenants})
         expected = ctx.tenancy.owner(node.name)
         for p in mine:
             if p.tenants == {expected}:
@@ -92,7 +110,7 @@ def node_split(inp: AuditInput, ctx: AuditContext) -> Iterator[Finding]:
             yield Finding(
                 f"node {node.name} (tenant {expected}) is split across {', '.join(union)}: "
                 f"{p.label} is in {', '.join(sorted(p.tenants))}",
-                fabric=p.fabric, device=p.device, port=p.port, node=node.name, tenants=tuple(union),
+                fabric=p.fabric, device=p.device, port=str(p.port), node=node.name, tenants=tuple(union),
             )  # fmt: skip
 
 

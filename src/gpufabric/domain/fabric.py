@@ -23,7 +23,7 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
@@ -111,18 +111,24 @@ class InvariantSpec:
     external: bool = False  # the caller may also hand in findings of it (AuditInput.extra_findings)
 
 
-@dataclass(frozen=True)
-class PortSeen:
+class PortSeen(NamedTuple):
     """One port of an inventory node and the tenants that own what it really carries (its
     *effective* tenants: owners of its VLANs, its non-default PKeys, ...; unowned resources and
-    the default partition add none). The audit's ``X-NODE-SPLIT`` compares them across fabrics."""
+    the default partition add none). The audit's ``X-NODE-SPLIT`` compares them across fabrics.
+    A tuple, and ``port`` may be any object whose ``str()`` names the port (e.g. a ``Guid``):
+    an audit makes one per port and formats only the few it reports."""
 
     node: str
     fabric: str
     device: str
-    port: str
-    label: str  # how a message names the port, e.g. ``leaf1/p1`` or ``mlx5_0 0x...``
+    port: object
     tenants: frozenset[str]
+    sep: str = " "  # between device and port in :attr:`label`
+
+    @property
+    def label(self) -> str:
+        """How a message names the port, e.g. ``leaf1/p1`` or ``mlx5_0 0x...``."""
+        return f"{self.device}{self.sep}{self.port}"
 
 
 class FabricBackend(ABC, Generic[S]):

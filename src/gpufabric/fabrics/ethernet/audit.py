@@ -88,18 +88,13 @@ class EthAudit:
         eth = {(p.switch, p.switch_port): p for n in tenancy.nodes for p in n.ethernet}
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
         qv = settings_quarantine_vlan(tenancy.settings)
-        owners: dict[int, set[str]] = {qv: {QUARANTINE}}
-        for net in tenancy.networks.values():
-            for seg in net.segments:
-                if seg.fabric == ETH:
-                    owners.setdefault(seg.vlan.value if seg.vlan else seg.seg_id, set()).add(net.tenant)
         obs = {(c.switch, c.port): c for s in observed for c in s.ports}
         columns = _columns(obs, eth, tenant)
         return cls(
             tenancy=tenancy,
             eth_ports=eth,
             tenant=tenant,
-            vlan_owners={k: frozenset(v) for k, v in owners.items()},
+            vlan_owners=vlan_owner_sets(tenancy),
             observed=obs,
             columns=columns,
             vlans=dict(zip(columns[0], columns[2], strict=True)),
@@ -118,16 +113,34 @@ class EthAudit:
         for check in (vlan_shared, unleased_not_quarantined, trunk_foreign_vlan, vlan1, drift):
             yield from check(self)
 
-    def ports_seen(self) -> Iterator[PortSeen]:
-        memo: dict[frozenset[int], frozenset[str]] = {}
-        for key, _, vlans, node, _ in self.rows():
-            if not node or not vlans:
+
+def vlan_owner_sets(tenancy: Tenancy) -> dict[int, frozenset[str]]:
+    """VLAN -> the tenants whose networks use it (the quarantine VLAN: quarantine)."""
+    owners: dict[int, set[str]] = {settings_quarantine_vlan(tenancy.settings): {QUARANTINE}}
+    for net in tenancy.networks.values():
+        for seg in net.segments:
+            if seg.fabric == ETH:
+                owners.setdefault(seg.vlan.value if seg.vlan else seg.seg_id, set()).add(net.tenant)
+    return {k: frozenset(v) for k, v in owners.items()}
+
+
+def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState]) -> Iterator[PortSeen]:
+    """Every observed port cabled to an inventory node, with the owners of its VLANs (ports
+    whose VLANs nobody owns, shut-down ports, left out)."""
+    owners = vlan_owner_sets(tenancy)
+    where = {(p.switch, p.switch_port): p.node for n in tenancy.nodes for p in n.ethernet}
+    memo: dict[frozenset[int], frozenset[str]] = {}
+    for s in observed:
+        for c in s.ports:
+            node = where.get((c.switch, c.port))
+            if node is None:
                 continue
+            vlans = c.vlans()
             eff = memo.get(vlans)
             if eff is None:
-                eff = memo[vlans] = frozenset(o for v in vlans for o in self.vlan_owners.get(v, ()))
+                eff = memo[vlans] = frozenset(o for v in vlans for o in owners.get(v, ()))
             if eff:
-                yield PortSeen(node, ETH, key[0], key[1], eth_place(key), eff)
+                yield PortSeen(node, ETH, c.switch, c.port, eff, "/")
 
 
 def _columns(

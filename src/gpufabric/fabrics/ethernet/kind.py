@@ -164,7 +164,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
         return list(eth_audit.EthAudit.build(tenancy, desired, observed).violations())
 
     def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
-        return list(eth_audit.EthAudit.build(tenancy, None, observed).ports_seen())
+        return eth_audit.ports_seen(tenancy, observed)
 
     def summary(self, node: Node) -> str:
         return "\n".join(f"{p.switch}/{p.switch_port}" for p in node.ethernet) or "-"

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from gpufabric.domain.fabric import InvariantSpec, PortSeen
+from gpufabric.domain.fabric import InvariantSpec, PortSeen, Tenancy
 from gpufabric.domain.findings import DRIFT, Violation
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.severity import Severity
-from gpufabric.domain.state import SmState
+from gpufabric.domain.state import IbFabricState, SmState
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
-from gpufabric.fabrics.infiniband.audit_index import IbAudit, fmt_pkeys
+from gpufabric.fabrics.infiniband.audit_index import IbAudit, fmt_pkeys, guids, pkey_owner_sets, split_entries
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 
 IB: Final = Fabric.INFINIBAND
@@ -218,14 +218,20 @@ def drift(a: IbAudit) -> Iterator[Violation]:
         yield _v(DRIFT, f"port {guid}{on}: {msg}", device, str(guid), node)
 
 
-def ports_seen(a: IbAudit) -> Iterator[PortSeen]:
-    """Every inventory port (the SM node's left out) holding a PKey some tenant owns."""
-    memo: dict[frozenset[int], frozenset[str]] = {}
-    for guid, device, node, _, _, keys, _ in a.rows():
-        if not node or not keys:
+def ports_seen(tenancy: Tenancy, observed: IbFabricState) -> Iterator[PortSeen]:
+    """Every observed PKey table of an inventory port (the SM node's left out) holding a PKey
+    some tenant owns, with those owners."""
+    owners = pkey_owner_sets(tenancy)
+    sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}
+    where = {q.port_guid.value: q for n in tenancy.nodes for q in n.ib}
+    memo: dict[tuple[int, ...], frozenset[str]] = {}
+    for t in observed.tables:
+        key = t.port_guid.value
+        p = where.get(key)
+        if p is None or key in sm:
             continue
-        eff = memo.get(keys)
+        eff = memo.get(t.entries)
         if eff is None:
-            eff = memo[keys] = frozenset(o for k in keys for o in a.pkey_owners.get(k, ()))
+            eff = memo[t.entries] = frozenset(o for k in split_entries(t.entries)[0] for o in owners.get(k, ()))
         if eff:
-            yield PortSeen(node, IB, device, str(guid), f"{device} {guid}", eff)
+            yield PortSeen(p.node, IB, p.device, t.port_guid, eff)

@@ -57,11 +57,6 @@ class IbAudit:
     def build(cls, tenancy: Tenancy, layout: PartitionLayout | None, observed: IbFabricState) -> IbAudit:
         ib = {q.port_guid.value: q for n in tenancy.nodes for q in n.ib}
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
-        pkeys: dict[int, set[str]] = {}
-        for net in tenancy.networks.values():
-            for seg in net.segments:
-                if seg.fabric == Fabric.INFINIBAND and seg.pkey is not None:
-                    pkeys.setdefault(seg.pkey.value, set()).add(net.tenant)
         tables = {t.port_guid.value: t for t in observed.tables}
         entry_keys = {e: split_entries(e) for e in {t.entries for t in tables.values()}}
         sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}
@@ -70,7 +65,7 @@ class IbAudit:
             observed=observed,
             trusted=guids(tenancy.settings, "trusted_sm_guids"),
             ib_ports=ib,
-            pkey_owners={k: frozenset(v) for k, v in pkeys.items()},
+            pkey_owners=pkey_owner_sets(tenancy),
             tables=tables,
             columns=_columns(tables, ib, tenant, sm, entry_keys),
             desired_tables=None if layout is None else _desired_tables(layout, ib, tables),
@@ -91,6 +86,16 @@ class IbAudit:
         """(device, node) of a port GUID, empty strings when not in the inventory."""
         p = self.ib_ports.get(guid.value)
         return (p.device, p.node) if p else ("", "")
+
+
+def pkey_owner_sets(tenancy: Tenancy) -> dict[int, frozenset[str]]:
+    """PKey -> the tenants whose networks use it (quarantine owns none)."""
+    pkeys: dict[int, set[str]] = {}
+    for net in tenancy.networks.values():
+        for seg in net.segments:
+            if seg.fabric == Fabric.INFINIBAND and seg.pkey is not None:
+                pkeys.setdefault(seg.pkey.value, set()).add(net.tenant)
+    return {k: frozenset(v) for k, v in pkeys.items()}
 
 
 def split_entries(entries: tuple[int, ...]) -> tuple[frozenset[int], frozenset[int]]:

@@ -188,7 +188,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         return list(ib_audit.violations(IbAudit.build(tenancy, layout, observed)))
 
     def ports_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Iterable[PortSeen]:
-        return list(ib_audit.ports_seen(IbAudit.build(tenancy, None, observed)))
+        return ib_audit.ports_seen(tenancy, observed)
 
     def summary(self, node: Node) -> str:
         return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in node.ib) or "-"
