@@ -25,11 +25,12 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from gpufabric.audit import AuditInput, run_audit
+from gpufabric.audit import AuditInput, registry_for, run_audit
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.state import FabricState, SmSeen
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
@@ -159,8 +160,9 @@ def forged_rogue(lab: LabEnv) -> Iterator[Forged]:
 
 
 def _audit_mismatch(f: Forged, state: FabricState) -> list[str]:
-    inp = AuditInput((), (), (), VlanId(4000), state, trusted_sm_guids=frozenset([f.trusted]))
-    return [v.port for v in run_audit(inp, only=["IB-SM-GUID-MISMATCH"]).violations]
+    inp = AuditInput((), (), (), state, settings={"quarantine_vlan": VlanId(4000), "trusted_sm_guids": (f.trusted,)})
+    registry = registry_for([InfinibandKind()])
+    return [v.port for v in run_audit(inp, only=["IB-SM-GUID-MISMATCH"], registry=registry).violations]
 
 
 def test_sm_claiming_the_trusted_sm_guid_is_flagged_at_its_own_lid(lab: LabEnv, forged_rogue: Forged) -> None:

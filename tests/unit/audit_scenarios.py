@@ -20,10 +20,11 @@ leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trus
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from gpufabric.audit import AuditInput, Violation
+from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
 from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
 from gpufabric.domain.state import (
     EthernetPortConfig,
@@ -39,8 +40,13 @@ from gpufabric.domain.state import (
     SwitchState,
 )
 from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.plan import IbDesired
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
+REGISTRY: InvariantRegistry = registry_for([EthernetKind(), InfinibandKind()])
+"""The audit of the two fabric kinds these scenarios exercise (their invariants and the core's)."""
 QVLAN = 4000
 SM_GUID = Guid(0x0002C9030000FF01)
 SM2_GUID = Guid(0x0002C9030000FF02)
@@ -60,10 +66,16 @@ def guid(node: str, i: int) -> Guid:
     return Guid(0x0002C90300000000 + _GUID_BASE[node] + i + 1)
 
 
-def nodes() -> tuple[Node, ...]:
+BOND = "po1"  # with Scenario.bond(): a2's leaf2/p1 and leaf1/p9 are one MLAG bond, aggregate po1 on both
+BOND_MEMBERS = (("leaf2", "p1"), ("leaf1", "p9"))
+
+
+def nodes(bonded: bool = False) -> tuple[Node, ...]:
     out = []
     for name, (sw, port) in ETH_PORT.items():
-        eth = (EthernetPort(name, "eth0", sw, port),)
+        eth: tuple[EthernetPort, ...] = (EthernetPort(name, "eth0", sw, port),)
+        if bonded and name == "a2":
+            eth = tuple(EthernetPort(name, f"eth{i}", s, p, "", BOND, "lacp") for i, (s, p) in enumerate(BOND_MEMBERS))
         ib = tuple(IbPort(name, f"mlx5_{i}", 1, guid(name, i), Guid(guid(name, i).value | 1 << 40)) for i in range(2))
         out.append(Node(name, ethernet=eth, ib=ib))
     return tuple(out)
@@ -116,6 +128,7 @@ class Scenario:
     give_desired: bool = True
     desired_eth_override: dict[tuple[str, str], EthernetPortConfig] = field(default_factory=dict)
     capacity: int = 16
+    bonded: bool = False
 
     def __post_init__(self) -> None:
         self.eth = {**self.desired_eth(), UPLINK: trunk(*UPLINK, None, 2001, 2002, 2003, 2010, QVLAN)}
@@ -134,7 +147,8 @@ class Scenario:
         out = {}
         for n, (sw, port) in ETH_PORT.items():
             t = self.tenant(n)
-            out[(sw, port)] = access(sw, port, VLAN_OF[t] if t else QVLAN)
+            for s, p in ([(s, BOND) for s, _ in BOND_MEMBERS] if self.bonded and n == "a2" else [(sw, port)]):
+                out[(s, p)] = access(s, p, VLAN_OF[t] if t else QVLAN)
         out.update(self.desired_eth_override)
         return out
 
@@ -165,6 +179,13 @@ class Scenario:
             self.eth[(sw, port)] = trunk(sw, port, vlans[0], *(v for v in vlans[1:] if v is not None))
         else:
             self.eth[(sw, port)] = shutdown(sw, port)
+        return self
+
+    def bond(self) -> Scenario:
+        """a2 on an MLAG bond (members leaf2/p1, leaf1/p9; aggregate po1 on both, as desired)."""
+        self.bonded = True
+        del self.eth[ETH_PORT["a2"]]
+        self.eth.update({k: v for k, v in self.desired_eth().items() if k[1] == BOND})
         return self
 
     def drop_eth(self, node: str) -> Scenario:
@@ -199,17 +220,55 @@ class Scenario:
             switches=tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
             ib=IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master),
         )
+        want = {
+            "ethernet": tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items())),
+            "infiniband": IbDesired(self.desired_layout(), ()),
+        }
         return AuditInput(
-            nodes=nodes(),
+            nodes=nodes(self.bonded),
             leases=tuple(Lease(t, n, T0) for n, t in self.leases),
             networks=networks(),
-            quarantine_vlan=VlanId(QVLAN),
             observed=observed,
-            trusted_sm_guids=frozenset({SM_GUID, SM2_GUID}),
-            sm_port_guids=frozenset({SM_GUID}),
-            desired_switches=tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items()))
-            if self.give_desired
-            else None,
-            desired_layout=self.desired_layout() if self.give_desired else None,
+            settings={"quarantine_vlan": VlanId(QVLAN), "trusted_sm_guids": frozenset({SM_GUID, SM2_GUID}),
+                      "sm_port_guids": frozenset({SM_GUID})},
+            desired=want if self.give_desired else None,
             extra_findings=tuple(self.extra),
-        )
+        )  # fmt: skip
+
+
+# ----------------------------------------------------------------- invariant cases
+def g(node: str, i: int) -> str:
+    return str(guid(node, i))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One scenario for one invariant: mutate the clean cluster, audit that invariant only."""
+
+    id: str
+    invariant: str
+    mutate: Callable[[Scenario], object]
+    expect: tuple[tuple[str, str], ...]  # (port or GUID, node) of each violation; () = passes
+    resource: str | None = None  # expected resource of the (single) violation
+
+
+def noop(s: Scenario) -> None:
+    pass
+
+
+def audit_case(case: Case) -> tuple[Violation, ...]:
+    s = Scenario()
+    case.mutate(s)
+    return run_audit(s.build(), only=[case.invariant], now=T0, registry=REGISTRY).violations
+
+
+def check_case(case: Case) -> None:
+    """The exact (port or GUID, node) of every violation, each named in its message."""
+    violations = audit_case(case)
+    assert sorted((v.port, v.node) for v in violations) == sorted(case.expect)
+    assert {v.invariant for v in violations} <= {case.invariant}
+    for v in violations:
+        assert v.port in v.message, v.message
+        assert v.node in v.message, v.message
+    if case.resource is not None:
+        assert [v.resource for v in violations] == [case.resource]

@@ -12,7 +12,6 @@ import pytest
 from rich.console import Console
 
 from gpufabric.audit import (
-    DEFAULT_REGISTRY,
     SCHEMA_VERSION,
     AuditReport,
     Severity,
@@ -27,7 +26,7 @@ from gpufabric.cli.audit_view import print_report
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.state import FabricState
 
-from unit.audit_scenarios import T0, Scenario, guid
+from unit.audit_scenarios import REGISTRY, T0, Scenario, guid
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "audit.md"
 
@@ -38,7 +37,7 @@ def broken_report() -> AuditReport:
     s.set_eth("b1", "access", 2001)  # ETH-VLAN-SHARED, X-NODE-SPLIT (critical), X-DRIFT
     s.set_eth("g1", "access", 1)  # ETH-VLAN1 (high), X-DRIFT
     s.set_pkeys(guid("a1", 0), 0x8A01, 0x7FFF, capacity=1)  # IB-PKEY-CAPACITY (medium)
-    return run_audit(s.build(), now=T0, clock=iter([1.0, 1.25]).__next__)
+    return run_audit(s.build(), now=T0, clock=iter([1.0, 1.25]).__next__, registry=REGISTRY)
 
 
 def report_of(*severities: Severity) -> AuditReport:
@@ -56,7 +55,7 @@ def test_json_schema_keys_are_stable() -> None:
     assert d["schema_version"] == SCHEMA_VERSION == 1
     assert list(d["summary"]) == ["total", "by_severity", "by_invariant"]
     assert list(d["summary"]["by_severity"]) == ["critical", "high", "medium", "low"]
-    assert list(d["summary"]["by_invariant"]) == list(DEFAULT_REGISTRY.ids())
+    assert list(d["summary"]["by_invariant"]) == list(REGISTRY.ids())
     for v in d["violations"]:
         assert list(v) == [
             "invariant",
@@ -115,13 +114,13 @@ def test_result_does_not_depend_on_input_order() -> None:
             ib=replace(obs.ib, tables=obs.ib.tables[::-1], sms=obs.ib.sms[::-1]),
         ),
     )
-    a, b = run_audit(inp, now=T0), run_audit(shuffled, now=T0)
+    a, b = run_audit(inp, now=T0, registry=REGISTRY), run_audit(shuffled, now=T0, registry=REGISTRY)
     assert len(a.violations) == 7  # b1: shared, split, drift; q1 port: foreign, shared, split, drift
     assert [v.to_dict() for v in a.violations] == [v.to_dict() for v in b.violations]
 
 
 def test_clean_report_is_ok() -> None:
-    d = run_audit(Scenario().build(), now=T0).to_dict()
+    d = run_audit(Scenario().build(), now=T0, registry=REGISTRY).to_dict()
     assert d["ok"] is True
     assert d["violations"] == []
     assert d["summary"]["total"] == 0
@@ -129,7 +128,7 @@ def test_clean_report_is_ok() -> None:
 
 def test_default_timestamp_is_utc_now() -> None:
     before = datetime.now(UTC)
-    report = run_audit(Scenario().build(), only=["ETH-VLAN1"])
+    report = run_audit(Scenario().build(), only=["ETH-VLAN1"], registry=REGISTRY)
     assert before <= report.generated_at <= datetime.now(UTC)
     assert report.checked == ("ETH-VLAN1",)
 
@@ -161,7 +160,7 @@ def test_html_lists_every_violation_grouped_by_severity() -> None:
         assert v.port in html
     assert html.index('id="sev-critical"') < html.index('id="sev-high"') < html.index('id="sev-medium"')
     assert 'id="sev-low"' not in html
-    for inv_id in DEFAULT_REGISTRY.ids():
+    for inv_id in REGISTRY.ids():
         assert f"<code>{inv_id}</code>" in html
     assert "http://" not in html and "https://" not in html and "<script" not in html and "<link" not in html
 
@@ -175,7 +174,7 @@ def test_html_escapes_content() -> None:
 
 
 def test_html_of_clean_report_says_so() -> None:
-    html = render_html(run_audit(Scenario().build(), now=T0))
+    html = render_html(run_audit(Scenario().build(), now=T0, registry=REGISTRY))
     assert "No violations" in html
 
 
@@ -190,7 +189,7 @@ def test_metrics_samples() -> None:
     assert by[("gpufabric_audit_last_timestamp_seconds", ())] == T0.timestamp()
     assert by[("gpufabric_audit_duration_seconds", ())] == 0.25
     n_violation_series = sum(1 for name, _, _ in samples if name == "gpufabric_audit_violations")
-    assert n_violation_series == len(DEFAULT_REGISTRY.ids())
+    assert n_violation_series == len(REGISTRY.ids())
 
 
 # ------------------------------------------------------------------ CLI tables
@@ -213,9 +212,9 @@ def test_cli_does_not_interpret_markup_in_values() -> None:
 
 def test_cli_ok_line() -> None:
     console = Console(record=True, width=250, color_system=None)
-    print_report(run_audit(Scenario().build(), now=T0), console)
+    print_report(run_audit(Scenario().build(), now=T0, registry=REGISTRY), console)
     text = console.export_text()
-    assert text.startswith("OK: 14 invariant(s) checked, no violation")
+    assert text.startswith(f"OK: {len(REGISTRY.ids())} invariant(s) checked, no violation")
 
 
 # ------------------------------------------------------------------ docs
@@ -223,7 +222,7 @@ def test_doc_invariant_table_equals_registry() -> None:
     text = DOC.read_text()
     begin, end = "<!-- invariants:begin -->\n", "<!-- invariants:end -->"
     table = text[text.index(begin) + len(begin) : text.index(end)]
-    assert table == invariants_markdown()
+    assert table == invariants_markdown(REGISTRY)
 
 
 def test_doc_lists_every_json_field() -> None:

@@ -112,7 +112,7 @@ def test_tenants_seen_reads_the_aggregates_and_sees_a_half_bond() -> None:
             SwitchState("leaf02", (EthernetPortConfig("leaf02", "Port-Channel10", PortMode.ACCESS, VlanId(Q)),)))
     assert KIND.tenants_seen(half, t) == {"gpu-b01": frozenset({"acme", "quarantine"})}
     got = [(v.invariant, v.node, v.port) for v in KIND.audit(t, KIND.desired(t), half)]
-    assert got == [("ETH-BOND-SPLIT", "gpu-b01", "Port-Channel10")]
+    assert got == [("X-DRIFT", "gpu-b01", "Port-Channel10"), ("ETH-BOND-SPLIT", "gpu-b01", "Port-Channel10")]
 
 
 def test_audit_finds_a_member_with_vlans_of_its_own() -> None:

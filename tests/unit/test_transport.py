@@ -151,7 +151,7 @@ def test_fabrics_yaml_ethernet_options_reach_the_driver(files: dict[str, str]) -
     tcp = {"driver": "ovsdb", "options": {"switch": "leaf-2", "remote": "tcp:192.0.2.2:6640"}}
     f = Fabrics.from_config({"ethernet": [entry, tcp]}, reg)
     assert f.switches["leaf-1"].tls == load_tls("", **tls_opts(files))  # type: ignore[attr-defined]
-    assert [v.device for v in transport_violations(f.switches.values())] == ["leaf-2"]
+    assert [v.device for v in transport_violations(f.backends.items())] == ["leaf-2"]
     other = {"driver": "ovsdb", "options": {"switch": "leaf-3", "remote": "ssl:192.0.2.3:6640",
                                             "private_key": files["key2"], "certificate": files["cert2"],
                                             "ca_cert": files["ca_cert"]}}  # fmt: skip
@@ -295,7 +295,7 @@ def test_transport_violations_name_the_fabric_of_each_source() -> None:
     dpu: Any = DpuKind().build(OK | {"ovn_nb": "tcp:192.0.2.5:6641"}, DRIVERS.__getitem__, {})
     eth = OvsdbSwitchDriver("leaf-1", "tcp:192.0.2.1:6640", 4000)
     nv = FmpmDriver(fm={"gpu-b": "tcp:10.0.0.7"})
-    got = transport_violations([eth, None, dpu, nv])
+    got = transport_violations([("ethernet", eth), ("ethernet", None), ("dpu", dpu), ("nvlink", nv)])
     assert [(v.invariant, v.severity, v.fabric, v.device, v.resource) for v in got] == [
         ("TRANSPORT-INSECURE", Severity.HIGH, Fabric.ETHERNET, "leaf-1", "transport:remote"),
         ("TRANSPORT-INSECURE", Severity.HIGH, Fabric.DPU, "ovn-nb", "transport:remote"),

@@ -1,203 +1,139 @@
-"""Invariants across fabrics and against the desired state, and pass-through findings.
+"""The fabric-neutral invariants: across fabrics, through the seam only (pure).
 
-* ``X-NODE-SPLIT``: every port of a node, on every fabric, is in the same tenant (or
-  quarantine). A port's *effective* tenants are the owners of what it really carries:
-  the VLANs of an Ethernet port, the non-default PKeys of an IB port. A shut-down port,
-  an IB port with only the default partition, and VLANs/PKeys no network owns add none.
-* ``X-DRIFT``: the store/desired state disagrees with the fabric: an inventory port (or
-  a desired one) is missing from the observed state, or its observed configuration
-  differs from the desired one. An IB port the fabric does not show is drift only when
-  it is owed a tenant PKey (a quarantined port cut off the fabric is as isolated as can be).
-* ``IB-HARDENING``: findings computed elsewhere (the IB driver) passed through as they are.
+* ``X-NODE-SPLIT``: every port of a node, on every fabric that reports its ports
+  (:meth:`FabricKind.ports_seen`), is in the same tenant (or quarantine). A port's *effective*
+  tenants are the owners of what it really carries (an Ethernet port's VLANs, an IB port's
+  non-default PKeys, ...); a node is split when its ports' effective tenants together are two
+  or more, and each port whose effective tenants are not exactly the node's tenant (per the
+  store) is flagged. A node with active leases of several tenants is flagged too.
+* ``X-NODE-SPLIT-FABRICS``: a node's resources on different fabrics belong to different
+  tenants (quarantine left out, per :meth:`FabricKind.tenants_seen`) and a fabric without a
+  per-port view (NVLink, DPU, ...) is involved; checked when the registry has such a kind.
+* ``X-DRIFT`` is reported by every kind's own ``audit`` (its ports); ``TRANSPORT-INSECURE`` is
+  passed through from the drivers' transport notes (``AuditInput.extra_findings``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
-from gpufabric.audit.index import DEFAULT_PKEY, AuditIndex, EthKey, describe_eth, eth_place
 from gpufabric.audit.model import AuditInput, Finding
-from gpufabric.domain.models import Fabric, Node
-from gpufabric.domain.state import EthernetPortConfig, PortMode
-from gpufabric.domain.values import Guid
+from gpufabric.domain.fabric import FabricKind, PortSeen, Tenancy
+from gpufabric.domain.models import QUARANTINE, Lease
 
-HARDENING_ID = "IB-HARDENING"
+SPLIT_ID: Final = "X-NODE-SPLIT"
+SPLIT_FABRICS_ID: Final = "X-NODE-SPLIT-FABRICS"
+TRANSPORT_ID: Final = "TRANSPORT-INSECURE"
 
 
-def node_split(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
-    """X-NODE-SPLIT: flags each port of a split node whose effective tenants are not
-    exactly the node's tenant (per the store), and nodes with leases of several tenants.
+def has_port_view(kind: FabricKind[Any, Any]) -> bool:
+    """Whether ``kind`` reports its ports to ``X-NODE-SPLIT`` (implements ``ports_seen``)."""
+    return type(kind).ports_seen is not FabricKind.ports_seen
 
-    One cheap pass over the port rows finds the split nodes; only those are detailed.
+
+@dataclass(frozen=True)
+class AuditContext:
+    """What the checks share: the owners of every node as one ``Tenancy`` (a node's tenant is
+    its first active lease's, by tenant name; quarantine when it has none or is held there),
+    every node's lease tenants, and the kinds with their observed and desired slices."""
+
+    tenancy: Tenancy
+    node_tenants: Mapping[str, tuple[str, ...]]  # only nodes with an active lease, sorted
+    kinds: tuple[FabricKind[Any, Any], ...]
+    observed: Mapping[str, Any]
+    desired: Mapping[str, Any] | None
+
+    @classmethod
+    def build(cls, inp: AuditInput, kinds: Sequence[FabricKind[Any, Any]]) -> AuditContext:
+        by_node: dict[str, dict[str, Lease]] = {}
+        for lease in inp.leases:
+            by_node.setdefault(lease.node, {}).setdefault(lease.tenant, lease)
+        node_tenants = {n: tuple(sorted(ts)) for n, ts in by_node.items()}
+        owners = {n.name: None if n.name in inp.held or n.name not in by_node else
+                  by_node[n.name][node_tenants[n.name][0]] for n in inp.nodes}  # fmt: skip
+        tenancy = Tenancy(
+            nodes=inp.nodes,
+            owners=owners,
+            networks={(n.tenant, n.name): n for n in inp.networks},
+            offerings={o.name: o for o in inp.offerings},
+            settings=dict(inp.settings),
+        )
+        observed = {k.instance: inp.observed.get(k.instance, k.empty_state()) for k in kinds}
+        return cls(tenancy, node_tenants, tuple(kinds), observed, inp.desired)
+
+    def desired_of(self, fabric: str) -> Any:
+        """The caller's desired slice of ``fabric``, ``None`` when not given."""
+        return None if self.desired is None else self.desired.get(fabric)
+
+
+def node_split(inp: AuditInput, ctx: AuditContext) -> Iterator[Finding]:
+    """X-NODE-SPLIT: each port of a split node whose effective tenants are not exactly the
+    node's tenant, and nodes with leases of several tenants.
+
+    One cheap pass over the ports finds the split nodes (kinds share equal tenant sets, so
+    most comparisons are identity checks); only those are detailed.
     """
-    vlan_memo: dict[frozenset[int], frozenset[str]] = {}
-    pkey_memo: dict[frozenset[int], frozenset[str]] = {}
-
-    def eth_eff(vlans: frozenset[int]) -> frozenset[str]:
-        eff = vlan_memo.get(vlans)
-        if eff is None:
-            eff = vlan_memo[vlans] = frozenset(o for v in vlans for o in idx.vlan_owners.get(v, ()))
-        return eff
-
-    def ib_eff(keys: frozenset[int]) -> frozenset[str]:
-        eff = pkey_memo.get(keys)
-        if eff is None:
-            eff = pkey_memo[keys] = frozenset(o for k in keys for o in idx.pkey_owners.get(k, ()))
-        return eff
-
+    seen: list[PortSeen] = []
     first: dict[str, frozenset[str]] = {}
     split: set[str] = set()
-
-    def note(node_name: str, eff: frozenset[str]) -> None:
-        seen = first.get(node_name)
-        if seen is None:
-            first[node_name] = eff
-            if len(eff) > 1:
-                split.add(node_name)
-        elif seen is not eff and seen != eff:
-            split.add(node_name)
-
-    for _, _, vlans, node_name, _ in idx.eth_rows():
-        if node_name and vlans:
-            eff = eth_eff(vlans)
-            if eff:
-                note(node_name, eff)
-    for _, _, node_name, _, _, keys, _ in idx.ib_rows():
-        if node_name and keys:
-            eff = ib_eff(keys)
-            if eff:
-                note(node_name, eff)
+    for k in ctx.kinds:
+        if not has_port_view(k):
+            continue
+        for p in k.ports_seen(ctx.observed[k.instance], ctx.tenancy):
+            seen.append(p)
+            was = first.get(p.node)
+            if was is None:
+                first[p.node] = p.tenants
+                if len(p.tenants) > 1:
+                    split.add(p.node)
+            elif was is not p.tenants and was != p.tenants:
+                split.add(p.node)
+    details: dict[str, list[PortSeen]] = {}
+    for p in seen:
+        if p.node in split:
+            details.setdefault(p.node, []).append(p)
     for node in inp.nodes:
-        leased = idx.node_tenants.get(node.name, ())
+        leased = ctx.node_tenants.get(node.name, ())
         if len(leased) > 1:
-            yield Finding(
-                f"node {node.name} has active leases of tenants {', '.join(leased)}",
-                node=node.name,
-                tenants=leased,
-            )
-        if node.name in split:
-            yield from _split_ports(idx, node, eth_eff, ib_eff)
-
-
-def _split_ports(
-    idx: AuditIndex,
-    node: Node,
-    eth_eff: Callable[[frozenset[int]], frozenset[str]],
-    ib_eff: Callable[[frozenset[int]], frozenset[str]],
-) -> Iterator[Finding]:
-    places: list[tuple[Fabric, str, str, str, frozenset[str]]] = []
-    for p in {(p.switch, p.managed_port): p for p in node.ethernet}.values():  # a bond's members: once
-        key = (p.switch, p.managed_port)
-        if key in idx.eth_vlans:
-            places.append((Fabric.ETHERNET, p.switch, p.managed_port, eth_place(key), eth_eff(idx.eth_vlans[key])))
-    for q in node.ib:
-        table = idx.observed_tables.get(q.port_guid.value)
-        if table is not None:
-            keys = frozenset(e & 0x7FFF for e in table.entries) - {0, DEFAULT_PKEY}
-            places.append((Fabric.INFINIBAND, q.device, str(q.port_guid), f"{q.device} {q.port_guid}", ib_eff(keys)))
-    union = sorted({t for *_, eff in places for t in eff})
-    expected = idx.tenant_of(node.name)
-    for fabric, device, port, label, eff in places:
-        if not eff or eff == {expected}:
+            yield Finding(f"node {node.name} has active leases of tenants {', '.join(leased)}", node=node.name,
+                          tenants=leased)  # fmt: skip
+        mine = details.get(node.name)
+        if not mine:
             continue
-        yield Finding(
-            f"node {node.name} (tenant {expected}) is split across {', '.join(union)}: "
-            f"{label} is in {', '.join(sorted(eff))}",
-            fabric=fabric,
-            device=device,
-            port=port,
-            node=node.name,
-            tenants=tuple(union),
-        )
-
-
-def _same_eth(a: EthernetPortConfig, b: EthernetPortConfig) -> bool:
-    if a.mode is not b.mode:
-        return False
-    if a.mode is PortMode.SHUTDOWN:
-        return True
-    return a.vlan == b.vlan and frozenset(a.trunks) == frozenset(b.trunks)
-
-
-def _fmt_entries(entries: Iterable[int]) -> str:
-    return ",".join(f"0x{e:04x}" for e in sorted(entries)) or "none"
-
-
-def drift(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
-    """X-DRIFT: desired (or inventory) vs observed, port by port, on both fabrics."""
-    yield from _eth_drift(idx)
-    yield from _ib_drift(inp, idx)
-
-
-def _eth_drift(idx: AuditIndex) -> Iterator[Finding]:
-    keys: set[EthKey] = set(idx.eth_ports)
-    if idx.desired_eth is not None:
-        keys.update(idx.desired_eth)
-    for key in keys:
-        port = idx.eth_ports.get(key)
-        node = port.node if port else ""
-        on = f" (node {node})" if node else ""
-        obs = idx.observed_eth.get(key)
-        want = idx.desired_eth.get(key) if idx.desired_eth is not None else None
-        if obs is None:
-            msg = f"{eth_place(key)}{on} is not in the observed state"
-            if want is not None:
-                msg += f" (desired {describe_eth(want)})"
-        elif idx.desired_eth is None:
-            continue
-        elif want is None:
-            msg = f"{eth_place(key)}{on} has no desired configuration; observed {describe_eth(obs)}"
-        elif want is not obs and want != obs and not _same_eth(want, obs):
-            msg = f"{eth_place(key)}{on}: desired {describe_eth(want)}, observed {describe_eth(obs)}"
-        else:
-            continue
-        yield Finding(msg, fabric=Fabric.ETHERNET, device=key[0], port=key[1], node=node)
-
-
-def _ib_drift(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
-    keys: set[int] = set(idx.ib_ports)
-    if idx.desired_tables is not None:
-        keys.update(idx.desired_tables)  # covers the observed and the desired GUIDs too
-    have_memo: dict[tuple[int, ...], frozenset[int]] = {}
-    for key in keys:
-        table = idx.observed_tables.get(key)
-        if table is not None and idx.desired_tables is None:
-            continue
-        msg = ""
-        if table is None:
-            want_keys = idx.desired_tables.get(key) if idx.desired_tables is not None else None
-            if want_keys is not None and all(e & 0x7FFF == DEFAULT_PKEY for e in want_keys):
-                continue  # unreachable (e.g. cut off after a rogue SM) and owed no tenant key: isolated
-            msg = "pkey table not in the observed state"
-        elif idx.desired_tables is not None:
-            want = idx.desired_tables[key]
-            have = have_memo.get(table.entries)
-            if have is None:
-                have = have_memo[table.entries] = frozenset(e for e in table.entries if e)
-            if want == have:
+        union = sorted({t for p in mine for t in p.tenants})
+        expected = ctx.tenancy.owner(node.name)
+        for p in mine:
+            if p.tenants == {expected}:
                 continue
-            msg = (
-                f"desired pkeys {_fmt_entries(want)}, observed {_fmt_entries(have)} "
-                f"(missing {_fmt_entries(want - have)}, extra {_fmt_entries(have - want)})"
-            )
-        port = idx.ib_ports.get(key)
-        guid = port.port_guid if port else Guid(key)
-        device, node = (port.device, port.node) if port else ("", "")
-        on = f" (node {node})" if node else ""
-        yield Finding(f"port {guid}{on}: {msg}", fabric=Fabric.INFINIBAND, device=device, port=str(guid), node=node)
-
-
-def hardening(inp: AuditInput, idx: AuditIndex) -> Iterator[Finding]:
-    """IB-HARDENING: the extra findings that name this invariant, severity kept."""
-    for v in inp.extra_findings:
-        if v.invariant == HARDENING_ID:
             yield Finding(
-                v.message,
-                fabric=Fabric(v.fabric) if v.fabric else None,
-                device=v.device,
-                port=v.port,
-                node=v.node,
-                tenants=v.tenants,
-                resource=v.resource,
-                severity=v.severity,
-            )
+                f"node {node.name} (tenant {expected}) is split across {', '.join(union)}: "
+                f"{p.label} is in {', '.join(sorted(p.tenants))}",
+                fabric=p.fabric, device=p.device, port=str(p.port), node=node.name, tenants=tuple(union),
+            )  # fmt: skip
+
+
+def node_split_fabrics(inp: AuditInput, ctx: AuditContext) -> Iterator[Finding]:
+    """X-NODE-SPLIT-FABRICS: a node's tenants (quarantine left out) across every fabric are two
+    or more, and a fabric without a per-port view holds some of them."""
+    seen = {k.instance: k.tenants_seen(ctx.observed[k.instance], ctx.tenancy) for k in ctx.kinds}
+    port_view = {k.instance for k in ctx.kinds if has_port_view(k)}
+    for node in sorted({n for m in seen.values() for n in m}):
+        tenants = {f: t - {QUARANTINE} for f, m in seen.items() if (t := m.get(node))}
+        every = frozenset().union(*tenants.values()) if tenants else frozenset()
+        if len(every) > 1 and any(f not in port_view for f, t in tenants.items() if t):
+            where = "; ".join(f"{f}: {', '.join(sorted(t))}" for f, t in sorted(tenants.items()) if t)
+            yield Finding(f"node {node} is split across tenants ({where})", fabric="cross", node=node,
+                          tenants=tuple(sorted(every)))  # fmt: skip
+
+
+def passthrough(inv_id: str) -> Any:
+    """A check that yields the extra findings naming ``inv_id``, as they are (severity kept)."""
+
+    def check(inp: AuditInput, ctx: AuditContext) -> Iterator[Finding]:
+        for v in inp.extra_findings:
+            if v.invariant == inv_id:
+                yield Finding(v.message, v.fabric, v.device, v.port, v.node, v.tenants, v.resource, v.severity)
+
+    return check

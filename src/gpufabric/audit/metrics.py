@@ -25,8 +25,10 @@ DURATION: Final = "gpufabric_audit_duration_seconds"
 
 
 def metrics_samples(report: AuditReport, registry: InvariantRegistry = DEFAULT_REGISTRY) -> list[MetricSample]:
-    """Every sample of ``report``, in a fixed order."""
+    """Every sample of ``report``, in a fixed order. A checked invariant's severity comes from
+    the report (``about``), else from ``registry``."""
     severity = {i.id: i.severity for i in registry}
+    severity.update({i.id: i.severity for i in report.about})
     per_pair: dict[tuple[str, str], int] = {}
     for inv_id in report.checked:
         per_pair[(inv_id, severity.get(inv_id, Severity.LOW).value)] = 0

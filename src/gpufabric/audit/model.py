@@ -1,4 +1,4 @@
-"""The audit's values: severities, violations, the audit input and the report.
+"""The audit's values: severities, violations, the audit input and the report (fabric-neutral).
 
 Everything here is an immutable value. ``AuditReport.to_dict`` is the stable JSON
 schema documented in ``docs/audit.md`` (bump ``SCHEMA_VERSION`` on any breaking change).
@@ -6,15 +6,15 @@ schema documented in ``docs/audit.md`` (bump ``SCHEMA_VERSION`` on any breaking 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
 from gpufabric.domain.findings import Violation as Violation
-from gpufabric.domain.models import Lease, Network, Node
+from gpufabric.domain.models import Lease, Network, Node, Offering
 from gpufabric.domain.severity import Severity as Severity
-from gpufabric.domain.state import FabricState, PartitionLayout, SwitchState
-from gpufabric.domain.values import Guid, VlanId
+from gpufabric.domain.state import FabricState
 
 SCHEMA_VERSION: Final = 1
 
@@ -51,29 +51,38 @@ class Finding:
 class AuditInput:
     """Everything one audit looks at; the caller collects it (store + drivers).
 
-    * ``nodes``: the inventory with every node's Ethernet and IB ports.
+    * ``nodes``: the inventory with every node's ports on every fabric.
     * ``leases``: the *active* leases (a node without one belongs to quarantine).
-    * ``networks``: tenants' networks; an Ethernet segment's VLAN is ``vlan`` (else
-      ``seg_id``), an InfiniBand segment's PKey is ``pkey`` (segments without one are ignored).
-    * ``quarantine_vlan``; ``trusted_sm_guids``: the only SMs allowed on the subnet;
-      ``sm_port_guids``: the SM node's ports, the only ones allowed full in the default partition.
-    * ``desired_switches`` / ``desired_layout``: the desired state derived from the leases;
-      ``None`` means "not given" and skips that fabric's desired-vs-observed comparison.
-    * ``observed``: what the drivers read from the real fabrics.
-    * ``extra_findings``: violations computed elsewhere (e.g. the IB driver's hardening
-      checks); each must name a pass-through invariant (``IB-HARDENING``).
+    * ``networks``: tenants' networks with their per-fabric segments.
+    * ``observed``: what the backends read from the real fabrics, one slice per fabric.
+    * ``settings``: the deployment-wide facts fabric kinds derive from (``Tenancy.settings``,
+      e.g. ``quarantine_vlan``, ``trusted_sm_guids``, ``sm_port_guids``).
+    * ``desired``: each fabric's desired slice derived from the leases; ``None`` (or a fabric
+      left out) means "not given" and skips that fabric's desired-vs-observed comparison.
+    * ``offerings``; ``held``: nodes that moves in flight hold in quarantine whatever their lease.
+    * ``extra_findings``: violations computed elsewhere (e.g. the drivers' transport notes);
+      each must name a pass-through (external) invariant (``TRANSPORT-INSECURE``).
     """
 
     nodes: tuple[Node, ...]
     leases: tuple[Lease, ...]
     networks: tuple[Network, ...]
-    quarantine_vlan: VlanId
     observed: FabricState
-    trusted_sm_guids: frozenset[Guid] = frozenset()
-    sm_port_guids: frozenset[Guid] = frozenset()
-    desired_switches: tuple[SwitchState, ...] | None = None
-    desired_layout: PartitionLayout | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    desired: Mapping[str, Any] | None = None
+    offerings: tuple[Offering, ...] = ()
+    held: frozenset[str] = frozenset()
     extra_findings: tuple[Violation, ...] = ()
+
+
+@dataclass(frozen=True)
+class InvariantInfo:
+    """What a report says of one checked invariant (HTML table, metrics series)."""
+
+    id: str
+    severity: Severity
+    fabric: str
+    description: str
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ class AuditReport:
     duration_seconds: float
     checked: tuple[str, ...]
     violations: tuple[Violation, ...] = field(default_factory=tuple)
+    about: tuple[InvariantInfo, ...] = ()  # the checked invariants' severity and description
 
     @property
     def ok(self) -> bool:

@@ -1,85 +1,73 @@
-"""The invariant registry, the audit run and the exit-code rule.
+"""The invariant registry, the audit run and the exit-code rule (fabric-neutral).
 
-``INVARIANTS`` is a constant tuple; ``InvariantRegistry`` is a plain immutable object
-over it (tests and callers may build their own). ``run_audit`` builds the indexes once,
-runs each selected check, and returns a sorted ``AuditReport``.
+``CORE`` are the invariants the audit checks itself (across fabrics, through the seam);
+every fabric kind declares its own (``FabricKind.invariants``) and checks them in
+``FabricKind.audit``. :func:`registry_for` collects both from the registered kinds;
+:func:`run_audit` builds the shared context once, runs each selected core check and each
+kind's audit, and returns a sorted ``AuditReport``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
-from gpufabric.audit import checks_cross, checks_eth, checks_ib, checks_trust
-from gpufabric.audit.index import AuditIndex
-from gpufabric.audit.model import AuditInput, AuditReport, Finding, Severity, Violation
+from gpufabric.audit.checks_cross import (
+    SPLIT_FABRICS_ID,
+    SPLIT_ID,
+    TRANSPORT_ID,
+    AuditContext,
+    has_port_view,
+    node_split,
+    node_split_fabrics,
+    passthrough,
+)
+from gpufabric.audit.model import AuditInput, AuditReport, Finding, InvariantInfo, Severity, Violation
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.findings import DRIFT
 
-CheckFn = Callable[[AuditInput, AuditIndex], Iterable[Finding]]
+CheckFn = Callable[[AuditInput, AuditContext], Iterable[Finding]]
 
 
 @dataclass(frozen=True)
 class Invariant:
     id: str
     severity: Severity
-    fabric: str  # "ethernet", "infiniband" or "cross", for documentation and grouping
+    fabric: str  # the kind's name, or "cross", for documentation and grouping
     description: str  # one line
-    check: CheckFn
-    external: bool = False  # findings come from AuditInput.extra_findings
+    check: CheckFn | None = None  # None: checked by the kind named ``fabric`` (its ``audit``)
+    external: bool = False  # findings (also) come from AuditInput.extra_findings
+
+    def info(self) -> InvariantInfo:
+        return InvariantInfo(self.id, self.severity, self.fabric, self.description)
 
 
-INVARIANTS: Final[tuple[Invariant, ...]] = (
-    Invariant("ETH-VLAN-SHARED", Severity.CRITICAL, "ethernet",
-              "A VLAN is carried by switch ports of nodes of two or more tenants (quarantine counts as one).",
-              checks_eth.vlan_shared),
-    Invariant("ETH-UNLEASED-NOT-QUARANTINED", Severity.HIGH, "ethernet",
-              "A node without an active lease has a switch port neither shut down nor carrying exactly the quarantine VLAN.",
-              checks_eth.unleased_not_quarantined),
-    Invariant("ETH-TRUNK-FOREIGN-VLAN", Severity.CRITICAL, "ethernet",
-              "A trunk port of a node carries (native or tagged) a VLAN that the node's tenant does not own.",
-              checks_eth.trunk_foreign_vlan),
-    Invariant("ETH-VLAN1", Severity.HIGH, "ethernet",
-              "A managed switch port carries VLAN 1 (access, native or tagged).",
-              checks_eth.vlan1),
-    Invariant("IB-PKEY-SHARED", Severity.CRITICAL, "infiniband",
-              "A PKey is held by ports of two or more tenants with at least one full member, so they can talk.",
-              checks_ib.pkey_shared),
-    Invariant("IB-GUID-FOREIGN-PKEY", Severity.CRITICAL, "infiniband",
-              "A port GUID holds (full or limited) a PKey that its node's tenant does not own.",
-              checks_ib.guid_foreign_pkey),
-    Invariant("IB-DEFAULT-FULL-HOST", Severity.HIGH, "infiniband",
-              "A port other than the SM node's is a full member (0xffff) of the default partition.",
-              checks_ib.default_full_host),
-    Invariant("IB-ROGUE-SM", Severity.CRITICAL, "infiniband",
-              "A subnet manager seen on the fabric (the master or any other) is not a trusted SM GUID.",
-              checks_ib.rogue_sm),
-    Invariant("IB-PKEY-CAPACITY", Severity.MEDIUM, "infiniband",
-              "A port needs more PKeys (observed or desired) than its PKey table capacity (PartitionCap).",
-              checks_ib.pkey_capacity),
-    Invariant("X-NODE-SPLIT", Severity.CRITICAL, "cross",
-              "A node's ports on all fabrics do not all belong to one tenant (or quarantine).",
-              checks_cross.node_split),
-    Invariant("X-DRIFT", Severity.MEDIUM, "cross",
-              "The store/desired state disagrees with the fabric: a port is unobserved or configured otherwise.",
-              checks_cross.drift),
-    Invariant(checks_cross.HARDENING_ID, Severity.HIGH, "infiniband",
-              "SM/fabric hardening findings computed by the InfiniBand driver (M_Key, SM_Key, ...), passed through.",
-              checks_cross.hardening, external=True),
-    Invariant("IB-SM-GUID-MISMATCH", Severity.CRITICAL, "infiniband",
-              "An SM's SMInfo claims a GUID other than the port discovered at the LID it answers from.",
-              checks_trust.sm_guid_mismatch),
-    Invariant(checks_trust.TRANSPORT_ID, Severity.HIGH, "cross",
-              "A driver's transport is configured below the secure default (SSH host keys unchecked, UFM over http or TLS unverified, OVSDB/OVN over tcp:, Kubernetes TLS unverified or over http, Fabric Manager over TCP).",
-              checks_trust.transport_insecure, external=True),
-)  # fmt: skip
+SPLIT: Final = Invariant(SPLIT_ID, Severity.CRITICAL, "cross",
+                         "A node's ports on all fabrics do not all belong to one tenant (or quarantine).", node_split)
+DRIFTED: Final = Invariant(DRIFT, Severity.MEDIUM, "cross",
+                           "The store/desired state disagrees with the fabric: a port is unobserved or configured otherwise.")
+SPLIT_FABRICS: Final = Invariant(SPLIT_FABRICS_ID, Severity.CRITICAL, "cross",
+                                 "A node's resources on different fabrics (NVLink, DPU, ... included) belong to different tenants.",
+                                 node_split_fabrics)
+TRANSPORT: Final = Invariant(TRANSPORT_ID, Severity.HIGH, "cross",
+                             "A driver's transport is configured below the secure default (SSH host keys unchecked, UFM over http or TLS unverified, OVSDB/OVN over tcp:, Kubernetes TLS unverified or over http, Fabric Manager over TCP).",
+                             passthrough(TRANSPORT_ID), external=True)
+CORE: Final[tuple[Invariant, ...]] = (SPLIT, DRIFTED, TRANSPORT)
+"""The fabric-neutral invariants of every registry (``X-NODE-SPLIT-FABRICS`` joins them when
+a kind has no per-port view)."""  # fmt: skip
 
 
 @dataclass(frozen=True)
 class InvariantRegistry:
-    invariants: tuple[Invariant, ...] = INVARIANTS
+    """The invariants one audit may check and the kinds that check theirs."""
+
+    invariants: tuple[Invariant, ...] = CORE
+    kinds: tuple[FabricKind[Any, Any], ...] = ()
 
     def __post_init__(self) -> None:
         ids = [i.id for i in self.invariants]
@@ -108,7 +96,32 @@ class InvariantRegistry:
         return tuple(i for i in self.invariants if i.id in only)
 
 
+def registry_for(kinds: Iterable[FabricKind[Any, Any]]) -> InvariantRegistry:
+    """Every kind's invariants (in kind order), then the core ones."""
+    kinds = tuple(kinds)
+    specs = {s.id: (k.name, s) for k in kinds for s in k.invariants()}  # once, however many instances a kind has
+    own = [Invariant(s.id, Severity(s.severity), kind, s.description, None, s.external)
+           for kind, s in specs.values()]  # fmt: skip
+    core = [SPLIT, DRIFTED, *([SPLIT_FABRICS] if any(not has_port_view(k) for k in kinds) else []), TRANSPORT]
+    return InvariantRegistry((*own, *core), kinds)
+
+
 DEFAULT_REGISTRY: Final = InvariantRegistry()
+"""The core invariants alone (no fabric kind): the service uses ``registry_for(kinds)``."""
+
+
+def _kind_violations(
+    registry: InvariantRegistry, ctx: AuditContext, selected: set[str]
+) -> Iterator[Violation]:
+    for k in registry.kinds:
+        mine = {s.id for s in k.invariants()} | {DRIFT}
+        if mine.isdisjoint(selected):
+            continue
+        for v in k.audit(ctx.tenancy, ctx.desired_of(k.instance), ctx.observed[k.instance]):
+            if v.invariant not in mine:
+                raise ValidationError(f"{k.instance}.audit().invariant", v.invariant, ", ".join(sorted(mine)))
+            if v.invariant in selected:  # a finding the kind names by its kind names its instance
+                yield v if v.fabric != k.name else dataclasses.replace(v, fabric=k.instance)
 
 
 def run_audit(
@@ -122,8 +135,9 @@ def run_audit(
     """Check every selected invariant against ``inp``.
 
     ``now`` stamps the report (default: the current UTC time); ``clock`` measures the
-    duration. Raises ``ValidationError`` for an unknown id in ``only`` and for an extra
-    finding that does not name a pass-through (external) invariant of the registry.
+    duration. Raises ``ValidationError`` for an unknown id in ``only``, for an extra
+    finding that does not name a pass-through (external) invariant of the registry, and
+    for a kind's finding of an invariant it did not declare.
     """
     external = {i.id for i in registry if i.external}
     for v in inp.extra_findings:
@@ -131,10 +145,14 @@ def run_audit(
             raise ValidationError("extra_findings.invariant", v.invariant, ", ".join(sorted(external)) or "none")
     selected = registry.select(only)
     started = clock()
-    idx = AuditIndex.build(inp)
+    ctx = AuditContext.build(inp, registry.kinds)
     violations: list[Violation] = []
     for inv in selected:
-        violations.extend(f.violation(inv.id, inv.severity) for f in inv.check(inp, idx))
+        if inv.check is not None:
+            violations.extend(f.violation(inv.id, inv.severity) for f in inv.check(inp, ctx))
+        elif inv.external:
+            violations.extend(f.violation(inv.id, inv.severity) for f in passthrough(inv.id)(inp, ctx))
+    violations.extend(_kind_violations(registry, ctx, {i.id for i in selected}))
     violations.sort(key=Violation.sort_key)
     duration = clock() - started
     return AuditReport(
@@ -142,6 +160,7 @@ def run_audit(
         duration_seconds=duration,
         checked=tuple(i.id for i in selected),
         violations=tuple(violations),
+        about=tuple(i.info() for i in selected),
     )
 
 
@@ -151,7 +170,10 @@ def exit_code(report: AuditReport, fail_on: Severity = Severity.HIGH) -> int:
 
 
 def invariants_markdown(registry: InvariantRegistry = DEFAULT_REGISTRY) -> str:
-    """The invariant table of docs/audit.md, generated from the registry."""
+    """The invariant table of docs/audit.md, generated from a registry."""
     lines = ["| id | severity | fabric | description |", "| --- | --- | --- | --- |"]
     lines += [f"| `{i.id}` | {i.severity.value} | {i.fabric} | {i.description} |" for i in registry]
     return "\n".join(lines) + "\n"
+
+
+

@@ -47,7 +47,8 @@ def _row(v: Violation) -> str:
 
 
 def render_html(report: AuditReport, registry: InvariantRegistry = DEFAULT_REGISTRY) -> str:
-    """The whole report as one HTML document."""
+    """The whole report as one HTML document (invariants described by the report's ``about``,
+    else by ``registry``)."""
     counts = report.counts_by_severity()
     status = (
         '<p class="ok">No violations: every checked invariant holds.</p>'
@@ -74,7 +75,8 @@ def render_html(report: AuditReport, registry: InvariantRegistry = DEFAULT_REGIS
         out.extend(_row(v) for v in group)
         out.append("</table>")
     by_inv = report.counts_by_invariant()
-    known = {i.id: i for i in registry}
+    known = {i.id: i.info() for i in registry}
+    known.update({i.id: i for i in report.about})
     out.append("<h2>Invariants checked</h2>")
     out.append("<table><tr><th>id</th><th>severity</th><th>description</th><th>violations</th></tr>")
     for inv_id in report.checked:

@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
@@ -121,6 +121,27 @@ class InvariantSpec:
     id: str
     severity: str  # a Severity value
     description: str
+    external: bool = False  # the caller may also hand in findings of it (AuditInput.extra_findings)
+
+
+class PortSeen(NamedTuple):
+    """One port of an inventory node and the tenants that own what it really carries (its
+    *effective* tenants: owners of its VLANs, its non-default PKeys, ...; unowned resources and
+    the default partition add none). The audit's ``X-NODE-SPLIT`` compares them across fabrics.
+    A tuple, and ``port`` may be any object whose ``str()`` names the port (e.g. a ``Guid``):
+    an audit makes one per port and formats only the few it reports."""
+
+    node: str
+    fabric: str
+    device: str
+    port: object
+    tenants: frozenset[str]
+    sep: str = " "  # between device and port in :attr:`label`
+
+    @property
+    def label(self) -> str:
+        """How a message names the port, e.g. ``leaf1/p1`` or ``mlx5_0 0x...``."""
+        return f"{self.device}{self.sep}{self.port}"
 
 
 class FabricBackend(ABC, Generic[S]):
@@ -255,7 +276,17 @@ class FabricKind(ABC, Generic[D, S]):
         return ()
 
     def audit(self, tenancy: Tenancy, desired: D, observed: S) -> Iterable[Violation]:
-        """Findings of this fabric's own invariants (default: none beyond the core's)."""
+        """Findings of this fabric's own invariants, and of the shared ``X-DRIFT``
+        (:data:`~gpufabric.domain.findings.DRIFT`). The service always hands in the desired
+        slice; an audit run without one (tests, ``AuditInput.desired`` left out) passes ``None``,
+        which a kind that can (Ethernet, InfiniBand) takes as "skip desired-vs-observed
+        comparisons". Default: none."""
+        return ()
+
+    def ports_seen(self, observed: S, tenancy: Tenancy) -> Iterable[PortSeen]:
+        """Every inventory port with non-empty effective tenants in ``observed``. A kind that
+        implements it takes part in the audit's per-port ``X-NODE-SPLIT``; the others in
+        ``X-NODE-SPLIT-FABRICS`` (through :meth:`tenants_seen`). Default: none."""
         return ()
 
     # ---- display

@@ -4,9 +4,13 @@ from their own invariants (so it lives in the domain, which fabrics may import).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from gpufabric.domain.severity import Severity
+
+DRIFT: Final = "X-DRIFT"
+"""The cross-fabric invariant every fabric kind may report on from its ``audit``: the desired
+state disagrees with the fabric (a port unobserved or configured otherwise)."""
 
 
 @dataclass(frozen=True)

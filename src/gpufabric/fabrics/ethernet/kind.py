@@ -26,16 +26,19 @@ from gpufabric.domain.fabric import (
     FabricKind,
     FabricPlan,
     InvariantSpec,
+    PortSeen,
     Tenancy,
     build_driver,
 )
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.parallel import run_parallel
+from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.plan import (
@@ -97,6 +100,14 @@ class EthernetBackend(FabricBackend[EthState]):
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         return ethernet_site_checks(self.switches, context)
 
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What every switch driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
+        out: list[TransportNote] = []
+        for d in self.switches.values():
+            notes = getattr(d, "transport_notes", None)
+            out += notes() if callable(notes) else ()
+        return tuple(out)
+
     def close(self) -> None:
         for d in self.switches.values():
             close = getattr(d, "close", None)
@@ -151,11 +162,15 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings))
 
+    # ---- audit (:mod:`.audit`, bonds: :mod:`.bonds`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
-        return bonds.INVARIANTS
+        return (*eth_audit.INVARIANTS, *bonds.INVARIANTS)
 
-    def audit(self, tenancy: Tenancy, desired: EthState, observed: EthState) -> Iterable[Violation]:
-        return list(bonds.audit(tenancy, observed))
+    def audit(self, tenancy: Tenancy, desired: EthState | None, observed: EthState) -> Iterable[Violation]:
+        return [*eth_audit.EthAudit.build(tenancy, desired, observed).violations(), *bonds.audit(tenancy, observed)]
+
+    def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
+        return eth_audit.ports_seen(tenancy, observed)
 
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:

@@ -27,7 +27,7 @@ port (or that is a trusted SM's port) is reported as an alert, the others are st
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
@@ -38,16 +38,20 @@ from gpufabric.domain.fabric import (
     FabricBackend,
     FabricKind,
     FabricPlan,
+    InvariantSpec,
+    PortSeen,
     Tenancy,
     build_driver,
 )
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric, Network, Node, Segment
+from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband import audit as ib_audit
+from gpufabric.fabrics.infiniband.audit_index import IbAudit
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
@@ -114,6 +118,11 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
         return infiniband_site_checks(self.sm, trusted, context)
 
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
+        notes = getattr(self.sm, "transport_notes", None)
+        return tuple(notes()) if callable(notes) else ()
+
     def close(self) -> None:
         close = getattr(self.sm, "close", None)
         if callable(close):
@@ -176,20 +185,16 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return ib_tenants_seen(observed, tenancy)
 
-    def audit(self, tenancy: Tenancy, desired: IbDesired, observed: IbFabricState) -> tuple[Violation, ...]:
-        """``IB-HARDENING`` (a built-in invariant): the trusted SM's settings, as its driver read them."""
-        settings = dict(observed.settings)
-        return tuple(
-            Violation(
-                "IB-HARDENING",
-                f.severity,
-                f"{f.setting} = {f.observed!r}: {f.description} (expected {f.expected})",
-                fabric=Fabric.INFINIBAND,
-                device="opensm",
-                resource=f"setting:{f.setting}",
-            )
-            for f in (check_hardening(settings) if settings else ())
-        )
+    # ---- audit (:mod:`.audit`)
+    def invariants(self) -> tuple[InvariantSpec, ...]:
+        return ib_audit.INVARIANTS
+
+    def audit(self, tenancy: Tenancy, desired: IbDesired | None, observed: IbFabricState) -> Iterable[Violation]:
+        layout = desired.layout if desired is not None else None
+        return list(ib_audit.violations(IbAudit.build(tenancy, layout, observed)))
+
+    def ports_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Iterable[PortSeen]:
+        return ib_audit.ports_seen(tenancy, observed)
 
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:

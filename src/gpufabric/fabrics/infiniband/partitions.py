@@ -34,9 +34,8 @@ from typing import Final
 
 from gpufabric.domain.errors import CapacityError, ValidationError
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
-from gpufabric.domain.values import Guid, Membership, PKey
+from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 
-DEFAULT_PKEY: Final = 0x7FFF
 DEFAULT_NAME: Final = "Default"
 DEFAULT_CAPACITY: Final = 64  # PartitionCap of ibsim HCAs; ConnectX reports 128
 LINE_BUFFER: Final = 4096  # OpenSM reads partitions.conf with fgets(line, 4095)

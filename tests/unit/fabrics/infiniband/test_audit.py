@@ -1,0 +1,105 @@
+"""The InfiniBand kind's audit invariants (fabrics/infiniband/audit.py), passing and violated,
+on the small scenarios of audit_scenarios: each case mutates the clean cluster, runs the audit
+restricted to one invariant, and asserts the exact (GUID, node) of every violation."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufabric.audit import Severity, Violation, run_audit
+from gpufabric.domain.models import Fabric
+from gpufabric.domain.state import SmSeen, SmState
+
+from unit.audit_scenarios import (
+    REGISTRY,
+    ROGUE_GUID,
+    SM_GUID,
+    T0,
+    UNKNOWN_GUID,
+    Case,
+    Scenario,
+    check_case,
+    g,
+    guid,
+)
+from unit.audit_scenarios import noop as _noop
+
+
+def _add_sm(s: Scenario, sm: SmSeen, master: bool = False) -> None:
+    s.sms.append(sm)
+    if master:
+        s.master = sm.guid
+
+
+def _hardening(s: Scenario) -> None:
+    s.extra.append(Violation("IB-HARDENING", Severity.CRITICAL, f"SM {SM_GUID} on sm1 runs with sm_key 0x0",
+                             Fabric.INFINIBAND, "sm1", str(SM_GUID), "sm1"))  # fmt: skip
+
+
+CASES: list[Case] = [
+    # ------------------------------------------------------------- IB-PKEY-SHARED
+    Case("clean", "IB-PKEY-SHARED", _noop, ()),
+    Case("limited-members-only-cannot-talk", "IB-PKEY-SHARED",
+         lambda s: (s.set_pkeys(guid("a1", 0), 0x0A05, 0x7FFF), s.set_pkeys(guid("b1", 0), 0x0A05, 0x7FFF)), ()),
+    Case("beta-port-limited-in-alpha-pkey", "IB-PKEY-SHARED", lambda s: s.set_pkeys(guid("b1", 0), 0x0A01, 0x7FFF),
+         ((g("b1", 0), "b1"),), "pkey:0x0a01"),
+    Case("quarantined-port-full-in-beta-pkey", "IB-PKEY-SHARED", lambda s: s.set_pkeys(guid("q1", 1), 0x8A02, 0x7FFF),
+         ((g("q1", 1), "q1"),), "pkey:0x0a02"),
+    Case("unknown-guid-in-alpha-pkey", "IB-PKEY-SHARED", lambda s: s.set_pkeys(UNKNOWN_GUID, 0x8A01, 0x7FFF),
+         ((str(UNKNOWN_GUID), ""),)),
+    # ------------------------------------------------------------- IB-GUID-FOREIGN-PKEY
+    Case("clean", "IB-GUID-FOREIGN-PKEY", _noop, ()),
+    Case("sm-port-in-tenant-pkey-exempt", "IB-GUID-FOREIGN-PKEY", lambda s: s.set_pkeys(SM_GUID, 0xFFFF, 0x8A01), ()),
+    Case("alpha-port-holds-beta-pkey-limited", "IB-GUID-FOREIGN-PKEY",
+         lambda s: s.set_pkeys(guid("a2", 1), 0x8A01, 0x0A02, 0x7FFF), ((g("a2", 1), "a2"),), "pkey:0x0a02"),
+    Case("quarantined-port-keeps-old-pkey", "IB-GUID-FOREIGN-PKEY",
+         lambda s: s.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF), ((g("q1", 0), "q1"),), "pkey:0x0a01"),
+    Case("gamma-port-holds-unowned-pkey", "IB-GUID-FOREIGN-PKEY",
+         lambda s: s.set_pkeys(guid("g1", 0), 0x8A07, 0x7FFF), ((g("g1", 0), "g1"),), "pkey:0x0a07"),
+    # ------------------------------------------------------------- IB-DEFAULT-FULL-HOST
+    Case("clean-sm-full-default", "IB-DEFAULT-FULL-HOST", _noop, ()),
+    Case("host-full-default", "IB-DEFAULT-FULL-HOST", lambda s: s.set_pkeys(guid("a1", 0), 0x8A01, 0xFFFF),
+         ((g("a1", 0), "a1"),), "pkey:0x7fff"),
+    Case("unknown-guid-full-default", "IB-DEFAULT-FULL-HOST", lambda s: s.set_pkeys(UNKNOWN_GUID, 0xFFFF),
+         ((str(UNKNOWN_GUID), ""),)),
+    # ------------------------------------------------------------- IB-ROGUE-SM
+    Case("clean-trusted-master-and-standby", "IB-ROGUE-SM", _noop, ()),
+    Case("untrusted-standby", "IB-ROGUE-SM",
+         lambda s: _add_sm(s, SmSeen(ROGUE_GUID, 9, 1, SmState.STANDBY, "rogue-host")),
+         ((str(ROGUE_GUID), "rogue-host"),)),
+    Case("untrusted-master-not-in-sm-list", "IB-ROGUE-SM", lambda s: setattr(s, "master", ROGUE_GUID),
+         ((str(ROGUE_GUID), ""),)),
+    Case("untrusted-master-listed-once", "IB-ROGUE-SM",
+         lambda s: _add_sm(s, SmSeen(ROGUE_GUID, 9, 15, SmState.MASTER, "rogue-host"), master=True),
+         ((str(ROGUE_GUID), "rogue-host"),)),
+    # ------------------------------------------------------------- IB-PKEY-CAPACITY
+    Case("clean", "IB-PKEY-CAPACITY", _noop, ()),
+    Case("capacity-unknown", "IB-PKEY-CAPACITY",
+         lambda s: s.set_pkeys(guid("a1", 0), 0x8A01, 0x8A02, 0x8A03, 0x7FFF, capacity=0), ()),
+    Case("desired-exceeds-capacity", "IB-PKEY-CAPACITY",
+         lambda s: s.set_pkeys(guid("a1", 0), 0x8A01, capacity=1), ((g("a1", 0), "a1"),)),
+    Case("observed-exceeds-capacity", "IB-PKEY-CAPACITY",
+         lambda s: s.set_pkeys(guid("b1", 1), 0x8A02, 0x8A03, 0x8A04, 0x8A05, 0x7FFF, capacity=4),
+         ((g("b1", 1), "b1"),)),
+    # ------------------------------------------------------------- IB-HARDENING
+    Case("no-findings", "IB-HARDENING", _noop, ()),
+    Case("driver-finding-passed-through", "IB-HARDENING", _hardening, ((str(SM_GUID), "sm1"),)),
+    # ------------------------------------------------------------- IB-SM-GUID-MISMATCH
+    Case("sms-answer-where-discovered", "IB-SM-GUID-MISMATCH",
+         lambda s: setattr(s, "sms", [SmSeen(SM_GUID, 1, 15, SmState.MASTER, "sm1", SM_GUID)]), ()),
+    Case("rogue-claims-trusted-guid", "IB-SM-GUID-MISMATCH",
+         lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "g1", ROGUE_GUID)), ((str(ROGUE_GUID), "g1"),),
+         "lid:9"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.invariant}:{c.id}" for c in CASES])
+def test_invariant_case(case: Case) -> None:
+    check_case(case)
+
+
+def test_passed_through_finding_keeps_its_severity() -> None:
+    s = Scenario()
+    _hardening(s)
+    [v] = run_audit(s.build(), only=["IB-HARDENING"], now=T0, registry=REGISTRY).violations
+    assert (v.invariant, v.severity, v.device) == ("IB-HARDENING", Severity.CRITICAL, "sm1")
