@@ -226,3 +226,15 @@ def test_a_switch_refusing_json_is_read_from_its_text_and_not_asked_again() -> N
     assert first == second and first.port("Ethernet1/1") == EthernetPortConfig(
         "leaf", "Ethernet1/1", PortMode.ACCESS, VlanId(100)
     )
+
+
+def test_nxos_configured_mode_wins_over_the_operational_one() -> None:
+    row = {
+        "interface": "Ethernet1/5",
+        "switchport": "Enabled",
+        "admin_mode": "trunk",
+        "oper_mode": "down",
+        "trunk_vlans": "10",
+    }
+    (p,) = parse_nxos_json(nxos_answer([], [row]), "leaf1", {})
+    assert (p.mode, p.trunks) == (PortMode.TRUNK, vids(10))

@@ -10,7 +10,7 @@ here. Each command prints one JSON document; the documents are told apart by the
   ``admin_state`` (``up``/``down``; ``svi_admin_state`` on SVIs), ``eth_mode`` (``access``/``trunk``/``routed``; absent on a
   port whose transceiver is missing) and, on a port-channel member, ``eth_bundle`` (``Po69``).
 * NX-OS ``show interface switchport | json``: rows with ``switchport`` (``Enabled`` /
-  ``Disabled``), ``oper_mode``, ``access_vlan``, ``native_vlan``, ``trunk_vlans``.
+  ``Disabled``), ``oper_mode`` (and on some releases ``admin_mode``, read first), ``access_vlan``, ``native_vlan``, ``trunk_vlans``.
   NX-API prints ``ROW_*`` as an object when the table has one row, a list otherwise.
 * EOS ``show interfaces | json``: ``interfaces.<name>`` with ``interfaceStatus`` (``disabled``
   = shut down), ``forwardingModel`` (``bridged``/``routed``/``dataLink`` = a port-channel
@@ -34,6 +34,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
@@ -114,7 +115,13 @@ def _allowed(value: Any) -> frozenset[int]:
         return ALL_SET
     if isinstance(value, list):
         return frozenset().union(*(_allowed(v) for v in value)) if value else ALL_SET
-    return parse_vlan_list(str(value))
+    return _vlan_list(str(value).strip())
+
+
+@lru_cache(maxsize=512)
+def _vlan_list(text: str) -> frozenset[int]:
+    """Every port of a switch prints the same few lists (``1-4094`` on each access port): parse once."""
+    return ALL_SET if text in ("1-4094", "ALL") else parse_vlan_list(text)
 
 
 def _nxos_bundle(value: Any) -> str:
@@ -134,7 +141,7 @@ def read_nxos_json(text: str) -> JsonReading:
             if "switchport" in r or "oper_mode" in r:
                 sps[name] = Switchport(
                     enabled=str(r.get("switchport", "Enabled")).lower() == "enabled",
-                    mode=str(r.get("oper_mode") or r.get("admin_mode") or "access").lower(),
+                    mode=str(r.get("admin_mode") or r.get("oper_mode") or "access").lower(),  # configured first
                     access=_vlan(r.get("access_vlan")),
                     native=_vlan(r.get("native_vlan")),
                     allowed=_allowed(r.get("trunk_vlans")),
