@@ -14,7 +14,16 @@ from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
 from gpufabric.fabrics.ethernet.sshio import CommandResult
 
+from support.ssh_double import make_double
+from support.ssh_double.iosjson import JSON_SHOW
+
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ssh"
+
+
+def json_answer(dialect: str) -> str:
+    """What nxos / eos now read: the `| json` answers (the double's, of the recorded sample)."""
+    double = make_double(dialect, (), 999)
+    return "".join(double.command(c).out for c in JSON_SHOW[dialect])
 
 
 class FakeConnection:
@@ -64,7 +73,7 @@ def access(port: str, vlan: int, switch: str = "leaf1") -> EthernetPortConfig:
 
 
 def test_shell_dialect_sends_the_whole_batch_in_one_shell_session() -> None:
-    running = (FIX / "eos" / "running-config.txt").read_text()
+    running = json_answer("eos")
     d, fake = driver("eos", [ok(running), ok("Copy completed successfully.")])
     d.apply([access("Ethernet1", 10), access("Ethernet2", 11)])
     assert len(fake.sent) == 2  # a cold driver reads the interface list once, then one session
@@ -106,7 +115,8 @@ def test_exec_failure_names_the_traced_command() -> None:
 
 
 def test_shell_failure_is_found_by_error_pattern_even_with_exit_status_zero() -> None:
-    d, _ = driver("nxos", [CommandResult("", "% Invalid command at '^' marker.\n", "", 0)])
+    bad = CommandResult("", "% Invalid command at '^' marker.\n", "", 0)
+    d, _ = driver("nxos", [bad, bad])  # the `| json` read, then the text read it falls back to
     with pytest.raises(ApplyError) as e:
         d.apply([access("Ethernet1/1", 10)])
     assert "% Invalid command" in e.value.message
@@ -123,7 +133,7 @@ def test_observe_failure_is_a_fabric_error_not_an_apply_error() -> None:
 
 
 def test_port_map_renames_both_ways_and_limits_observe() -> None:
-    running = (FIX / "eos" / "running-config.txt").read_text()
+    running = json_answer("eos")
     d, fake = driver("eos", [ok(running), ok(), ok(running)], port_map={"gpu01": "Ethernet1", "gpu02": "Ethernet2"})
     d.apply([access("gpu02", 20)])
     assert "interface Ethernet2" in fake.sent[1][1]
@@ -136,17 +146,18 @@ def test_port_map_renames_both_ways_and_limits_observe() -> None:
 def test_unknown_port_is_refused_before_any_config_line_is_sent() -> None:
     """IOS-like CLIs run a batch line by line: a bad port in the middle would leave the lines
     before it applied, so the driver checks every port against the switch's interfaces."""
-    running = (FIX / "nxos" / "running-config.txt").read_text()
+    running = json_answer("nxos")
     d, fake = driver("nxos", [ok(running), ok(running)])
     d.observe()
     with pytest.raises(ApplyError, match="no such port.*nosuch0") as e:
         d.apply([access("Ethernet1/1", 10), access("nosuch0", 10)])
     assert e.value.fields["ports"] == ["nosuch0"]
-    assert [t for _, t in fake.sent] == ["terminal length 0\nshow running-config interface"] * 2  # re-read once on a miss
+    reads = "terminal length 0\nshow interface | json\nshow interface switchport | json"
+    assert [t for _, t in fake.sent] == [reads] * 2  # re-read once on a miss
 
 
 def test_known_interfaces_cost_no_extra_read() -> None:
-    running = (FIX / "nxos" / "running-config.txt").read_text()
+    running = json_answer("nxos")
     d, fake = driver("nxos", [ok(running), ok()])
     d.observe()
     d.apply([access("Ethernet1/2", 10)])

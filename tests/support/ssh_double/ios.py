@@ -6,6 +6,7 @@ removes it, OS10's ``switchport trunk allowed vlan N`` ADDS to the list), and pr
 ``show running-config[uration] interface`` in the vendor's layout (indentation, ``!``
 separators, default lines hidden as each vendor hides them). The CLI is fed line by line,
 as through a PTY-less shell: a failing line prints an error and the next lines still run.
+NX-OS and EOS also answer ``show interface(s) [switchport] | json`` (:mod:`.iosjson`).
 Initial state: the recorded sample tests/fixtures/ssh/<dialect>/running-config.txt plus
 provisioned ports (L2, shut down, parked in the quarantine VLAN).
 """
@@ -19,6 +20,7 @@ from gpufabric.fabrics.ethernet.dialects import VlanListStyle
 from gpufabric.fabrics.ethernet.parsers import parse_vlan_list
 
 from support.ssh_double.base import CliDouble, Reply
+from support.ssh_double.iosjson import JSON_SHOW, show_json
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,8 @@ class IosDouble(CliDouble):
             return Reply()
         if line in self.v.show:
             return Reply(self.show())
+        if line in JSON_SHOW.get(self.name, ()) and not self.config:
+            return Reply(show_json(self.name, line, self.blocks))
         if line in self.v.save and not self.config:
             return Reply(self.v.save[line])
         if line == "configure terminal":

@@ -34,6 +34,7 @@ import yaml
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
 from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
@@ -104,6 +105,10 @@ class Dialect:
     variables: Mapping[str, str] = field(default_factory=dict)  # defaults, e.g. vsctl, bridge_domain
     options: Mapping[str, Any] = field(default_factory=dict)  # parser options
     runs_here: bool = False  # True only for dialects the test-suite runs for real (ovs)
+    # structured read (NX-OS / EOS ``| json``): the commands, and the jsonread parser of their
+    # answer; when set the driver reads port state from it instead of the ``read`` text
+    json_read: tuple[str, ...] = ()
+    json_parser: str = ""
 
     def lines(self, key: str) -> tuple[str, ...]:
         return self.templates.get(key, ())
@@ -142,6 +147,12 @@ def dialect_from_dict(data: Mapping[str, Any]) -> Dialect:
     if unknown:
         raise ConfigError(f"dialect {name}.templates", sorted(unknown), ", ".join(_TEMPLATE_KEYS))
     vl = data.get("vlan_list") or {}
+    json_read = _tuple(data.get("json_read"), f"dialect {name}.json_read")
+    json_parser = str(data.get("json_parser") or "")
+    if json_parser not in ("", *JSON_PARSERS) or bool(json_read) != bool(json_parser):
+        raise ConfigError(
+            f"dialect {name}.json_parser", json_parser or None, f"one of {', '.join(JSON_PARSERS)}, given with json_read"
+        )
     try:
         for p in _tuple(data.get("errors"), "errors"):
             re.compile(p)
@@ -164,6 +175,8 @@ def dialect_from_dict(data: Mapping[str, Any]) -> Dialect:
         variables={str(k): str(v) for k, v in (data.get("variables") or {}).items()},
         options=dict(data.get("options") or {}),
         runs_here=bool(data.get("runs_here", False)),
+        json_read=json_read,
+        json_parser=json_parser,
     )
 
 
@@ -282,6 +295,12 @@ def render_read(dialect: Dialect, variables: Mapping[str, str] | None = None) ->
     """The command lines that print the running config :func:`parse_running_config` reads."""
     var = {**dialect.variables, **(variables or {})}
     return tuple(line.format(**var) for line in dialect.lines("read"))
+
+
+def render_json_read(dialect: Dialect, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The command lines whose ``| json`` answers the dialect's ``json_parser`` reads (or ())."""
+    var = {**dialect.variables, **(variables or {})}
+    return tuple(line.format(**var) for line in dialect.json_read)
 
 
 def find_errors(dialect: Dialect, output: str) -> list[str]:

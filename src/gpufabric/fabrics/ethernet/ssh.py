@@ -6,7 +6,11 @@ together (one exec script, or one PTY-less stdin stream), and the output is chec
 against the dialect's error regexes (and the exit status for ``exec`` dialects). Any
 failure raises ``ApplyError(fabric="ethernet", device=<switch>)`` carrying the offending
 command and output. ``observe`` reads the running config and parses it with the pure
-``parsers.parse_running_config``.
+``parsers.parse_running_config`` or, for dialects declaring a structured read (``json_read``:
+NX-OS and EOS answer ``| json``), reads the JSON answers with the pure
+``jsonread.parse_*_json`` (text parsing stays for the platforms without a structured form,
+and for a switch whose software refuses those commands: the driver then reads the text and
+keeps doing so).
 
 Concurrency is bounded per switch (a semaphore keyed by host:port shared by every driver
 object in the process, ``max_sessions`` slots, default 1), so concurrent batches for one
@@ -43,10 +47,17 @@ from gpufabric.fabrics.ethernet.dialects import (
     find_errors,
     load_dialect,
     render_batch,
+    render_json_read,
     render_read,
 )
+from gpufabric.fabrics.ethernet.jsonread import JSON_READERS, ports_of
 from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
-from gpufabric.fabrics.ethernet.parsers import interface_names, lists_every_interface, parse_running_config
+from gpufabric.fabrics.ethernet.parsers import (
+    interface_names,
+    lists_every_interface,
+    natural_key,
+    parse_running_config,
+)
 from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
 
 _SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
@@ -131,6 +142,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         self.connection = SshConnection(target, switch, sleep=sleep)
         self._slot = switch_slot(host, port, max_sessions)
         self._interfaces: frozenset[str] | None = None  # every interface the switch has (last read)
+        self._json = bool(self.dialect.json_parser)  # read the `| json` answers (until the switch refuses them)
 
     @property
     def switch(self) -> str:
@@ -192,6 +204,11 @@ class SshSwitchDriver(EthernetSwitchDriver):
         return offending, detail
 
     def _read_text(self, error: type[FabricError]) -> str:
+        if self._json:
+            result = self._run(render_json_read(self.dialect, self.variables))
+            if self._failure(result) is None and "{" in result.stdout:
+                return result.stdout
+            self._json = False  # this software version has no `| json` for these commands: read the text
         result = self._run(render_read(self.dialect, self.variables))
         bad = self._failure(result)
         if bad:
@@ -205,6 +222,12 @@ class SshSwitchDriver(EthernetSwitchDriver):
         return result.stdout
 
     def _parse(self, text: str) -> SwitchState:
+        if self._json:
+            reading = JSON_READERS[self.dialect.json_parser](text)
+            if lists_every_interface(self.dialect):
+                self._interfaces = reading.names
+            ports = sorted(ports_of(reading, self._switch), key=lambda p: natural_key(p.port))
+            return SwitchState(self._switch, tuple(ports))
         if lists_every_interface(self.dialect):
             self._interfaces = interface_names(self.dialect, text)
         return parse_running_config(
