@@ -59,6 +59,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.watch import SmWatch
 
 
@@ -183,7 +184,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
                 resource=f"setting:{f.setting}",
             )
             for f in (check_hardening(settings) if settings else ())
-        )
+        ) + sm_file_violations(observed)
 
     def summary(self, node: Node) -> str:
         return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in node.ib) or "-"
