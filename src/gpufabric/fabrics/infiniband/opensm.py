@@ -350,7 +350,9 @@ class OpenSMDriver(SubnetManagerDriver):
             lock = c.partitions_conf.with_name(c.partitions_conf.name + ".lock")
         else:
             names = ",".join(f"{h.host}:{h.port}:{h.partitions_conf}" for h in c.sm_hosts)
-            lock = Path(tempfile.gettempdir()) / f"gpufabric-opensm-{hashlib.sha256(names.encode()).hexdigest()[:12]}.lock"
+            lock = (
+                Path(tempfile.gettempdir()) / f"gpufabric-opensm-{hashlib.sha256(names.encode()).hexdigest()[:12]}.lock"
+            )
         lock.parent.mkdir(parents=True, exist_ok=True)
         with lock.open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
@@ -427,7 +429,6 @@ def _safe_parse(text: str | None) -> PartitionLayout | None:
         return parse_partitions_conf(text)
     except GpufabricError:
         return None
-
 
 
 def sm_hosts(c: OpenSMConfig) -> list[SmHost]:

@@ -60,7 +60,9 @@ class OpenSMConfig:
             raise ConfigError("infiniband.options", sorted(unknown), f"options of opensm: {', '.join(sorted(known))}")
         sm_hosts = parse_sm_hosts(o["sm_hosts"]) if o.get("sm_hosts") is not None else ()
         if not sm_hosts and ("partitions_conf" not in o or "log_path" not in o):
-            raise ConfigError("infiniband.options", sorted(o), "partitions_conf and log_path (or sm_hosts) are required")
+            raise ConfigError(
+                "infiniband.options", sorted(o), "partitions_conf and log_path (or sm_hosts) are required"
+            )
 
         def path(k: str) -> Path | None:
             return Path(o[k]) if o.get(k) else None

@@ -229,7 +229,7 @@ class SshSmHost:
         of ``path`` as the host reads it after the rename."""
         q = shlex.quote(str(path))
         script = (
-            f"set -e; p={q}; d=$(dirname \"$p\"); mkdir -p \"$d\"\n"
+            f'set -e; p={q}; d=$(dirname "$p"); mkdir -p "$d"\n'
             't=$(mktemp "$d/.gpufabric-partitions.XXXXXX"); trap \'rm -f "$t"\' EXIT\n'
             'cat > "$t"; chmod 0644 "$t"; sync "$t" 2>/dev/null || true\n'
             'mv -f "$t" "$p"; sync "$d" 2>/dev/null || true\n'

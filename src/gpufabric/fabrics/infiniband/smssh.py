@@ -79,7 +79,9 @@ class SshExec:
         except (TimeoutError, paramiko.SSHException, OSError, EOFError) as e:
             client.close()
             if "not found in known_hosts" in str(e):
-                raise self._error(f"SM host {self.name}: SSH host key of {where} is unknown ({t.known_hosts})") from None
+                raise self._error(
+                    f"SM host {self.name}: SSH host key of {where} is unknown ({t.known_hosts})"
+                ) from None
             raise self._error(f"SM host {self.name}: cannot connect to {where}: {e}") from None
         return client
 
