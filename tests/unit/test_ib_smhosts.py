@@ -133,7 +133,12 @@ def test_reload_by_pid_file_or_systemctl(tmp_path: Path) -> None:
     cfg = SmHostConfig("s", "h", 22, "u", Path("/k"), Path("/kh"), Path("/p"), Path("/l"), unit="opensm")
     s = SshSmHost(cfg, h.ssh)
     s.reload()
-    assert seen == [f'kill -HUP "$(cat {tmp_path / "sm-a" / "pid"})"', "systemctl reload opensm"]
+    s.restart()
+    assert seen == [
+        f'kill -HUP "$(cat {tmp_path / "sm-a" / "pid"})"', "systemctl reload opensm", "systemctl restart opensm",
+    ]  # fmt: skip
+    with pytest.raises(ConfigError):
+        h.restart()  # a pid-file host cannot be restarted over SSH
 
 
 GOOD = {"host": "sm-01", "user": "root", "key_file": "/k", "known_hosts": "/kh",

@@ -43,13 +43,11 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
@@ -72,7 +70,7 @@ from gpufabric.fabrics.infiniband.partitions import (
 )
 from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, run_cmd
-from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet
+from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
 from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
 
 FABRIC = "infiniband"
@@ -343,16 +341,7 @@ class OpenSMDriver(SubnetManagerDriver):
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
-        c = self.config
-        if c.lock_file is not None:
-            lock = c.lock_file
-        elif c.partitions_conf is not None and not c.sm_hosts:
-            lock = c.partitions_conf.with_name(c.partitions_conf.name + ".lock")
-        else:
-            names = ",".join(f"{h.host}:{h.port}:{h.partitions_conf}" for h in c.sm_hosts)
-            lock = (
-                Path(tempfile.gettempdir()) / f"gpufabric-opensm-{hashlib.sha256(names.encode()).hexdigest()[:12]}.lock"
-            )
+        lock = lock_path(self.config)
         lock.parent.mkdir(parents=True, exist_ok=True)
         with lock.open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
@@ -374,6 +363,8 @@ class OpenSMDriver(SubnetManagerDriver):
         offset = master.size(master.log_file)
         if self.restart_hook is not None:
             self.restart_hook()
+        elif isinstance(master, SshSmHost):
+            master.restart()
         elif c.systemd_unit:
             run_cmd(["systemctl", "restart", c.systemd_unit])
         elif c.restart_command:
@@ -429,14 +420,3 @@ def _safe_parse(text: str | None) -> PartitionLayout | None:
         return parse_partitions_conf(text)
     except GpufabricError:
         return None
-
-
-def sm_hosts(c: OpenSMConfig) -> list[SmHost]:
-    """The SM hosts of ``c``: one per ``sm_hosts`` entry (SSH), else the local SM."""
-    if c.sm_hosts:
-        return [SshSmHost(h) for h in c.sm_hosts]
-    assert c.partitions_conf is not None and c.log_path is not None  # checked by from_options
-    return [
-        LocalSmHost(c.partitions_conf, c.log_path, pid_file=c.pid_file, systemd_unit=c.systemd_unit,
-                    reload_command=c.reload_command)
-    ]  # fmt: skip

@@ -259,6 +259,12 @@ class SshSmHost:
         else:
             self._run(f"systemctl reload {shlex.quote(c.unit or 'opensm')}")
 
+    def restart(self) -> None:
+        """``systemctl restart UNIT`` (rogue-SM containment); only with ``reload: systemctl``."""
+        if self.cfg.unit is None:
+            raise ConfigError(f"sm_hosts[{self.name}].reload", "pid_file", "systemctl (to restart the SM over SSH)")
+        self._run(f"systemctl restart {shlex.quote(self.cfg.unit)}")
+
     def close(self) -> None:
         self.ssh.close()
 

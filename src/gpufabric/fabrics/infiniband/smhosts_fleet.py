@@ -10,18 +10,22 @@ When one host cannot be written, the hosts already written are given back their 
 the ApplyError names the host that failed and the ones restored.
 
 :meth:`SmFleet.files_seen` is the audit's read: each host's sha256 against what gpufabric last
-wrote and verified (:class:`~gpufabric.domain.state.SmFileSeen`).
+wrote and verified (:class:`~gpufabric.domain.state.SmFileSeen`). :func:`sm_hosts` builds the
+hosts of a driver configuration; :func:`lock_path` is its local apply lock.
 """
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError, GpufabricError
 from gpufabric.domain.state import SmFileSeen
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.smhosts import SmHost, sha256
+from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, sha256
 
 FABRIC = "infiniband"
 
@@ -110,5 +114,23 @@ class SmFleet:
             h.close()
 
 
-def log_paths(hosts: Sequence[SmHost]) -> dict[str, Path]:
-    return {h.name: h.log_file for h in hosts}
+def sm_hosts(c: OpenSMConfig) -> list[SmHost]:
+    """The SM hosts of ``c``: one per ``sm_hosts`` entry (SSH), else the local SM."""
+    if c.sm_hosts:
+        return [SshSmHost(h) for h in c.sm_hosts]
+    assert c.partitions_conf is not None and c.log_path is not None  # checked by from_options
+    return [
+        LocalSmHost(c.partitions_conf, c.log_path, pid_file=c.pid_file, systemd_unit=c.systemd_unit,
+                    reload_command=c.reload_command)
+    ]  # fmt: skip
+
+
+def lock_path(c: OpenSMConfig) -> Path:
+    """The local lock serialising applies: ``lock_file``, next to a local partitions_conf, or
+    one per set of SM hosts in the temp directory."""
+    if c.lock_file is not None:
+        return c.lock_file
+    if c.partitions_conf is not None and not c.sm_hosts:
+        return c.partitions_conf.with_name(c.partitions_conf.name + ".lock")
+    names = ",".join(f"{h.host}:{h.port}:{h.partitions_conf}" for h in c.sm_hosts)
+    return Path(tempfile.gettempdir()) / f"gpufabric-opensm-{hashlib.sha256(names.encode()).hexdigest()[:12]}.lock"
