@@ -193,3 +193,18 @@ def test_no_subnet_up_after_the_reload_is_an_error_naming_the_sm_host(tmp_path: 
     assert ei.value.fields["sm_host"] == "sm-b"
     h.log_file.write_text("osm_ucast_mgr_process: ...\nSUBNET UP\n")
     assert drv._wait_subnet_up(h, 0).subnet_up
+
+
+def test_the_infiniband_kind_audit_reports_a_diverged_standby() -> None:
+    from gpufabric.fabrics.infiniband.kind import InfinibandKind
+
+    observed = IbFabricState(
+        sm_files=(
+            SmFileSeen("sm-01", "master", "aa" * 32, "aa" * 32),
+            SmFileSeen("sm-02", "standby", "bb" * 32, "aa" * 32),
+        )
+    )
+    found = InfinibandKind().audit(None, None, observed)  # type: ignore[arg-type]
+    assert [(v.invariant, v.severity, v.device) for v in found] == [
+        ("IB-SM-CONFIG-DIVERGED", Severity.CRITICAL, "sm-02")
+    ]
