@@ -33,8 +33,8 @@ class FakeExec:
 
     def run(self, script: str, stdin: bytes = b"") -> tuple[int, str, str]:
         LOG.append((self.name, script.split()[0]))
-        if self.fail_writes and "mktemp" in script:
-            return 1, "", "mktemp: Permission denied"
+        if self.fail_writes and ".gpufabric-partitions." in script:
+            return 1, "", "sh: cannot create: Permission denied"
         p = subprocess.run(["/bin/sh", "-c", script], input=stdin, capture_output=True, check=False)
         out = p.stdout.decode()
         if self.lie and "sha256sum" in script and out:
@@ -86,7 +86,7 @@ def test_a_host_that_cannot_be_written_fails_the_apply_and_the_others_get_their_
     for h in (a, b, c):
         h.partitions_conf.write_text("old\n")
     with pytest.raises(ApplyError) as ei:
-        SmFleet([a, b, c]).write_all(c, "new\n")  # standbys a, b written; the master c fails
+        SmFleet([a, b, c]).write_all(c, "new\n", restore="old\n")  # standbys a, b written; the master c fails
     assert "sm-c" in ei.value.message
     assert ei.value.fields["sm_hosts_written"] == ["sm-a", "sm-b"]
     assert ei.value.fields["sm_hosts_restored"] == ["sm-a", "sm-b"]

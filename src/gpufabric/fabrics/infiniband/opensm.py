@@ -194,17 +194,17 @@ class OpenSMDriver(SubnetManagerDriver):
         ports = self._locate(affected, required=layout_guids(new))
         report = ApplyReport(changed=old_text != text, ports_checked=len(ports))
         self.last_report = report
+        last = master.read(master.last_good)
         if not report.changed and not self._mismatches(new, ports) and self._standbys_hold(master, text):
-            self._mark_good(master, text)
+            self._mark_good(master, text, last)
             report.total_seconds = time.monotonic() - t0
             return
-        last = master.read(master.last_good)
         if last is not None and _safe_parse(last) is not None:
             good = last
         else:  # bootstrap: the running file if it parses, else the safe default (fail closed)
             good = old_text if old_text is not None and old is not None else self._safe_text()
             self.fleet.write_all(master, good, last_good=True)
-        self.fleet.write_all(master, text)  # standbys first; fails naming the host, others restored
+        self.fleet.write_all(master, text, restore=old_text)  # standbys first; fails naming the host
         try:
             report.log = self._reload_and_wait(master, report)
             t1 = time.monotonic()
@@ -221,7 +221,7 @@ class OpenSMDriver(SubnetManagerDriver):
         except GpufabricError as e:
             self._rollback(master, good, ports, e)
             raise
-        self._mark_good(master, text)
+        self._mark_good(master, text, good)
         report.total_seconds = time.monotonic() - t0
 
     def _standbys_hold(self, master: SmHost, text: str) -> bool:
@@ -334,8 +334,8 @@ class OpenSMDriver(SubnetManagerDriver):
         cause.fields["rolled_back"] = True
         cause.fields["rollback_verified"] = rollback_ok
 
-    def _mark_good(self, master: SmHost, text: str) -> None:
-        if master.read(master.last_good) != text:
+    def _mark_good(self, master: SmHost, text: str, last_good: str | None) -> None:
+        if last_good != text:
             self.fleet.write_all(master, text, last_good=True)
         self._written = text
 

@@ -225,15 +225,14 @@ class SshSmHost:
         return None if status == 3 else out
 
     def write(self, path: Path, text: str) -> str:
-        """temp file next to ``path`` + sync + rename (+ sync of the directory); the sha256
-        of ``path`` as the host reads it after the rename."""
+        """temp file next to ``path`` (created exclusively, 0644) + rename + sync of the file and
+        its directory; the sha256 of ``path`` as the host reads it after the rename. Few
+        processes on purpose: each costs the host a fork (and one SSH exec for the lot)."""
         q = shlex.quote(str(path))
         script = (
-            f'set -e; p={q}; d=$(dirname "$p"); mkdir -p "$d"\n'
-            't=$(mktemp "$d/.gpufabric-partitions.XXXXXX"); trap \'rm -f "$t"\' EXIT\n'
-            'cat > "$t"; chmod 0644 "$t"; sync "$t" 2>/dev/null || true\n'
-            'mv -f "$t" "$p"; sync "$d" 2>/dev/null || true\n'
-            'sha256sum "$p"\n'
+            f'set -e; umask 022; p={q}; d="${{p%/*}}"; [ -d "$d" ] || mkdir -p "$d"\n'
+            't="$d/.gpufabric-partitions.$$"; trap \'rm -f "$t"\' EXIT; set -C; cat > "$t"; set +C\n'
+            'mv -f "$t" "$p"; sync "$p" "$d" 2>/dev/null || true; sha256sum "$p"\n'
         )
         _, out = self._run(script, text.encode())
         return out.split()[0] if out.split() else ""

@@ -5,9 +5,9 @@
 first host listed. :meth:`SmFleet.write_all` writes the standbys first and the master last, so a
 standby that takes over in the middle never finds an old file; on each host the sha256 the host
 reads back after the rename must equal that of the text sent, else an ApplyError naming the host.
-When one host cannot be written, the hosts already written are given back their previous file
-(nothing is half-claimed: no SM was reloaded, and none would take over with the new file) and
-the ApplyError names the host that failed and the ones restored.
+When one host cannot be written, the hosts already written are given back the file the master
+ran with (nothing is half-claimed: no SM was reloaded, and none would take over with the new
+file) and the ApplyError names the host that failed and the ones restored.
 
 :meth:`SmFleet.files_seen` is the audit's read: each host's sha256 against what gpufabric last
 wrote and verified (:class:`~gpufabric.domain.state.SmFileSeen`). :func:`sm_hosts` builds the
@@ -47,16 +47,15 @@ class SmFleet:
         """Standbys (in configuration order), then the master."""
         return [h for h in self.hosts if h is not master] + [master]
 
-    def write_all(self, master: SmHost, text: str, *, last_good: bool = False) -> None:
-        """``text`` to every host's partitions file (or its last-good copy), standbys first."""
+    def write_all(self, master: SmHost, text: str, *, last_good: bool = False, restore: str | None = None) -> None:
+        """``text`` to every host's partitions file (or its last-good copy), standbys first.
+        When a host fails, the hosts already written (and the one that failed, if its file
+        changed) are given ``restore`` back (the file the master ran with), when there is one."""
         want = sha256(text)
-        done: list[tuple[SmHost, str | None]] = []
+        done: list[SmHost] = []
         for h in self.ordered(master):
             path = h.last_good if last_good else h.partitions_conf
-            before: str | None = None
             try:
-                if not last_good:
-                    before = h.read(path)
                 got = h.write(path, text)
                 if got != want:
                     raise ApplyError(
@@ -67,22 +66,22 @@ class SmFleet:
                     )  # fmt: skip
             except GpufabricError as e:
                 if not last_good:
-                    e.fields["sm_hosts_restored"] = self._restore([*done, (h, before)])
-                    e.fields["sm_hosts_written"] = [x.name for x, _ in done]
+                    e.fields["sm_hosts_written"] = [x.name for x in done]
+                    e.fields["sm_hosts_restored"] = self._restore([*done, h], restore)
                 e.fields.setdefault("sm_host", h.name)
                 raise
-            done.append((h, before))
+            done.append(h)
 
     @staticmethod
-    def _restore(done: list[tuple[SmHost, str | None]]) -> list[str]:
-        """Give back the previous file to hosts that got the new one; best effort, returns names."""
-        out = []
-        for h, before in done:
-            if before is None:
-                continue
+    def _restore(hosts: list[SmHost], text: str | None) -> list[str]:
+        """Give ``text`` back to the hosts whose file is not it; best effort, returns their names."""
+        out: list[str] = []
+        if text is None:
+            return out
+        for h in hosts:
             try:
-                if h.checksum(h.partitions_conf) != sha256(before):
-                    h.write(h.partitions_conf, before)
+                if h.checksum(h.partitions_conf) != sha256(text):
+                    h.write(h.partitions_conf, text)
                     out.append(h.name)
             except GpufabricError:
                 continue

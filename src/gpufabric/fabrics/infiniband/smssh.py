@@ -15,6 +15,7 @@ stdin, and returns (exit status, stdout, stderr).
 
 from __future__ import annotations
 
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,11 @@ class SshExec:
             raise self._error(f"SM host {self.name}: cannot read known_hosts {t.known_hosts}: {e.strerror}") from None
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         where = f"{t.user}@{t.host}:{t.port}"
+        sock: socket.socket | None = None
         try:
+            # our own socket: TCP_NODELAY saves a delayed-ACK stall (~40 ms) per command
+            sock = socket.create_connection((t.host, t.port), timeout=t.connect_timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client.connect(
                 t.host,
                 port=t.port,
@@ -69,6 +74,7 @@ class SshExec:
                 timeout=t.connect_timeout,
                 banner_timeout=t.connect_timeout,
                 auth_timeout=t.connect_timeout,
+                sock=sock,
             )
         except paramiko.BadHostKeyException:
             client.close()
@@ -78,6 +84,8 @@ class SshExec:
             raise self._error(f"SM host {self.name}: SSH authentication to {where} failed: {e}") from None
         except (TimeoutError, paramiko.SSHException, OSError, EOFError) as e:
             client.close()
+            if sock is not None:
+                sock.close()
             if "not found in known_hosts" in str(e):
                 raise self._error(
                     f"SM host {self.name}: SSH host key of {where} is unknown ({t.known_hosts})"
