@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
@@ -106,6 +108,27 @@ def test_standby_with_a_stale_file_is_critical_and_the_next_write_repairs_it(lab
         drv.close()
 
 
+class Sampler(threading.Thread):
+    """An independent SMP reader: ``smpquery pkeys`` of one port (its own process each time,
+    as gpu-a04's HCA), every sample kept with its time, until stopped."""
+
+    def __init__(self, fab: IbFabric, lid: int) -> None:
+        super().__init__(daemon=True)
+        self.fab, self.lid = fab, lid
+        self.samples: list[tuple[float, frozenset[int]]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            out = self.fab.run_tool(["smpquery", "pkeys", str(self.lid), "1"], sim_host="gpu-a04 mlx5_0")
+            self.samples.append((time.monotonic(), frozenset(parse_smpquery_pkeys(out).entries)))
+
+    def stop(self) -> list[tuple[float, frozenset[int]]]:
+        self.halt.set()
+        self.join(30)
+        return self.samples
+
+
 def take_over(pair: SmPair) -> float:
     """kill -9 the master; seconds until the standby logs SUBNET UP as the new master."""
     offset = pair.log_offset()
@@ -127,12 +150,15 @@ def test_control_a_standby_the_driver_never_wrote_reverts_the_tenant(lab: tuple[
     try:
         local.apply(TENANT)
         assert pkeys(local, G[0]) == {0x7FFF, 0x8A01}
+        sampler = Sampler(fab, local.ports()[G[0]].lid)
+        sampler.start()
         take_over(pair)
         assert local.diag.sminfo().guid == SM2
         deadline = time.monotonic() + 10
         while pkeys(local, G[0]) != {0x7FFF} and time.monotonic() < deadline:
             time.sleep(0.1)
         assert pkeys(local, G[0]) == {0x7FFF}  # the tenant's PKey is gone: isolation reverted
+        assert {0x7FFF} in {e for _, e in sampler.stop()}  # the independent sampler saw it go
     finally:
         local.close()
         pair.stop_standby()  # back to a master/standby pair for the next test
@@ -147,6 +173,8 @@ def test_kill_9_of_the_master_the_standby_keeps_the_tenant_pkey(lab: tuple[IbFab
         drv.apply(TENANT)
         assert pkeys(drv, G[0]) == {0x7FFF, 0x8A01}
         assert drv.diag.sminfo().guid == SM
+        sampler = Sampler(fab, drv.ports()[G[0]].lid)
+        sampler.start()
         offset = pair.log_offset()
         t0 = time.monotonic()
         pair.kill_master()
@@ -158,13 +186,17 @@ def test_kill_9_of_the_master_the_standby_keeps_the_tenant_pkey(lab: tuple[IbFab
             assert time.monotonic() - t0 < 60, "the new master did not bring the subnet up"
             time.sleep(0.02)
         t_up = time.monotonic() - t0
+        time.sleep(1.0)  # the new master's sweep has programmed the tables by now
+        samples = sampler.stop()
+        after = [e for t, e in samples if t - t0 > t_up]
+        assert after and len(samples) >= 10
+        assert all(e == {0x7FFF, 0x8A01} for _, e in samples), sorted({tuple(sorted(e)) for _, e in samples})
         assert drv.diag.sminfo().guid == SM2
         assert pkeys(drv, G[0]) == {0x7FFF, 0x8A01}  # programmed by the new master from the file we wrote
         assert pkeys(drv, G[1]) == {0x7FFF, 0x8A01}
         assert pkeys(drv, G[2]) == {0x7FFF}
-        t_read = time.monotonic() - t0
-        print(f"\nfailover: standby MASTER {t_master:.2f} s, SUBNET UP {t_up:.2f} s, tenant PKey read back by SMP "
-              f"{t_read:.2f} s after kill -9 of the master")  # fmt: skip
+        print(f"\nfailover: standby MASTER {t_master:.2f} s, SUBNET UP {t_up:.2f} s after kill -9 of the master; "
+              f"{len(samples)} independent SMP samples of the tenant's port, all with 0x8a01")  # fmt: skip
         # a move now goes to the new master (found by SMInfo), which reloads and verifies it
         moved = PartitionLayout((Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[2]))),))
         drv.apply(moved)
