@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
@@ -105,6 +106,27 @@ def test_standby_with_a_stale_file_is_critical_and_the_next_write_repairs_it(lab
         assert sha(pair.partitions_conf) == sha(fab.partitions_conf)
         assert sm_file_violations(drv.observe()) == ()
     finally:
+        drv.close()
+
+
+def test_an_unreachable_standby_fails_the_apply_naming_it_and_the_master_is_not_touched(
+    lab: tuple[IbFabric, SmPair],
+) -> None:
+    fab, pair = lab
+    drv = driver(fab, pair)
+    try:
+        drv.apply(TENANT)
+        before = fab.partitions_conf.read_text()
+        pair.sshd["sm-02"].stop()
+        moved = PartitionLayout((Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[2]))),))
+        with pytest.raises(ApplyError) as ei:
+            drv.apply(moved)
+        assert ei.value.message.startswith("SM host sm-02: cannot connect")
+        assert ei.value.fields["sm_host"] == "sm-02" and ei.value.fields["sm_hosts_written"] == []
+        assert fab.partitions_conf.read_text() == before  # standby first: the master never got the new file
+        assert pkeys(drv, G[2]) == {0x7FFF} and pkeys(drv, G[1]) == {0x7FFF, 0x8A01}  # nothing reloaded
+    finally:
+        pair.sshd["sm-02"].start()
         drv.close()
 
 
