@@ -24,6 +24,7 @@ from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
@@ -54,8 +55,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, Sm
         fab.stop()
 
 
-def driver(fab: IbFabric, pair: SmPair) -> OpenSMDriver:
-    opts = fab.driver_options(SM_NODE, [SM, SM2])
+def driver(fab: IbFabric, pair: SmPair, **extra: object) -> OpenSMDriver:
+    opts = {**fab.driver_options(SM_NODE, [SM, SM2]), **extra}
     for k in ("partitions_conf", "log_path", "pid_file", "sa_dump"):
         opts.pop(k)
     opts["sm_hosts"] = pair.sm_hosts(SM)
@@ -87,6 +88,8 @@ def test_lease_writes_every_sm_host_and_the_tenant_is_read_back_by_smp(lab: tupl
             ("sm-01", "master", True), ("sm-02", "standby", True),
         }  # fmt: skip
         assert sm_file_violations(state) == ()
+        hardened = driver(fab, pair, opensm_conf=str(fab.opensm_conf)).settings()  # read on sm-01 over SSH
+        assert dict(hardened)["sm_key"] == dict(parse_opensm_conf(fab.opensm_conf.read_text()))["sm_key"]
     finally:
         drv.close()
 

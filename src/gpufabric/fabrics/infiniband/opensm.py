@@ -381,14 +381,19 @@ class OpenSMDriver(SubnetManagerDriver):
 
     def settings(self) -> tuple[tuple[str, str], ...]:
         """The trusted SM's opensm.conf as (key, value) pairs, for the hardening audit; a
-        marker of why not (:func:`unreadable_settings`) when it is not configured or unreadable."""
+        marker of why not (:func:`unreadable_settings`) when it is not configured or unreadable.
+        With ``sm_hosts`` the path is on the master SM host (read over SSH)."""
         conf = self.config.opensm_conf
         if conf is None:
             return unreadable_settings("no opensm_conf in the driver's options")
         try:
-            text = conf.read_text()
+            text = conf.read_text() if not self.config.sm_hosts else self.master().read(conf)
         except (OSError, UnicodeDecodeError) as e:
             return unreadable_settings(f"{conf}: {getattr(e, 'strerror', None) or e}")
+        except GpufabricError as e:
+            return unreadable_settings(e.message)
+        if text is None:
+            return unreadable_settings(f"{self.master().name}:{conf}: no such file")
         return tuple(sorted(parse_opensm_conf(text).items()))
 
     def close(self) -> None:
