@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.errors import ApplyError
+from gpufabric.domain.errors import ApplyError, ConfigError
 from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost
 from gpufabric.lab.sshd import SshServer
 
@@ -50,13 +50,26 @@ def test_host_key_mismatch_is_refused_before_anything_is_written(sshd: SshServer
     assert sshd.accepted() == before  # never authenticated
 
 
-def test_unknown_host_key_is_refused(sshd: SshServer, tmp_path: Path) -> None:
+def test_unknown_host_key_is_refused_when_the_configuration_loads(sshd: SshServer, tmp_path: Path) -> None:
     kh = tmp_path / "known_hosts"
-    kh.write_text("")
+    kh.write_text(sshd.known_hosts.read_text().replace(f":{sshd.port} ", f":{sshd.port + 1} "))  # another port's key
     conf = tmp_path / "sm" / "partitions.conf"
+    with pytest.raises(ConfigError) as ei:
+        sm_host(sshd, kh, conf)
+    assert ei.value.field == "infiniband.options.sm_hosts[sm-02].known_hosts"
+    assert f"[{sshd.host}]:{sshd.port}" in ei.value.message and "\n" not in ei.value.message
+    assert not conf.parent.exists()
+
+
+def test_a_key_removed_after_loading_is_refused_at_connect(sshd: SshServer, tmp_path: Path) -> None:
+    kh = tmp_path / "known_hosts"
+    kh.write_text(sshd.known_hosts.read_text())
+    conf = tmp_path / "sm" / "partitions.conf"
+    h = sm_host(sshd, kh, conf)
+    kh.write_text("")
     with pytest.raises(ApplyError) as ei:
-        sm_host(sshd, kh, conf).write(conf, "x\n")
-    assert "is unknown" in ei.value.message and "sm-02" in ei.value.message
+        h.write(conf, "x\n")
+    assert ei.value.message.startswith("SM host sm-02: SSH host key of") and "is unknown" in ei.value.message
     assert not conf.parent.exists()
 
 

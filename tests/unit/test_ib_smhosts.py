@@ -179,10 +179,29 @@ def test_duplicate_names_and_local_options() -> None:
         OpenSMConfig.from_options({"trusted_sm_guids": ["0x1"]})  # neither local files nor sm_hosts
 
 
+def known_hosts(tmp: Path, host: str) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp / "hk")], check=True)
+    kh = tmp / "known_hosts"
+    kh.write_text(f"{host} " + " ".join((tmp / "hk.pub").read_text().split()[:2]) + "\n")
+    return kh
+
+
+def test_an_sm_host_missing_from_known_hosts_is_refused_when_the_driver_is_built(tmp_path: Path) -> None:
+    from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+
+    kh = known_hosts(tmp_path, "sm-01")
+    entries = [{**GOOD, "known_hosts": str(kh)}, {**GOOD, "host": "sm-02", "known_hosts": str(kh)}]
+    with pytest.raises(ConfigError) as ei:
+        OpenSMDriver(OpenSMConfig.from_options({"sm_hosts": entries, "trusted_sm_guids": ["0x1"]}))
+    assert ei.value.field == "infiniband.options.sm_hosts[sm-02:22].known_hosts"
+    assert "host key of sm-02" in ei.value.message
+
+
 def test_no_subnet_up_after_the_reload_is_an_error_naming_the_sm_host(tmp_path: Path) -> None:
     from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 
-    cfg = OpenSMConfig.from_options({"sm_hosts": [GOOD], "trusted_sm_guids": ["0x1"], "sweep_timeout": 0.2})
+    entry = {**GOOD, "known_hosts": str(known_hosts(tmp_path, "sm-01"))}
+    cfg = OpenSMConfig.from_options({"sm_hosts": [entry], "trusted_sm_guids": ["0x1"], "sweep_timeout": 0.2})
     drv = OpenSMDriver(cfg)
     h = host(tmp_path, "sm-b")
     h.log_file.write_text("osm_ucast_mgr_process: ...\n")

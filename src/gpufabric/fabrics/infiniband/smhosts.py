@@ -208,7 +208,10 @@ class SshSmHost:
         self.last_good = cfg.last_good
         self.log_file = cfg.log_file
         target = SshTarget(cfg.host, cfg.port, cfg.user, cfg.key_file, cfg.known_hosts, cfg.connect_timeout)
-        self.ssh = ssh if ssh is not None else SshExec(target, cfg.name)
+        if ssh is None:
+            ssh = SshExec(target, cfg.name)
+            ssh.check_known_host(f"infiniband.options.sm_hosts[{cfg.name}].known_hosts")
+        self.ssh = ssh
 
     def _run(self, script: str, stdin: bytes = b"", ok: tuple[int, ...] = (0,)) -> tuple[int, str]:
         status, out, err = self.ssh.run(script, stdin)

@@ -7,7 +7,8 @@ there decides every tenant's isolation), key authentication only, no agent. The 
 is opened on first use, kept, and reopened once when the server dropped it. An unknown or
 mismatching host key, or failed authentication, is an :class:`ApplyError` naming the host,
 raised before any command runs (so nothing is written to a host that is not the one
-configured).
+configured); :meth:`SshExec.check_known_host` refuses, when the configuration loads, a host
+the known_hosts file has no key for.
 
 :meth:`SshExec.run` runs one shell script with one exec request, optional bytes on its
 stdin, and returns (exit status, stdout, stderr).
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import paramiko
 
-from gpufabric.domain.errors import ApplyError
+from gpufabric.domain.errors import ApplyError, ConfigError
 
 FABRIC = "infiniband"
 
@@ -46,6 +47,18 @@ class SshExec:
         self.name = name
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
+
+    def check_known_host(self, field: str) -> None:
+        """ConfigError naming ``field`` unless known_hosts holds a key for the host (when the
+        configuration loads: an SM host whose key is unknown is refused before any write)."""
+        t = self.target
+        entry = t.host if t.port == 22 else f"[{t.host}]:{t.port}"
+        try:
+            keys = paramiko.HostKeys(str(t.known_hosts))
+        except (OSError, paramiko.SSHException) as e:
+            raise ConfigError(field, str(t.known_hosts), f"a readable known_hosts file ({e})") from None
+        if keys.lookup(entry) is None:
+            raise ConfigError(field, str(t.known_hosts), f"a known_hosts file holding the host key of {entry}")
 
     def _error(self, message: str, **fields: object) -> ApplyError:
         return ApplyError(message, fabric=FABRIC, device=self.name, sm_host=self.name, **fields)
