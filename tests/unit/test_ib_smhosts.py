@@ -22,6 +22,8 @@ from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet
 
+from unit.audit_scenarios import Scenario
+
 LOG: list[tuple[str, str]] = []
 
 
@@ -227,3 +229,17 @@ def test_the_infiniband_kind_audit_reports_a_diverged_standby() -> None:
     assert [(v.invariant, v.severity, v.device) for v in found] == [
         ("IB-SM-CONFIG-DIVERGED", Severity.CRITICAL, "sm-02")
     ]
+
+
+def test_the_service_audit_passes_the_finding_through_with_its_severity() -> None:
+    """The kind declares IB-SM-CONFIG-DIVERGED, so the audit run accepts it as an extra finding."""
+    from gpufabric.audit import run_audit
+    from gpufabric.fabrics.infiniband.kind import InfinibandKind
+    from gpufabric.service.audit_run import registry_for
+
+    kind = InfinibandKind()
+    observed = IbFabricState(sm_files=(SmFileSeen("sm-02", "standby", "bb" * 32, "aa" * 32),))
+    s = Scenario()
+    s.extra.extend(kind.audit(None, None, observed))  # type: ignore[arg-type]
+    [v] = run_audit(s.build(), only=["IB-SM-CONFIG-DIVERGED"], registry=registry_for([kind])).violations
+    assert (v.invariant, v.severity, v.device) == ("IB-SM-CONFIG-DIVERGED", Severity.CRITICAL, "sm-02")

@@ -38,6 +38,7 @@ from gpufabric.domain.fabric import (
     FabricBackend,
     FabricKind,
     FabricPlan,
+    InvariantSpec,
     Tenancy,
     build_driver,
 )
@@ -59,6 +60,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.watch import SmWatch
 
@@ -170,6 +172,9 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return ib_tenants_seen(observed, tenancy)
+
+    def invariants(self) -> tuple[InvariantSpec, ...]:
+        return (SM_FILES_SPEC,)
 
     def audit(self, tenancy: Tenancy, desired: IbDesired, observed: IbFabricState) -> tuple[Violation, ...]:
         """``IB-HARDENING`` (a built-in invariant): the trusted SM's settings, as its driver read them."""

@@ -10,12 +10,19 @@ Pure: reads the ``sm_files`` the OpenSM driver's observe filled in.
 
 from __future__ import annotations
 
+from gpufabric.domain.fabric import InvariantSpec
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import IbFabricState
 
 INVARIANT = "IB-SM-CONFIG-DIVERGED"
+SPEC = InvariantSpec(
+    INVARIANT,
+    Severity.CRITICAL.value,
+    "A standby SM's partitions file differs from what gpufabric wrote (a takeover would revert isolation), "
+    "or cannot be read.",
+)
 
 
 def sm_file_violations(observed: IbFabricState) -> tuple[Violation, ...]:
