@@ -35,6 +35,7 @@ from gpufabric.domain.state import (
     PartitionMember,
     PkeyTable,
     PortMode,
+    SmFileSeen,
     SmSeen,
     SmState,
     SwitchState,
@@ -129,6 +130,7 @@ class Scenario:
     desired_eth_override: dict[tuple[str, str], EthernetPortConfig] = field(default_factory=dict)
     capacity: int = 16
     bonded: bool = False
+    sm_files: list[SmFileSeen] = field(default_factory=list)  # the SM hosts' partitions files (sm_hosts)
 
     def __post_init__(self) -> None:
         self.eth = {**self.desired_eth(), UPLINK: trunk(*UPLINK, None, 2001, 2002, 2003, 2010, QVLAN)}
@@ -218,7 +220,8 @@ class Scenario:
             desired.setdefault(cfg.switch, []).append(cfg)
         observed = FabricState(
             switches=tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
-            ib=IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master),
+            ib=IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master,
+                             sm_files=tuple(self.sm_files)),
         )
         want = {
             "ethernet": tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items())),

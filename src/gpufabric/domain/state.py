@@ -132,6 +132,17 @@ class SmSeen:
     port_guid: Guid | None = None  # the port found at ``lid`` by discovery (where the SM really is)
 
 
+@dataclass(frozen=True, order=True)
+class SmFileSeen:
+    """The partitions file on one SM host as read back (sha256), against what gpufabric wrote."""
+
+    host: str  # the SM host's name in the driver's configuration
+    role: str  # "master" | "standby" (by SMInfo of the master)
+    sha256: str  # "" when the file is missing or could not be read (see ``error``)
+    expected: str  # sha256 of what gpufabric last wrote and verified; "" when unknown
+    error: str = ""
+
+
 @dataclass(frozen=True)
 class IbFabricState:
     """Observed InfiniBand state: PKey tables, SMs, and the SM's hardening settings."""
@@ -140,6 +151,7 @@ class IbFabricState:
     sms: tuple[SmSeen, ...] = ()
     master_guid: Guid | None = None
     settings: tuple[tuple[str, str], ...] = ()  # e.g. ("sm_key", "0x..."), from the trusted SM's config
+    sm_files: tuple[SmFileSeen, ...] = ()  # each SM host's partitions file (OpenSM driver with SM hosts)
 
     @cached_property
     def _by_guid(self) -> dict[Guid, PkeyTable]:

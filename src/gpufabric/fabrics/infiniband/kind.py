@@ -65,6 +65,8 @@ from gpufabric.fabrics.infiniband.plan import (
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
+from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
+from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.watch import SmWatch
 
 
@@ -185,13 +187,13 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return ib_tenants_seen(observed, tenancy)
 
-    # ---- audit (:mod:`.audit`)
+    # ---- audit (:mod:`.audit`; standby SM files: :mod:`.smhosts_audit`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
-        return ib_audit.INVARIANTS
+        return (*ib_audit.INVARIANTS, SM_FILES_SPEC)
 
     def audit(self, tenancy: Tenancy, desired: IbDesired | None, observed: IbFabricState) -> Iterable[Violation]:
         layout = desired.layout if desired is not None else None
-        return list(ib_audit.violations(IbAudit.build(tenancy, layout, observed)))
+        return [*ib_audit.violations(IbAudit.build(tenancy, layout, observed)), *sm_file_violations(observed)]
 
     def ports_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Iterable[PortSeen]:
         return ib_audit.ports_seen(tenancy, observed)

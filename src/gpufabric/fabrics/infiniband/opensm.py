@@ -29,15 +29,20 @@ group of every IPoIB partition and none of a removed one.
 M_Key: ``m_key_file`` (a 0600 secret file holding the fabric's M_Key, ``0x...``) makes every
 SMP this driver sends carry it (``-y`` of the infiniband-diags and of the batch reader).
 
+SM hosts (:mod:`.smhosts`, :mod:`.smhosts_fleet`): the files above live on one host (the local
+SM by default) or on every SM host of ``sm_hosts`` over SSH. Each apply finds the master by
+SMInfo, writes the standbys first and the master last (each sha256 read back and compared; a
+host that cannot be written fails the apply, naming it, with the others given back their old
+file), reloads only the master and follows the master's log. ``observe`` reads every host's
+sha256 into ``sm_files`` (the audit's ``IB-SM-CONFIG-DIVERGED``).
+
 Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
 """
 
 from __future__ import annotations
 
 import fcntl
-import os
-import signal
-import subprocess
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -64,14 +69,13 @@ from gpufabric.fabrics.infiniband.partitions import (
     render_partitions_conf,
 )
 from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
-from gpufabric.fabrics.infiniband.smfiles import atomic_write as _atomic_write
-from gpufabric.fabrics.infiniband.smfiles import read_from as _read_from
-from gpufabric.fabrics.infiniband.smfiles import read_text as _read
-from gpufabric.fabrics.infiniband.smfiles import size as _size
+from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, run_cmd
+from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
 from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
 
 FABRIC = "infiniband"
 SWEEP_POLL_S = 0.004
+SSH_POLL_S = 0.02  # the same poll over SSH (one exec per poll)
 """How often the log is read for SUBNET UP after a reload: a sweep of a small fabric takes
 5-30 ms, so a coarser poll (20 ms before) added up to its own length to every apply."""
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
@@ -110,6 +114,18 @@ class OpenSMDriver(SubnetManagerDriver):
         self._mcast_cap = c.mcast_fdb_cap
         self._read_back: dict[Guid, PkeyTable] = {}
         self._lock = threading.Lock()
+        self.fleet = SmFleet(sm_hosts(c))
+        self._written: str | None = None  # what this driver last wrote and verified
+
+    def master(self) -> SmHost:
+        """The SM host SMInfo names master (by its ``port_guid``); else the first one listed."""
+        hosts = self.fleet.hosts
+        if len(hosts) == 1 or not any(h.port_guid for h in hosts):
+            return hosts[0]
+        try:
+            return self.fleet.master(self.diag.sminfo().guid)
+        except GpufabricError:
+            return hosts[0]
 
     # -- plan ---------------------------------------------------------------------------
     def render(self, layout: PartitionLayout) -> str:
@@ -171,47 +187,53 @@ class OpenSMDriver(SubnetManagerDriver):
         text = self.render(layout)
         new = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
         self.check_ipoib_budget(new)
-        old_text = _read(c.partitions_conf)
+        master = self.master()
+        old_text = master.read(master.partitions_conf)
         old = _safe_parse(old_text)
         affected = changed_ports(old, new) if old_text != text else layout_guids(new)
         ports = self._locate(affected, required=layout_guids(new))
         report = ApplyReport(changed=old_text != text, ports_checked=len(ports))
         self.last_report = report
-        if not report.changed and not self._mismatches(new, ports):
-            self._mark_good(text)
+        last = master.read(master.last_good)
+        if not report.changed and not self._mismatches(new, ports) and self._standbys_hold(master, text):
+            self._mark_good(master, text, last)
             report.total_seconds = time.monotonic() - t0
             return
-        last = _read(c.last_good)
         if last is not None and _safe_parse(last) is not None:
             good = last
         else:  # bootstrap: the running file if it parses, else the safe default (fail closed)
             good = old_text if old_text is not None and old is not None else self._safe_text()
-            _atomic_write(c.last_good, good)
-        _atomic_write(c.partitions_conf, text)
+            self.fleet.write_all(master, good, last_good=True)
+        self.fleet.write_all(master, text, restore=old_text)  # standbys first; fails naming the host
         try:
-            report.log = self._reload_and_wait(report)
+            report.log = self._reload_and_wait(master, report)
             t1 = time.monotonic()
             if not report.log.ok:
                 raise ApplyError(
                     f"OpenSM rejected partitions.conf: {report.log.problems()[0]}",
                     fabric=FABRIC,
-                    device=str(c.partitions_conf),
+                    device=f"{master.name}:{master.partitions_conf}",
                     problems=list(report.log.problems()[:20]),
                 )
             self.verify(new, ports)
             self.verify_groups(new)
             report.verify_seconds = time.monotonic() - t1
         except GpufabricError as e:
-            self._rollback(good, ports, e)
+            self._rollback(master, good, ports, e)
             raise
-        self._mark_good(text)
+        self._mark_good(master, text, good)
         report.total_seconds = time.monotonic() - t0
+
+    def _standbys_hold(self, master: SmHost, text: str) -> bool:
+        """Every other SM host's file is ``text`` (a standby edited by hand is rewritten)."""
+        want = hashlib.sha256(text.encode()).hexdigest()
+        return all(h.checksum(h.partitions_conf) == want for h in self.fleet.hosts if h is not master)
 
     def write_partitions(self, layout: PartitionLayout) -> None:
         """Write ``layout`` as partitions.conf (atomically) without reloading the SM: what a
         restart should come up with (the rogue-SM containment restarts the SM)."""
         with self._lock, self._file_lock():
-            _atomic_write(self.config.partitions_conf, self.render(layout))
+            self.fleet.write_all(self.master(), self.render(layout))
 
     def _safe_text(self) -> str:
         return render_partitions_conf(SAFE_LAYOUT, self.config.trusted_sm_guids)
@@ -230,29 +252,32 @@ class OpenSMDriver(SubnetManagerDriver):
             )
         return [ports[g] for g in sorted(guids) if g in ports]
 
-    def _reload_and_wait(self, report: ApplyReport) -> OpenSMLogScan:
-        offset = _size(self.config.log_path)
+    def _reload_and_wait(self, master: SmHost, report: ApplyReport) -> OpenSMLogScan:
+        offset = master.size(master.log_file)
         t = time.monotonic()
-        self.reload()
+        master.reload()
         report.reloads += 1
-        scan = self._wait_subnet_up(offset)
+        scan = self._wait_subnet_up(master, offset)
         report.sweep_seconds += time.monotonic() - t
         return scan
 
-    def _wait_subnet_up(self, offset: int) -> OpenSMLogScan:
+    def _wait_subnet_up(self, host: SmHost, offset: int) -> OpenSMLogScan:
         deadline = time.monotonic() + self.config.sweep_timeout
+        poll = SWEEP_POLL_S if isinstance(host, LocalSmHost) else SSH_POLL_S
         while True:
-            scan = parse_opensm_log(_read_from(self.config.log_path, offset))
+            scan = parse_opensm_log(host.read_from(host.log_file, offset))
             if scan.subnet_up:  # after a PARSE ERROR OpenSM still sweeps (failing open)
                 return scan
             if time.monotonic() > deadline:
+                where = "" if isinstance(host, LocalSmHost) else f"SM host {host.name}: "
                 raise ApplyError(
-                    f"no SUBNET UP in {self.config.log_path} within {self.config.sweep_timeout}s after reload",
+                    f"{where}no SUBNET UP in {host.log_file} within {self.config.sweep_timeout}s after reload",
                     fabric=FABRIC,
-                    device=str(self.config.log_path),
+                    device=host.name if where else str(host.log_file),
+                    sm_host=host.name,
                     problems=list(scan.problems()[:20]),
                 )
-            time.sleep(SWEEP_POLL_S)
+            time.sleep(poll)
 
     def _mismatches(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> dict[str, str]:
         """Ports whose real table differs from ``layout``: {guid: "have [...] want [...]"}."""
@@ -295,12 +320,11 @@ class OpenSMDriver(SubnetManagerDriver):
         if c.sa_dump is not None and c.ipoib.enabled:
             wait_for_groups(c.sa_dump, [p.pkey.value for p in layout.partitions if p.ipoib], c.verify_timeout)
 
-    def _rollback(self, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
-        c = self.config
-        _atomic_write(c.partitions_conf, good)
+    def _rollback(self, master: SmHost, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
         rollback_ok = False
         try:
-            scan = self._reload_and_wait(self.last_report)
+            self.fleet.write_all(master, good)
+            scan = self._reload_and_wait(master, self.last_report)
             layout = parse_partitions_conf(good)
             if scan.ok:
                 self.verify(layout, ports)
@@ -310,13 +334,14 @@ class OpenSMDriver(SubnetManagerDriver):
         cause.fields["rolled_back"] = True
         cause.fields["rollback_verified"] = rollback_ok
 
-    def _mark_good(self, text: str) -> None:
-        if _read(self.config.last_good) != text:
-            _atomic_write(self.config.last_good, text)
+    def _mark_good(self, master: SmHost, text: str, last_good: str | None) -> None:
+        if last_good != text:
+            self.fleet.write_all(master, text, last_good=True)
+        self._written = text
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
-        lock = self.config.partitions_conf.with_name(self.config.partitions_conf.name + ".lock")
+        lock = lock_path(self.config)
         lock.parent.mkdir(parents=True, exist_ok=True)
         with lock.open("a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
@@ -327,54 +352,54 @@ class OpenSMDriver(SubnetManagerDriver):
 
     # -- reaching the SM ----------------------------------------------------------------
     def reload(self) -> None:
-        """Make OpenSM re-read partitions.conf and sweep (SIGHUP)."""
-        c = self.config
-        if c.pid_file is not None:
-            try:
-                os.kill(int(c.pid_file.read_text().strip()), signal.SIGHUP)
-            except (OSError, ValueError) as e:
-                raise ApplyError(f"cannot HUP OpenSM via {c.pid_file}: {e}", fabric=FABRIC) from None
-        elif c.systemd_unit:
-            _run_cmd(["systemctl", "kill", "-s", "HUP", c.systemd_unit])
-        elif c.reload_command:
-            _run_cmd(list(c.reload_command))
-        else:
-            raise ConfigError("infiniband.options", "reload", "one of pid_file, systemd_unit, reload_command")
+        """Make the master OpenSM re-read partitions.conf and sweep (SIGHUP / systemctl)."""
+        self.master().reload()
 
     def restart(self) -> None:
         """Restart the trusted OpenSM and wait for its SUBNET UP (the only way it takes
         mastership back from an SM that holds a different sm_key)."""
         c = self.config
-        offset = _size(c.log_path)
+        master = self.master()
+        offset = master.size(master.log_file)
         if self.restart_hook is not None:
             self.restart_hook()
+        elif isinstance(master, SshSmHost):
+            master.restart()
         elif c.systemd_unit:
-            _run_cmd(["systemctl", "restart", c.systemd_unit])
+            run_cmd(["systemctl", "restart", c.systemd_unit])
         elif c.restart_command:
-            _run_cmd(list(c.restart_command))
+            run_cmd(list(c.restart_command))
         else:
             raise ConfigError("infiniband.options", "restart", "restart_hook, systemd_unit or restart_command")
-        self._wait_subnet_up(offset)
+        self._wait_subnet_up(master, offset)
 
     # -- observe ------------------------------------------------------------------------
     def observe(self) -> IbFabricState:
-        return replace(self._with_topology(lambda ports: observe_fabric(self.reader, ports)), settings=self.settings())
+        state = self._with_topology(lambda ports: observe_fabric(self.reader, ports))
+        files = self.fleet.files_seen(state.master_guid, self._written)
+        return replace(state, settings=self.settings(), sm_files=files)
 
     def settings(self) -> tuple[tuple[str, str], ...]:
         """The trusted SM's opensm.conf as (key, value) pairs, for the hardening audit; a
-        marker of why not (:func:`unreadable_settings`) when it is not configured or unreadable."""
+        marker of why not (:func:`unreadable_settings`) when it is not configured or unreadable.
+        With ``sm_hosts`` the path is on the master SM host (read over SSH)."""
         conf = self.config.opensm_conf
         if conf is None:
             return unreadable_settings("no opensm_conf in the driver's options")
         try:
-            text = conf.read_text()
+            text = conf.read_text() if not self.config.sm_hosts else self.master().read(conf)
         except (OSError, UnicodeDecodeError) as e:
             return unreadable_settings(f"{conf}: {getattr(e, 'strerror', None) or e}")
+        except GpufabricError as e:
+            return unreadable_settings(e.message)
+        if text is None:
+            return unreadable_settings(f"{self.master().name}:{conf}: no such file")
         return tuple(sorted(parse_opensm_conf(text).items()))
 
     def close(self) -> None:
-        """Stop the batch reader's process (a later read starts a new one)."""
+        """Stop the batch reader's process (a later read starts a new one); close SSH connections."""
         self.reader.close()
+        self.fleet.close()
 
     def tables(self, guids: Sequence[Guid]) -> list[PkeyTable]:
         """PKey tables of the given ports, read by SMP now."""
@@ -400,12 +425,3 @@ def _safe_parse(text: str | None) -> PartitionLayout | None:
         return parse_partitions_conf(text)
     except GpufabricError:
         return None
-
-
-def _run_cmd(argv: list[str]) -> None:
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise ApplyError(f"{' '.join(argv)} failed: {e}", fabric=FABRIC) from None
-    if p.returncode != 0:
-        raise ApplyError(f"{' '.join(argv)} failed (exit {p.returncode}): {p.stderr.strip()[-200:]}", fabric=FABRIC)

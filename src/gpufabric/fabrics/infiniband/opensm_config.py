@@ -1,6 +1,12 @@
 """The OpenSM driver's settings (fabrics.yaml ``infiniband.options`` of the ``opensm`` driver):
 where the SM's files are, how it is reloaded, who the trusted SMs are, how tables are read back,
-IPoIB options and the M_Key file. Validated when fabrics.yaml loads. Pure."""
+IPoIB options and the M_Key file. Validated when fabrics.yaml loads. Pure.
+
+The SM's files are either local (``partitions_conf`` + ``log_path`` + a reload option: the
+co-located SM, the default) or on SM hosts of their own (``sm_hosts``, :mod:`.smhosts`: a
+master/standby pair or more, reached over SSH); ``lock_file`` is the local lock serialising
+applies of several gpufabric processes (default: next to ``partitions_conf``, or in the
+temp directory with ``sm_hosts``)."""
 
 from __future__ import annotations
 
@@ -14,12 +20,13 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ipoib import IpoibOptions
 from gpufabric.fabrics.infiniband.partitions import DEFAULT_CAPACITY
 from gpufabric.fabrics.infiniband.smchecks import count_option
+from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, parse_sm_hosts
 
 
 @dataclass(frozen=True)
 class OpenSMConfig:
-    partitions_conf: Path
-    log_path: Path
+    partitions_conf: Path | None = None
+    log_path: Path | None = None
     pid_file: Path | None = None
     systemd_unit: str | None = None
     reload_command: tuple[str, ...] = ()
@@ -41,6 +48,8 @@ class OpenSMConfig:
     sa_dump: Path | None = None  # OpenSM's opensm-sa.dump (sa_db_dump TRUE): broadcast groups verified from it
     mcast_fdb_cap: int = 0  # 0: read MulticastFDBCap from the switches by SMP
     m_key_file: Path | None = None  # the M_Key every SMP carries (secret file, mode 0600)
+    sm_hosts: tuple[SmHostConfig, ...] = ()  # SM hosts over SSH; () = the local SM of partitions_conf
+    lock_file: Path | None = None
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -49,15 +58,18 @@ class OpenSMConfig:
         unknown = set(o) - known
         if unknown:
             raise ConfigError("infiniband.options", sorted(unknown), f"options of opensm: {', '.join(sorted(known))}")
-        if "partitions_conf" not in o or "log_path" not in o:
-            raise ConfigError("infiniband.options", sorted(o), "partitions_conf and log_path are required")
+        sm_hosts = parse_sm_hosts(o["sm_hosts"]) if o.get("sm_hosts") is not None else ()
+        if not sm_hosts and ("partitions_conf" not in o or "log_path" not in o):
+            raise ConfigError(
+                "infiniband.options", sorted(o), "partitions_conf and log_path (or sm_hosts) are required"
+            )
 
         def path(k: str) -> Path | None:
             return Path(o[k]) if o.get(k) else None
 
         return cls(
-            partitions_conf=Path(o["partitions_conf"]),
-            log_path=Path(o["log_path"]),
+            partitions_conf=path("partitions_conf"),
+            log_path=path("log_path"),
             pid_file=path("pid_file"),
             systemd_unit=o.get("systemd_unit") or None,
             reload_command=tuple(o.get("reload_command") or ()),
@@ -79,8 +91,11 @@ class OpenSMConfig:
             sa_dump=path("sa_dump"),
             mcast_fdb_cap=count_option("mcast_fdb_cap", o.get("mcast_fdb_cap", 0)),
             m_key_file=path("m_key_file"),
+            sm_hosts=sm_hosts,
+            lock_file=path("lock_file"),
         )
 
     @property
-    def last_good(self) -> Path:
-        return self.partitions_conf.with_name(self.partitions_conf.name + ".last-good")
+    def last_good(self) -> Path | None:
+        p = self.partitions_conf
+        return p.with_name(p.name + ".last-good") if p is not None else None

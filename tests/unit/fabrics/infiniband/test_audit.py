@@ -8,7 +8,7 @@ import pytest
 
 from gpufabric.audit import Severity, Violation, run_audit
 from gpufabric.domain.models import Fabric
-from gpufabric.domain.state import SmSeen, SmState
+from gpufabric.domain.state import SmFileSeen, SmSeen, SmState
 
 from unit.audit_scenarios import (
     REGISTRY,
@@ -90,6 +90,12 @@ CASES: list[Case] = [
     Case("rogue-claims-trusted-guid", "IB-SM-GUID-MISMATCH",
          lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "g1", ROGUE_GUID)), ((str(ROGUE_GUID), "g1"),),
          "lid:9"),
+    # ------------------------------------------------------------- IB-SM-CONFIG-DIVERGED
+    Case("standby-holds-what-was-written", "IB-SM-CONFIG-DIVERGED", lambda s: s.sm_files.extend(
+        [SmFileSeen("sm-a", "master", "ab" * 32, "ab" * 32), SmFileSeen("sm-b", "standby", "ab" * 32, "ab" * 32)]), ()),
+    Case("standby-edited-by-hand", "IB-SM-CONFIG-DIVERGED", lambda s: s.sm_files.extend(
+        [SmFileSeen("sm-a", "master", "ab" * 32, "ab" * 32), SmFileSeen("sm-b", "standby", "cd" * 32, "ab" * 32)]),
+         (("", ""),), "sm-host:sm-b"),
 ]  # fmt: skip
 
 

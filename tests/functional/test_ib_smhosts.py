@@ -1,0 +1,232 @@
+"""The OpenSM driver with SM hosts over SSH: a master/standby pair of real OpenSMs on one ibsim.
+
+Fabric: 4 GPU nodes x 1 HCA, the master SM on ``sm-01 mlx5_0`` (priority 15) and the standby on
+``sm-02 mlx5_0`` (priority 10, sminfo_polling_timeout 1000, polling_retry_number 2), each 'SM
+host' reached through its own private sshd on 127.0.0.1 (its own dirs for partitions.conf, pid,
+log). Tables are read by SMP (the batch reader, as sm-01's HCA). The failover test kills the
+master with SIGKILL and prints the seconds until the standby masters the subnet with the
+tenant's PKey still in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufabric.domain.errors import ApplyError
+from gpufabric.domain.severity import Severity
+from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf
+from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
+from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
+from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
+from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair, with_standby_node
+
+pytestmark = pytest.mark.root
+
+SM = hca_port_guid(0, 0)
+SM2 = STANDBY_PORT_GUID
+G = [hca_port_guid(n, 0) for n in range(1, 5)]
+TENANT = PartitionLayout((Partition("tenant-a", PKey(0x0A01), tuple(PartitionMember(g) for g in G[:2])),))
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, SmPair]]:
+    root = tmp_path_factory.mktemp("smhosts")
+    fab = IbFabric(root / "ib", f"gf-t-smh-{os.getpid()}", SM_NODE)
+    pair = SmPair(fab, root / "pair")
+    try:
+        fab.start_ibsim(with_standby_node(generate_netfile(4, 1)))
+        fab.start_opensm()
+        pair.start()
+        yield fab, pair
+    finally:
+        pair.stop()
+        fab.stop()
+
+
+def driver(fab: IbFabric, pair: SmPair, **extra: object) -> OpenSMDriver:
+    opts = {**fab.driver_options(SM_NODE, [SM, SM2]), **extra}
+    for k in ("partitions_conf", "log_path", "pid_file", "sa_dump"):
+        opts.pop(k)
+    opts["sm_hosts"] = pair.sm_hosts(SM)
+    return OpenSMDriver(dataclasses.replace(OpenSMConfig.from_options(opts), verify_timeout=15, sweep_timeout=30))
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def pkeys(drv: OpenSMDriver, g: Guid) -> frozenset[int]:
+    return frozenset(drv.tables([g])[0].entries)
+
+
+def test_lease_writes_every_sm_host_and_the_tenant_is_read_back_by_smp(lab: tuple[IbFabric, SmPair]) -> None:
+    fab, pair = lab
+    drv = driver(fab, pair)
+    try:
+        accepted = {n: s.accepted() for n, s in pair.sshd.items()}
+        drv.apply(TENANT)
+        want = hashlib.sha256(drv.render(TENANT).encode()).hexdigest()
+        assert sha(fab.partitions_conf) == sha(pair.partitions_conf) == want
+        assert "pk_0a01" in pair.partitions_conf.read_text() or "0x0a01" in pair.partitions_conf.read_text()
+        assert all(pair.sshd[n].accepted() > accepted[n] for n in pair.sshd)  # both written over SSH
+        assert pkeys(drv, G[0]) == {0x7FFF, 0x8A01}
+        assert pkeys(drv, G[2]) == {0x7FFF}
+        state = drv.observe()
+        assert {(f.host, f.role, f.sha256 == f.expected == want) for f in state.sm_files} == {
+            ("sm-01", "master", True), ("sm-02", "standby", True),
+        }  # fmt: skip
+        assert sm_file_violations(state) == ()
+        hardened = driver(fab, pair, opensm_conf=str(fab.opensm_conf)).settings()  # read on sm-01 over SSH
+        assert dict(hardened)["sm_key"] == dict(parse_opensm_conf(fab.opensm_conf.read_text()))["sm_key"]
+    finally:
+        drv.close()
+
+
+def test_standby_with_a_stale_file_is_critical_and_the_next_write_repairs_it(lab: tuple[IbFabric, SmPair]) -> None:
+    fab, pair = lab
+    drv = driver(fab, pair)
+    try:
+        drv.apply(TENANT)
+        pair.partitions_conf.write_text(SAFE_PARTITIONS)  # edited by hand on the standby
+        found = sm_file_violations(drv.observe())
+        assert [(v.invariant, v.severity, v.device) for v in found] == [
+            ("IB-SM-CONFIG-DIVERGED", Severity.CRITICAL, "sm-02")
+        ]
+        assert "revert tenant isolation" in found[0].message
+        drv.apply(TENANT)  # same layout, tables unchanged: the standby's file is rewritten all the same
+        assert sha(pair.partitions_conf) == sha(fab.partitions_conf)
+        assert sm_file_violations(drv.observe()) == ()
+    finally:
+        drv.close()
+
+
+def test_an_unreachable_standby_fails_the_apply_naming_it_and_the_master_is_not_touched(
+    lab: tuple[IbFabric, SmPair],
+) -> None:
+    fab, pair = lab
+    drv = driver(fab, pair)
+    try:
+        drv.apply(TENANT)
+        before = fab.partitions_conf.read_text()
+        pair.sshd["sm-02"].stop()
+        moved = PartitionLayout((Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[2]))),))
+        with pytest.raises(ApplyError) as ei:
+            drv.apply(moved)
+        assert ei.value.message.startswith("SM host sm-02: cannot connect")
+        assert ei.value.fields["sm_host"] == "sm-02" and ei.value.fields["sm_hosts_written"] == []
+        assert fab.partitions_conf.read_text() == before  # standby first: the master never got the new file
+        assert pkeys(drv, G[2]) == {0x7FFF} and pkeys(drv, G[1]) == {0x7FFF, 0x8A01}  # nothing reloaded
+    finally:
+        pair.sshd["sm-02"].start()
+        drv.close()
+
+
+class Sampler(threading.Thread):
+    """An independent SMP reader: ``smpquery pkeys`` of one port (its own process each time,
+    as gpu-a04's HCA), every sample kept with its time, until stopped."""
+
+    def __init__(self, fab: IbFabric, lid: int) -> None:
+        super().__init__(daemon=True)
+        self.fab, self.lid = fab, lid
+        self.samples: list[tuple[float, frozenset[int]]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            out = self.fab.run_tool(["smpquery", "pkeys", str(self.lid), "1"], sim_host="gpu-a04 mlx5_0")
+            self.samples.append((time.monotonic(), frozenset(parse_smpquery_pkeys(out).entries)))
+
+    def stop(self) -> list[tuple[float, frozenset[int]]]:
+        self.halt.set()
+        self.join(30)
+        return self.samples
+
+
+def take_over(pair: SmPair) -> float:
+    """kill -9 the master; seconds until the standby logs SUBNET UP as the new master."""
+    offset = pair.log_offset()
+    t0 = time.monotonic()
+    pair.kill_master()
+    while not (pair.log_has(offset, "Entering MASTER state") and pair.log_has(offset, "SUBNET UP")):
+        assert time.monotonic() - t0 < 60, "the standby did not take over"
+        time.sleep(0.02)
+    return time.monotonic() - t0
+
+
+def test_control_a_standby_the_driver_never_wrote_reverts_the_tenant(lab: tuple[IbFabric, SmPair]) -> None:
+    """What the driver of 2860902 (one local SM) leaves behind: the takeover drops the tenant."""
+    fab, pair = lab
+    pair.partitions_conf.write_text(SAFE_PARTITIONS)  # a standby nobody wrote
+    opts = fab.driver_options(SM_NODE, [SM, SM2])
+    opts.pop("sa_dump")
+    local = OpenSMDriver(dataclasses.replace(OpenSMConfig.from_options(opts), verify_timeout=15, sweep_timeout=30))
+    try:
+        local.apply(TENANT)
+        assert pkeys(local, G[0]) == {0x7FFF, 0x8A01}
+        sampler = Sampler(fab, local.ports()[G[0]].lid)
+        sampler.start()
+        take_over(pair)
+        assert local.diag.sminfo().guid == SM2
+        deadline = time.monotonic() + 10
+        while pkeys(local, G[0]) != {0x7FFF} and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert pkeys(local, G[0]) == {0x7FFF}  # the tenant's PKey is gone: isolation reverted
+        assert {0x7FFF} in {e for _, e in sampler.stop()}  # the independent sampler saw it go
+    finally:
+        local.close()
+        pair.stop_standby()  # back to a master/standby pair for the next test
+        fab.start_opensm()
+        pair.start_standby()
+
+
+def test_kill_9_of_the_master_the_standby_keeps_the_tenant_pkey(lab: tuple[IbFabric, SmPair]) -> None:
+    fab, pair = lab
+    drv = driver(fab, pair)
+    try:
+        drv.apply(TENANT)
+        assert pkeys(drv, G[0]) == {0x7FFF, 0x8A01}
+        assert drv.diag.sminfo().guid == SM
+        sampler = Sampler(fab, drv.ports()[G[0]].lid)
+        sampler.start()
+        offset = pair.log_offset()
+        t0 = time.monotonic()
+        pair.kill_master()
+        while not pair.log_has(offset, "Entering MASTER state"):
+            assert time.monotonic() - t0 < 30, "the standby did not take over"
+            time.sleep(0.02)
+        t_master = time.monotonic() - t0
+        while not pair.log_has(offset, "SUBNET UP"):
+            assert time.monotonic() - t0 < 60, "the new master did not bring the subnet up"
+            time.sleep(0.02)
+        t_up = time.monotonic() - t0
+        time.sleep(1.0)  # the new master's sweep has programmed the tables by now
+        samples = sampler.stop()
+        after = [e for t, e in samples if t - t0 > t_up]
+        assert after and len(samples) >= 10
+        assert all(e == {0x7FFF, 0x8A01} for _, e in samples), sorted({tuple(sorted(e)) for _, e in samples})
+        assert drv.diag.sminfo().guid == SM2
+        assert pkeys(drv, G[0]) == {0x7FFF, 0x8A01}  # programmed by the new master from the file we wrote
+        assert pkeys(drv, G[1]) == {0x7FFF, 0x8A01}
+        assert pkeys(drv, G[2]) == {0x7FFF}
+        print(f"\nfailover: standby MASTER {t_master:.2f} s, SUBNET UP {t_up:.2f} s after kill -9 of the master; "
+              f"{len(samples)} independent SMP samples of the tenant's port, all with 0x8a01")  # fmt: skip
+        # a move now goes to the new master (found by SMInfo), which reloads and verifies it
+        moved = PartitionLayout((Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[2]))),))
+        drv.apply(moved)
+        assert drv.master().name == "sm-02"
+        assert pkeys(drv, G[2]) == {0x7FFF, 0x8A01}
+        assert pkeys(drv, G[1]) == {0x7FFF}
+    finally:
+        drv.close()
