@@ -18,6 +18,10 @@ lint: setup
 test: setup lint lint-integrations openstack-venvs test-neutron-driver
 	$(BIN)/pytest -q
 
+# Every kill point / drill iteration of the trimmed slow tests (see their docstrings).
+test-full: setup lint
+	GPUFABRIC_TEST_FULL=1 $(BIN)/pytest -q
+
 unit: setup
 	$(BIN)/pytest -q tests/unit
 

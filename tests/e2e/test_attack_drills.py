@@ -338,7 +338,10 @@ def test_hostile_inputs_refused_and_nothing_written(lab: LabEnv) -> None:
     REPORT.append((f"{len(HOSTILE)} hostile inputs (CLI)", "refused", took, "nothing written"))
 
 
-WATCH_NODES = [f"gpu-a{n:02d}" for n in range(6, 11)]
+# The serve-watch drill's runs, one fresh rogue host each: 3 in `make test` (a median of 3
+# still discards one outlier each side), all 5 (gpu-a06..a10) in `make test-full`
+# (GPUFABRIC_TEST_FULL=1). Each run proves detection and containment on its own host.
+WATCH_NODES = [f"gpu-a{n:02d}" for n in range(6, 11 if os.environ.get("GPUFABRIC_TEST_FULL") == "1" else 9)]
 
 
 def test_ipoib_group_comes_with_the_lease_and_goes_with_the_move_out(lab: LabEnv) -> None:

@@ -4,11 +4,8 @@
    simulator of the fabric (Ethernet: each changed port becomes ``after``; InfiniBand, OpenSM's
    semantics: every port on the fabric gets ``expected_tables(plan.layout)``) gives a state
    whose plan is empty.
-2. Safe moves: for any move of a node from tenant A to tenant B — through quarantine (the
-   engine's two phases) or in one step — with each plan split into removals then additions,
-   and each fabric's part applied in any order, no intermediate state shows a node in two
-   tenants (``planning.plan.tenants_seen``): neither one port in two, nor one port of a node in
-   the old tenant while another is in the new one.
+2. Safe moves (no intermediate state of a move splits a node) moved to the FabricKind
+   conformance suite, tests/contract/test_fabric_kind_contract.py, over every registered kind.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from gpufabric.fabrics.ethernet.plan import EthernetPlan, merge_switches
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, expected_tables
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
-from gpufabric.planning.plan import Plan, as_observed, plan, tenants_seen
+from gpufabric.planning.plan import Plan, plan
 
 from support.memfabric import MemoryKind, MemoryPlan, MemState
 
@@ -175,47 +172,3 @@ def test_removals_then_additions_also_converge(data: st.DataObject) -> None:
     mid = apply_plan(observed, removals)[-1]
     rest = plan(KINDS, want, apply_plan(mid, additions)[-1])
     assert rest.empty, rest.lines()
-
-
-# --------------------------------------------------------------------------- 2. safe moves
-def assert_never_split(want: DesiredState, states: list[FabricState], where: str) -> None:
-    for i, s in enumerate(states):
-        for node, tenants in tenants_seen(KINDS, want, s).items():
-            assert len(tenants - {QUARANTINE}) <= 1, f"{where} step {i}: {node} in {sorted(tenants)}"
-
-
-def run_phase(want: DesiredState, state: FabricState, order: tuple[str, ...], where: str) -> FabricState:
-    """One converge phase: removals on every fabric (in ``order``), then additions."""
-    removals, additions = plan(KINDS, want, state).split()
-    seen = apply_plan(state, removals, order)
-    seen += apply_plan(seen[-1], additions, order)
-    assert_never_split(want, seen, where)
-    assert plan(KINDS, want, seen[-1]).empty
-    return seen[-1]
-
-
-@PROPS
-@given(data=st.data())
-def test_no_intermediate_state_of_a_move_splits_a_node(data: st.DataObject) -> None:
-    nodes = data.draw(inventories())
-    leases = list(data.draw(lease_sets(nodes)))
-    mover = data.draw(st.sampled_from(nodes)).name
-    a, b = data.draw(st.sampled_from([(x, y) for x in (QUARANTINE, *TENANTS) for y in (QUARANTINE, *TENANTS) if x != y]))
-    others = [x for x in leases if x.node != mover]
-
-    def lease(t: str) -> list[Lease]:
-        if t == QUARANTINE:
-            return []
-        nets = data.draw(st.lists(st.sampled_from([x.name for x in NETS if x.tenant == t]), min_size=1, max_size=2, unique=True))
-        return [Lease(t, mover, T0, networks=tuple(sorted(nets)))]
-
-    before, after = desired(nodes, (*others, *lease(a))), desired(nodes, (*others, *lease(b)))
-    held = desired(nodes, tuple(others))  # the quarantine phase: the node in quarantine
-    start = as_observed(KINDS, before)
-    order = tuple(data.draw(st.permutations([k.name for k in KINDS])))
-    # the engine's two phases: quarantine, then join
-    mid = run_phase(held, start, order, "quarantine")
-    assert tenants_seen(KINDS, held, mid).get(mover, frozenset({QUARANTINE})) == {QUARANTINE}
-    run_phase(after, mid, order, "join")
-    # and a direct move, split into removals then additions
-    run_phase(after, start, order, "direct")
