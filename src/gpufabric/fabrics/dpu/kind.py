@@ -23,7 +23,8 @@ Section format (``dpu:`` in fabrics.yaml)::
                                                    # into a dpu-host offering are refused; {verify: false}
                                                    # skips the gate explicitly
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
-      offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
+      offload: {gpu-a01: {appctl: ..., netns: ..., ssh: {...}}}  # where `offload report` reads each DPU
+                                                   # (site.py; ssh: on its Arm side, sshrun.py)
       capacity: {BlueField-2: {entries: N, source: "..."}}  # offload-table size with its source (capacity.py)
 
 One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
@@ -49,7 +50,7 @@ from gpufabric.fabrics.dpu.k8s import SplitK8sDriver
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state, offering_role
-from gpufabric.fabrics.dpu.site import parse_sources
+from gpufabric.fabrics.dpu.site import parse_sources, parse_ssh
 
 SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "kubernetes_dpu", "timeout", "tls", "mst", "drain", "offload", "capacity"})
 DRAIN_KEYS = frozenset({"timeout", "retry_every"})
@@ -128,6 +129,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
             mst, _drain(section.get("drain")), gate=not gate_off,
         )
         backend.offload = parse_sources(section.get("offload"))
+        backend.offload_ssh = parse_ssh(section.get("offload"), t)
         backend.capacity = parse_capacity(section.get("capacity"))
         return backend
 
