@@ -5,8 +5,10 @@
 const API = "/api/v1";
 const PHASES = ["quarantine", "swap", "join", "done"];
 const POLL_MS = 2000;
+const OFFLOAD_MS = 10000;  // the offload report reads every DPU: not on every refresh
 const state = { token: sessionStorage.getItem("gf-token") || "", me: null, colours: new Map(), etags: new Map(),
-                cache: new Map(), drift: new Map(), streams: new Set(), timer: null, focused: "" };
+                cache: new Map(), drift: new Map(), streams: new Set(), timer: null, focused: "",
+                offloadAt: 0, offloadBusy: false };
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -97,6 +99,7 @@ function report(e) {
 async function refresh() {
   await Promise.all([renderAudit(), renderLeases(), renderMoves(), renderEvents()]);
   await renderMap();  // after the audit: it marks drifted ports
+  renderOffload().catch(report);  // reads every DPU: never holds up the other panels
 }
 
 // One cell per fabric and node: the lines of the node's fabrics.<name>.summary (the same cells
@@ -244,6 +247,41 @@ function drill(ev, key) {
   cell.classList.add("focus");
   cell.scrollIntoView({ block: "center" });
   cell.focus();
+}
+
+// The DPU offload panel: /api/v1/offload, shown only when a dpu fabric is configured (the API
+// answers 503 otherwise) and to operators (403 for a lessee). Capacity null: 'unknown', no fill.
+function showOffload(on) {
+  $("#offload").hidden = !on;
+  $("#offload-nav").hidden = !on;
+}
+
+async function renderOffload(force = false) {
+  if (state.me.role !== "admin") { showOffload(false); return; }
+  if (state.offloadBusy || (!force && Date.now() - state.offloadAt < OFFLOAD_MS)) return;
+  state.offloadAt = Date.now();
+  state.offloadBusy = true;
+  let data;
+  try { data = await api("/offload"); }
+  catch (e) {
+    if (e.status === 503 || e.status === 403) { showOffload(false); return; }
+    $("#offload-at").textContent = `Offload report failed: ${e.message}`;
+    return;
+  } finally { state.offloadBusy = false; }
+  showOffload(true);
+  $("#offload-at").textContent = `Read ${fmtTime(new Date().toISOString())}: ${data.tables.length} DPU(s), ` +
+    `${data.alerts.length} alert(s).`;
+  const num = (v) => el("td", { class: "num" }, String(v));
+  fill($("#offload-rows tbody"), data.rows.map((r) => el("tr", { "data-node": r.node, "data-tenant": r.tenant },
+    el("th", { scope: "row" }, r.node), el("td", {}, el("span", { class: `badge ${colour(r.tenant)}` }, r.tenant)),
+    num(r.hw_flows), num(r.tc_flows), num(r.datapath_flows), num(r.hw_bytes), num(r.tc_bytes), num(r.datapath_bytes))));
+  fill($("#offload-tables tbody"), data.tables.map((t) => el("tr", { "data-node": t.node },
+    el("th", { scope: "row" }, t.node), el("td", {}, t.nic_model), num(t.used),
+    el("td", { class: "num" }, t.capacity === null ? "unknown" : String(t.capacity)),
+    el("td", { class: "num" }, t.ratio === null ? "-" : `${(t.ratio * 100).toFixed(1)}%`),
+    el("td", {}, t.capacity_source || "no stated capacity for this NIC model"))));
+  fill($("#offload-alerts"), data.alerts.map((a) => el("li", { class: `sev-${a.severity}`, "data-kind": a.kind },
+    `${a.severity}: ${a.message}`)));
 }
 
 async function renderEvents() {

@@ -32,6 +32,7 @@ class DpuBackend(FabricBackend[DpuState]):
     ) -> None:  # fmt: skip
         self.ovs, self.ovn, self.k8s, self.mst, self.gate = dict(ovs), ovn, k8s, mst, gate
         self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (site.py)
+        self.offload_ssh: dict[str, Any] = {}  # host -> SshRunner of its DPU's Arm side (sshrun.py)
         self.capacity: dict[str, Capacity] = {}  # NIC model -> offload-table size with its source
         api = getattr(k8s, "api", None)
         d = dict(drain or {})
@@ -54,10 +55,14 @@ class DpuBackend(FabricBackend[DpuState]):
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         notes: list[TransportNote] = []
-        for drv in [*self.ovs.values(), self.ovn, self.k8s]:
+        for drv in [*self.ovs.values(), self.ovn, self.k8s, *self.offload_ssh.values()]:
             fn = getattr(drv, "transport_notes", None)
             notes += fn() if callable(fn) else ()
         return tuple(notes)
+
+    def close(self) -> None:
+        for runner in self.offload_ssh.values():
+            runner.close()
 
     def observe(self) -> DpuState:
         items: list[Item] = []
@@ -72,16 +77,15 @@ class DpuBackend(FabricBackend[DpuState]):
     def _flow_tenants(self, items: Sequence[Item]) -> frozenset[tuple[str, str]]:
         """(host, tenant) of every datapath flow the offload report attributes to a tenant, on
         the DPUs with an offload source (the audit's flow leftovers)."""
-        from gpufabric.fabrics.dpu.collect import read_node_offload
         from gpufabric.fabrics.dpu.report import UNATTRIBUTED, flow_tenant
+        from gpufabric.fabrics.dpu.site import read_source
 
         lsps = {p.name: p for p in items if isinstance(p, LogicalPort)}
         pairs: set[tuple[str, str]] = set()
         for host, src in sorted(self.offload.items()):
-            drv = self.ovs.get(host)
-            if drv is None:
+            if host not in self.ovs:
                 continue
-            node = read_node_offload(host, drv.remote, src["appctl"], src["netns"])
+            node = read_source(self, host, src)
             pairs |= {(host, t) for f in node.flows if (t := flow_tenant(f, node, lsps)) != UNATTRIBUTED}
         return frozenset(pairs)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +42,19 @@ def read_iface_ids(ovsdb: str) -> dict[str, str]:
     return {r["name"]: (r.get("external_ids") or {})["iface-id"] for r in rows if "iface-id" in (r.get("external_ids") or {})}
 
 
-def read_node_offload(node: str, ovsdb: str, appctl: str, netns: str = "", nic_model: str = "generic") -> NodeOffload:
-    flows = parse_dump_flows(_run(["ovs-appctl", "-t", appctl, "dpctl/dump-flows", "-m"]))
+def read_node_offload(
+    node: str, ovsdb: str, appctl: str, netns: str = "", nic_model: str = "generic",
+    run: Callable[[Sequence[str]], str] | None = None,
+) -> NodeOffload:  # fmt: skip
+    """``run``: where ``ovs-appctl`` and ``tc`` run (None: here; an :class:`~.sshrun.SshRunner`'s
+    ``run``: on the DPU's Arm side); the Interface rows come from the OVSDB remote either way."""
+    run = run or _run
+    flows = parse_dump_flows(run(["ovs-appctl", "-t", appctl, "dpctl/dump-flows", "-m"]))
     ifaces = read_iface_ids(ovsdb)
     filters = []
     for dev in sorted(ifaces):
         cmd = ["tc", "-j", "-s", "filter", "show", "dev", dev, "ingress"]
-        filters += parse_tc_filters(_run(["ip", "netns", "exec", netns, *cmd] if netns else cmd), dev)
+        filters += parse_tc_filters(run(["ip", "netns", "exec", netns, *cmd] if netns else cmd), dev)
     return NodeOffload(node, nic_model, tuple(flows), tuple(filters), ifaces)
 
 

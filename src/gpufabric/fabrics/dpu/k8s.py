@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
 from gpufabric.domain.secrets import TransportNote, is_loopback_host, secret_file
 from gpufabric.fabrics.dpu.model import Label, Taint
-from gpufabric.fabrics.dpu.profiles import MANAGED_LABELS, MANAGED_TAINT_KEYS
+from gpufabric.fabrics.dpu.profiles import DPU_LABELS, MANAGED_LABELS, MANAGED_TAINT_KEYS
 
 SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file", "ca_cert"})
 
@@ -37,26 +37,26 @@ def _api_exception() -> Any:
 class K8sNodeDriver:
     kind = "dpu"
 
-    def __init__(self, api: Any, host: str = "", verify_ssl: bool = True) -> None:
-        self.api, self.host, self.verify_ssl = api, host, verify_ssl
+    def __init__(self, api: Any, host: str = "", verify_ssl: bool = True, field: str = "kubernetes") -> None:
+        self.api, self.host, self.verify_ssl, self.field = api, host, verify_ssl, field
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """TLS not verified, or plain http to another host (bearer token in clear), for the audit."""
         url = urlsplit(self.host)
         if url.scheme == "http" and not is_loopback_host(url.hostname or ""):
-            return (TransportNote("kubernetes", "host", f"Kubernetes API at {self.host} over plain http: token in clear"),)
+            return (TransportNote(self.field, "host", f"Kubernetes API at {self.host} over plain http: token in clear"),)
         if url.scheme == "https" and not self.verify_ssl:
-            return (TransportNote("kubernetes", "verify_ssl", f"Kubernetes API at {self.host}: TLS certificate not "
+            return (TransportNote(self.field, "verify_ssl", f"Kubernetes API at {self.host}: TLS certificate not "
                                   "verified (verify_ssl: false)"),)  # fmt: skip
         return ()
 
     @classmethod
-    def from_section(cls, section: Any) -> K8sNodeDriver:
+    def from_section(cls, section: Any, field: str = "dpu.kubernetes") -> K8sNodeDriver:
         if not isinstance(section, Mapping):
-            raise ConfigError("dpu.kubernetes", section, f"a mapping with keys {', '.join(sorted(SECTION_KEYS))}")
+            raise ConfigError(field, section, f"a mapping with keys {', '.join(sorted(SECTION_KEYS))}")
         for k in section:
             if k not in SECTION_KEYS:
-                raise ConfigError(f"dpu.kubernetes.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
+                raise ConfigError(f"{field}.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
         from kubernetes import client, config
 
         cfg = client.Configuration()
@@ -66,20 +66,21 @@ class K8sNodeDriver:
         if section.get("host"):
             cfg.host = str(section["host"]).rstrip("/")
         if not cfg.host or cfg.host == "http://localhost":
-            raise ConfigError("dpu.kubernetes.host", section.get("host"), "an API server URL or a kubeconfig")
+            raise ConfigError(f"{field}.host", section.get("host"), "an API server URL or a kubeconfig")
         verify = section.get("verify_ssl", True)
         if not isinstance(verify, bool):
-            raise ConfigError("dpu.kubernetes.verify_ssl", verify, "true or false (false: reported by the audit)")
+            raise ConfigError(f"{field}.verify_ssl", verify, "true or false (false: reported by the audit)")
         cfg.verify_ssl = verify
         if section.get("ca_cert"):
             ca = Path(os.path.expanduser(str(section["ca_cert"])))
             if not ca.is_file() or b"-----BEGIN CERTIFICATE-----" not in ca.read_bytes():
-                raise ConfigError("dpu.kubernetes.ca_cert", str(ca), "a readable PEM CA bundle")
+                raise ConfigError(f"{field}.ca_cert", str(ca), "a readable PEM CA bundle")
             cfg.ssl_ca_cert = str(ca.absolute())
         if section.get("token_file"):
-            token = secret_file("dpu.kubernetes.token", os.path.expanduser(str(section["token_file"])))
+            token = secret_file(f"{field}.token", os.path.expanduser(str(section["token_file"])))
             cfg.api_key = {"authorization": "Bearer " + token.reveal()}
-        return cls(client.CoreV1Api(client.ApiClient(cfg)), host=str(cfg.host), verify_ssl=verify)
+        return cls(client.CoreV1Api(client.ApiClient(cfg)), host=str(cfg.host), verify_ssl=verify,
+                   field=field.removeprefix("dpu."))
 
     @staticmethod
     def _managed(node: Any) -> tuple[list[Label], list[Taint]]:
@@ -151,6 +152,40 @@ class K8sNodeDriver:
             self.api.patch_node(name, patch)
         except _api_exception() as e:
             raise ApplyError(f"kubernetes: patching node {name}: {e.status} {e.reason}", fabric="dpu", device=name) from None
+
+
+class SplitK8sDriver:
+    """Host nodes on one cluster, DPU nodes on another: DPU-node labels go to ``dpus``, the rest
+    (host labels, taints; ``api`` for cordon/drain) to ``hosts``."""
+
+    kind = "dpu"
+
+    def __init__(self, hosts: Any, dpus: Any) -> None:
+        self.hosts, self.dpus = hosts, dpus
+        self.api = getattr(hosts, "api", None)
+
+    @staticmethod
+    def _on_dpu(i: Label | Taint) -> bool:
+        return isinstance(i, Label) and i.key in DPU_LABELS
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        return (*self.hosts.transport_notes(), *self.dpus.transport_notes())
+
+    def read(self, nodes: Sequence[str] | None = None) -> tuple[frozenset[Label], frozenset[Taint]]:
+        hl, ht = self.hosts.read(nodes)
+        dl, dt = self.dpus.read(nodes)
+        return hl | dl, ht | dt
+
+    def apply(self, removes: Sequence[Label | Taint], adds: Sequence[Label | Taint]) -> tuple[frozenset[Label], frozenset[Taint]]:
+        d_rm, d_add = [i for i in removes if self._on_dpu(i)], [i for i in adds if self._on_dpu(i)]
+        h_rm, h_add = [i for i in removes if not self._on_dpu(i)], [i for i in adds if not self._on_dpu(i)]
+        labels: frozenset[Label] = frozenset()
+        taints: frozenset[Taint] = frozenset()
+        for drv, rm, add in ((self.hosts, h_rm, h_add), (self.dpus, d_rm, d_add)):
+            if rm or add:
+                ls, ts = drv.apply(rm, add)
+                labels, taints = labels | ls, taints | ts
+        return labels, taints
 
 
 def _taints(node: Any) -> list[Any]:

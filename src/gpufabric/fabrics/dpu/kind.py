@@ -16,12 +16,15 @@ Section format (``dpu:`` in fabrics.yaml)::
         verify_ssl: true                           # false: reported by the audit
         ca_cert: /etc/gpufabric/k8s-ca.pem         # optional CA bundle of the API server
         token_file: /etc/gpufabric/k8s.token       # optional bearer token, mode 0600
+      kubernetes_dpu: {host: ..., token_file: ...} # optional second cluster of the DPU nodes
+                                                   # (same keys; needs kubernetes; see k8s.py)
       timeout: 10                                  # seconds per device command
       mst: {command: [...], device: ...}           # DPU mode/firmware reader (see mst.py); absent: moves
                                                    # into a dpu-host offering are refused; {verify: false}
                                                    # skips the gate explicitly
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
-      offload: {gpu-a01: {appctl: ..., netns: ...}}  # where `offload report` reads each DPU (site.py)
+      offload: {gpu-a01: {appctl: ..., netns: ..., ssh: {...}}}  # where `offload report` reads each DPU
+                                                   # (site.py; ssh: on its Arm side, sshrun.py)
       capacity: {BlueField-2: {entries: N, source: "..."}}  # offload-table size with its source (capacity.py)
 
 One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
@@ -43,12 +46,13 @@ from gpufabric.fabrics.dpu import checks, diff
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
+from gpufabric.fabrics.dpu.k8s import SplitK8sDriver
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state, offering_role
-from gpufabric.fabrics.dpu.site import parse_sources
+from gpufabric.fabrics.dpu.site import parse_sources, parse_ssh
 
-SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "timeout", "tls", "mst", "drain", "offload", "capacity"})
+SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "kubernetes_dpu", "timeout", "tls", "mst", "drain", "offload", "capacity"})
 DRAIN_KEYS = frozenset({"timeout", "retry_every"})
 
 
@@ -107,6 +111,10 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         ovs_cls, ovn_cls = drivers("dpu-ovsdb"), drivers("ovn-nb")
         k8s_cls: Any = drivers("k8s-nodes")
         k8s = k8s_cls.from_section(section["kubernetes"]) if section.get("kubernetes") is not None else None
+        if section.get("kubernetes_dpu") is not None:
+            if k8s is None:
+                raise ConfigError("dpu.kubernetes_dpu", "given", "only with dpu.kubernetes (the host nodes' cluster)")
+            k8s = SplitK8sDriver(k8s, k8s_cls.from_section(section["kubernetes_dpu"], "dpu.kubernetes_dpu"))
         raw_mst = section.get("mst")
         gate_off = isinstance(raw_mst, Mapping) and raw_mst.get("verify", True) is False
         if isinstance(raw_mst, Mapping) and "verify" in raw_mst:
@@ -121,6 +129,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
             mst, _drain(section.get("drain")), gate=not gate_off,
         )
         backend.offload = parse_sources(section.get("offload"))
+        backend.offload_ssh = parse_ssh(section.get("offload"), t)
         backend.capacity = parse_capacity(section.get("capacity"))
         return backend
 

@@ -4,11 +4,13 @@ Section (``dpu.offload`` in fabrics.yaml), per host node, how to reach its DPU's
 
     offload:
       gpu-a01: {appctl: /var/run/openvswitch/ovs-vswitchd.ctl, netns: ""}
+      gpu-a02: {appctl: ..., ssh: {host: 192.0.2.22, user: root, key_file: ..., known_hosts: ...}}
 
 ``ovs-appctl -t <appctl> dpctl/dump-flows -m`` and ``tc -j -s filter show dev <rep> ingress``
-(inside ``netns`` when set) run on this machine; the DPU's OVSDB is the ``dpu.ovsdb`` remote.
-Owners come from the store (who leases each node now), logical ports from the OVN northbound
-DB, NIC models from the inventory. Remote DPUs (over SSH on the Arm side) are not wired yet."""
+(inside ``netns`` when set) run on this machine, or with ``ssh:`` on the DPU's Arm side over SSH
+with host keys checked (:mod:`sshrun`); the DPU's OVSDB is the ``dpu.ovsdb`` remote. Owners come
+from the store (who leases each node now), logical ports from the OVN northbound DB, NIC models
+from the inventory."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ from gpufabric.fabrics.dpu.capacity import Capacity, merged
 from gpufabric.fabrics.dpu.collect import read_node_offload
 from gpufabric.fabrics.dpu.info import dpu_inventory
 from gpufabric.fabrics.dpu.report import NodeOffload, offload_report
+from gpufabric.fabrics.dpu.sshrun import SshRunner
 
-SOURCE_KEYS = frozenset({"appctl", "netns"})
+SOURCE_KEYS = frozenset({"appctl", "netns", "ssh"})
 
 
 def parse_sources(raw: Any) -> dict[str, dict[str, str]]:
@@ -36,9 +39,23 @@ def parse_sources(raw: Any) -> dict[str, dict[str, str]]:
             raise ConfigError(f"dpu.offload.{host}", src, "a mapping with appctl (ovs-vswitchd control socket) and netns")
         for k in src:
             if k not in SOURCE_KEYS:
-                raise ConfigError(f"dpu.offload.{host}.{k}", src[k], "known keys only: appctl, netns")
+                raise ConfigError(f"dpu.offload.{host}.{k}", src[k], "known keys only: appctl, netns, ssh")
         out[str(host)] = {"appctl": str(src["appctl"]), "netns": str(src.get("netns") or "")}
     return out
+
+
+def parse_ssh(raw: Any, timeout: float = 10.0) -> dict[str, SshRunner]:
+    """host -> its DPU's SSH runner, for the sources of ``dpu.offload`` with ``ssh:`` (checked by
+    :func:`parse_sources` first)."""
+    return {str(h): SshRunner.from_section(str(h), src["ssh"], timeout)
+            for h, src in (raw or {}).items() if src.get("ssh") is not None}  # fmt: skip
+
+
+def read_source(backend: Any, host: str, src: Mapping[str, str], model: str = "generic") -> NodeOffload:
+    """One DPU's offload state, read here or over its SSH runner."""
+    runner = getattr(backend, "offload_ssh", {}).get(host)
+    return read_node_offload(host, backend.ovs[host].remote, src["appctl"], src["netns"], model,
+                             run=runner.run if runner is not None else None)  # fmt: skip
 
 
 def site_report(
@@ -56,7 +73,7 @@ def site_report(
         if drv is None:
             raise ConfigError(f"dpu.offload.{host}", host, "a host that also has a dpu.ovsdb remote")
         model = inv[host].nic_model if host in inv else "generic"
-        nodes.append(read_node_offload(host, drv.remote, src["appctl"], src["netns"], model))
+        nodes.append(read_source(backend, host, src, model))
     lsps = {p.name: p for p in backend.ovn.read()}
     owners = {n.node: tenancy.owner(n.node) for n in nodes}
     caps = merged(getattr(backend, "capacity", {}), capacity)
