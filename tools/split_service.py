@@ -170,6 +170,7 @@ def rewrite_contracts(text: str, unknown: list[str]) -> str:
     packages = ", ".join([*(f'"gpufabric.{p}"' for p in LAYERS), *keep])
     outer = "\n".join(f'  "gpufabric.{p}' + (' | gpufabric.lab",' if p == LAYERS[0] else '",') for p in LAYERS)
     text = text.replace(f'  "gpufabric.{OLD} | gpufabric.lab",\n', outer + "\n")
+    text = text.replace('name = "layers: cli/api -> service -> ', 'name = "layers: cli/api -> runtime/workflow/engine/store -> ')
     text = text.replace(f'"gpufabric.{OLD}"', packages) if not unknown else text.replace(
         f'"gpufabric.{OLD}", ', packages + ", ")
     if "the store is the innermost service layer" not in text:
