@@ -242,7 +242,7 @@ def _first_line(p: Path) -> str:
     if not m:
         return ""
     text = " ".join(m.group(1).split()).replace("|", "\\|")
-    first = re.split(r"(?<=[.:])\s", text, maxsplit=1)[0]
+    first = re.split(r"(?<=[.])\s", text, maxsplit=1)[0]
     return first if len(first) <= 100 else first[:100].rsplit(" ", 1)[0] + " …"
 
 
@@ -250,6 +250,8 @@ def write_docs() -> None:
     if not DOC.exists():
         return
     text = DOC.read_text()
+    if (SRC / "store").is_dir():  # the note on the old file names goes with them
+        text = re.sub(r"<!-- presplit:begin -->.*?<!-- presplit:end -->\n?", "", text, flags=re.S)
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         text = head + BEGIN + "\n" + module_table() + "\n" + END + rest.split(END, 1)[1]
