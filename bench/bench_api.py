@@ -197,7 +197,7 @@ def _cases(home: Path, urls: list[str], token: str) -> tuple[list[dict[str, Any]
 
         def clear_grants() -> None:
             """Between rounds (not timed): drop the pending grants so every free node takes one again."""
-            with Store.open(urls[0]) as st, st._engine.begin() as conn:
+            with Store.open(urls[0]) as st, st.engine.begin() as conn:
                 conn.exec_driver_sql("DELETE FROM moves WHERE status = 'pending'")
                 conn.exec_driver_sql("UPDATE nodes SET state = 'available' WHERE state = 'moving'")
             next_node[0] = 0

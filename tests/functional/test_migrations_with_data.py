@@ -146,7 +146,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
     since = {t: t in seeded.tables for t in ("tokens", "events", "move_events", "fabric_epoch")}
     gpus_col = "gpus" in seeded.columns["leases"]
     with Store.open(store_url) as s:  # migrates to head
-        with s._engine.connect() as c:
+        with s.engine.connect() as c:
             assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == db.head_revision()
         assert [n.name for n in s.nodes()] == ["gpu-a01", "gpu-a02"]
         n1, n2 = s.node("gpu-a01"), s.node("gpu-a02")
@@ -195,7 +195,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
 
         # and it takes writes: the pools skip what the old data holds; the revision counters move
         before = reader.revision()
-        with s._engine.connect() as c:
+        with s.engine.connect() as c:
             inv_before = c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar()
         s.create_tenant("gamma")
         fresh = s.create_network("gamma-net", "gamma", SegmentConfig.default())
@@ -203,6 +203,6 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert seg_eth is not None and seg_eth.seg_id not in (2000, 2001)
         assert seg_ib is not None and seg_ib.seg_id not in (3000, 3001)
         assert reader.revision() > before
-        with s._engine.connect() as c:
+        with s.engine.connect() as c:
             assert c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar() > inv_before
             assert c.execute(select(text("count(*)")).select_from(text("tenants"))).scalar() == 3

@@ -64,7 +64,8 @@ def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two
         a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]  # no heartbeat any more
         conn = a.ledger.lock._conn  # and the fabric lock's session dies with the host
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with a.store._tx() as s:
+        with a.store.tx() as tx:
+            s = tx.session
             s.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
         died_at.append(time.monotonic())
         frozen.set()

@@ -34,7 +34,8 @@ def test_nodes_equal_orm_conversion(tmp_path: Path) -> None:
         store.upsert_inventory(Inventory(tuple(_node(i) for i in (5, 3, 12, 8, 0))))
         store.set_node_state("n003", NodeState.LEASED)
         fast = store.nodes()
-        with store._tx() as s:
+        with store.tx() as tx:
+            s = tx.session
             slow = [node_to_domain(r) for r in s.scalars(select(NodeRow).options(*_NODE_LOAD).order_by(NodeRow.name))]
     assert fast == slow
     assert [n.name for n in fast] == ["n000", "n003", "n005", "n008", "n012"]
@@ -64,7 +65,8 @@ def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
         store.create_lease(Lease("beta", "n002", now + timedelta(hours=1), None, ("beta-b",), "openstack"))
         for at in (None, now):
             fast = store.leases(active_at=at)
-            with store._tx() as s:
+            with store.tx() as tx:
+                s = tx.session
                 q = select(LeaseRow).options(*_LOAD).order_by(LeaseRow.start, LeaseRow.id)
                 if at is not None:
                     q = q.where(LeaseRow.start <= at, (LeaseRow.end.is_(None)) | (LeaseRow.end > at))

@@ -20,11 +20,25 @@ def home() -> Path:
     return Path(os.environ.get("GPUFABRIC_HOME", ".gpufabric")).resolve()
 
 
-def open_store() -> Any:
-    """Open the store named by GPUFABRIC_DB (any SQLAlchemy URL) or SQLite under GPUFABRIC_HOME."""
-    from gpufabric.service.store import Store
+_OPEN: dict[tuple[str, Path], Any] = {}  # the one store of this command (migrated once)
 
-    return Store.open(url=os.environ.get("GPUFABRIC_DB") or None, home=home())
+
+def open_store() -> Any:
+    """The store named by GPUFABRIC_DB (any SQLAlchemy URL) or SQLite under GPUFABRIC_HOME: opened
+    (and migrated) once per command, then shared by everything the command does."""
+    key = (os.environ.get("GPUFABRIC_DB") or "", home())
+    if key not in _OPEN:
+        from gpufabric.service.store import Store
+
+        close_stores()
+        _OPEN[key] = Store.open(url=key[0] or None, home=key[1])
+    return _OPEN[key]
+
+
+def close_stores() -> None:
+    """Close the store a previous command opened (each command starts with none)."""
+    while _OPEN:
+        _OPEN.popitem()[1].close()
 
 
 def _config_section(key: str) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from gpufabric.cli import (
     store_cmd,
     tenant_cmd,
 )
+from gpufabric.cli.common import close_stores
 from gpufabric.cli.output import fail
 from gpufabric.domain.errors import ConfigError, GpufabricError
 
@@ -48,6 +49,7 @@ def _global(
     token_file: Path = typer.Option(None, "--token-file", help="A file (mode 0600) holding the bearer token for "
                                     "--api ($GPUFABRIC_TOKEN_FILE)."),
 ) -> None:
+    close_stores()  # one store per command (tests run several commands in one process)
     if api:
         os.environ["GPUFABRIC_API"] = api
     if token and token_file is not None:

@@ -111,7 +111,8 @@ class Actions:
                 allowed="admin, service",
             )
         def run() -> Network:
-            quotas.check(self.store, self.quota(), p, tenant, "networks")
+            with self.store.tx() as tx:  # counted in a transaction of its own: allocation retries its own
+                quotas.check(tx, self.quota(), p, tenant, "networks")
             return tenant_admin.adopt_network(self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {})
 
         return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)
@@ -139,17 +140,14 @@ class Actions:
         if not p.is_admin:
             self.node_visible(p, node)
         p.require("lease", Verb.CREATE)
-
-        def event(s: Any) -> None:  # the ok event commits with the move (one commit per grant)
-            s.add(self.events.row(p, "lease.create", node, True, "", tenant))
-
         with self._write_lock:
             try:
-                quotas.check(self.store, self.quota(), p, tenant, "leases")
-                quotas.check(self.store, self.quota(), p, tenant, "open_moves")
-                move = Tenancy(self.store).grant(
-                    p, tenant, node, networks, offering, gpus=gpus, start=start, end=end, also=event
-                )
+                with self.store.tx() as tx:  # quotas counted, move requested, ok event: one commit per grant
+                    quotas.check(tx, self.quota(), p, tenant, "leases", "open_moves")
+                    move = Tenancy(self.store).grant(
+                        p, tenant, node, networks, offering, gpus=gpus, start=start, end=end, tx=tx
+                    )
+                    self.events.record(p, "lease.create", node, True, "", tenant, tx=tx)
             except GpufabricError as e:
                 self._refused(p, "lease.create", node, e, tenant)
                 self.on_change("write")
@@ -162,16 +160,13 @@ class Actions:
         admin; the offering owner may withdraw it). Accepted, it runs as any grant."""
         p.require("offer", Verb.ACT)
         action = "offer.accept" if accept else "offer.decline"
-
-        def event(s: Any) -> None:
-            s.add(self.events.row(p, action, str(move_id), True, "", p.tenant))
-
         with self._write_lock:
             try:
-                if accept and p.tenant is not None:  # the offer counts against the tenant once accepted
-                    quotas.check(self.store, self.quota(), p, p.tenant, "leases")
-                    quotas.check(self.store, self.quota(), p, p.tenant, "open_moves")
-                move = Tenancy(self.store).decide(p, move_id, accept, also=event)
+                with self.store.tx() as tx:  # quotas, permission, status and the ok event: one transaction
+                    if accept and p.tenant is not None:  # the offer counts against the tenant once accepted
+                        quotas.check(tx, self.quota(), p, p.tenant, "leases", "open_moves")
+                    move = Tenancy(self.store).decide(p, move_id, accept, tx=tx)
+                    self.events.record(p, action, str(move_id), True, "", p.tenant, tx=tx)
             except GpufabricError as e:
                 self._refused(p, action, str(move_id), e, p.tenant)
                 self.on_change("write")
@@ -227,14 +222,12 @@ class Actions:
                 self.node_visible(p, node)
         p.require("move", Verb.CREATE)
         tenant = None if to_tenant == QUARANTINE else to_tenant
-
-        def events(s: Any) -> None:  # the ok events commit with the moves
-            for node in nodes:
-                s.add(self.events.row(p, "move.create", node, True, "", tenant))
-
         with self._write_lock:
             try:
-                moves = Tenancy(self.store).move_many(p, nodes, to_tenant, networks, offering, gpus, also=events)
+                with self.store.tx() as tx:  # the ok events commit with the moves
+                    moves = Tenancy(self.store).move_many(p, nodes, to_tenant, networks, offering, gpus, tx=tx)
+                    for node in nodes:
+                        self.events.record(p, "move.create", node, True, "", tenant, tx=tx)
             except GpufabricError as e:
                 self._refused(p, "move.create", ",".join(nodes)[:255], e, tenant)
                 self.on_change("write")
@@ -281,9 +274,9 @@ class Actions:
                     f" {tenant}, can be attached to {tenant}/{network}",
                     node=node,
                 )  # fmt: skip
-            quotas.check(self.store, self.quota(), p, tenant, "open_moves")
-            quotas.check(self.store, self.quota(), p, tenant, "leases")
-            move = Tenancy(self.store).move(p, node, tenant, (network,), "baremetal")
+            with self.store.tx() as tx:  # counted in the move request's transaction
+                quotas.check(tx, self.quota(), p, tenant, "open_moves", "leases")
+                move = Tenancy(self.store).move(p, node, tenant, (network,), "baremetal", tx=tx)
             self.on_change("moves")
             return move, None
 

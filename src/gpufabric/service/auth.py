@@ -21,6 +21,7 @@ from gpufabric.domain.errors import NotFoundError, UnauthorizedError, Validation
 from gpufabric.domain.values import check_name
 from gpufabric.service.db_models import EventRow, TenantRow, TokenRow
 from gpufabric.service.store import Store
+from gpufabric.service.unit_of_work import Tx
 
 TOKEN_PREFIX = "gf_"
 MAX_SECRET = 128
@@ -85,7 +86,8 @@ class Tokens:
         p = Principal(name, Role(role), tenant)  # validates role/tenant pairing
         expires_at = check_expiry(expires_at)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             if tenant is not None and s.scalar(select(TenantRow.id).where(TenantRow.name == tenant)) is None:
                 raise NotFoundError("tenant", tenant)
             row = TokenRow(name=name, role=p.role.value, tenant=tenant, secret_sha256=_digest(secret), created_by=by.name,
@@ -95,11 +97,13 @@ class Tokens:
             return _info(row), secret
 
     def list(self) -> list[TokenInfo]:
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             return [_info(r) for r in s.scalars(select(TokenRow).order_by(TokenRow.id))]
 
     def revoke(self, token_id: int) -> TokenInfo:
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             row = s.get(TokenRow, token_id)
             if row is None:
                 raise NotFoundError("token", str(token_id))
@@ -117,7 +121,8 @@ class Tokens:
             raise UnauthorizedError("missing bearer token (Authorization: Bearer <token>)")
         if len(secret) > MAX_SECRET or not secret.startswith(TOKEN_PREFIX):
             raise UnauthorizedError("invalid or revoked token")
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             row = s.scalar(select(TokenRow).where(TokenRow.secret_sha256 == _digest(secret)))
             if row is None or row.revoked_at is not None:
                 raise UnauthorizedError("invalid or revoked token")
@@ -163,10 +168,12 @@ class EventLog:
         self.store = store
 
     def record(
-        self, who: Principal, action: str, target: str, ok: bool, message: str = "", tenant: str | None = None
+        self, who: Principal, action: str, target: str, ok: bool, message: str = "", tenant: str | None = None,
+        tx: Tx | None = None,
     ) -> None:
-        with self.store._tx() as s:
-            s.add(self.row(who, action, target, ok, message, tenant))
+        """Append one event (``tx``: in the caller's transaction, committed with the write it records)."""
+        with self.store.tx(tx) as tx:
+            tx.session.add(self.row(who, action, target, ok, message, tenant))
 
     @staticmethod
     def row(
@@ -186,7 +193,8 @@ class EventLog:
     def list(self, tenant: str | None = None, limit: int = 100, offset: int = 0) -> list[Event]:
         if not 1 <= limit <= 1000:
             raise ValidationError("limit", limit, "1-1000")
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             q = select(EventRow).order_by(EventRow.id.desc()).limit(limit).offset(offset)
             if tenant is not None:
                 q = q.where(EventRow.tenant == tenant)

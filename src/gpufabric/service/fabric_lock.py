@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import update
-from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.service.db_models import FabricEpochRow
 from gpufabric.service.store import Store
+from gpufabric.service.unit_of_work import Tx
 
 FABRIC_LOCK_KEY: Final = 0x6770_6662  # pg_advisory_lock key of the fabric-apply lock
 
@@ -41,7 +41,7 @@ class FabricLock:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        engine = self.store._engine
+        engine = self.store.engine
         if engine.dialect.name == "postgresql":
             with engine.connect() as conn:
                 conn.exec_driver_sql(f"SELECT pg_advisory_lock({FABRIC_LOCK_KEY})")
@@ -86,18 +86,20 @@ class FabricLock:
 
 
 def read_epoch(store: Store) -> tuple[int, str]:
-    with store._tx() as s:
+    with store.tx() as tx:
+        s = tx.session
         row = s.get(FabricEpochRow, 1)
         return (row.epoch, row.writer) if row is not None else (0, "")
 
 
 def bump_epoch(store: Store, writer: str) -> tuple[int, str]:
-    with store._tx() as s:
-        return bump_in(s, writer)
+    with store.tx() as tx:
+        return bump_in(tx, writer)
 
 
-def bump_in(s: Session, writer: str) -> tuple[int, str]:
-    """Bump the epoch inside the caller's transaction ``s`` (one atomic UPDATE)."""
+def bump_in(tx: Tx, writer: str) -> tuple[int, str]:
+    """Bump the epoch inside the caller's transaction ``tx`` (one atomic UPDATE)."""
+    s = tx.session
     q = (
         update(FabricEpochRow)
         .where(FabricEpochRow.id == 1)

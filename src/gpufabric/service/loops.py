@@ -17,11 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
-
-from gpufabric.domain.moves import MoveStatus
-from gpufabric.service.db_models import MoveEventRow, MoveRow
 from gpufabric.service.store import Store
+from gpufabric.service.store_moves import MoveLedger
 
 MAX_BACKOFF = 30.0
 WATCH_INTERVAL = 0.5  # seconds between rogue-SM watch passes
@@ -154,17 +151,11 @@ class MoveProgress:
         self.record_running(phase, message)
 
     def record_running(self, phase: str, message: str, seconds: float | None = None) -> None:
-        with self.store._tx() as s:
-            ids = s.scalars(
-                select(MoveRow.id).where(MoveRow.claimed_by == self.worker, MoveRow.status == MoveStatus.RUNNING.value)
-            ).all()
-            for i in ids:
-                s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
+        MoveLedger(self.store).record_running(self.worker, phase, message, seconds)
         self.on_record()
 
     def record(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
-        with self.store._tx() as s:
-            s.add(MoveEventRow(move_id=move_id, phase=phase[:16], message=message[:2000], seconds=seconds))
+        MoveLedger(self.store).record_event(move_id, phase, message, seconds)
         self.on_record()
 
 

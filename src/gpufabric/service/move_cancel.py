@@ -24,36 +24,26 @@ from datetime import UTC, datetime
 
 from sqlalchemy import or_, select
 
-from gpufabric.domain.errors import ConflictError, NotFoundError
 from gpufabric.domain.models import NodeState
-from gpufabric.domain.moves import Move, MoveStatus
+from gpufabric.domain.moves import Move
 from gpufabric.domain.values import check_id
-from gpufabric.service.db_models import LeaseRow, MoveEventRow, MoveRow
+from gpufabric.service.db_models import LeaseRow, MoveEventRow
 from gpufabric.service.move_requests import locked_nodes
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import move_to_domain
+from gpufabric.service.store_offers import TRANSITIONS, transition
+from gpufabric.service.unit_of_work import Tx
 
-CANCELLABLE = (MoveStatus.PENDING.value, MoveStatus.FAILED.value)
+CANCELLABLE = tuple(x.value for x in TRANSITIONS["cancel"][0])
 
 
-def cancel(store: Store, move_id: int, requested_by: str = "") -> Move:
-    """Cancel move ``move_id`` (see the module docstring), in one transaction."""
+def cancel(store: Store, move_id: int, requested_by: str = "", tx: Tx | None = None) -> Move:
+    """Cancel move ``move_id`` (see the module docstring), in one transaction (``tx``: the caller's)."""
     check_id("move_id", move_id)
     now = datetime.now(UTC)
-    with store._tx() as s:
-        r = s.get(MoveRow, move_id, with_for_update=True)
-        if r is None:
-            raise NotFoundError("move", str(move_id))
-        if r.status not in CANCELLABLE:
-            why = "a worker runs it now; wait until it is done or failed" if r.status == MoveStatus.RUNNING.value else (
-                "it has ended")  # fmt: skip
-            raise ConflictError(
-                f"move {move_id} is {r.status} (at {r.phase}): {why}; only a pending or failed move can be cancelled",
-                move=move_id,
-                field="status",
-                value=r.status,
-                allowed="pending, failed",
-            )
+    with store.tx(tx) as tx:
+        s = tx.session
+        r, was = transition(s, move_id, "cancel")
         node = locked_nodes(s, [r.node]).get(r.node)
         active = []
         if node is not None:
@@ -73,10 +63,10 @@ def cancel(store: Store, move_id: int, requested_by: str = "") -> Move:
             for lease in active:
                 lease.end = now
             ended = f" (lease {', '.join(str(x.id) for x in active)} ended)" if active else ""
-            message = f"cancelled{by} at {r.phase} ({r.status}): node {r.node} returns to quarantine{ended}"
+            message = f"cancelled{by} at {r.phase} ({was.value}): node {r.node} returns to quarantine{ended}"
             if node is not None and node.state in (NodeState.MOVING.value, NodeState.LEASED.value):
                 node.state = NodeState.AVAILABLE.value
-        r.status, r.claimed_by = MoveStatus.CANCELLED.value, None  # its error (if it failed) is kept
+        r.claimed_by = None  # its error (if it failed) is kept
         s.add(MoveEventRow(move_id=r.id, phase="cancel", message=message[:2000]))
         s.flush()
         return move_to_domain(r)

@@ -66,7 +66,7 @@ def fail_alone(engine: MoveEngine, batch: Sequence[Move]) -> list[Move] | None:
     """After a failed join plan: fail alone the moves of ``batch`` whose own join plan fails
     (their nodes are held in quarantine), each with its own error; the failed moves, or None when
     no move fails alone, or every one does (the batch then fails as a whole)."""
-    with engine.ledger.fabric_lock():
+    with engine.ledger.lock.held():
         state, _ = engine.known_state()
     culprits = join_culprits(engine.kinds, lambda v, q, ls: engine.desired(v, q, ls), engine.view(), state, batch)
     if not culprits or len(culprits) == len(batch):

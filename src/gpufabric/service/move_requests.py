@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, selectinload
@@ -18,10 +18,12 @@ from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationErro
 from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.service.db_models import GpuRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
+from gpufabric.service.unit_of_work import Tx
 
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
 """Statuses of a move that holds its node (one open move per node); an offer reserves it too."""
 _SHOWN = 12  # names listed in a refusal's allowed values
+_COUNTED = tuple(x for x in OPEN if x != MoveStatus.OFFERED.value)  # an offer counts once accepted
 
 
 def listing(names: Sequence[str] | frozenset[str]) -> str:
@@ -29,6 +31,32 @@ def listing(names: Sequence[str] | frozenset[str]) -> str:
     ordered = sorted(names)
     more = f" and {len(ordered) - _SHOWN} more" if len(ordered) > _SHOWN else ""
     return ", ".join(ordered[:_SHOWN]) + more
+
+
+def usage(tx: Tx, tenant: str, what: str) -> int:
+    """How much of quota ``what`` (networks, leases, open_moves) tenant ``tenant`` holds now, read in
+    the write's own transaction ``tx`` (:mod:`gpufabric.service.quotas` checks it against the limit):
+    live leases count the grants whose lease is not written yet; an offer counts once accepted."""
+    s = tx.session
+    if what == "networks":
+        q = select(func.count()).select_from(NetworkRow).join(TenantRow).where(TenantRow.name == tenant)
+        return int(s.scalar(q) or 0)
+    if what == "open_moves":
+        q = select(func.count()).select_from(MoveRow).where(MoveRow.to_tenant == tenant, MoveRow.status.in_(_COUNTED))
+        return int(s.scalar(q) or 0)
+    now = datetime.now(UTC)
+    live = (
+        select(func.count())
+        .select_from(LeaseRow)
+        .join(TenantRow)
+        .where(TenantRow.name == tenant, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+    )
+    grants = select(func.count()).select_from(MoveRow).where(
+        MoveRow.to_tenant == tenant,
+        MoveRow.status.in_(_COUNTED),
+        MoveRow.phase.in_((MovePhase.QUARANTINE.value, MovePhase.SWAP.value)),  # its lease is not written yet
+    )
+    return int(s.scalar(live) or 0) + int(s.scalar(grants) or 0)
 
 
 def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:

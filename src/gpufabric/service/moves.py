@@ -33,7 +33,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
 from gpufabric.domain.fabric import FabricKind, Tenancy
@@ -50,6 +49,7 @@ from gpufabric.service.move_liveness import HeartbeatWatch
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import ClaimLostError, MoveLedger
 from gpufabric.service.store_view import Epoch, StoreView, ViewReader
+from gpufabric.service.unit_of_work import Tx
 
 Progress = Callable[[str, str], None]  # (phase, message)
 STORE_DOWN = (OperationalError, InterfaceError, LockLostError)  # the store (or its fabric lock) unreachable
@@ -200,23 +200,23 @@ class MoveEngine:
     def converge(self, label: str, extra_quarantine: Sequence[str] = ()) -> PhaseTiming:
         """Apply the desired state to the fabrics, removals everywhere first, holding the
         fabric lock (one worker at a time computes, applies and verifies)."""
-        with self.ledger.fabric_lock():
+        with self.ledger.lock.held():
             return self._converge(label, extra_quarantine)
 
-    def _prepare(self, s: Session, extra_quarantine: Sequence[str] = (), join: bool = False) -> Prepared:
-        """In the store transaction ``s``, under the fabric lock: read the desired state's inputs
+    def _prepare(self, tx: Tx, extra_quarantine: Sequence[str] = (), join: bool = False) -> Prepared:
+        """In the store transaction ``tx``, under the fabric lock: read the desired state's inputs
         and, when the last verified state is still the last word (epoch unchanged), plan against
         it and — if there is anything to apply — bump the epoch in the same transaction, before
         the first write: whatever happens from there (an error, kill -9 mid-apply), no other
         worker trusts a read-back it took before. Cold (epoch moved), the plan waits for a read
         of the fabrics outside the transaction."""
-        view, epoch = self.reader.read_in(s)
+        view, epoch = self.reader.read_in(tx)
         desired = self.desired(view, extra_quarantine=extra_quarantine)
         if self._known is None or self._known_epoch != epoch:
             return Prepared(desired, None)
         p = self._plan(desired, self._known, join)
         if not p.empty:
-            self._known_epoch = bump_in(s, self.worker)
+            self._known_epoch = bump_in(tx, self.worker)
         return Prepared(desired, p)
 
     def _plan(self, desired: DesiredState, state: FabricState, join: bool) -> Plan:
@@ -232,8 +232,8 @@ class MoveEngine:
     def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
         t0 = time.monotonic()
         if ready is None:
-            with self.store._tx() as s:
-                ready = self._prepare(s, extra_quarantine)
+            with self.store.tx() as tx:
+                ready = self._prepare(tx, extra_quarantine)
         desired, p, observed_first = ready.desired, ready.plan, False
         if p is None:
             state, observed_first = self.known_state()
@@ -280,7 +280,7 @@ class MoveEngine:
         """The plans a move would apply, per phase, computed without changing anything."""
         self.store.node(node)  # NotFoundError before anything else
         view = self.view()
-        with self.ledger.fabric_lock():
+        with self.ledger.lock.held():
             observed, _ = self.known_state()
         first = self.desired(view, extra_quarantine=[node])
         leases = [x for x in view.leases if x.node != node]
@@ -367,7 +367,7 @@ class MoveEngine:
         rest = False
         with self._heartbeat(batch):
             try:
-                with s.fabric_lock():
+                with s.lock.held():
                     fresh = [m for m in batch if m.phase is MovePhase.QUARANTINE]
                     if fresh:
                         try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
@@ -384,12 +384,12 @@ class MoveEngine:
                     before_join = (MovePhase.QUARANTINE, MovePhase.SWAP)
                     if any(m.phase in before_join for m in batch):  # quarantine verified: swap, one transaction
                         t0 = time.monotonic()
-                        got: list[Prepared] = []
-                        batch = _advance(batch, before_join, lambda ms: s.swap_leases(
-                            ms, also=lambda tx: got.append(self._prepare(tx, join=True))))  # fmt: skip
+                        with self.store.tx() as tx:  # the swap, then (same transaction) what join applies
+                            swapped = _advance(batch, before_join, lambda ms: s.swap_leases(ms, tx))
+                            ready = self._prepare(tx, join=True)  # a JoinPlanError rolls the swap back
+                        batch = swapped  # committed
                         failed += [m for m in batch if m.status is MoveStatus.FAILED]  # alone: held in quarantine
                         batch = [m for m in batch if m.status is not MoveStatus.FAILED]
-                        ready = got[0]
                         timings.append(PhaseTiming("swap", time.monotonic() - t0))
                         checkpoint("swap:committed")
                     if any(m.phase is MovePhase.JOIN for m in batch):

@@ -45,7 +45,7 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def _read_engine(store: Store) -> Engine:
-    engine = store._engine
+    engine = store.engine
     if engine.dialect.name != "sqlite":
         return engine
     reader = create_engine(engine.url, connect_args={"timeout": 30.0, "check_same_thread": False})

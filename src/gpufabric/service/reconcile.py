@@ -52,7 +52,7 @@ def reconcile_once(engine: MoveEngine, policy: Policy, resume_moves: bool = True
     """One pass, on one read of the fabrics: rogue SMs first (while one is master the trusted
     SM cannot apply anything), then the drift; then pending and crashed moves (repair only)."""
     t0 = time.monotonic()
-    with engine.ledger.fabric_lock():
+    with engine.ledger.lock.held():
         view = engine.view()
         desired = engine.desired(view)
         observed = engine.fabrics.observe()

@@ -57,6 +57,7 @@ from gpufabric.service.db_models import (
 )
 from gpufabric.service.registry import Registry
 from gpufabric.service.store_nodes import list_nodes
+from gpufabric.service.unit_of_work import Tx
 
 ALLOCATION_ATTEMPTS: Final = 50
 _NODE_LOAD: Final = (
@@ -112,6 +113,21 @@ class Store:
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for the store's own modules: the fabric lock's connection, read-only readers)."""
+        return self._engine
+
+    @contextmanager
+    def tx(self, within: Tx | None = None) -> Iterator[Tx]:
+        """The unit of work: ``with store.tx() as tx:`` is one transaction (see :mod:`.unit_of_work`);
+        ``within``: the caller's open transaction, joined (a step composed into the caller's work)."""
+        if within is not None:
+            yield within
+            return
+        with self._sessions.begin() as s:
+            yield Tx(s)
 
     @contextmanager
     def _tx(self) -> Iterator[Session]:

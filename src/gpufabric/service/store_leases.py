@@ -17,10 +17,11 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import Lease, NodeState
+from gpufabric.domain.models import QUARANTINE, Lease, NodeState
+from gpufabric.domain.moves import MovePhase
 from gpufabric.domain.values import check_id
 from gpufabric.service.convert import lease_to_domain
-from gpufabric.service.db_models import LeaseNetworkRow, LeaseRow, NetworkRow, NodeRow, OfferingRow, TenantRow
+from gpufabric.service.db_models import LeaseNetworkRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
 
 _LOAD = (
     selectinload(LeaseRow.tenant),
@@ -176,3 +177,32 @@ def _row(s: Session, lease_id: int) -> LeaseRow:
     if row is None:
         raise NotFoundError("lease", str(lease_id))
     return row
+
+
+def swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: datetime) -> None:
+    """A move batch's lease swap (:meth:`~gpufabric.service.store_moves.MoveLedger.swap_leases`): end the current leases of ``rows``' nodes and start their new ones; phase -> join."""
+    current = select(LeaseRow).where(
+        LeaseRow.node_id.in_([nodes[r.node].id for r in rows if r.node in nodes]),
+        LeaseRow.start <= now,
+        or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+    )
+    for old in s.scalars(current):
+        if old.start >= now:
+            s.delete(old)
+        else:
+            old.end = now
+    s.flush()
+    new = [
+        Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
+              r.offering or "baremetal", gpus=r.gpus)
+        for r in rows
+        if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now)
+    ]  # fmt: skip
+    create_many(s, new)
+    for r in rows:
+        if r.offering and r.node in nodes:
+            nodes[r.node].offering = r.offering
+        r.phase = MovePhase.JOIN.value
+        r.claimed_at = r.heartbeat_at = now
+    s.flush()
+

@@ -14,8 +14,7 @@ is gone. Every update is conditional on the claim it holds (:class:`ClaimLostErr
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, or_, select
@@ -23,14 +22,15 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, Lease, NodeState
+from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
-from gpufabric.service import store_leases
 from gpufabric.service.db_models import LeaseRow, MoveEventRow, MoveRow, NodeRow
 from gpufabric.service.fabric_lock import FabricLock
 from gpufabric.service.move_liveness import HeartbeatWatch, stalled_rows
 from gpufabric.service.move_requests import OPEN, RequestChecks, locked_nodes, new_move
 from gpufabric.service.store import Store
+from gpufabric.service.store_leases import swap
+from gpufabric.service.unit_of_work import Tx
 
 
 def move_to_domain(r: MoveRow) -> Move:
@@ -85,7 +85,7 @@ class MoveLedger:
         node: str,
         to_tenant: str,
         offering: str = "baremetal",
-        networks: tuple[str, ...] = (),
+        networks: tuple[str, ...] | None = (),
         *,
         gpus: int | None = None,
         lease_end: datetime | None = None,
@@ -94,17 +94,18 @@ class MoveLedger:
         requested_by: str = "",
         grant: bool = False,
         offered: bool = False,
-        also: Callable[[Session], None] | None = None,
+        tx: Tx | None = None,
     ) -> Move:
         r"""Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
-        everything first; ConflictError if the node already has an open move.
+        everything first; ConflictError if the node already has an open move. ``networks=None``:
+        every network of ``to_tenant``, read with the request's checks.
         ``release_ended``: a release of a node whose lease has already ended (expiry).
         ``grant``: a lease grant, refused when the node is leased now (naming its lease).
-        ``offered``: recorded as an offer, run only once :meth:`accept`\ ed.
-        ``also``: more rows written in the same transaction (the request's event)."""
+        ``offered``: recorded as an offer, run only once accepted.
+        ``tx``: the caller's transaction, to compose the request with its own writes (its event)."""
         return self.request_many(
             [node], to_tenant, offering, networks, gpus=gpus, lease_end=lease_end, release_ended=release_ended,
-            not_before=not_before, requested_by=requested_by, grant=grant, offered=offered, also=also,
+            not_before=not_before, requested_by=requested_by, grant=grant, offered=offered, tx=tx,
         )[0]  # fmt: skip
 
     def request_many(
@@ -112,7 +113,7 @@ class MoveLedger:
         nodes: Sequence[str],
         to_tenant: str,
         offering: str = "baremetal",
-        networks: tuple[str, ...] = (),
+        networks: tuple[str, ...] | None = (),
         *,
         gpus: int | None = None,
         lease_end: datetime | None = None,
@@ -121,40 +122,36 @@ class MoveLedger:
         requested_by: str = "",
         grant: bool = False,
         offered: bool = False,
-        also: Callable[[Session], None] | None = None,
+        tx: Tx | None = None,
     ) -> list[Move]:
         """:meth:`request` for each of ``nodes`` in one transaction: all are recorded, or none
         (the first refusal is raised). Requested together, they are claimed as one batch."""
         if not nodes or len(set(nodes)) != len(nodes):
             raise ValidationError("nodes", ",".join(nodes)[:200], "one or more node names, each once")
         now = datetime.now(UTC)
-        with self.store._tx() as s:
+        with self.store.tx(tx) as tx:
+            s = tx.session
             known = RequestChecks.read(s, nodes, to_tenant, now)
+            nets = tuple(sorted(known.networks)) if networks is None else networks
             out = [
-                new_move(s, known, now, node, to_tenant, offering, networks, gpus, lease_end, release_ended,
+                new_move(s, known, now, node, to_tenant, offering, nets, gpus, lease_end, release_ended,
                                  not_before, requested_by, grant, offered)
                 for node in nodes
             ]  # fmt: skip
-            if also is not None:
-                also(s)
             s.flush()
             return [move_to_domain(r) for r in out]
 
-    @contextmanager
-    def fabric_lock(self) -> Iterator[None]:
-        """See :class:`~gpufabric.service.fabric_lock.FabricLock`."""
-        with self.lock.held():
-            yield
-
-    def get(self, move_id: int) -> Move:
-        with self.store._tx() as s:
+    def get(self, move_id: int, tx: Tx | None = None) -> Move:
+        with self.store.tx(tx) as tx:
+            s = tx.session
             r = s.get(MoveRow, move_id)
             if r is None:
                 raise NotFoundError("move", str(move_id))
             return move_to_domain(r)
 
     def moves(self, open_only: bool = False) -> list[Move]:
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             q = select(MoveRow).order_by(MoveRow.id)
             if open_only:
                 q = q.where(MoveRow.status.in_(OPEN))
@@ -179,7 +176,8 @@ class MoveLedger:
         due = or_(MoveRow.not_before.is_(None), MoveRow.not_before <= now)
         beat = func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)
         stale = (MoveRow.status == MoveStatus.RUNNING.value) & (beat < now - timedelta(seconds=stale_after))
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             q = (
                 select(MoveRow)
                 .where(or_((MoveRow.status == MoveStatus.PENDING.value) & due, stale))
@@ -209,7 +207,8 @@ class MoveLedger:
         if not ids:
             return []
         now = datetime.now(UTC)
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             q = (
                 select(MoveRow)
                 .where(MoveRow.id.in_(ids), MoveRow.status == MoveStatus.PENDING.value)
@@ -229,7 +228,8 @@ class MoveLedger:
         naming ``reason``; moves another worker took over are left to it. The requeued moves."""
         ids = [m.id for m in moves if m.id is not None]
         claims = {m.id: m.claimed_by for m in moves}
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             rows = s.scalars(select(MoveRow).where(MoveRow.id.in_(ids)).order_by(MoveRow.id).with_for_update()).all()
             out = []
             for r in rows:
@@ -243,7 +243,8 @@ class MoveLedger:
     def reachable(self) -> bool:
         """Whether the store answers a query now."""
         try:
-            with self.store._tx() as s:
+            with self.store.tx() as tx:
+                s = tx.session
                 s.execute(select(1))
         except DBAPIError:
             return False
@@ -260,7 +261,8 @@ class MoveLedger:
         )
         busy = select(MoveRow.node).where(MoveRow.status.in_(OPEN))
         q = select(NodeRow.name).where(NodeRow.state == NodeState.LEASED.value, ~active, NodeRow.name.not_in(busy))
-        with self.store._tx() as s:  # one query: the worker asks every tick
+        with self.store.tx() as tx:  # one query: the worker asks every tick
+            s = tx.session
             return sorted(s.scalars(q))
 
     def heartbeat(self, moves: list[Move], worker: str) -> int:
@@ -269,7 +271,8 @@ class MoveLedger:
         if not ids:
             return 0
         now = datetime.now(UTC)
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             rows = s.scalars(
                 select(MoveRow).where(
                     MoveRow.id.in_(ids), MoveRow.claimed_by == worker, MoveRow.status == MoveStatus.RUNNING.value
@@ -288,7 +291,8 @@ class MoveLedger:
         """Record ``phase`` for every move of a batch in one transaction (fenced by each claim),
         with ``events`` (phase, message, seconds) added to each move's progress events."""
         now = datetime.now(UTC)
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             rows = self._rows(s, moves)
             for r in rows:
                 for ph, message, seconds in events:
@@ -307,9 +311,10 @@ class MoveLedger:
     def swap_lease(self, move: Move) -> Move:
         return self.swap_leases([move])[0]
 
-    def swap_leases(self, moves: Sequence[Move], also: Callable[[Session], None] | None = None) -> list[Move]:
+    def swap_leases(self, moves: Sequence[Move], tx: Tx | None = None) -> list[Move]:
         """For moves whose quarantine is verified: end each node's current lease and start the
-        new one; phase -> join. One transaction for the whole batch; ``also`` runs in it last.
+        new one; phase -> join. One transaction for the whole batch (``tx``: the caller's, which
+        goes on to read what join applies).
 
         A move whose own lease cannot start (its network or offering deleted since the request,
         an overlapping lease, ...) fails alone, at phase swap with the reason, in the same
@@ -317,29 +322,40 @@ class MoveLedger:
         moves of the batch swap. Only then is each move swapped on its own (savepoints): the
         whole batch is tried first, at the cost of one."""
         now = datetime.now(UTC)
-        with self.store._tx() as s:
+        with self.store.tx(tx) as tx:
+            s = tx.session
             rows = self._rows(s, moves)
             nodes = locked_nodes(s, [r.node for r in rows])
             try:
                 with s.begin_nested():
-                    _swap(s, rows, nodes, now)
+                    swap(s, rows, nodes, now)
             except GpufabricError:
                 for r in rows:
                     try:
                         with s.begin_nested():
-                            _swap(s, [r], nodes, now)
+                            swap(s, [r], nodes, now)
                     except GpufabricError as e:
                         r.status, r.phase = MoveStatus.FAILED.value, MovePhase.SWAP.value
                         r.error = f"lease swap: {e.message}"[:2000]
                         s.add(MoveEventRow(move_id=r.id, phase="swap", message=r.error))
-            out = [move_to_domain(r) for r in rows]
-            if also is not None:
-                s.flush()
-                also(s)
-            return out
+            s.flush()
+            return [move_to_domain(r) for r in rows]
+
+    def record_running(self, worker: str, phase: str, message: str, seconds: float | None = None) -> None:
+        """A progress event on every move ``worker`` runs now (one transaction)."""
+        with self.store.tx() as tx:
+            s = tx.session
+            running = select(MoveRow.id).where(MoveRow.claimed_by == worker, MoveRow.status == MoveStatus.RUNNING.value)
+            for i in s.scalars(running).all():
+                s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
+
+    def record_event(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
+        with self.store.tx() as tx:
+            tx.session.add(MoveEventRow(move_id=move_id, phase=phase[:16], message=message[:2000], seconds=seconds))
 
     def fail(self, move: Move, error: str) -> Move:
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             r = self._row(s, move)
             r.status, r.error = MoveStatus.FAILED.value, error[:2000]
             return move_to_domain(r)
@@ -349,7 +365,8 @@ class MoveLedger:
         status cancelled with ``error``; each node back to leased (it has a current lease) or
         available. One transaction."""
         now = datetime.now(UTC)
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             rows = self._rows(s, moves)
             nodes = locked_nodes(s, [r.node for r in rows])
             leased = set(s.scalars(select(LeaseRow.node_id).where(
@@ -365,7 +382,8 @@ class MoveLedger:
 
     def retry(self, move_id: int) -> Move:
         """Put a failed move back in the queue; it resumes at its recorded phase."""
-        with self.store._tx() as s:
+        with self.store.tx() as tx:
+            s = tx.session
             r = s.get(MoveRow, move_id, with_for_update=True)
             if r is None:
                 raise NotFoundError("move", str(move_id))
@@ -397,32 +415,4 @@ class MoveLedger:
                 )
             out.append(r)
         return out
-
-
-def _swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: datetime) -> None:
-    """End the current leases of ``rows``' nodes and start their new ones; phase -> join."""
-    current = select(LeaseRow).where(
-        LeaseRow.node_id.in_([nodes[r.node].id for r in rows if r.node in nodes]),
-        LeaseRow.start <= now,
-        or_(LeaseRow.end.is_(None), LeaseRow.end > now),
-    )
-    for old in s.scalars(current):
-        if old.start >= now:
-            s.delete(old)
-        else:
-            old.end = now
-    s.flush()
-    new = [
-        Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
-              r.offering or "baremetal", gpus=r.gpus)
-        for r in rows
-        if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now)
-    ]  # fmt: skip
-    store_leases.create_many(s, new)
-    for r in rows:
-        if r.offering and r.node in nodes:
-            nodes[r.node].offering = r.offering
-        r.phase = MovePhase.JOIN.value
-        r.claimed_at = r.heartbeat_at = now
-    s.flush()
 

@@ -1,10 +1,16 @@
-"""Offers: a lease an owner offered into another tenant (a move with status ``offered``), accepted
-(it becomes pending: the worker runs it, its node is marked moving) or declined (cancelled; the
-node never left quarantine). One transaction each, the node's row locked."""
+"""A move's status transitions that a person asks for, and offers.
+
+:func:`transition` is the one place that says which status a move may leave for which verb
+(``accept``/``decline`` an offer, ``cancel`` a pending or failed move): it locks the move's row,
+refuses (ConflictError naming the status) a move that is not in a status the verb leaves, and sets
+the new status. Offers: a lease an owner offered into another tenant (a move with status
+``offered``), accepted (it becomes pending: the worker runs it, its node is marked moving) or
+declined (cancelled; the node never left quarantine). Cancel: :mod:`gpufabric.service.move_cancel`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Final
 
 from sqlalchemy.orm import Session
 
@@ -13,31 +19,51 @@ from gpufabric.domain.models import NodeState
 from gpufabric.domain.moves import Move, MoveStatus
 from gpufabric.service.db_models import MoveRow
 from gpufabric.service.move_requests import locked_nodes
-from gpufabric.service.store import Store
 from gpufabric.service.store_moves import move_to_domain
+from gpufabric.service.unit_of_work import Tx
+
+TRANSITIONS: Final[dict[str, tuple[tuple[MoveStatus, ...], MoveStatus]]] = {
+    "accept": ((MoveStatus.OFFERED,), MoveStatus.PENDING),
+    "decline": ((MoveStatus.OFFERED,), MoveStatus.CANCELLED),
+    "cancel": ((MoveStatus.PENDING, MoveStatus.FAILED), MoveStatus.CANCELLED),
+}
+"""verb -> (the statuses it leaves, the status it sets)."""
 
 
-def decide_offer(store: Store, move_id: int, accept: bool, also: Callable[[Session], None] | None = None) -> Move:
-    """Accept an offered move (it becomes pending: the worker runs it; its node is marked
-    moving) or decline it (cancelled; its node never left quarantine). ConflictError unless
-    the move is an open offer."""
-    with store._tx() as s:
-        r = s.get(MoveRow, move_id, with_for_update=True)
-        if r is None:
-            raise NotFoundError("move", str(move_id))
-        if r.status != MoveStatus.OFFERED.value:
+def transition(s: Session, move_id: int, verb: str) -> tuple[MoveRow, MoveStatus]:
+    """Lock move ``move_id`` and move it to ``verb``'s status; (its row, the status it had).
+    NotFoundError, or ConflictError when its status is not one ``verb`` leaves."""
+    r = s.get(MoveRow, move_id, with_for_update=True)
+    if r is None:
+        raise NotFoundError("move", str(move_id))
+    leaves, sets = TRANSITIONS[verb]
+    was = MoveStatus(r.status)
+    if was not in leaves:
+        if verb != "cancel":
             raise ConflictError(f"move {move_id} is {r.status}, not an open offer", move=move_id)
-        if accept:
-            node = locked_nodes(s, [r.node]).get(r.node)
-            if node is None:
-                raise NotFoundError("node", r.node)
-            if node.state == NodeState.MAINTENANCE.value:
-                raise ConflictError(f"node {r.node} is in maintenance: not leasable", node=r.node)
-            node.state = NodeState.MOVING.value
-            r.status = MoveStatus.PENDING.value
-        else:
-            r.status, r.error = MoveStatus.CANCELLED.value, "offer declined"
-        if also is not None:
-            also(s)
-        s.flush()
-        return move_to_domain(r)
+        why = "a worker runs it now; wait until it is done or failed" if was is MoveStatus.RUNNING else "it has ended"
+        raise ConflictError(
+            f"move {move_id} is {r.status} (at {r.phase}): {why}; only a pending or failed move can be cancelled",
+            move=move_id, field="status", value=r.status, allowed=", ".join(x.value for x in leaves),
+        )  # fmt: skip
+    r.status = sets.value
+    return r, was
+
+
+def decide_offer(tx: Tx, move_id: int, accept: bool) -> Move:
+    """Accept an offered move (it becomes pending: the worker runs it; its node is marked
+    moving) or decline it (cancelled; its node never left quarantine), in the caller's
+    transaction ``tx``. ConflictError unless the move is an open offer."""
+    s = tx.session
+    r, _ = transition(s, move_id, "accept" if accept else "decline")
+    if accept:
+        node = locked_nodes(s, [r.node]).get(r.node)
+        if node is None:
+            raise NotFoundError("node", r.node)
+        if node.state == NodeState.MAINTENANCE.value:
+            raise ConflictError(f"node {r.node} is in maintenance: not leasable", node=r.node)
+        node.state = NodeState.MOVING.value
+    else:
+        r.error = "offer declined"
+    s.flush()
+    return move_to_domain(r)

@@ -27,6 +27,7 @@ from gpufabric.service.move_requests import OPEN
 from gpufabric.service.store import Store
 from gpufabric.service.store_moves import move_to_domain
 from gpufabric.service.store_nodes import Body, Head, node_bodies, node_from, node_heads
+from gpufabric.service.unit_of_work import Tx
 
 INVENTORY_REVISION: Final = 2  # the gf_revision row of the inventory (0005)
 
@@ -75,11 +76,12 @@ class ViewReader:
         self.refreshed = 0  # how many reads re-read the inventory (tests check the cache by it)
 
     def read(self) -> tuple[StoreView, Epoch]:
-        with self.store._tx() as s:
-            return self.read_in(s)
+        with self.store.tx() as tx:
+            return self.read_in(tx)
 
-    def read_in(self, s: Session) -> tuple[StoreView, Epoch]:
-        """:meth:`read` inside the caller's transaction ``s`` (a swap reads what join needs)."""
+    def read_in(self, tx: Tx) -> tuple[StoreView, Epoch]:
+        """:meth:`read` inside the caller's transaction ``tx`` (a swap reads what join needs)."""
+        s = tx.session
         now = datetime.now(UTC)
         revision = s.scalar(select(RevisionRow.n).where(RevisionRow.id == INVENTORY_REVISION))
         row = s.get(FabricEpochRow, 1)

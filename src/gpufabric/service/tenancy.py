@@ -19,10 +19,8 @@ touches a fabric directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-
-from sqlalchemy.orm import Session
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
@@ -33,6 +31,7 @@ from gpufabric.service.store import Store
 from gpufabric.service.store_moves import MoveLedger
 from gpufabric.service.store_offers import decide_offer
 from gpufabric.service.tenant_admin import node_owner
+from gpufabric.service.unit_of_work import Tx
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
@@ -69,47 +68,50 @@ class Tenancy:
         gpus: int | None = None,
         start: datetime | None = None,
         end: datetime | None = None,
-        also: Callable[[Session], None] | None = None,
+        tx: Tx | None = None,
     ) -> Move:
         """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``), refused
-        when the node is leased now; an offer when :func:`offers_into`. ``also`` writes more rows
-        in the same transaction."""
+        when the node is leased now; an offer when :func:`offers_into`. ``tx``: the caller's
+        transaction (its quota counts and its event commit with the request)."""
         check_name("lease.tenant", tenant)
         now = datetime.now(UTC)
         if start is not None and start.tzinfo is None:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
         nets = self._networks(principal, tenant, networks)
         return self.ledger.request(
-            node, tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, also=also,
+            node, tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, tx=tx,
             not_before=start if start is not None and start > now else None, requested_by=who(principal),
             offered=offers_into(principal, tenant),
         )  # fmt: skip
 
-    def _networks(self, principal: Principal, tenant: str, networks: Sequence[str] | None) -> tuple[str, ...]:
-        """The networks a move into ``tenant`` joins (see the module docstring for ``None``)."""
+    @staticmethod
+    def _networks(principal: Principal, tenant: str, networks: Sequence[str] | None) -> tuple[str, ...] | None:
+        """The networks a move into ``tenant`` joins (see the module docstring for ``None``); None:
+        every network of the tenant, read once, by the request itself (in its transaction)."""
         if networks is not None:
             if networks and not principal.sees_tenant(tenant):  # another tenant's networks do not exist for it
                 raise NotFoundError("network", f"{tenant}/{networks[0]}")
             return tuple(networks)
         if tenant == QUARANTINE or not principal.sees_tenant(tenant):
             return ()
-        return tuple(x.name for x in self.store.networks(tenant))
+        return None
 
-    def decide(self, principal: Principal, move_id: int, accept: bool, also: Callable[[Session], None] | None = None) -> Move:
+    def decide(self, principal: Principal, move_id: int, accept: bool, tx: Tx | None = None) -> Move:
         """Accept (or decline) an offered lease: only the receiving tenant's own token or an
-        admin may; anyone else is told the offer does not exist."""
-        move = self.ledger.get(check_id("move.id", move_id))
-        if not principal.sees_tenant(move.to_tenant):
-            if principal.role is Role.OWNER and not accept and node_owner(self.store, move.node) == principal.tenant:
-                pass  # the node's owner may withdraw its offer
-            else:
-                raise NotFoundError("offer", str(move_id))
-        if accept and principal.role is Role.SERVICE:
-            raise ForbiddenError(
-                "only the receiving tenant or an admin may accept an offer", field="role",
-                value=principal.role.value, allowed="admin, or the tenant's owner/lessee",
-            )  # fmt: skip
-        return decide_offer(self.store, move.id or move_id, accept, also=also)
+        admin may; anyone else is told the offer does not exist. The move's row is locked, the
+        permission read and the status changed in one transaction (``tx``: the caller's)."""
+        with self.store.tx(tx) as tx:
+            move = self.ledger.get(check_id("move.id", move_id), tx=tx)
+            if not principal.sees_tenant(move.to_tenant):
+                withdraw = principal.role is Role.OWNER and not accept
+                if not (withdraw and node_owner(self.store, move.node, tx=tx) == principal.tenant):
+                    raise NotFoundError("offer", str(move_id))  # (the node's owner may withdraw its offer)
+            if accept and principal.role is Role.SERVICE:
+                raise ForbiddenError(
+                    "only the receiving tenant or an admin may accept an offer", field="role",
+                    value=principal.role.value, allowed="admin, or the tenant's owner/lessee",
+                )  # fmt: skip
+            return decide_offer(tx, move.id or move_id, accept)
 
     def move(
         self,
@@ -119,9 +121,10 @@ class Tenancy:
         networks: Sequence[str] | None = None,
         offering: str = "baremetal",
         gpus: int | None = None,
+        tx: Tx | None = None,
     ) -> Move:
         """Hand ``node`` to ``to_tenant`` (QUARANTINE releases it) through quarantine."""
-        return self.move_many(principal, [node], to_tenant, networks, offering, gpus)[0]
+        return self.move_many(principal, [node], to_tenant, networks, offering, gpus, tx=tx)[0]
 
     def move_many(
         self,
@@ -131,14 +134,12 @@ class Tenancy:
         networks: Sequence[str] | None = None,
         offering: str = "baremetal",
         gpus: int | None = None,
-        also: Callable[[Session], None] | None = None,
+        tx: Tx | None = None,
     ) -> list[Move]:
-        """:meth:`move` for several nodes, requested in one transaction (all or none): the worker
-        claims them together and runs them as one batch."""
+        """:meth:`move` for several nodes, requested in one transaction (all or none; ``tx``: the
+        caller's): the worker claims them together and runs them as one batch."""
         nets = self._networks(principal, to_tenant, networks)
-        return self.ledger.request_many(
-            nodes, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal), also=also
-        )
+        return self.ledger.request_many(nodes, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal), tx=tx)
 
     def end(self, principal: Principal, lease_id: int) -> tuple[Lease, Move | None]:
         """End lease ``lease_id`` now: its node goes to quarantine. A lease that has not started

@@ -27,10 +27,12 @@ from gpufabric.service.db_models import (
 )
 from gpufabric.service.store import Store
 from gpufabric.service.store_leases import _LOAD as LEASE_LOAD
+from gpufabric.service.unit_of_work import Tx
 
 
 def delete_tenant(store: Store, name: str) -> Tenant:
-    with store._tx() as s:
+    with store.tx() as tx:
+        s = tx.session
         row = s.scalar(select(TenantRow).where(TenantRow.name == name))
         if row is None:
             raise NotFoundError("tenant", name)
@@ -72,7 +74,8 @@ def adopt_network(store: Store, name: str, tenant: str, cfg: SegmentConfig, segm
         if fabric not in (Fabric.ETHERNET, Fabric.INFINIBAND):
             raise ValidationError("segments.fabric", fabric.value, "ethernet or infiniband")
     try:
-        with store._tx() as s:
+        with store.tx() as tx:
+            s = tx.session
             t = s.scalar(select(TenantRow).where(TenantRow.name == tenant))
             if t is None:
                 raise NotFoundError("tenant", tenant)
@@ -102,7 +105,8 @@ def adopt_network(store: Store, name: str, tenant: str, cfg: SegmentConfig, segm
 
 def active_lease(store: Store, node: str) -> Lease | None:
     now = datetime.now(UTC)
-    with store._tx() as s:
+    with store.tx() as tx:
+        s = tx.session
         q = (
             select(LeaseRow)
             .join(NodeRow, LeaseRow.node_id == NodeRow.id)
@@ -115,7 +119,8 @@ def active_lease(store: Store, node: str) -> Lease | None:
 
 def set_lease_networks(store: Store, lease_id: int, networks: tuple[str, ...]) -> Lease:
     """Replace a lease's networks (all of its own tenant's)."""
-    with store._tx() as s:
+    with store.tx() as tx:
+        s = tx.session
         row = s.scalar(select(LeaseRow).options(*LEASE_LOAD).where(LeaseRow.id == lease_id))
         if row is None:
             raise NotFoundError("lease", str(lease_id))
@@ -133,7 +138,8 @@ def set_lease_networks(store: Store, lease_id: int, networks: tuple[str, ...]) -
 
 
 def set_node_owner(store: Store, node: str, owner: str | None) -> Node:
-    with store._tx() as s:
+    with store.tx() as tx:
+        s = tx.session
         row = s.scalar(select(NodeRow).where(NodeRow.name == node))
         if row is None:
             raise NotFoundError("node", node)
@@ -143,8 +149,9 @@ def set_node_owner(store: Store, node: str, owner: str | None) -> Node:
     return store.node(node)
 
 
-def node_owner(store: Store, node: str) -> str | None:
-    with store._tx() as s:
+def node_owner(store: Store, node: str, tx: Tx | None = None) -> str | None:
+    with store.tx(tx) as tx:
+        s = tx.session
         row = s.scalar(select(NodeRow).where(NodeRow.name == node))
         if row is None:
             raise NotFoundError("node", node)
