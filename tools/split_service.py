@@ -54,6 +54,9 @@ MAPPING: dict[str, str] = {
     "tenant_admin": "store.tenants",
     "registry": "store.registry",
     "migrations": "store.migrations",  # a package (alembic env + versions)
+    "store_fabric_ports": "store.fabric_ports",
+    "loop_leader": "store.loop_leader",
+    "columns": "engine.columns",
     "fabrics": "engine.fabrics",
     "moves": "engine.moves",
     "move_isolation": "engine.isolation",
@@ -65,6 +68,7 @@ MAPPING: dict[str, str] = {
     "inventory": "workflow.inventory",
     "loops": "runtime.loops",
     "telemetry": "runtime.telemetry",
+    "site_check": "runtime.site_check",
 }
 LAYERS = ("runtime", "workflow", "engine", "store")  # outer first
 PACKAGE_DOCS = {

@@ -38,7 +38,7 @@ class LoopLeader:
         self.held = False
 
     def try_lead(self) -> bool:
-        engine = self.store._engine
+        engine = self.store.engine
         if engine.dialect.name == "postgresql":
             self.held = self._pg(engine)
         else:
