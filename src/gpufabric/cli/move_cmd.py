@@ -14,7 +14,6 @@ from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import GpufabricError, ValidationError
-from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_id
 
 app = typer.Typer(no_args_is_help=True)
@@ -53,6 +52,8 @@ def move_node(
     window: float,
     gpus: int | None = None,
 ) -> None:
+    from gpufabric.domain.models import QUARANTINE
+
     store = open_store()
     for node in nodes:
         store.node(node)  # "node not found" before anything needs the fabrics
@@ -226,8 +227,6 @@ def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: boo
 
 @app.command("list")
 def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
-    from gpufabric.service.store_moves import MoveLedger
-
     r = backend()
     if r:
         data = items(r.get("/moves", limit=1000))
@@ -251,6 +250,8 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
             ],
         )
         return
+    from gpufabric.service.store_moves import MoveLedger
+
     ms = MoveLedger(open_store()).moves(open_only)
     if json_out:
         emit_json(jsonable(ms))

@@ -5,24 +5,49 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
-
-from rich.console import Console
-from rich.markup import escape as _rich_escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.serial import jsonable
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = ["console", "emit_json", "escape", "fail", "jsonable", "table"]
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: ``--json`` output never imports rich (bench/bench_cli.py)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._real: Console | None = None
+
+    def real(self) -> Console:
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console(stderr=self._stderr)
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+def real_console(c: Console) -> Console:
+    """The rich Console behind ``console``/``err_console`` (for rich objects that take one)."""
+    return c.real() if isinstance(c, _LazyConsole) else c
+
+
+console: Console = _LazyConsole()  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 def escape(x: object) -> str:
     """User text (names, descriptions, error values) made inert for rich markup: ``[/x]`` prints as is."""
-    return _rich_escape(str(x))
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(str(x))
 
 
 def emit_json(data: Any) -> None:
@@ -30,6 +55,8 @@ def emit_json(data: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     t = Table(title=escape(title))
     for c in columns:
         t.add_column(c, overflow="fold")
