@@ -52,21 +52,29 @@ class Answer:
 
 
 def _raise(r: Answer) -> None:
+    """The API's error as the domain error it was: its ``to_json`` is the server's body again."""
     try:
-        err = r.json()["error"]
+        doc = r.json()
+        err = doc["error"]
+        details = doc.get("details") or {}
     except Exception:  # not our error shape (a proxy, a crash): one line with the status
         raise GpufabricError(f"API answered {r.status_code}: {r.text[:200]}") from None
     msg = err.get("message") or f"API answered {r.status_code}"
+    e: GpufabricError
     if r.status_code == 404:
-        e: GpufabricError = NotFoundError(err.get("field") or "object", str(err.get("value")))
-        e.message = msg
-        raise e
-    if r.status_code == 422:
-        raise ValidationError(err.get("field") or "request", err.get("value"), err.get("allowed") or "")
-    cls = {401: UnauthorizedError, 403: ForbiddenError, 409: ConflictError, 503: UnavailableError}.get(
-        r.status_code, GpufabricError
-    )
-    raise cls(msg, field=err.get("field"), value=err.get("value"))
+        e = NotFoundError(err.get("field") or "object", str(err.get("value")))
+    elif r.status_code == 422:
+        e = ValidationError(err.get("field") or "request", err.get("value"), err.get("allowed") or "")
+    else:
+        cls = {401: UnauthorizedError, 403: ForbiddenError, 409: ConflictError, 503: UnavailableError}.get(
+            r.status_code, GpufabricError
+        )
+        e = cls(msg)
+    e.message = msg
+    e.fields = {**{k: err.get(k) for k in ("field", "value", "allowed")}, **details}
+    if type(e) is GpufabricError and err.get("code"):
+        e.code = str(err["code"])  # a code without its own class here (too_large, rate_limited, quota, ...)
+    raise e
 
 
 def tls_context() -> ssl.SSLContext:

@@ -19,10 +19,26 @@ from gpufabric.domain.values import check_id
 app = typer.Typer(no_args_is_help=True)
 
 
-def _print_result(result: Any, json_out: bool) -> None:
+def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
+    """The moves ``move_ids`` as ``GET /moves/{id}`` answers them (the one move shape)."""
+    from gpufabric.domain.move_json import move_detail
+    from gpufabric.service.queries import Reader
+
+    rd, out = Reader(store), []
+    for i in move_ids:
+        rows = rd.moves(LOCAL_ADMIN, 1, 0, move_id=i)[0]
+        if rows:
+            out.append(move_detail(rows[0], rd.move_events(i)))
+    return out
+
+
+def _print_result(engine: Any, result: Any, json_out: bool) -> None:
+    from gpufabric.domain.move_json import run_json
+
     data = result.to_dict()
     if json_out:
-        emit_json(data)
+        ids = [m.id for m in result.moves if m.id is not None]
+        emit_json(run_json(local_details(engine.store, ids), data["phases"], data["plans"]))
         return
     for m in data["moves"]:
         console.print(f"move {m['id']}: {m['node']} {m['from']} -> {m['to']}: [bold]{m['status']}[/]")
@@ -91,13 +107,13 @@ def run_requested(engine: Any, move_ids: list[int], json_out: bool, window: floa
         engine.progress = progress
         result = engine.run_pending(window=window)
         if result is not None and set(move_ids) <= {m.id for m in result.moves}:
-            _print_result(result, json_out)
+            _print_result(engine, result, json_out)
             ms = [m for m in result.moves if m.id in move_ids]
             if not any(m.status is MoveStatus.FAILED for m in ms):
                 return
         else:
             ms = _follow_local(engine, move_ids, wait)
-            _print_moves(ms, json_out)
+            _print_moves(engine, ms, json_out)
     failed = [m for m in ms if m.status is MoveStatus.FAILED]  # one failed alone, the others went on
     if failed:
         raise GpufabricError(f"move {failed[0].id} failed: {failed[0].error}", move=failed[0].id)
@@ -119,9 +135,11 @@ def _follow_local(engine: Any, move_ids: list[int], wait: float) -> list[Any]:
     return ms
 
 
-def _print_moves(ms: list[Any], json_out: bool) -> None:
-    if json_out:
-        emit_json({"moves": [jsonable(m) for m in ms], "phases": []})
+def _print_moves(engine: Any, ms: list[Any], json_out: bool) -> None:
+    if json_out:  # run by another worker: the run as the API shows it
+        from gpufabric.domain.move_json import run_json
+
+        emit_json(run_json(local_details(engine.store, [m.id for m in ms if m.id is not None])))
         return
     for m in ms:
         when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
@@ -160,7 +178,9 @@ def move_remote(
     ids = [m["id"] for m in r.post("/moves/batch", {**body, "nodes": nodes})["items"]]
     details = [_follow(r, i, json_out) for i in ids]
     if json_out:
-        emit_json({"items": details})
+        from gpufabric.domain.move_json import run_json
+
+        emit_json(run_json(details))
     else:
         for d in details:
             _print_detail(d)
@@ -170,8 +190,10 @@ def move_remote(
 def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
     """Show a move's phases as the server's worker runs it (server-sent events), then its end."""
     detail = _follow(r, move_id, json_out)
-    if json_out:
-        emit_json(detail)
+    if json_out:  # the run as the local CLI prints it (who ran it decides only what is known)
+        from gpufabric.domain.move_json import run_json
+
+        emit_json(run_json([detail]))
     else:
         _print_detail(detail)
     _raise_failed([detail])
@@ -274,7 +296,7 @@ def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
         engine = open_engine(progress=progress)
         engine.ledger.retry(move_id)
         result = engine.run_pending()
-    _print_result(result, json_out)
+    _print_result(engine, result, json_out)
 
 
 @app.command("cancel")
@@ -306,9 +328,12 @@ def resume(
     window: float = typer.Option(0.0, "--window", help="Wait this long first so concurrent requests share the batch."),
 ) -> None:
     """Run pending moves (one coalesced batch) and take over moves whose worker died (after a crash)."""
+    from gpufabric.domain.move_json import run_json
+
     with phase_progress(not json_out) as progress:
-        result = open_engine(progress=progress).run_pending(window=window, limit=limit, stale_after=stale_after)
+        engine = open_engine(progress=progress)
+        result = engine.run_pending(window=window, limit=limit, stale_after=stale_after)
     if result is None:
-        emit_json({"moves": [], "phases": []}) if json_out else console.print("nothing to resume")
+        emit_json(run_json([])) if json_out else console.print("nothing to resume")
         return
-    _print_result(result, json_out)
+    _print_result(engine, result, json_out)

@@ -67,7 +67,7 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
 
 def fail(e: GpufabricError, json_mode: bool) -> NoReturn:
     if json_mode:
-        emit_json(e.to_dict())
+        emit_json(e.to_json())
     else:
         err_console.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
     raise SystemExit(2)
