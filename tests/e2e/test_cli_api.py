@@ -57,13 +57,13 @@ def test_a_move_and_an_error_print_one_shape_locally_and_through_the_api(lab: La
     """``node move --json`` is the same document whoever ran the move (this process or the
     server's worker), and so is an error (the API's own error shape)."""
     env = api(server)
-    here = lab.gfj("node", "move", "gpu-a05", "--to-tenant", "beta", "--network", "beta-net", timeout=120)
-    there = lab.gfj("node", "move", "gpu-a05", "--to-tenant", "quarantine", extra_env=env, timeout=120)
+    here = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "beta", "--network", "beta-net", timeout=120)
+    there = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "quarantine", extra_env=env, timeout=120)
     assert set(here) == set(there) == {"moves", "phases", "total_seconds", "plans"}
     assert set(here["moves"][0]) == set(there["moves"][0]) == set(lab.gfj("move", "show", str(here["moves"][0]["id"])))
     assert {k for p in here["phases"] for k in p} == {k for p in there["phases"] for k in p}
-    assert [p["phase"] for p in here["phases"]] == ["quarantine", "swap", "join"]
-    assert [p["phase"] for p in there["phases"]][:1] == ["quarantine"] and there["total_seconds"] > 0
+    for run in (here, there):  # this process ran the first (or followed the server's worker), the server the second
+        assert {"quarantine", "join"} <= {p["phase"] for p in run["phases"]} and run["total_seconds"] > 0, run
     assert (here["moves"][0]["to_tenant"], there["moves"][0]["to_tenant"]) == ("beta", "quarantine")
     assert all(m["status"] == "done" for m in (here["moves"][0], there["moves"][0]))
     for cmd in (("node", "show", "gpu-zz9"), ("move", "show", "99999"), ("tenant", "create", "beta")):
