@@ -238,12 +238,10 @@ def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: boo
     if r:
         d = r.get(f"/moves/{move_id}")
     else:
-        rd = reader()
-        found = rd.moves(LOCAL_ADMIN, 1, 0, move_id=move_id)[0]
+        found = local_details(open_store(), [move_id])  # as GET /moves/{id} answers it
         if not found:
             raise NotFoundError("move", str(move_id))
-        events = rd.move_events(move_id)
-        d = {**found[0], "events": events, "timings": {e["phase"]: e["seconds"] for e in events if e["seconds"]}}
+        d = found[0]
     emit_json(d) if json_out else _print_detail(d)
 
 
