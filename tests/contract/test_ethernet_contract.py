@@ -202,4 +202,4 @@ def test_empty_batch_is_a_no_op(target: EthernetTarget) -> None:
 def test_driver_errors_are_fabric_errors(target: EthernetTarget) -> None:
     with pytest.raises(FabricError) as ei:
         target.driver.apply([access(target, "nosuchport1", 1200)])
-    assert ei.value.to_dict()["fabric"] == "ethernet"
+    assert ei.value.to_json()["details"]["fabric"] == "ethernet"

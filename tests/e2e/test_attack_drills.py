@@ -365,7 +365,7 @@ def test_ipoib_group_comes_with_the_lease_and_goes_with_the_move_out(lab: LabEnv
     lease = next(x for x in lab.gfj("lease", "list") if x["node"] == "gpu-a03" and x["end"] is None)
     lab.gfj("lease", "delete", str(lease["id"]))
     assert groups() == {"ff12:401b:ffff::ffff:ffff"}  # only the default partition's
-    assert created["moves"][0]["to"] == "gamma"
+    assert created["moves"][0]["to_tenant"] == "gamma"
     leaked = leaks(lab)
     REPORT.append(("IPoIB group with a lease, gone after it", "verified", time.monotonic() - t0, ", ".join(leaked) or "nothing"))
     assert leaked == []

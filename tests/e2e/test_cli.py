@@ -89,7 +89,7 @@ def test_bad_config_refused_and_nothing_written(gf, tmp_path: Path, config: str,
     (tmp_path / "config.yaml").write_text(config + "\n")
     p = gf("network", "create", "n1", "--tenant", "t1", "--json")
     assert p.returncode == 2
-    err = json.loads(p.stdout)
+    err = json.loads(p.stdout)["error"]
     assert err["field"].startswith(field) and allowed in err["allowed"], err
     (tmp_path / "config.yaml").unlink()
     assert ok_json(gf("network", "list", "--json")) == []

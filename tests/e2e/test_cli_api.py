@@ -4,6 +4,7 @@ the event log of API writes; and the API without a token or with another tenant'
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -41,7 +42,7 @@ def test_move_through_the_api_is_run_by_the_server_worker(lab: LabEnv, server: d
     lab.gf("tenant", "create", "gamma", extra_env=env)
     lab.gf("network", "create", "gamma-net", "--tenant", "gamma", extra_env=env)
     nets = nets_of(lab)
-    done = lab.gfj("node", "move", "gpu-a02", "--to-tenant", "gamma", extra_env=env, timeout=120)
+    done = lab.gfj("node", "move", "gpu-a02", "--to-tenant", "gamma", extra_env=env, timeout=120)["moves"][0]
     assert done["status"] == "done" and done["phase"] == "done", done
     assert {"quarantine", "join"} <= set(done["timings"]) and done["events"]
     assert owner_of_ports(lab, "gpu-a02", nets) == {"gamma"}
@@ -50,6 +51,28 @@ def test_move_through_the_api_is_run_by_the_server_worker(lab: LabEnv, server: d
     assert {e["actor"] for e in events[:3]} == {"cli"}
     shown = lab.gfj("move", "show", str(done["id"]), extra_env=env)
     assert shown["status"] == "done"
+
+
+def test_a_move_and_an_error_print_one_shape_locally_and_through_the_api(lab: LabEnv, server: dict[str, Any]) -> None:
+    """``node move --json`` is the same document whoever ran the move (this process or the
+    server's worker), and so is an error (the API's own error shape)."""
+    env = api(server)
+    here = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "beta", "--network", "beta-net", timeout=120)
+    there = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "quarantine", extra_env=env, timeout=120)
+    assert set(here) == set(there) == {"moves", "phases", "total_seconds", "plans"}
+    assert set(here["moves"][0]) == set(there["moves"][0]) == set(lab.gfj("move", "show", str(here["moves"][0]["id"])))
+    assert {k for p in here["phases"] for k in p} == {k for p in there["phases"] for k in p}
+    for run in (here, there):  # this process ran the first (or followed the server's worker), the server the second
+        assert {"quarantine", "join"} <= {p["phase"] for p in run["phases"]} and run["total_seconds"] > 0, run
+    assert (here["moves"][0]["to_tenant"], there["moves"][0]["to_tenant"]) == ("beta", "quarantine")
+    assert all(m["status"] == "done" for m in (here["moves"][0], there["moves"][0]))
+    for cmd in (("node", "show", "gpu-zz9"), ("move", "show", "99999"), ("tenant", "create", "beta")):
+        mine = lab.gf(*cmd, "--json", check=False)
+        theirs = lab.gf(*cmd, "--json", extra_env=env, check=False)
+        assert mine.returncode == theirs.returncode == 2, cmd
+        a, b = json.loads(mine.stdout), json.loads(theirs.stdout)
+        assert set(a["error"]) == set(b["error"]) == {"code", "field", "value", "allowed", "message"}, (a, b)
+        assert a["error"]["code"] == b["error"]["code"] and a["error"]["message"] == b["error"]["message"], (a, b)
 
 
 def test_a_lease_dry_run_through_the_api_is_the_local_one(lab: LabEnv, server: dict[str, Any]) -> None:
@@ -89,11 +112,12 @@ def _wait_owner(lab: LabEnv, node: str, want: set[str], timeout: float = 30) -> 
 def test_lease_through_the_api_is_applied_by_the_server(lab: LabEnv, server: dict[str, Any]) -> None:
     env = api(server)
     made = lab.gfj("lease", "create", "--tenant", "beta", "--node", "gpu-a03", "--network", "beta-net", extra_env=env)
+    made = made["moves"][0]
     # the grant is a move the server's worker runs; the CLI followed it to its end
     assert (made["to_tenant"], made["status"]) == ("beta", "done") and made["timings"]
     assert _wait_owner(lab, "gpu-a03", {"beta"}) == {"beta"}
     lease = next(x for x in lab.gfj("lease", "list", extra_env=env) if x["node"] == "gpu-a03" and x["active"])
-    ended = lab.gfj("lease", "delete", str(lease["id"]), extra_env=env)
+    ended = lab.gfj("lease", "delete", str(lease["id"]), extra_env=env)["moves"][0]
     assert (ended["to_tenant"], ended["status"]) == ("quarantine", "done")
     assert _wait_owner(lab, "gpu-a03", {"quarantine"}) == {"quarantine"}
     gone = next(x for x in lab.gfj("lease", "list", extra_env=env) if x["id"] == lease["id"])

@@ -36,7 +36,7 @@ def test_move_from_openstack_tenant_to_openshift_tenant(lab: LabEnv) -> None:
     assert owner_of_ports(lab, "gpu-a01", nets) == {"alpha"}, "a dry run changes nothing"
 
     result = lab.gfj("node", "move", "gpu-a01", "--to-tenant", "beta", "--offering", "openshift")
-    assert result["moves"][0]["status"] == "done" and result["moves"][0]["from"] == "alpha"
+    assert result["moves"][0]["status"] == "done" and result["moves"][0]["from_tenant"] == "alpha"
     assert [p["phase"] for p in result["phases"]] == ["quarantine", "swap", "join"]
     assert all(p["seconds"] > 0 for p in result["phases"])
     assert result["phases"][0]["changes"] >= 2 and result["phases"][2]["changes"] >= 2

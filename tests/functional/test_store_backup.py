@@ -175,7 +175,7 @@ def test_backup_under_writes_then_restore_into_a_fresh_home(store_url: str, fres
     with Store.open(fresh_url) as s:
         s.create_tenant("extra")
     refused_json = json.loads(_gf(env, "store", "restore", str(tmp_path / "store.bak"), "--json").stdout)
-    assert refused_json["error"] == "conflict" and refused_json["tenants"] == len(t) + 1
+    assert refused_json["error"]["code"] == "conflict" and refused_json["details"]["tenants"] == len(t) + 1
     assert "extra" in _snapshot(fresh_url)["tenants"]
     forced = _gf(env, "store", "restore", str(tmp_path / "store.bak"), "--force", "--json")
     assert forced.returncode == 0, forced.stderr

@@ -94,7 +94,7 @@ def _rows(nodes: list[Node]) -> list[dict[str, object]]:
 
 def _render(monkeypatch: pytest.MonkeyPatch, rows: list[dict[str, object]], wide: bool, width: int = 80) -> str:
     buf = io.StringIO()
-    monkeypatch.setattr(output, "Console", lambda width: Console(file=buf, width=width, color_system=None))
+    monkeypatch.setattr(output, "sized_console", lambda width: Console(file=buf, width=width, color_system=None))
     node_table(rows, wide=wide, width=width)
     return buf.getvalue()
 

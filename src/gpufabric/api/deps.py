@@ -62,23 +62,7 @@ def status_of(e: GpufabricError) -> int:
 
 
 def error_body(e: GpufabricError) -> dict[str, Any]:
-    f = e.fields
-    return {
-        "error": {
-            "code": e.code,
-            "field": f.get("field") or f.get("kind"),
-            "value": _short(f.get("value", f.get("name"))),
-            "allowed": f.get("allowed"),
-            "message": e.message,
-        }
-    }
-
-
-def _short(v: Any) -> Any:
-    if v is None or isinstance(v, (bool, int, float)):
-        return v
-    text = str(v)
-    return text if len(text) <= 200 else text[:200] + "..."
+    return e.to_json()  # the one error shape (domain/errors.py), the CLI's --json too
 
 
 @dataclass

@@ -19,9 +19,7 @@ def audit(
 ) -> None:
     """Read every fabric, check the isolation invariants against the leases, and report.
     Exit code 1 when a violation at or above --fail-on is found."""
-    from gpufabric.audit import Severity, exit_code, render_html
-    from gpufabric.cli.audit_view import print_report
-    from gpufabric.service.audit_run import audit
+    from gpufabric.audit import Severity
 
     try:
         threshold = Severity(fail_on)
@@ -43,6 +41,10 @@ def audit(
         if worst and min(worst) <= order.index(threshold.value):
             raise typer.Exit(1)
         return
+    from gpufabric.audit import exit_code, render_html
+    from gpufabric.cli.audit_view import print_report
+    from gpufabric.service.audit_run import audit
+
     report = audit(open_engine(), only=only or None)
     if html is not None:
         html.write_text(render_html(report))

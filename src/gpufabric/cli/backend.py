@@ -7,6 +7,7 @@ command prints the same output and ``--json`` either way.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpufabric.domain.errors import (
@@ -20,7 +21,8 @@ from gpufabric.domain.errors import (
 )
 
 if TYPE_CHECKING:
-    import httpx
+    import http.client
+    import ssl
 
 ALL = 100_000
 
@@ -33,43 +35,147 @@ class Backend(Protocol):
     def delete(self, path: str) -> Any: ...
 
 
-def _raise(r: httpx.Response) -> None:
+class Answer:
+    """One HTTP answer: status and body (read whole)."""
+
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code, self.content = status_code, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.content)
+
+
+def _raise(r: Answer) -> None:
+    """The API's error as the domain error it was: its ``to_json`` is the server's body again."""
     try:
-        err = r.json()["error"]
+        doc = r.json()
+        err = doc["error"]
+        details = doc.get("details") or {}
     except Exception:  # not our error shape (a proxy, a crash): one line with the status
         raise GpufabricError(f"API answered {r.status_code}: {r.text[:200]}") from None
     msg = err.get("message") or f"API answered {r.status_code}"
+    e: GpufabricError
     if r.status_code == 404:
-        e: GpufabricError = NotFoundError(err.get("field") or "object", str(err.get("value")))
-        e.message = msg
-        raise e
-    if r.status_code == 422:
-        raise ValidationError(err.get("field") or "request", err.get("value"), err.get("allowed") or "")
-    cls = {401: UnauthorizedError, 403: ForbiddenError, 409: ConflictError, 503: UnavailableError}.get(
-        r.status_code, GpufabricError
-    )
-    raise cls(msg, field=err.get("field"), value=err.get("value"))
+        e = NotFoundError(err.get("field") or "object", str(err.get("value")))
+    elif r.status_code == 422:
+        e = ValidationError(err.get("field") or "request", err.get("value"), err.get("allowed") or "")
+    else:
+        cls = {401: UnauthorizedError, 403: ForbiddenError, 409: ConflictError, 503: UnavailableError}.get(
+            r.status_code, GpufabricError
+        )
+        e = cls(msg)
+    e.message = msg
+    e.fields = {**{k: err.get(k) for k in ("field", "value", "allowed")}, **details}
+    if type(e) is GpufabricError and err.get("code"):
+        e.code = str(err["code"])  # a code without its own class here (too_large, rate_limited, quota, ...)
+    raise e
+
+
+def tls_context() -> ssl.SSLContext:
+    """Certificates verified as httpx does: ``$SSL_CERT_FILE``, else ``$SSL_CERT_DIR``, else
+    certifi's bundle (the system's when certifi is absent); host names checked."""
+    import ssl
+
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover - certifi comes with httpx, a dependency
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+class _Stream:
+    """A streamed GET (server-sent events): ``iter_lines`` until the server ends it."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self.conn, self.resp = conn, resp
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def iter_lines(self) -> Iterator[str]:
+        for raw in self.resp:
+            yield raw.decode("utf-8", "replace").rstrip("\r\n")
 
 
 class Remote:
-    """The API v1 of a running server."""
+    """The API v1 of a running server, over ``http.client`` (a command through ``--api`` imports
+    no HTTP library: bench/bench_cli.py)."""
 
     remote = True
 
     def __init__(self, url: str, token: str, timeout: float = 30.0) -> None:
         if not token:
             raise UnauthorizedError("--api needs a token: --token-file, $GPUFABRIC_TOKEN_FILE, --token or $GPUFABRIC_TOKEN")
-        import httpx  # 80 ms of imports: only a command that talks to a server pays it
+        from urllib.parse import urlsplit
 
-        self._http_error = httpx.HTTPError
         self.base = url.rstrip("/") + "/api/v1"
-        self.client = httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+        u = urlsplit(self.base)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise UnavailableError(f"cannot reach the API at {self.base}: not an http(s) URL", field="api")
+        self._https, self._host, self._port, self._prefix = u.scheme == "https", u.hostname, u.port, u.path
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self._timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
 
-    def _do(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            r = self.client.request(method, self.base + path, **kw)
-        except self._http_error as e:
-            raise UnavailableError(f"cannot reach the API at {self.base}: {e}", field="api") from None
+    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+        import http.client
+
+        if self._https:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=tls_context())
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None) -> Any:
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, self._prefix + path, body=body, headers=headers)
+        return conn.getresponse()
+
+    def _url(self, path: str, params: dict[str, Any] | None) -> str:
+        if not params:
+            return path
+        from urllib.parse import urlencode
+
+        return f"{path}?{urlencode(params, doseq=True)}"
+
+    def _do(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+        import http.client
+        import json as _json
+
+        body = None if json is None else _json.dumps(json).encode()
+        target = self._url(path, params)
+        for attempt in (0, 1):  # a kept-alive connection the server closed: once more on a new one
+            reused = self._conn is not None
+            try:
+                if self._conn is None:
+                    self._conn = self._connect(self._timeout)
+                resp = self._send(self._conn, method, target, body)
+                r = Answer(resp.status, resp.read())
+                if resp.will_close:
+                    self._conn.close()
+                    self._conn = None
+                break
+            except (OSError, http.client.HTTPException) as e:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                if reused and attempt == 0 and isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError,
+                                                              ConnectionResetError)):  # fmt: skip
+                    continue
+                raise UnavailableError(f"cannot reach the API at {self.base}: {e}", field="api") from None
         if r.status_code >= 400:
             _raise(r)
         return r.json() if r.content else None
@@ -84,8 +190,19 @@ class Remote:
     def delete(self, path: str) -> Any:
         return self._do("DELETE", path)
 
-    def stream(self, path: str) -> Any:
-        return self.client.stream("GET", self.base + path, timeout=None)
+    def stream(self, path: str) -> _Stream:
+        import http.client
+
+        try:
+            conn = self._connect(None)
+            resp = self._send(conn, "GET", path, None)
+        except (OSError, http.client.HTTPException) as e:
+            raise UnavailableError(f"cannot reach the API at {self.base}: {e}", field="api") from None
+        if resp.status >= 400:
+            r = Answer(resp.status, resp.read())
+            conn.close()
+            _raise(r)
+        return _Stream(conn, resp)
 
 
 def api_url() -> str:

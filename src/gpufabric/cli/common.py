@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
 
-from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.quotas import Quotas
-from gpufabric.domain.segments import SegmentConfig
+if TYPE_CHECKING:  # imported by the functions that read them: a command through --api never does
+    from gpufabric.domain.quotas import Quotas
+    from gpufabric.domain.segments import SegmentConfig
 
 JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
 
@@ -43,6 +42,10 @@ def close_stores() -> None:
 
 def _config_section(key: str) -> dict[str, Any] | None:
     """Section ``key`` of ``$GPUFABRIC_HOME/config.yaml`` (or GPUFABRIC_CONFIG); None without a file."""
+    import yaml
+
+    from gpufabric.domain.errors import ConfigError
+
     path = Path(os.environ.get("GPUFABRIC_CONFIG", home() / "config.yaml"))
     if not path.exists():
         return None
@@ -58,12 +61,16 @@ def _config_section(key: str) -> dict[str, Any] | None:
 
 def segment_config() -> SegmentConfig:
     """Pools and the PKey mapping from ``$GPUFABRIC_HOME/config.yaml`` (``segments:``), else defaults."""
+    from gpufabric.domain.segments import SegmentConfig
+
     section = _config_section("segments")
     return SegmentConfig.default() if section is None else SegmentConfig.from_dict(section)
 
 
 def quota_config() -> Quotas:
     """Per-tenant quotas from ``config.yaml`` (``quotas:``), else defaults."""
+    from gpufabric.domain.quotas import Quotas
+
     return Quotas.from_dict(_config_section("quotas"))
 
 

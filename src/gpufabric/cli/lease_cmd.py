@@ -99,6 +99,7 @@ def list_leases(json_out: bool = JSON_OPT) -> None:
 def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
     """End a lease now: its node goes to quarantine on every fabric (verified); the lease is kept, ended."""
     from gpufabric.cli.move_cmd import follow_remote, run_requested
+    from gpufabric.domain.move_json import run_json
     from gpufabric.domain.values import check_id
 
     check_id("lease_id", lease_id)
@@ -108,12 +109,13 @@ def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
         if ended.get("move"):
             follow_remote(r, ended["move"]["id"], json_out)
         else:
-            emit_json(ended) if json_out else console.print(f"lease {lease_id} needs no release")
+            emit_json({"lease": ended["lease"], **run_json([])}) if json_out else console.print(
+                f"lease {lease_id} needs no release")  # fmt: skip
         return
     lease, move = actions().end_lease(LOCAL_ADMIN, lease_id)
     if move is None:
         if json_out:
-            emit_json({"lease": jsonable(lease), "moves": [], "phases": []})
+            emit_json({"lease": jsonable(lease), **run_json([])})
         else:
             console.print(f"lease {lease.id} ({escape(lease.node)}, {escape(lease.tenant)}) needs no release")
         return

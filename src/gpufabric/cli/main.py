@@ -7,39 +7,23 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from gpufabric.cli import (
-    admin_cmd,
-    audit_cmd,
-    deploy_cmd,
-    inventory_cmd,
-    lab_cmd,
-    lease_cmd,
-    move_cmd,
-    node_cmd,
-    offload_cmd,
-    ops_cmd,
-    serve_cmd,
-    site_cmd,
-    store_cmd,
-    tenant_cmd,
-)
-from gpufabric.cli.common import close_stores
-from gpufabric.cli.output import fail
 from gpufabric.domain.errors import ConfigError, GpufabricError
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    help="gpufabric: hand GPU servers between tenants, isolated on every fabric.",
-)
+_HELP = "gpufabric: hand GPU servers between tenants, isolated on every fabric."
 
 
-@app.callback()
+def _root() -> typer.Typer:
+    return typer.Typer(
+        no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=_HELP
+    )
+
+
 def _global(
     db: str = typer.Option("", "--db", help="SQLAlchemy URL of the store (default: SQLite under --home)."),
     home: Path = typer.Option(None, "--home", help="State directory (default $GPUFABRIC_HOME or ./.gpufabric)."),
@@ -49,7 +33,9 @@ def _global(
     token_file: Path = typer.Option(None, "--token-file", help="A file (mode 0600) holding the bearer token for "
                                     "--api ($GPUFABRIC_TOKEN_FILE)."),
 ) -> None:
-    close_stores()  # one store per command (tests run several commands in one process)
+    common = sys.modules.get("gpufabric.cli.common")  # loaded only by commands that use the store
+    if common is not None:
+        common.close_stores()  # one store per command (tests run several commands in one process)
     if api:
         os.environ["GPUFABRIC_API"] = api
     if token and token_file is not None:
@@ -66,29 +52,70 @@ def _global(
         os.environ["GPUFABRIC_HOME"] = str(home)
 
 
-app.add_typer(inventory_cmd.app, name="inventory", help="Import the hardware inventory.")
-app.add_typer(node_cmd.app, name="node", help="Nodes: list, show, move.")
-app.add_typer(tenant_cmd.tenant_app, name="tenant", help="Tenants.")
-app.add_typer(tenant_cmd.network_app, name="network", help="Tenant networks (one segment per fabric).")
-app.add_typer(tenant_cmd.offering_app, name="offering", help="Offerings (profiles a node is handed over in).")
-app.add_typer(admin_cmd.token_app, name="token", help="API tokens (admin, owner, lessee), stored hashed.")
-app.command("events")(admin_cmd.events)
-app.add_typer(lease_cmd.app, name="lease", help="Leases of nodes to tenants.")
-app.add_typer(move_cmd.app, name="move", help="Move intents: list, retry a failed one, cancel one not started or failed, resume after a crash.")
-app.command("audit")(audit_cmd.audit)
-app.command("reconcile")(ops_cmd.reconcile)
-app.command("serve")(serve_cmd.serve)
-app.add_typer(offload_cmd.app, name="offload", help="DPU offload report (hw / tc / datapath per tenant) and SR-IOV policy.")
-app.add_typer(store_cmd.app, name="store", help="Store backup and restore (SQLite online backup, PostgreSQL pg_dump).")
-app.add_typer(site_cmd.app, name="site", help="Site preflight: check devices, SMs, pools, inventory, store before go-live.")
-app.add_typer(deploy_cmd.app, name="deploy", help="Site deployment: the shipped systemd unit.")
-app.add_typer(lab_cmd.app, name="lab", help="The local lab: ibsim + OpenSM + OVS + namespaces.")
+# name -> (module, attribute, help; a command function when help is None). Only the module of
+# the command named on the command line is imported: `gpufabric --api URL node list` loads
+# neither the store (SQLAlchemy) nor the fabric packages (bench/bench_cli.py measures it).
+GROUPS: dict[str, tuple[str, str, str | None]] = {
+    "inventory": ("inventory_cmd", "app", "Import the hardware inventory."),
+    "node": ("node_cmd", "app", "Nodes: list, show, move."),
+    "tenant": ("tenant_cmd", "tenant_app", "Tenants."),
+    "network": ("tenant_cmd", "network_app", "Tenant networks (one segment per fabric)."),
+    "offering": ("tenant_cmd", "offering_app", "Offerings (profiles a node is handed over in)."),
+    "token": ("admin_cmd", "token_app", "API tokens (admin, owner, lessee), stored hashed."),
+    "events": ("admin_cmd", "events", None),
+    "lease": ("lease_cmd", "app", "Leases of nodes to tenants."),
+    "move": ("move_cmd", "app", "Move intents: list, retry a failed one, cancel one not started or failed, "
+             "resume after a crash."),
+    "audit": ("audit_cmd", "audit", None),
+    "reconcile": ("ops_cmd", "reconcile", None),
+    "serve": ("serve_cmd", "serve", None),
+    "offload": ("offload_cmd", "app", "DPU offload report (hw / tc / datapath per tenant) and SR-IOV policy."),
+    "store": ("store_cmd", "app", "Store backup and restore (SQLite online backup, PostgreSQL pg_dump)."),
+    "site": ("site_cmd", "app", "Site preflight: check devices, SMs, pools, inventory, store before go-live."),
+    "deploy": ("deploy_cmd", "app", "Site deployment: the shipped systemd unit."),
+    "lab": ("lab_cmd", "app", "The local lab: ibsim + OpenSM + OVS + namespaces."),
+}
+_VALUED = ("--db", "--home", "--api", "--token", "--token-file")  # global options that take a value
+
+
+def command_name(argv: list[str]) -> str | None:
+    """The sub-command ``argv`` names (after the global options), or None (help, or unknown)."""
+    it = iter(argv)
+    for a in it:
+        if a in _VALUED:
+            next(it, None)
+        elif not a.startswith("-"):
+            return a if a in GROUPS else None
+    return None
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The ``gpufabric`` app with every command, or only ``only`` (what a run needs)."""
+    root = _root()
+    root.callback()(_global)
+    for name, (module, attr, text) in GROUPS.items():
+        if only is not None and name != only:
+            continue
+        obj: Any = getattr(import_module(f"gpufabric.cli.{module}"), attr)
+        if text is None:
+            root.command(name)(obj)
+        else:
+            root.add_typer(obj, name=name, help=text)
+    return root
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the whole app (tests drive it with typer's CliRunner)
+        return build_app()
+    raise AttributeError(name)
 
 
 def main() -> None:
     try:
-        app()
+        build_app(command_name(sys.argv[1:]))()
     except GpufabricError as e:
+        from gpufabric.cli.output import fail
+
         fail(e, json_mode="--json" in sys.argv)
     except Exception as e:
         # SQLAlchemy is imported only by the commands that open the store (a command through
@@ -96,6 +123,7 @@ def main() -> None:
         sa = sys.modules.get("sqlalchemy.exc")
         if sa is None or not isinstance(e, sa.SQLAlchemyError):
             raise
+        from gpufabric.cli.output import fail
         from gpufabric.service.db import store_error  # the store went away mid-command: one line, no password
 
         fail(store_error(e, os.environ.get("GPUFABRIC_DB", "the store")), json_mode="--json" in sys.argv)

@@ -14,16 +14,31 @@ from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import GpufabricError, ValidationError
-from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import check_id
 
 app = typer.Typer(no_args_is_help=True)
 
 
-def _print_result(result: Any, json_out: bool) -> None:
+def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
+    """The moves ``move_ids`` as ``GET /moves/{id}`` answers them (the one move shape)."""
+    from gpufabric.domain.move_json import move_detail
+    from gpufabric.service.queries import Reader
+
+    rd, out = Reader(store), []
+    for i in move_ids:
+        rows = rd.moves(LOCAL_ADMIN, 1, 0, move_id=i)[0]
+        if rows:
+            out.append(move_detail(rows[0], rd.move_events(i)))
+    return out
+
+
+def _print_result(engine: Any, result: Any, json_out: bool) -> None:
+    from gpufabric.domain.move_json import run_json
+
     data = result.to_dict()
     if json_out:
-        emit_json(data)
+        ids = [m.id for m in result.moves if m.id is not None]
+        emit_json(run_json(local_details(engine.store, ids), data["phases"], data["plans"]))
         return
     for m in data["moves"]:
         console.print(f"move {m['id']}: {m['node']} {m['from']} -> {m['to']}: [bold]{m['status']}[/]")
@@ -53,6 +68,8 @@ def move_node(
     window: float,
     gpus: int | None = None,
 ) -> None:
+    from gpufabric.domain.models import QUARANTINE
+
     store = open_store()
     for node in nodes:
         store.node(node)  # "node not found" before anything needs the fabrics
@@ -90,13 +107,13 @@ def run_requested(engine: Any, move_ids: list[int], json_out: bool, window: floa
         engine.progress = progress
         result = engine.run_pending(window=window)
         if result is not None and set(move_ids) <= {m.id for m in result.moves}:
-            _print_result(result, json_out)
+            _print_result(engine, result, json_out)
             ms = [m for m in result.moves if m.id in move_ids]
             if not any(m.status is MoveStatus.FAILED for m in ms):
                 return
         else:
             ms = _follow_local(engine, move_ids, wait)
-            _print_moves(ms, json_out)
+            _print_moves(engine, ms, json_out)
     failed = [m for m in ms if m.status is MoveStatus.FAILED]  # one failed alone, the others went on
     if failed:
         raise GpufabricError(f"move {failed[0].id} failed: {failed[0].error}", move=failed[0].id)
@@ -118,9 +135,11 @@ def _follow_local(engine: Any, move_ids: list[int], wait: float) -> list[Any]:
     return ms
 
 
-def _print_moves(ms: list[Any], json_out: bool) -> None:
-    if json_out:
-        emit_json({"moves": [jsonable(m) for m in ms], "phases": []})
+def _print_moves(engine: Any, ms: list[Any], json_out: bool) -> None:
+    if json_out:  # run by another worker: the run as the API shows it
+        from gpufabric.domain.move_json import run_json
+
+        emit_json(run_json(local_details(engine.store, [m.id for m in ms if m.id is not None])))
         return
     for m in ms:
         when = f" (not before {m.not_before.isoformat()})" if m.not_before else ""
@@ -159,7 +178,9 @@ def move_remote(
     ids = [m["id"] for m in r.post("/moves/batch", {**body, "nodes": nodes})["items"]]
     details = [_follow(r, i, json_out) for i in ids]
     if json_out:
-        emit_json({"items": details})
+        from gpufabric.domain.move_json import run_json
+
+        emit_json(run_json(details))
     else:
         for d in details:
             _print_detail(d)
@@ -169,8 +190,10 @@ def move_remote(
 def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
     """Show a move's phases as the server's worker runs it (server-sent events), then its end."""
     detail = _follow(r, move_id, json_out)
-    if json_out:
-        emit_json(detail)
+    if json_out:  # the run as the local CLI prints it (who ran it decides only what is known)
+        from gpufabric.domain.move_json import run_json
+
+        emit_json(run_json([detail]))
     else:
         _print_detail(detail)
     _raise_failed([detail])
@@ -215,19 +238,15 @@ def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: boo
     if r:
         d = r.get(f"/moves/{move_id}")
     else:
-        rd = reader()
-        found = rd.moves(LOCAL_ADMIN, 1, 0, move_id=move_id)[0]
+        found = local_details(open_store(), [move_id])  # as GET /moves/{id} answers it
         if not found:
             raise NotFoundError("move", str(move_id))
-        events = rd.move_events(move_id)
-        d = {**found[0], "events": events, "timings": {e["phase"]: e["seconds"] for e in events if e["seconds"]}}
+        d = found[0]
     emit_json(d) if json_out else _print_detail(d)
 
 
 @app.command("list")
 def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
-    from gpufabric.service.store_moves import MoveLedger
-
     r = backend()
     if r:
         data = items(r.get("/moves", limit=1000))
@@ -251,6 +270,8 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
             ],
         )
         return
+    from gpufabric.service.store_moves import MoveLedger
+
     ms = MoveLedger(open_store()).moves(open_only)
     if json_out:
         emit_json(jsonable(ms))
@@ -273,7 +294,7 @@ def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
         engine = open_engine(progress=progress)
         engine.ledger.retry(move_id)
         result = engine.run_pending()
-    _print_result(result, json_out)
+    _print_result(engine, result, json_out)
 
 
 @app.command("cancel")
@@ -305,9 +326,12 @@ def resume(
     window: float = typer.Option(0.0, "--window", help="Wait this long first so concurrent requests share the batch."),
 ) -> None:
     """Run pending moves (one coalesced batch) and take over moves whose worker died (after a crash)."""
+    from gpufabric.domain.move_json import run_json
+
     with phase_progress(not json_out) as progress:
-        result = open_engine(progress=progress).run_pending(window=window, limit=limit, stale_after=stale_after)
+        engine = open_engine(progress=progress)
+        result = engine.run_pending(window=window, limit=limit, stale_after=stale_after)
     if result is None:
-        emit_json({"moves": [], "phases": []}) if json_out else console.print("nothing to resume")
+        emit_json(run_json([])) if json_out else console.print("nothing to resume")
         return
-    _print_result(result, json_out)
+    _print_result(engine, result, json_out)

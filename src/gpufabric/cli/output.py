@@ -5,25 +5,49 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
-
-from rich import box
-from rich.console import Console
-from rich.markup import escape as _rich_escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.serial import jsonable
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = ["compact", "console", "emit_json", "escape", "fail", "jsonable", "node_table", "table"]
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: ``--json`` output never imports rich (bench/bench_cli.py)."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._real: Console | None = None
+
+    def real(self) -> Console:
+        if self._real is None:
+            from rich.console import Console
+
+            self._real = Console(stderr=self._stderr)
+        return self._real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+
+def real_console(c: Console) -> Console:
+    """The rich Console behind ``console``/``err_console`` (for rich objects that take one)."""
+    return c.real() if isinstance(c, _LazyConsole) else c
+
+
+console: Console = _LazyConsole()  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 
 def escape(x: object) -> str:
     """User text (names, descriptions, error values) made inert for rich markup: ``[/x]`` prints as is."""
-    return _rich_escape(str(x))
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(str(x))
 
 
 def emit_json(data: Any) -> None:
@@ -31,12 +55,21 @@ def emit_json(data: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     t = Table(title=escape(title))
     for c in columns:
         t.add_column(c, overflow="fold")
     for r in rows:
         t.add_row(*[escape(x) for x in r])
     console.print(t)
+
+
+def sized_console(width: int) -> Console:
+    """A console of ``width`` columns on stdout (the node table sizes itself)."""
+    from rich.console import Console
+
+    return Console(width=width)
 
 
 ELLIPSIS = "\u2026"
@@ -92,6 +125,9 @@ def node_table(nodes: Sequence[dict[str, Any]], wide: bool = False, width: int |
     ``fabrics.<name>.summary`` (the cells of :func:`gpufabric.service.columns.fabric_cells`).
     It fits ``width`` (the terminal's, 80 when not a terminal) with each fabric cell on one
     line; ``wide``: the offering too and every line of every cell in full, on one line each."""
+    from rich import box
+    from rich.table import Table
+
     columns: list[str] = []
     for n in nodes:
         columns += [c for c in n.get("fabrics", {}) if c not in columns]
@@ -111,7 +147,7 @@ def node_table(nodes: Sequence[dict[str, Any]], wide: bool = False, width: int |
             t.add_row(*[escape(x) for x in r], *[escape(x or "-") for x in cs])
         need = sum(fixed) + GAP * len(head) + sum(GAP + max([len(c)] + [len(ln) for cs in cells for ln in cs[i].splitlines()])
                                                  for i, c in enumerate(columns))  # fmt: skip
-        Console(width=max(need, width or console.width)).print(t)
+        sized_console(max(need, width or console.width)).print(t)
         return
     total = width or console.width
     room = total - sum(fixed) - GAP * (len(head) + len(columns) - 1)
@@ -121,12 +157,12 @@ def node_table(nodes: Sequence[dict[str, Any]], wide: bool = False, width: int |
         t.add_column(c[:w] if len(c) > w else c, no_wrap=True, width=w, overflow="crop")
     for r, cs in zip(rows, cells, strict=True):
         t.add_row(*[escape(x) for x in r], *[escape(compact(x, w)) for x, w in zip(cs, widths, strict=True)])
-    Console(width=total).print(t)
+    sized_console(total).print(t)
 
 
 def fail(e: GpufabricError, json_mode: bool) -> NoReturn:
     if json_mode:
-        emit_json(e.to_dict())
+        emit_json(e.to_json())
     else:
         err_console.print(f"[bold red]error:[/] {escape(e.message)}", highlight=False, soft_wrap=True)
     raise SystemExit(2)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from gpufabric.cli.output import err_console, real_console
 
-from gpufabric.cli.output import err_console
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 @contextmanager
@@ -16,12 +18,14 @@ def phase_progress(enabled: bool) -> Iterator[object]:
     if not enabled:
         yield lambda _phase, _msg: None
         return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     with Progress(
         SpinnerColumn(),
         TextColumn("[bold]{task.fields[phase]:<11}"),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=err_console,
+        console=real_console(err_console),
         transient=False,
     ) as prog:
         tasks: dict[str, TaskID] = {}

@@ -20,8 +20,35 @@ class GpufabricError(Exception):
         self.message = message
         self.fields: dict[str, Any] = fields
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"error": self.code, "message": self.message, **{k: _jsonable(v) for k, v in self.fields.items()}}
+    def to_json(self) -> dict[str, Any]:
+        """The one error shape of the CLI ``--json`` (local and ``--api``) and of the API:
+        ``{"error": {code, field, value, allowed, message}}``, and ``details`` with the error's
+        other fields (``move``, ``tenants``, ``failsafe``, ...) when it has any."""
+        f = self.fields
+        body: dict[str, Any] = {
+            "error": {
+                "code": self.code,
+                "field": f.get("field") or f.get("kind"),
+                "value": _short(f.get("value", f.get("name"))),
+                "allowed": f.get("allowed"),
+                "message": self.message,
+            }
+        }
+        details = {k: _jsonable(v) for k, v in f.items() if k not in _SHAPED}
+        return {**body, "details": details} if details else body
+
+    to_dict = to_json
+
+
+_SHAPED = frozenset({"field", "kind", "value", "name", "allowed"})
+
+
+def _short(v: Any) -> Any:
+    """A value as it goes in an error: as is when a number, else at most 200 characters."""
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    text = str(v)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _jsonable(v: Any) -> Any:

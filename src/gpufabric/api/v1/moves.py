@@ -32,6 +32,7 @@ from gpufabric.api.v1.schemas import (
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError
 from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.move_json import move_detail
 
 router = APIRouter(tags=["moves"])
 MoveId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -43,9 +44,7 @@ def detail(c: ApiContext, p: Principal, move_id: int) -> dict[str, Any]:
     items, _ = c.reader.moves(p, 1, 0, move_id=move_id)
     if not items:
         raise NotFoundError("move", str(move_id))
-    events = c.reader.move_events(move_id)
-    timings = {e["phase"]: e["seconds"] for e in events if e["seconds"] is not None}
-    return {**items[0], "events": events, "timings": timings}
+    return move_detail(items[0], c.reader.move_events(move_id))  # the one move shape (the CLI's too)
 
 
 @router.get("/moves", responses={200: {"model": MovePage}, **errors(304)})
