@@ -32,9 +32,9 @@ from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.models import Lease
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.lab.serve import serving
-from gpufabric.service.actions import Actions
-from gpufabric.service.inventory import inventory_from_dict
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.workflow.actions import Actions
+from gpufabric.workflow.inventory import inventory_from_dict
 
 RESULTS = Path(__file__).parent / "results" / "api.json"
 NODES, LEASES, CLIENTS, SECONDS = 400, 300, 4, 4.0

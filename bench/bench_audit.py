@@ -252,7 +252,7 @@ def bench_core(n: int, runs: int = RUNS) -> dict[str, object]:
     from gpufabric.domain.models import BUILTIN_OFFERINGS
     from gpufabric.planning.desired import derive_desired, tenancy_of
     from gpufabric.planning.plan import plan
-    from gpufabric.service.registry import Registry
+    from gpufabric.store.registry import Registry
 
     kinds = Registry.from_entry_points().ordered_kinds()
     registry = registry_for(kinds)

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ConflictError
+from gpufabric.engine.audit_run import audit
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.lab.netfile import SM_NODE
-from gpufabric.service.audit_run import audit
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
 
 from bench.benchlab import BenchFabric, loadavg, start
 

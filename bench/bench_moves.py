@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.models import Lease
+from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.lab.serve import serving
 from gpufabric.planning.plan import merge, plan
-from gpufabric.service.moves import BatchResult, MoveEngine
 
 from bench.benchlab import BenchFabric, loadavg, start
 

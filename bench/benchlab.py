@@ -23,13 +23,13 @@ import yaml
 
 from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_node_guid, hca_port_guid, node_name
 from gpufabric.lab.ovs import OvsServer
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
 
 
 @dataclass

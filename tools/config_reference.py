@@ -28,8 +28,8 @@ from typing import Any
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.fabrics import TOP_LEVEL, Fabrics
-from gpufabric.service.registry import Registry
+from gpufabric.engine.fabrics import TOP_LEVEL, Fabrics
+from gpufabric.store.registry import Registry
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "config-reference.md"
 BAD = "\x00bad"

@@ -29,6 +29,7 @@ from gpufabric.audit import AuditInput, registry_for, run_audit
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.state import FabricState, SmSeen
 from gpufabric.domain.values import Guid, VlanId
+from gpufabric.engine.fabrics import Fabrics
 from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
@@ -37,8 +38,7 @@ from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
 from gpufabric.lab.lab import Lab
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.registry import Registry
+from gpufabric.store.registry import Registry
 
 from e2e.conftest import LabEnv
 from e2e.test_move import nets_of

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.service.backup import backup
+from gpufabric.store.backup import backup
 
 from e2e.conftest import GF, LabEnv
 

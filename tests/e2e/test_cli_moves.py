@@ -11,8 +11,8 @@ from pathlib import Path
 
 from gpufabric.domain.models import EthernetPort, Inventory, Lease, Node, NodeState
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
 
 from e2e.conftest import GF
 

@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
 
 from e2e.conftest import GF, LabEnv
 from e2e.test_move import nets_of

@@ -157,9 +157,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def test_the_wheel_ships_the_unit_migrations_and_dashboard(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     assert "gpufabric/deploy/gpufabric-serve.service" in names
-    versions = sorted(p.name for p in (REPO / "src/gpufabric/service/migrations/versions").glob("[0-9]*.py"))
-    assert versions and {f"gpufabric/service/migrations/versions/{v}" for v in versions} <= names
-    assert {"gpufabric/api/static/index.html", "gpufabric/service/migrations/env.py"} <= names
+    versions = sorted(p.name for p in (REPO / "src/gpufabric/store/migrations/versions").glob("[0-9]*.py"))
+    assert versions and {f"gpufabric/store/migrations/versions/{v}" for v in versions} <= names
+    assert {"gpufabric/api/static/index.html", "gpufabric/store/migrations/env.py"} <= names
 
 
 def test_fresh_venv_runs_the_units_exec_start(installed: Installed, tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import PgCluster
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
 
 from e2e.conftest import GF, LabEnv
 

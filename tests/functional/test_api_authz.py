@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 
 from gpufabric.api.limits import ApiLimits
 from gpufabric.domain.moves import MovePhase
-from gpufabric.service.loops import MoveProgress
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.runtime.loops import MoveProgress
+from gpufabric.store.moves import MoveLedger
 
 from support.api_world import World
 

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from gpufabric.api.app import create_app
 from gpufabric.api.limits import MIB, ApiLimits
 from gpufabric.domain.errors import ConfigError
-from gpufabric.service.loops import Loops
+from gpufabric.runtime.loops import Loops
 
 from support.api_world import World, build_world, inventory
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.moves import MoveLedger
 
 from support.api_world import World
 

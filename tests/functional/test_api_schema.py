@@ -15,8 +15,8 @@ from schemathesis import checks
 
 from gpufabric.api.app import create_app
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
 
 from support.api_world import World, build_world
 

@@ -14,8 +14,8 @@ import httpx
 
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.lab.serve import free_port, serving
-from gpufabric.service.actions import Actions
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.workflow.actions import Actions
 
 GF = str(Path(sys.executable).parent / "gpufabric")
 

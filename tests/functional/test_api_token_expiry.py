@@ -23,9 +23,9 @@ from fastapi.testclient import TestClient
 from gpufabric.api.app import create_app
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import UnauthorizedError, ValidationError
-from gpufabric.service import db
-from gpufabric.service.auth import Tokens
-from gpufabric.service.store import Store
+from gpufabric.store import db
+from gpufabric.store.auth import Tokens
+from gpufabric.store.core import Store
 
 from support.api_world import World, build_world
 

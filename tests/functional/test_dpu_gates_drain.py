@@ -175,7 +175,7 @@ def test_offload_report_reads_the_configured_dpus_by_default(world: World) -> No
 
     # the same report's series in /metrics (serve adds every fabric's own series, cached)
     from gpufabric.cli.common import open_engine as _open
-    from gpufabric.service.telemetry import fabric_metrics
+    from gpufabric.runtime.telemetry import fabric_metrics
 
     os.environ["GPUFABRIC_HOME"] = str(world.home)
     try:
@@ -196,7 +196,7 @@ def test_offload_report_reads_the_configured_dpus_by_default(world: World) -> No
     from gpufabric.api.deps import ApiContext
     from gpufabric.cli.common import open_engine, segment_config
     from gpufabric.domain.auth import LOCAL_ADMIN
-    from gpufabric.service.store import Store
+    from gpufabric.store.core import Store
 
     os.environ["GPUFABRIC_HOME"] = str(world.home)
     try:

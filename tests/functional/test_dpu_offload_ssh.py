@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import FabricError
+from gpufabric.engine.audit_run import transport_violations
 from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.ovn import OvnNbDriver
@@ -27,7 +28,6 @@ from gpufabric.fabrics.dpu.report import offload_report
 from gpufabric.fabrics.dpu.site import read_source
 from gpufabric.lab.ovn import OvnLab
 from gpufabric.lab.sshd import SshServer
-from gpufabric.service.audit_run import transport_violations
 
 pytestmark = pytest.mark.root
 

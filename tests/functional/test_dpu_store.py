@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpufabric.domain.models import Dpu, DpuMode, Inventory, Node
 from gpufabric.fabrics.dpu.info import DpuInfo
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
 
 
 def test_dpu_details_round_trip(store_url: str) -> None:

@@ -17,13 +17,13 @@ import pytest
 
 from conftest import PgCluster
 from gpufabric.lab.serve import free_port, serving
-from gpufabric.service.loop_leader import LoopLeader
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.store.loop_leader import LoopLeader
 
 HOLD = """
 import sys, time
-from gpufabric.service.loop_leader import LoopLeader
-from gpufabric.service.store import Store
+from gpufabric.store.loop_leader import LoopLeader
+from gpufabric.store.core import Store
 leader = LoopLeader(Store.open(url=sys.argv[1]))
 print(leader.try_lead(), flush=True)
 time.sleep(600)

@@ -10,8 +10,8 @@ from sqlalchemy import create_engine, text
 
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service import db
-from gpufabric.service.store import Store
+from gpufabric.store import db
+from gpufabric.store.core import Store
 
 
 def test_upgrade_from_0003_keeps_segments_and_lease_networks(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Every earlier schema revision, with data in it, upgraded to head on SQLite and PostgreSQL.
 
-For each revision found in ``service/migrations/versions`` (whatever head is: a new migration
+For each revision found in ``store/migrations/versions`` (whatever head is: a new migration
 is picked up without editing this file): ``alembic upgrade`` an empty store to that revision,
 insert a representative data set through the tables as they exist there (only the columns that
 revision has: tenants, networks + segments, nodes with Ethernet/IB ports, GPUs and a DPU, a
@@ -26,11 +26,11 @@ from gpufabric.domain.auth import LOCAL_ADMIN, Role
 from gpufabric.domain.models import Fabric, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service import db
-from gpufabric.service.auth import TOKEN_PREFIX, Tokens
-from gpufabric.service.queries import Reader
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store import db
+from gpufabric.store.auth import TOKEN_PREFIX, Tokens
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
+from gpufabric.store.queries import Reader
 
 REVISIONS = [r.revision for r in reversed(list(ScriptDirectory.from_config(db._config()).walk_revisions()))]
 SECRET = TOKEN_PREFIX + "migration-test-secret-0123456789abcdef"

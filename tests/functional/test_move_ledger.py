@@ -14,11 +14,11 @@ from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, 
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import PortMode
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import ClaimLostError, MoveLedger, worker_dead
+from gpufabric.store.core import Store
+from gpufabric.store.moves import ClaimLostError, MoveLedger, worker_dead
 
 CFG = SegmentConfig.default()
 

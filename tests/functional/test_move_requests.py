@@ -14,9 +14,9 @@ from gpufabric.domain.models import QUARANTINE, EthernetPort, Gpu, Inventory, Le
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import ModuleId
-from gpufabric.service.move_cancel import cancel
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.core import Store
+from gpufabric.store.move_cancel import cancel
+from gpufabric.store.moves import MoveLedger
 
 CFG = SegmentConfig.default()
 

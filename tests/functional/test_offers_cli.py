@@ -12,9 +12,9 @@ from gpufabric.cli.main import app
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.actions import Actions
-from gpufabric.service.inventory import inventory_from_dict
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.workflow.actions import Actions
+from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.api_world import inventory
 

@@ -23,7 +23,7 @@ from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
-from gpufabric.service.registry import Registry
+from gpufabric.store.registry import Registry
 
 pytestmark = pytest.mark.root
 

@@ -25,7 +25,7 @@ import yaml
 from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node
 from gpufabric.domain.values import Guid
 from gpufabric.lab.sshd import SshServer
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
 
 pytestmark = pytest.mark.root
 GPUFABRIC = str(Path(sys.executable).parent / "gpufabric")

@@ -7,9 +7,9 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from gpufabric.domain.site_check import CheckLevel
-from gpufabric.service import db
-from gpufabric.service.site_check import store_checks
-from gpufabric.service.store import Store
+from gpufabric.runtime.site_check import store_checks
+from gpufabric.store import db
+from gpufabric.store.core import Store
 
 
 def levels(url: str, bound: float = 60.0) -> dict[str, CheckLevel]:

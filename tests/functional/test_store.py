@@ -29,9 +29,9 @@ from gpufabric.domain.models import (
 )
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
-from gpufabric.service import db
-from gpufabric.service.db_models import Base
-from gpufabric.service.store import ImportResult, Store
+from gpufabric.store import db
+from gpufabric.store.core import ImportResult, Store
+from gpufabric.store.tables import Base
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 H = timedelta(hours=1)

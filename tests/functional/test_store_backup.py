@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.models import Fabric
-from gpufabric.service.backup import backup
-from gpufabric.service.inventory import inventory_from_dict
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.backup import backup
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
+from gpufabric.workflow.inventory import inventory_from_dict
 
 GF = str(Path(sys.executable).parent / "gpufabric")
 ITERATIONS = 80  # an upper bound: the writer is stopped a few iterations after the backup
@@ -39,8 +39,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from gpufabric.domain.models import Lease
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
 
 url, n, progress = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 cfg = SegmentConfig.default()
@@ -209,8 +209,8 @@ def test_restore_migrates_an_older_backup_and_refuses_a_newer_one(
     from alembic import command
     from sqlalchemy import text
 
-    from gpufabric.service import db
-    from gpufabric.service.backup import restore
+    from gpufabric.store import db
+    from gpufabric.store.backup import restore
 
     engine = db.make_engine(store_url)
     try:

@@ -18,11 +18,11 @@ import pytest
 from conftest import PG_PORT, PgCluster
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.moves import MovePhase, MoveStatus
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.queries import Reader
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
+from gpufabric.store.core import Store
+from gpufabric.store.queries import Reader
+from gpufabric.store.registry import Registry
 
 from support.memfabric import register
 from unit.test_engine_memory import CFG, fabrics_config, inventory, mem, owners

@@ -11,10 +11,10 @@ import pytest
 from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
-from gpufabric.service.fabric_lock import bump_epoch
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
-from gpufabric.service.store_view import ViewReader
+from gpufabric.store.core import Store
+from gpufabric.store.lock import bump_epoch
+from gpufabric.store.moves import MoveLedger
+from gpufabric.store.view import ViewReader
 
 CFG = SegmentConfig.default()
 

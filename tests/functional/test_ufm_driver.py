@@ -340,9 +340,9 @@ def test_server_delete_unknown_and_management(ufm: UfmServer) -> None:
 
 def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
     """The service builds drivers as ``cls(**options)`` from fabrics.yaml (entry point ``ufm``)."""
+    from gpufabric.engine.fabrics import Fabrics
     from gpufabric.fabrics.infiniband.kind import InfinibandKind
-    from gpufabric.service.fabrics import Fabrics
-    from gpufabric.service.registry import Registry
+    from gpufabric.store.registry import Registry
 
     reg = Registry()
     reg.register("ufm", UfmDriver)

@@ -17,10 +17,10 @@ from sqlalchemy import text
 
 from conftest import PgCluster
 from gpufabric.domain.moves import MoveStatus
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import BatchResult, MoveEngine
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import BatchResult, MoveEngine
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
 
 from support.memfabric import register
 from unit.test_engine_memory import CFG, fabrics_config, inventory, owners

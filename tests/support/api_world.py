@@ -14,9 +14,9 @@ from gpufabric.api.deps import ApiContext
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.models import Lease, NodeState
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.actions import Actions
-from gpufabric.service.inventory import inventory_from_dict
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.workflow.actions import Actions
+from gpufabric.workflow.inventory import inventory_from_dict
 
 
 def inventory(n: int, eth: int = 2, ib: int = 8, gpus: int = 8) -> dict[str, Any]:

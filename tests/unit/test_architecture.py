@@ -31,7 +31,7 @@ def test_module_has_docstring_and_stays_small(path: Path) -> None:
 
 
 def test_store_head_revision_constant_matches_the_migration_scripts() -> None:
-    from gpufabric.service import db
+    from gpufabric.store import db
 
     assert db.head_revision() == db.HEAD_REVISION
 

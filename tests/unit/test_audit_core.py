@@ -19,14 +19,14 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.severity import Severity
+from gpufabric.engine.audit_run import audit
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.infiniband import partitions
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.service.audit_run import audit
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
 
 from support.memfabric import DRIFT_ID_MEMORY, MemoryKind, register
 from unit import test_engine_memory as memory_engine
@@ -60,7 +60,7 @@ def _code_words(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def test_audit_core_and_its_service_name_no_fabric() -> None:
-    files = [*sorted((SRC / "audit").glob("*.py")), SRC / "service" / "audit_run.py"]
+    files = [*sorted((SRC / "audit").glob("*.py")), SRC / "engine" / "audit_run.py"]
     hits = [f"{f.relative_to(SRC)}:{n}: {w}" for f in files for n, w in _code_words(f) if FABRIC_WORDS.search(w)]
     assert hits == []
 

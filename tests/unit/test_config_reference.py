@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from gpufabric.domain.quotas import Quotas
-from gpufabric.service.registry import Registry
+from gpufabric.store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Dpu, DpuMode, Node
 from gpufabric.fabrics.dpu.info import DETAIL_KEYS, DpuInfo, dpu_inventory, node_dpu
 from gpufabric.fabrics.dpu.sriov import sriov_policy
-from gpufabric.service.inventory import DPU_DETAIL_KEYS, parse_inventory
+from gpufabric.workflow.inventory import DPU_DETAIL_KEYS, parse_inventory
 
 
 def _dpu(**d: str) -> Dpu:

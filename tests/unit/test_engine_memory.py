@@ -19,15 +19,15 @@ from gpufabric.domain.moves import MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import Guid
+from gpufabric.engine.audit_run import SPLIT_ID, audit
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
+from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.planning.plan import merge, plan, tenants_seen
-from gpufabric.service.audit_run import SPLIT_ID, audit
-from gpufabric.service.fabric_lock import read_epoch
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.queries import Reader
-from gpufabric.service.reconcile import Policy, reconcile_once
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.store.lock import read_epoch
+from gpufabric.store.queries import Reader
+from gpufabric.store.registry import Registry
 
 from support.memfabric import DRIFT_ID_MEMORY, MemoryBackend, MemorySubnetManager, MemorySwitchDriver, register
 

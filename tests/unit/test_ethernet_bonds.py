@@ -15,8 +15,8 @@ from gpufabric.domain.models import EthernetPort, Fabric, Inventory, Lease, Netw
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.service.inventory import inventory_from_dict
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.workflow.inventory import inventory_from_dict
 
 KIND = EthernetKind()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

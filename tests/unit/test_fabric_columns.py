@@ -1,4 +1,4 @@
-"""The node table's fabric columns (:mod:`gpufabric.service.columns`): one cell per registered
+"""The node table's fabric columns (:mod:`gpufabric.engine.columns`): one cell per registered
 kind from its ``summary()``, the ``fabrics`` JSON object from its ``node_view()``, and the
 80-column table (:func:`gpufabric.cli.output.node_table`) that abbreviates the cells without
 wrapping a GUID."""
@@ -16,7 +16,7 @@ from gpufabric.cli.output import compact, node_table
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import BUILTIN_OFFERINGS, Dpu, DpuMode, EthernetPort, Gpu, IbPort, Lease, Node
 from gpufabric.domain.values import Guid, ModuleId
-from gpufabric.service.columns import fabric_cells, fabric_views, registered_kinds
+from gpufabric.engine.columns import fabric_cells, fabric_views, registered_kinds
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GUIDS = ("0x0002c90310000101", "0x0002c90310000111")

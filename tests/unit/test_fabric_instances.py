@@ -18,13 +18,13 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE, FabricPorts
 from gpufabric.domain.moves import MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.audit_run import audit
-from gpufabric.service.db_models import NodeFabricPortsRow
-from gpufabric.service.fabrics import Fabrics, configured_instances
-from gpufabric.service.inventory import parse_inventory
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.engine.audit_run import audit
+from gpufabric.engine.fabrics import Fabrics, configured_instances
+from gpufabric.engine.moves import MoveEngine
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
+from gpufabric.store.tables import NodeFabricPortsRow
+from gpufabric.workflow.inventory import parse_inventory
 
 from support.memfabric import DRIFT_ID_MEMORY, MemoryBackend, register
 from support.memfabric.column import MemPort

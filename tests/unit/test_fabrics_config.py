@@ -8,10 +8,10 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.values import Guid
+from gpufabric.engine.fabrics import Fabrics
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.registry import Registry
+from gpufabric.store.registry import Registry
 
 REG = Registry.from_entry_points()
 

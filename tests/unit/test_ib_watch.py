@@ -12,7 +12,7 @@ from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.parsers import PortInfo
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpValue
 from gpufabric.fabrics.infiniband.watch import SmWatch, suspicions
-from gpufabric.service.loops import RogueWatch
+from gpufabric.runtime.loops import RogueWatch
 
 SM = Guid(0x0002C90310000001)
 P = [CaPort(Guid(0x0002C90310000101 + (i << 8)), 10 + i, 1, f"gpu-a{i + 1:02d} mlx5_0", 3, i + 1) for i in range(5)]

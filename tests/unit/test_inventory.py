@@ -13,7 +13,7 @@ import yaml
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
-from gpufabric.service.inventory import (
+from gpufabric.workflow.inventory import (
     check_guid_moves,
     inventory_from_dict,
     load_inventory,
@@ -69,7 +69,7 @@ def test_json_gives_the_same_inventory(tmp_path: Path) -> None:
     ids=["mac-not-base60", "pci-not-base60-float", "guid-leading-zeros-string", "hex-int", "no-is-not-false"],
 )
 def test_yaml_scalars_are_yaml12(text: str, field: str, value: object) -> None:
-    from gpufabric.service.inventory import _Yaml12Loader
+    from gpufabric.workflow.inventory import _Yaml12Loader
 
     assert yaml.load(text, Loader=_Yaml12Loader) == {field: value}
 

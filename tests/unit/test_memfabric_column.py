@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import GpufabricError
-from gpufabric.service.registry import Registry
+from gpufabric.store.registry import Registry
 
 from support.memfabric import DRIFT_ID_MEMORY, register
 from support.memfabric.kind import _SHARED
@@ -78,7 +78,7 @@ def test_inventory_network_move_audit_api_and_node_list_through_the_memory_colum
     from gpufabric.api.deps import ApiContext
     from gpufabric.cli.common import open_engine, segment_config
     from gpufabric.domain.auth import LOCAL_ADMIN
-    from gpufabric.service.store import Store
+    from gpufabric.store.core import Store
 
     engine = open_engine()
     ctx = ApiContext(Store.open(home=home), segment_config, engine=lambda: engine,

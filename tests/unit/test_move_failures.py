@@ -16,13 +16,13 @@ from gpufabric.domain.errors import ApplyError, ConflictError, ForbiddenError, V
 from gpufabric.domain.models import QUARANTINE, Gpu, Inventory
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.values import ModuleId
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.planning.plan import plan
-from gpufabric.service.actions import Actions
-from gpufabric.service.auth import EventLog
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.store.auth import EventLog
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
+from gpufabric.workflow.actions import Actions
 
 from support.memfabric import register
 from unit.test_engine_memory import CFG, engine, fabrics_config, inventory, mem, move, owners

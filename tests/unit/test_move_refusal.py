@@ -12,8 +12,8 @@ import pytest
 from gpufabric.domain.errors import ApplyError, ConflictError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.planning.plan import plan
-from gpufabric.service.moves import MoveEngine
 
 from unit.test_engine_memory import engine, mem, move, owners
 

@@ -11,7 +11,7 @@ import pytest
 from gpufabric.cli.serve_cmd import check_bind
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role, Verb, matrix
 from gpufabric.domain.errors import ConfigError, ForbiddenError, ValidationError
-from gpufabric.service.loops import Loops, loop_metrics
+from gpufabric.runtime.loops import Loops, loop_metrics
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from sqlalchemy import select
 
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
-from gpufabric.service.convert import node_to_domain
-from gpufabric.service.db_models import NodeRow
-from gpufabric.service.store import _NODE_LOAD, Store
+from gpufabric.store.convert import node_to_domain
+from gpufabric.store.core import _NODE_LOAD, Store
+from gpufabric.store.tables import NodeRow
 
 
 def _node(i: int) -> Node:
@@ -47,9 +47,9 @@ def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
 
     from gpufabric.domain.models import Lease
     from gpufabric.domain.segments import SegmentConfig
-    from gpufabric.service.convert import lease_to_domain
-    from gpufabric.service.db_models import LeaseRow
-    from gpufabric.service.store_leases import _LOAD
+    from gpufabric.store.convert import lease_to_domain
+    from gpufabric.store.leases import _LOAD
+    from gpufabric.store.tables import LeaseRow
 
     now = datetime.now(UTC)
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:

@@ -19,11 +19,11 @@ from gpufabric.domain.errors import QuotaError
 from gpufabric.domain.models import EthernetPort, Inventory, Node
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service import db
-from gpufabric.service.actions import Actions
-from gpufabric.service.auth import EventLog
-from gpufabric.service.store import Store
-from gpufabric.service.store_moves import MoveLedger
+from gpufabric.store import db
+from gpufabric.store.auth import EventLog
+from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
+from gpufabric.workflow.actions import Actions
 
 
 def _store(tmp_path: Path) -> Store:
@@ -106,7 +106,7 @@ def test_a_refused_request_writes_neither_its_moves_nor_its_ok_event(tmp_path: P
 def test_an_offer_accepted_writes_its_status_and_its_event_in_one_transaction(tmp_path: Path) -> None:
     store = _store(tmp_path)
     try:
-        from gpufabric.service import tenant_admin
+        from gpufabric.store import tenants as tenant_admin
 
         tenant_admin.set_node_owner(store, "n1", "ta")
         acts = Actions(store, SegmentConfig.default)

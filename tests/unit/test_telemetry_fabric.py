@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from gpufabric.domain.errors import UnavailableError
-from gpufabric.service.telemetry import Cached, fabric_metrics
+from gpufabric.runtime.telemetry import Cached, fabric_metrics
 
 
 class _Backend:

@@ -24,6 +24,9 @@ from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 from gpufabric.domain.severity import Severity
+from gpufabric.engine.audit_run import audit, transport_violations
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.ovn import OvnNbDriver
@@ -31,11 +34,8 @@ from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
-from gpufabric.service.audit_run import audit, transport_violations
-from gpufabric.service.fabrics import Fabrics
-from gpufabric.service.moves import MoveEngine
-from gpufabric.service.registry import Registry
-from gpufabric.service.store import Store
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
 
 from support.memfabric import register
 from unit import test_engine_memory as memory_engine

@@ -35,11 +35,11 @@ from gpufabric.domain.errors import (
 )
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.service.actions import Actions
-from gpufabric.service.auth import Tokens
-from gpufabric.service.loops import Loops
-from gpufabric.service.queries import Reader
-from gpufabric.service.store import Store
+from gpufabric.runtime.loops import Loops
+from gpufabric.store.auth import Tokens
+from gpufabric.store.core import Store
+from gpufabric.store.queries import Reader
+from gpufabric.workflow.actions import Actions
 
 STATUS: tuple[tuple[type[GpufabricError], int], ...] = (
     (UnauthorizedError, 401),

@@ -75,7 +75,7 @@ def list_tokens(json_out: bool = JSON_OPT) -> None:
     if r:
         ts = items(r.get("/tokens"))
     else:
-        from gpufabric.service.auth import Tokens
+        from gpufabric.store.auth import Tokens
 
         ts = [t.to_dict() for t in Tokens(open_store()).list()]
     if json_out:

@@ -43,7 +43,7 @@ def audit(
         return
     from gpufabric.audit import exit_code, render_html
     from gpufabric.cli.audit_view import print_report
-    from gpufabric.service.audit_run import audit
+    from gpufabric.engine.audit_run import audit
 
     report = audit(open_engine(), only=only or None)
     if html is not None:

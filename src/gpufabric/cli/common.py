@@ -27,7 +27,7 @@ def open_store() -> Any:
     (and migrated) once per command, then shared by everything the command does."""
     key = (os.environ.get("GPUFABRIC_DB") or "", home())
     if key not in _OPEN:
-        from gpufabric.service.store import Store
+        from gpufabric.store.core import Store
 
         close_stores()
         _OPEN[key] = Store.open(url=key[0] or None, home=key[1])
@@ -80,9 +80,9 @@ def fabrics_path() -> Path:
 
 def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
     """The move engine over the store and the fabrics of ``fabrics.yaml``."""
-    from gpufabric.service.fabrics import Fabrics
-    from gpufabric.service.moves import MoveEngine
-    from gpufabric.service.registry import Registry
+    from gpufabric.engine.fabrics import Fabrics
+    from gpufabric.engine.moves import MoveEngine
+    from gpufabric.store.registry import Registry
 
     cfg = segment_config()
     fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
@@ -91,13 +91,13 @@ def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
 
 def reader() -> Any:
     """Fast read queries over the store (the API's shapes)."""
-    from gpufabric.service.queries import Reader
+    from gpufabric.store.queries import Reader
 
     return Reader(open_store())
 
 
 def actions() -> Any:
     """Authorised, logged writes on the store (the CLI acts as the local operator, admin)."""
-    from gpufabric.service.actions import Actions
+    from gpufabric.workflow.actions import Actions
 
     return Actions(open_store(), segment_config, quota=quota_config)

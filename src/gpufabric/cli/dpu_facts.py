@@ -13,8 +13,8 @@ from gpufabric.fabrics.dpu.info import dpu_inventory
 
 def read_facts(names: list[str]) -> list[DpuFacts]:
     """The facts of ``names``' DPUs (every DPU when empty), read now."""
-    from gpufabric.service.fabrics import Fabrics
-    from gpufabric.service.registry import Registry
+    from gpufabric.engine.fabrics import Fabrics
+    from gpufabric.store.registry import Registry
 
     fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), segment_config().quarantine_vlan.value)
     try:

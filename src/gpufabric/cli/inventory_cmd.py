@@ -97,7 +97,7 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
-    from gpufabric.service.inventory import check_guid_moves, check_port_keys, load_inventory, mark_sm_hosts
+    from gpufabric.workflow.inventory import check_guid_moves, check_port_keys, load_inventory, mark_sm_hosts
 
     fmt = fmt or _guess(file)
     r = backend()
@@ -125,7 +125,7 @@ def import_(
             console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}) through the API: "
                           f"{escape(import_line(res))}")  # fmt: skip
         return
-    from gpufabric.service.actions import Actions
+    from gpufabric.workflow.actions import Actions
 
     result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, inv)
     if json_out:
@@ -160,8 +160,8 @@ def _fabrics_yaml() -> dict[str, Any]:
 
 def _instances(fabrics: dict[str, Any]) -> dict[str, Any]:
     """instance -> bound kind of every fabric instance of fabrics.yaml (their inventory sections)."""
-    from gpufabric.service.fabrics import configured_instances
-    from gpufabric.service.registry import Registry
+    from gpufabric.engine.fabrics import configured_instances
+    from gpufabric.store.registry import Registry
 
     return configured_instances(fabrics, Registry.from_entry_points()) if fabrics else {}
 

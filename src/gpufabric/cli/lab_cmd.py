@@ -93,7 +93,7 @@ def converge_leases() -> int:
     on the fabrics (one reconcile repair pass). Returns how many changes it made."""
     from datetime import UTC, datetime
 
-    from gpufabric.service.reconcile import Policy, reconcile_once
+    from gpufabric.engine.reconcile import Policy, reconcile_once
 
     if not open_store().leases(active_at=datetime.now(UTC)):
         return 0

@@ -124,6 +124,6 @@ def main() -> None:
         if sa is None or not isinstance(e, sa.SQLAlchemyError):
             raise
         from gpufabric.cli.output import fail
-        from gpufabric.service.db import store_error  # the store went away mid-command: one line, no password
+        from gpufabric.store.db import store_error  # the store went away mid-command: one line, no password
 
         fail(store_error(e, os.environ.get("GPUFABRIC_DB", "the store")), json_mode="--json" in sys.argv)

@@ -22,7 +22,7 @@ app = typer.Typer(no_args_is_help=True)
 def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
     """The moves ``move_ids`` as ``GET /moves/{id}`` answers them (the one move shape)."""
     from gpufabric.domain.move_json import move_detail
-    from gpufabric.service.queries import Reader
+    from gpufabric.store.queries import Reader
 
     rd, out = Reader(store), []
     for i in move_ids:
@@ -270,7 +270,7 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
             ],
         )
         return
-    from gpufabric.service.store_moves import MoveLedger
+    from gpufabric.store.moves import MoveLedger
 
     ms = MoveLedger(open_store()).moves(open_only)
     if json_out:

@@ -26,7 +26,7 @@ def _node(name: str) -> dict[str, Any]:
     if not found:
         raise NotFoundError("node", name)
     from gpufabric.cli.common import fabrics_path
-    from gpufabric.service.columns import configured_kinds, with_fabrics
+    from gpufabric.engine.columns import configured_kinds, with_fabrics
 
     return with_fabrics(found, rd.store, configured_kinds(fabrics_path()))[0]
 
@@ -44,7 +44,7 @@ def list_nodes(
         nodes = items(r.get("/nodes", tenant=tenant, state=state, limit=1000))
     else:
         from gpufabric.cli.common import fabrics_path
-        from gpufabric.service.columns import configured_kinds, with_fabrics
+        from gpufabric.engine.columns import configured_kinds, with_fabrics
 
         rd = reader()
         nodes = with_fabrics(rd.nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0], rd.store, configured_kinds(fabrics_path()))

@@ -27,7 +27,7 @@ from gpufabric.fabrics.dpu.profiles import TENANT_KEY
 from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_report
 from gpufabric.fabrics.dpu.sriov import sriov_policy
 from gpufabric.lab.ovn import OvnLab
-from gpufabric.service.inventory import load_inventory
+from gpufabric.workflow.inventory import load_inventory
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 

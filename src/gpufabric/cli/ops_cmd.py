@@ -18,7 +18,7 @@ def reconcile(
 ) -> None:
     """Compare desired (leases, moves) with the fabrics' real state; repair or report the drift."""
     from gpufabric.domain.errors import ValidationError
-    from gpufabric.service.reconcile import Policy, reconcile_once
+    from gpufabric.engine.reconcile import Policy, reconcile_once
 
     try:
         pol = Policy(policy)

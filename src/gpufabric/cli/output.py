@@ -122,7 +122,7 @@ def _fit(needs: list[int], room: int) -> list[int]:
 
 def node_table(nodes: Sequence[dict[str, Any]], wide: bool = False, width: int | None = None) -> None:
     """The node table: node, tenant, state, then one column per fabric from each node's
-    ``fabrics.<name>.summary`` (the cells of :func:`gpufabric.service.columns.fabric_cells`).
+    ``fabrics.<name>.summary`` (the cells of :func:`gpufabric.engine.columns.fabric_cells`).
     It fits ``width`` (the terminal's, 80 when not a terminal) with each fabric cell on one
     line; ``wide``: the offering too and every line of every cell in full, on one line each."""
     from rich import box

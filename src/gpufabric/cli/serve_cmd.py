@@ -90,12 +90,12 @@ def serve(
     from gpufabric.api.app import create_app, create_probe_app
     from gpufabric.api.deps import ApiContext
     from gpufabric.api.limits import ApiLimits
-    from gpufabric.service.auth import Tokens
-    from gpufabric.service.loop_leader import LoopLeader
-    from gpufabric.service.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
-    from gpufabric.service.reconcile import Policy, reconcile_once
-    from gpufabric.service.telemetry import Cached, Telemetry, fabric_metrics
-    from gpufabric.service.tenancy import WORKER, Tenancy
+    from gpufabric.engine.reconcile import Policy, reconcile_once
+    from gpufabric.runtime.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
+    from gpufabric.runtime.telemetry import Cached, Telemetry, fabric_metrics
+    from gpufabric.store.auth import Tokens
+    from gpufabric.store.loop_leader import LoopLeader
+    from gpufabric.workflow.tenancy import WORKER, TenantWorkflow
 
     try:
         pol = Policy(policy)
@@ -117,15 +117,15 @@ def serve(
     leader = LoopLeader(store)  # reconcile and the rogue-SM watch: one replica at a time
 
     def engine(**kw: Any) -> Any:
-        from gpufabric.service.fabrics import Fabrics
-        from gpufabric.service.moves import MoveEngine
-        from gpufabric.service.registry import Registry
+        from gpufabric.engine.fabrics import Fabrics
+        from gpufabric.engine.moves import MoveEngine
+        from gpufabric.store.registry import Registry
 
         cfg = segment_config()
         fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
         return MoveEngine(store, fabrics, cfg, **kw)
 
-    from gpufabric.service.columns import configured_kinds
+    from gpufabric.engine.columns import configured_kinds
 
     columns = configured_kinds(fabrics_path())  # the nodes' fabric columns: the configured instances
     ctx = ApiContext(
@@ -159,7 +159,7 @@ def serve(
 
     def worker_pass() -> None:
         e = warm()
-        Tenancy(store).release_expired(WORKER)  # a lease's end is a scheduled release, on time
+        TenantWorkflow(store).release_expired(WORKER)  # a lease's end is a scheduled release, on time
         if ctx.converge_requested:
             ctx.converge_requested = False
             e.converge("api")

@@ -1,4 +1,4 @@
-"""``gpufabric site check``: the preflight of a site (see :mod:`gpufabric.service.site_check`),
+"""``gpufabric site check``: the preflight of a site (see :mod:`gpufabric.runtime.site_check`),
 one line per check, ``--json`` for machines, progress on stderr; the exit code says the worst
 finding: 0 all ok, 1 a warning, 3 an error, 4 a critical finding (2: the command could not run)."""
 
@@ -25,8 +25,8 @@ def check(
 ) -> None:
     """Check the configured site before go-live (devices, SMs, pools, inventory, store, clocks); changes nothing.
     Exit code: 0 ok, 1 warning, 3 error, 4 critical."""
-    from gpufabric.service.db import resolve_url
-    from gpufabric.service.site_check import run_site_check
+    from gpufabric.runtime.site_check import run_site_check
+    from gpufabric.store.db import resolve_url
 
     def say(msg: str) -> None:  # stderr: stdout stays the report (or its JSON)
         err_console.print(f"[dim]site check:[/] {escape(msg)}", highlight=False)

@@ -16,7 +16,7 @@ app = typer.Typer(no_args_is_help=True)
 
 
 def _url() -> str:
-    from gpufabric.service.db import resolve_url
+    from gpufabric.store.db import resolve_url
 
     return resolve_url(os.environ.get("GPUFABRIC_DB") or None, home())
 
@@ -32,7 +32,7 @@ def backup(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Copy the store to PATH, consistent while moves and API writes run (0600)."""
-    from gpufabric.service.backup import backup as run
+    from gpufabric.store.backup import backup as run
 
     out = run(_url(), path.absolute(), force).to_dict()
     if json_out:
@@ -49,7 +49,7 @@ def restore(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Restore the store from PATH (stop every `gpufabric serve` first), then migrate it to head."""
-    from gpufabric.service.backup import restore as run
+    from gpufabric.store.backup import restore as run
 
     out = run(_url(), path.absolute(), force).to_dict()
     if json_out:

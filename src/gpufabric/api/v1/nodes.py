@@ -25,7 +25,7 @@ from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Verb
 from gpufabric.domain.errors import NotFoundError
 from gpufabric.domain.moves import Move
 from gpufabric.domain.serial import jsonable
-from gpufabric.service.columns import with_fabrics
+from gpufabric.engine.columns import with_fabrics
 
 router = APIRouter(tags=["nodes"])
 NodeName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
@@ -72,7 +72,7 @@ def import_inventory(
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
 ) -> Response:
-    from gpufabric.service.inventory import check_port_keys, inventory_from_dict
+    from gpufabric.workflow.inventory import check_port_keys, inventory_from_dict
 
     p.require("node", Verb.CREATE)
     generic = any(n.fabrics for n in body.nodes)  # ports on instances of kinds without typed tables

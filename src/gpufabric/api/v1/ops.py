@@ -68,7 +68,7 @@ def revoke_token(
              responses={200: {"model": AuditOut}, **errors(403, 503, params=False)})
 def run_audit(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("audit", Verb.ACT)
-    from gpufabric.service.audit_run import audit
+    from gpufabric.engine.audit_run import audit
 
     report = audit(c.need_engine())
     c.set_audit(report)

@@ -1,0 +1,93 @@
+"""A node's fabric columns, in one place: one cell per fabric from each kind's ``summary()``
+and the ``fabrics`` object of a node's JSON from each kind's ``node_view()``.
+
+``node list`` (its table and ``--json``), ``GET /api/v1/nodes[/N]`` and the dashboard's
+fabric map all take their per-fabric columns from :func:`fabric_cells` (through
+:func:`fabric_views`); nothing else names a fabric to draw a node. The JSON of one fabric is
+``{"summary": <cell>, **node_view}``: a remote CLI and the dashboard draw the same cells
+without loading a fabric package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from gpufabric.domain.fabric import FabricKind, Tenancy
+from gpufabric.domain.models import Node
+from gpufabric.domain.serial import jsonable
+
+Kinds = Sequence[FabricKind[Any, Any]]
+
+
+def fabric_cells(node: Node, kinds: Kinds, tenancy: Tenancy | None = None) -> list[tuple[str, str]]:
+    """(column, cell) of ``node`` for each fabric instance (the column is the instance's name), in
+    the kinds' order: the cell is the kind's
+    ``summary()``, one line per resource ("" when the node has none on that fabric)."""
+    return [(k.instance, k.summary(node, tenancy)) for k in kinds]
+
+
+def fabric_views(node: Node, kinds: Kinds, tenancy: Tenancy | None = None) -> dict[str, dict[str, Any]]:
+    """The ``fabrics`` object of ``node``'s JSON: column -> ``{"summary": cell, **node_view}``."""
+    by_kind = {k.instance: k for k in kinds}
+    return {
+        column: {"summary": cell, **jsonable(dict(by_kind[column].node_view(node, tenancy)))}
+        for column, cell in fabric_cells(node, kinds, tenancy)
+    }
+
+
+@lru_cache(maxsize=1)
+def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
+    """Every kind of the ``gpufabric.fabrics`` entry points (Ethernet, InfiniBand first), loaded
+    once; their drivers are not imported."""
+    from gpufabric.store.registry import KINDS_GROUP, Registry
+
+    reg = Registry()
+    for ep in entry_points(group=KINDS_GROUP):
+        reg.register_kind(ep.load()())
+    return tuple(reg.ordered_kinds())
+
+
+def configured_kinds(fabrics_file: Path) -> tuple[FabricKind[Any, Any], ...] | None:
+    """The configured fabric instances of ``fabrics_file`` (bound kinds, built-in kinds first),
+    or None without one (then every registered kind is a column)."""
+    if not fabrics_file.exists():
+        return None
+    import yaml
+
+    from gpufabric.engine.fabrics import configured_instances
+    from gpufabric.store.registry import Registry
+
+    raw = yaml.safe_load(fabrics_file.read_text()) or {}
+    first = ["ethernet", "infiniband"]
+    kinds = configured_instances(raw, Registry.from_entry_points()).values()
+    return tuple(sorted(kinds, key=lambda k: (first.index(k.name) if k.name in first else 2, k.instance)))
+
+
+def view_tenancy(store: Any, nodes: Iterable[Node], now: datetime | None = None) -> Tenancy:
+    """Who holds each of ``nodes`` now (active leases) and the offerings: what the cells show."""
+    nodes = tuple(nodes)
+    names = {n.name for n in nodes}
+    leases = {le.node: le for le in store.leases(active_at=now or datetime.now(UTC)) if le.node in names}
+    owners = {n.name: leases.get(n.name) for n in nodes}
+    return Tenancy(nodes, owners, {}, {o.name: o for o in store.offerings()})
+
+
+def with_fabrics(items: Sequence[Mapping[str, Any]], store: Any, kinds: Kinds | None = None) -> list[dict[str, Any]]:
+    """Node dicts (the API v1 shape, by name) with their ``fabrics`` object added. One read of
+    the nodes and leases for a page; a single node reads only itself."""
+    if not items:
+        return []
+    kinds = registered_kinds() if kinds is None else kinds
+    wanted = {str(i["name"]) for i in items}
+    nodes = [store.node(next(iter(wanted)))] if len(wanted) == 1 else [n for n in store.nodes() if n.name in wanted]
+    by_name = {n.name: n for n in nodes}
+    tenancy = view_tenancy(store, nodes)
+    return [
+        {**i, "fabrics": fabric_views(by_name[i["name"]], kinds, tenancy)} if i["name"] in by_name else dict(i)
+        for i in items
+    ]

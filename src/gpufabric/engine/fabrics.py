@@ -1,0 +1,225 @@
+"""The fabrics a deployment drives: one backend per configured fabric *instance*, built from
+``fabrics.yaml`` by the registered fabric kinds, observed and applied in parallel (one
+thread per instance; inside an instance, one per device).
+
+``fabrics.yaml`` (written by ``gpufabric lab up`` for the lab; by hand for a site) lists the
+named instances, each of a kind, with that kind's section (under ``section``, or inline
+beside ``name``/``kind`` when the section is a mapping), plus the SM facts::
+
+    fabrics:
+      - {name: ib-compute, kind: infiniband, driver: opensm, options: {...}}
+      - {name: eth, kind: ethernet, section: [{driver: ovsdb, options: {switch: leaf-1, ...}}]}
+    sm_port_guids: ["0x..."]      # full members of the default partition
+    trusted_sm_guids: ["0x..."]   # the only SMs allowed on the subnet (default: sm_port_guids)
+
+Today's form, one top-level key per kind (``ethernet: [...]``, ``infiniband: {...}``), keeps
+working: each is migrated on load to one instance named after its kind (``Fabrics.notes``
+says so; the log too). Instance names are unique; the default instances' names are the
+:class:`~gpufabric.domain.models.Fabric` values, so stored segments stay valid.
+
+Each fact has one source: the quarantine VLAN comes from ``config.yaml`` (``settings``), the
+trusted SM GUIDs from the top level here; both are handed to the drivers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
+from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
+from gpufabric.domain.models import Node
+from gpufabric.domain.moves import Move
+from gpufabric.domain.parallel import run_parallel
+from gpufabric.domain.state import FabricState
+from gpufabric.domain.values import Guid, check_name
+from gpufabric.planning.plan import Plan
+from gpufabric.store.registry import Registry
+
+TOP_LEVEL = ("sm_port_guids", "trusted_sm_guids")
+INSTANCES = "fabrics"
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Fabrics:
+    kinds: dict[str, FabricKind[Any, Any]] = field(default_factory=dict)  # instance -> its bound kind
+    backends: dict[str, FabricBackend[Any]] = field(default_factory=dict)  # instance -> its backend
+    sm_port_guids: tuple[Guid, ...] = ()
+    trusted_sm_guids: tuple[Guid, ...] = ()
+    quarantine_vlan: int = 4000
+    notes: tuple[str, ...] = ()  # one line per legacy section migrated on load
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any], registry: Registry, quarantine_vlan: int = 4000) -> Fabrics:
+        if not isinstance(raw, Mapping):
+            raise ConfigError("fabrics", raw, "a mapping with a 'fabrics' list of instances and the SM settings")
+        guids = tuple(Guid.parse(g, field="sm_port_guids") for g in raw.get("sm_port_guids", []) or [])
+        trusted = tuple(Guid.parse(g, field="trusted_sm_guids") for g in raw.get("trusted_sm_guids", []) or [])
+        f = cls(sm_port_guids=guids or trusted, trusted_sm_guids=trusted or guids, quarantine_vlan=quarantine_vlan)
+        specs, notes = instance_specs(raw, registry)
+        f.notes = tuple(notes)
+        for line in notes:
+            log.info("%s", line)
+        order = {k.name: i for i, k in enumerate(registry.ordered_kinds())}
+        for _pos, name, kind, section in sorted(specs, key=lambda x: (order[x[2].name], x[0])):
+            bound = kind.bind(name)
+            f.backends[name] = bound.build(section, registry.get, f.settings)
+            f.kinds[name] = bound
+        return f
+
+    @classmethod
+    def load(cls, path: Path, registry: Registry, quarantine_vlan: int = 4000) -> Fabrics:
+        if not path.exists():
+            raise ConfigError("fabrics", str(path), "a fabrics.yaml (run `gpufabric lab up` or write one)")
+        return cls.from_config(yaml.safe_load(path.read_text()) or {}, registry, quarantine_vlan)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Deployment-wide facts fabric kinds derive from (one source each)."""
+        return {
+            "quarantine_vlan": self.quarantine_vlan,
+            "sm_port_guids": self.sm_port_guids,
+            "trusted_sm_guids": self.trusted_sm_guids,
+        }
+
+    def kind_list(self) -> list[FabricKind[Any, Any]]:
+        """Every configured instance's bound kind, in the engine's order."""
+        return list(self.kinds.values())
+
+    def instances_of(self, kind: str) -> list[str]:
+        """The configured instances of ``kind``, in order."""
+        return [n for n, k in self.kinds.items() if k.name == kind]
+
+    # ---- a node's columns (API ``fabrics.<instance>``, node table cells), keyed by instance
+    def node_views(self, node: Node) -> dict[str, Mapping[str, Any]]:
+        """instance -> its kind's JSON fragment of ``node`` (instances with nothing to say left out)."""
+        return {name: view for name, k in self.kinds.items() if (view := k.node_view(node))}
+
+    def summaries(self, node: Node) -> dict[str, str]:
+        """instance -> its kind's table cell of ``node`` (every instance, in order)."""
+        return {name: k.summary(node) for name, k in self.kinds.items()}
+
+    # ---- built-in fabrics, by role (reconcile's rogue-SM containment, CLI tables)
+    @property
+    def switches(self) -> dict[str, EthernetSwitchDriver]:
+        """Every switch of every Ethernet instance."""
+        out: dict[str, EthernetSwitchDriver] = {}
+        for name in self.instances_of("ethernet"):
+            out.update(getattr(self.backends[name], "switches", {}))
+        return out
+
+    @property
+    def sm(self) -> SubnetManagerDriver | None:
+        """The subnet manager of the first InfiniBand instance."""
+        for name in self.instances_of("infiniband"):
+            sm = getattr(self.backends[name], "sm", None)
+            if isinstance(sm, SubnetManagerDriver):
+                return sm
+        return None
+
+    # ---- I/O
+    def observe(self) -> FabricState:
+        """Read every fabric in parallel."""
+        return FabricState(slices=run_parallel({n: b.observe for n, b in self.backends.items()}))
+
+    def apply(
+        self, plan: Plan, on_done: Callable[[str, float], None] | None = None
+    ) -> tuple[dict[str, Any], dict[str, float]]:
+        """Apply every fabric's part of ``plan`` in parallel. Returns each fabric's verified
+        read-back and seconds per fabric; raises the first error after all have finished."""
+        todo = plan.nonempty()
+        for name in todo:
+            if name not in self.backends:
+                raise ConfigError("fabrics", name, f"a {name} section in fabrics.yaml")
+        timings: dict[str, float] = {}
+
+        def job(name: str) -> Callable[[], Any]:
+            def run() -> Any:
+                t0 = time.monotonic()
+                try:
+                    return self.backends[name].apply(todo[name])
+                finally:
+                    timings[name] = time.monotonic() - t0
+                    if on_done:
+                        on_done(name, timings[name])
+
+            return run
+
+        return run_parallel({n: job(n) for n in todo}), timings
+
+    def before_move(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        """Every fabric's checks and preparations before a batch's quarantine (in order)."""
+        for b in self.backends.values():
+            b.before_move(tenancy, moves)
+
+    def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
+        for b in self.backends.values():
+            b.after_join(tenancy, moves)
+
+    def close(self) -> None:
+        for b in self.backends.values():
+            b.close()
+
+
+Spec = tuple[int, str, FabricKind[Any, Any], Any]
+"""(position in the file, instance name, kind, the kind's section)."""
+
+
+def instance_specs(raw: Mapping[str, Any], registry: Registry) -> tuple[list[Spec], list[str]]:
+    """The instances ``fabrics.yaml`` configures (its ``fabrics`` list, then each legacy
+    top-level kind section as one instance named after the kind) and a note per migrated
+    section. ConfigError naming the field: unknown key or kind, bad or duplicate name."""
+    kinds = ", ".join(sorted(registry.kinds))
+    known = ", ".join([INSTANCES, *sorted(registry.kinds), *TOP_LEVEL])
+    specs: list[Spec] = []
+    notes: list[str] = []
+    seen: dict[str, str] = {}
+    entries = raw.get(INSTANCES) or []
+    if not isinstance(entries, list):
+        raise ConfigError(INSTANCES, entries, "a list of {name, kind, ...section} instances")
+    for i, entry in enumerate(entries):
+        where = f"{INSTANCES}[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(where, entry, "a mapping with name, kind and the kind's section")
+        kind_name = entry.get("kind")
+        if kind_name not in registry.kinds:
+            raise ConfigError(f"{where}.kind", kind_name, f"a registered fabric kind: {kinds}")
+        name = entry.get("name", kind_name)
+        try:
+            check_name(f"{where}.name", name)
+        except ValidationError as e:
+            raise ConfigError(e.field, e.value, e.allowed) from None
+        rest = {k: v for k, v in entry.items() if k not in ("name", "kind")}
+        section = rest["section"] if set(rest) == {"section"} else rest
+        _add(specs, seen, i, str(name), registry.kinds[str(kind_name)], section, f"{where}.name")
+    for j, (key, value) in enumerate(raw.items()):
+        if key in TOP_LEVEL or key == INSTANCES:
+            continue
+        if key not in registry.kinds:
+            raise ConfigError(f"fabrics.{key}", key, f"a registered fabric or setting: {known}")
+        if value:
+            _add(specs, seen, len(entries) + j, key, registry.kinds[key], value, f"fabrics.{key}")
+            notes.append(f"fabrics.yaml: top-level '{key}:' read as the instance {key} of kind {key}"
+                         f" (the new form: fabrics: [{{name: {key}, kind: {key}, ...}}])")  # fmt: skip
+    return specs, notes
+
+
+def _add(specs: list[Spec], seen: dict[str, str], pos: int, name: str, kind: FabricKind[Any, Any], section: Any, where: str) -> None:
+    if name in seen:
+        raise ConfigError(where, name, f"unique instance names (also at {seen[name]})", "duplicate")
+    seen[name] = where
+    specs.append((pos, name, kind, section))
+
+
+def configured_instances(raw: Mapping[str, Any], registry: Registry) -> dict[str, FabricKind[Any, Any]]:
+    """instance -> bound kind of every instance ``fabrics.yaml`` configures, with no backend
+    built (what the inventory import needs to parse the instances' port sections)."""
+    return {name: kind.bind(name) for _pos, name, kind, _section in instance_specs(raw, registry)[0]}

@@ -1,0 +1,1 @@
+"""The serve process's background loops and telemetry."""

@@ -1,1 +1,0 @@
-"""Service: store, workflows, reconcile loop."""

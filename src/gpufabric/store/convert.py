@@ -1,0 +1,137 @@
+"""Row <-> domain conversion for the store. Rows never leave the service layer."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from gpufabric.domain.models import (
+    Dpu,
+    DpuMode,
+    EthernetPort,
+    FabricPorts,
+    Gpu,
+    IbPort,
+    Lease,
+    Network,
+    Node,
+    NodeState,
+    Offering,
+    Segment,
+)
+from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
+from gpufabric.store.tables import (
+    DpuRow,
+    EthernetPortRow,
+    GpuRow,
+    IbPortRow,
+    LeaseRow,
+    NetworkRow,
+    NodeFabricPortsRow,
+    NodeRow,
+    OfferingRow,
+)
+
+
+def _guid(text: str | None) -> Guid | None:
+    return None if text is None else Guid.parse(text)
+
+
+def ordered(
+    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort], gpus: Iterable[Gpu], dpus: Iterable[Dpu]
+) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...]]:
+    """A node's ports, GPUs and DPUs in the order the store returns them."""
+    return (
+        tuple(sorted(ethernet, key=lambda p: p.name)),
+        tuple(sorted(ib, key=lambda p: (p.device, p.port_num))),
+        tuple(sorted(gpus, key=lambda g: g.module_id.value)),
+        tuple(sorted(dpus, key=lambda d: d.name)),
+    )
+
+
+def canonical(node: Node) -> Node:
+    """``node`` with its ports, GPUs and DPUs in the order the store returns them."""
+    eth, ib, gpus, dpus = ordered(node.ethernet, node.ib, node.gpus, node.dpus)
+    fp = tuple(sorted(node.fabric_ports))
+    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, dpus=dpus, fabric_ports=fp)
+
+
+def node_to_domain(r: NodeRow) -> Node:
+    n = r.name
+    return canonical(
+        Node(
+            name=n,
+            offering=r.offering,
+            state=NodeState(r.state),
+            ethernet=tuple(EthernetPort(n, p.name, p.switch, p.switch_port, p.mac, p.bond, p.bond_mode) for p in r.ethernet),
+            ib=tuple(
+                IbPort(
+                    n,
+                    p.device,
+                    p.port_num,
+                    Guid.parse(p.port_guid),
+                    Guid.parse(p.node_guid),
+                    _guid(p.switch_guid),
+                    p.switch_port,
+                )
+                for p in r.ib
+            ),
+            gpus=tuple(Gpu(n, ModuleId(g.module_id), g.pci_bus_id) for g in r.gpus),
+            dpus=tuple(Dpu(n, d.name, DpuMode(d.mode), tuple(sorted((str(k), str(v)) for k, v in (d.details or {}).items()))) for d in r.dpus),
+            fabric_ports=tuple(FabricPorts.of(f.instance, f.data) for f in r.fabric_ports),
+        )
+    )
+
+
+def fill_node_children(row: NodeRow, node: Node) -> None:
+    """Append rows for every port, GPU and DPU of ``node`` to ``row``."""
+    row.ethernet.extend(
+        EthernetPortRow(name=p.name, switch=p.switch, switch_port=p.switch_port, mac=p.mac, bond=p.bond,
+                        bond_mode=p.bond_mode)
+        for p in node.ethernet
+    )
+    row.ib.extend(
+        IbPortRow(
+            device=p.device,
+            port_num=p.port_num,
+            port_guid=str(p.port_guid),
+            node_guid=str(p.node_guid),
+            switch_guid=None if p.switch_guid is None else str(p.switch_guid),
+            switch_port=p.switch_port,
+        )
+        for p in node.ib
+    )
+    row.gpus.extend(GpuRow(module_id=g.module_id.value, pci_bus_id=g.pci_bus_id) for g in node.gpus)
+    row.dpus.extend(DpuRow(name=d.name, mode=d.mode.value, details=dict(d.details)) for d in node.dpus)
+    row.fabric_ports.extend(NodeFabricPortsRow(instance=f.instance, data=f.entries) for f in node.fabric_ports)
+
+
+def network_to_domain(r: NetworkRow) -> Network:
+    segs = tuple(
+        Segment(
+            s.fabric,
+            s.seg_id,
+            None if s.vlan is None else VlanId(s.vlan),
+            None if s.pkey is None else PKey(s.pkey),
+        )
+        for s in sorted(r.segments, key=lambda s: s.fabric)
+    )
+    return Network(r.name, r.tenant.name, segs)
+
+
+def offering_to_domain(r: OfferingRow) -> Offering:
+    return Offering(r.name, r.description, DpuMode(r.dpu_mode), tuple((k, v) for k, v in r.settings))
+
+
+def lease_to_domain(r: LeaseRow) -> Lease:
+    return Lease(
+        tenant=r.tenant.name,
+        node=r.node.name,
+        start=r.start,
+        end=r.end,
+        networks=tuple(sorted(ln.network.name for ln in r.networks)),
+        offering=r.offering,
+        owner=r.owner,
+        id=r.id,
+        gpus=r.gpus,
+    )

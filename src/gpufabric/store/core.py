@@ -1,0 +1,441 @@
+"""The store: durable inventory, tenants, networks, offerings and leases.
+
+Owns persistence of the domain through SQLAlchemy 2 on SQLite or PostgreSQL. Every
+public method runs in one transaction, takes and returns DOMAIN objects (never ORM
+rows) and raises domain errors: NotFoundError, ConflictError, ValidationError,
+ExhaustedError. Uniqueness that isolation depends on (switch ports, port GUIDs,
+VLANs, PKeys) is enforced by database constraints; allocations retry when another
+replica won a race. Leases live in :mod:`gpufabric.store.leases`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from sqlalchemy import Engine, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from gpufabric.domain.errors import ConflictError, NotFoundError
+from gpufabric.domain.models import (
+    BUILTIN_OFFERINGS,
+    Inventory,
+    Lease,
+    Network,
+    Node,
+    NodeState,
+    Offering,
+    Segment,
+    Tenant,
+)
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.values import PKey, VlanId, check_name
+from gpufabric.store import db
+from gpufabric.store import leases as store_leases
+from gpufabric.store.convert import (
+    canonical,
+    fill_node_children,
+    network_to_domain,
+    node_to_domain,
+    offering_to_domain,
+)
+from gpufabric.store.nodes import list_nodes
+from gpufabric.store.registry import Registry
+from gpufabric.store.tables import (
+    LeaseNetworkRow,
+    LeaseRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    SegmentRow,
+    TenantRow,
+)
+from gpufabric.store.tx import Tx
+
+ALLOCATION_ATTEMPTS: Final = 50
+_NODE_LOAD: Final = (
+    selectinload(NodeRow.ethernet),
+    selectinload(NodeRow.ib),
+    selectinload(NodeRow.gpus),
+    selectinload(NodeRow.dpus),
+    selectinload(NodeRow.fabric_ports),
+)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What an inventory upsert did, counted in nodes."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    def __str__(self) -> str:  # what a person reads (never the dataclass repr)
+        return f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged"
+
+
+class Store:
+    """Persistence of the domain. Open with :meth:`open`; close with :meth:`close`."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.url = url
+        self._engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, url: str | None = None, home: Path | None = None) -> Store:
+        """Open (and migrate to head) the store at ``url``, else ``$GPUFABRIC_DB``,
+        else ``sqlite:///<home>/gpufabric.db`` (home: ``$GPUFABRIC_HOME`` or ``./.gpufabric``)."""
+        resolved = db.resolve_url(url, home)
+        engine = db.make_engine(resolved)
+        try:
+            db.upgrade(engine)
+            store = cls(engine, resolved)
+            store._seed_offerings()
+        except BaseException:
+            engine.dispose()
+            raise
+        return store
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for the store's own modules: the fabric lock's connection, read-only readers)."""
+        return self._engine
+
+    @contextmanager
+    def tx(self, within: Tx | None = None) -> Iterator[Tx]:
+        """The unit of work: ``with store.tx() as tx:`` is one transaction (see :mod:`.unit_of_work`);
+        ``within``: the caller's open transaction, joined (a step composed into the caller's work)."""
+        if within is not None:
+            yield within
+            return
+        with self._sessions.begin() as s:
+            yield Tx(s)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        with self._sessions.begin() as s:
+            yield s
+
+    def _seed_offerings(self) -> None:
+        rows: list[dict[str, object]] = [
+            {"name": o.name, "description": o.description, "dpu_mode": o.dpu_mode.value, "settings": []}
+            for o in BUILTIN_OFFERINGS
+        ]
+        with self._tx() as s:
+            ins = (postgresql.insert if s.get_bind().dialect.name == "postgresql" else sqlite.insert)(OfferingRow)
+            s.execute(ins.values(rows).on_conflict_do_nothing(index_elements=["name"]))
+
+    # ------------------------------------------------------------------ inventory
+    def upsert_inventory(self, inv: Inventory) -> ImportResult:
+        """Add new nodes and replace the ports/GPUs/DPUs/offering of known ones, in one
+        transaction. A node's state is kept. Nodes not in ``inv`` are left alone.
+
+        Raises ConflictError (and writes nothing) when a switch port or port GUID is
+        claimed by another node or twice in ``inv``, or when a node that is leased or moving would
+        change: its ports are in a tenant, and rewriting them in place (or handing one to another
+        listed node) would let the next converge pass a port from one tenant to another directly.
+        """
+        added = updated = unchanged = 0
+        try:
+            with self._tx() as s:
+                rows = {r.name: r for r in s.scalars(select(NodeRow).options(*_NODE_LOAD))}
+                _check_claims(inv, rows)
+                changed: list[tuple[NodeRow, Node]] = []
+                for node in inv.nodes:
+                    row = rows.get(node.name)
+                    if row is None:
+                        row = NodeRow(name=node.name, offering=node.offering, state=node.state.value)
+                        changed.append((row, node))
+                        s.add(row)
+                        added += 1
+                        continue
+                    current = node_to_domain(row)
+                    if node.state is NodeState.MAINTENANCE and current.state is NodeState.AVAILABLE:
+                        row.state = NodeState.MAINTENANCE.value  # e.g. found to be the SM host: never leasable
+                    if canonical(dataclasses.replace(node, state=current.state)) == current:
+                        unchanged += 1
+                        continue
+                    if current.state in (NodeState.LEASED, NodeState.MOVING):
+                        same_ports = dataclasses.replace(node, state=current.state, offering=current.offering)
+                        if canonical(same_ports) == current:  # the offering is the lease's now: kept
+                            unchanged += 1
+                            continue
+                        raise ConflictError(
+                            f"node {node.name} is {current.state.value}: its ports change only while it is in"
+                            " quarantine (end its lease or move it to quarantine first)",
+                            node=node.name, state=current.state.value,
+                        )  # fmt: skip
+                    row.offering = node.offering
+                    row.ethernet.clear()
+                    row.ib.clear()
+                    row.gpus.clear()
+                    row.dpus.clear()
+                    row.fabric_ports.clear()
+                    changed.append((row, node))
+                    updated += 1
+                s.flush()  # delete every replaced child first: a port may move between nodes
+                for row, node in changed:
+                    fill_node_children(row, node)
+        except IntegrityError as e:
+            raise ConflictError(f"inventory conflicts with the store: {e.orig}", detail=str(e.orig)) from e
+        return ImportResult(added, updated, unchanged)
+
+    def nodes(self) -> list[Node]:
+        with self._tx() as s:
+            return list_nodes(s)
+
+    def node(self, name: str) -> Node:
+        with self._tx() as s:
+            return node_to_domain(_node_row(s, name))
+
+    def set_node_state(self, name: str, state: NodeState) -> Node:
+        state = NodeState(state)
+        with self._tx() as s:
+            row = _node_row(s, name)
+            row.state = state.value
+            return node_to_domain(row)
+
+    # ------------------------------------------------------------------ tenants
+    def create_tenant(self, name: str) -> Tenant:
+        tenant = Tenant(name)
+        try:
+            with self._tx() as s:
+                if s.scalar(select(TenantRow.id).where(TenantRow.name == name)) is not None:
+                    raise ConflictError(f"tenant already exists: {name}", tenant=name)
+                s.add(TenantRow(name=name))
+        except IntegrityError as e:
+            raise ConflictError(f"tenant already exists: {name}", tenant=name) from e
+        return tenant
+
+    def tenants(self) -> list[Tenant]:
+        with self._tx() as s:
+            return [Tenant(n) for n in s.scalars(select(TenantRow.name).order_by(TenantRow.name))]
+
+    def tenant(self, name: str) -> Tenant:
+        with self._tx() as s:
+            return Tenant(_tenant_row(s, name).name)
+
+    # ------------------------------------------------------------------ networks
+    def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None) -> Network:
+        """Create a tenant network with one segment per fabric kind that has per-network
+        segments (``FabricKind.allocate``: the lowest free VLAN of ``cfg.ethernet_vlans``, the
+        lowest free InfiniBand segmentation id of ``cfg.ib`` mapped to its PKey, ...). ``kinds``
+        default to every registered kind.
+
+        Raises NotFoundError (tenant), ConflictError (name taken), ExhaustedError (pool empty).
+        """
+        check_name("network.name", name)
+        allocators = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
+        last: IntegrityError | None = None
+        for _ in range(ALLOCATION_ATTEMPTS):
+            try:
+                with self._tx() as s:
+                    return self._create_network(s, name, tenant, cfg, allocators)
+            except IntegrityError as e:  # another replica took the same id (or name): retry on fresh data
+                last = e
+        raise ConflictError(
+            f"could not allocate segments for network {name} in {ALLOCATION_ATTEMPTS} attempts: {last}", network=name
+        )
+
+    @staticmethod
+    def _create_network(s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any]) -> Network:
+        t = _tenant_row(s, tenant)
+        if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)) is not None:
+            raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
+        used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
+        row = NetworkRow(name=name, tenant=t)
+        probe = Network(name, tenant)
+        fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
+        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates;
+            # a kind's instances share its pool: VLANs and PKeys are unique deployment-wide
+            siblings = {k.instance for k in kinds if k.name == kind.name} | {kind.name, kind.instance}
+            mine = [
+                Segment(u.fabric, u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None)
+                for u in used
+                if u.fabric in siblings
+            ] + [x for x in fresh if x.fabric in siblings]
+            seg = kind.allocate(probe, mine, cfg)
+            if seg is not None:
+                fresh.append(dataclasses.replace(seg, fabric=kind.instance))
+                row.segments.append(
+                    SegmentRow(
+                        fabric=kind.instance,
+                        seg_id=seg.seg_id,
+                        vlan=seg.vlan.value if seg.vlan else None,
+                        pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
+                    )
+                )
+        s.add(row)
+        s.flush()
+        return network_to_domain(row)
+
+    def networks(self, tenant: str | None = None) -> list[Network]:
+        with self._tx() as s:
+            q = select(NetworkRow).options(selectinload(NetworkRow.segments), selectinload(NetworkRow.tenant))
+            if tenant is not None:
+                q = q.where(NetworkRow.tenant_id == _tenant_row(s, tenant).id)
+            return [network_to_domain(r) for r in s.scalars(q.order_by(NetworkRow.name))]
+
+    def network(self, name: str, tenant: str) -> Network:
+        """The network ``name`` of ``tenant`` (names are unique per tenant only)."""
+        with self._tx() as s:
+            return network_to_domain(_network_row(s, name, tenant))
+
+    def delete_network(self, name: str, tenant: str) -> Network:
+        """Delete a network and release its segments. ConflictError while leases use it (naming them)."""
+        with self._tx() as s:
+            row = _network_row(s, name, tenant)
+            links = s.execute(
+                select(LeaseNetworkRow.lease_id, LeaseRow.end)
+                .join(LeaseRow, LeaseRow.id == LeaseNetworkRow.lease_id)
+                .where(LeaseNetworkRow.network_id == row.id)
+            ).all()
+            now = datetime.now(UTC)
+            ids = sorted(i for i, end in links if end is None or end > now)
+            if not ids and links:  # only ended leases name it: they keep their history without it
+                s.execute(delete(LeaseNetworkRow).where(LeaseNetworkRow.network_id == row.id))
+            if ids:
+                raise ConflictError(
+                    f"network {name} of tenant {tenant} is used by lease(s) {', '.join(map(str, ids))}",
+                    network=name,
+                    leases=ids,
+                )
+            net = network_to_domain(row)
+            s.delete(row)
+            return net
+
+    # ------------------------------------------------------------------ offerings
+    def offerings(self) -> list[Offering]:
+        with self._tx() as s:
+            return [offering_to_domain(r) for r in s.scalars(select(OfferingRow).order_by(OfferingRow.name))]
+
+    def create_offering(self, o: Offering) -> Offering:
+        try:
+            with self._tx() as s:
+                if s.scalar(select(OfferingRow.id).where(OfferingRow.name == o.name)) is not None:
+                    raise ConflictError(f"offering already exists: {o.name}", offering=o.name)
+                row = OfferingRow(
+                    name=o.name,
+                    description=o.description,
+                    dpu_mode=o.dpu_mode.value,
+                    settings=[list(kv) for kv in o.settings],
+                )
+                s.add(row)
+                s.flush()
+                return offering_to_domain(row)
+        except IntegrityError as e:
+            raise ConflictError(f"offering already exists: {o.name}", offering=o.name) from e
+
+    # ------------------------------------------------------------------ leases
+    def create_lease(self, lease: Lease) -> Lease:
+        """Store ``lease`` (its id must be unset) and return it with its id. The node,
+        tenant, offering and networks must exist and the networks belong to the tenant.
+        ConflictError when the node has a lease overlapping [start, end)."""
+        with self._tx() as s:
+            return store_leases.create(s, lease)
+
+    def lease(self, lease_id: int) -> Lease:
+        with self._tx() as s:
+            return store_leases.get(s, lease_id)
+
+    def leases(self, active_at: datetime | None = None) -> list[Lease]:
+        """All leases by start time, or only those active at ``active_at`` (timezone-aware)."""
+        with self._tx() as s:
+            return store_leases.list_(s, active_at)
+
+    def delete_lease(self, lease_id: int) -> Lease:
+        with self._tx() as s:
+            return store_leases.delete(s, lease_id)
+
+
+# ---------------------------------------------------------------------- helpers
+def _node_row(s: Session, name: str) -> NodeRow:
+    row = s.scalar(select(NodeRow).options(*_NODE_LOAD).where(NodeRow.name == name))
+    if row is None:
+        raise NotFoundError("node", name)
+    return row
+
+
+def _tenant_row(s: Session, name: str) -> TenantRow:
+    row = s.scalar(select(TenantRow).where(TenantRow.name == name))
+    if row is None:
+        raise NotFoundError("tenant", name)
+    return row
+
+
+def _network_row(s: Session, name: str, tenant: str) -> NetworkRow:
+    q = (
+        select(NetworkRow)
+        .join(TenantRow, NetworkRow.tenant_id == TenantRow.id)
+        .options(selectinload(NetworkRow.segments), selectinload(NetworkRow.tenant))
+        .where(NetworkRow.name == name, TenantRow.name == tenant)
+    )
+    row = s.scalar(q)
+    if row is None:
+        raise NotFoundError("network", f"{tenant}/{name}")
+    return row
+
+
+def _check_claims(inv: Inventory, rows: dict[str, NodeRow]) -> None:
+    """Raise ConflictError for a switch port or port GUID that ``inv`` gives to a node
+    while another node (in the store but not in ``inv``, or earlier in ``inv``) has it."""
+    mine = {n.name for n in inv.nodes}
+    eth: dict[tuple[str, str], str] = {}
+    guids: dict[str, str] = {}
+    for r in rows.values():
+        if r.name not in mine:
+            eth.update({(p.switch, p.switch_port): r.name for p in r.ethernet})
+            eth.update({(p.switch, p.bond): r.name for p in r.ethernet if p.bond})
+            guids.update({p.port_guid: r.name for p in r.ib})
+    seen: set[str] = set()
+    for n in inv.nodes:
+        if n.name in seen:
+            raise ConflictError(f"node {n.name} is listed twice in the inventory", node=n.name)
+        seen.add(n.name)
+        for p in n.ethernet:
+            if p.bond and eth.get((p.switch, p.bond), n.name) != n.name:
+                raise ConflictError(
+                    f"aggregate {p.switch}/{p.bond} (node {n.name} {p.name}) is node {eth[(p.switch, p.bond)]}'s",
+                    node=n.name, switch=p.switch, switch_port=p.bond, owner=eth[(p.switch, p.bond)],
+                )  # fmt: skip
+            key = (p.switch, p.switch_port)
+            if key in eth:
+                raise ConflictError(
+                    f"switch port {p.switch}/{p.switch_port} (node {n.name} {p.name}) is already cabled to node {eth[key]}",
+                    node=n.name,
+                    switch=p.switch,
+                    switch_port=p.switch_port,
+                    owner=eth[key],
+                )
+            eth[key] = n.name
+            if p.bond:
+                eth[(p.switch, p.bond)] = n.name
+        for q in n.ib:
+            g = str(q.port_guid)
+            if g in guids:
+                raise ConflictError(
+                    f"port GUID {g} (node {n.name} {q.device}/{q.port_num}) already belongs to node {guids[g]}",
+                    node=n.name,
+                    port_guid=g,
+                    owner=guids[g],
+                )
+            guids[g] = n.name

@@ -1,0 +1,218 @@
+"""A move request's checks, read for all the requested nodes at once: the node rows (locked),
+their open moves, the target tenant and its networks, the offerings, each node's GPU count, the
+leases active now; and the new move row. Everything the lease swap will need is checked here,
+when the move is requested (a refusal records nothing), so that one bad request never reaches a
+batch that it would fail. Used by :class:`gpufabric.store.moves.MoveLedger` (one
+transaction per request)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session, selectinload
+
+from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
+from gpufabric.domain.models import QUARANTINE, NodeState
+from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.store.tables import GpuRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
+from gpufabric.store.tx import Tx
+
+OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
+"""Statuses of a move that holds its node (one open move per node); an offer reserves it too."""
+_SHOWN = 12  # names listed in a refusal's allowed values
+_COUNTED = tuple(x for x in OPEN if x != MoveStatus.OFFERED.value)  # an offer counts once accepted
+
+
+def listing(names: Sequence[str] | frozenset[str]) -> str:
+    """``a, b, c`` (sorted), at most a dozen names then how many more: one readable line."""
+    ordered = sorted(names)
+    more = f" and {len(ordered) - _SHOWN} more" if len(ordered) > _SHOWN else ""
+    return ", ".join(ordered[:_SHOWN]) + more
+
+
+def usage(tx: Tx, tenant: str, what: str) -> int:
+    """How much of quota ``what`` (networks, leases, open_moves) tenant ``tenant`` holds now, read in
+    the write's own transaction ``tx`` (:mod:`gpufabric.workflow.quotas` checks it against the limit):
+    live leases count the grants whose lease is not written yet; an offer counts once accepted."""
+    s = tx.session
+    if what == "networks":
+        q = select(func.count()).select_from(NetworkRow).join(TenantRow).where(TenantRow.name == tenant)
+        return int(s.scalar(q) or 0)
+    if what == "open_moves":
+        q = select(func.count()).select_from(MoveRow).where(MoveRow.to_tenant == tenant, MoveRow.status.in_(_COUNTED))
+        return int(s.scalar(q) or 0)
+    now = datetime.now(UTC)
+    live = (
+        select(func.count())
+        .select_from(LeaseRow)
+        .join(TenantRow)
+        .where(TenantRow.name == tenant, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+    )
+    grants = select(func.count()).select_from(MoveRow).where(
+        MoveRow.to_tenant == tenant,
+        MoveRow.status.in_(_COUNTED),
+        MoveRow.phase.in_((MovePhase.QUARANTINE.value, MovePhase.SWAP.value)),  # its lease is not written yet
+    )
+    return int(s.scalar(live) or 0) + int(s.scalar(grants) or 0)
+
+
+def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
+    q = select(LeaseRow).where(
+        LeaseRow.node_id == node_id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+    )
+    return s.scalars(q).first()
+
+
+@dataclass(frozen=True)
+class RequestChecks:
+    """What requests of moves of ``nodes`` check, read for all of them at once (node rows locked)."""
+
+    nodes: dict[str, NodeRow]
+    open_moves: dict[str, MoveRow]
+    tenant_exists: bool
+    active: dict[int, LeaseRow]  # node id -> its lease active now
+    networks: frozenset[str] = frozenset()  # the target tenant's networks
+    offerings: frozenset[str] = frozenset()
+    gpus: dict[int, int] | None = None  # node id -> GPUs in the inventory
+
+    @staticmethod
+    def read(s: Session, nodes: Sequence[str], to_tenant: str, now: datetime) -> RequestChecks:
+        rows = locked_nodes(s, nodes)
+        moves = s.scalars(select(MoveRow).where(MoveRow.node.in_(nodes), MoveRow.status.in_(OPEN)).order_by(MoveRow.id))
+        tenant = (
+            to_tenant == QUARANTINE or s.scalar(select(TenantRow.id).where(TenantRow.name == to_tenant)) is not None
+        )
+        active = s.scalars(
+            select(LeaseRow)
+            .options(selectinload(LeaseRow.tenant))
+            .where(
+                LeaseRow.node_id.in_([r.id for r in rows.values()]),
+                LeaseRow.start <= now,
+                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+            )
+            .order_by(LeaseRow.id.desc())
+        )
+        nets = s.scalars(
+            select(NetworkRow.name).join(TenantRow, NetworkRow.tenant_id == TenantRow.id).where(TenantRow.name == to_tenant)
+        )
+        gpus = s.execute(
+            select(GpuRow.node_id, func.count())
+            .where(GpuRow.node_id.in_([r.id for r in rows.values()]))
+            .group_by(GpuRow.node_id)
+        )
+        return RequestChecks(
+            rows,
+            {m.node: m for m in moves},
+            tenant,
+            {x.node_id: x for x in active},
+            frozenset(nets) if to_tenant != QUARANTINE else frozenset(),
+            frozenset(s.scalars(select(OfferingRow.name))),
+            {node_id: int(n) for node_id, n in gpus},
+        )
+
+    def check_target(self, node: NodeRow, to_tenant: str, offering: str, networks: tuple[str, ...],
+                     gpus: int | None) -> None:  # fmt: skip
+        """What the lease swap needs of a move of ``node``, refused now with the field and what is
+        allowed: the networks (the target tenant's own), the offering, the GPU count (the node's)."""
+        if offering not in self.offerings:
+            raise ValidationError("offering", offering, listing(self.offerings) or "none (no offering is defined)")
+        if to_tenant == QUARANTINE:
+            if networks:
+                raise ValidationError("networks", ",".join(networks)[:200], "none (quarantine joins no network)")
+        else:
+            unknown = [n for n in dict.fromkeys(networks) if n not in self.networks]
+            if unknown:
+                have = f"networks of tenant {to_tenant}: {listing(self.networks)}" if self.networks else (
+                    f"none yet (tenant {to_tenant} has no networks: create one first)")  # fmt: skip
+                raise ValidationError("networks", ",".join(unknown)[:200], have)
+        if gpus is not None and to_tenant != QUARANTINE:
+            count = (self.gpus or {}).get(node.id, 0)
+            if not count:
+                raise ValidationError("gpus", gpus, f"unset (node {node.name} has no GPUs in the inventory)")
+            if not 1 <= gpus <= count:
+                raise ValidationError("gpus", gpus, f"1-{count} (the GPUs of node {node.name}), or unset for all")
+
+
+def new_move(
+    s: Session,
+    known: RequestChecks,
+    now: datetime,
+    node: str,
+    to_tenant: str,
+    offering: str,
+    networks: tuple[str, ...],
+    gpus: int | None,
+    lease_end: datetime | None,
+    release_ended: bool,
+    not_before: datetime | None,
+    requested_by: str,
+    grant: bool,
+    offered: bool = False,
+) -> MoveRow:
+    """The move row of a request of ``node`` after every check (the first refusal raised); the
+    node is marked moving, unless the move is only ``offered`` (it waits for the receiving
+    tenant's acceptance and changes nothing until then)."""
+    row = known.nodes.get(node)
+    if row is None:
+        raise NotFoundError("node", node)
+    other = known.open_moves.get(node)
+    if other is not None:
+        raise ConflictError(
+            f"node {node} already has open move {other.id} ({other.status} at {other.phase})",
+            node=node,
+            move=other.id,
+        )
+    if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
+        raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+    if not_before is not None and not_before.tzinfo is None:
+        raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
+    if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
+        raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
+    if gpus is not None and not 1 <= gpus <= 16:
+        raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
+    current = known.active.get(row.id)
+    if grant and current is not None:
+        raise ConflictError(
+            f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
+            f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
+            node=node,
+            lease=current.id,
+        )
+    if not known.tenant_exists:  # after the node's own refusals: a leased node says so whatever tenant is named
+        raise NotFoundError("tenant", to_tenant)
+    known.check_target(row, to_tenant, offering, networks, gpus)
+    from_tenant = current.tenant.name if current else QUARANTINE
+    if release_ended and current is None:
+        last = s.scalars(
+            select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
+        ).first()
+        from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
+    if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
+        raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
+    mr = MoveRow(
+        node=node,
+        from_tenant=from_tenant,
+        to_tenant=to_tenant,
+        offering=offering,
+        networks=",".join(networks),
+        gpus=gpus,
+        lease_end=lease_end,
+        not_before=not_before if not_before is not None and not_before > now else None,
+        requested_by=requested_by[:255],
+        phase=MovePhase.QUARANTINE.value,
+        status=(MoveStatus.OFFERED if offered else MoveStatus.PENDING).value,
+        attempts=0,
+        error="",
+    )
+    s.add(mr)
+    if not offered:
+        row.state = NodeState.MOVING.value
+    return mr
+
+
+def locked_nodes(s: Session, names: Sequence[str]) -> dict[str, NodeRow]:
+    """The node rows ``names``, locked, by name."""
+    return {n.name: n for n in s.scalars(select(NodeRow).where(NodeRow.name.in_(set(names))).with_for_update())}

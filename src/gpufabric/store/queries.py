@@ -1,0 +1,395 @@
+"""Fast reads for the API: plain SQL (SQLAlchemy Core ``select``) straight to JSON-ready
+dicts, filtered to what a principal may see. No ORM object graphs on these paths.
+
+SQLite reads use their own engine without ``BEGIN IMMEDIATE`` (readers must not queue
+behind writers; the store is in WAL mode), so reads and lease writes run side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, Select, and_, create_engine, event, func, or_, select
+from sqlalchemy.engine import Connection
+
+from gpufabric.domain.auth import Principal, Role
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.store.core import Store
+from gpufabric.store.tables import (
+    DpuRow,
+    EthernetPortRow,
+    EventRow,
+    GpuRow,
+    IbPortRow,
+    LeaseNetworkRow,
+    LeaseRow,
+    MoveEventRow,
+    MoveRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    RevisionRow,
+    SegmentRow,
+    TenantRow,
+)
+
+N, L, T, NW = NodeRow.__table__, LeaseRow.__table__, TenantRow.__table__, NetworkRow.__table__
+
+
+def _iso(t: datetime | None) -> str | None:
+    if t is None:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+
+
+def _read_engine(store: Store) -> Engine:
+    engine = store.engine
+    if engine.dialect.name != "sqlite":
+        return engine
+    reader = create_engine(engine.url, connect_args={"timeout": 30.0, "check_same_thread": False})
+
+    @event.listens_for(reader, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA query_only=ON")
+        cur.close()
+
+    return reader
+
+
+class Reader:
+    """Read-only queries over one store (thread-safe: a connection per call)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.engine = _read_engine(store)
+
+    def revision(self) -> int:
+        with self.engine.connect() as c:
+            return int(c.execute(select(RevisionRow.n).where(RevisionRow.id == 1)).scalar() or 0)
+
+    # ------------------------------------------------------------------ visibility
+    @staticmethod
+    def _active(now: datetime) -> Any:
+        return and_(L.c.start <= now, or_(L.c.end.is_(None), L.c.end > now))
+
+    def _node_filter(self, q: Select[Any], p: Principal, now: datetime) -> Select[Any]:
+        if p.role is Role.LESSEE:
+            leased = (
+                select(L.c.node_id).join(T, T.c.id == L.c.tenant_id).where(T.c.name == p.tenant, self._active(now))
+            )
+            return q.where(N.c.id.in_(leased))
+        if p.role is Role.OWNER:
+            return q.where(N.c.owner == p.tenant)
+        return q
+
+    # ------------------------------------------------------------------ nodes
+    def nodes(
+        self,
+        p: Principal,
+        limit: int,
+        offset: int,
+        tenant: str | None = None,
+        state: str | None = None,
+        fabric: str | None = None,
+        name: str | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        now = datetime.now(UTC)
+        with self.engine.connect() as c:
+            q = self._node_filter(select(N.c.id, N.c.name, N.c.offering, N.c.state, N.c.owner), p, now)
+            if name is not None:
+                q = q.where(N.c.name == name)
+            if state is not None:
+                q = q.where(N.c.state == state)
+            if fabric == "ethernet":
+                q = q.where(N.c.id.in_(select(EthernetPortRow.node_id)))
+            elif fabric == "infiniband":
+                q = q.where(N.c.id.in_(select(IbPortRow.node_id)))
+            elif fabric is not None:
+                q = q.where(N.c.id.in_(select(DpuRow.node_id) if fabric == "dpu" else select(GpuRow.node_id)))
+            cur = self._current(c, now)
+            if tenant is not None:
+                ids = [i for i, (t, _l) in cur.items() if t == tenant]
+                q = q.where(N.c.id.in_(ids)) if tenant != QUARANTINE else q.where(N.c.id.not_in(list(cur)))
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(N.c.name).limit(limit).offset(offset)).all()
+            return self._node_dicts(c, rows, cur), total
+
+    def _current(self, c: Connection, now: datetime) -> dict[int, tuple[str, int]]:
+        q = select(L.c.node_id, T.c.name, L.c.id).join(T, T.c.id == L.c.tenant_id).where(self._active(now))
+        return {r[0]: (r[1], r[2]) for r in c.execute(q)}
+
+    def _node_dicts(self, c: Connection, rows: Sequence[Any], cur: dict[int, tuple[str, int]]) -> list[dict[str, Any]]:
+        ids = [r.id for r in rows]
+        eth: dict[int, list[dict[str, Any]]] = {}
+        ib: dict[int, list[dict[str, Any]]] = {}
+        gpus: dict[int, list[dict[str, Any]]] = {}
+        dpus: dict[int, list[dict[str, Any]]] = {}
+        if ids:
+            wanted = set(ids)
+
+            def children(table: Any, *cols: Any, order: tuple[Any, ...] = ()) -> list[Any]:
+                q = select(table.c.node_id, *cols)
+                if len(ids) < 200:  # a page: filter in SQL; a big list: read all, filter here
+                    q = q.where(table.c.node_id.in_(ids))
+                return [r for r in c.execute(q.order_by(*order)).all() if r[0] in wanted]
+
+            E = EthernetPortRow.__table__
+            for nid, name, sw, sp, mac, bond, mode in children(
+                E, E.c.name, E.c.switch, E.c.switch_port, E.c.mac, E.c.bond, E.c.bond_mode, order=(E.c.name,)
+            ):
+                eth.setdefault(nid, []).append({"name": name, "switch": sw, "switch_port": sp, "mac": mac,
+                                                "bond": bond, "bond_mode": mode})
+            B = IbPortRow.__table__
+            for nid, dev, num, pg, ng, sg, sp in children(
+                B, B.c.device, B.c.port_num, B.c.port_guid, B.c.node_guid, B.c.switch_guid, B.c.switch_port,
+                order=(B.c.device, B.c.port_num),
+            ):
+                ib.setdefault(nid, []).append(
+                    {"device": dev, "port_num": num, "port_guid": pg, "node_guid": ng, "switch_guid": sg,
+                     "switch_port": sp}
+                )
+            G = GpuRow.__table__
+            for nid, mid, bus in children(G, G.c.module_id, G.c.pci_bus_id, order=(G.c.module_id,)):
+                gpus.setdefault(nid, []).append({"module_id": mid, "pci_bus_id": bus})
+            D = DpuRow.__table__
+            for nid, name, mode in children(D, D.c.name, D.c.mode, order=(D.c.name,)):
+                dpus.setdefault(nid, []).append({"name": name, "mode": mode})
+        return [
+            {
+                "name": r.name,
+                "offering": r.offering,
+                "state": r.state,
+                "owner": r.owner,
+                "tenant": cur.get(r.id, (QUARANTINE, None))[0],
+                "lease": cur.get(r.id, (QUARANTINE, None))[1],
+                "ports": {"ethernet": eth.get(r.id, []), "infiniband": ib.get(r.id, [])},
+                "gpus": gpus.get(r.id, []),
+                "dpus": dpus.get(r.id, []),
+            }
+            for r in rows
+        ]
+
+    def lookup_port(self, p: Principal, switch: str | None, port: str | None, guid: str | None) -> str | None:
+        """The node name cabled to switch/port or owning an IB port GUID (None: no such port)."""
+        with self.engine.connect() as c:
+            if guid is not None:
+                q = select(N.c.name).join(IbPortRow.__table__, IbPortRow.node_id == N.c.id)
+                q = q.where(IbPortRow.port_guid == guid.lower())
+            else:
+                E = EthernetPortRow.__table__
+                q = select(N.c.name).join(E, E.c.node_id == N.c.id).where(E.c.switch == switch, E.c.switch_port == port)
+            q = self._node_filter(q, p, datetime.now(UTC))
+            return c.execute(q).scalar()
+
+    # ------------------------------------------------------------------ leases
+    def leases(
+        self,
+        p: Principal,
+        limit: int,
+        offset: int,
+        tenant: str | None = None,
+        node: str | None = None,
+        state: str | None = None,
+        lease_id: int | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        now = datetime.now(UTC)
+        with self.engine.connect() as c:
+            q = (
+                select(L, T.c.name.label("tenant"), N.c.name.label("node"))
+                .join(T, T.c.id == L.c.tenant_id)
+                .join(N, N.c.id == L.c.node_id)
+            )
+            if p.role is Role.LESSEE:
+                q = q.where(T.c.name == p.tenant)
+            elif p.role is Role.OWNER:
+                q = q.where(or_(N.c.owner == p.tenant, T.c.name == p.tenant))
+            if lease_id is not None:
+                q = q.where(L.c.id == lease_id)
+            if tenant is not None:
+                q = q.where(T.c.name == tenant)
+            if node is not None:
+                q = q.where(N.c.name == node)
+            if state == "active":
+                q = q.where(self._active(now))
+            elif state == "ended":
+                q = q.where(L.c.end.is_not(None), L.c.end <= now)
+            elif state == "scheduled":
+                q = q.where(L.c.start > now)
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(L.c.id).limit(limit).offset(offset)).all()
+            nets: dict[int, list[str]] = {}
+            if rows:
+                LN = LeaseNetworkRow.__table__
+                nq = select(LN.c.lease_id, NW.c.name).join(NW, NW.c.id == LN.c.network_id)
+                for r in c.execute(nq.where(LN.c.lease_id.in_([x.id for x in rows]))):
+                    nets.setdefault(r.lease_id, []).append(r.name)
+            out = []
+            for r in rows:
+                start, end = _iso(r.start), _iso(r.end)
+                active = r.start <= now and (r.end is None or r.end > now)
+                out.append(
+                    {
+                        "id": r.id,
+                        "tenant": r.tenant,
+                        "node": r.node,
+                        "start": start,
+                        "end": end,
+                        "networks": sorted(nets.get(r.id, [])),
+                        "offering": r.offering,
+                        "owner": r.owner,
+                        "gpus": r.gpus,
+                        "active": active,
+                    }
+                )
+            return out, total
+
+    # ------------------------------------------------------------------ tenants, networks, offerings
+    def tenants(self, p: Principal, limit: int, offset: int, name: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        with self.engine.connect() as c:
+            q = select(T.c.name, T.c.created_at)
+            if not p.sees_all:
+                q = q.where(T.c.name == p.tenant)
+            if name is not None:
+                q = q.where(T.c.name == name)
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(T.c.name).limit(limit).offset(offset)).all()
+            return [{"name": r.name, "created_at": _iso(r.created_at)} for r in rows], total
+
+    def networks(
+        self, p: Principal, limit: int, offset: int, tenant: str | None = None, name: str | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        with self.engine.connect() as c:
+            q = select(NW.c.id, NW.c.name, T.c.name.label("tenant")).join(T, T.c.id == NW.c.tenant_id)
+            if not p.sees_all:
+                q = q.where(T.c.name == p.tenant)
+            if tenant is not None:
+                q = q.where(T.c.name == tenant)
+            if name is not None:
+                q = q.where(NW.c.name == name)
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(T.c.name, NW.c.name).limit(limit).offset(offset)).all()
+            segs: dict[int, list[dict[str, Any]]] = {}
+            if rows:
+                S = SegmentRow.__table__
+                for r in c.execute(select(S).where(S.c.network_id.in_([x.id for x in rows])).order_by(S.c.fabric)):
+                    segs.setdefault(r.network_id, []).append(
+                        {
+                            "fabric": r.fabric,
+                            "seg_id": r.seg_id,
+                            "vlan": r.vlan,
+                            "pkey": None if r.pkey is None else f"0x{r.pkey:04x}",
+                        }
+                    )
+            return [{"name": r.name, "tenant": r.tenant, "segments": segs.get(r.id, [])} for r in rows], total
+
+    def offerings(self, limit: int, offset: int, name: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        OF = OfferingRow.__table__
+        with self.engine.connect() as c:
+            q = select(OF)
+            if name is not None:
+                q = q.where(OF.c.name == name)
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(OF.c.name).limit(limit).offset(offset)).all()
+            return [
+                {
+                    "name": r.name,
+                    "description": r.description,
+                    "dpu_mode": r.dpu_mode,
+                    "settings": {str(k): str(v) for k, v in (r.settings or [])},
+                }
+                for r in rows
+            ], total
+
+    # ------------------------------------------------------------------ moves, events
+    def moves(
+        self,
+        p: Principal,
+        limit: int,
+        offset: int,
+        node: str | None = None,
+        state: str | None = None,
+        tenant: str | None = None,
+        move_id: int | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        M = MoveRow.__table__
+        with self.engine.connect() as c:
+            q = select(M)
+            if p.role is Role.OWNER:  # its tenant's moves, and every move of the nodes it owns (its offers)
+                owned = select(N.c.name).where(N.c.owner == p.tenant)
+                q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant, M.c.node.in_(owned)))
+            elif not p.sees_all:
+                q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant))
+            if move_id is not None:
+                q = q.where(M.c.id == move_id)
+            if node is not None:
+                q = q.where(M.c.node == node)
+            if state is not None:
+                q = q.where(M.c.status == state)
+            if tenant is not None:
+                q = q.where(or_(M.c.from_tenant == tenant, M.c.to_tenant == tenant))
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(M.c.id.desc()).limit(limit).offset(offset)).all()
+            return [move_dict(r) for r in rows], total
+
+    def move_events(self, move_id: int, after: int = 0) -> list[dict[str, Any]]:
+        E = MoveEventRow.__table__
+        with self.engine.connect() as c:
+            q = select(E).where(E.c.move_id == move_id, E.c.id > after).order_by(E.c.id)
+            return [
+                {"id": r.id, "at": _iso(r.at), "phase": r.phase, "message": r.message, "seconds": r.seconds}
+                for r in c.execute(q)
+            ]
+
+    def events(
+        self, p: Principal, limit: int, offset: int, action: str | None = None, outcome: str | None = None
+    ) -> tuple[list[dict[str, Any]], int]:
+        E = EventRow.__table__
+        with self.engine.connect() as c:
+            q = select(E)
+            if not p.sees_all:
+                q = q.where(E.c.tenant == p.tenant)
+            if action is not None:
+                q = q.where(E.c.action == action)
+            if outcome is not None:
+                q = q.where(E.c.outcome == outcome)
+            total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
+            rows = c.execute(q.order_by(E.c.id.desc()).limit(limit).offset(offset)).all()
+            return [
+                {
+                    "id": r.id,
+                    "at": _iso(r.at),
+                    "actor": r.actor if p.is_admin or r.role != "admin" else "operator",  # no operator names
+                    "role": r.role,
+                    "tenant": r.tenant,
+                    "action": r.action,
+                    "target": r.target,
+                    "outcome": r.outcome,
+                    "message": r.message,
+                }
+                for r in rows
+            ], total
+
+
+def move_dict(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "node": r.node,
+        "from_tenant": r.from_tenant,
+        "to_tenant": r.to_tenant,
+        "offering": r.offering,
+        "networks": [n for n in r.networks.split(",") if n],
+        "phase": r.phase,
+        "status": r.status,
+        "attempts": r.attempts,
+        "error": r.error,
+        "created_at": _iso(r.created_at),
+        "updated_at": _iso(r.updated_at),
+        "claimed_by": r.claimed_by,
+    }
+
+
+def names(rows: Iterable[dict[str, Any]]) -> list[str]:
+    return [str(r["name"]) for r in rows]

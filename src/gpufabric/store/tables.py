@@ -1,0 +1,344 @@
+"""SQLAlchemy 2 table mappings of the store (typed ``Mapped[]`` declarative).
+
+Owns the relational shape only: rows never leave :mod:`gpufabric.store.core`,
+which converts them to and from domain objects. The schema itself is created by the
+Alembic migrations in ``service/migrations`` (which must be kept in step with this
+file); ``Base.metadata`` is only used by tests that compare the two.
+
+Uniqueness that protects isolation lives in the database, not in Python, so that two
+replicas can never hand out the same switch port, GUID, VLAN or PKey:
+``ethernet_ports (switch, switch_port)``, ``ib_ports.port_guid``,
+``segments (fabric, seg_id)``, ``segments.vlan`` and ``segments.pkey``.
+
+``node_fabric_ports`` is the one generic table of the fabric kinds without typed tables
+(``FabricKind.ports_section``): one row per (node, fabric instance), ``data`` the entries the
+kind validated (JSON list). The kind's own uniqueness (``FabricKind.port_keys``) is checked by
+the import across every node; the database keeps one row per node and instance.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+from gpufabric.domain.errors import ValidationError
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored
+    as naive UTC and get ``tzinfo=UTC`` back when read. Naive datetimes are rejected.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValidationError("timestamp", value.isoformat(), "a timezone-aware datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map: dict[Any, Any] = {datetime: UtcDateTime}
+
+
+class NodeRow(Base):
+    __tablename__ = "nodes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    offering: Mapped[str] = mapped_column(String(63), default="")
+    state: Mapped[str] = mapped_column(String(16))
+    owner: Mapped[str | None] = mapped_column(String(63), nullable=True)  # owning tenant (ESI owner), 0004
+
+    ethernet: Mapped[list[EthernetPortRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="EthernetPortRow.name"
+    )
+    ib: Mapped[list[IbPortRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by=lambda: (IbPortRow.device, IbPortRow.port_num)
+    )
+    gpus: Mapped[list[GpuRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="GpuRow.module_id"
+    )
+    dpus: Mapped[list[DpuRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="DpuRow.name"
+    )
+    fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
+        back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"
+    )
+
+
+class NodeFabricPortsRow(Base):
+    """A node's ports on one fabric instance of a kind without a typed table (migration 0007)."""
+
+    __tablename__ = "node_fabric_ports"
+    __table_args__ = (UniqueConstraint("node_id", "instance", name="uq_node_fabric_ports_node_instance"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    instance: Mapped[str] = mapped_column(String(63))
+    data: Mapped[Any] = mapped_column(JSON)
+
+    node: Mapped[NodeRow] = relationship(back_populates="fabric_ports")
+
+
+class EthernetPortRow(Base):
+    __tablename__ = "ethernet_ports"
+    __table_args__ = (
+        UniqueConstraint("switch", "switch_port", name="uq_ethernet_ports_switch_port"),
+        UniqueConstraint("node_id", "name", name="uq_ethernet_ports_node_name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    switch: Mapped[str] = mapped_column(String(255))
+    switch_port: Mapped[str] = mapped_column(String(255))
+    mac: Mapped[str] = mapped_column(String(17), default="")
+    bond: Mapped[str] = mapped_column(String(255), default="", server_default="")
+    bond_mode: Mapped[str] = mapped_column(String(16), default="", server_default="")
+
+    node: Mapped[NodeRow] = relationship(back_populates="ethernet")
+
+
+class IbPortRow(Base):
+    """GUIDs are stored in their canonical text form (``0x`` + 16 hex digits): a
+    64-bit unsigned value does not fit a signed BIGINT."""
+
+    __tablename__ = "ib_ports"
+    __table_args__ = (UniqueConstraint("node_id", "device", "port_num", name="uq_ib_ports_node_device_port"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    device: Mapped[str] = mapped_column(String(63))
+    port_num: Mapped[int] = mapped_column(Integer)
+    port_guid: Mapped[str] = mapped_column(String(18), unique=True)
+    node_guid: Mapped[str] = mapped_column(String(18))
+    switch_guid: Mapped[str | None] = mapped_column(String(18))
+    switch_port: Mapped[int | None] = mapped_column(Integer)
+
+    node: Mapped[NodeRow] = relationship(back_populates="ib")
+
+
+class GpuRow(Base):
+    __tablename__ = "gpus"
+    __table_args__ = (UniqueConstraint("node_id", "module_id", name="uq_gpus_node_module"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    module_id: Mapped[int] = mapped_column(Integer)
+    pci_bus_id: Mapped[str] = mapped_column(String(32), default="")
+
+    node: Mapped[NodeRow] = relationship(back_populates="gpus")
+
+
+class DpuRow(Base):
+    __tablename__ = "dpus"
+    __table_args__ = (UniqueConstraint("node_id", "name", name="uq_dpus_node_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    mode: Mapped[str] = mapped_column(String(16))
+    details: Mapped[dict[str, object]] = mapped_column(JSON, default=dict, server_default="{}")  # 0003
+
+    node: Mapped[NodeRow] = relationship(back_populates="dpus")
+
+
+class TenantRow(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class NetworkRow(Base):
+    """Network names are unique per tenant (0004), never global: a tenant cannot probe another's names."""
+
+    __tablename__ = "networks"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_networks_tenant_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63))
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    tenant: Mapped[TenantRow] = relationship()
+    segments: Mapped[list[SegmentRow]] = relationship(
+        back_populates="network", cascade="all, delete-orphan", order_by="SegmentRow.fabric"
+    )
+
+
+class SegmentRow(Base):
+    """One isolation id of a network on one fabric. ``pkey`` is the 15-bit partition number."""
+
+    __tablename__ = "segments"
+    __table_args__ = (
+        UniqueConstraint("fabric", "seg_id", name="uq_segments_fabric_seg_id"),
+        UniqueConstraint("network_id", "fabric", name="uq_segments_network_fabric"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    network_id: Mapped[int] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
+    fabric: Mapped[str] = mapped_column(String(63))  # the fabric instance (0007: was 16 chars)
+    seg_id: Mapped[int] = mapped_column(Integer)
+    vlan: Mapped[int | None] = mapped_column(Integer, unique=True)
+    pkey: Mapped[int | None] = mapped_column(Integer, unique=True)
+
+    network: Mapped[NetworkRow] = relationship(back_populates="segments")
+
+
+class OfferingRow(Base):
+    __tablename__ = "offerings"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    dpu_mode: Mapped[str] = mapped_column(String(16))
+    settings: Mapped[list[list[str]]] = mapped_column(JSON, default=list)
+
+
+class LeaseNetworkRow(Base):
+    __tablename__ = "lease_networks"
+
+    lease_id: Mapped[int] = mapped_column(ForeignKey("leases.id", ondelete="CASCADE"), primary_key=True)
+    network_id: Mapped[int] = mapped_column(ForeignKey("networks.id"), primary_key=True, index=True)
+
+    network: Mapped[NetworkRow] = relationship()
+
+
+class LeaseRow(Base):
+    __tablename__ = "leases"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (0003)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id"), index=True)
+    start: Mapped[datetime]
+    end: Mapped[datetime | None]
+    offering: Mapped[str] = mapped_column(String(63))
+    owner: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: whole node (0003)
+
+    tenant: Mapped[TenantRow] = relationship()
+    node: Mapped[NodeRow] = relationship()
+    networks: Mapped[list[LeaseNetworkRow]] = relationship(cascade="all, delete-orphan")
+
+
+class MoveRow(Base):
+    """A durable move intent (node from one tenant to another). The move workflow
+    claims rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` on PostgreSQL and records
+    its progress in ``phase``/``status``; ``claimed_by``/``claimed_at`` name the replica."""
+
+    __tablename__ = "moves"
+    __table_args__ = {"sqlite_autoincrement": True}  # ids never reused (0003)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node: Mapped[str] = mapped_column(String(63), index=True)
+    from_tenant: Mapped[str] = mapped_column(String(63))
+    to_tenant: Mapped[str] = mapped_column(String(63))
+    offering: Mapped[str] = mapped_column(String(63), default="")
+    phase: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+    claimed_by: Mapped[str | None] = mapped_column(String(255))
+    claimed_at: Mapped[datetime | None]
+    networks: Mapped[str] = mapped_column(Text, default="", server_default="")  # comma-separated, 0002
+    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0003
+    heartbeat_at: Mapped[datetime | None]  # 0003
+    lease_end: Mapped[datetime | None]  # 0003
+    not_before: Mapped[datetime | None]  # 0003: a scheduled lease's start
+    requested_by: Mapped[str] = mapped_column(String(255), default="", server_default="")  # 0003: the principal
+
+
+class FabricEpochRow(Base):
+    """One row: bumped by every worker that applies to the fabrics (under the fabric lock), so a
+    warm worker knows whether its cached read-back is still the last word (0003)."""
+
+    __tablename__ = "fabric_epoch"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    writer: Mapped[str] = mapped_column(String(255), default="")
+
+
+class TokenRow(Base):
+    """An API token (0004): only the sha256 of its secret is stored; revoked tokens are kept;
+    refused from ``expires_at`` on (0006; None: never)."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63))
+    role: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(255), default="")
+    revoked_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+
+
+class EventRow(Base):
+    """The append-only event log (0004): every write, who, what, when, and its outcome."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str | None] = mapped_column(String(63), nullable=True, index=True)  # the object's tenant
+    action: Mapped[str] = mapped_column(String(63))
+    target: Mapped[str] = mapped_column(String(255), default="")
+    outcome: Mapped[str] = mapped_column(String(8))  # ok | error
+    message: Mapped[str] = mapped_column(Text, default="")
+
+
+class MoveEventRow(Base):
+    """Progress of a move as its worker reports it (0004): phase changes, messages, timings."""
+
+    __tablename__ = "move_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    move_id: Mapped[int] = mapped_column(Integer, index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    phase: Mapped[str] = mapped_column(String(16))
+    message: Mapped[str] = mapped_column(Text, default="")
+    seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class RevisionRow(Base):
+    """One row whose counter triggers bump on every write to the tables the API serves (0004):
+    read endpoints cache their serialised answers per revision (and ETag them)."""
+
+    __tablename__ = "gf_revision"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer, default=0)

@@ -1,0 +1,1 @@
+"""Every write for every caller: authorised, logged, composed in one store transaction."""
