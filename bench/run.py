@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, each a ratio against a floor or a peer measured in the
 same run; results land in ``bench/results/*.json``. Set ``BENCH_ONLY=name,name`` to pick
-(audit, ethernet, ngs, ib, moves, bridges, churn, api). ``GF_CHURN_SECONDS`` sets the churn
+(audit, ethernet, ngs, ib, moves, bridges, churn, api, takeover). ``GF_CHURN_SECONDS`` sets the churn
 duration (default 300). The whole run takes ~20 minutes on 2 cores."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ SUITES: dict[str, tuple[str, str]] = {
     "bridges": ("bench.bench_bridges", "run_bridges_bench"),
     "churn": ("bench.bench_churn", "run_churn_bench"),
     "api": ("bench.bench_api", "run_api_bench"),
+    "takeover": ("bench.bench_takeover", "run_takeover_bench"),
 }
 
 
