@@ -142,8 +142,7 @@ def bench_size(hcas: int) -> dict[str, Any]:
     return row
 
 
-def main(argv: list[str]) -> int:
-    sizes = tuple(int(a) for a in argv) or (4096, 16384)
+def run_ib_scale_bench(sizes: tuple[int, ...] = (4096, 16384)) -> list[dict[str, Any]]:
     rows = []
     for s in sizes:
         print(f"ib scale: {s} HCAs ...", file=sys.stderr, flush=True)
@@ -152,6 +151,11 @@ def main(argv: list[str]) -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"benchmark": "ib_scale", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                                    "rows": rows}, indent=2) + "\n")  # fmt: skip
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    run_ib_scale_bench(tuple(int(a) for a in argv) or (4096, 16384))
     return 0
 
 

@@ -252,6 +252,7 @@ class MoveEngine:
                         continue
                     counts = ", ".join(f"{n} {c}" for n, c in part.counts().items() if c)
                     self.progress(label, f"{step}: applying {counts}")
+                    self.ledger.lock.check()  # fenced right before the write: a worker woken from a freeze writes nothing
                     read_back, timings = self.fabrics.apply(
                         part, on_done=lambda dev, sec: self.progress(label, f"{dev} verified in {sec:.2f}s")
                     )

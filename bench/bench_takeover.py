@@ -1,0 +1,276 @@
+"""Takeover benchmark (issue 23): a worker dies mid-move, another worker on the same
+PostgreSQL store finishes the move; how long from the death to done, and was any node split.
+
+Setup: one throwaway PostgreSQL cluster (:mod:`bench.pg`), the in-memory fabrics of
+``tests/support/memfabric`` (Ethernet switch, subnet manager, ``memory`` tags; 3 nodes) with a
+fixed device latency of ``DEVICE_DELAY`` per apply (an OVSDB transaction or an SM reload takes
+time; without it a phase is ~1 ms and "mid-move" means little). Each run: two MoveEngines with
+worker ids naming two other hosts (``host-a<i>:4242:serve``, ``host-b<i>:4242:serve``, so the
+"dead PID on this host" shortcut cannot apply), ``heartbeat_every=BEAT``, each on its own store
+connection pool. ``a`` runs a move of ``n1`` (ta <-> tb, alternating); at a kill point it
+dies as a host does: its heartbeat stops, its fabric-lock session is terminated
+(``pg_terminate_backend``), its thread is frozen (as tests/functional/test_worker_takeover.py
+does; the memory fabric lives in this process, so a ``kill -9`` of a child is not possible).
+The kill point alternates between the quarantine phase and the join phase (both just before
+an apply). ``b`` ticks every ``TICK`` (``run_pending``) from the kill on.
+
+Measured per run: ``kill -> done`` (b's ``run_pending`` returns the move done) and
+``kill -> claimed``; the bound is ``3 * BEAT + one phase``, where the phase is the longest
+phase of b's own batch in the same run. Median of ``RUNS``. After each run ``a`` is woken up
+and must touch nothing (fenced): its ``run_pending`` returns an empty batch.
+
+An independent sampler thread reads the memory devices' own state every ``SAMPLE`` (the
+switch's ports, the SM's P_Key tables, the tags: the drivers' ``observe``, not gpufabric's
+Fabrics, planner or store), maps VLANs and P_Keys to tenants with the networks read once at
+setup, and records every sample in which a node's ports belong to two different tenants
+(quarantine excepted): a split. Target: no split, and every ratio <= 1.
+
+Results: ``bench/results/takeover.json``. Run: ``python -m bench.bench_takeover``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.moves import MoveStatus
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import BatchResult, MoveEngine
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
+
+from bench.benchlab import loadavg
+from bench.pg import postgres
+
+RESULTS = Path(__file__).parent / "results" / "takeover.json"
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+BEAT = 0.3  # heartbeat interval (s)
+TICK = 0.1  # b's worker tick (s)
+DEVICE_DELAY = 0.05  # s per device apply
+SAMPLE = 0.002  # sampler period (s)
+RUNS = 5
+NODE = "n1"
+
+
+def _memfabric() -> Any:
+    """tests/support/memfabric and the 3-node world of tests/unit/test_engine_memory."""
+    if str(TESTS) not in sys.path:
+        sys.path.insert(0, str(TESTS))
+    import support.memfabric as memfabric  # tests/ is put on the path just above
+    import unit.test_engine_memory as world
+
+    return memfabric, world
+
+
+def _slow(obj: Any, delay: float) -> None:
+    """Give a device's ``apply`` a fixed latency (before it changes anything)."""
+    inner = obj.apply
+
+    def apply(*args: Any, **kw: Any) -> Any:
+        time.sleep(delay)
+        return inner(*args, **kw)
+
+    obj.apply = apply
+
+
+class Sampler(threading.Thread):
+    """Reads the devices directly; counts samples where a node is held by two tenants."""
+
+    def __init__(self, devices: dict[str, Any], owner_of: Callable[[dict[str, Any]], dict[str, set[str]]]) -> None:
+        super().__init__(daemon=True)
+        self.devices, self.owner_of = devices, owner_of
+        self.stop = threading.Event()
+        self.samples = 0
+        self.splits: list[dict[str, list[str]]] = []
+        self.seen: set[tuple[str, ...]] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            raw = {k: d.observe() for k, d in self.devices.items()}
+            owners = self.owner_of(raw)
+            self.samples += 1
+            for node, ts in owners.items():
+                tenants = sorted(ts - {QUARANTINE})
+                self.seen.add((node, *sorted(ts)))
+                if len(tenants) > 1:
+                    self.splits.append({node: tenants})
+            time.sleep(SAMPLE)
+
+
+def _owner_map(store: Store, world: Any) -> Callable[[dict[str, Any]], dict[str, set[str]]]:
+    vlan, pkey = {}, {}
+    for net in store.networks():
+        for seg in net.segments:
+            if seg.vlan is not None:
+                vlan[seg.vlan.value] = net.tenant
+            if seg.pkey is not None:
+                pkey[seg.pkey.value & 0x7FFF] = net.tenant
+    inv = world.inventory()
+    eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in n.ethernet}
+    ib_of = {p.port_guid: n.name for n in inv.nodes for p in n.ib}
+
+    def owner_of(raw: dict[str, Any]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {n.name: set() for n in inv.nodes}
+        for port in raw["switch"].ports:
+            node = eth_of.get((port.switch, port.port))
+            if node is None:
+                continue
+            vids = [v.value for v in (port.vlan, *port.trunks) if v is not None]
+            out[node].update(vlan[v] for v in vids if v in vlan)
+            if not any(v in vlan for v in vids):
+                out[node].add(QUARANTINE)
+        for table in raw["sm"].tables:
+            node = ib_of.get(table.port_guid)
+            if node is None:
+                continue
+            ts = {pkey[e & 0x7FFF] for e in table.entries if e & 0x7FFF in pkey}
+            out[node].update(ts or {QUARANTINE})
+        for port, tag in raw["memory"].tags:
+            out.setdefault(port.split("/")[0], set()).add(tag)
+        return out
+
+    return owner_of
+
+
+@contextmanager
+def _engines(url: str, fabrics: Fabrics, cfg: Any, i: int) -> Iterator[tuple[MoveEngine, MoveEngine]]:
+    stores = [Store.open(url=url) for _ in range(2)]
+    try:
+        yield tuple(MoveEngine(s, fabrics, cfg, worker=f"host-{w}{i}:4242:serve", heartbeat_every=BEAT)  # type: ignore[misc]
+                    for s, w in zip(stores, "ab", strict=True))  # fmt: skip
+    finally:
+        for s in stores:
+            s.close()
+
+
+def takeover(a: MoveEngine, b: MoveEngine, to: str, kill_phase: str) -> dict[str, Any]:
+    """One move of NODE to ``to`` started by ``a``, ``a`` killed before an apply of
+    ``kill_phase``; ``b`` finishes it. Returns the timings."""
+    m = a.ledger.request(NODE, to, networks=(f"{to}-net",))
+    started, frozen, wake = threading.Event(), threading.Event(), threading.Event()
+    died: list[float] = []
+
+    def die(phase: str, message: str) -> None:
+        started.set()  # a holds the move: b's worker starts ticking (a replica that was up before the death)
+        if died or phase != kill_phase or ": applying" not in message:
+            return
+        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
+        conn = a.ledger.lock._conn
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with a.store._tx() as s:
+            s.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        died.append(time.monotonic())
+        frozen.set()
+        wake.wait(120)
+
+    a.progress = die
+    out: list[BatchResult | None] = []
+    ta = threading.Thread(target=lambda: out.append(a.run_pending()), daemon=True)
+    ta.start()
+    assert started.wait(60), "a never started the move"
+    claimed: list[float] = []
+    claim = b.ledger.claim
+
+    def timed_claim(*args: Any, **kw: Any) -> Any:
+        got = claim(*args, **kw)
+        if got and not claimed:
+            claimed.append(time.monotonic())
+        return got
+
+    b.ledger.claim = timed_claim  # type: ignore[method-assign]
+    batch, t0 = None, time.monotonic()
+    while batch is None:
+        batch = b.run_pending()
+        if batch is None:
+            time.sleep(TICK)
+        assert time.monotonic() - t0 < 60, "not taken over within 60 s"
+    assert claimed and died and claimed[0] > died[0], "b claimed the move before a died"
+    done = time.monotonic() - died[0]
+    assert [(x.id, x.status) for x in batch.moves] == [(m.id, MoveStatus.DONE)], batch.moves
+    got = b.ledger.get(m.id or 0)
+    assert got.claimed_by == b.worker and got.attempts == 2, got
+    wake.set()
+    ta.join(60)
+    assert not ta.is_alive() and out == [BatchResult([], [])], out  # fenced: a touched nothing
+    phases = {t.phase: round(t.seconds, 3) for t in batch.timings}
+    phase = max(t.seconds for t in batch.timings)
+    bound = 3 * BEAT + phase
+    return {"kill_phase": kill_phase, "to": to, "kill_to_claimed_s": round(claimed[0] - died[0], 3),
+            "kill_to_done_s": round(done, 3), "claimed_to_done_s": round(done - (claimed[0] - died[0]), 3),
+            "b_phases_total_s": round(sum(t.seconds for t in batch.timings), 3), "longest_phase_s": round(phase, 3), "bound_s": round(bound, 3),
+            "ratio_to_bound": round(done / bound, 2), "b_phases": phases}  # fmt: skip
+
+
+def run_takeover_bench(runs: int = RUNS) -> list[dict[str, Any]]:
+    memfabric, world = _memfabric()
+    t0 = time.monotonic()
+    with postgres() as url:
+        reg = Registry.from_entry_points()
+        memfabric.register(reg)
+        cfg = world.CFG
+        fabrics = Fabrics.from_config(world.fabrics_config(), reg, quarantine_vlan=cfg.quarantine_vlan.value)
+        devices = {"switch": fabrics.switches["leaf1"], "sm": fabrics.sm, "memory": fabrics.backends["memory"]}
+        for d in devices.values():
+            _slow(d, DEVICE_DELAY)
+        setup = Store.open(url=url)
+        try:
+            setup.upsert_inventory(world.inventory())
+            for t in ("ta", "tb"):
+                setup.create_tenant(t)
+                setup.create_network(f"{t}-net", t, cfg, kinds=fabrics.kind_list())
+            owner_of = _owner_map(setup, world)
+        finally:
+            setup.close()
+        with _engines(url, fabrics, cfg, 0) as (a, _b):  # n1 leased to ta first (untimed)
+            a.ledger.request(NODE, "ta", networks=("ta-net",))
+            first = a.run_pending()
+            assert first is not None and [x.status for x in first.moves] == [MoveStatus.DONE]
+        assert owner_of({k: d.observe() for k, d in devices.items()})[NODE] == {"ta"}
+        sampler = Sampler(devices, owner_of)
+        sampler.start()
+        rows, where = [], "ta"
+        try:
+            for i in range(1, runs + 1):
+                where = "tb" if where == "ta" else "ta"
+                with _engines(url, fabrics, cfg, i) as (a, b):
+                    rows.append(takeover(a, b, where, ("join", "quarantine")[i % 2]))
+                held = owner_of({k: d.observe() for k, d in devices.items()})[NODE]
+                assert held == {where}, (i, held, rows, {k: d.observe() for k, d in devices.items()})
+        finally:
+            sampler.stop.set()
+            sampler.join(10)
+            fabrics.close()
+    done = [r["kill_to_done_s"] for r in rows]
+    bound = [r["bound_s"] for r in rows]
+    summary = {"runs": runs, "heartbeat_s": BEAT, "tick_s": TICK, "device_delay_s": DEVICE_DELAY,
+               "kill_to_done_median_s": round(statistics.median(done), 3),
+               "kill_to_claimed_median_s": round(statistics.median(r["kill_to_claimed_s"] for r in rows), 3),
+               "bound_median_s": round(statistics.median(bound), 3),
+               "ratio_to_bound_median": round(statistics.median(r["ratio_to_bound"] for r in rows), 2),
+               "ratio_to_bound_max": max(r["ratio_to_bound"] for r in rows), "target_ratio": 1.0,
+               "sampler": {"samples": sampler.samples, "splits": len(sampler.splits), "first_splits": sampler.splits[:5],
+                           "states_seen": sorted("/".join(s) for s in sampler.seen)},
+               "seconds": round(time.monotonic() - t0, 1), "loadavg": loadavg(), "runs_detail": rows}  # fmt: skip
+    assert sampler.samples > 100, sampler.samples
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": "takeover", "date": datetime.now(UTC).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+           "rows": [summary]}  # fmt: skip
+    RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+    return [summary]
+
+
+if __name__ == "__main__":
+    for r in run_takeover_bench():
+        print(json.dumps(r))
