@@ -127,13 +127,13 @@ def test_lease_create_and_delete_apply_on_the_fabrics(lab: LabEnv) -> None:
     assert owner_of_ports(lab, "gpu-a03", nets) == {"quarantine"}, "a dry run changes nothing"
     created = lab.gfj("lease", "create", "--tenant", "alpha", "--node", "gpu-a03", "--network", "alpha-net")
     (grant,) = created["moves"]  # a lease is granted by a move from quarantine: join adds, nothing to remove
-    assert (grant["from"], grant["to"], grant["status"]) == ("quarantine", "alpha", "done")
+    assert (grant["from_tenant"], grant["to_tenant"], grant["status"]) == ("quarantine", "alpha", "done")
     assert {p["phase"]: p["changes"] for p in created["phases"]}["join"] >= 2
     assert owner_of_ports(lab, "gpu-a03", nets) == {"alpha"}
     lease = next(x for x in lab.gfj("lease", "list") if x["node"] == "gpu-a03" and x["end"] is None)
     gone = lab.gfj("lease", "delete", str(lease["id"]))
     (release,) = gone["moves"]  # ending it is a move to quarantine: the quarantine phase removes
-    assert (release["from"], release["to"], release["status"]) == ("alpha", "quarantine", "done")
+    assert (release["from_tenant"], release["to_tenant"], release["status"]) == ("alpha", "quarantine", "done")
     assert {p["phase"]: p["changes"] for p in gone["phases"]}["quarantine"] >= 2
     assert owner_of_ports(lab, "gpu-a03", nets) == {"quarantine"}
     ended = next(x for x in lab.gfj("lease", "list") if x["id"] == lease["id"])
@@ -151,7 +151,7 @@ def test_several_nodes_in_one_command_are_one_request_and_one_batch(lab: LabEnv)
     assert p.returncode == 2 and "node not found: nosuch" in p.stderr
     assert lab.gfj("move", "list") == before, "all or none: a refused request records no move"
     done = lab.gfj("node", "move", *pair, "--to-tenant", "beta")
-    assert sorted((m["node"], m["from"], m["to"], m["status"]) for m in done["moves"]) == [
+    assert sorted((m["node"], m["from_tenant"], m["to_tenant"], m["status"]) for m in done["moves"]) == [
         ("gpu-a02", "quarantine", "beta", "done"), ("gpu-a03", "quarantine", "beta", "done")]  # fmt: skip
     assert {p["phase"]: p["changes"] for p in done["phases"]}["join"] >= 4  # both nodes' ports, one join
     assert all(owner_of_ports(lab, n, nets) == {"beta"} for n in pair)
