@@ -128,7 +128,7 @@ def test_insecure_is_explicit_and_reported(world: World) -> None:
     ssh.pop("known_hosts")
     b = world.backend(ssh)
     assert len(_report(b)["node"].iface_ids) == 1 and b.offload_ssh[NODE].commands == 2  # it works, and is reported
-    v = transport_violations([b])
+    v = transport_violations([("dpu", b)])
     assert [(x.invariant, x.device, x.resource) for x in v] == [("TRANSPORT-INSECURE", NODE, "transport:ssh.insecure")]
     assert "host key not checked (insecure: true)" in v[0].message
     b.close()
