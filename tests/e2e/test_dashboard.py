@@ -134,6 +134,7 @@ def test_injected_drift_appears_as_a_violation_with_drill_down(
         row.wait_for(timeout=30_000)
         row.locator("a.drill").click()
         cell = page.locator(".port.focus")
+        cell.first.wait_for(timeout=10_000)  # the map is rendered after the audit panel
         assert cell.count() == 1 and "drift" in (cell.get_attribute("class") or "")
         assert "gpu-a03" in (cell.get_attribute("title") or "")
         page.screenshot(path=str(tmp_path / "drift.png"), full_page=True)

@@ -240,10 +240,10 @@ async function renderAudit() {
 
 function drill(ev, key) {
   ev.preventDefault();
+  document.querySelectorAll(".port.focus").forEach((c) => c.classList.remove("focus"));
+  state.focused = key;  // the map renders after the audit: a drill before it is kept for that render
   const cell = document.getElementById(`port-${key}`);
   if (!cell) return;
-  document.querySelectorAll(".port.focus").forEach((c) => c.classList.remove("focus"));
-  state.focused = key;
   cell.classList.add("focus");
   cell.scrollIntoView({ block: "center" });
   cell.focus();
