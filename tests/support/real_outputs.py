@@ -1,10 +1,12 @@
 """The corpus of real device outputs (tests/fixtures/real/): manifests and where the files are.
 
 Each ``<parser>/<file>.source.yaml`` names the public repository, path and commit an output was
-copied from, its sha256 and the reading expected of it (written by hand). The outputs are not
-committed (third-party data); :func:`locate` finds them in ``$GPUFABRIC_REAL_OUTPUTS``, in
-``../shared/real-outputs`` beside the repository, or next to the manifest, and checks the
-sha256. A test given a manifest whose file is absent skips, naming the file.
+copied from, its sha256 and the reading expected of it (written by hand). The outputs whose
+repository's licence permits redistribution are committed next to their manifest
+(:func:`redistributable`; the licences in ``LICENSES/``); the others are not, and
+:func:`locate` finds them in ``$GPUFABRIC_REAL_OUTPUTS``, in ``../shared/real-outputs`` beside
+the repository, or next to the manifest, and checks the sha256. A test given a manifest whose
+file is absent skips, naming the file.
 """
 
 from __future__ import annotations
@@ -48,6 +50,22 @@ def manifests(parser: str) -> list[Manifest]:
             assert key in doc, f"{p}: {key} missing"
         out.append(Manifest(parser, doc["file"], doc))
     return out
+
+
+PERMISSIVE = ("Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "MIT", "CC-BY-4.0")
+
+
+def redistributable(m: Manifest) -> bool:
+    """The output may be committed: its licence is a permissive one and its repository is known
+    (an unresolved source cannot carry its copyright notice)."""
+    repo = str(m.doc["repo"])
+    return str(m.doc.get("license", "")).startswith(PERMISSIVE) and "/" in repo and not repo.startswith("unresolved")
+
+
+def all_manifests() -> list[Manifest]:
+    """Every manifest of the corpus, whatever its parser."""
+    parsers = sorted({str(p.parent.relative_to(REAL)) for p in REAL.rglob("*.source.yaml")})
+    return [m for parser in parsers for m in manifests(parser)]
 
 
 def manifest(parser: str, file: str) -> Manifest:
