@@ -17,6 +17,7 @@ from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import (
     DIALECTS,
     VlanListStyle,
+    cli_port,
     dialect_from_dict,
     find_errors,
     load_dialect,
@@ -34,6 +35,7 @@ PORTS = {
     "eos": ("Ethernet1", "Ethernet2", "Ethernet3", "Ethernet4"),
     "junos": ("ge-0/0/1", "ge-0/0/2", "ge-0/0/3", "ge-0/0/4"),
     "os10": ("ethernet1/1/1", "ethernet1/1/2", "ethernet1/1/3", "ethernet1/1/4"),
+    "os9": ("TenGigabitEthernet0/1", "TenGigabitEthernet0/2", "TenGigabitEthernet0/3", "TenGigabitEthernet0/4"),
     "sonic": ("Ethernet0", "Ethernet4", "Ethernet8", "Ethernet12"),
     "nvue": ("swp1", "swp2", "swp3", "swp4"),
     "ovs": ("p01", "p02", "p03", "p04"),
@@ -43,6 +45,7 @@ CONFIG_FILE = {
     "eos": "running-config.txt",
     "junos": "running-config.txt",
     "os10": "running-config.txt",
+    "os9": "running-config.txt",
     "sonic": "running-config.json",
     "nvue": "running-config.json",
     "ovs": "running-config.json",
@@ -94,7 +97,7 @@ def test_render_is_stable_and_mentions_every_port(name: str) -> None:
     assert a == b
     text = "\n".join(a)
     for port in PORTS[name]:
-        assert port in text
+        assert cli_port(d, port) in text  # the CLI's spelling (OS9: "TenGigabitEthernet 0/1")
 
 
 def test_ovs_batch_is_one_invocation_with_a_custom_prefix() -> None:
@@ -164,6 +167,13 @@ EXPECTED: dict[str, list[EthernetPortConfig]] = {
         cfg("ethernet1/1/4", PortMode.TRUNK, None, (400,)),
         cfg("ethernet1/1/5", PortMode.ACCESS, 1),
     ],
+    "os9": [
+        cfg("TenGigabitEthernet0/1", PortMode.ACCESS, 100),
+        cfg("TenGigabitEthernet0/2", PortMode.TRUNK, 100, (200, 201, 202, 300)),
+        cfg("TenGigabitEthernet0/3", PortMode.SHUTDOWN),
+        cfg("TenGigabitEthernet0/4", PortMode.TRUNK, None, (400,)),
+        cfg("TenGigabitEthernet0/5", PortMode.ACCESS, 1),
+    ],
     "sonic": [
         cfg("Ethernet0", PortMode.ACCESS, 100),
         cfg("Ethernet4", PortMode.TRUNK, 100, (200, 201, 202, 300)),
@@ -202,9 +212,9 @@ def test_parse_recorded_running_config(name: str) -> None:
 def test_parse_skips_routed_management_and_vlan_interfaces(name: str) -> None:
     state = parse_running_config(load_dialect(name), running_config(name), switch="sw", quarantine=Q)
     names = {p.port for p in state.ports}
-    for absent in ("mgmt0", "Management1", "mgmt1/1/1", "eth0", "lo", "lo0", "Vlan100", "vlan100", "irb", "br0"):
+    for absent in ("mgmt0", "Management1", "mgmt1/1/1", "eth0", "lo", "lo0", "Vlan100", "vlan100", "irb", "br0", "ManagementEthernet1/1"):
         assert absent not in names
-    for routed in ("Ethernet1/49", "Ethernet32/1", "xe-0/0/48", "ethernet1/1/54", "Ethernet16", "swp51"):
+    for routed in ("Ethernet1/49", "Ethernet32/1", "xe-0/0/48", "ethernet1/1/54", "Ethernet16", "swp51", "fortyGigE0/48"):
         assert routed not in names
 
 
@@ -258,6 +268,7 @@ ERROR_SAMPLES = {
     "eos": "% Invalid input (at token 2: 'vlan')",
     "junos": "error: configuration check-out failed",
     "os10": "% Error: Invalid VLAN ID 5000",
+    "os9": "% Error: Port is untagged in another Vlan.",
     "sonic": "Error: Vlan400 doesn't exist",
     "nvue": "Error: Invalid value '5000' for vlan",
     "ovs": 'ovs-vsctl: no row "p99" in table Port',
@@ -267,6 +278,7 @@ BENIGN = {
     "eos": "Copy completed successfully.",
     "junos": "warning: statement not found",
     "os10": "OS10(config-if-eth1/1/1)#",
+    "os9": "Dell(conf-if-vl-100)#",
     "sonic": "Running command: /usr/local/bin/sonic-cfggen -d --print-data",
     "nvue": "applied [rev_id: 12]",
     "ovs": "",

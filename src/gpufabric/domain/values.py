@@ -245,6 +245,12 @@ PORT_PATTERNS: Final[dict[str, tuple[str, str]]] = {
     "eos": (r"(?:Ethernet|Et)\d{1,3}(?:/\d{1,3}){0,2}|Port-Channel\d{1,4}", "Ethernet12, Ethernet3/1"),
     "junos": (r"(?:ge|xe|et|mge)-\d{1,2}/\d{1,2}/\d{1,3}(?::\d)?|ae\d{1,3}", "xe-0/0/12, et-0/0/1:2"),
     "os10": (r"ethernet\d{1,2}/\d{1,2}/\d{1,3}(?::\d)?|port-channel\d{1,4}", "ethernet1/1/12"),
+    # OS9: the CLI's "TenGigabitEthernet 0/1" without its space (the dialect renders it back)
+    "os9": (
+        r"(?:GigabitEthernet|TenGigabitEthernet|twentyFiveGigE|fortyGigE|fiftyGigE|hundredGigE)\d{1,2}(?:/\d{1,3}){1,3}"
+        r"|Port-channel\d{1,4}",
+        "TenGigabitEthernet0/12, fortyGigE1/49, Port-channel10",
+    ),
     "sonic": (r"Ethernet\d{1,4}|PortChannel\d{1,4}", "Ethernet40"),
     "nvue": (r"swp\d{1,3}(?:s\d)?|bond\d{1,4}", "swp12, swp1s2"),
     "ovs": (r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}", "a Linux interface name, 1-15 chars of A-Z a-z 0-9 _ . -"),

@@ -1,5 +1,5 @@
-"""A replaying SSH double of seven switch CLIs, so that :class:`SshSwitchDriver` runs the
-Ethernet contract in every dialect (NX-OS, EOS, Junos, OS10, SONiC, NVUE, Linux+OVS) without
+"""A replaying SSH double of eight switch CLIs, so that :class:`SshSwitchDriver` runs the
+Ethernet contract in every dialect (NX-OS, EOS, Junos, OS10, OS9, SONiC, NVUE, Linux+OVS) without
 a switch, a network or root.
 
 THIS IS A DOUBLE OF THE VENDORS' CLIs, NOT THE VENDORS. Each :class:`~base.CliDouble` keeps one
@@ -26,6 +26,7 @@ from support.ssh_double.base import CliDouble
 from support.ssh_double.ios import IosDouble
 from support.ssh_double.jsoncli import NvueDouble, SonicDouble
 from support.ssh_double.junos import JunosDouble
+from support.ssh_double.os9 import Os9Double
 from support.ssh_double.ovs import OvsDouble
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ssh"
@@ -35,7 +36,7 @@ OVS_BRIDGE = "br0"
 def port_names(dialect: str, n: int) -> tuple[str, ...]:
     """``n`` provisioned port names in the dialect's style, none in the recorded sample."""
     style = {
-        "nxos": "Ethernet1/{}", "eos": "Ethernet{}", "os10": "ethernet1/1/{}", "junos": "ge-0/0/{}",
+        "nxos": "Ethernet1/{}", "eos": "Ethernet{}", "os10": "ethernet1/1/{}", "os9": "TenGigabitEthernet0/{}", "junos": "ge-0/0/{}",
         "nvue": "swp{}", "ovs": "p{:02d}",
     }  # fmt: skip
     if dialect == "sonic":
@@ -45,7 +46,7 @@ def port_names(dialect: str, n: int) -> tuple[str, ...]:
 
 
 AGGREGATE = {
-    "nxos": "port-channel10", "eos": "Port-Channel10", "os10": "port-channel10", "junos": "ae10",
+    "nxos": "port-channel10", "eos": "Port-Channel10", "os10": "port-channel10", "os9": "Port-channel10", "junos": "ae10",
     "nvue": "bond10", "sonic": "PortChannel10", "ovs": "bond10",
 }  # fmt: skip
 """One aggregate interface (port-channel / ae / bond) per dialect, named as the vendor names it."""
@@ -61,6 +62,8 @@ def make_double(dialect: str, ports: tuple[str, ...], quarantine: int) -> CliDou
     text = sample(dialect)
     if dialect in ("nxos", "eos", "os10"):
         return IosDouble(dialect, text, ports, quarantine)
+    if dialect == "os9":
+        return Os9Double(text, ports, quarantine)
     if dialect == "junos":
         return JunosDouble(text, ports, quarantine)
     if dialect == "sonic":

@@ -13,8 +13,8 @@ exact command lines of one session. It does no I/O; golden files pin its output.
 
 What each dialect reads back is held against real device outputs where public ones were
 found (tests/fixtures/real/ethernet/<dialect>/, tests/unit/test_real_outputs.py): ``nxos``
-(10 configs, NX-OS 6.2 - 9.3), ``eos`` (8, EOS 4.19 - 4.26) and ``os10`` (1, OS10 10.4, the
-only one found). For ``junos`` (``display set``), ``sonic`` and ``nvue`` no running config of
+(10 configs, NX-OS 6.2 - 9.3), ``eos`` (8, EOS 4.19 - 4.26), ``os10`` (1, OS10 10.4, the
+only one found) and ``os9`` (3: MXL 9.5, an I/O Aggregator, S6000 9.12). For ``junos`` (``display set``), ``sonic`` and ``nvue`` no running config of
 a real device was found in the public repositories searched (NAPALM, batfish, ntc-templates,
 ciscoconfparse, Ansible collections' test data): those are pinned by the vendor-documentation
 samples of tests/fixtures/ssh/ only.
@@ -38,7 +38,7 @@ from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
 from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
-DIALECTS: Final = ("nxos", "eos", "junos", "os10", "sonic", "nvue", "ovs")
+DIALECTS: Final = ("nxos", "eos", "junos", "os10", "os9", "sonic", "nvue", "ovs")
 PORT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}$")
 PORT_ALLOWED: Final = "1-64 chars of A-Z a-z 0-9 / . _ : - starting alphanumeric"
 
@@ -214,6 +214,15 @@ def validate_change(c: EthernetPortConfig, quarantine: VlanId | None = None) -> 
         )
 
 
+def cli_port(dialect: Dialect, port: str) -> str:
+    """The port as the dialect's CLI spells it (``{port_cli}``): with the option ``port_space``
+    (Dell OS9: ``TenGigabitEthernet 0/1``, ``Port-channel 10``) a space before the first digit;
+    inventories name ports without spaces."""
+    if dialect.options.get("port_space"):
+        return re.sub(r"^([A-Za-z-]+?)(\d)", r"\1 \2", port, count=1)
+    return port
+
+
 def memberships(c: EthernetPortConfig, quarantine: int) -> frozenset[tuple[int, bool]]:
     """(vlan, tagged) pairs a port is a member of; a shut-down port is parked in ``quarantine``."""
     if c.mode is PortMode.SHUTDOWN:
@@ -261,9 +270,15 @@ def render_batch(
         want = memberships(c, q)
         old_cfg = current.port(c.port) if current is not None else None
         have = memberships(old_cfg, q) if old_cfg is not None else frozenset()
-        p = {"port": c.port}
+        if c.mode is PortMode.TRUNK and dialect.options.get("trunk_resets_memberships"):
+            # the trunk templates change the port's mode (OS9 portmode hybrid), which the CLI
+            # refuses while the port is in any VLAN: leave them all, then join the wanted ones
+            removed, have = have, frozenset()
+        else:
+            removed = have - want
+        p = {"port": c.port, "port_cli": cli_port(dialect, c.port)}
         out += fmt("port_begin", **p)
-        for v, tagged in sorted(have - want):
+        for v, tagged in sorted(removed):
             out += fmt("remove_tagged" if tagged else "remove_untagged", vlan=v, **p)
         tagged_vlans = [t.value for t in c.trunks]
         if c.mode is PortMode.ACCESS:

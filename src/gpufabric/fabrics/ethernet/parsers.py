@@ -3,6 +3,7 @@
 One parser per config family, chosen by the dialect's ``parser`` field:
 
 * ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (:mod:`~gpufabric.fabrics.ethernet.ios`)
+* ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.os9`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
 * ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
 * ``nvue_json``  – Cumulus ``nv config show -o json``
@@ -43,6 +44,7 @@ from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import Dialect
 from gpufabric.fabrics.ethernet.ios import BondMember, parse_ios, parse_ios_bonds
+from gpufabric.fabrics.ethernet.os9 import interface_names_os9, parse_os9, parse_os9_bonds
 from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_columns
 from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS, NO_QUARANTINE, NOT_PORTS, parse_vlan_list
 from gpufabric.fabrics.ethernet.portcfg import port as _port
@@ -227,6 +229,8 @@ __all__ = [
     "parse_ios_bonds",
     "parse_junos_set",
     "parse_nvue_json",
+    "parse_os9",
+    "parse_os9_bonds",
     "parse_ovs_json",
     "parse_running_config",
     "parse_sonic_json",
@@ -248,6 +252,8 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
     whose config lists only the configured ones (Junos, NVUE)."""
     if dialect.parser == "ios":
         return frozenset(m[1] for m in re.finditer(r"^interface\s+(\S+)\s*$", text, re.MULTILINE))
+    if dialect.parser == "os9":
+        return interface_names_os9(text)
     if dialect.parser == "sonic_json":
         db = _json(text, "SONiC running configuration")
         return frozenset({**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
@@ -262,11 +268,12 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
 def lists_every_interface(dialect: Dialect) -> bool:
     """The dialect's option ``lists_every_interface``: its running config names every
     interface the switch has, so a port missing from it does not exist."""
-    return bool(dialect.options.get("lists_every_interface")) and dialect.parser in ("ios", "sonic_json", "ovs_json")
+    return bool(dialect.options.get("lists_every_interface")) and dialect.parser in ("ios", "os9", "sonic_json", "ovs_json")
 
 
 _PARSERS: Final[dict[str, Callable[[str, str, dict[str, Any]], tuple[EthernetPortConfig, ...]]]] = {
     "ios": parse_ios,
+    "os9": parse_os9,
     "junos_set": parse_junos_set,
     "sonic_json": parse_sonic_json,
     "nvue_json": parse_nvue_json,
