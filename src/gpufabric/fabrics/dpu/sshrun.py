@@ -7,10 +7,11 @@ Section (``dpu.offload.<host>.ssh`` in fabrics.yaml)::
 
 Connecting is the shared runner's (:mod:`gpufabric.domain.sshrun`): host keys are checked
 strictly against ``known_hosts`` (paramiko ``RejectPolicy``), an unknown or mismatched key ends
-the connection during key exchange, before authentication, so no command runs. ``insecure: true`` (and no ``known_hosts``) accepts any key; it is explicit and
-reported (:meth:`SshRunner.transport_notes` -> audit ``TRANSPORT-INSECURE``). ``key_file`` is a
-secret: mode 0600 or stricter. One connection per DPU, opened on first use and reused (reopened
-when the server dropped it); each command is one ``exec`` channel (no shell, no PTY), its
+the connection during key exchange, before authentication, so no command runs. ``insecure:
+true`` (and no ``known_hosts``) accepts any key; it is explicit and reported
+(:meth:`SshRunner.transport_notes` -> audit ``TRANSPORT-INSECURE``). ``key_file`` is a secret:
+mode 0600 or stricter. One connection per DPU, opened on first use and reused (reopened when the
+server dropped it); each command is one ``exec`` channel (no shell, no PTY), its
 arguments quoted with :func:`shlex.join`.
 """
 
