@@ -153,6 +153,11 @@ class FabricBackend(ABC, Generic[S]):
     def observe(self) -> S:
         """Read the whole fabric's real state."""
 
+    def observe_for_moves(self) -> S:
+        """The state a move plans and verifies against: :meth:`observe`, less what only the audit
+        reads (e.g. a DPU's datapath flows), which a fabric may leave out here. Default: observe()."""
+        return self.observe()
+
     @abstractmethod
     def apply(self, plan: FabricPlan) -> S:
         """Apply ``plan`` (one transaction/session per device) and return the verified

@@ -64,7 +64,7 @@ def configured_kinds(fabrics_file: Path) -> tuple[FabricKind[Any, Any], ...] | N
 
     raw = yaml.safe_load(fabrics_file.read_text()) or {}
     first = ["ethernet", "infiniband"]
-    kinds = configured_instances(raw, Registry.from_entry_points()).values()
+    kinds = configured_instances(raw, Registry.from_entry_points(drivers=False)).values()  # no driver imported
     return tuple(sorted(kinds, key=lambda k: (first.index(k.name) if k.name in first else 2, k.instance)))
 
 

@@ -126,9 +126,11 @@ class Fabrics:
         return None
 
     # ---- I/O
-    def observe(self) -> FabricState:
-        """Read every fabric in parallel."""
-        return FabricState(slices=run_parallel({n: b.observe for n, b in self.backends.items()}))
+    def observe(self, audit: bool = True) -> FabricState:
+        """Read every fabric in parallel; ``audit=False`` (a move): what only the audit needs is not
+        read (:meth:`FabricBackend.observe_for_moves`)."""
+        read = {n: b.observe if audit else b.observe_for_moves for n, b in self.backends.items()}
+        return FabricState(slices=run_parallel(read))
 
     def apply(
         self, plan: Plan, on_done: Callable[[str, float], None] | None = None

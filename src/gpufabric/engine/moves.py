@@ -182,7 +182,7 @@ class MoveEngine:
         if self._known is not None and self._known_epoch == (epoch or read_epoch(self.store)):
             return self._known, False
         self.progress("observe", "reading every fabric")
-        self._known = self.fabrics.observe()
+        self._known = self.fabrics.observe(audit=False)  # a move does not read what only the audit needs
         self._known_epoch = read_epoch(self.store)
         return self._known, True
 

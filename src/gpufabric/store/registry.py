@@ -24,9 +24,11 @@ class Registry:
     kinds: dict[str, FabricKind[Any, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_entry_points(cls, group: str = GROUP, kinds_group: str = KINDS_GROUP) -> Registry:
+    def from_entry_points(cls, group: str = GROUP, kinds_group: str = KINDS_GROUP, *, drivers: bool = True) -> Registry:
+        """Every registered kind and driver; ``drivers=False``: the kinds alone (no driver module
+        imported: enough to read which instances fabrics.yaml configures)."""
         reg = cls()
-        for ep in entry_points(group=group):
+        for ep in entry_points(group=group) if drivers else ():
             reg.drivers[ep.name] = ep.load()
         for ep in entry_points(group=kinds_group):
             reg.register_kind(ep.load()())

@@ -65,6 +65,16 @@ class DpuBackend(FabricBackend[DpuState]):
             runner.close()
 
     def observe(self) -> DpuState:
+        """The whole fabric, with the datapath flows of every DPU with an offload source (only the
+        audit's flow leftovers need those: a move reads :meth:`observe_for_moves`)."""
+        items = self._items()
+        return replace(DpuState.of(items), flows=self._flow_tenants(items))
+
+    def observe_for_moves(self) -> DpuState:
+        """The fabric without the datapath flows (no ``dpctl/dump-flows`` / ``tc`` on any DPU)."""
+        return DpuState.of(self._items())
+
+    def _items(self) -> list[Item]:
         items: list[Item] = []
         for drv in self.ovs.values():
             items += drv.read()
@@ -72,7 +82,7 @@ class DpuBackend(FabricBackend[DpuState]):
         if self.k8s is not None:
             labels, taints = self.k8s.read()
             items += [*labels, *taints]
-        return replace(DpuState.of(items), flows=self._flow_tenants(items))
+        return items
 
     def _flow_tenants(self, items: Sequence[Item]) -> frozenset[tuple[str, str]]:
         """(host, tenant) of every datapath flow the offload report attributes to a tenant, on

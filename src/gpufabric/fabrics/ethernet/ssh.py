@@ -150,10 +150,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What runs below the secure default, as configured (for the audit)."""
-        if not self.insecure:
-            return ()
-        t = self.connection.target
-        return (TransportNote(self._switch, "insecure", f"SSH to {t.host}:{t.port} accepts any host key (insecure: true)"),)
+        return self.connection.session.host.insecure_notes(self._switch, "insecure", f"SSH to {self._switch}")
 
     @property
     def connections_opened(self) -> int:

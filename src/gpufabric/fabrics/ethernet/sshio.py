@@ -9,26 +9,22 @@ end of the channel: ``exec`` runs one script (exit status + stderr say what fail
 closes stdin, so the switch CLI runs them non-interactively and closes the channel. No
 prompt regexes, no sleeps, one round trip per batch.
 
-The connection is opened lazily, kept open across batches (keepalive), reopened when
-the server dropped it, and opening retries timeouts/refusals with bounded exponential
-backoff. Authentication failures are not retried.
+Connecting, host-key checking, keeping and reopening the connection, and the bounded
+retry are the shared runner's (:mod:`gpufabric.domain.sshrun`); this module adds the two batch
+transports and their drain with a deadline.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import paramiko
 
-from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
+from gpufabric.domain.errors import FabricError
 from gpufabric.domain.secrets import Secret
-
-_RETRYABLE = (TimeoutError, socket.timeout, ConnectionError, EOFError, paramiko.ssh_exception.NoValidConnectionsError)
+from gpufabric.domain.sshrun import SshHost, SshPeer, SshSession
 
 
 @dataclass(frozen=True)
@@ -65,108 +61,24 @@ class SshConnection:
     def __init__(self, target: SshTarget, device: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.target = target
         self.device = device
-        self._sleep = sleep
-        self._client: paramiko.SSHClient | None = None
-        self._lock = threading.Lock()
-        self.connects = 0  # connections this object opened (client-side count)
-        self.attempts = 0  # connection attempts, including failed ones
-
-    # ------------------------------------------------------------------ connection
-    def _open(self) -> paramiko.SSHClient:
-        t = self.target
-        delay = t.backoff
-        last: BaseException | None = None
-        for attempt in range(1, max(1, t.retries) + 1):
-            self.attempts += 1
-            client = paramiko.SSHClient()
-            if t.known_hosts:
-                client.load_host_keys(t.known_hosts)
-                client.set_missing_host_key_policy(paramiko.RejectPolicy())
-            elif t.insecure:
-                client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-            else:
-                raise ConfigError("known_hosts", None, "a known_hosts file (or insecure: true, reported by the audit)")
-            sock: socket.socket | None = None
-            try:
-                # our own socket: TCP_NODELAY saves a delayed-ACK stall (~40 ms) per round trip
-                sock = socket.create_connection((t.host, t.port), timeout=t.connect_timeout)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                client.connect(
-                    t.host,
-                    port=t.port,
-                    username=t.username,
-                    key_filename=str(Path(t.key_filename)),
-                    passphrase=t.passphrase.reveal() if t.passphrase else None,
-                    look_for_keys=False,
-                    allow_agent=False,
-                    timeout=t.connect_timeout,
-                    banner_timeout=t.connect_timeout,
-                    auth_timeout=t.connect_timeout,
-                    sock=sock,
-                )
-            except paramiko.AuthenticationException as e:
-                client.close()
-                raise ApplyError(
-                    f"SSH authentication to {t.username}@{t.host}:{t.port} failed: {e}",
-                    fabric="ethernet",
-                    device=self.device,
-                ) from e
-            except paramiko.BadHostKeyException as e:
-                client.close()
-                raise ApplyError(
-                    f"SSH host key of {t.host}:{t.port} does not match", fabric="ethernet", device=self.device
-                ) from e
-            except (*_RETRYABLE, paramiko.SSHException, OSError) as e:
-                client.close()
-                if sock is not None:
-                    sock.close()
-                if isinstance(e, paramiko.SSHException) and "not found in known_hosts" in str(e):
-                    raise ApplyError(
-                        f"SSH host key of {t.host}:{t.port} is unknown", fabric="ethernet", device=self.device
-                    ) from e
-                last = e
-                if attempt < t.retries:
-                    self._sleep(delay)
-                    delay = min(delay * 2, t.backoff_max)
-                continue
-            transport = client.get_transport()
-            assert transport is not None
-            transport.set_keepalive(30)
-            self.connects += 1
-            return client
-        raise ApplyError(
-            f"cannot connect to {t.host}:{t.port} after {t.retries} attempts: {last!r}",
-            fabric="ethernet",
-            device=self.device,
-            attempts=t.retries,
-        )
-
-    def _transport(self, fresh: bool = False) -> paramiko.Transport:
-        with self._lock:
-            if fresh and self._client is not None:
-                self._client.close()
-                self._client = None
-            tr = self._client.get_transport() if self._client is not None else None
-            if tr is None or not tr.is_active():
-                if self._client is not None:
-                    self._client.close()
-                self._client = self._open()
-                tr = self._client.get_transport()
-            assert tr is not None
-            return tr
-
-    def _channel(self) -> paramiko.Channel:
-        """A new session channel; reconnects once if the kept connection went stale."""
-        try:
-            return self._transport().open_session(timeout=self.target.connect_timeout)
-        except (paramiko.SSHException, EOFError, OSError):
-            return self._transport(fresh=True).open_session(timeout=self.target.connect_timeout)
+        t = target
+        host = SshHost(t.host, t.port, t.username, t.key_filename, t.known_hosts, t.insecure, t.passphrase,
+                       t.connect_timeout, t.retries, t.backoff, t.backoff_max)  # fmt: skip
+        self.session = SshSession(host, SshPeer(f"switch {device}:", "ethernet", device), sleep=sleep)
+        self._channel = self.session.channel
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self.session.close()
+
+    @property
+    def connects(self) -> int:
+        """Connections this object opened (client-side count)."""
+        return self.session.connects
+
+    @property
+    def attempts(self) -> int:
+        """Connection attempts, including failed ones."""
+        return self.session.attempts
 
     # ------------------------------------------------------------------ commands
     def run_exec(self, script: str) -> CommandResult:

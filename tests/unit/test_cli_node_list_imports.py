@@ -1,0 +1,69 @@
+"""A local ``node list`` / ``node show`` needs the configured instances' kinds (their columns), not
+their drivers: run in a fresh interpreter against a home whose fabrics.yaml configures the Ethernet
+``ssh`` and the InfiniBand ``ufm`` drivers, then read its ``sys.modules``: no driver module loaded,
+and the kinds' columns are there."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gpufabric.cli.main import app
+
+PROBE = """
+import json, sys
+sys.argv = ["gpufabric", *json.loads(sys.argv[1])]
+from gpufabric.cli.main import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+else:
+    code = 0
+sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
+"""
+DRIVERS = ("gpufabric.fabrics.ethernet.ssh", "gpufabric.fabrics.ethernet.sshio", "gpufabric.fabrics.infiniband.ufm",
+           "gpufabric.fabrics.nvlink.fmpm")  # fmt: skip
+FABRICS = {"fabrics": [
+    {"name": "ethernet", "kind": "ethernet", "driver": "ssh", "options": {
+        "host": "192.0.2.1", "username": "u", "key_filename": "/k", "known_hosts": "/kh", "switch": "leaf1"}},
+    {"name": "infiniband", "kind": "infiniband", "driver": "ufm", "options": {"url": "https://192.0.2.2"}},
+]}  # fmt: skip
+
+
+def run(home: Path, *args: str) -> tuple[int, list[str], str]:
+    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
+                       timeout=120, env={"PATH": "/usr/bin:/bin", "GPUFABRIC_HOME": str(home)})  # fmt: skip
+    head, _, tail = p.stderr.rpartition("\nMODULES ")
+    doc = json.loads(tail)
+    return doc["code"], doc["modules"], p.stdout + head
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "fabrics.yaml").write_text(yaml.safe_dump(FABRICS))
+    inv = {"version": 1, "nodes": [{"name": "n1", "ethernet": [{"name": "eth0", "switch": "leaf1", "switch_port": "p1"}]}]}
+    (tmp_path / "inv.json").write_text(json.dumps(inv))
+    monkeypatch.setenv("GPUFABRIC_HOME", str(tmp_path))
+    monkeypatch.setenv("GPUFABRIC_DB", "")
+    r = CliRunner().invoke(app, ["inventory", "import", str(tmp_path / "inv.json"), "--json"])
+    assert r.exit_code == 0, r.output
+    return tmp_path
+
+
+@pytest.mark.parametrize("cmd", [("node", "list"), ("node", "show", "n1")])
+def test_local_node_list_and_show_load_the_kinds_but_no_driver(home: Path, cmd: tuple[str, ...]) -> None:
+    code, modules, out = run(home, *cmd, "--json")
+    assert code == 0, out
+    got = json.loads(out)
+    row = got[0] if isinstance(got, list) else got
+    assert row["name"] == "n1" and set(row["fabrics"]) == {"ethernet", "infiniband"}  # the configured columns
+    assert row["fabrics"]["ethernet"]["summary"] == "leaf1/p1"
+    assert "gpufabric.fabrics.ethernet.kind" in modules and "gpufabric.fabrics.infiniband.kind" in modules
+    assert [m for m in DRIVERS if m in modules] == []
