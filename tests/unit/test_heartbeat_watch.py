@@ -35,6 +35,10 @@ class Rows:
         return type("R", (), {"all": lambda _self: list(rows)})()
 
 
+def rows() -> Any:
+    return Rows()
+
+
 def at(wall: float) -> datetime:
     return datetime.fromtimestamp(wall, UTC)
 
@@ -47,7 +51,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def test_a_new_beat_is_dated_when_it_was_written_not_when_first_seen(clock: Clock) -> None:
-    w, s = HeartbeatWatch(), Rows()
+    w, s = HeartbeatWatch(), rows()
     s.rows = [(1, "host-a:1:serve", at(1000.0))]  # the writer's clock: 900 s ahead of this one (and a lag)
     clock.t = 100.0
     assert w.stalled(s, AFTER) == {}
@@ -67,7 +71,7 @@ def test_a_new_beat_is_dated_when_it_was_written_not_when_first_seen(clock: Cloc
 
 
 def test_a_clock_step_back_on_the_writer_counts_from_the_previous_poll_at_most(clock: Clock) -> None:
-    w, s = HeartbeatWatch(), Rows()
+    w, s = HeartbeatWatch(), rows()
     s.rows = [(7, "host-b:2:serve", at(5000.0))]
     w.stalled(s, AFTER)
     clock.t = 100.3
@@ -79,7 +83,7 @@ def test_a_clock_step_back_on_the_writer_counts_from_the_previous_poll_at_most(c
 
 
 def test_a_live_worker_is_never_stale_and_a_new_move_waits_a_full_interval(clock: Clock) -> None:
-    w, s = HeartbeatWatch(), Rows()
+    w, s = HeartbeatWatch(), rows()
     for i in range(10):  # beats every 0.3 s (written 0.05 s before each poll): never stale
         s.rows = [(3, "host-c:3:serve", at(2000.0 + 0.3 * i))]
         clock.t = 100.05 + 0.3 * i
