@@ -12,7 +12,8 @@ dies as a host does: its heartbeat stops, its fabric-lock session is terminated
 (``pg_terminate_backend``), its thread is frozen (as tests/functional/test_worker_takeover.py
 does; the memory fabric lives in this process, so a ``kill -9`` of a child is not possible).
 The kill point alternates between the quarantine phase and the join phase (both just before
-an apply). ``b`` ticks every ``TICK`` (``run_pending``) from the kill on.
+an apply). ``b`` ticks every ``TICK`` (``run_pending``), or sooner when a's move turns stale
+(``MoveEngine.idle_wait``, as ``serve``'s worker loop does).
 
 Measured per run: ``kill -> done`` (b's ``run_pending`` returns the move done) and
 ``kill -> claimed``; the bound is ``3 * BEAT + one phase``, where the phase is the longest
@@ -194,7 +195,7 @@ def takeover(a: MoveEngine, b: MoveEngine, to: str, kill_phase: str) -> dict[str
     while batch is None:
         batch = b.run_pending()
         if batch is None:
-            time.sleep(TICK)
+            time.sleep(b.idle_wait(TICK))  # as serve's worker loop: wakes when a's move turns stale
         assert time.monotonic() - t0 < 60, "not taken over within 60 s"
     assert claimed and died and claimed[0] > died[0], "b claimed the move before a died"
     done = time.monotonic() - died[0]

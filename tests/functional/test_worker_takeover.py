@@ -129,3 +129,46 @@ def test_a_live_worker_keeps_its_moves(two: tuple[MoveEngine, MoveEngine]) -> No
     ta.join(30)
     assert [(x.node, x.status, x.claimed_by, x.attempts) for x in a.ledger.moves()] == [
         ("n2", MoveStatus.DONE, a.worker, 1)]  # fmt: skip
+
+
+def test_an_idle_worker_wakes_when_the_move_turns_stale_not_at_its_next_tick(two: tuple[MoveEngine, MoveEngine]) -> None:
+    """b's tick (2 s) is longer than the 3 beats: it waits ``idle_wait`` instead, and claims the
+    move within 3 beats of a's last heartbeat, not at its next tick."""
+    a, b = two
+    a.ledger.request("n3", "tb", networks=("tb-net",))
+    started, frozen, wake = threading.Event(), threading.Event(), threading.Event()
+    died_at: list[float] = []
+
+    def freeze(phase: str, message: str) -> None:
+        started.set()  # a holds the move
+        if died_at or phase != "join" or ": applying" not in message:
+            return
+        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
+        pid = a.ledger.lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with a.store.tx() as tx:
+            tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        died_at.append(time.monotonic())
+        frozen.set()
+        wake.wait(60)
+
+    a.progress = freeze
+    ta = threading.Thread(target=a.run_pending, daemon=True)
+    ta.start()
+    assert started.wait(30)
+    assert b.run_pending() is None  # b sees a's move running (a replica that was up before)
+    assert frozen.wait(30)
+    waits, batch = [], None
+    while batch is None:
+        batch = b.run_pending()
+        if batch is None:
+            waits.append(b.idle_wait(2.0))
+            time.sleep(waits[-1])
+        assert time.monotonic() - died_at[0] < 10, "not taken over"
+    claimed = b.ledger.get(batch.moves[0].id or 0)
+    taken = time.monotonic() - died_at[0] - sum(t.seconds for t in batch.timings)
+    wake.set()
+    ta.join(30)
+    assert (claimed.status, claimed.claimed_by, claimed.attempts) == (MoveStatus.DONE, b.worker, 2)
+    assert waits and max(waits) <= 3 * BEAT + 0.01 and min(waits) < 2.0, waits
+    assert taken <= 3 * BEAT + 0.3, taken  # 3 beats of the last heartbeat (before the freeze), then the claim
+    assert owners(b)["n3"] == {"tb"}

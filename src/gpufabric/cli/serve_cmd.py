@@ -69,6 +69,8 @@ def serve(
     policy: str = typer.Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
     window: float = typer.Option(0.05, "--window", help="Coalescing window of the move worker (s)."),
     poll: float = typer.Option(0.5, "--worker-poll", "--tick", help="Seconds between the worker's ticks (queued moves, ended leases)."),
+    heartbeat: float = typer.Option(5.0, "--heartbeat", min=0.05, help="Seconds between the worker's heartbeats of "
+                                    "the moves it runs; another replica takes a move over after 3 missed (s)."),
     tls_cert: Path = typer.Option(None, "--tls-cert", help="PEM certificate (required off loopback)."),
     tls_key: Path = typer.Option(None, "--tls-key", help="PEM private key (required off loopback)."),
     max_body: int = typer.Option(1024 * 1024, "--max-body", help="Bytes of a request body at most (413 past it)."),
@@ -154,7 +156,7 @@ def serve(
         """One long-lived engine for the worker and the reconcile loop: its last verified state
         spares a read of every fabric per phase (the fabric lock serialises the two)."""
         if "warm" not in engines:
-            engines["warm"] = engine(worker=worker_id, progress=progress)
+            engines["warm"] = engine(worker=worker_id, progress=progress, heartbeat_every=heartbeat)
         return engines["warm"]
 
     def worker_pass() -> None:
@@ -187,7 +189,7 @@ def serve(
             loops.wake("reconcile")
 
     if has_fabrics:
-        loops.start("worker", worker_pass, poll)
+        loops.start("worker", worker_pass, poll, wait=lambda tick: warm().idle_wait(tick))
         if interval > 0:
             leader_pass()
             loops.start("leader", leader_pass, LEADER_BEAT)

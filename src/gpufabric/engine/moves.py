@@ -357,9 +357,7 @@ class MoveEngine:
         return self.ledger.claim_ids(self.worker, [m.id for m in requeued if m.id is not None])
 
     def _run_batch(self, moves: Sequence[Move]) -> BatchResult:
-        """Run claimed moves through their remaining phases together, holding the fabric lock
-        from the quarantine phase to the end of join: the swap's transaction also reads (and
-        plans) what join applies, as no other worker can write to the fabrics in between."""
+        """:meth:`run_batch`, once."""
         s = self.ledger
         timings: list[PhaseTiming] = []
         batch = list(moves)
@@ -444,3 +442,9 @@ class MoveEngine:
         if not claimed:
             return None
         return self.run_batch(claimed)
+
+    def idle_wait(self, tick: float) -> float:
+        """How long an idle worker waits before its next claim: ``tick``, or until the first move
+        another worker holds turns stale (its takeover is not a tick late)."""
+        due = self.watch.due_in(STALE_BEATS * self.heartbeat_every, exclude=self.worker)
+        return tick if due is None else min(tick, due + 0.005)

@@ -60,7 +60,11 @@ class Loops:
     _wake: dict[str, threading.Event] = field(default_factory=dict)
     on_error: Callable[[str, Exception], None] = lambda _n, _e: None
 
-    def start(self, name: str, body: Callable[[], Any], interval: float) -> LoopState:
+    def start(
+        self, name: str, body: Callable[[], Any], interval: float, wait: Callable[[float], float] | None = None
+    ) -> LoopState:
+        """Run ``body`` every ``interval`` s; ``wait(interval)``, when given, says how long to wait
+        after a successful pass instead (e.g. the move worker: until a held move turns stale)."""
         st = LoopState(name)
         wake = threading.Event()
         self.states[name] = st
@@ -75,7 +79,7 @@ class Loops:
                     st.last_success = time.time()
                     st.last_error = ""
                     backoff = min(1.0, interval or 1.0)
-                    delay = interval
+                    delay = interval if wait is None else wait(interval)
                 except Exception as e:  # a loop never dies: count, remember, back off, retry
                     st.errors += 1
                     st.last_error = f"{type(e).__name__}: {e}"[:500]

@@ -5,9 +5,10 @@ any host, watches those heartbeats: a running move whose heartbeat (with its cla
 changed for ``after`` seconds *of the watcher's monotonic clock* has a dead (or cut-off) worker,
 and may be claimed (fencing as always: the old worker's next update raises ClaimLostError, and
 the fabric lock keeps one writer on the fabrics). Comparing values seen, not timestamps, needs
-no clock agreement between hosts. A watcher that has just started waits ``after`` seconds
-before it judges a move it has never seen beat; replicas are expected to share one heartbeat
-interval (``after`` is a multiple of it).
+no clock agreement between hosts (a new value is dated at its write, estimated from what this
+watcher saw of that worker's values: :class:`HeartbeatWatch`). A watcher that has just started
+waits ``after`` seconds before it judges a move it has never seen beat; replicas are expected to
+share one heartbeat interval (``after`` is a multiple of it).
 """
 
 from __future__ import annotations
@@ -26,11 +27,35 @@ Beat = tuple[str | None, datetime | None]  # (claimed_by, last heartbeat or clai
 
 
 class HeartbeatWatch:
-    """Remembers, per running move, its last heartbeat seen and since when (monotonic)."""
+    """Remembers, per running move, its last heartbeat seen and since when (monotonic).
+
+    "Since when" is the watcher's best upper estimate of when that heartbeat was *written*, not
+    when a poll first saw it (which lags by up to one poll): per worker, the smallest
+    ``seen_at - beat`` over every heartbeat this watcher has seen of it is that host's clock offset
+    plus the shortest lag (never less), so ``beat + offset`` is never before the true write; it is
+    clamped between this watcher's previous poll (the value was not there yet) and now, so a clock
+    step on the worker's host cannot make a move look older than that. A move seen for the first
+    time counts from now. :meth:`due_in` says when the next move turns stale, for the worker's idle
+    poll to wake then rather than a tick later.
+    """
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[Beat, float]] = {}
+        self._offset: dict[str, float] = {}  # worker -> min(seen_at - beat time) (s)
+        self._polled: float | None = None  # monotonic time of the previous poll
         self._lock = threading.Lock()
+
+    def _since(self, key: Beat, prev: tuple[Beat, float] | None, now: float) -> float:
+        by, beat = key
+        if prev is not None and prev[0] == key:
+            return prev[1]
+        if by is None or beat is None:
+            return now
+        sample = now - beat.timestamp()
+        offset = self._offset[by] = min(self._offset.get(by, sample), sample)
+        if prev is None or self._polled is None:
+            return now  # never seen this move: judged from now (a watcher that just started waits)
+        return min(now, max(self._polled, beat.timestamp() + offset))
 
     def stalled(self, s: Session, after: float, exclude: str = "") -> dict[int, Beat]:
         """Running moves (not held by ``exclude``) whose heartbeat has not changed for ``after``
@@ -46,13 +71,19 @@ class HeartbeatWatch:
             seen: dict[int, tuple[Beat, float]] = {}
             for move_id, by, beat in rows:
                 key: Beat = (by, beat)
-                prev = self._seen.get(move_id)
-                since = prev[1] if prev is not None and prev[0] == key else now
+                since = self._since(key, self._seen.get(move_id), now)
                 seen[move_id] = (key, since)
                 if by != exclude and now - since >= after:
                     out[move_id] = key
-            self._seen = seen
+            self._seen, self._polled = seen, now
         return out
+
+    def due_in(self, after: float, exclude: str = "") -> float | None:
+        """Seconds until the first running move seen (not held by ``exclude``) turns stale at
+        ``after`` (0 when one already is), None when none is watched."""
+        with self._lock:
+            due = [since + after for (by, _), since in self._seen.values() if by != exclude]
+        return None if not due else max(0.0, min(due) - time.monotonic())
 
     def forget(self, move_id: int) -> None:
         with self._lock:
