@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.errors import ConfigError, NotFoundError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, IbPort, Inventory, Lease, Network, Node, Segment
 from gpufabric.domain.moves import MoveStatus
@@ -58,11 +58,13 @@ def ports_of(instance: str) -> list[str]:
 def config() -> dict[str, Any]:
     return {
         "fabrics": [
-            {"name": "ib-compute", "kind": "infiniband", "driver": "mem-sm", "options": {"ports": ports_of("ib-compute")}},
-            {"name": "ib-storage", "kind": "infiniband", "driver": "mem-sm", "options": {"ports": ports_of("ib-storage")}},
+            {"name": "ib-compute", "kind": "infiniband", "driver": "mem-sm",
+             "options": {"ports": ports_of("ib-compute"), "trusted_sm_guids": [str(SM_C)]}},
+            {"name": "ib-storage", "kind": "infiniband", "driver": "mem-sm",
+             "options": {"ports": ports_of("ib-storage"), "trusted_sm_guids": [str(SM_S)]}},
         ],
-        "sm_port_guids": [str(SM_C), str(SM_S)],
-    }
+        "sm_port_guids": [str(SM_C), str(SM_S)],  # trusted too (the top level's default); each subnet names its own
+    }  # fmt: skip
 
 
 def registry() -> Registry:
@@ -189,3 +191,43 @@ def test_instances_with_sms_of_their_own_pass_the_check() -> None:
     kind = InfinibandKind()
     kind.check_instances({"a": {"options": {"partitions_conf": "/a/p.conf"}}, "b": {"options": {"partitions_conf": "/b/p.conf"}},
                           "c": {"options": {"sm_hosts": [{"host": "sm-c", "partitions_conf": "/a/p.conf"}]}}})  # fmt: skip
+
+
+# ---- each subnet has its own SM (issue 20, part 3: Fabrics.sms / sm_for)
+
+
+def test_each_ib_instance_has_its_own_sm_driver(engine: MoveEngine) -> None:
+    sms = engine.fabrics.sms
+    assert list(sms) == ["ib-compute", "ib-storage"]
+    assert sms["ib-compute"] is not sms["ib-storage"]
+    assert engine.fabrics.sm_for("ib-storage") is sm(engine, "ib-storage")
+    assert engine.fabrics.sm is sms["ib-compute"]  # one-subnet callers: the first
+    with pytest.raises(NotFoundError) as e:
+        engine.fabrics.sm_for("ib-nope")
+    assert "ib-compute, ib-storage" in str(e.value)
+
+
+def test_a_subnets_own_trusted_sms_narrow_the_top_level_list() -> None:
+    raw = config()
+    f = Fabrics.from_config(raw, registry())
+    assert f.sms["ib-storage"].trusted_sm_guids == (SM_S,)  # type: ignore[attr-defined]
+    assert f.backends["ib-storage"].trusted_sm_guids == (SM_S,)  # type: ignore[attr-defined]
+    del raw["fabrics"][0]["options"]["trusted_sm_guids"]  # not narrowed: the deployment's list
+    assert Fabrics.from_config(raw, registry()).sms["ib-compute"].trusted_sm_guids == (SM_C, SM_S)  # type: ignore[attr-defined]
+    raw["fabrics"][1]["options"]["trusted_sm_guids"] = ["0x0002c903000000ff"]
+    with pytest.raises(ConfigError) as e:
+        Fabrics.from_config(raw, registry())
+    assert e.value.field == "fabrics.ib-storage.options.trusted_sm_guids"
+    assert str(SM_C) in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_another_subnets_sm_port_is_not_put_in_this_subnets_layout(engine: MoveEngine) -> None:
+    """The SM port GUIDs are deployment-wide: a subnet's plan keeps only those on it (OpenSM's
+    driver refuses a layout naming a GUID that is not on its fabric)."""
+    move(engine, "n1", "ta")
+    for name, own, other in (("ib-compute", SM_C, SM_S), ("ib-storage", SM_S, SM_C)):
+        kind = engine.fabrics.kinds[name]
+        sm(engine, name).set_table(guid(1, 8) if name == "ib-storage" else guid(1, 0), (0x7FFF,))  # drift to repair
+        plan = kind.diff(kind.desired(engine.desired().tenancy), sm(engine, name).observe())
+        assert plan.layout is not None
+        assert own in plan.layout.default_full and other not in plan.layout.default_full

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
-from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
@@ -120,13 +120,26 @@ class Fabrics:
         return out
 
     @property
+    def sms(self) -> dict[str, SubnetManagerDriver]:
+        """instance -> its subnet manager driver, for every instance driven through one (each
+        InfiniBand subnet has its own), in the engine's order."""
+        out: dict[str, SubnetManagerDriver] = {}
+        for name, b in self.backends.items():
+            if isinstance(sm := getattr(b, "sm", None), SubnetManagerDriver):
+                out[name] = sm
+        return out
+
+    def sm_for(self, instance: str) -> SubnetManagerDriver:
+        """The subnet manager of ``instance``; NotFoundError naming the instances that have one."""
+        sms = self.sms
+        if instance not in sms:
+            raise NotFoundError("subnet", f"{instance} (instances with a subnet manager: {', '.join(sms) or 'none'})")
+        return sms[instance]
+
+    @property
     def sm(self) -> SubnetManagerDriver | None:
-        """The subnet manager of the first InfiniBand instance."""
-        for name in self.instances_of("infiniband"):
-            sm = getattr(self.backends[name], "sm", None)
-            if isinstance(sm, SubnetManagerDriver):
-                return sm
-        return None
+        """The subnet manager of the first instance with one (a one-subnet site; several: :attr:`sms`)."""
+        return next(iter(self.sms.values()), None)
 
     # ---- I/O
     def observe(self) -> FabricState:

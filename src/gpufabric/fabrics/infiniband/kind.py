@@ -66,6 +66,7 @@ from gpufabric.fabrics.infiniband.plan import (
     ib_tenants_seen,
     instance_ports,
     merge_ib,
+    reachable,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
@@ -138,7 +139,7 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
         findings = find_rogue_sms(observed, trusted, nodes)
         if not findings or not repair or not isinstance(self.sm, OpenSMDriver):
             return Containment(tuple(str(f) for f in findings))
-        report = contain_rogue_sms(self.sm, desired.layout, RoguePolicy.CONTAIN)
+        report = contain_rogue_sms(self.sm, reachable(desired, observed).layout, RoguePolicy.CONTAIN)
         alerts = tuple(f"not contained ({why}): {f}" for f, why in report.alerts)
         return Containment(tuple(str(f) for f in report.findings) + alerts, tuple(str(g) for g in report.contained))
 
@@ -191,12 +192,20 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             )
         if "ipoib" in opts:
             IpoibOptions.parse(opts["ipoib"])  # one-line ConfigError naming the field, before any driver starts
+        own = opts.get("trusted_sm_guids")
+        if trusted and own:  # several subnets: each instance names its own trusted SMs, out of the top level's
+            where = f"fabrics.{self.instance}.options.trusted_sm_guids"
+            mine = [str(Guid.parse(g, field=where)) for g in (own if isinstance(own, list) else [own])]
+            if extra := sorted(set(mine) - set(trusted)):
+                raise ConfigError(where, extra[0], f"GUIDs of the top-level trusted_sm_guids ({', '.join(trusted)})")
+            trusted = mine
+            section = {**section, "options": {**opts, "trusted_sm_guids": mine}}
         drv = build_driver(
             drivers, "infiniband", section, {}, {"trusted_sm_guids": trusted} if trusted else {},
             expect=(SubnetManagerDriver, "a subnet manager driver"),
         )  # fmt: skip
         assert isinstance(drv, SubnetManagerDriver)
-        return InfinibandBackend(drv, guids_setting(settings, "trusted_sm_guids"), self.instance)
+        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance)
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         cfg: SegmentConfig = config

@@ -154,15 +154,17 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = 
 
 def reachable(desired: IbDesired, observed: IbFabricState) -> IbDesired:
     """``desired`` without ports the fabric does not show (link down, port disabled after a
-    rogue SM was contained): an SM cannot program them; they rejoin once seen again. An
-    unobserved subnet (no tables at all) leaves it unchanged."""
+    rogue SM was contained): an SM cannot program them; they rejoin once seen again. The SM
+    ports (``sm_port_guids``, deployment-wide) are kept only where seen: another subnet's SM
+    is no port of this one. An unobserved subnet (no tables at all) leaves it unchanged."""
     if not observed.tables:
         return desired
     seen = {t.port_guid for t in observed.tables}
     parts = tuple(
         dataclasses.replace(p, members=tuple(m for m in p.members if m.guid in seen)) for p in desired.layout.partitions
     )
-    layout = dataclasses.replace(desired.layout, partitions=tuple(p for p in parts if p.members))
+    full = tuple(g for g in desired.layout.default_full if g in seen)
+    layout = dataclasses.replace(desired.layout, partitions=tuple(p for p in parts if p.members), default_full=full)
     return IbDesired(layout, tuple(g for g in desired.guids if g in seen))
 
 
