@@ -16,19 +16,22 @@ from typing import Any
 
 import pytest
 
-from gpufabric.domain.errors import ConfigError, NotFoundError
+from gpufabric.cli.inventory_cmd import merge_ib_ports
+from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, IbPort, Inventory, Lease, Network, Node, Segment
 from gpufabric.domain.moves import MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.engine.audit_run import audit
-from gpufabric.engine.fabrics import Fabrics, network_kinds
+from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kinds
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.infiniband.ib_match import import_instance, ports_off
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import instance_ports
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
+from gpufabric.workflow.inventory import parse_inventory
 
 from support.memfabric import MemorySubnetManager, register
 
@@ -231,3 +234,40 @@ def test_another_subnets_sm_port_is_not_put_in_this_subnets_layout(engine: MoveE
         plan = kind.diff(kind.desired(engine.desired().tenancy), sm(engine, name).observe())
         assert plan.layout is not None
         assert own in plan.layout.default_full and other not in plan.layout.default_full
+
+
+# ---- inventory: HCA ports per instance (issue 20, part 3)
+
+
+def test_an_ibnetdiscover_import_names_a_configured_ib_instance() -> None:
+    two = configured_instances(config(), registry())
+    assert import_instance("ib-storage", two) == "ib-storage"
+    for bad, why in ((None, "one of the InfiniBand instances"), ("ib-nope", "an InfiniBand instance"), ("memory", "an InfiniBand")):
+        with pytest.raises(ValidationError) as e:
+            import_instance(bad, two)
+        assert e.value.field == "--fabric" and why in str(e.value) and "ib-compute, ib-storage" in str(e.value)
+    assert import_instance(None, {"ib-compute": two["ib-compute"]}) == "ib-compute"  # the only one
+    assert import_instance(None, {}) == "infiniband"  # no fabrics.yaml: the default instance
+
+
+def test_importing_one_subnet_keeps_the_nodes_ports_on_the_others() -> None:
+    known = list(inventory().nodes)
+    new = IbPort("n1", "mlx5_9", 1, guid(1, 9), guid(1, 137), instance="ib-storage")
+    found = Inventory((Node("n1", ib=(new,)),))
+    merged = merge_ib_ports(known, found, lambda n: ports_off(n, "ib-storage")).nodes[0]
+    assert [(p.device, p.instance) for p in merged.ib] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_9", "ib-storage")]
+
+
+def test_an_inventory_file_names_a_ports_instance() -> None:
+    text = """version: 1
+nodes:
+  - name: n1
+    ib:
+      - {device: mlx5_0, port_guid: "0x0002c90300000101", node_guid: "0x0002c90300000100"}
+      - {device: mlx5_8, port_guid: "0x0002c90300000181", node_guid: "0x0002c90300000180", instance: ib-storage}
+"""
+    node = parse_inventory(text).nodes[0]
+    assert [(p.device, p.instance) for p in node.ib] == [("mlx5_0", ""), ("mlx5_8", "ib-storage")]
+    with pytest.raises(ValidationError) as e:
+        parse_inventory(text.replace("instance: ib-storage", "instance: 'Bad Name'"))
+    assert e.value.field == "nodes[0].ib[1].instance"
