@@ -259,8 +259,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         return {
             "ports": [
                 {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
-                 "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port,
-                 "instance": self.instance}
+                 "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}
                 for p in instance_ports(node, self.instance)
             ]
         }  # fmt: skip
