@@ -39,6 +39,7 @@ from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 from gpufabric.lab.procs import stop_pid
+from gpufabric.runtime.loops import RogueWatch
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
@@ -185,7 +186,8 @@ def restart_trusted(fab: IbFabric) -> None:
 
 
 def test_a_rogue_sm_on_the_storage_subnet_is_contained_there_only(site: Site, tmp_path: Path) -> None:
-    """A tenant runs OpenSM on gpu-a02's storage HCA: reconcile (containment per instance) cuts
+    """A tenant runs OpenSM on gpu-a02's storage HCA: the watch suspects it on storage only, and
+    reconcile (containment per instance) cuts
     that port on the storage subnet's switch; the compute subnet, its SM and gpu-a02's compute
     ports are untouched."""
     for name, fab in (("ib-compute", site.compute), ("ib-storage", site.storage)):
@@ -195,6 +197,7 @@ def test_a_rogue_sm_on_the_storage_subnet_is_contained_there_only(site: Site, tm
     storage_sm, compute_sm = site.fabrics.sm_for("ib-storage"), site.fabrics.sm_for("ib-compute")
     assert isinstance(storage_sm, OpenSMDriver) and isinstance(compute_sm, OpenSMDriver)
     compute_before = {g: frozenset(t.entries) for g, t in ((t.port_guid, t) for t in compute_sm.observe().tables)}
+    assert RogueWatch(wake=lambda: None).run(site.fabrics.backends) == ()  # both subnets quiet
     d = tmp_path / "rogue"
     d.mkdir()
     (d / "p.conf").write_text("Default=0x7fff : ALL=full ;\n")
@@ -210,6 +213,8 @@ def test_a_rogue_sm_on_the_storage_subnet_is_contained_there_only(site: Site, tm
         while {t.entries for t in storage_sm.tables([S_A01])} != {(0xFFFF,)}:
             assert time.monotonic() < deadline, "the rogue SM never rewrote the storage tables"
             time.sleep(0.1)
+        watched = RogueWatch(wake=lambda: None).run(site.fabrics.backends)  # the cheap per-subnet watch
+        assert watched and all(line.startswith("ib-storage: ") for line in watched), watched
         result = reconcile_once(site.engine, Policy.REPAIR, resume_moves=False)
     finally:
         stop_pid(rogue.pid)

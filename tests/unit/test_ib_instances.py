@@ -28,7 +28,7 @@ from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kind
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.infiniband.ib_match import import_instance, ports_off
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.plan import instance_ports
+from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 from gpufabric.workflow.inventory import parse_inventory
@@ -232,7 +232,7 @@ def test_another_subnets_sm_port_is_not_put_in_this_subnets_layout(engine: MoveE
         kind = engine.fabrics.kinds[name]
         sm(engine, name).set_table(guid(1, 8) if name == "ib-storage" else guid(1, 0), (0x7FFF,))  # drift to repair
         plan = kind.diff(kind.desired(engine.desired().tenancy), sm(engine, name).observe())
-        assert plan.layout is not None
+        assert isinstance(plan, IbPlan) and plan.layout is not None
         assert own in plan.layout.default_full and other not in plan.layout.default_full
 
 
