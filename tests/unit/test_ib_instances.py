@@ -1,4 +1,4 @@
-"""Several InfiniBand subnets (issue 20, part 3): two instances of the built-in InfiniBand kind
+"""Several InfiniBand subnets (issue 20, part 3), and the built-in kinds bound to instances: two instances of the built-in InfiniBand kind
 (``ib-compute``, ``ib-storage``) in one deployment. A node's HCA ports belong to one instance
 each (``IbPort.instance``), a network gets one segment per instance (the kind's pool is shared,
 so its PKeys differ across instances), each instance's SM is handed only its own ports with
@@ -19,13 +19,15 @@ import pytest
 from gpufabric.cli.inventory_cmd import merge_ib_ports
 from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import QUARANTINE, IbPort, Inventory, Lease, Network, Node, Segment
+from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Lease, Network, Node, Segment
 from gpufabric.domain.moves import MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.values import Guid, PKey
+from gpufabric.domain.state import PortMode
+from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kinds
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.infiniband.ib_match import import_instance, ports_off
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
@@ -271,3 +273,18 @@ nodes:
     with pytest.raises(ValidationError) as e:
         parse_inventory(text.replace("instance: ib-storage", "instance: 'Bad Name'"))
     assert e.value.field == "nodes[0].ib[1].instance"
+
+
+def test_the_ethernet_kind_reads_its_instances_segment() -> None:
+    """The built-in Ethernet kind, bound to an instance, carries the network's VLAN on that
+    instance (not the default instance's), allocates under its instance name and audits it."""
+    node = Node("n1", ethernet=(EthernetPort("n1", "eth0", "leaf1", "p1"),))
+    net = Network("n", "t", (Segment("ethernet", 2000, vlan=VlanId(2000)), Segment("eth-b", 2001, vlan=VlanId(2001))))
+    tenancy = Tenancy((node,), {"n1": Lease("t", "n1", datetime.now(UTC), networks=("n",))}, {("t", "n"): net},
+                      settings={"quarantine_vlan": 4000})  # fmt: skip
+    for kind, vlan in ((EthernetKind(), 2000), (EthernetKind().bind("eth-b"), 2001)):
+        (sw,) = kind.desired(tenancy)
+        assert [(p.port, p.mode, p.vlan) for p in sw.ports] == [("p1", PortMode.ACCESS, VlanId(vlan))]
+        assert list(kind.audit(tenancy, kind.desired(tenancy), kind.desired(tenancy))) == []
+    seg = EthernetKind().bind("eth-b").allocate(net, [], CFG)
+    assert seg is not None and seg.fabric == "eth-b"
