@@ -77,6 +77,7 @@ class ApiContext:
     quota_config: Callable[[], Quotas] = Quotas
     limits: ApiLimits = field(default_factory=ApiLimits)
     view_kinds: Callable[[], Sequence[Any] | None] = lambda: None  # the nodes' fabric columns (None: every kind)
+    network_kinds: Callable[[], Sequence[Any] | None] = lambda: None  # the instances a new network spans
     reader: Reader = field(init=False)
     write_buckets: WriteBuckets = field(init=False)
     stream_slots: StreamSlots = field(init=False)
@@ -92,7 +93,7 @@ class ApiContext:
 
     def __post_init__(self) -> None:
         self.reader = Reader(self.store)
-        self.actions = Actions(self.store, self.segment_config, self.changed, self.quota_config)
+        self.actions = Actions(self.store, self.segment_config, self.changed, self.quota_config, self.network_kinds)
         self.tokens = Tokens(self.store)
         self.configure(self.limits)
 

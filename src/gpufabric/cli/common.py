@@ -100,4 +100,16 @@ def actions() -> Any:
     """Authorised, logged writes on the store (the CLI acts as the local operator, admin)."""
     from gpufabric.workflow.actions import Actions
 
-    return Actions(open_store(), segment_config, quota=quota_config)
+    return Actions(open_store(), segment_config, quota=quota_config, network_kinds=lambda: network_kinds(fabrics_path()))
+
+
+def network_kinds(fabrics_file: Path) -> list[Any] | None:
+    """The fabric instances of ``fabrics_file`` a new network spans (None without one: every kind)."""
+    if not fabrics_file.exists():
+        return None
+    import yaml
+
+    from gpufabric.engine.fabrics import network_kinds as kinds_of
+    from gpufabric.store.registry import Registry
+
+    return kinds_of(yaml.safe_load(fabrics_file.read_text()) or {}, Registry.from_entry_points())

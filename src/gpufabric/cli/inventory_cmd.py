@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,28 +39,42 @@ def _guess(path: Path) -> Format:
     return Format.ibnetdiscover
 
 
-def merge_ib_ports(existing: list[Node], ib_inventory: Inventory) -> Inventory:
-    """Attach IB ports found on the fabric to the known nodes, keeping their other ports."""
+def merge_ib_ports(
+    existing: list[Node], ib_inventory: Inventory, kept: Callable[[Node], tuple[Any, ...]] | None = None
+) -> Inventory:
+    """Attach IB ports found on the fabric to the known nodes, keeping their other ports (and
+    ``kept(node)``: their HCA ports on the other IB instances, one subnet being imported at a time)."""
     by_name = {n.name: n for n in existing}
     merged = []
     for found in ib_inventory.nodes:
         old = by_name.get(found.name)
-        merged.append(dataclasses.replace(old, ib=found.ib) if old else found)
+        keep = () if old is None or kept is None else kept(old)
+        merged.append(dataclasses.replace(old, ib=(*keep, *found.ib)) if old else found)
     return Inventory(tuple(merged))
 
 
-def load_ibnetdiscover(path: Path, *, strict: bool = True) -> tuple[Inventory, FabricMatch]:
-    """The nodes (with their IB ports) matched in an ibnetdiscover output, and the match of
-    every node of the fabric. ``strict``: a CA that does not match is a ValidationError."""
-    from gpufabric.fabrics.infiniband.ib_match import match_fabric
+Kept = Callable[[Node], tuple[Any, ...]]
+
+
+def load_ibnetdiscover(
+    path: Path, *, strict: bool = True, subnet: str | None = None, instances: Mapping[str, Any] | None = None
+) -> tuple[Inventory, FabricMatch, Kept]:
+    """The nodes (with their IB ports) matched in an ibnetdiscover output, the match of every
+    node of the fabric, and what a node keeps of its known ports (those on other instances).
+    The ports are assigned to the IB instance ``subnet`` of ``instances`` (default: the only
+    one; ValidationError naming ``--fabric`` for an unknown one). ``strict``: a CA that does not
+    match is a ValidationError."""
+    from gpufabric.fabrics.infiniband.ib_match import import_instance, match_fabric, ports_off
     from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
 
+    instance = import_instance(subnet, instances or {})
     m = match_fabric(parse_ibnetdiscover(path.read_text(errors="replace")))
     ports = m.strict_ports() if strict else m.ports
     by_node: dict[str, list[IbPort]] = {}
     for p in ports:
-        by_node.setdefault(p.node, []).append(p)
-    return Inventory(tuple(Node(name, ib=tuple(by_node[name])) for name in sorted(by_node))), m
+        by_node.setdefault(p.node, []).append(dataclasses.replace(p, instance=instance))
+    nodes = tuple(Node(name, ib=tuple(by_node[name])) for name in sorted(by_node))
+    return Inventory(nodes), m, lambda node: ports_off(node, instance)
 
 
 def _ca_doc(c: CaMatch) -> dict[str, object]:
@@ -87,6 +102,10 @@ def import_(
     strict: bool = typer.Option(
         False, "--strict", help="ibnetdiscover: refuse the whole file if one CA does not match a host."
     ),
+    subnet: str | None = typer.Option(
+        None, "--fabric", help="ibnetdiscover: the IB fabric instance (subnet) of fabrics.yaml the HCAs are on "
+        "(default: the only one); the nodes' ports on other instances are kept."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Register nodes and ports. ibnetdiscover output (its default format: `-p` output has no CA
@@ -106,12 +125,14 @@ def import_(
     fabrics = _fabrics_yaml()
     sm_hosts: tuple[str, ...] = ()
     match: FabricMatch | None = None
+    if subnet is not None and fmt is not Format.ibnetdiscover:
+        raise ValidationError("--fabric", subnet, "only with --format ibnetdiscover (a YAML/JSON port names its instance)")
     if fmt is Format.ibnetdiscover:
+        found, match, kept = load_ibnetdiscover(file, strict=strict, subnet=subnet, instances=_instances(fabrics))
         store = open_store()
         known = store.nodes()
-        found, match = load_ibnetdiscover(file, strict=strict)
         check_guid_moves(found, known)
-        inv, sm_hosts = mark_sm_hosts(merge_ib_ports(known, found), _sm_guids(fabrics))
+        inv, sm_hosts = mark_sm_hosts(merge_ib_ports(known, found, kept), _sm_guids(fabrics))
     else:
         instances = _instances(fabrics)
         inv = load_inventory(file, fmt.value, _dialects(fabrics), instances)
@@ -191,7 +212,8 @@ def _node_doc(n: Node) -> dict[str, object]:
                       **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})} for p in n.ethernet],
         "ib": [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
                 **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
-                **({"switch_port": p.switch_port} if p.switch_port else {})} for p in n.ib],
+                **({"switch_port": p.switch_port} if p.switch_port else {}),
+                **({"instance": p.instance} if p.instance else {})} for p in n.ib],
         "gpus": [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})}
                  for g in n.gpus],
         "dpus": [{"name": d.name, "mode": d.mode.value, **dict(d.details)} for d in n.dpus],

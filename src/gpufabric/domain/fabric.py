@@ -240,6 +240,11 @@ class FabricKind(ABC, Generic[D, S]):
         return () if found is None else _parsed(self, node.name, found)
 
     # ---- configuration
+    def check_instances(self, sections: Mapping[str, Any]) -> None:
+        """Refuse a set of instances of this kind that cannot run side by side (``sections``:
+        instance -> its ``fabrics.yaml`` section), before any is built: raise a ConfigError
+        naming the field (``fabrics.<instance>...``). Default: nothing to check."""
+
     @abstractmethod
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[S]:
         """The backend for this fabric's section of ``fabrics.yaml`` (raise ConfigError)."""

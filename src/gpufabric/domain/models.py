@@ -92,9 +92,12 @@ class IbPort:
     node_guid: Guid
     switch_guid: Guid | None = None
     switch_port: int | None = None
+    instance: str = ""  # the fabric instance (subnet) it is cabled to; "": the kind's default instance
 
     def __post_init__(self) -> None:
         check_name("ib_port.node", self.node)
+        if self.instance:
+            check_name("ib_port.instance", self.instance)
         if not 1 <= self.port_num <= 254:
             raise ValidationError("ib_port.port_num", self.port_num, "1-254")
         if self.switch_port is not None and not 1 <= self.switch_port <= 254:

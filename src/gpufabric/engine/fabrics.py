@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
-from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
@@ -69,6 +69,9 @@ class Fabrics:
         for line in notes:
             log.info("%s", line)
         order = {k.name: i for i, k in enumerate(registry.ordered_kinds())}
+        for kind_name, kind in registry.kinds.items():  # instances that cannot run side by side (one SM twice)
+            if mine := {name: section for _pos, name, k, section in specs if k.name == kind_name}:
+                kind.check_instances(mine)
         for _pos, name, kind, section in sorted(specs, key=lambda x: (order[x[2].name], x[0])):
             bound = kind.bind(name)
             f.backends[name] = bound.build(section, registry.get, f.settings)
@@ -117,13 +120,26 @@ class Fabrics:
         return out
 
     @property
+    def sms(self) -> dict[str, SubnetManagerDriver]:
+        """instance -> its subnet manager driver, for every instance driven through one (each
+        InfiniBand subnet has its own), in the engine's order."""
+        out: dict[str, SubnetManagerDriver] = {}
+        for name, b in self.backends.items():
+            if isinstance(sm := getattr(b, "sm", None), SubnetManagerDriver):
+                out[name] = sm
+        return out
+
+    def sm_for(self, instance: str) -> SubnetManagerDriver:
+        """The subnet manager of ``instance``; NotFoundError naming the instances that have one."""
+        sms = self.sms
+        if instance not in sms:
+            raise NotFoundError("subnet", f"{instance} (instances with a subnet manager: {', '.join(sms) or 'none'})")
+        return sms[instance]
+
+    @property
     def sm(self) -> SubnetManagerDriver | None:
-        """The subnet manager of the first InfiniBand instance."""
-        for name in self.instances_of("infiniband"):
-            sm = getattr(self.backends[name], "sm", None)
-            if isinstance(sm, SubnetManagerDriver):
-                return sm
-        return None
+        """The subnet manager of the first instance with one (a one-subnet site; several: :attr:`sms`)."""
+        return next(iter(self.sms.values()), None)
 
     # ---- I/O
     def observe(self, audit: bool = True) -> FabricState:
@@ -225,3 +241,14 @@ def configured_instances(raw: Mapping[str, Any], registry: Registry) -> dict[str
     """instance -> bound kind of every instance ``fabrics.yaml`` configures, with no backend
     built (what the inventory import needs to parse the instances' port sections)."""
     return {name: kind.bind(name) for _pos, name, kind, _section in instance_specs(raw, registry)[0]}
+
+
+def network_kinds(raw: Mapping[str, Any], registry: Registry) -> list[FabricKind[Any, Any]]:
+    """The fabric instances a new network takes its segments from: every configured instance,
+    and the default instance of each registered kind with none configured (as before instances),
+    in the registry's order."""
+    configured = list(configured_instances(raw, registry).values())
+    named = {k.name for k in configured}
+    order = {k.name: i for i, k in enumerate(registry.ordered_kinds())}
+    kinds = [*configured, *(k for k in registry.ordered_kinds() if k.name not in named)]
+    return sorted(kinds, key=lambda k: (order.get(k.name, len(order)), k.instance))

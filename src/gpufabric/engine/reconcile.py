@@ -90,6 +90,6 @@ def _rogue_sms(
         kind = engine.fabrics.kinds[name]
         c = backend.contain(desired.tenancy, desired.get(name), observed.get(name, kind.empty_state()),
                             policy is Policy.REPAIR)  # fmt: skip
-        findings += c.findings
+        findings += [f"{name}: {f}" for f in c.findings]  # which subnet: each instance is contained on its own
         contained += c.contained
     return tuple(findings), tuple(contained)

@@ -73,6 +73,7 @@ def node_to_domain(r: NodeRow) -> Node:
                     Guid.parse(p.node_guid),
                     _guid(p.switch_guid),
                     p.switch_port,
+                    p.instance or "",
                 )
                 for p in r.ib
             ),
@@ -98,6 +99,7 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
             node_guid=str(p.node_guid),
             switch_guid=None if p.switch_guid is None else str(p.switch_guid),
             switch_port=p.switch_port,
+            instance=p.instance or None,
         )
         for p in node.ib
     )

@@ -56,13 +56,13 @@ def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
         if nid in names:
             eth[nid].append(EthernetPort(names[nid], pname, switch, sport, mac, bond, mode))
     ib: dict[int, list[IbPort]] = defaultdict(list)
-    for nid, dev, num, pguid, nguid, sguid, swport in s.execute(
+    for nid, dev, num, pguid, nguid, sguid, swport, inst in s.execute(
         select(IbPortRow.node_id, IbPortRow.device, IbPortRow.port_num, IbPortRow.port_guid, IbPortRow.node_guid,
-               IbPortRow.switch_guid, IbPortRow.switch_port)
+               IbPortRow.switch_guid, IbPortRow.switch_port, IbPortRow.instance)
     ):  # fmt: skip
         if nid in names:
             sw = None if sguid is None else Guid.parse(sguid)
-            ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, swport))
+            ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, swport, inst or ""))
     gpus: dict[int, list[Gpu]] = defaultdict(list)
     for nid, module, bus in s.execute(select(GpuRow.node_id, GpuRow.module_id, GpuRow.pci_bus_id)):
         if nid in names:

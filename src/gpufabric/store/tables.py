@@ -137,6 +137,7 @@ class IbPortRow(Base):
     node_guid: Mapped[str] = mapped_column(String(18))
     switch_guid: Mapped[str | None] = mapped_column(String(18))
     switch_port: Mapped[int | None] = mapped_column(Integer)
+    instance: Mapped[str | None] = mapped_column(String(63))  # NULL: the kind's default instance (migration 0009)
 
     node: Mapped[NodeRow] = relationship(back_populates="ib")
 

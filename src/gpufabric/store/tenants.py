@@ -6,7 +6,9 @@ node owners. One transaction each; domain objects in and out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
@@ -58,14 +60,17 @@ def delete_tenant(store: Store, name: str) -> Tenant:
         return Tenant(name)
 
 
-def adopt_network(store: Store, name: str, tenant: str, cfg: SegmentConfig, segments: dict[Fabric, int]) -> Network:
+def adopt_network(
+    store: Store, name: str, tenant: str, cfg: SegmentConfig, segments: dict[Fabric, int], kinds: Sequence[Any] | None = None
+) -> Network:
     """Create a network with exactly the given segmentation ids (validated against ``cfg``), or,
     with none given, one allocated per fabric kind. An adopted network (Neutron's) gets no segment
     on a fabric it did not name: an IB network never lands on an Ethernet switch, nor the reverse.
-    ConflictError when an id is taken; ValidationError out of range."""
+    ConflictError when an id is taken; ValidationError out of range. ``kinds``: the fabric
+    instances an allocated network spans (None: every registered kind's default instance)."""
     check_name("network.name", name)
     if not segments:
-        return store.create_network(name, tenant, cfg)
+        return store.create_network(name, tenant, cfg, kinds)
     for fabric, seg in segments.items():
         if fabric is Fabric.ETHERNET and seg not in cfg.ethernet_vlans:
             raise ValidationError("segments.ethernet.seg_id", seg, str(cfg.ethernet_vlans))

@@ -38,10 +38,12 @@ class Actions:
         cfg: Callable[[], SegmentConfig],
         on_change: Callable[[str], None] | None = None,
         quota: Callable[[], Quotas] = Quotas,
+        network_kinds: Callable[[], Sequence[Any] | None] = lambda: None,
     ) -> None:
         self.store = store
         self.cfg = cfg
         self.quota = quota
+        self.network_kinds = network_kinds  # the fabric instances a new network spans (None: every kind)
         self.events = EventLog(store)
         self.tokens = Tokens(store)
         self.on_change = on_change or (lambda _what: None)
@@ -114,7 +116,9 @@ class Actions:
         def run() -> Network:
             with self.store.tx() as tx:  # counted in a transaction of its own: allocation retries its own
                 quotas.check(tx, self.quota(), p, tenant, "networks")
-            return tenant_admin.adopt_network(self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {})
+            return tenant_admin.adopt_network(
+                self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {}, self.network_kinds()
+            )
 
         return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)
 

@@ -224,14 +224,17 @@ def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, str]) -> Et
 
 
 def _ib(path: str, node: str, raw: Any) -> IbPort:
-    m = _mapping(path, raw, {"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port"})
+    m = _mapping(path, raw, {"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance"})
     device = _text(f"{path}.device", _required(path, m, "device"), "the HCA device name, e.g. mlx5_0")
     port_num = _int(f"{path}.port_num", m.get("port_num", 1), 1, 254)
     port_guid = _guid(f"{path}.port_guid", _required(path, m, "port_guid"))
     node_guid = _guid(f"{path}.node_guid", _required(path, m, "node_guid"))
     sw_guid = None if m.get("switch_guid") is None else _guid(f"{path}.switch_guid", m["switch_guid"])
     sw_port = None if m.get("switch_port") is None else _int(f"{path}.switch_port", m["switch_port"], 1, 254)
-    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port)
+    instance = m.get("instance") or ""  # the IB fabric instance (subnet); "": the default one
+    if instance:
+        _checked(f"{path}.instance", instance, lambda: check_name(f"{path}.instance", instance))
+    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance)
 
 
 def _gpu(path: str, node: str, raw: Any) -> Gpu:

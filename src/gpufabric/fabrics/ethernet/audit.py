@@ -84,7 +84,9 @@ class EthAudit:
     quarantine_vlan: int
 
     @classmethod
-    def build(cls, tenancy: Tenancy, desired: Iterable[SwitchState] | None, observed: Iterable[SwitchState]) -> EthAudit:
+    def build(
+        cls, tenancy: Tenancy, desired: Iterable[SwitchState] | None, observed: Iterable[SwitchState], instance: str = ETH
+    ) -> EthAudit:
         eth = {(p.switch, p.managed_port): p for n in tenancy.nodes for p in n.ethernet}  # a bond: its aggregate
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
         qv = settings_quarantine_vlan(tenancy.settings)
@@ -94,7 +96,7 @@ class EthAudit:
             tenancy=tenancy,
             eth_ports=eth,
             tenant=tenant,
-            vlan_owners=vlan_owner_sets(tenancy),
+            vlan_owners=vlan_owner_sets(tenancy, instance),
             observed=obs,
             columns=columns,
             vlans=dict(zip(columns[0], columns[2], strict=True)),
@@ -114,20 +116,20 @@ class EthAudit:
             yield from check(self)
 
 
-def vlan_owner_sets(tenancy: Tenancy) -> dict[int, frozenset[str]]:
-    """VLAN -> the tenants whose networks use it (the quarantine VLAN: quarantine)."""
+def vlan_owner_sets(tenancy: Tenancy, instance: str = ETH) -> dict[int, frozenset[str]]:
+    """VLAN -> the tenants whose networks use it on ``instance`` (the quarantine VLAN: quarantine)."""
     owners: dict[int, set[str]] = {settings_quarantine_vlan(tenancy.settings): {QUARANTINE}}
     for net in tenancy.networks.values():
         for seg in net.segments:
-            if seg.fabric == ETH:
+            if seg.fabric == instance:
                 owners.setdefault(seg.vlan.value if seg.vlan else seg.seg_id, set()).add(net.tenant)
     return {k: frozenset(v) for k, v in owners.items()}
 
 
-def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState]) -> Iterator[PortSeen]:
+def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState], instance: str = ETH) -> Iterator[PortSeen]:
     """Every observed port cabled to an inventory node, with the owners of its VLANs (ports
     whose VLANs nobody owns, shut-down ports, left out)."""
-    owners = vlan_owner_sets(tenancy)
+    owners = vlan_owner_sets(tenancy, instance)
     where = {(p.switch, p.managed_port): p.node for n in tenancy.nodes for p in n.ethernet}
     memo: dict[frozenset[int], frozenset[str]] = {}
     for s in observed:

@@ -31,7 +31,7 @@ from gpufabric.domain.fabric import (
     build_driver,
 )
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import Fabric, Network, Node, Segment
+from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
@@ -142,10 +142,10 @@ class EthernetKind(FabricKind[EthState, EthState]):
         taken = {s.vlan.value if s.vlan else s.seg_id for s in used}
         r = cfg.ethernet_vlans
         vlan = allocate(range(r.start, r.end + 1), taken, "ethernet.vlan_range")
-        return Segment(Fabric.ETHERNET, vlan, vlan=VlanId(vlan))
+        return Segment(self.instance, vlan, vlan=VlanId(vlan))
 
     def desired(self, tenancy: Tenancy) -> EthState:
-        return desired_switches(tenancy)
+        return desired_switches(tenancy, self.instance)
 
     def diff(self, desired: EthState, observed: EthState) -> EthernetPlan:
         return diff_switches(desired, observed)
@@ -160,17 +160,17 @@ class EthernetKind(FabricKind[EthState, EthState]):
         return merge_switches(observed, read_back)
 
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
-        return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings))
+        return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings), self.instance)
 
     # ---- audit (:mod:`.audit`, bonds: :mod:`.bonds`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return (*eth_audit.INVARIANTS, *bonds.INVARIANTS)
 
     def audit(self, tenancy: Tenancy, desired: EthState | None, observed: EthState) -> Iterable[Violation]:
-        return [*eth_audit.EthAudit.build(tenancy, desired, observed).violations(), *bonds.audit(tenancy, observed)]
+        return [*eth_audit.EthAudit.build(tenancy, desired, observed, self.instance).violations(), *bonds.audit(tenancy, observed)]
 
     def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
-        return eth_audit.ports_seen(tenancy, observed)
+        return eth_audit.ports_seen(tenancy, observed, self.instance)
 
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:

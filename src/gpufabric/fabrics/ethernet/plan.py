@@ -21,6 +21,9 @@ from gpufabric.domain.values import VlanId
 EthState = tuple[SwitchState, ...]
 
 
+DEFAULT_INSTANCE = Fabric.ETHERNET.value  # the default instance's name (stored segments keep it)
+
+
 @dataclass(frozen=True)
 class EthernetChange:
     before: EthernetPortConfig | None
@@ -99,11 +102,11 @@ class EthernetPlan(FabricPlan):
         return EthernetPlan(tuple(removals)), EthernetPlan(tuple(additions))
 
 
-def desired_switches(tenancy: Tenancy) -> EthState:
-    """Every managed port's desired config, per switch."""
+def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthState:
+    """Every managed port's desired config, per switch (a network's VLAN: its segment on ``instance``)."""
     ports: dict[str, list[EthernetPortConfig]] = {}
     for node in tenancy.nodes:
-        vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(Fabric.ETHERNET)) and s.vlan]
+        vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and s.vlan]
         for p in node.ethernet:  # a bond's members share their aggregate: set once, on it
             ports.setdefault(p.switch, []).append(port_config(p.switch, p.managed_port, vlans))
     return tuple(SwitchState(sw, tuple(sorted(set(ps)))) for sw, ps in sorted(ports.items()))
@@ -129,17 +132,19 @@ def merge_switches(observed: EthState, read_back: EthState) -> EthState:
     return tuple(SwitchState(sw, tuple(sorted(ps.values()))) for sw, ps in sorted(by_switch.items()))
 
 
-def vlan_owners(tenancy: Tenancy, quarantine_vlan: int) -> Mapping[int, str]:
+def vlan_owners(tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_INSTANCE) -> Mapping[int, str]:
     out: dict[int, str] = {quarantine_vlan: QUARANTINE}
     for net in tenancy.networks.values():
-        seg = net.segment(Fabric.ETHERNET)
+        seg = net.segment(instance)
         if seg is not None:
             out[seg.vlan.value if seg.vlan else seg.seg_id] = net.tenant
     return out
 
 
-def tenants_seen(observed: EthState, tenancy: Tenancy, quarantine_vlan: int) -> dict[str, frozenset[str]]:
-    owners = vlan_owners(tenancy, quarantine_vlan)
+def tenants_seen(
+    observed: EthState, tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_INSTANCE
+) -> dict[str, frozenset[str]]:
+    owners = vlan_owners(tenancy, quarantine_vlan, instance)
     where = {(p.switch, p.managed_port): n.name for n in tenancy.nodes for p in n.ethernet}
     out: dict[str, set[str]] = {}
     for sw in observed:

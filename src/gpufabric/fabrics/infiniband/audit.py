@@ -22,6 +22,7 @@ from gpufabric.domain.state import IbFabricState, SmState
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.audit_index import IbAudit, fmt_pkeys, guids, pkey_owner_sets, split_entries
 from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 
 IB: Final = Fabric.INFINIBAND
 HARDENING: Final = "IB-HARDENING"
@@ -218,12 +219,12 @@ def drift(a: IbAudit) -> Iterator[Violation]:
         yield _v(DRIFT, f"port {guid}{on}: {msg}", device, str(guid), node)
 
 
-def ports_seen(tenancy: Tenancy, observed: IbFabricState) -> Iterator[PortSeen]:
-    """Every observed PKey table of an inventory port (the SM node's left out) holding a PKey
-    some tenant owns, with those owners."""
-    owners = pkey_owner_sets(tenancy)
+def ports_seen(tenancy: Tenancy, observed: IbFabricState, instance: str = DEFAULT_INSTANCE) -> Iterator[PortSeen]:
+    """Every observed PKey table of an inventory port on ``instance`` (the SM node's left out)
+    holding a PKey some tenant owns there, with those owners."""
+    owners = pkey_owner_sets(tenancy, instance)
     sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}
-    where = {q.port_guid.value: q for n in tenancy.nodes for q in n.ib}
+    where = {q.port_guid.value: q for n in tenancy.nodes for q in instance_ports(n, instance)}
     memo: dict[tuple[int, ...], frozenset[str]] = {}
     for t in observed.tables:
         key = t.port_guid.value

@@ -6,6 +6,8 @@ A port's tenant is its node's owner in the ``Tenancy`` (lease, else quarantine);
 that is not in the inventory counts as the pseudo-tenant ``(not in inventory)``. A PKey's
 owners are the tenants whose networks use it; quarantine owns no PKey. The SM node's ports
 (``settings["sm_port_guids"]``) are infrastructure: they are left out of the tenant rows.
+Everything is per fabric instance (one subnet): the inventory ports cabled to it and the
+PKeys of the networks' segments on it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Fabric, IbPort
+from gpufabric.domain.models import IbPort
 from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 
 UNOWNED: Final = "(unowned)"
 """Owner label of a PKey that no network claims."""
@@ -54,8 +57,10 @@ class IbAudit:
     desired_tables: Mapping[int, frozenset[int]] | None  # every inventory/observed/desired GUID
 
     @classmethod
-    def build(cls, tenancy: Tenancy, layout: PartitionLayout | None, observed: IbFabricState) -> IbAudit:
-        ib = {q.port_guid.value: q for n in tenancy.nodes for q in n.ib}
+    def build(
+        cls, tenancy: Tenancy, layout: PartitionLayout | None, observed: IbFabricState, instance: str = DEFAULT_INSTANCE
+    ) -> IbAudit:
+        ib = {q.port_guid.value: q for n in tenancy.nodes for q in instance_ports(n, instance)}
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
         tables = {t.port_guid.value: t for t in observed.tables}
         entry_keys = {e: split_entries(e) for e in {t.entries for t in tables.values()}}
@@ -65,7 +70,7 @@ class IbAudit:
             observed=observed,
             trusted=guids(tenancy.settings, "trusted_sm_guids"),
             ib_ports=ib,
-            pkey_owners=pkey_owner_sets(tenancy),
+            pkey_owners=pkey_owner_sets(tenancy, instance),
             tables=tables,
             columns=_columns(tables, ib, tenant, sm, entry_keys),
             desired_tables=None if layout is None else _desired_tables(layout, ib, tables),
@@ -88,12 +93,12 @@ class IbAudit:
         return (p.device, p.node) if p else ("", "")
 
 
-def pkey_owner_sets(tenancy: Tenancy) -> dict[int, frozenset[str]]:
-    """PKey -> the tenants whose networks use it (quarantine owns none)."""
+def pkey_owner_sets(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> dict[int, frozenset[str]]:
+    """PKey -> the tenants whose networks use it on ``instance`` (quarantine owns none)."""
     pkeys: dict[int, set[str]] = {}
     for net in tenancy.networks.values():
         for seg in net.segments:
-            if seg.fabric == Fabric.INFINIBAND and seg.pkey is not None:
+            if seg.fabric == instance and seg.pkey is not None:
                 pkeys.setdefault(seg.pkey.value, set()).add(net.tenant)
     return {k: frozenset(v) for k, v in pkeys.items()}
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import IbPort
+from gpufabric.domain.models import IbPort, Node
 from gpufabric.domain.values import Guid, check_name, check_node_description
 from gpufabric.fabrics.infiniband.ibnetdiscover import (
     DESCRIPTION_ALLOWED,
@@ -38,6 +39,7 @@ from gpufabric.fabrics.infiniband.ibnetdiscover import (
     NodeKind,
     OutputFormat,
 )
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 
 SHARP_AN_DESCRIPTION: Final = "Mellanox Technologies Aggregation Node"
 # "HOST DEVICE": mlx5_0, HCA-1, ibp11s0f0, qib0, hfi1_0 ... (a device ends in a digit)
@@ -185,3 +187,25 @@ def _ports(topo: IbTopology, ca: IbNode, host: str, dev: str) -> list[IbPort]:
 
 def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", text) if t)
+
+
+def import_instance(name: str | None, instances: Mapping[str, Any]) -> str:
+    """The IB instance (subnet) an ``ibnetdiscover`` import assigns its HCA ports to
+    (``inventory import --fabric NAME``): ``name``, which must be an InfiniBand instance of
+    ``instances`` (fabrics.yaml; the default instance when it configures none), or, when not
+    given, the only one. ValidationError naming ``--fabric`` and the allowed names."""
+    ib = [n for n, k in instances.items() if getattr(k, "name", None) == DEFAULT_INSTANCE]
+    allowed = ib or [DEFAULT_INSTANCE]
+    if name is None:
+        if len(allowed) > 1:
+            raise ValidationError("--fabric", None, f"one of the InfiniBand instances of fabrics.yaml: {', '.join(allowed)}")
+        return allowed[0]
+    if name not in allowed:
+        raise ValidationError("--fabric", name, f"an InfiniBand instance of fabrics.yaml: {', '.join(allowed)}")
+    return name
+
+
+def ports_off(node: Node, instance: str) -> tuple[IbPort, ...]:
+    """``node``'s HCA ports on every IB instance but ``instance`` (kept by an import of ``instance``)."""
+    on = set(instance_ports(node, instance))
+    return tuple(p for p in node.ib if p not in on)

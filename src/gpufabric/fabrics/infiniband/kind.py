@@ -27,6 +27,8 @@ port (or that is a trusted SM's port) is reported as an alert, the others are st
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -44,7 +46,7 @@ from gpufabric.domain.fabric import (
     build_driver,
 )
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import Fabric, Network, Node, Segment
+from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
@@ -55,13 +57,16 @@ from gpufabric.fabrics.infiniband.audit_index import IbAudit
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
+    DEFAULT_INSTANCE,
     IbDesired,
     IbPlan,
     as_observed_ib,
     desired_ib,
     diff_ib,
     ib_tenants_seen,
+    instance_ports,
     merge_ib,
+    reachable,
 )
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
@@ -74,14 +79,36 @@ def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
     return tuple(g if isinstance(g, Guid) else Guid.parse(g, field=key) for g in settings.get(key, ()) or ())
 
 
+def sm_files(section: Any) -> list[tuple[str, str, str]]:
+    """(field, value, identity) of every partitions file an instance's section writes: its local
+    ``options.partitions_conf`` and each SM host's file (host, port, path)."""
+    opts = section.get("options") if isinstance(section, Mapping) else None
+    if not isinstance(opts, Mapping):
+        return []
+    out: list[tuple[str, str, str]] = []
+    if isinstance(opts.get("partitions_conf"), str) and opts["partitions_conf"]:
+        conf = opts["partitions_conf"]
+        out.append(("options.partitions_conf", conf, f"local:{os.path.normpath(os.path.abspath(conf))}"))
+    hosts = opts.get("sm_hosts")
+    for i, h in enumerate(hosts if isinstance(hosts, list) else []):
+        if isinstance(h, Mapping) and isinstance(h.get("partitions_conf"), str):
+            path = os.path.normpath(h["partitions_conf"])
+            out.append((f"options.sm_hosts[{i}].partitions_conf", h["partitions_conf"],
+                        f"ssh:{h.get('host')}:{h.get('port', 22)}:{path}"))  # fmt: skip
+    return out
+
+
 class InfinibandBackend(FabricBackend[IbFabricState]):
     """One subnet manager driver (the subnet's partition authority)."""
 
     capabilities = frozenset({"observe", "apply", "contain", "settings", "watch"})
 
-    def __init__(self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = ()) -> None:
+    def __init__(
+        self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = (), instance: str = DEFAULT_INSTANCE
+    ) -> None:
         self.sm = sm
         self.trusted_sm_guids = trusted_sm_guids
+        self.instance = instance  # the subnet this SM drives: only its HCA ports are its to place and cut
         self._watch: SmWatch | None = None
 
     def watch(self) -> tuple[str, ...]:
@@ -108,17 +135,18 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
         """Rogue SMs in ``observed``; with ``repair`` (OpenSM only) each is cut off at its switch
         port, the trusted SM restarted with the intended layout and every table verified by SMP."""
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        nodes = {p.port_guid: n.name for n in tenancy.nodes for p in n.ib}
+        nodes = {p.port_guid: n.name for n in tenancy.nodes for p in instance_ports(n, self.instance)}
         findings = find_rogue_sms(observed, trusted, nodes)
         if not findings or not repair or not isinstance(self.sm, OpenSMDriver):
             return Containment(tuple(str(f) for f in findings))
-        report = contain_rogue_sms(self.sm, desired.layout, RoguePolicy.CONTAIN)
+        report = contain_rogue_sms(self.sm, reachable(desired, observed).layout, RoguePolicy.CONTAIN)
         alerts = tuple(f"not contained ({why}): {f}" for f, why in report.alerts)
         return Containment(tuple(str(f) for f in report.findings) + alerts, tuple(str(g) for g in report.contained))
 
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        return infiniband_site_checks(self.sm, trusted, context)
+        mine = tuple(dataclasses.replace(n, ib=instance_ports(n, self.instance)) for n in context.nodes)
+        return infiniband_site_checks(self.sm, trusted, dataclasses.replace(context, nodes=mine))
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
@@ -134,6 +162,23 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     name = "infiniband"
 
+    def check_instances(self, sections: Mapping[str, Any]) -> None:
+        """Each instance is one subnet with SMs of its own: two instances writing one SM's
+        partitions file (the same local ``partitions_conf``, or the same file on one SM host)
+        would map their PKeys twice on one SM, each write reverting the other's. ConfigError
+        naming the second instance's field."""
+        seen: dict[str, tuple[str, str]] = {}
+        for name, section in sections.items():
+            for where, value, key in sm_files(section):
+                if key in seen and seen[key][0] != name:
+                    other, other_where = seen[key]
+                    raise ConfigError(
+                        f"fabrics.{name}.{where}", value,
+                        f"a subnet manager of its own per InfiniBand instance (fabrics.{other}.{other_where} writes "
+                        "it: the PKeys of both instances would be mapped twice on one SM)",
+                    )  # fmt: skip
+                seen.setdefault(key, (name, where))
+
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> InfinibandBackend:
         trusted = [str(g) for g in guids_setting(settings, "trusted_sm_guids")]
         options = section.get("options") if isinstance(section, Mapping) else None
@@ -147,12 +192,20 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             )
         if "ipoib" in opts:
             IpoibOptions.parse(opts["ipoib"])  # one-line ConfigError naming the field, before any driver starts
+        own = opts.get("trusted_sm_guids")
+        if trusted and own:  # several subnets: each instance names its own trusted SMs, out of the top level's
+            where = f"fabrics.{self.instance}.options.trusted_sm_guids"
+            mine = [str(Guid.parse(g, field=where)) for g in (own if isinstance(own, list) else [own])]
+            if extra := sorted(set(mine) - set(trusted)):
+                raise ConfigError(where, extra[0], f"GUIDs of the top-level trusted_sm_guids ({', '.join(trusted)})")
+            trusted = mine
+            section = {**section, "options": {**opts, "trusted_sm_guids": mine}}
         drv = build_driver(
             drivers, "infiniband", section, {}, {"trusted_sm_guids": trusted} if trusted else {},
             expect=(SubnetManagerDriver, "a subnet manager driver"),
         )  # fmt: skip
         assert isinstance(drv, SubnetManagerDriver)
-        return InfinibandBackend(drv, guids_setting(settings, "trusted_sm_guids"))
+        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance)
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         cfg: SegmentConfig = config
@@ -167,10 +220,10 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             )
         pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in used_pkeys]
         seg = allocate(pool, {s.seg_id for s in used}, "infiniband.seg_range")
-        return Segment(Fabric.INFINIBAND, seg, pkey=cfg.ib.pkey_for(seg))
+        return Segment(self.instance, seg, pkey=cfg.ib.pkey_for(seg))
 
     def desired(self, tenancy: Tenancy) -> IbDesired:
-        return desired_ib(tenancy, guids_setting(tenancy.settings, "sm_port_guids"))
+        return desired_ib(tenancy, guids_setting(tenancy.settings, "sm_port_guids"), self.instance)
 
     def diff(self, desired: IbDesired, observed: IbFabricState) -> IbPlan:
         return diff_ib(desired, observed)
@@ -185,7 +238,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         return merge_ib(observed, read_back)
 
     def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
-        return ib_tenants_seen(observed, tenancy)
+        return ib_tenants_seen(observed, tenancy, self.instance)
 
     # ---- audit (:mod:`.audit`; standby SM files: :mod:`.smhosts_audit`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
@@ -193,20 +246,20 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def audit(self, tenancy: Tenancy, desired: IbDesired | None, observed: IbFabricState) -> Iterable[Violation]:
         layout = desired.layout if desired is not None else None
-        return [*ib_audit.violations(IbAudit.build(tenancy, layout, observed)), *sm_file_violations(observed)]
+        return [*ib_audit.violations(IbAudit.build(tenancy, layout, observed, self.instance)), *sm_file_violations(observed)]
 
     def ports_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Iterable[PortSeen]:
-        return ib_audit.ports_seen(tenancy, observed)
+        return ib_audit.ports_seen(tenancy, observed, self.instance)
 
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
-        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in node.ib)
+        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in instance_ports(node, self.instance))
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
         return {
             "ports": [
                 {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
                  "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}
-                for p in node.ib
+                for p in instance_ports(node, self.instance)
             ]
         }  # fmt: skip

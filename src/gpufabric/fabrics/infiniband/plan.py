@@ -7,6 +7,11 @@ verification): the diff compares it with the port's real table, entry by entry, 
 that is a *full* member of the default partition is drift like any other.
 
 Partition names are derived from the PKey (``pk_0a00``), never from user names.
+
+Every function is per fabric *instance* (one IB subnet): a node's ports on it are its
+:class:`IbPort` rows whose ``instance`` names it (:func:`instance_ports`; an empty name is the
+default instance, named after the kind), and a network's PKey there is its segment on that
+instance (``network.segment(instance)``).
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import QUARANTINE, Fabric
+from gpufabric.domain.models import QUARANTINE, Fabric, IbPort, Node
 from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.partitions import entries_by_port
+
+DEFAULT_INSTANCE = Fabric.INFINIBAND.value  # the default instance's name (stored segments and ports keep it)
+
+
+def instance_ports(node: Node, instance: str = DEFAULT_INSTANCE) -> tuple[IbPort, ...]:
+    """``node``'s HCA ports on the IB instance (subnet) ``instance``."""
+    return tuple(p for p in node.ib if (p.instance or DEFAULT_INSTANCE) == instance)
 
 
 @dataclass(frozen=True)
@@ -110,19 +122,22 @@ def _without(layout: PartitionLayout, additions: Iterable[PkeyChange]) -> Partit
     return dataclasses.replace(layout, partitions=tuple(parts))
 
 
-def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid]) -> IbDesired:
+def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = DEFAULT_INSTANCE) -> IbDesired:
     members: dict[int, set[Guid]] = {}
     pkeys: dict[int, PKey] = {}
     guids: list[Guid] = []
     for node in tenancy.nodes:
-        guids += [p.port_guid for p in node.ib]
+        ports = instance_ports(node, instance)
+        if not ports:
+            continue
+        guids += [p.port_guid for p in ports]
         for net in tenancy.lease_networks(node.name):
-            seg = net.segment(Fabric.INFINIBAND)
+            seg = net.segment(instance)
             if seg is None or seg.pkey is None:
                 continue
             k = seg.pkey.value & 0x7FFF
             pkeys[k] = seg.pkey
-            members.setdefault(k, set()).update(p.port_guid for p in node.ib)
+            members.setdefault(k, set()).update(p.port_guid for p in ports)
     parts = tuple(
         Partition(
             pkey_partition_name(k),
@@ -139,15 +154,17 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid]) -> IbDesired:
 
 def reachable(desired: IbDesired, observed: IbFabricState) -> IbDesired:
     """``desired`` without ports the fabric does not show (link down, port disabled after a
-    rogue SM was contained): an SM cannot program them; they rejoin once seen again. An
-    unobserved subnet (no tables at all) leaves it unchanged."""
+    rogue SM was contained): an SM cannot program them; they rejoin once seen again. The SM
+    ports (``sm_port_guids``, deployment-wide) are kept only where seen: another subnet's SM
+    is no port of this one. An unobserved subnet (no tables at all) leaves it unchanged."""
     if not observed.tables:
         return desired
     seen = {t.port_guid for t in observed.tables}
     parts = tuple(
         dataclasses.replace(p, members=tuple(m for m in p.members if m.guid in seen)) for p in desired.layout.partitions
     )
-    layout = dataclasses.replace(desired.layout, partitions=tuple(p for p in parts if p.members))
+    full = tuple(g for g in desired.layout.default_full if g in seen)
+    layout = dataclasses.replace(desired.layout, partitions=tuple(p for p in parts if p.members), default_full=full)
     return IbDesired(layout, tuple(g for g in desired.guids if g in seen))
 
 
@@ -181,20 +198,20 @@ def merge_ib(observed: IbFabricState, read_back: IbFabricState) -> IbFabricState
     return dataclasses.replace(observed, tables=tuple(tables[g] for g in sorted(tables, key=_value)))
 
 
-def pkey_owners(tenancy: Tenancy) -> Mapping[int, str]:
+def pkey_owners(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> Mapping[int, str]:
     out: dict[int, str] = {}
     for net in tenancy.networks.values():
-        seg = net.segment(Fabric.INFINIBAND)
+        seg = net.segment(instance)
         if seg is not None and seg.pkey is not None:
             out[seg.pkey.value & 0x7FFF] = net.tenant
     return out
 
 
-def ib_tenants_seen(observed: IbFabricState, tenancy: Tenancy) -> dict[str, frozenset[str]]:
-    owners = pkey_owners(tenancy)
+def ib_tenants_seen(observed: IbFabricState, tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> dict[str, frozenset[str]]:
+    owners = pkey_owners(tenancy, instance)
     out: dict[str, set[str]] = {}
     for node in tenancy.nodes:
-        for p in node.ib:
+        for p in instance_ports(node, instance):
             t = observed.table(p.port_guid)
             if t is None:
                 continue
