@@ -243,6 +243,8 @@ class Lab:
                 list(layout.hosts),
             )
 
+        if order is not None and set(bonded) - set(order):  # refused before anything starts
+            plan_ethernet(self.prefix, order, eth_ports_per_node, nodes_per_leaf, bonded)
         fab = IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
         if not fab.ibsim_running():
             say("starting ibsim")
