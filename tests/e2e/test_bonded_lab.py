@@ -104,8 +104,9 @@ def test_the_lab_has_a_bonded_node_born_quarantined(lab: LabEnv, bond: Bond) -> 
 
 def test_a_move_sets_the_bond_and_pings_through_it_follow_tenancy(lab: LabEnv, bond: Bond) -> None:
     nets = nets_of(lab)
-    for node, tenant in (("gpu-a01", "alpha"), ("gpu-a02", "beta"), (BONDED, "alpha")):
-        assert lab.gfj("node", "move", node, "--to-tenant", tenant)["moves"][0]["status"] == "done"
+    for nodes, tenant in ((("gpu-a01", BONDED), "alpha"), (("gpu-a02",), "beta")):
+        moved = lab.gfj("node", "move", *nodes, "--to-tenant", tenant)["moves"]
+        assert sorted((m["node"], m["status"]) for m in moved) == [(n, "done") for n in sorted(nodes)]
     assert lab.ovs_tag(bond.name) == nets["alpha"][0]
     assert bond.interfaces() == set(bond.members)
     assert owner_of_ports(lab, BONDED, nets) == {"alpha"}
@@ -113,8 +114,7 @@ def test_a_move_sets_the_bond_and_pings_through_it_follow_tenancy(lab: LabEnv, b
     assert lab.ping("gpu-a01", BONDED)
     assert not lab.ping(BONDED, "gpu-a02")  # beta
     assert not lab.ping(BONDED, "gpu-a03")  # quarantine
-    assert [v for v in _audit(lab) if v["invariant"].startswith("ETH-BOND-")] == []
-    assert _audit(lab) == []
+    assert _audit(lab) == []  # no ETH-BOND-* finding (nor any other) on the healthy lab
 
 
 def test_a_member_cut_just_before_a_move(lab: LabEnv, bond: Bond) -> None:
@@ -168,7 +168,6 @@ def test_a_member_cut_during_a_move_leaves_the_bond_in_exactly_one_tenant(lab: L
 
 
 def test_audit_reports_a_member_given_a_vlan_of_its_own(lab: LabEnv, bond: Bond) -> None:
-    assert _audit(lab) == []
     member = bond.members[1]
     own = nets_of(lab)["beta"][0]
     uuid = bond.vsctl("get", "interface", member, "_uuid").stdout.strip()
