@@ -14,7 +14,9 @@ say() { printf '\n\033[1;36m== %s\033[0m\n' "$*"; }
 say "fresh lab in $GPUFABRIC_HOME"
 $GF lab down >/dev/null 2>&1 || true
 rm -rf "$GPUFABRIC_HOME"
-$GF lab up --nodes ${DEMO_NODES:-6} --hcas-per-node 2 --dpus ${DEMO_DPUS:-2}
+# gpu-a02's two NICs are one LACP bond on its leaf (its own OVS bridge, as a bonded server has)
+BONDED=${DEMO_BONDED-gpu-a02}
+$GF lab up --nodes ${DEMO_NODES:-6} --hcas-per-node 2 --dpus ${DEMO_DPUS:-2} ${BONDED:+--bonded "$BONDED"}
 
 say "tenants and their networks (VLAN + PKey through the segmentation-id mapping)"
 $GF tenant create alpha
@@ -30,7 +32,7 @@ $GF lease create --tenant beta --node gpu-a03 --offering openstack
 say "plan of moving gpu-a02 from alpha to beta (dry run): removals first, on every fabric"
 $GF node move gpu-a02 --to-tenant beta --offering openshift --dry-run
 
-say "move gpu-a02: alpha -> quarantine -> beta, verified on OVS, by SMP reads, fmpm -l, OVN and Kubernetes"
+say "move gpu-a02 (bonded: the VLAN goes on its leaf's bond, not the members): alpha -> quarantine -> beta, verified on OVS, by SMP reads, fmpm -l, OVN and Kubernetes"
 $GF node move gpu-a02 --to-tenant beta --offering openshift
 
 say "audit: isolation proven from the fabrics' real state"

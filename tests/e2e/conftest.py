@@ -123,7 +123,8 @@ class LabEnv:
         return next(n for n in self.status["nodes"] if n["name"] == name)
 
     def eth_ports(self, name: str) -> list[str]:
-        return [e["ovs_port"] for e in self.node(name)["ethernet"]]
+        """The OVS ports carrying the node's VLANs: its access ports, or its bond (not the members)."""
+        return list(dict.fromkeys(e.get("bond") or e["ovs_port"] for e in self.node(name)["ethernet"]))
 
     def guids(self, name: str) -> list[str]:
         return [p["port_guid"] for p in self.node(name)["ib"]]
@@ -131,12 +132,15 @@ class LabEnv:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LabEnv]:
-    """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, one HCA each."""
+    """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, one HCA each;
+    ``LAB_BONDED`` (default none) the comma-separated nodes whose eth0+eth1 are an LACP bond."""
     home = tmp_path_factory.mktemp("gfhome")
     env = LabEnv(home, {})
     nodes = str(getattr(request.module, "LAB_NODES", 4))
     dpus = str(getattr(request.module, "LAB_DPUS", 0))
-    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1", "--dpus", dpus)
+    bonded = str(getattr(request.module, "LAB_BONDED", ""))
+    extra = ("--bonded", bonded) if bonded else ()
+    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1", "--dpus", dpus, *extra)
     try:
         env.gf("tenant", "create", "alpha")
         env.gf("tenant", "create", "beta")

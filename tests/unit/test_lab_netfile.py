@@ -144,3 +144,25 @@ def test_ethernet_plan_values() -> None:
 def test_ethernet_plan_rejects_long_names() -> None:
     with pytest.raises(ValidationError, match="at most 15"):
         plan_ethernet("a-very-long-prefix", ["gpu-a01"])
+
+
+def test_ethernet_plan_bonds_eth0_and_eth1_of_bonded_nodes() -> None:
+    nodes = [f"gpu-a0{i}" for i in range(1, 7)]
+    plan = plan_ethernet("gfabcde", nodes, ports_per_node=1, bonded=("gpu-a02",))
+    a02 = [p for p in plan.ports if p.node == "gpu-a02"]
+    assert [(p.nic, p.ovs_port, p.bond, p.bond_mode, p.ip) for p in a02] == [
+        ("eth0", "gfabcden002p0", "gfabcden002b", "lacp", "10.77.0.2/16"),  # the bond's one address
+        ("eth1", "gfabcden002p1", "gfabcden002b", "lacp", ""),
+    ]
+    assert {p.bridge for p in a02} == {"gfabcde-leaf01"}
+    assert len({p.mac for p in a02}) == 2
+    others = [p for p in plan.ports if p.node != "gpu-a02"]
+    assert len(others) == 5 and all(p.bond == "" and p.bond_mode == "" for p in others)
+    three = plan_ethernet("gfabcde", nodes, ports_per_node=3, bonded=("gpu-a02",))
+    assert [(p.nic, p.bond) for p in three.ports if p.node == "gpu-a02"] == [
+        ("eth0", "gfabcden002b"), ("eth1", "gfabcden002b"), ("eth2", "")]  # fmt: skip
+
+
+def test_ethernet_plan_rejects_bonded_nodes_not_in_the_lab() -> None:
+    with pytest.raises(ValidationError, match=r"invalid bonded: 'gpu-x09'.*allowed: nodes of the lab \(gpu-a01..gpu-a02\)"):
+        plan_ethernet("gfabcde", ["gpu-a01", "gpu-a02"], bonded=("gpu-x09",))

@@ -42,7 +42,7 @@ def _show(st: LabStatus) -> None:
     )
     rows = []
     for n in st.nodes:
-        eth = "; ".join(f"{e.nic} {e.ip} {e.bridge}/{e.ovs_port}" for e in n.ethernet)
+        eth = "; ".join(f"{e.nic} {e.ip} {e.bridge}/{e.ovs_port}{f' in {e.bond}' if e.bond else ''}" for e in n.ethernet)
         ib = "; ".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in n.ib)
         rows.append((n.name, n.netns, eth, ib))
     table("lab nodes", ["node", "netns", "ethernet (nic ip bridge/port)", "infiniband (device/port guid)"], rows)
@@ -62,21 +62,23 @@ def up(
     topology: Path = typer.Option(None, "--topology", help="Use this ibsim net file as is."),
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."),
     dpus: int = typer.Option(0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."),
+    bonded: str = typer.Option("", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node,
     a stand-in Fabric Manager per node (NVLink) and, with --dpus, DPUs on a real OVN."""
     lab = _lab()
+    bonds = tuple(n.strip() for n in bonded.split(",") if n.strip())
     pool = segment_config().ethernet_vlans
     uplinks = (pool.start, pool.end)
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
-                    gpus_per_node=gpus_per_node, dpus=dpus)  # fmt: skip
+                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
                 nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
-                gpus_per_node=gpus_per_node, dpus=dpus,
+                gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds,
             )  # fmt: skip
     result = register(lab, st)
     converged = converge_leases()

@@ -6,6 +6,8 @@ Everything lives under ``<home>/lab`` (``home`` is ``$GPUFABRIC_HOME``)::
     ib/            IbFabric run dir (net file, ibsim/OpenSM pids and logs, partitions.conf)
     ovs/           OvsServer run dir (ovsdb-server in the root namespace, ovs-vswitchd in
                    the namespace ``<prefix>-sw``)
+    hosts/<node>/  a bonded node's own OVS (``up(bonded=...)``: eth0+eth1 in an LACP bond on
+                   the node's bridge, its vswitchd in the node's namespace; lab/bondhost.py)
 
 Global names carry the lab prefix ``gf<5 hex of sha1(home)>``: IBSIM_SOCKNAME
 ``<prefix>-ibsim``, namespaces ``<prefix>-<node>`` and ``<prefix>-sw``, bridges, veths.
@@ -23,6 +25,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from gpufabric.domain.errors import LabError
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, IbPort, Inventory, Node
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
+from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, FabricSpec, plan_fabric, render_netfile
@@ -49,6 +53,8 @@ class LabEthPort:
     ovs_port: str
     mac: str
     ip: str
+    bond: str = ""  # the leaf's OVS bond Port this NIC's switch end is a member of
+    bond_mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,9 @@ class LabStatus:
             tuple(
                 Node(
                     name=n.name,
-                    ethernet=tuple(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac) for e in n.ethernet),
+                    ethernet=tuple(
+                        EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode) for e in n.ethernet
+                    ),
                     ib=n.ib,
                     gpus=lab_gpus(n.name, self.gpus_per_node),
                     dpus=lab_dpus(n.name) if n.name in self.dpu_hosts else (),
@@ -194,9 +202,10 @@ class Lab:
         uplink_vlans: tuple[int, int] = (2000, 2999),
         gpus_per_node: int = 8,
         dpus: int = 0,
+        bonded: tuple[str, ...] = (),
     ) -> LabStatus:
         say = progress or (lambda _msg: None)
-        params = {
+        params: dict[str, Any] = {
             "nodes": nodes,
             "hcas_per_node": hcas_per_node,
             "eth_ports_per_node": eth_ports_per_node,
@@ -204,6 +213,8 @@ class Lab:
             "gpus_per_node": gpus_per_node,
             "dpus": dpus,
         }
+        if bonded:  # only when asked: a lab brought up before bonds existed stays reusable
+            params["bonded"] = sorted(set(bonded), key=_natural)
         state = self._load()
         if state is not None and state.get("params") != params:
             if self.status().running:
@@ -232,6 +243,8 @@ class Lab:
                 list(layout.hosts),
             )
 
+        if order is not None and set(bonded) - set(order):  # refused before anything starts
+            plan_ethernet(self.prefix, order, eth_ports_per_node, nodes_per_leaf, bonded)
         fab = IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
         if not fab.ibsim_running():
             say("starting ibsim")
@@ -255,7 +268,7 @@ class Lab:
         ovs = self.ovs()
         ovs.start()
         eth = dataclasses.replace(
-            plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf), uplink_vlans=uplink_vlans
+            plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf, bonded), uplink_vlans=uplink_vlans
         )
         say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
         record: dict[str, Any] = {
@@ -277,6 +290,10 @@ class Lab:
         }
         self._save(record)  # before making them: an interrupted ``up`` can still be taken down
         ensure_ethernet(ovs, eth)
+        bonded_nodes = list(dict.fromkeys(p.node for p in eth.ports if p.bond))
+        if bonded_nodes:
+            say(f"bonding eth0+eth1 of {', '.join(bonded_nodes)} (LACP; an OVS bridge of their own)")
+            ensure_host_bonds(self.dir, eth)
         if gpus_per_node:
             say(f"starting {len(hosts)} stand-in Fabric Managers (NVLink)")
             record["nvlink_section"] = nvlink_up(self.dir / "nvlink", hosts)
@@ -311,6 +328,9 @@ class Lab:
             problems.append("OpenSM is not running")
         if not ovs.running():
             problems.append("Open vSwitch is not running")
+        down_hosts = [n for n, p in _bond_hosts(self.dir, eth).items() if not p.running()]
+        if down_hosts:
+            problems.append(f"the own Open vSwitch of bonded {', '.join(down_hosts)} is not running")
         missing = set(eth.netns) - list_netns()
         if missing:
             problems.append(f"missing namespaces: {', '.join(sorted(missing))}")
@@ -319,7 +339,11 @@ class Lab:
             LabNode(
                 name=n,
                 netns=next(p.netns for p in eth.ports if p.node == n),
-                ethernet=tuple(LabEthPort(p.nic, p.bridge, p.ovs_port, p.mac, p.ip) for p in eth.ports if p.node == n),
+                ethernet=tuple(
+                    LabEthPort(p.nic, p.bridge, p.ovs_port, p.mac, p.ip, p.bond, p.bond_mode)
+                    for p in eth.ports
+                    if p.node == n
+                ),
                 ib=tuple(p for p in ib_ports if p.node == n),
             )
             for n in names
@@ -359,9 +383,30 @@ class Lab:
         ovs = self.ovs()
         remove_ethernet(ovs, made.get("bridges", []), made.get("veths", []), [])
         ovs.stop()
+        hosts = self.dir / "hosts"  # bonded nodes' own OVS (every run dir there, even of an interrupted up)
+        for run_dir in sorted(hosts.iterdir()) if hosts.is_dir() else ():
+            OvsServer(run_dir).stop()
         remove_ethernet(None, [], [], [*made.get("netns", []), f"{self.prefix}-sw"])
         (self.dir / "ib" / "partitions.conf").unlink(missing_ok=True)
         self.state_file.unlink(missing_ok=True)
+
+
+def _bond_hosts(lab_dir: Path, eth: EthPlan) -> dict[str, OvsServer]:
+    return {p.node: host_ovs(lab_dir, p.node, p.netns) for p in eth.ports if p.bond}
+
+
+def ensure_host_bonds(lab_dir: Path, eth: EthPlan) -> None:
+    """Each bonded node's own OVS bridge with the LACP bond of its members (in parallel: each
+    is a pair of daemons to start)."""
+    hosts = _bond_hosts(lab_dir, eth)
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(hosts)))) as pool:
+        futures = [
+            pool.submit(ensure_host_bond, ovs, [p.nic for p in members], members[0].mac, members[0].ip)
+            for node, ovs in hosts.items()
+            for members in ([p for p in eth.ports if p.node == node and p.bond],)
+        ]
+        for f in futures:
+            f.result()
 
 
 def _sm_guid(sminfo: str) -> Guid | None:

@@ -10,6 +10,9 @@ port pair (``<prefix>-l<LL>-up`` / ``<prefix>-s-l<LL>``) trunking exactly the te
 (never the quarantine VLAN: a quarantined port, parked alone in VLAN 4000 and ``protected``, must
 not reach one on another leaf), so tenant VLAN traffic crosses switches. New node ports start
 quarantined (access 4000, protected). Bridges use ``datapath_type=netdev`` (OvsServer).
+A bonded node's ``eth0``/``eth1`` switch ends are the two members of one LACP OVS bond Port
+``<prefix>n<NNN>b`` on its leaf (the VLAN is set on the bond, born quarantined like any port);
+the node's side is its own OVS bridge (lab/bondhost.py).
 
 :func:`plan_ethernet` is pure; :func:`ensure_ethernet` makes what is missing (idempotent) and
 :func:`remove_ethernet` deletes exactly the names it is given.
@@ -19,10 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from gpufabric.domain.errors import LabError, ValidationError
+from gpufabric.lab.bondhost import LACP_OPTIONS
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 
@@ -39,7 +43,9 @@ class EthPortPlan:
     bridge: str  # the leaf bridge
     ovs_port: str  # the switch end of the veth (root netns), an OVS port on ``bridge``
     mac: str
-    ip: str  # CIDR, e.g. 10.77.0.1/16
+    ip: str  # CIDR, e.g. 10.77.0.1/16 ("" on a bond's second member: the bond has one address)
+    bond: str = ""  # the leaf's OVS bond Port this port is a member of ("" = a plain access port)
+    bond_mode: str = ""  # "lacp" with bond
 
 
 @dataclass(frozen=True)
@@ -64,14 +70,23 @@ def leaf_bridge(prefix: str, leaf_index: int) -> str:
     return f"{prefix}-leaf{leaf_index:02d}"
 
 
-def plan_ethernet(prefix: str, nodes: Sequence[str], ports_per_node: int = 1, nodes_per_leaf: int = 4) -> EthPlan:
-    """Names, MACs and IPs of every node port; nodes fill leaves in order, ``nodes_per_leaf`` each."""
+def plan_ethernet(
+    prefix: str, nodes: Sequence[str], ports_per_node: int = 1, nodes_per_leaf: int = 4, bonded: Collection[str] = ()
+) -> EthPlan:
+    """Names, MACs and IPs of every node port; nodes fill leaves in order, ``nodes_per_leaf`` each.
+
+    A node in ``bonded`` has at least two NICs; ``eth0`` and ``eth1`` are the members of the LACP
+    bond ``<prefix>n<NNN>b`` on its leaf, and the bond's address (``eth0``'s) lives on the node's
+    own OVS bridge (lab/bondhost.py)."""
     if not 1 <= ports_per_node <= 8:
         raise ValidationError("eth_ports_per_node", ports_per_node, "1-8")
     if not 1 <= len(nodes) <= 4000:
         raise ValidationError("nodes", len(nodes), "1-4000")
     if nodes_per_leaf < 1:
         raise ValidationError("nodes_per_leaf", nodes_per_leaf, ">= 1")
+    unknown = sorted(set(bonded) - set(nodes))
+    if unknown:
+        raise ValidationError("bonded", ",".join(unknown), f"nodes of the lab ({nodes[0]}..{nodes[-1]})")
     salt = hashlib.sha1(prefix.encode()).digest()
     ports: list[EthPortPlan] = []
     leaves: list[str] = []
@@ -79,8 +94,10 @@ def plan_ethernet(prefix: str, nodes: Sequence[str], ports_per_node: int = 1, no
         leaf = leaf_bridge(prefix, (i - 1) // nodes_per_leaf + 1)
         if leaf not in leaves:
             leaves.append(leaf)
-        for k in range(ports_per_node):
+        bond = f"{prefix}n{i:03d}b" if node in bonded else ""
+        for k in range(max(ports_per_node, 2) if bond else ports_per_node):
             host = k * 4096 + i
+            member = bond if k < 2 else ""
             ports.append(
                 EthPortPlan(
                     node=node,
@@ -89,11 +106,13 @@ def plan_ethernet(prefix: str, nodes: Sequence[str], ports_per_node: int = 1, no
                     bridge=leaf,
                     ovs_port=f"{prefix}n{i:03d}p{k}",
                     mac=f"02:{salt[0]:02x}:{salt[1]:02x}:{i >> 8:02x}:{i & 0xFF:02x}:{k:02x}",
-                    ip=f"{SUBNET_PREFIX}.{host >> 8}.{host & 0xFF}/16",
+                    ip="" if member and k == 1 else f"{SUBNET_PREFIX}.{host >> 8}.{host & 0xFF}/16",
+                    bond=member,
+                    bond_mode="lacp" if member else "",
                 )
             )
     plan = EthPlan(prefix, f"{prefix}-spine", tuple(leaves), tuple(ports))
-    for name in (*plan.leaves, plan.spine, *(p.ovs_port for p in plan.ports)):
+    for name in (*plan.leaves, plan.spine, *(p.ovs_port for p in plan.ports), *(p.bond for p in plan.ports)):
         if len(name) > IFNAMSIZ:
             raise ValidationError("interface name", name, f"at most {IFNAMSIZ} characters (shorter lab prefix)")
     return plan
@@ -129,7 +148,7 @@ def ensure_ethernet(ovs: OvsServer, plan: EthPlan) -> None:
             _ip(*sw, "link", "add", p.ovs_port, "type", "veth", "peer", "name", p.nic, "netns", p.netns)
         _ip("-n", p.netns, "link", "set", p.nic, "address", p.mac)
         addrs = _ip("-n", p.netns, "-o", "addr", "show", "dev", p.nic)
-        if f" {p.ip} " not in addrs:
+        if not p.bond and f" {p.ip} " not in addrs:  # a bond's address lives on the node's own bridge
             _ip("-n", p.netns, "addr", "add", p.ip, "dev", p.nic)
         _ip("-n", p.netns, "link", "set", p.nic, "up")
         _ip(*sw, "link", "set", p.ovs_port, "up")
@@ -145,10 +164,18 @@ def ensure_ethernet(ovs: OvsServer, plan: EthPlan) -> None:
         cmds += ["--", "--may-exist", "add-port", plan.spine, down, "--", "set", "interface", down, "type=patch",
                  f"options:peer={up}", "--", "set", "port", down, "vlan_mode=trunk", trunks]  # fmt: skip
     existing_ports = set(ovs.vsctl("--bare", "--columns=name", "list", "Port").split())
+    bonds: dict[str, list[EthPortPlan]] = {}
     for p in plan.ports:
+        if p.bond:
+            bonds.setdefault(p.bond, []).append(p)
+            continue
         cmds += ["--", "--may-exist", "add-port", p.bridge, p.ovs_port]
         if p.ovs_port not in existing_ports:  # a re-run must not undo a tenant VLAN set by a driver
             cmds += ["--", "set", "port", p.ovs_port, f"tag={QUARANTINE_VLAN}", "vlan_mode=access", "protected=true"]
+    for bond, members in bonds.items():  # one OVS Port of both members; VLANs live on it only
+        cmds += ["--", "--may-exist", "add-bond", members[0].bridge, bond, *(m.ovs_port for m in members), *LACP_OPTIONS]
+        if bond not in existing_ports:
+            cmds += ["--", "set", "port", bond, f"tag={QUARANTINE_VLAN}", "vlan_mode=access", "protected=true"]
     ovs.vsctl(*cmds[1:], timeout=60)
 
 
