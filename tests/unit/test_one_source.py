@@ -88,3 +88,141 @@ def test_lab_up_brings_the_lab_up_on_the_configured_quarantine_vlan(
     result = CliRunner().invoke(app, ["up", "--json"])
     assert result.exit_code == 7, result.output
     assert (seen["quarantine_vlan"], seen["uplink_vlans"]) == (4001, (2100, 2199))
+
+
+# ---- GPU count limit: domain.models.MAX_GPU_COUNT
+def test_the_gpu_count_limit_has_one_source() -> None:
+    """The API's schemas, the store's checks and the NVLink kind's partition size all read MAX_GPU_COUNT."""
+    from gpufabric.api.v1 import schemas
+    from gpufabric.domain.errors import ValidationError
+    from gpufabric.domain.models import MAX_GPU_COUNT, check_gpu_count
+    from gpufabric.fabrics.nvlink.tables import MAX_GPUS
+
+    assert MAX_GPUS == MAX_GPU_COUNT
+    for model in (schemas.LeaseIn, schemas.MoveIn, schemas.MovesIn, schemas.PreviewIn):
+        gpus = model.model_json_schema()["properties"]["gpus"]["anyOf"][0]
+        assert (gpus["minimum"], gpus["maximum"]) == (1, MAX_GPU_COUNT), model.__name__
+    check_gpu_count("gpus", MAX_GPU_COUNT)
+    check_gpu_count("gpus", None)
+    with pytest.raises(ValidationError) as e:
+        check_gpu_count("lease.gpus", MAX_GPU_COUNT + 1)
+    assert (e.value.field, e.value.allowed) == ("lease.gpus", f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node")
+
+
+def test_the_store_refuses_a_lease_of_more_gpus_than_the_limit(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from gpufabric.domain.errors import ValidationError
+    from gpufabric.domain.models import MAX_GPU_COUNT, Inventory, Lease, Node
+    from gpufabric.store.core import Store
+
+    with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+        store.upsert_inventory(Inventory((Node("n1"),)))
+        store.create_tenant("acme")
+        with pytest.raises(ValidationError, match=f"1-{MAX_GPU_COUNT} GPUs"):
+            store.create_lease(Lease("acme", "n1", datetime.now(UTC), gpus=MAX_GPU_COUNT + 1))
+        assert store.leases() == []
+
+
+# ---- "is this lease active": domain.models.lease_active, translated once to SQL (store.tables)
+def test_only_the_rule_and_its_sql_translation_spell_out_a_lease_end() -> None:
+    import re
+
+    rule = re.compile(r"\bend\.is_\(None\)|\bend is None or [^)\n]*\bnow\b|\bend > now\b|\bnow < [a-z_.]*end\b")
+    found = sorted(str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if rule.search(p.read_text()))
+    assert found == ["store/tables.py"], found  # the SQL translation; the rule itself is domain.models.lease_active
+    assert rule.search("or_(LeaseRow.end.is_(None), LeaseRow.end > now)") and rule.search("r.end is None or r.end > now")
+
+
+def test_a_lease_ending_exactly_now_is_over_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At one frozen ``now``: the domain rule, the store's active leases, the lease list the CLI and the
+    API show (Reader.leases), a node's current lease (move requests) and the quota count agree; a lease
+    ending exactly at ``now`` is over, one starting exactly at ``now`` has begun."""
+    from datetime import UTC, datetime, timedelta
+
+    from gpufabric.domain.auth import LOCAL_ADMIN
+    from gpufabric.domain.models import Inventory, Lease, Node, lease_active
+    from gpufabric.store import move_requests, queries
+    from gpufabric.store.core import Store
+    from gpufabric.store.tables import NodeRow
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Frozen:
+            return cls.fromtimestamp(now.timestamp(), tz)
+
+    monkeypatch.setattr(queries, "datetime", Frozen)
+    monkeypatch.setattr(move_requests, "datetime", Frozen)
+    h = timedelta(hours=1)
+    with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
+        store.upsert_inventory(Inventory(tuple(Node(f"n{i}") for i in range(1, 4))))
+        store.create_tenant("acme")
+        ended = store.create_lease(Lease("acme", "n1", now - h, now))  # ends exactly now
+        begun = store.create_lease(Lease("acme", "n2", now, now + h))  # starts exactly now
+        store.create_lease(Lease("acme", "n3", now + h))  # still to come
+        assert not lease_active(now - h, now, now) and lease_active(now, now + h, now)
+        assert [x.id for x in store.leases(active_at=now)] == [begun.id]
+        assert [x.id for x in store.leases() if x.active_at(now)] == [begun.id]
+        rows, _ = queries.Reader(store).leases(LOCAL_ADMIN, 100, 0)
+        assert {r["id"]: r["active"] for r in rows} == {ended.id: False, begun.id: True, ended.id + 2: False}
+        active, _ = queries.Reader(store).leases(LOCAL_ADMIN, 100, 0, state="active")
+        assert [r["id"] for r in active] == [begun.id]
+        with store.tx() as tx:
+            ids = {r.name: r.id for r in tx.session.query(NodeRow)}
+            assert move_requests.active_lease(tx.session, ids["n1"], now) is None
+            current = move_requests.active_lease(tx.session, ids["n2"], now)
+            assert current is not None and current.id == begun.id
+            assert move_requests.usage(tx, "acme", "leases") == 2  # the one begun and the one to come
+
+
+# ---- the Ethernet dialects: fabrics/ethernet/dialects/*.yaml, each with its own port naming
+def test_the_dialect_list_is_the_dialect_files() -> None:
+    from gpufabric.fabrics.ethernet.dialects import DIALECT_DIR, DIALECTS, load_dialect
+
+    assert tuple(sorted(p.stem for p in DIALECT_DIR.glob("*.yaml"))) == DIALECTS
+    assert {"nxos", "eos", "junos", "os10", "sonic", "nvue", "ovs"} <= set(DIALECTS)
+    for name in DIALECTS:
+        d = load_dialect(name)
+        assert d.name == name and d.port_naming is not None and d.port_naming.dialect == name
+
+
+def test_no_module_outside_the_ethernet_folder_enumerates_the_dialects() -> None:
+    """The dialect names appear as code (string tokens) only in ``fabrics/ethernet/``: the port
+    patterns that domain/values.py used to key by dialect name now live in each dialect's file."""
+    from gpufabric.fabrics.ethernet.dialects import DIALECTS
+
+    names = set(DIALECTS) - {"ovs"}  # "ovs" also names the lab's Open vSwitch
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        if rel.parts[:2] == ("fabrics", "ethernet"):
+            continue
+        toks = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+        hits = [t.string for t in toks if t.type == tokenize.STRING and t.string.strip("\"'") in names]
+        if hits:
+            found[str(rel)] = hits
+    assert found == {}
+
+
+def test_inventory_import_checks_port_names_with_the_dialect_files_naming() -> None:
+    """A switch's port names are checked with the pattern of its dialect's file (nxos: Ethernet1/12)."""
+    from gpufabric.domain.errors import ValidationError
+    from gpufabric.fabrics.ethernet.dialects import load_dialect, port_namings
+    from gpufabric.workflow.inventory import inventory_from_dict
+
+    fy = {"fabrics": [{"name": "eth", "kind": "ethernet", "section": [
+        {"driver": "ssh", "options": {"switch": "leaf1", "dialect": "nxos"}},
+        {"driver": "ovsdb", "options": {"switch": "br1"}},
+        {"driver": "ssh", "options": {"switch": "odd", "dialect": "not-a-dialect"}}]}]}  # fmt: skip
+    namings = port_namings(fy)
+    assert namings == {"leaf1": load_dialect("nxos").port_naming, "br1": load_dialect("ovs").port_naming}
+
+    def inv(port: str) -> Any:
+        node = {"name": "n1", "ethernet": [{"name": "eth0", "switch": "leaf1", "switch_port": port}]}
+        return inventory_from_dict({"version": 1, "nodes": [node]}, namings)
+
+    assert inv("Ethernet1/12").nodes[0].ethernet[0].switch_port == "Ethernet1/12"
+    with pytest.raises(ValidationError, match="a nxos interface name, e.g. Ethernet1/12"):
+        inv("swp12")

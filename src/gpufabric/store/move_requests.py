@@ -11,13 +11,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, NodeState
+from gpufabric.domain.models import QUARANTINE, NodeState, check_gpu_count
 from gpufabric.domain.moves import MovePhase, MoveStatus
-from gpufabric.store.tables import GpuRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
+from gpufabric.store.tables import (
+    GpuRow,
+    LeaseRow,
+    MoveRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    TenantRow,
+    lease_active_at,
+    lease_not_over_at,
+)
 from gpufabric.store.tx import Tx
 
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
@@ -49,7 +59,7 @@ def usage(tx: Tx, tenant: str, what: str) -> int:
         select(func.count())
         .select_from(LeaseRow)
         .join(TenantRow)
-        .where(TenantRow.name == tenant, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+        .where(TenantRow.name == tenant, lease_not_over_at(now))
     )
     grants = select(func.count()).select_from(MoveRow).where(
         MoveRow.to_tenant == tenant,
@@ -61,7 +71,7 @@ def usage(tx: Tx, tenant: str, what: str) -> int:
 
 def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
     q = select(LeaseRow).where(
-        LeaseRow.node_id == node_id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+        LeaseRow.node_id == node_id, lease_active_at(now)
     )
     return s.scalars(q).first()
 
@@ -90,8 +100,7 @@ class RequestChecks:
             .options(selectinload(LeaseRow.tenant))
             .where(
                 LeaseRow.node_id.in_([r.id for r in rows.values()]),
-                LeaseRow.start <= now,
-                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+                lease_active_at(now),
             )
             .order_by(LeaseRow.id.desc())
         )
@@ -171,8 +180,7 @@ def new_move(
         raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
     if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
         raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
-    if gpus is not None and not 1 <= gpus <= 16:
-        raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
+    check_gpu_count("gpus", gpus)
     current = known.active.get(row.id)
     if grant and current is not None:
         raise ConflictError(

@@ -29,7 +29,7 @@ from gpufabric.store.leases import swap
 from gpufabric.store.liveness import HeartbeatWatch, stalled_rows
 from gpufabric.store.lock import FabricLock
 from gpufabric.store.move_requests import OPEN, RequestChecks, locked_nodes, new_move
-from gpufabric.store.tables import LeaseRow, MoveEventRow, MoveRow, NodeRow
+from gpufabric.store.tables import LeaseRow, MoveEventRow, MoveRow, NodeRow, lease_active_at
 from gpufabric.store.tx import Tx
 
 
@@ -256,7 +256,7 @@ class MoveLedger:
         now = datetime.now(UTC)
         active = (
             select(LeaseRow.id)
-            .where(LeaseRow.node_id == NodeRow.id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+            .where(LeaseRow.node_id == NodeRow.id, lease_active_at(now))
             .exists()
         )
         busy = select(MoveRow.node).where(MoveRow.status.in_(OPEN))
@@ -370,8 +370,7 @@ class MoveLedger:
             rows = self._rows(s, moves)
             nodes = locked_nodes(s, [r.node for r in rows])
             leased = set(s.scalars(select(LeaseRow.node_id).where(
-                LeaseRow.node_id.in_([n.id for n in nodes.values()]), LeaseRow.start <= now,
-                or_(LeaseRow.end.is_(None), LeaseRow.end > now))))  # fmt: skip
+                LeaseRow.node_id.in_([n.id for n in nodes.values()]), lease_active_at(now))))  # fmt: skip
             for r in rows:
                 r.status, r.error = MoveStatus.CANCELLED.value, error[:2000]
                 s.add(MoveEventRow(move_id=r.id, phase=r.phase[:16], message=f"refused: {error}"[:2000], seconds=None))
