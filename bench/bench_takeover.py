@@ -45,7 +45,7 @@ from typing import Any
 from sqlalchemy import text
 
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.core import Store
@@ -158,7 +158,7 @@ def _engines(url: str, fabrics: Fabrics, cfg: Any, i: int) -> Iterator[tuple[Mov
 def takeover(a: MoveEngine, b: MoveEngine, to: str, kill_phase: str) -> dict[str, Any]:
     """One move of NODE to ``to`` started by ``a``, ``a`` killed before an apply of
     ``kill_phase``; ``b`` finishes it. Returns the timings."""
-    m = a.ledger.request(NODE, to, networks=(f"{to}-net",))
+    m = a.ledger.request(NODE, MoveRequest(to, networks=(f"{to}-net",)))
     started, frozen, wake = threading.Event(), threading.Event(), threading.Event()
     died: list[float] = []
 
@@ -234,7 +234,7 @@ def run_takeover_bench(runs: int = RUNS) -> list[dict[str, Any]]:
         finally:
             setup.close()
         with _engines(url, fabrics, cfg, 0) as (a, _b):  # n1 leased to ta first (untimed)
-            a.ledger.request(NODE, "ta", networks=("ta-net",))
+            a.ledger.request(NODE, MoveRequest("ta", networks=("ta-net",)))
             first = a.run_pending()
             assert first is not None and [x.status for x in first.moves] == [MoveStatus.DONE]
         assert owner_of({k: d.observe() for k, d in devices.items()})[NODE] == {"ta"}

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
@@ -128,7 +128,7 @@ def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later
                 to = ("ta", "tb")[r % 2] if r else "ta"
                 for i, n in enumerate(NODES):  # three queued; n2 alternates the other way
                     t = to if i != 1 else ("tb" if to == "ta" else "ta")
-                    eng.ledger.request(n, t, networks=(f"{t}-net",))
+                    eng.ledger.request(n, MoveRequest(t, networks=(f"{t}-net",)))
                 if r == ROUNDS - 1:  # the last round's moves are queued; they run once the backup returned
                     assert backed_up.wait(120)
                 for _ in NODES:

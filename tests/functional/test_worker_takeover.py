@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from conftest import PgCluster
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.core import Store
@@ -54,7 +54,7 @@ def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
 
 def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two: tuple[MoveEngine, MoveEngine]) -> None:
     a, b = two
-    m = a.ledger.request("n1", "ta", networks=("ta-net",))
+    m = a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     frozen, wake = threading.Event(), threading.Event()
     died_at: list[float] = []
 
@@ -109,7 +109,7 @@ def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two
 
 def test_a_live_worker_keeps_its_moves(two: tuple[MoveEngine, MoveEngine]) -> None:
     a, b = two
-    a.ledger.request("n2", "tb", networks=("tb-net",))
+    a.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
     slow = threading.Event()
 
     def hold(phase: str, message: str) -> None:  # a is slow (10 beats) but alive: it heartbeats all along

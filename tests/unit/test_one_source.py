@@ -226,3 +226,25 @@ def test_inventory_import_checks_port_names_with_the_dialect_files_naming() -> N
     assert inv("Ethernet1/12").nodes[0].ethernet[0].switch_port == "Ethernet1/12"
     with pytest.raises(ValidationError, match="a nxos interface name, e.g. Ethernet1/12"):
         inv("swp12")
+
+
+# ---- the move-request parameters: one value, domain.moves.MoveRequest
+def test_the_move_request_parameters_live_in_one_value() -> None:
+    """MoveLedger.request/request_many and the store's per-node check take a MoveRequest instead of
+    repeating its ten parameters (they were spelled out in 8 signatures)."""
+    import dataclasses
+    import inspect
+
+    from gpufabric.domain.moves import MoveRequest
+    from gpufabric.store.move_requests import new_move
+    from gpufabric.store.moves import MoveLedger
+
+    fields = {f.name for f in dataclasses.fields(MoveRequest)}
+    assert {"to_tenant", "offering", "networks", "gpus", "lease_end", "not_before", "grant", "offered"} <= fields
+    for fn in (MoveLedger.request, MoveLedger.request_many, new_move):
+        params = set(inspect.signature(fn).parameters)
+        assert "req" in params and not params & fields, (fn.__qualname__, params & fields)
+    req = MoveRequest("ta", networks=["a", "b"])  # type: ignore[arg-type]
+    assert req.networks == ("a", "b") and MoveRequest("ta", networks=None).networks is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        req.gpus = 2  # type: ignore[misc]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, or_, select
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, NodeState
-from gpufabric.domain.moves import Move, MovePhase, MoveStatus
+from gpufabric.domain.moves import Move, MovePhase, MoveRequest, MoveStatus
 from gpufabric.store.core import Store
 from gpufabric.store.leases import swap
 from gpufabric.store.liveness import HeartbeatWatch, stalled_rows
@@ -80,50 +81,13 @@ class MoveLedger:
         self.store = store
         self.lock = FabricLock(store)
 
-    def request(
-        self,
-        node: str,
-        to_tenant: str,
-        offering: str = "baremetal",
-        networks: tuple[str, ...] | None = (),
-        *,
-        gpus: int | None = None,
-        lease_end: datetime | None = None,
-        release_ended: bool = False,
-        not_before: datetime | None = None,
-        requested_by: str = "",
-        grant: bool = False,
-        offered: bool = False,
-        tx: Tx | None = None,
-    ) -> Move:
-        r"""Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
-        everything first; ConflictError if the node already has an open move. ``networks=None``:
-        every network of ``to_tenant``, read with the request's checks.
-        ``release_ended``: a release of a node whose lease has already ended (expiry).
-        ``grant``: a lease grant, refused when the node is leased now (naming its lease).
-        ``offered``: recorded as an offer, run only once accepted.
+    def request(self, node: str, req: MoveRequest, *, tx: Tx | None = None) -> Move:
+        """Record a move of ``node`` as ``req`` asks (see :class:`MoveRequest`). Validates
+        everything first; ConflictError if the node already has an open move.
         ``tx``: the caller's transaction, to compose the request with its own writes (its event)."""
-        return self.request_many(
-            [node], to_tenant, offering, networks, gpus=gpus, lease_end=lease_end, release_ended=release_ended,
-            not_before=not_before, requested_by=requested_by, grant=grant, offered=offered, tx=tx,
-        )[0]  # fmt: skip
+        return self.request_many([node], req, tx=tx)[0]
 
-    def request_many(
-        self,
-        nodes: Sequence[str],
-        to_tenant: str,
-        offering: str = "baremetal",
-        networks: tuple[str, ...] | None = (),
-        *,
-        gpus: int | None = None,
-        lease_end: datetime | None = None,
-        release_ended: bool = False,
-        not_before: datetime | None = None,
-        requested_by: str = "",
-        grant: bool = False,
-        offered: bool = False,
-        tx: Tx | None = None,
-    ) -> list[Move]:
+    def request_many(self, nodes: Sequence[str], req: MoveRequest, *, tx: Tx | None = None) -> list[Move]:
         """:meth:`request` for each of ``nodes`` in one transaction: all are recorded, or none
         (the first refusal is raised). Requested together, they are claimed as one batch."""
         if not nodes or len(set(nodes)) != len(nodes):
@@ -131,13 +95,10 @@ class MoveLedger:
         now = datetime.now(UTC)
         with self.store.tx(tx) as tx:
             s = tx.session
-            known = RequestChecks.read(s, nodes, to_tenant, now)
-            nets = tuple(sorted(known.networks)) if networks is None else networks
-            out = [
-                new_move(s, known, now, node, to_tenant, offering, nets, gpus, lease_end, release_ended,
-                                 not_before, requested_by, grant, offered)
-                for node in nodes
-            ]  # fmt: skip
+            known = RequestChecks.read(s, nodes, req.to_tenant, now)
+            if req.networks is None:
+                req = replace(req, networks=tuple(sorted(known.networks)))
+            out = [new_move(s, known, now, node, req) for node in nodes]
             s.flush()
             return [move_to_domain(r) for r in out]
 
