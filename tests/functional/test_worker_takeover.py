@@ -17,13 +17,10 @@ from sqlalchemy import text
 
 from conftest import PgCluster
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import BatchResult, MoveEngine
-from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
 
-from support.memfabric import register
-from unit.test_engine_memory import CFG, fabrics_config, inventory, owners
+from support.workers import memory_fabrics, seed, two_engines
+from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
 BEAT = 0.3
@@ -34,20 +31,11 @@ def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
     name = f"takeover{os.getpid()}_{time.monotonic_ns() % 10**9}"
     with postgres_cluster.admin() as c:
         c.execute(f'CREATE DATABASE "{name}"')
-    reg = Registry.from_entry_points()
-    register(reg)
-    fabrics = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
-    stores = [Store.open(url=postgres_cluster.url(name)) for _ in range(2)]
-    stores[0].upsert_inventory(inventory())
-    for t in ("ta", "tb"):
-        stores[0].create_tenant(t)
-        stores[0].create_network(f"{t}-net", t, CFG, kinds=fabrics.kind_list())
-    a, b = (MoveEngine(s, fabrics, CFG, worker=f"host-{w}:4242:serve", heartbeat_every=BEAT)
-            for s, w in zip(stores, "ab", strict=True))  # fmt: skip
-    yield a, b
+    fabrics = memory_fabrics()
+    with two_engines(postgres_cluster.url(name), fabrics, BEAT) as (a, b):
+        seed(a.store, fabrics)
+        yield a, b
     fabrics.close()
-    for s in stores:
-        s.close()
     with postgres_cluster.admin() as c:
         c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
