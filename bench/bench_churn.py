@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ConflictError
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
@@ -135,7 +136,7 @@ def _run(fab: BenchFabric, eng: MoveEngine, duration: float, rate: float, window
     movers = [n.name for n in fab.nodes[:MOVERS]]
     where = {n: TENANTS[i % len(TENANTS)] for i, n in enumerate(movers)}
     for n in movers:
-        eng.ledger.request(n, where[n], "baremetal", (f"{where[n]}-net",))
+        eng.ledger.request(n, MoveRequest(where[n], "baremetal", (f"{where[n]}-net",)))
     t0 = time.monotonic()
     while eng.run_pending(limit=MOVERS) is not None:
         pass
@@ -158,7 +159,7 @@ def _run(fab: BenchFabric, eng: MoveEngine, duration: float, rate: float, window
             n = rng.choice(free)
             to = rng.choice([t for t in TENANTS if t != where[n]])
             try:
-                m = ledger.request(n, to, "baremetal", (f"{to}-net",))
+                m = ledger.request(n, MoveRequest(to, "baremetal", (f"{to}-net",)))
             except ConflictError:
                 continue
             with lock:

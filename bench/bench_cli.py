@@ -92,6 +92,8 @@ def start_bench(runs: int = RUNS) -> dict[str, Any]:
 
 
 def served_bench(runs: int = SERVED_RUNS) -> dict[str, Any]:
+    from gpufabric.domain.moves import MoveRequest
+
     from bench.bench_moves import floor, served_moves
     from bench.benchlab import start
 
@@ -104,7 +106,7 @@ def served_bench(runs: int = SERVED_RUNS) -> dict[str, Any]:
                 eng.store.create_network(f"{t}-net", t, eng.cfg, eng.kinds)
             node = fab.nodes[0].name
             for n in fab.nodes[:33]:
-                eng.ledger.request(n.name, "alpha", "baremetal", ("alpha-net",))
+                eng.ledger.request(n.name, MoveRequest("alpha", "baremetal", ("alpha-net",)))
             eng.run_pending(limit=64)
             floors = [floor(eng, node, "beta")[0] for _ in range(runs)]  # each ends as the store says (alpha)
             eng.fabrics.close()  # the server below owns the fabrics

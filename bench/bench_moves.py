@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.models import Lease
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.lab.serve import serving
 from gpufabric.planning.plan import merge, plan
@@ -82,7 +83,7 @@ def _changes(res: BatchResult) -> dict[str, dict[str, int]]:
 
 def one_move(eng: MoveEngine, node: str, to: str) -> tuple[float, BatchResult, float]:
     t0 = time.perf_counter()
-    eng.ledger.request(node, to, "baremetal", (f"{to}-net",))
+    eng.ledger.request(node, MoveRequest(to, "baremetal", (f"{to}-net",)))
     t1 = time.perf_counter()
     res = eng.run_pending()
     seconds = time.perf_counter() - t0
@@ -155,7 +156,7 @@ def bench_size(nodes: int, hcas: int, runs: int) -> dict[str, Any]:
             movers = names[: BATCH + 1]
             t0 = time.perf_counter()
             for n in movers:
-                eng.ledger.request(n, "alpha", "baremetal", ("alpha-net",))
+                eng.ledger.request(n, MoveRequest("alpha", "baremetal", ("alpha-net",)))
             eng.run_pending(limit=64)
             row["cold_first_batch_s"] = round(time.perf_counter() - t0, 3)
             floors, singles, workers, phases = [], [], [], []
@@ -178,7 +179,7 @@ def bench_size(nodes: int, hcas: int, runs: int) -> dict[str, Any]:
                                "ratio_to_floor": round(one / fl, 2), "ratio_min_to_min": round(min(singles) / min(floors), 2),
                                "target_ratio": 1.5}  # fmt: skip
             t0 = time.perf_counter()  # one request of 32 nodes (`gpufabric node move n1 ... n32`): one transaction
-            eng.ledger.request_many(movers[1:], "beta", "baremetal", ("beta-net",))
+            eng.ledger.request_many(movers[1:], MoveRequest("beta", "baremetal", ("beta-net",)))
             t1 = time.perf_counter()
             bres = eng.run_pending(limit=64)
             b, bw = time.perf_counter() - t0, time.perf_counter() - t1

@@ -2,7 +2,8 @@
 PostgreSQL store finishes the move; how long from the death to done, and was any node split.
 
 Setup: one throwaway PostgreSQL cluster (:mod:`bench.pg`), the in-memory fabrics of
-``tests/support/memfabric`` (Ethernet switch, subnet manager, ``memory`` tags; 3 nodes) with a
+``tests/support/memfabric`` built by ``tests/support/workers`` (shared with the tests it mirrors: the
+two engines, the device latency, the devices' owner map) (Ethernet switch, subnet manager, ``memory`` tags; 3 nodes) with a
 fixed device latency of ``DEVICE_DELAY`` per apply (an OVSDB transaction or an SM reload takes
 time; without it a phase is ~1 ms and "mid-move" means little). Each run: two MoveEngines with
 worker ids naming two other hosts (``host-a<i>:4242:serve``, ``host-b<i>:4242:serve``, so the
@@ -37,8 +38,7 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,9 @@ from typing import Any
 from sqlalchemy import text
 
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.domain.moves import MoveStatus
-from gpufabric.engine.fabrics import Fabrics
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
 
 from bench.benchlab import loadavg
 from bench.pg import postgres
@@ -65,25 +63,13 @@ RUNS = 5
 NODE = "n1"
 
 
-def _memfabric() -> Any:
-    """tests/support/memfabric and the 3-node world of tests/unit/test_engine_memory."""
+def _support() -> Any:
+    """tests/support/workers (the memory world, its devices' owner map, two engines on one store)."""
     if str(TESTS) not in sys.path:
         sys.path.insert(0, str(TESTS))
-    import support.memfabric as memfabric  # tests/ is put on the path just above
-    import unit.test_engine_memory as world
+    import support.workers as workers  # tests/ is put on the path just above
 
-    return memfabric, world
-
-
-def _slow(obj: Any, delay: float) -> None:
-    """Give a device's ``apply`` a fixed latency (before it changes anything)."""
-    inner = obj.apply
-
-    def apply(*args: Any, **kw: Any) -> Any:
-        time.sleep(delay)
-        return inner(*args, **kw)
-
-    obj.apply = apply
+    return workers
 
 
 class Sampler(threading.Thread):
@@ -110,56 +96,10 @@ class Sampler(threading.Thread):
             time.sleep(SAMPLE)
 
 
-def _owner_map(store: Store, world: Any) -> Callable[[dict[str, Any]], dict[str, set[str]]]:
-    vlan, pkey = {}, {}
-    for net in store.networks():
-        for seg in net.segments:
-            if seg.vlan is not None:
-                vlan[seg.vlan.value] = net.tenant
-            if seg.pkey is not None:
-                pkey[seg.pkey.value & 0x7FFF] = net.tenant
-    inv = world.inventory()
-    eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in n.ethernet}
-    ib_of = {p.port_guid: n.name for n in inv.nodes for p in n.ib}
-
-    def owner_of(raw: dict[str, Any]) -> dict[str, set[str]]:
-        out: dict[str, set[str]] = {n.name: set() for n in inv.nodes}
-        for port in raw["switch"].ports:
-            node = eth_of.get((port.switch, port.port))
-            if node is None:
-                continue
-            vids = [v.value for v in (port.vlan, *port.trunks) if v is not None]
-            out[node].update(vlan[v] for v in vids if v in vlan)
-            if not any(v in vlan for v in vids):
-                out[node].add(QUARANTINE)
-        for table in raw["sm"].tables:
-            node = ib_of.get(table.port_guid)
-            if node is None:
-                continue
-            ts = {pkey[e & 0x7FFF] for e in table.entries if e & 0x7FFF in pkey}
-            out[node].update(ts or {QUARANTINE})
-        for port, tag in raw["memory"].tags:
-            out.setdefault(port.split("/")[0], set()).add(tag)
-        return out
-
-    return owner_of
-
-
-@contextmanager
-def _engines(url: str, fabrics: Fabrics, cfg: Any, i: int) -> Iterator[tuple[MoveEngine, MoveEngine]]:
-    stores = [Store.open(url=url) for _ in range(2)]
-    try:
-        yield tuple(MoveEngine(s, fabrics, cfg, worker=f"host-{w}{i}:4242:serve", heartbeat_every=BEAT)  # type: ignore[misc]
-                    for s, w in zip(stores, "ab", strict=True))  # fmt: skip
-    finally:
-        for s in stores:
-            s.close()
-
-
 def takeover(a: MoveEngine, b: MoveEngine, to: str, kill_phase: str) -> dict[str, Any]:
     """One move of NODE to ``to`` started by ``a``, ``a`` killed before an apply of
     ``kill_phase``; ``b`` finishes it. Returns the timings."""
-    m = a.ledger.request(NODE, to, networks=(f"{to}-net",))
+    m = a.ledger.request(NODE, MoveRequest(to, networks=(f"{to}-net",)))
     started, frozen, wake = threading.Event(), threading.Event(), threading.Event()
     died: list[float] = []
 
@@ -215,27 +155,19 @@ def takeover(a: MoveEngine, b: MoveEngine, to: str, kill_phase: str) -> dict[str
 
 
 def run_takeover_bench(runs: int = RUNS) -> list[dict[str, Any]]:
-    memfabric, world = _memfabric()
+    workers = _support()
     t0 = time.monotonic()
     with postgres() as url:
-        reg = Registry.from_entry_points()
-        memfabric.register(reg)
-        cfg = world.CFG
-        fabrics = Fabrics.from_config(world.fabrics_config(), reg, quarantine_vlan=cfg.quarantine_vlan.value)
-        devices = {"switch": fabrics.switches["leaf1"], "sm": fabrics.sm, "memory": fabrics.backends["memory"]}
-        for d in devices.values():
-            _slow(d, DEVICE_DELAY)
+        fabrics = workers.memory_fabrics(DEVICE_DELAY)
+        devices = workers.devices(fabrics)
         setup = Store.open(url=url)
         try:
-            setup.upsert_inventory(world.inventory())
-            for t in ("ta", "tb"):
-                setup.create_tenant(t)
-                setup.create_network(f"{t}-net", t, cfg, kinds=fabrics.kind_list())
-            owner_of = _owner_map(setup, world)
+            workers.seed(setup, fabrics)
+            owner_of = workers.owner_map(setup)
         finally:
             setup.close()
-        with _engines(url, fabrics, cfg, 0) as (a, _b):  # n1 leased to ta first (untimed)
-            a.ledger.request(NODE, "ta", networks=("ta-net",))
+        with workers.two_engines(url, fabrics, BEAT, "0") as (a, _b):  # n1 leased to ta first (untimed)
+            a.ledger.request(NODE, MoveRequest("ta", networks=("ta-net",)))
             first = a.run_pending()
             assert first is not None and [x.status for x in first.moves] == [MoveStatus.DONE]
         assert owner_of({k: d.observe() for k, d in devices.items()})[NODE] == {"ta"}
@@ -245,7 +177,7 @@ def run_takeover_bench(runs: int = RUNS) -> list[dict[str, Any]]:
         try:
             for i in range(1, runs + 1):
                 where = "tb" if where == "ta" else "ta"
-                with _engines(url, fabrics, cfg, i) as (a, b):
+                with workers.two_engines(url, fabrics, BEAT, str(i)) as (a, b):
                     rows.append(takeover(a, b, where, ("join", "quarantine")[i % 2]))
                 held = owner_of({k: d.observe() for k, d in devices.items()})[NODE]
                 assert held == {where}, (i, held, rows, {k: d.observe() for k, d in devices.items()})

@@ -78,8 +78,15 @@ def segment_keys() -> Iterator[tuple[str, str]]:
             if isinstance(src, ast.Name) and src.id in prefix and len(node.args) == 2:
                 key = prefix[src.id] + ast.literal_eval(node.args[0])
                 if key + "." not in prefix.values():  # a leaf (a sub-mapping's own keys are listed)
-                    seen.append((key, ast.unparse(node.args[1])))
+                    seen.append((key, _default_text(node.args[1])))
     return iter(sorted(seen))
+
+
+def _default_text(node: ast.expr) -> str:
+    """A default as source text; a module constant (``DEFAULT_QUARANTINE_VLAN``) by its value."""
+    if isinstance(node, ast.Name):
+        return repr(getattr(sys.modules[SegmentConfig.__module__], node.id))
+    return ast.unparse(node)
 
 
 def _allowed(key: str) -> str:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gpufabric.domain.models import EthernetPort, Inventory, Lease, Node, NodeState
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
@@ -32,9 +33,9 @@ def test_move_cancel_prints_what_happened_to_the_node_and_refuses_a_running_move
     store.create_lease(Lease("ta", "n1", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
     store.set_node_state("n1", NodeState.LEASED)
     ledger = MoveLedger(store)
-    queued = ledger.request("n1", "tb", networks=("tb-net",))
-    failed = ledger.request("n2", "tb", networks=("tb-net",))
-    running = ledger.request("n3", "tb", networks=("tb-net",))
+    queued = ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))
+    failed = ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
+    running = ledger.request("n3", MoveRequest("tb", networks=("tb-net",)))
     claimed = {m.node: m for m in ledger.claim("elsewhere:1", 10)}
     ledger.fail(claimed["n2"], "switch leaf1 did not answer")
     ledger.retry(failed.id or 0)  # pending again: it had started, its ports are in quarantine

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conftest import PgCluster
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 
@@ -44,7 +45,7 @@ def test_fifty_concurrent_moves_two_workers_each_applied_once(pg_lab: LabEnv) ->
     ledger = MoveLedger(store)
     nodes = [f"gpu-a{i:02d}" for i in range(1, N + 1)]
     with ThreadPoolExecutor(max_workers=16) as pool:  # 50 requests arriving at once
-        moves = list(pool.map(lambda n: ledger.request(n, "alpha", "baremetal", ("alpha-net",)), nodes))
+        moves = list(pool.map(lambda n: ledger.request(n, MoveRequest("alpha", "baremetal", ("alpha-net",))), nodes))
     assert len({m.id for m in moves}) == N
 
     env = {**pg_lab.env, "GPUFABRIC_DB": url}

@@ -18,25 +18,22 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
-from gpufabric.store.registry import Registry
 
 from functional.test_store_backup import fresh_url  # noqa: F401  (the fixture)
-from support.memfabric import register
-from unit.test_engine_memory import CFG, NODES, fabrics_config, inventory
+from support.workers import memory_fabrics, observe, owner_map, seed
+from unit.test_engine_memory import CFG, NODES, inventory
 
 GF = str(Path(sys.executable).parent / "gpufabric")
 ROUNDS = 5
@@ -45,43 +42,14 @@ DEVICE_DELAY = 0.08
 
 @pytest.fixture
 def fabrics() -> Iterator[Fabrics]:
-    reg = Registry.from_entry_points()
-    register(reg)
-    f = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
-    for d in (f.switches["leaf1"], f.sm, f.backends["memory"]):
-        inner = d.apply
-
-        def slow(*a: Any, _inner: Any = inner, **k: Any) -> Any:
-            time.sleep(DEVICE_DELAY)
-            return _inner(*a, **k)
-
-        d.apply = slow  # type: ignore[method-assign]
+    f = memory_fabrics(DEVICE_DELAY)
     yield f
     f.close()
 
 
 def _devices_owner(f: Fabrics, store: Store) -> dict[str, str]:
     """node -> the one tenant (or quarantine) its ports hold, read from the devices themselves."""
-    vlan, pkey = {}, {}
-    for net in store.networks():
-        for seg in net.segments:
-            if seg.vlan is not None:
-                vlan[seg.vlan.value] = net.tenant
-            if seg.pkey is not None:
-                pkey[seg.pkey.value & 0x7FFF] = net.tenant
-    inv = inventory()
-    eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in n.ethernet}
-    ib_of = {p.port_guid: n.name for n in inv.nodes for p in n.ib}
-    seen: dict[str, set[str]] = {n.name: set() for n in inv.nodes}
-    for port in f.switches["leaf1"].observe().ports:
-        if (node := eth_of.get((port.switch, port.port))) is not None:
-            ts = {vlan[v.value] for v in (port.vlan, *port.trunks) if v is not None and v.value in vlan}
-            seen[node].update(ts or {QUARANTINE})
-    for table in f.sm.observe().tables:
-        if (node := ib_of.get(table.port_guid)) is not None:
-            seen[node].update({pkey[e & 0x7FFF] for e in table.entries if e & 0x7FFF in pkey} or {QUARANTINE})
-    for port, tag in f.backends["memory"].observe().tags:
-        seen[port.split("/")[0]].add(tag)
+    seen = owner_map(store)(observe(f))
     assert all(len(ts) == 1 for ts in seen.values()), seen  # no node split, no half-done move
     return {n: next(iter(ts)) for n, ts in seen.items()}
 
@@ -108,10 +76,7 @@ def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later
     tmp_path: Path,
 ) -> None:
     store = Store.open(store_url)
-    store.upsert_inventory(inventory())
-    for t in ("ta", "tb"):
-        store.create_tenant(t)
-        store.create_network(f"{t}-net", t, CFG, kinds=fabrics.kind_list())
+    seed(store, fabrics)
     eng = MoveEngine(store, fabrics, CFG, worker="worker:1", heartbeat_every=60)
     mid_move, backed_up, errors = threading.Event(), threading.Event(), []
     done_count = [0]
@@ -128,7 +93,7 @@ def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later
                 to = ("ta", "tb")[r % 2] if r else "ta"
                 for i, n in enumerate(NODES):  # three queued; n2 alternates the other way
                     t = to if i != 1 else ("tb" if to == "ta" else "ta")
-                    eng.ledger.request(n, t, networks=(f"{t}-net",))
+                    eng.ledger.request(n, MoveRequest(t, networks=(f"{t}-net",)))
                 if r == ROUNDS - 1:  # the last round's moves are queued; they run once the backup returned
                     assert backed_up.wait(120)
                 for _ in NODES:

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.engine.audit_run import audit
@@ -160,7 +160,7 @@ def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> N
     assert set(pkey) == {"ib-compute", "ib-storage"} and pkey["ib-compute"] != pkey["ib-storage"]
     assert set(site.fabrics.sms) == {"ib-compute", "ib-storage"}
 
-    site.engine.ledger.request("gpu-a01", "ta", networks=("ta-net",))
+    site.engine.ledger.request("gpu-a01", MoveRequest("ta", networks=("ta-net",)))
     batch = site.engine.run_pending()
     assert batch is not None and [m.status for m in batch.moves] == [MoveStatus.DONE], batch
 

@@ -21,7 +21,6 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import ib_ports_from_topology, parse_ibnetdiscover
 from gpufabric.lab.lab import Lab, LabStatus
 from gpufabric.lab.netfile import generate_netfile
-from gpufabric.lab.netns import QUARANTINE_VLAN
 from gpufabric.lab.procs import pid_alive
 
 pytestmark = pytest.mark.root
@@ -108,7 +107,7 @@ def test_each_netns_has_its_nic_and_ovs_port_on_its_leaf(lab: Lab, first: LabSta
             ).stdout
             assert e.mac in link and "state UP" in link
             assert ovs.vsctl("port-to-br", e.ovs_port).strip() == e.bridge
-            assert ovs.vsctl("get", "port", e.ovs_port, "tag").strip() == str(QUARANTINE_VLAN)
+            assert ovs.vsctl("get", "port", e.ovs_port, "tag").strip() == str(first.quarantine_vlan)
     leaves = {e.bridge for n in first.nodes for e in n.ethernet}
     assert leaves == set(first.leaf_bridges) == {f"{first.prefix}-leaf01", f"{first.prefix}-leaf02"}
     for leaf in first.leaf_bridges:
@@ -133,7 +132,7 @@ def test_tenant_vlan_crosses_leaves_and_quarantine_does_not_reach_it(lab: Lab, f
         quarantined_pair = _ping(a02.netns, a06.ethernet[0].ip.split("/")[0])  # both quarantined, across leaves
     finally:
         for n in (a01, a05):
-            ovs.vsctl("set", "port", n.ethernet[0].ovs_port, f"tag={QUARANTINE_VLAN}", "protected=true")
+            ovs.vsctl("set", "port", n.ethernet[0].ovs_port, f"tag={first.quarantine_vlan}", "protected=true")
     assert ok.returncode == 0, ok.stdout
     assert blocked.returncode != 0, blocked.stdout
     assert quarantined_pair.returncode != 0, quarantined_pair.stdout

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN as QUARANTINE_VLAN
 from gpufabric.lab.bondhost import host_ovs
 from gpufabric.lab.lab import Lab, LabStatus
-from gpufabric.lab.netns import QUARANTINE_VLAN, list_netns
+from gpufabric.lab.netns import list_netns
 from gpufabric.lab.procs import pid_alive
 
 pytestmark = pytest.mark.root

@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
-from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import PortMode
 from gpufabric.engine.fabrics import Fabrics
@@ -37,10 +37,10 @@ def store(store_url: str) -> Store:
 def test_request_validates_and_allows_one_open_move_per_node(store: Store) -> None:
     ledger = MoveLedger(store)
     with pytest.raises(NotFoundError, match="tenant not found: nosuch"):
-        ledger.request("n1", "nosuch", networks=("x",))
+        ledger.request("n1", MoveRequest("nosuch", networks=("x",)))
     with pytest.raises(ValidationError, match="gpus"):
-        ledger.request("n1", "ta", networks=("ta-net",), gpus=99)
-    m = ledger.request("n1", "ta", networks=("ta-net",))
+        ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=99))
+    m = ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     assert (m.from_tenant, m.to_tenant, m.phase, m.status) == (
         QUARANTINE,
         "ta",
@@ -48,13 +48,13 @@ def test_request_validates_and_allows_one_open_move_per_node(store: Store) -> No
         MoveStatus.PENDING,
     )
     with pytest.raises(ConflictError, match="already has open move"):
-        ledger.request("n1", "tb", networks=("tb-net",))
+        ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))
     assert store.node("n1").state.value == "moving"
 
 
 def test_concurrent_claims_never_share_a_move(store: Store) -> None:
     ledger = MoveLedger(store)
-    ids = {ledger.request(f"n{i}", "ta", networks=("ta-net",)).id for i in range(1, 7)}
+    ids = {ledger.request(f"n{i}", MoveRequest("ta", networks=("ta-net",))).id for i in range(1, 7)}
     got: dict[str, list[int]] = {}
 
     def claim(worker: str) -> None:
@@ -74,7 +74,7 @@ def test_concurrent_claims_never_share_a_move(store: Store) -> None:
 def test_swap_ends_the_old_lease_and_starts_the_new_in_one_step(store: Store) -> None:
     ledger = MoveLedger(store)
     store.create_lease(Lease("ta", "n2", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
-    m = ledger.request("n2", "tb", "openshift", ("tb-net",))
+    m = ledger.request("n2", MoveRequest("tb", "openshift", ("tb-net",)))
     assert m.from_tenant == "ta"
     (m,) = ledger.claim("w", 1)
     m = ledger.swap_lease(ledger.set_phase(m, MovePhase.SWAP))
@@ -89,7 +89,7 @@ def test_swap_ends_the_old_lease_and_starts_the_new_in_one_step(store: Store) ->
 
 def test_failed_move_is_retried_from_its_phase(store: Store) -> None:
     ledger = MoveLedger(store)
-    ledger.request("n3", "ta", networks=("ta-net",))
+    ledger.request("n3", MoveRequest("ta", networks=("ta-net",)))
     (m,) = ledger.claim("w", 1)
     m = ledger.fail(ledger.set_phase(m, MovePhase.SWAP), "OpenSM did not answer")
     assert (m.status, m.phase, m.error) == (MoveStatus.FAILED, MovePhase.SWAP, "OpenSM did not answer")
@@ -105,7 +105,7 @@ def test_expired_lease_and_moves_in_flight_shape_the_desired_state(store: Store)
     store.create_lease(Lease("ta", "n4", now - timedelta(hours=2), now - timedelta(hours=1), ("ta-net",)))
     store.create_lease(Lease("tb", "n5", now - timedelta(hours=1), None, ("tb-net",)))
     store.create_lease(Lease("tb", "n6", now - timedelta(hours=1), None, ("tb-net",)))
-    MoveLedger(store).request("n6", "ta", networks=("ta-net",))  # n6 is quarantined until its swap
+    MoveLedger(store).request("n6", MoveRequest("ta", networks=("ta-net",)))  # n6 is quarantined until its swap
     engine = MoveEngine(store, Fabrics(kinds={"ethernet": EthernetKind()}), CFG)
     desired = engine.desired()
     sw = next(s for s in desired.get("ethernet") if s.switch == "leaf1")
@@ -128,8 +128,8 @@ def test_a_move_of_a_dead_worker_on_this_host_is_reclaimed_at_once_a_live_one_is
     import os
 
     ledger = MoveLedger(store)
-    ledger.request("n1", "ta", networks=("ta-net",))
-    ledger.request("n2", "ta", networks=("ta-net",))
+    ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
+    ledger.request("n2", MoveRequest("ta", networks=("ta-net",)))
     host = os.uname().nodename
     dead = f"{host}:{_dead_pid()}"
     assert worker_dead(dead) and worker_dead(f"{dead}:serve") and not worker_dead(f"{host}:{os.getpid()}:serve")
@@ -143,7 +143,7 @@ def test_a_move_of_a_dead_worker_on_this_host_is_reclaimed_at_once_a_live_one_is
 
 def test_updates_are_fenced_by_the_claim_and_heartbeats_keep_a_claim_fresh(store: Store) -> None:
     ledger = MoveLedger(store)
-    ledger.request("n3", "ta", networks=("ta-net",))
+    ledger.request("n3", MoveRequest("ta", networks=("ta-net",)))
     (mine,) = ledger.claim("w-old:1")
     assert ledger.heartbeat([mine], "w-old:1") == 1
     assert ledger.claim("w-new:1", stale_after=3600) == []  # fresh heartbeat: not stale
@@ -157,7 +157,7 @@ def test_updates_are_fenced_by_the_claim_and_heartbeats_keep_a_claim_fresh(store
 def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -> None:
     ledger = MoveLedger(store)
     now = datetime.now(UTC)
-    m = ledger.request("n4", "ta", networks=("ta-net",), lease_end=now + timedelta(seconds=1))
+    m = ledger.request("n4", MoveRequest("ta", networks=("ta-net",), lease_end=now + timedelta(seconds=1)))
     (m,) = ledger.claim("w:1")
     m = ledger.swap_lease(ledger.set_phase(m, MovePhase.SWAP))
     ledger.set_phase(m, MovePhase.DONE)
@@ -168,11 +168,11 @@ def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -
 
     time.sleep(max(0.0, (lease.end - datetime.now(UTC)).total_seconds()) + 0.05)
     assert ledger.expired_nodes() == ["n4"]
-    rel = ledger.request("n4", QUARANTINE, release_ended=True)
+    rel = ledger.request("n4", MoveRequest(QUARANTINE, release_ended=True))
     assert (rel.from_tenant, rel.to_tenant) == ("ta", QUARANTINE)  # the tenant whose lease ended
     assert ledger.expired_nodes() == []  # it has an open move now
     with pytest.raises(ConflictError):
-        ledger.request("n5", QUARANTINE, release_ended=True)  # never leased: nothing to release
+        ledger.request("n5", MoveRequest(QUARANTINE, release_ended=True))  # never leased: nothing to release
     store.delete_lease(lease.id or 0)
     new = store.create_lease(Lease("tb", "n5", now, None, ("tb-net",)))
     assert new.id is not None and lease.id is not None and new.id > lease.id
@@ -181,16 +181,16 @@ def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -
 def test_a_request_of_several_nodes_is_all_or_none(store: Store) -> None:
     ledger = MoveLedger(store)
     store.create_lease(Lease("ta", "n2", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
-    ledger.request("n4", "tb", networks=("tb-net",))  # n4 already has an open move
+    ledger.request("n4", MoveRequest("tb", networks=("tb-net",)))  # n4 already has an open move
     with pytest.raises(ConflictError, match="node n4 already has open move"):
-        ledger.request_many(["n1", "n2", "n4"], "tb", networks=("tb-net",))
+        ledger.request_many(["n1", "n2", "n4"], MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(NotFoundError, match="node not found: nope"):
-        ledger.request_many(["n1", "nope"], "tb", networks=("tb-net",))
+        ledger.request_many(["n1", "nope"], MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(ValidationError, match="nodes"):
-        ledger.request_many(["n1", "n1"], "tb", networks=("tb-net",))
+        ledger.request_many(["n1", "n1"], MoveRequest("tb", networks=("tb-net",)))
     assert [m.node for m in ledger.open_moves()] == ["n4"]  # nothing of the refused requests
     assert store.node("n1").state.value == "available"
-    ms = ledger.request_many(["n1", "n2", "n3"], "tb", networks=("tb-net",))
+    ms = ledger.request_many(["n1", "n2", "n3"], MoveRequest("tb", networks=("tb-net",)))
     assert [(m.node, m.from_tenant, m.to_tenant) for m in ms] == [("n1", QUARANTINE, "tb"), ("n2", "ta", "tb"),
                                                                  ("n3", QUARANTINE, "tb")]  # fmt: skip
     assert {m.id for m in ledger.claim("w", limit=10)} == {m.id for m in ms} | {ledger.open_moves()[0].id}

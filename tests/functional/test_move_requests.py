@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Gpu, Inventory, Lease, Node
-from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import ModuleId
 from gpufabric.store.core import Store
@@ -44,22 +44,22 @@ def _nothing_recorded(store: Store, ledger: MoveLedger) -> None:
 def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: Store) -> None:
     ledger = MoveLedger(store)
     refusals = [
-        (lambda: ledger.request("n1", "ta", networks=("nope",)),
+        (lambda: ledger.request("n1", MoveRequest("ta", networks=("nope",))),
          "invalid networks: 'nope'; allowed: networks of tenant ta: ta-net, ta-two"),
-        (lambda: ledger.request("n1", "ta", networks=("ta-net", "tb-net")),  # another tenant's network
+        (lambda: ledger.request("n1", MoveRequest("ta", networks=("ta-net", "tb-net"))),  # another tenant's network
          "invalid networks: 'tb-net'; allowed: networks of tenant ta: ta-net, ta-two"),
-        (lambda: ledger.request("n1", "empty", networks=("x",)),
+        (lambda: ledger.request("n1", MoveRequest("empty", networks=("x",))),
          "invalid networks: 'x'; allowed: none yet (tenant empty has no networks: create one first)"),
-        (lambda: ledger.request("n1", QUARANTINE, networks=("ta-net",)),
+        (lambda: ledger.request("n1", MoveRequest(QUARANTINE, networks=("ta-net",))),
          "invalid networks: 'ta-net'; allowed: none (quarantine joins no network)"),
-        (lambda: ledger.request("n1", "ta", "nosuch", ("ta-net",)), "invalid offering: 'nosuch'; allowed: baremetal, "),
-        (lambda: ledger.request("n1", "ta", networks=("ta-net",), gpus=4),
+        (lambda: ledger.request("n1", MoveRequest("ta", "nosuch", ("ta-net",))), "invalid offering: 'nosuch'; allowed: baremetal, "),
+        (lambda: ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=4)),
          "invalid gpus: 4; allowed: unset (node n1 has no GPUs in the inventory)"),
-        (lambda: ledger.request("g1", "ta", networks=("ta-net",), gpus=4),
+        (lambda: ledger.request("g1", MoveRequest("ta", networks=("ta-net",), gpus=4)),
          "invalid gpus: 4; allowed: 1-2 (the GPUs of node g1), or unset for all"),
-        (lambda: ledger.request("g1", "ta", networks=("ta-net",), gpus=4, grant=True),  # a grant: the same checks
+        (lambda: ledger.request("g1", MoveRequest("ta", networks=("ta-net",), gpus=4, grant=True)),  # a grant: the same checks
          "invalid gpus: 4"),
-        (lambda: ledger.request_many(["n1", "n2"], "ta", networks=("ta-net", "nope")),  # all or none
+        (lambda: ledger.request_many(["n1", "n2"], MoveRequest("ta", networks=("ta-net", "nope"))),  # all or none
          "invalid networks: 'nope'"),
     ]  # fmt: skip
     for call, message in refusals:
@@ -68,7 +68,7 @@ def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: 
         assert message in e.value.message
         assert "\n" not in e.value.message
         _nothing_recorded(store, ledger)
-    ok = ledger.request("g1", "ta", "openshift", ("ta-two",), gpus=2)
+    ok = ledger.request("g1", MoveRequest("ta", "openshift", ("ta-two",), gpus=2))
     assert (ok.networks, ok.offering, ok.gpus, ok.status) == (("ta-two",), "openshift", 2, MoveStatus.PENDING)
 
 
@@ -77,8 +77,8 @@ def test_a_lease_swap_that_fails_fails_that_move_only(store: Store) -> None:
     node held in quarantine), the other moves of the batch swap (finding 3 once requests pass)."""
     ledger = MoveLedger(store)
     store.create_lease(Lease("ta", "n3", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
-    bad = ledger.request("n1", "ta", networks=("ta-two",))
-    good = ledger.request_many(["n2", "n3"], "tb", networks=("tb-net",))
+    bad = ledger.request("n1", MoveRequest("ta", networks=("ta-two",)))
+    good = ledger.request_many(["n2", "n3"], MoveRequest("tb", networks=("tb-net",)))
     store.delete_network("ta-two", "ta")
     batch = ledger.claim("w", limit=10)
     out = {m.node: m for m in ledger.swap_leases(batch)}
@@ -93,23 +93,22 @@ def test_a_lease_swap_that_fails_fails_that_move_only(store: Store) -> None:
 def test_cancel_a_move_that_never_started_leaves_its_node_where_it_is(store: Store) -> None:
     ledger = MoveLedger(store)
     lease = store.create_lease(Lease("ta", "n3", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
-    queued = ledger.request("n3", "tb", networks=("tb-net",))
-    scheduled = ledger.request("n1", "ta", networks=("ta-net",), grant=True,
-                               not_before=datetime.now(UTC) + timedelta(hours=1))  # fmt: skip
+    queued = ledger.request("n3", MoveRequest("tb", networks=("tb-net",)))
+    scheduled = ledger.request("n1", MoveRequest("ta", networks=("ta-net",), grant=True, not_before=datetime.now(UTC) + timedelta(hours=1)))  # fmt: skip
     a = cancel(store, queued.id or 0, "admin:ops")
     b = cancel(store, scheduled.id or 0)
     assert (a.status, b.status) == (MoveStatus.CANCELLED, MoveStatus.CANCELLED)
     assert [x.id for x in store.leases(active_at=datetime.now(UTC)) if x.node == "n3"] == [lease.id]  # untouched
     assert (store.node("n3").state.value, store.node("n1").state.value) == ("leased", "available")
     assert ledger.open_moves() == [] and ledger.claim("w", 10) == []
-    assert ledger.request("n3", "tb", networks=("tb-net",)).status is MoveStatus.PENDING  # the node is free again
+    assert ledger.request("n3", MoveRequest("tb", networks=("tb-net",))).status is MoveStatus.PENDING  # the node is free again
 
 
 def test_cancel_a_failed_move_returns_its_node_to_quarantine(store: Store) -> None:
     ledger = MoveLedger(store)
     store.create_lease(Lease("ta", "n2", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
-    before_swap = ledger.request("n2", "tb", networks=("tb-net",))
-    after_swap = ledger.request("n4", "tb", networks=("tb-net",))
+    before_swap = ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
+    after_swap = ledger.request("n4", MoveRequest("tb", networks=("tb-net",)))
     ms = {m.node: m for m in ledger.claim("w", 10)}
     ledger.fail(ms["n2"], "switch leaf1 did not answer")  # in quarantine, the old lease still active
     ledger.fail(ledger.swap_lease(ms["n4"]), "OpenSM did not answer")  # swapped: the new lease active
@@ -124,7 +123,7 @@ def test_cancel_a_failed_move_returns_its_node_to_quarantine(store: Store) -> No
 
 def test_a_running_or_finished_move_cannot_be_cancelled(store: Store) -> None:
     ledger = MoveLedger(store)
-    m = ledger.request("n1", "ta", networks=("ta-net",))
+    m = ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     (running,) = ledger.claim("w", 1)
     with pytest.raises(ConflictError) as e:
         cancel(store, m.id or 0)
@@ -140,7 +139,7 @@ def test_a_running_or_finished_move_cannot_be_cancelled(store: Store) -> None:
 
 def test_a_dropped_batch_is_requeued_only_where_this_worker_still_holds_it(store: Store) -> None:
     ledger = MoveLedger(store)
-    ledger.request_many(["n1", "n2"], "ta", networks=("ta-net",))
+    ledger.request_many(["n1", "n2"], MoveRequest("ta", networks=("ta-net",)))
     mine = ledger.claim("w1", 10)
     (taken,) = ledger.claim("w2", 1, stale_after=0)  # n1 went stale: another worker has it
     back = ledger.requeue(mine, "OperationalError: connection refused")

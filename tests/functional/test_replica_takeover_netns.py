@@ -28,7 +28,7 @@ import yaml
 
 from conftest import PgCluster
 from gpufabric.domain.models import EthernetPort, Inventory, Node
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
@@ -169,7 +169,7 @@ def test_kill_9_of_the_replica_mid_move_the_other_finishes_it_in_three_beats(sit
         store.create_network(f"{t}-net", t, cfg, kinds=fabrics.kind_list())
     ta, tb = _vlan(store, "ta-net"), _vlan(store, "tb-net")
     setup = MoveEngine(store, fabrics, cfg, worker="setup:1:test")
-    setup.ledger.request("n1", "ta", networks=("ta-net",))
+    setup.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     assert [m.status for m in (setup.run_pending() or pytest.fail("no move")).moves] == [MoveStatus.DONE]
     fabrics.close()
     sampler = Sampler(site)
@@ -179,7 +179,7 @@ def test_kill_9_of_the_replica_mid_move_the_other_finishes_it_in_three_beats(sit
                                   autocommit=True)  # fmt: skip
     node_lock = psycopg.connect(host=str(site.pg.socket_dir), port=5432, user="postgres", dbname=site.db)
     fabric_lock.execute(f"SELECT pg_advisory_lock({FABRIC_LOCK_KEY})")  # A claims the move, then waits here
-    move = setup.ledger.request("n1", "tb", networks=("tb-net",))  # ta -> tb, before any replica is up
+    move = setup.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))  # ta -> tb, before any replica is up
     a = Replica(site, "a")
     b: Replica | None = None
     try:

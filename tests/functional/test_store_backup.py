@@ -38,6 +38,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from gpufabric.domain.models import Lease
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
@@ -51,7 +52,7 @@ with Store.open(url) as s:
         s.create_network(f"wnet{i:03d}", f"w{i:03d}", cfg)
         s.create_lease(Lease(tenant=f"w{i:03d}", node=f"gpu-l{i:03d}", start=datetime(2026, 1, 1, tzinfo=UTC),
                              networks=(f"wnet{i:03d}",)))
-        ledger.request(f"gpu-m{i:03d}", f"w{i:03d}", networks=(f"wnet{i:03d}",), requested_by="writer")
+        ledger.request(f"gpu-m{i:03d}", MoveRequest(f"w{i:03d}", networks=(f"wnet{i:03d}",), requested_by="writer"))
         tmp = progress.with_suffix(".tmp")
         tmp.write_text(str(i + 1))
         tmp.replace(progress)

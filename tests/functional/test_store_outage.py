@@ -17,7 +17,7 @@ import pytest
 
 from conftest import PG_PORT, PgCluster
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.store.core import Store
@@ -97,8 +97,8 @@ def test_a_store_outage_mid_phase_resumes_the_batch_as_soon_as_the_store_answers
     pg: tuple[MoveEngine, Outage], where: str
 ) -> None:
     engine, outage = pg
-    m = engine.ledger.request("n1", "ta", networks=("ta-net",))
-    other = engine.ledger.request("n2", "tb", networks=("tb-net",))
+    m = engine.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
+    other = engine.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
     if where == "join-apply":  # mid-apply: the fabric lock's connection dies with the store (LockLostError)
         mem(engine).faults.arm(RuntimeError("never raised"),  # type: ignore[arg-type]
                                when=_at_join(lambda: outage.cut(2.0)))  # fmt: skip
@@ -134,7 +134,7 @@ def test_a_longer_outage_leaves_the_batch_to_the_next_pass_which_resumes_it_firs
 ) -> None:
     engine, outage = pg
     engine.store_wait = 0.5
-    m = engine.ledger.request("n3", "ta", networks=("ta-net",))
+    m = engine.ledger.request("n3", MoveRequest("ta", networks=("ta-net",)))
     mem(engine).faults.arm(RuntimeError("never raised"), when=_at_join(lambda: outage.cut(2.0)))  # type: ignore[arg-type]
     with pytest.raises(Exception, match="fabric lock lost"):
         engine.run_pending()  # gave up waiting: nothing can be recorded while the store is away

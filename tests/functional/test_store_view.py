@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Lease, Node, NodeState, Offering
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.store.core import Store
@@ -53,7 +54,7 @@ def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes
     assert _got(reader) == _expected(store) and reader.refreshed == 1
     # leases, moves, node states and the fabric epoch are read every time, from the cache's inventory
     store.create_lease(Lease("ta", "n1", datetime.now(UTC) - timedelta(minutes=1), networks=("ta-net",)))
-    MoveLedger(store).request("n2", "ta", networks=("ta-net",))
+    MoveLedger(store).request("n2", MoveRequest("ta", networks=("ta-net",)))
     store.set_node_state("n3", NodeState.MAINTENANCE)
     before = reader.read()[1]
     after = bump_epoch(store, "w1")

@@ -13,7 +13,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 
 from functional.test_worker_takeover import BEAT, two  # noqa: F401  (the fixture)
@@ -28,9 +28,9 @@ def test_a_worker_woken_after_its_move_was_taken_over_writes_nothing(
     phase: str,
 ) -> None:
     a, b = two
-    a.ledger.request("n1", "ta", networks=("ta-net",))
+    a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     assert [m.status for m in (a.run_pending() or BatchResult([], [])).moves] == [MoveStatus.DONE]
-    m = a.ledger.request("n1", "tb", networks=("tb-net",))  # ta -> tb: quarantine removes ta
+    m = a.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))  # ta -> tb: quarantine removes ta
     frozen, wake = threading.Event(), threading.Event()
 
     def freeze(label: str, message: str) -> None:  # just before a's first apply of `phase`

@@ -16,14 +16,11 @@ import pytest
 from sqlalchemy import text
 
 from conftest import PgCluster
-from gpufabric.domain.moves import MoveStatus
-from gpufabric.engine.fabrics import Fabrics
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
-from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
 
-from support.memfabric import register
-from unit.test_engine_memory import CFG, fabrics_config, inventory, owners
+from support.workers import memory_fabrics, seed, two_engines
+from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
 BEAT = 0.3
@@ -34,27 +31,18 @@ def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
     name = f"takeover{os.getpid()}_{time.monotonic_ns() % 10**9}"
     with postgres_cluster.admin() as c:
         c.execute(f'CREATE DATABASE "{name}"')
-    reg = Registry.from_entry_points()
-    register(reg)
-    fabrics = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
-    stores = [Store.open(url=postgres_cluster.url(name)) for _ in range(2)]
-    stores[0].upsert_inventory(inventory())
-    for t in ("ta", "tb"):
-        stores[0].create_tenant(t)
-        stores[0].create_network(f"{t}-net", t, CFG, kinds=fabrics.kind_list())
-    a, b = (MoveEngine(s, fabrics, CFG, worker=f"host-{w}:4242:serve", heartbeat_every=BEAT)
-            for s, w in zip(stores, "ab", strict=True))  # fmt: skip
-    yield a, b
+    fabrics = memory_fabrics()
+    with two_engines(postgres_cluster.url(name), fabrics, BEAT) as (a, b):
+        seed(a.store, fabrics)
+        yield a, b
     fabrics.close()
-    for s in stores:
-        s.close()
     with postgres_cluster.admin() as c:
         c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two: tuple[MoveEngine, MoveEngine]) -> None:
     a, b = two
-    m = a.ledger.request("n1", "ta", networks=("ta-net",))
+    m = a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     frozen, wake = threading.Event(), threading.Event()
     died_at: list[float] = []
 
@@ -109,7 +97,7 @@ def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two
 
 def test_a_live_worker_keeps_its_moves(two: tuple[MoveEngine, MoveEngine]) -> None:
     a, b = two
-    a.ledger.request("n2", "tb", networks=("tb-net",))
+    a.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
     slow = threading.Event()
 
     def hold(phase: str, message: str) -> None:  # a is slow (10 beats) but alive: it heartbeats all along
@@ -135,7 +123,7 @@ def test_an_idle_worker_wakes_when_the_move_turns_stale_not_at_its_next_tick(two
     """b's tick (2 s) is longer than the 3 beats: it waits ``idle_wait`` instead, and claims the
     move within 3 beats of a's last heartbeat, not at its next tick."""
     a, b = two
-    a.ledger.request("n3", "tb", networks=("tb-net",))
+    a.ledger.request("n3", MoveRequest("tb", networks=("tb-net",)))
     started, frozen, wake = threading.Event(), threading.Event(), threading.Event()
     died_at: list[float] = []
 

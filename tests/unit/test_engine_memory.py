@@ -15,7 +15,7 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Node
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import Guid
@@ -99,7 +99,7 @@ def owners(e: MoveEngine) -> dict[str, frozenset[str]]:
 
 def move(e: MoveEngine, node: str, tenant: str) -> list[str]:
     nets = (f"{tenant}-net",) if tenant != QUARANTINE else ()
-    e.ledger.request(node, tenant, networks=nets)
+    e.ledger.request(node, MoveRequest(tenant, networks=nets))
     batch = e.run_pending()
     assert batch is not None
     assert [m.status for m in batch.moves] == [MoveStatus.DONE]
@@ -131,7 +131,7 @@ def test_moves_run_quarantine_swap_join_on_all_three_fabrics(engine: MoveEngine)
 
 def test_warm_engine_plans_from_its_read_back(engine: MoveEngine) -> None:
     move(engine, "n2", "ta")
-    engine.ledger.request("n2", "tb", networks=("tb-net",))
+    engine.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
     batch = engine.run_pending()
     assert batch is not None
     # each phase's timing is recorded with the move's end (move show / the API detail)
@@ -144,7 +144,7 @@ def test_warm_engine_plans_from_its_read_back(engine: MoveEngine) -> None:
 
 def test_fabrics_apply_returns_the_read_back_of_each_fabric(engine: MoveEngine) -> None:
     engine.converge("init")  # the memory fabric starts with no tags at all
-    engine.ledger.request("n3", "ta", networks=("ta-net",))
+    engine.ledger.request("n3", MoveRequest("ta", networks=("ta-net",)))
     engine.ledger.claim("w", 1)
     engine.ledger.swap_lease(engine.ledger.moves()[0])
     desired = engine.desired()
@@ -201,7 +201,7 @@ def test_join_failure_quarantines_everywhere_then_retry_converges(engine: MoveEn
         sm(engine).faults.arm(err, when=lambda layout: bool(layout.partitions))  # type: ignore[attr-defined]
     else:
         mem(engine).faults.arm(err, when=lambda p: any(c.after == "tb" for c in p.changes))  # type: ignore[attr-defined]
-    m = engine.ledger.request("n1", "tb", networks=("tb-net",))
+    m = engine.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(ApplyError, match="injected"):
         engine.run_pending()
     failed = engine.ledger.get(m.id or 0)
@@ -222,7 +222,7 @@ def test_a_write_makes_every_other_warm_worker_read_the_fabrics_first(engine: Mo
     other = MoveEngine(engine.store, engine.fabrics, CFG, worker="test:2", heartbeat_every=60)
     move(other, "n3", "ta")  # warm
     move(engine, "n1", "ta")  # another worker wrote to the fabrics
-    other.ledger.request("n3", "tb", networks=("tb-net",))
+    other.ledger.request("n3", MoveRequest("tb", networks=("tb-net",)))
     batch = other.run_pending()
     assert batch is not None
     assert [(t.phase, t.observed_first) for t in batch.timings if t.plan is not None] == [
@@ -232,7 +232,7 @@ def test_a_write_makes_every_other_warm_worker_read_the_fabrics_first(engine: Mo
     before = read_epoch(engine.store)
     err = ApplyError("injected infiniband failure", fabric="infiniband", device="x")
     sm(engine).faults.arm(err, when=lambda _layout: bool(at_fault.append(read_epoch(engine.store))) or True)  # type: ignore[attr-defined]
-    engine.ledger.request("n2", "ta", networks=("ta-net",))
+    engine.ledger.request("n2", MoveRequest("ta", networks=("ta-net",)))
     with pytest.raises(ApplyError, match="injected"):
         engine.run_pending()
     assert at_fault and at_fault[0][0] == before[0] + 1 and at_fault[0][1] == engine.worker

@@ -13,7 +13,8 @@ from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import EthernetPort, Fabric, Inventory, Lease, Network, Node, Segment
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
-from gpufabric.domain.values import VlanId
+from gpufabric.domain.values import PortNaming, VlanId
+from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.store.core import Store
 from gpufabric.workflow.inventory import inventory_from_dict
@@ -77,9 +78,15 @@ def test_inventory_refuses_another_nodes_aggregate() -> None:
     assert e.value.field == "nodes[1].ethernet[0].bond" and "gpu-b01" in str(e.value)
 
 
+def _eos_names() -> PortNaming:
+    naming = load_dialect("eos").port_naming
+    assert naming is not None
+    return naming
+
+
 def test_inventory_refuses_a_dialects_wrong_aggregate_name() -> None:
     with pytest.raises(ValidationError, match="eos interface name"):
-        inventory_from_dict({"version": 1, "nodes": [_mlag(bond="po10")]}, dialects={"leaf01": "eos"})
+        inventory_from_dict({"version": 1, "nodes": [_mlag(bond="po10")]}, dialects={"leaf01": _eos_names()})
 
 
 def test_plan_sets_vlans_on_the_aggregates_only_and_quarantine_shuts_them() -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE, FabricPorts
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances
@@ -81,7 +81,7 @@ def tags(e: MoveEngine, instance: str) -> dict[str, str]:
 
 
 def move(e: MoveEngine, node: str, tenant: str, networks: tuple[str, ...]) -> None:
-    e.ledger.request(node, tenant, networks=networks)
+    e.ledger.request(node, MoveRequest(tenant, networks=networks))
     batch = e.run_pending()
     assert batch is not None and [m.status for m in batch.moves] == [MoveStatus.DONE]
 

@@ -20,7 +20,7 @@ from gpufabric.cli.inventory_cmd import merge_ib_ports
 from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Lease, Network, Node, Segment
-from gpufabric.domain.moves import MoveStatus
+from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import PortMode
 from gpufabric.domain.values import Guid, PKey, VlanId
@@ -105,7 +105,7 @@ def pkeys(e: MoveEngine, instance: str) -> dict[Guid, frozenset[int]]:
 
 
 def move(e: MoveEngine, node: str, tenant: str) -> None:
-    e.ledger.request(node, tenant, networks=(f"{tenant}-net",) if tenant != QUARANTINE else ())
+    e.ledger.request(node, MoveRequest(tenant, networks=(f"{tenant}-net",) if tenant != QUARANTINE else ()))
     batch = e.run_pending()
     assert batch is not None
     assert [m.status for m in batch.moves] == [MoveStatus.DONE]

@@ -12,7 +12,7 @@ import yaml
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
-from gpufabric.domain.values import Guid, ModuleId
+from gpufabric.domain.values import Guid, ModuleId, PortNaming
 from gpufabric.workflow.inventory import (
     check_guid_moves,
     inventory_from_dict,
@@ -237,14 +237,23 @@ DIALECT_PORTS: list[tuple[str, str, str, bool]] = [
 ]
 
 
+def _namings(dialect: str) -> dict[str, PortNaming]:
+    """sw1 speaks ``dialect``: its port naming, read from fabrics.yaml the way ``inventory import`` does."""
+    from gpufabric.fabrics.ethernet.dialects import port_namings
+
+    drv = {"driver": "ovsdb"} if dialect == "ovs" else {"driver": "ssh"}
+    opts = {"switch": "sw1"} if dialect == "ovs" else {"switch": "sw1", "dialect": dialect}
+    return port_namings({"ethernet": [{**drv, "options": opts}]})
+
+
 @pytest.mark.parametrize(("dialect", "port", "ok"), [d[1:] for d in DIALECT_PORTS], ids=[d[0] for d in DIALECT_PORTS])
 def test_port_names_checked_per_dialect(dialect: str, port: str, ok: bool) -> None:
     data = _set([*_ETH0, "switch_port"], port)
     if ok:
-        assert inventory_from_dict(data, {"sw1": dialect}).nodes[0].ethernet[0].switch_port == port
+        assert inventory_from_dict(data, _namings(dialect)).nodes[0].ethernet[0].switch_port == port
     else:
         with pytest.raises(ValidationError) as e:
-            inventory_from_dict(data, {"sw1": dialect})
+            inventory_from_dict(data, _namings(dialect))
         assert e.value.field == "nodes[0].ethernet[0].switch_port"
         assert dialect in e.value.allowed
 

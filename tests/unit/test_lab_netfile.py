@@ -7,6 +7,7 @@ import re
 import pytest
 
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.values import Guid
 from gpufabric.lab.netfile import (
     SM_NODE,
@@ -17,7 +18,7 @@ from gpufabric.lab.netfile import (
     plan_fabric,
     render_netfile,
 )
-from gpufabric.lab.netns import QUARANTINE_VLAN, plan_ethernet
+from gpufabric.lab.netns import plan_ethernet
 
 
 def records(text: str) -> dict[str, tuple[str, int, Guid, list[tuple[int, str, int]]]]:
@@ -138,7 +139,19 @@ def test_ethernet_plan_values() -> None:
     assert re.fullmatch(r"02(:[0-9a-f]{2}){5}", p5.mac)
     assert plan.leaves == ("gfabcde-leaf01", "gfabcde-leaf02")
     assert plan.patch_ports("gfabcde-leaf02") == ("gfabcde-l02-up", "gfabcde-s-l02")
-    assert QUARANTINE_VLAN == 4000
+    assert plan.quarantine_vlan == DEFAULT_QUARANTINE_VLAN
+
+
+def test_ethernet_plan_parks_ports_on_the_quarantine_vlan_it_is_given() -> None:
+    plan = plan_ethernet("gfabcde", ["gpu-a01", "gpu-a02"], quarantine_vlan=3901)
+    assert plan.quarantine_vlan == 3901
+
+
+@pytest.mark.parametrize("bad", [1, 0, 4095, "x"])
+def test_ethernet_plan_refuses_a_bad_quarantine_vlan(bad: object) -> None:
+    with pytest.raises(ValidationError) as e:
+        plan_ethernet("gfabcde", ["gpu-a01"], quarantine_vlan=bad)  # type: ignore[arg-type]
+    assert e.value.field == "quarantine_vlan"
 
 
 def test_ethernet_plan_rejects_long_names() -> None:

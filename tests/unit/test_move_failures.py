@@ -14,7 +14,7 @@ import pytest
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ApplyError, ConflictError, ForbiddenError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Gpu, Inventory
-from gpufabric.domain.moves import MovePhase, MoveStatus
+from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.values import ModuleId
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
@@ -38,8 +38,8 @@ def _actions(e: MoveEngine) -> Actions:
 def test_a_batch_where_one_lease_swap_fails_runs_the_others(engine: MoveEngine) -> None:
     engine.store.create_network("ta-two", "ta", CFG, kinds=engine.kinds)
     move(engine, "n3", "ta")
-    bad = engine.ledger.request("n1", "ta", networks=("ta-two",))
-    good = engine.ledger.request_many(["n2", "n3"], "tb", networks=("tb-net",))  # n3: from ta
+    bad = engine.ledger.request("n1", MoveRequest("ta", networks=("ta-two",)))
+    good = engine.ledger.request_many(["n2", "n3"], MoveRequest("tb", networks=("tb-net",)))  # n3: from ta
     engine.store.delete_network("ta-two", "ta")  # after the request: only the swap can see it
     batch = engine.run_pending()
     assert batch is not None
@@ -55,7 +55,7 @@ def test_a_batch_where_one_lease_swap_fails_runs_the_others(engine: MoveEngine) 
 def test_a_fabric_wide_failure_still_fails_the_whole_batch(engine: MoveEngine) -> None:
     mem(engine).faults.arm(ApplyError("injected memory failure", fabric="memory", device="x"),  # type: ignore[attr-defined]
                            when=lambda p: any(c.after == "tb" for c in p.changes))  # type: ignore[attr-defined]  # fmt: skip
-    engine.ledger.request_many(["n1", "n2"], "tb", networks=("tb-net",))
+    engine.ledger.request_many(["n1", "n2"], MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(ApplyError, match="injected"):
         engine.run_pending()
     assert {m.node: m.status for m in engine.ledger.moves()} == {"n1": MoveStatus.FAILED, "n2": MoveStatus.FAILED}
@@ -66,7 +66,7 @@ def test_cancel_a_failed_move_keeps_its_node_in_quarantine_and_frees_it(engine: 
     move(engine, "n1", "ta")
     mem(engine).faults.arm(ApplyError("injected memory failure", fabric="memory", device="x"),  # type: ignore[attr-defined]
                            when=lambda p: any(c.after == "tb" for c in p.changes))  # type: ignore[attr-defined]  # fmt: skip
-    m = engine.ledger.request("n1", "tb", networks=("tb-net",))
+    m = engine.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(ApplyError):
         engine.run_pending()  # failed at join: the swap committed, n1's new lease (tb) is active
     act = _actions(engine)
@@ -87,7 +87,7 @@ def test_cancel_a_failed_move_keeps_its_node_in_quarantine_and_frees_it(engine: 
 
 def test_cancel_a_queued_move_leaves_the_node_in_its_tenant(engine: MoveEngine) -> None:
     move(engine, "n2", "ta")
-    m = engine.ledger.request("n2", "tb", networks=("tb-net",))
+    m = engine.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
     engine.converge("reconcile")  # a converge before any worker claimed it: n2 is held in quarantine
     assert owners(engine)["n2"] == {QUARANTINE}
     _actions(engine).cancel_move(LOCAL_ADMIN, m.id or 0)
@@ -97,7 +97,7 @@ def test_cancel_a_queued_move_leaves_the_node_in_its_tenant(engine: MoveEngine) 
 
 
 def test_a_running_move_cannot_be_cancelled(engine: MoveEngine) -> None:
-    m = engine.ledger.request("n3", "ta", networks=("ta-net",))
+    m = engine.ledger.request("n3", MoveRequest("ta", networks=("ta-net",)))
     seen: list[str] = []
 
     def try_cancel(_phase: str, msg: str) -> None:
@@ -148,8 +148,8 @@ def test_a_join_plan_that_fails_for_one_move_fails_it_alone(tmp_path: Path) -> N
     for that move alone; the other move of the batch gets its 4-GPU partition."""
     e = _nvlink_engine(tmp_path)
     try:
-        bad = e.ledger.request("n1", "ta", networks=("ta-net",), gpus=3)
-        good = e.ledger.request("n2", "tb", networks=("tb-net",), gpus=4)
+        bad = e.ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=3))
+        good = e.ledger.request("n2", MoveRequest("tb", networks=("tb-net",), gpus=4))
         batch = e.run_pending()
         assert batch is not None
         got = {m.node: (m.status, m.phase) for m in batch.moves}
@@ -161,7 +161,7 @@ def test_a_join_plan_that_fails_for_one_move_fails_it_alone(tmp_path: Path) -> N
         assert [len(p) for p in _active(e, "n2")] == [4] and _active(e, "n1") == []  # read from FM
         assert plan(e.kinds, e.desired(), e.fabrics.observe()).empty
         _actions(e).cancel_move(LOCAL_ADMIN, bad.id or 0)
-        alone = e.ledger.request("n1", "ta", networks=("ta-net",), gpus=3)  # a batch of one: fails as before
+        alone = e.ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=3))  # a batch of one: fails as before
         with pytest.raises(ValidationError, match="no partition of 3 GPUs"):
             e.run_pending()
         assert e.ledger.get(alone.id or 0).status is MoveStatus.FAILED and owners(e)["n1"] == {QUARANTINE}

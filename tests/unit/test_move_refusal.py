@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, ConflictError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.moves import Move, MovePhase, MoveStatus
+from gpufabric.domain.moves import Move, MovePhase, MoveRequest, MoveStatus
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.planning.plan import plan
 
@@ -34,7 +34,7 @@ def test_a_refusal_cancels_the_batch_before_any_fabric_change(engine: MoveEngine
     seen: list[tuple[str, str]] = []
     refuse_node(engine, "n1", seen)
     before = engine.fabrics.observe()
-    m = engine.ledger.request("n1", "tb", networks=("tb-net",))
+    m = engine.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(ConflictError, match="n1: DPU is in separated mode"):
         engine.run_pending()
     assert seen == [("n1", "ta")]  # asked with the owners before the move
@@ -49,13 +49,13 @@ def test_a_refusal_cancels_the_batch_before_any_fabric_change(engine: MoveEngine
 def test_a_refusal_spares_moves_already_past_quarantine(engine: MoveEngine) -> None:
     mem(engine).faults.arm(ApplyError("injected memory failure", fabric="memory", device="x"),  # type: ignore[attr-defined]
                            when=lambda p: any(c.after == "tb" for c in p.changes))  # type: ignore[attr-defined]  # fmt: skip
-    a = engine.ledger.request("n2", "tb", networks=("tb-net",))
+    a = engine.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
     with pytest.raises(ApplyError):
         engine.run_pending()  # n2 failed at join
     engine.ledger.retry(a.id or 0)
     seen: list[tuple[str, str]] = []
     refuse_node(engine, "n1", seen)
-    b = engine.ledger.request("n1", "tb", networks=("tb-net",))
+    b = engine.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))
     batch = engine.run_pending()  # one batch: n2 resumes at join, n1 is refused
     assert batch is not None
     assert {m.node: m.status for m in batch.moves} == {"n1": MoveStatus.CANCELLED, "n2": MoveStatus.DONE}

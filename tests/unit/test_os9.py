@@ -93,12 +93,12 @@ def test_default_vlan_hybrid_static_members_and_vlt() -> None:
 def test_port_names_drop_the_clis_space_and_render_it_back() -> None:
     d = load_dialect("os9")
     for name in ("TenGigabitEthernet0/12", "fortyGigE1/49", "twentyFiveGigE1/1/3", "Port-channel10"):
-        assert check_port_name("switch_port", name, "os9") == name
+        assert check_port_name("switch_port", name, d.port_naming) == name
     assert cli_port(d, "TenGigabitEthernet0/12") == "TenGigabitEthernet 0/12"
     assert cli_port(d, "Port-channel10") == "Port-channel 10"
     assert cli_port(load_dialect("nxos"), "Ethernet1/1") == "Ethernet1/1"
     with pytest.raises(ValidationError, match="os9 interface name"):
-        check_port_name("switch_port", "ethernet1/1/1", "os9")
+        check_port_name("switch_port", "ethernet1/1/1", d.port_naming)
 
 
 def _double() -> Os9Double:

@@ -11,6 +11,7 @@ from gpufabric.domain.values import (
     ModuleId,
     NvlinkPartitionId,
     PKey,
+    PortNaming,
     VlanId,
     check_id,
     check_mac,
@@ -196,10 +197,16 @@ def test_ids_bounded(raw: object, ok: bool) -> None:
 )  # fmt: skip
 def test_port_names(raw: str, dialect: str | None, ok: bool) -> None:
     if ok:
-        assert check_port_name("switch_port", raw, dialect) == raw
+        assert check_port_name("switch_port", raw, _naming(dialect)) == raw
     else:
         with pytest.raises(ValidationError, match="switch_port"):
-            check_port_name("switch_port", raw, dialect)
+            check_port_name("switch_port", raw, _naming(dialect))
+
+
+def _naming(dialect: str | None) -> PortNaming | None:
+    from gpufabric.fabrics.ethernet.dialects import load_dialect
+
+    return load_dialect(dialect).port_naming if dialect else None
 
 
 @pytest.mark.parametrize(

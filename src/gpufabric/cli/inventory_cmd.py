@@ -16,7 +16,7 @@ from gpufabric.cli.output import console, emit_json, escape, jsonable
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import IbPort, Inventory, Node
-from gpufabric.domain.values import Guid
+from gpufabric.domain.values import Guid, PortNaming
 
 if TYPE_CHECKING:
     from gpufabric.fabrics.infiniband.ib_match import CaMatch, FabricMatch
@@ -187,15 +187,11 @@ def _instances(fabrics: dict[str, Any]) -> dict[str, Any]:
     return configured_instances(fabrics, Registry.from_entry_points()) if fabrics else {}
 
 
-def _dialects(fabrics: dict[str, Any]) -> dict[str, str]:
-    """switch -> CLI dialect of every Ethernet driver in fabrics.yaml (ovsdb speaks ``ovs`` names)."""
-    out: dict[str, str] = {}
-    listed = [x for x in fabrics.get("fabrics") or [] if isinstance(x, dict) and x.get("kind") == "ethernet"]
-    for e in [*(fabrics.get("ethernet") or []), *(sw for x in listed for sw in x.get("section") or [])]:
-        o = (e or {}).get("options") or {}
-        if o.get("switch"):
-            out[str(o["switch"])] = "ovs" if e.get("driver") == "ovsdb" else str(o.get("dialect", ""))
-    return out
+def _dialects(fabrics: dict[str, Any]) -> dict[str, PortNaming]:
+    """switch -> the port naming of its CLI dialect (the fabric kind reads its own section of fabrics.yaml)."""
+    from gpufabric.fabrics.ethernet.dialects import port_namings
+
+    return port_namings(fabrics)
 
 
 def _sm_guids(fabrics: dict[str, Any]) -> list[Guid]:

@@ -69,16 +69,17 @@ def up(
     a stand-in Fabric Manager per node (NVLink) and, with --dpus, DPUs on a real OVN."""
     lab = _lab()
     bonds = tuple(n.strip() for n in bonded.split(",") if n.strip())
-    pool = segment_config().ethernet_vlans
+    seg = segment_config()
+    pool, qv = seg.ethernet_vlans, seg.quarantine_vlan.value
     uplinks = (pool.start, pool.end)
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
-                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds)  # fmt: skip
+                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
                 nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
-                gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds,
+                gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv,
             )  # fmt: skip
     result = register(lab, st)
     converged = converge_leases()

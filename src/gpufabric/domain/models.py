@@ -16,6 +16,15 @@ from datetime import datetime
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId, check_mac, check_name
 
+MAX_GPU_COUNT = 16  # GPUs one lease may name: Fabric Manager's FM_MAX_NUM_GPUS per partition (the one source)
+GPU_COUNT_ALLOWED = f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node"
+
+
+def check_gpu_count(field: str, n: int | None) -> None:
+    """ValidationError naming ``field`` unless ``n`` is unset or 1..MAX_GPU_COUNT."""
+    if n is not None and not 1 <= n <= MAX_GPU_COUNT:
+        raise ValidationError(field, n, GPU_COUNT_ALLOWED)
+
 
 class Fabric(enum.StrEnum):
     ETHERNET = "ethernet"
@@ -225,6 +234,17 @@ BUILTIN_OFFERINGS: tuple[Offering, ...] = (
 )
 
 
+def lease_active(start: datetime, end: datetime | None, t: datetime) -> bool:
+    """Is a lease of ``[start, end)`` in force at ``t``: the one rule (a lease ending exactly at ``t`` is
+    over, one starting at ``t`` has begun). The store's SQL is its translation, ``store.tables.lease_active_at``."""
+    return start <= t and lease_not_over(end, t)
+
+
+def lease_not_over(end: datetime | None, t: datetime) -> bool:
+    """The lease has not ended at ``t`` (in force or still to come): ending exactly at ``t`` is over."""
+    return end is None or t < end
+
+
 @dataclass(frozen=True)
 class Lease:
     tenant: str
@@ -247,7 +267,7 @@ class Lease:
             raise ValidationError("lease.end", self.end.isoformat(), f"after start {self.start.isoformat()}")
 
     def active_at(self, t: datetime) -> bool:
-        return self.start <= t and (self.end is None or t < self.end)
+        return lease_active(self.start, self.end, t)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,33 @@ class MoveStatus(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class MoveRequest:
+    """What a request to move node(s) asks for, one value through every layer (workflow -> ledger ->
+    the request's checks): the target and the new lease's terms. The store validates it against what
+    it holds (tenant, networks, offering, GPUs, open moves) when the move is recorded.
+
+    ``networks=None``: every network of ``to_tenant``, read with the request's checks.
+    ``release_ended``: a release of a node whose lease has already ended (expiry).
+    ``grant``: a lease grant, refused when the node is leased now (naming its lease).
+    ``offered``: recorded as an offer, run only once the receiving tenant accepts it."""
+
+    to_tenant: str  # a tenant, or QUARANTINE to release the node
+    offering: str = "baremetal"
+    networks: tuple[str, ...] | None = ()
+    gpus: int | None = None  # the new lease's GPU count (None: the whole node)
+    lease_end: datetime | None = None  # the new lease's end (None: open-ended)
+    release_ended: bool = False
+    not_before: datetime | None = None  # not run before this time (a scheduled lease's start)
+    requested_by: str = ""  # the principal that asks
+    grant: bool = False
+    offered: bool = False
+
+    def __post_init__(self) -> None:
+        if self.networks is not None and not isinstance(self.networks, tuple):
+            object.__setattr__(self, "networks", tuple(self.networks))
+
+
+@dataclass(frozen=True)
 class Move:
     node: str
     to_tenant: str  # a tenant, or QUARANTINE to release the node

@@ -17,6 +17,7 @@ from typing import Any
 from gpufabric.domain.errors import ConfigError, ExhaustedError, ValidationError
 from gpufabric.domain.values import PKey, VlanId
 
+DEFAULT_QUARANTINE_VLAN = 4000  # ``ethernet.quarantine_vlan`` when config.yaml has none: the one source
 
 @dataclass(frozen=True, order=True)
 class IdRange:
@@ -126,7 +127,7 @@ class SegmentConfig:
         nv = raw.get("nvlink", {}) or {}
         user = IdRange.parse("user_vlan_range", raw.get("user_vlan_range", "2-1999"))
         vlans = IdRange.parse("ethernet.vlan_range", eth.get("vlan_range", "2000-2999"))
-        qv = eth.get("quarantine_vlan", 4000)
+        qv = eth.get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)
         try:
             quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
         except ValidationError as e:

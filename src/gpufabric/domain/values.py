@@ -238,32 +238,33 @@ def check_mac(field: str, raw: str) -> str:
 # ---------------------------------------------------------------------- switch port names
 PORT_ALLOWED: Final = "1-64 chars of A-Z a-z 0-9 / . _ : - starting alphanumeric"
 _PORT_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}")
-# Interface names each dialect's CLI accepts (physical ports and port-channels/bonds);
-# written from each vendor's documented interface naming. ``ovs``: a Linux interface name.
-PORT_PATTERNS: Final[dict[str, tuple[str, str]]] = {
-    "nxos": (r"(?:Ethernet|Eth)\d{1,3}/\d{1,3}(?:/\d{1,3})?|port-channel\d{1,4}", "Ethernet1/12, Ethernet1/1/2"),
-    "eos": (r"(?:Ethernet|Et)\d{1,3}(?:/\d{1,3}){0,2}|Port-Channel\d{1,4}", "Ethernet12, Ethernet3/1"),
-    "junos": (r"(?:ge|xe|et|mge)-\d{1,2}/\d{1,2}/\d{1,3}(?::\d)?|ae\d{1,3}", "xe-0/0/12, et-0/0/1:2"),
-    "os10": (r"ethernet\d{1,2}/\d{1,2}/\d{1,3}(?::\d)?|port-channel\d{1,4}", "ethernet1/1/12"),
-    # OS9: the CLI's "TenGigabitEthernet 0/1" without its space (the dialect renders it back)
-    "os9": (
-        r"(?:GigabitEthernet|TenGigabitEthernet|twentyFiveGigE|fortyGigE|fiftyGigE|hundredGigE)\d{1,2}(?:/\d{1,3}){1,3}"
-        r"|Port-channel\d{1,4}",
-        "TenGigabitEthernet0/12, fortyGigE1/49, Port-channel10",
-    ),
-    "sonic": (r"Ethernet\d{1,4}|PortChannel\d{1,4}", "Ethernet40"),
-    "nvue": (r"swp\d{1,3}(?:s\d)?|bond\d{1,4}", "swp12, swp1s2"),
-    "ovs": (r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}", "a Linux interface name, 1-15 chars of A-Z a-z 0-9 _ . -"),
-}
-_PORT_RES: Final = {k: re.compile(v[0]) for k, v in PORT_PATTERNS.items()}
 
 
-def check_port_name(field: str, raw: object, dialect: str | None = None) -> str:
-    """A switch port name: the generic safe form, and the dialect's own form when known."""
+@dataclass(frozen=True)
+class PortNaming:
+    """The interface names one switch CLI accepts: a full-match regex and an example for the error. Each
+    dialect states its own (``fabrics/ethernet/dialects/<name>.yaml``, ``port_names``)."""
+
+    dialect: str
+    pattern: str
+    example: str
+
+    def __post_init__(self) -> None:
+        try:
+            re.compile(self.pattern)
+        except re.error as e:
+            raise ValidationError(f"dialect {self.dialect}.port_names.pattern", self.pattern, "a regular expression") from e
+
+    def matches(self, name: str) -> bool:
+        return re.fullmatch(self.pattern, name) is not None  # compiled once: ``re`` caches it
+
+
+def check_port_name(field: str, raw: object, naming: PortNaming | None = None) -> str:
+    """A switch port name: the generic safe form, and its dialect's own form when known."""
     if not isinstance(raw, str) or not _PORT_RE.fullmatch(raw):
         raise ValidationError(field, raw, PORT_ALLOWED)
-    if dialect is not None and dialect in _PORT_RES and not _PORT_RES[dialect].fullmatch(raw):
-        raise ValidationError(field, raw, f"a {dialect} interface name, e.g. {PORT_PATTERNS[dialect][1]}")
+    if naming is not None and not naming.matches(raw):
+        raise ValidationError(field, raw, f"a {naming.dialect} interface name, e.g. {naming.example}")
     return raw
 
 

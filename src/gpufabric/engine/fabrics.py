@@ -38,6 +38,7 @@ from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
 from gpufabric.domain.parallel import run_parallel
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, check_name
 from gpufabric.planning.plan import Plan
@@ -54,11 +55,13 @@ class Fabrics:
     backends: dict[str, FabricBackend[Any]] = field(default_factory=dict)  # instance -> its backend
     sm_port_guids: tuple[Guid, ...] = ()
     trusted_sm_guids: tuple[Guid, ...] = ()
-    quarantine_vlan: int = 4000
+    quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN
     notes: tuple[str, ...] = ()  # one line per legacy section migrated on load
 
     @classmethod
-    def from_config(cls, raw: Mapping[str, Any], registry: Registry, quarantine_vlan: int = 4000) -> Fabrics:
+    def from_config(
+        cls, raw: Mapping[str, Any], registry: Registry, quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN
+    ) -> Fabrics:
         if not isinstance(raw, Mapping):
             raise ConfigError("fabrics", raw, "a mapping with a 'fabrics' list of instances and the SM settings")
         guids = tuple(Guid.parse(g, field="sm_port_guids") for g in raw.get("sm_port_guids", []) or [])
@@ -79,7 +82,7 @@ class Fabrics:
         return f
 
     @classmethod
-    def load(cls, path: Path, registry: Registry, quarantine_vlan: int = 4000) -> Fabrics:
+    def load(cls, path: Path, registry: Registry, quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN) -> Fabrics:
         if not path.exists():
             raise ConfigError("fabrics", str(path), "a fabrics.yaml (run `gpufabric lab up` or write one)")
         return cls.from_config(yaml.safe_load(path.read_text()) or {}, registry, quarantine_vlan)

@@ -32,6 +32,7 @@ from typing import Any
 
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
@@ -90,6 +91,7 @@ class LabStatus:
     nvlink_section: dict[str, Any] | None = None  # the ``nvlink:`` section of fabrics.yaml
     dpu_section: dict[str, Any] | None = None  # the ``dpu:`` section of fabrics.yaml
     dpu_hosts: tuple[str, ...] = ()
+    quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN  # the VLAN new node ports were parked on
 
     def node(self, name: str) -> LabNode | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -203,7 +205,10 @@ class Lab:
         gpus_per_node: int = 8,
         dpus: int = 0,
         bonded: tuple[str, ...] = (),
+        quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
     ) -> LabStatus:
+        """``uplink_vlans`` and ``quarantine_vlan`` are the configured tenant pool and quarantine VLAN
+        (``gpufabric lab up`` reads them from config.yaml): new node ports start on the quarantine VLAN."""
         say = progress or (lambda _msg: None)
         params: dict[str, Any] = {
             "nodes": nodes,
@@ -212,11 +217,14 @@ class Lab:
             "topology": str(Path(topology).resolve()) if topology else None,
             "gpus_per_node": gpus_per_node,
             "dpus": dpus,
+            "quarantine_vlan": quarantine_vlan,
         }
         if bonded:  # only when asked: a lab brought up before bonds existed stays reusable
             params["bonded"] = sorted(set(bonded), key=_natural)
         state = self._load()
-        if state is not None and state.get("params") != params:
+        # a lab brought up before the quarantine VLAN was a parameter was brought up on the default
+        before = None if state is None else {"quarantine_vlan": DEFAULT_QUARANTINE_VLAN, **state.get("params", {})}
+        if state is not None and before != params:
             if self.status().running:
                 raise LabError(
                     f"the lab is up with other parameters ({state.get('params')}); run `gpufabric lab down` first",
@@ -268,7 +276,8 @@ class Lab:
         ovs = self.ovs()
         ovs.start()
         eth = dataclasses.replace(
-            plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf, bonded), uplink_vlans=uplink_vlans
+            plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf, bonded, quarantine_vlan),
+            uplink_vlans=uplink_vlans,
         )
         say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
         record: dict[str, Any] = {
@@ -319,6 +328,7 @@ class Lab:
             state["eth"]["spine"],
             tuple(state["eth"]["leaves"]),
             tuple(EthPortPlan(**p) for p in state["eth"]["ports"]),
+            quarantine_vlan=int(state.get("params", {}).get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)),
         )
         ib_ports = [_ib_from_dict(d) for d in state["ib_ports"]]
         problems: list[str] = []
@@ -372,6 +382,7 @@ class Lab:
             nvlink_section=state.get("nvlink_section"),
             dpu_section=state.get("dpu_section"),
             dpu_hosts=tuple(state.get("dpu_hosts", ())),
+            quarantine_vlan=eth.quarantine_vlan,
         )
 
     # -- down ---------------------------------------------------------------------------

@@ -4,12 +4,13 @@ Per node ``<prefix>-<node>`` is a netns holding the node's NICs ``eth0``, ``eth1
 node ends of veth pairs) with a MAC and an IP in ``10.77.0.0/16`` (only inside the
 namespaces). The switch end of each veth (``<prefix>n<NNN>p<k>``, <= 15 chars) lives in the namespace
 of the lab's ovs-vswitchd (``OvsServer(netns=...)``: one userspace-datapath vswitchd per
-namespace, see lab/ovs.py) and is an OVS port on the node's leaf bridge ``<prefix>-leaf<LL>``, in access mode on the quarantine VLAN 4000
-(never VLAN 1). Each leaf is joined to the one spine bridge ``<prefix>-spine`` by an OVS patch
+namespace, see lab/ovs.py) and is an OVS port on the node's leaf bridge ``<prefix>-leaf<LL>``, in access mode on
+the quarantine VLAN (``EthPlan.quarantine_vlan``: the configured ``ethernet.quarantine_vlan``, handed in by
+``gpufabric lab up``; never VLAN 1). Each leaf is joined to the one spine bridge ``<prefix>-spine`` by an OVS patch
 port pair (``<prefix>-l<LL>-up`` / ``<prefix>-s-l<LL>``) trunking exactly the tenant VLAN pool
-(never the quarantine VLAN: a quarantined port, parked alone in VLAN 4000 and ``protected``, must
+(never the quarantine VLAN: a quarantined port, parked alone in that VLAN and ``protected``, must
 not reach one on another leaf), so tenant VLAN traffic crosses switches. New node ports start
-quarantined (access 4000, protected). Bridges use ``datapath_type=netdev`` (OvsServer).
+quarantined (access on the quarantine VLAN, protected). Bridges use ``datapath_type=netdev`` (OvsServer).
 A bonded node's ``eth0``/``eth1`` switch ends are the two members of one LACP OVS bond Port
 ``<prefix>n<NNN>b`` on its leaf (the VLAN is set on the bond, born quarantined like any port);
 the node's side is its own OVS bridge (lab/bondhost.py).
@@ -26,11 +27,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from gpufabric.domain.errors import LabError, ValidationError
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
+from gpufabric.domain.values import VlanId
 from gpufabric.lab.bondhost import LACP_OPTIONS
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 
-QUARANTINE_VLAN = 4000
 SUBNET_PREFIX = "10.77"
 IFNAMSIZ = 15
 
@@ -55,6 +57,7 @@ class EthPlan:
     leaves: tuple[str, ...]
     ports: tuple[EthPortPlan, ...]
     uplink_vlans: tuple[int, int] = (2000, 2999)  # inclusive: the tenant VLAN pool the uplinks carry
+    quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN  # new node ports start here; no uplink carries it
 
     @property
     def netns(self) -> tuple[str, ...]:
@@ -71,13 +74,22 @@ def leaf_bridge(prefix: str, leaf_index: int) -> str:
 
 
 def plan_ethernet(
-    prefix: str, nodes: Sequence[str], ports_per_node: int = 1, nodes_per_leaf: int = 4, bonded: Collection[str] = ()
+    prefix: str,
+    nodes: Sequence[str],
+    ports_per_node: int = 1,
+    nodes_per_leaf: int = 4,
+    bonded: Collection[str] = (),
+    quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
 ) -> EthPlan:
-    """Names, MACs and IPs of every node port; nodes fill leaves in order, ``nodes_per_leaf`` each.
+    """Names, MACs and IPs of every node port; nodes fill leaves in order, ``nodes_per_leaf`` each;
+    every port starts on ``quarantine_vlan`` (the configured one: ``gpufabric lab up`` hands it in).
 
     A node in ``bonded`` has at least two NICs; ``eth0`` and ``eth1`` are the members of the LACP
     bond ``<prefix>n<NNN>b`` on its leaf, and the bond's address (``eth0``'s) lives on the node's
     own OVS bridge (lab/bondhost.py)."""
+    q = VlanId.parse(quarantine_vlan, field="quarantine_vlan").value
+    if q == 1:
+        raise ValidationError("quarantine_vlan", q, "2-4094 (never VLAN 1, the default VLAN)")
     if not 1 <= ports_per_node <= 8:
         raise ValidationError("eth_ports_per_node", ports_per_node, "1-8")
     if not 1 <= len(nodes) <= 4000:
@@ -111,7 +123,7 @@ def plan_ethernet(
                     bond_mode="lacp" if member else "",
                 )
             )
-    plan = EthPlan(prefix, f"{prefix}-spine", tuple(leaves), tuple(ports))
+    plan = EthPlan(prefix, f"{prefix}-spine", tuple(leaves), tuple(ports), quarantine_vlan=q)
     for name in (*plan.leaves, plan.spine, *(p.ovs_port for p in plan.ports), *(p.bond for p in plan.ports)):
         if len(name) > IFNAMSIZ:
             raise ValidationError("interface name", name, f"at most {IFNAMSIZ} characters (shorter lab prefix)")
@@ -154,7 +166,7 @@ def ensure_ethernet(ovs: OvsServer, plan: EthPlan) -> None:
         _ip(*sw, "link", "set", p.ovs_port, "up")
     cmds: list[str] = []
     lo, hi = plan.uplink_vlans
-    trunks = "trunks=" + ",".join(str(v) for v in range(lo, hi + 1) if v != QUARANTINE_VLAN)
+    trunks = "trunks=" + ",".join(str(v) for v in range(lo, hi + 1) if v != plan.quarantine_vlan)
     for br in (plan.spine, *plan.leaves):
         cmds += ["--", "--may-exist", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev"]
     for leaf in plan.leaves:
@@ -171,11 +183,11 @@ def ensure_ethernet(ovs: OvsServer, plan: EthPlan) -> None:
             continue
         cmds += ["--", "--may-exist", "add-port", p.bridge, p.ovs_port]
         if p.ovs_port not in existing_ports:  # a re-run must not undo a tenant VLAN set by a driver
-            cmds += ["--", "set", "port", p.ovs_port, f"tag={QUARANTINE_VLAN}", "vlan_mode=access", "protected=true"]
+            cmds += ["--", "set", "port", p.ovs_port, f"tag={plan.quarantine_vlan}", "vlan_mode=access", "protected=true"]
     for bond, members in bonds.items():  # one OVS Port of both members; VLANs live on it only
         cmds += ["--", "--may-exist", "add-bond", members[0].bridge, bond, *(m.ovs_port for m in members), *LACP_OPTIONS]
         if bond not in existing_ports:
-            cmds += ["--", "set", "port", bond, f"tag={QUARANTINE_VLAN}", "vlan_mode=access", "protected=true"]
+            cmds += ["--", "set", "port", bond, f"tag={plan.quarantine_vlan}", "vlan_mode=access", "protected=true"]
     ovs.vsctl(*cmds[1:], timeout=60)
 
 

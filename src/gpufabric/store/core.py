@@ -35,6 +35,7 @@ from gpufabric.domain.models import (
     Offering,
     Segment,
     Tenant,
+    lease_not_over,
 )
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import PKey, VlanId, check_name
@@ -310,7 +311,7 @@ class Store:
                 .where(LeaseNetworkRow.network_id == row.id)
             ).all()
             now = datetime.now(UTC)
-            ids = sorted(i for i, end in links if end is None or end > now)
+            ids = sorted(i for i, end in links if lease_not_over(end, now))
             if not ids and links:  # only ended leases name it: they keep their history without it
                 s.execute(delete(LeaseNetworkRow).where(LeaseNetworkRow.network_id == row.id))
             if ids:

@@ -13,15 +13,25 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, Lease, NodeState
+from gpufabric.domain.models import QUARANTINE, Lease, NodeState, check_gpu_count, lease_not_over
 from gpufabric.domain.moves import MovePhase
 from gpufabric.domain.values import check_id
 from gpufabric.store.convert import lease_to_domain
-from gpufabric.store.tables import LeaseNetworkRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
+from gpufabric.store.tables import (
+    LeaseNetworkRow,
+    LeaseRow,
+    MoveRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    TenantRow,
+    lease_active_at,
+    lease_not_over_at,
+)
 
 _LOAD = (
     selectinload(LeaseRow.tenant),
@@ -65,7 +75,7 @@ def create_many(s: Session, leases: Sequence[Lease]) -> list[Lease]:
     around: dict[int, list[LeaseRow]] = defaultdict(list)
     for o in s.scalars(
         select(LeaseRow)  # its tenant, node and networks are loaded only to name a conflict
-        .where(LeaseRow.node_id.in_([n.id for n in nodes.values()]), or_(LeaseRow.end.is_(None), LeaseRow.end > earliest))
+        .where(LeaseRow.node_id.in_([n.id for n in nodes.values()]), lease_not_over_at(earliest))
         .order_by(LeaseRow.start)
     ):
         around[o.node_id].append(o)
@@ -115,8 +125,7 @@ def _check(lease: Lease) -> None:
     _aware("lease.start", lease.start)
     if lease.end is not None:
         _aware("lease.end", lease.end)
-    if lease.gpus is not None and not 1 <= lease.gpus <= 16:
-        raise ValidationError("lease.gpus", lease.gpus, "1-16 GPUs, or unset for the whole node")
+    check_gpu_count("lease.gpus", lease.gpus)
 
 
 def _refuse_overlap(lease: Lease, others: Sequence[LeaseRow]) -> None:
@@ -151,9 +160,9 @@ def list_(s: Session, active_at: datetime | None) -> list[Lease]:
     nq = select(LeaseNetworkRow.lease_id, NetworkRow.name).join(NetworkRow, LeaseNetworkRow.network_id == NetworkRow.id)
     if active_at is not None:
         _aware("active_at", active_at)
-        active = (LeaseRow.start <= active_at, or_(LeaseRow.end.is_(None), LeaseRow.end > active_at))
-        q = q.where(*active)
-        nq = nq.join(LeaseRow, LeaseNetworkRow.lease_id == LeaseRow.id).where(*active)
+        active = lease_active_at(active_at)
+        q = q.where(active)
+        nq = nq.join(LeaseRow, LeaseNetworkRow.lease_id == LeaseRow.id).where(active)
     nets: dict[int, list[str]] = defaultdict(list)
     for lease_id, name in s.execute(nq):
         nets[lease_id].append(name)
@@ -183,8 +192,7 @@ def swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: da
     """A move batch's lease swap (:meth:`~gpufabric.store.moves.MoveLedger.swap_leases`): end the current leases of ``rows``' nodes and start their new ones; phase -> join."""
     current = select(LeaseRow).where(
         LeaseRow.node_id.in_([nodes[r.node].id for r in rows if r.node in nodes]),
-        LeaseRow.start <= now,
-        or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+        lease_active_at(now),
     )
     for old in s.scalars(current):
         if old.start >= now:
@@ -196,7 +204,7 @@ def swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: da
         Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
               r.offering or "baremetal", gpus=r.gpus)
         for r in rows
-        if r.to_tenant != QUARANTINE and (r.lease_end is None or r.lease_end > now)
+        if r.to_tenant != QUARANTINE and lease_not_over(r.lease_end, now)
     ]  # fmt: skip
     create_many(s, new)
     for r in rows:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 
 from gpufabric.domain.models import NodeState
 from gpufabric.domain.moves import Move
@@ -31,7 +31,7 @@ from gpufabric.store.core import Store
 from gpufabric.store.move_requests import locked_nodes
 from gpufabric.store.moves import move_to_domain
 from gpufabric.store.offers import TRANSITIONS, transition
-from gpufabric.store.tables import LeaseRow, MoveEventRow
+from gpufabric.store.tables import LeaseRow, MoveEventRow, lease_active_at
 from gpufabric.store.tx import Tx
 
 CANCELLABLE = tuple(x.value for x in TRANSITIONS["cancel"][0])
@@ -50,7 +50,7 @@ def cancel(store: Store, move_id: int, requested_by: str = "", tx: Tx | None = N
             active = list(
                 s.scalars(
                     select(LeaseRow).where(
-                        LeaseRow.node_id == node.id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+                        LeaseRow.node_id == node.id, lease_active_at(now)
                     )
                 )
             )

@@ -11,13 +11,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, NodeState
-from gpufabric.domain.moves import MovePhase, MoveStatus
-from gpufabric.store.tables import GpuRow, LeaseRow, MoveRow, NetworkRow, NodeRow, OfferingRow, TenantRow
+from gpufabric.domain.models import QUARANTINE, NodeState, check_gpu_count
+from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
+from gpufabric.store.tables import (
+    GpuRow,
+    LeaseRow,
+    MoveRow,
+    NetworkRow,
+    NodeRow,
+    OfferingRow,
+    TenantRow,
+    lease_active_at,
+    lease_not_over_at,
+)
 from gpufabric.store.tx import Tx
 
 OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
@@ -49,7 +59,7 @@ def usage(tx: Tx, tenant: str, what: str) -> int:
         select(func.count())
         .select_from(LeaseRow)
         .join(TenantRow)
-        .where(TenantRow.name == tenant, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+        .where(TenantRow.name == tenant, lease_not_over_at(now))
     )
     grants = select(func.count()).select_from(MoveRow).where(
         MoveRow.to_tenant == tenant,
@@ -61,7 +71,7 @@ def usage(tx: Tx, tenant: str, what: str) -> int:
 
 def active_lease(s: Session, node_id: int, now: datetime) -> LeaseRow | None:
     q = select(LeaseRow).where(
-        LeaseRow.node_id == node_id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+        LeaseRow.node_id == node_id, lease_active_at(now)
     )
     return s.scalars(q).first()
 
@@ -90,8 +100,7 @@ class RequestChecks:
             .options(selectinload(LeaseRow.tenant))
             .where(
                 LeaseRow.node_id.in_([r.id for r in rows.values()]),
-                LeaseRow.start <= now,
-                or_(LeaseRow.end.is_(None), LeaseRow.end > now),
+                lease_active_at(now),
             )
             .order_by(LeaseRow.id.desc())
         )
@@ -141,20 +150,13 @@ def new_move(
     known: RequestChecks,
     now: datetime,
     node: str,
-    to_tenant: str,
-    offering: str,
-    networks: tuple[str, ...],
-    gpus: int | None,
-    lease_end: datetime | None,
-    release_ended: bool,
-    not_before: datetime | None,
-    requested_by: str,
-    grant: bool,
-    offered: bool = False,
+    req: MoveRequest,
 ) -> MoveRow:
-    """The move row of a request of ``node`` after every check (the first refusal raised); the
-    node is marked moving, unless the move is only ``offered`` (it waits for the receiving
-    tenant's acceptance and changes nothing until then)."""
+    """The move row of ``req`` for ``node`` after every check (the first refusal raised; its
+    ``networks`` already resolved); the node is marked moving, unless the move is only ``offered``
+    (it waits for the receiving tenant's acceptance and changes nothing until then)."""
+    to_tenant, offering, lease_end, not_before = req.to_tenant, req.offering, req.lease_end, req.not_before
+    networks = req.networks or ()
     row = known.nodes.get(node)
     if row is None:
         raise NotFoundError("node", node)
@@ -171,10 +173,9 @@ def new_move(
         raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
     if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
         raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
-    if gpus is not None and not 1 <= gpus <= 16:
-        raise ValidationError("gpus", gpus, "1-16 GPUs, or unset for the whole node")
+    check_gpu_count("gpus", req.gpus)
     current = known.active.get(row.id)
-    if grant and current is not None:
+    if req.grant and current is not None:
         raise ConflictError(
             f"node {node} is leased to {current.tenant.name} (lease {current.id}); end that lease first,"
             f" or hand it over with `gpufabric node move {node} --to-tenant {to_tenant}`",
@@ -183,14 +184,14 @@ def new_move(
         )
     if not known.tenant_exists:  # after the node's own refusals: a leased node says so whatever tenant is named
         raise NotFoundError("tenant", to_tenant)
-    known.check_target(row, to_tenant, offering, networks, gpus)
+    known.check_target(row, to_tenant, offering, networks, req.gpus)
     from_tenant = current.tenant.name if current else QUARANTINE
-    if release_ended and current is None:
+    if req.release_ended and current is None:
         last = s.scalars(
             select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
         ).first()
         from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
-    if (from_tenant == to_tenant or release_ended) and not (release_ended and row.state == NodeState.LEASED.value):
+    if (from_tenant == to_tenant or req.release_ended) and not (req.release_ended and row.state == NodeState.LEASED.value):
         raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
     mr = MoveRow(
         node=node,
@@ -198,17 +199,17 @@ def new_move(
         to_tenant=to_tenant,
         offering=offering,
         networks=",".join(networks),
-        gpus=gpus,
+        gpus=req.gpus,
         lease_end=lease_end,
         not_before=not_before if not_before is not None and not_before > now else None,
-        requested_by=requested_by[:255],
+        requested_by=req.requested_by[:255],
         phase=MovePhase.QUARANTINE.value,
-        status=(MoveStatus.OFFERED if offered else MoveStatus.PENDING).value,
+        status=(MoveStatus.OFFERED if req.offered else MoveStatus.PENDING).value,
         attempts=0,
         error="",
     )
     s.add(mr)
-    if not offered:
+    if not req.offered:
         row.state = NodeState.MOVING.value
     return mr
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, or_, select
@@ -23,13 +24,13 @@ from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, NodeState
-from gpufabric.domain.moves import Move, MovePhase, MoveStatus
+from gpufabric.domain.moves import Move, MovePhase, MoveRequest, MoveStatus
 from gpufabric.store.core import Store
 from gpufabric.store.leases import swap
 from gpufabric.store.liveness import HeartbeatWatch, stalled_rows
 from gpufabric.store.lock import FabricLock
 from gpufabric.store.move_requests import OPEN, RequestChecks, locked_nodes, new_move
-from gpufabric.store.tables import LeaseRow, MoveEventRow, MoveRow, NodeRow
+from gpufabric.store.tables import LeaseRow, MoveEventRow, MoveRow, NodeRow, lease_active_at
 from gpufabric.store.tx import Tx
 
 
@@ -80,50 +81,13 @@ class MoveLedger:
         self.store = store
         self.lock = FabricLock(store)
 
-    def request(
-        self,
-        node: str,
-        to_tenant: str,
-        offering: str = "baremetal",
-        networks: tuple[str, ...] | None = (),
-        *,
-        gpus: int | None = None,
-        lease_end: datetime | None = None,
-        release_ended: bool = False,
-        not_before: datetime | None = None,
-        requested_by: str = "",
-        grant: bool = False,
-        offered: bool = False,
-        tx: Tx | None = None,
-    ) -> Move:
-        r"""Record a move of ``node`` to ``to_tenant`` (QUARANTINE releases it). Validates
-        everything first; ConflictError if the node already has an open move. ``networks=None``:
-        every network of ``to_tenant``, read with the request's checks.
-        ``release_ended``: a release of a node whose lease has already ended (expiry).
-        ``grant``: a lease grant, refused when the node is leased now (naming its lease).
-        ``offered``: recorded as an offer, run only once accepted.
+    def request(self, node: str, req: MoveRequest, *, tx: Tx | None = None) -> Move:
+        """Record a move of ``node`` as ``req`` asks (see :class:`MoveRequest`). Validates
+        everything first; ConflictError if the node already has an open move.
         ``tx``: the caller's transaction, to compose the request with its own writes (its event)."""
-        return self.request_many(
-            [node], to_tenant, offering, networks, gpus=gpus, lease_end=lease_end, release_ended=release_ended,
-            not_before=not_before, requested_by=requested_by, grant=grant, offered=offered, tx=tx,
-        )[0]  # fmt: skip
+        return self.request_many([node], req, tx=tx)[0]
 
-    def request_many(
-        self,
-        nodes: Sequence[str],
-        to_tenant: str,
-        offering: str = "baremetal",
-        networks: tuple[str, ...] | None = (),
-        *,
-        gpus: int | None = None,
-        lease_end: datetime | None = None,
-        release_ended: bool = False,
-        not_before: datetime | None = None,
-        requested_by: str = "",
-        grant: bool = False,
-        offered: bool = False,
-        tx: Tx | None = None,
-    ) -> list[Move]:
+    def request_many(self, nodes: Sequence[str], req: MoveRequest, *, tx: Tx | None = None) -> list[Move]:
         """:meth:`request` for each of ``nodes`` in one transaction: all are recorded, or none
         (the first refusal is raised). Requested together, they are claimed as one batch."""
         if not nodes or len(set(nodes)) != len(nodes):
@@ -131,13 +95,10 @@ class MoveLedger:
         now = datetime.now(UTC)
         with self.store.tx(tx) as tx:
             s = tx.session
-            known = RequestChecks.read(s, nodes, to_tenant, now)
-            nets = tuple(sorted(known.networks)) if networks is None else networks
-            out = [
-                new_move(s, known, now, node, to_tenant, offering, nets, gpus, lease_end, release_ended,
-                                 not_before, requested_by, grant, offered)
-                for node in nodes
-            ]  # fmt: skip
+            known = RequestChecks.read(s, nodes, req.to_tenant, now)
+            if req.networks is None:
+                req = replace(req, networks=tuple(sorted(known.networks)))
+            out = [new_move(s, known, now, node, req) for node in nodes]
             s.flush()
             return [move_to_domain(r) for r in out]
 
@@ -256,7 +217,7 @@ class MoveLedger:
         now = datetime.now(UTC)
         active = (
             select(LeaseRow.id)
-            .where(LeaseRow.node_id == NodeRow.id, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+            .where(LeaseRow.node_id == NodeRow.id, lease_active_at(now))
             .exists()
         )
         busy = select(MoveRow.node).where(MoveRow.status.in_(OPEN))
@@ -370,8 +331,7 @@ class MoveLedger:
             rows = self._rows(s, moves)
             nodes = locked_nodes(s, [r.node for r in rows])
             leased = set(s.scalars(select(LeaseRow.node_id).where(
-                LeaseRow.node_id.in_([n.id for n in nodes.values()]), LeaseRow.start <= now,
-                or_(LeaseRow.end.is_(None), LeaseRow.end > now))))  # fmt: skip
+                LeaseRow.node_id.in_([n.id for n in nodes.values()]), lease_active_at(now))))  # fmt: skip
             for r in rows:
                 r.status, r.error = MoveStatus.CANCELLED.value, error[:2000]
                 s.add(MoveEventRow(move_id=r.id, phase=r.phase[:16], message=f"refused: {error}"[:2000], seconds=None))

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, Select, and_, create_engine, event, func, or_, select
+from sqlalchemy import Engine, Select, create_engine, event, func, or_, select
 from sqlalchemy.engine import Connection
 
 from gpufabric.domain.auth import Principal, Role
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.models import QUARANTINE, lease_active
 from gpufabric.store.core import Store
 from gpufabric.store.tables import (
     DpuRow,
@@ -33,6 +33,7 @@ from gpufabric.store.tables import (
     RevisionRow,
     SegmentRow,
     TenantRow,
+    lease_active_at,
 )
 
 N, L, T, NW = NodeRow.__table__, LeaseRow.__table__, TenantRow.__table__, NetworkRow.__table__
@@ -73,7 +74,7 @@ class Reader:
     # ------------------------------------------------------------------ visibility
     @staticmethod
     def _active(now: datetime) -> Any:
-        return and_(L.c.start <= now, or_(L.c.end.is_(None), L.c.end > now))
+        return lease_active_at(now, L.c.start, L.c.end)
 
     def _node_filter(self, q: Select[Any], p: Principal, now: datetime) -> Select[Any]:
         if p.role is Role.LESSEE:
@@ -229,7 +230,7 @@ class Reader:
             out = []
             for r in rows:
                 start, end = _iso(r.start), _iso(r.end)
-                active = r.start <= now and (r.end is None or r.end > now)
+                active = lease_active(r.start, r.end, now)
                 out.append(
                     {
                         "id": r.id,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, and_, or_
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -247,6 +247,18 @@ class LeaseRow(Base):
     tenant: Mapped[TenantRow] = relationship()
     node: Mapped[NodeRow] = relationship()
     networks: Mapped[list[LeaseNetworkRow]] = relationship(cascade="all, delete-orphan")
+
+
+def lease_active_at(now: datetime, start: Any = LeaseRow.start, end: Any = LeaseRow.end) -> Any:
+    """SQL of :func:`gpufabric.domain.models.lease_active` (``start <= now < end``, no end: open), the
+    one translation every store query uses; ``start``/``end`` default to :class:`LeaseRow`'s columns
+    (pass a Core table's for a Core query)."""
+    return and_(start <= now, lease_not_over_at(now, end))
+
+
+def lease_not_over_at(now: datetime, end: Any = LeaseRow.end) -> Any:
+    """SQL: the lease has not ended at ``now`` (active or still to come; ending exactly at ``now`` is over)."""
+    return or_(end.is_(None), end > now)
 
 
 class MoveRow(Base):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
@@ -28,6 +28,8 @@ from gpufabric.store.tables import (
     SegmentRow,
     TenantRow,
     TokenRow,
+    lease_active_at,
+    lease_not_over_at,
 )
 from gpufabric.store.tx import Tx
 
@@ -39,7 +41,7 @@ def delete_tenant(store: Store, name: str) -> Tenant:
         if row is None:
             raise NotFoundError("tenant", name)
         now = datetime.now(UTC)
-        live = or_(LeaseRow.end.is_(None), LeaseRow.end > now)
+        live = lease_not_over_at(now)
         leases = sorted(s.scalars(select(LeaseRow.id).where(LeaseRow.tenant_id == row.id, live)))
         nets = sorted(s.scalars(select(NetworkRow.name).where(NetworkRow.tenant_id == row.id)))
         if leases or nets:
@@ -116,7 +118,7 @@ def active_lease(store: Store, node: str) -> Lease | None:
             select(LeaseRow)
             .join(NodeRow, LeaseRow.node_id == NodeRow.id)
             .options(*LEASE_LOAD)
-            .where(NodeRow.name == node, LeaseRow.start <= now, or_(LeaseRow.end.is_(None), LeaseRow.end > now))
+            .where(NodeRow.name == node, lease_active_at(now))
         )
         row = s.scalars(q).first()
         return None if row is None else lease_to_domain(row)

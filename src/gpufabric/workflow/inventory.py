@@ -29,7 +29,7 @@ import yaml
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node, NodeState
-from gpufabric.domain.values import Guid, ModuleId, check_mac, check_name, check_port_name
+from gpufabric.domain.values import Guid, ModuleId, PortNaming, check_mac, check_name, check_port_name
 
 FORMATS: Final = ("yaml", "json")
 SCHEMA_VERSION: Final = 1
@@ -57,7 +57,7 @@ _Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:null", re.compile(r"^$"),
 
 
 def load_inventory(
-    path: Path | str, fmt: str | None = None, dialects: Mapping[str, str] | None = None, instances: Instances | None = None
+    path: Path | str, fmt: str | None = None, dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None
 ) -> Inventory:
     """Read an inventory file; ``fmt`` is "yaml" or "json" and defaults to the suffix (.json is JSON, anything else YAML)."""
     p = Path(path)
@@ -69,9 +69,9 @@ def load_inventory(
 
 
 def parse_inventory(
-    text: str, fmt: str = "yaml", dialects: Mapping[str, str] | None = None, instances: Instances | None = None
+    text: str, fmt: str = "yaml", dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None
 ) -> Inventory:
-    """Parse inventory text (pure); ``dialects`` (switch -> dialect) checks port names per dialect."""
+    """Parse inventory text (pure); ``dialects`` (switch -> its dialect's port naming) checks port names per dialect."""
     if fmt == "json":
         try:
             data = json.loads(text)
@@ -90,12 +90,13 @@ def parse_inventory(
 
 
 def inventory_from_dict(
-    data: Any, dialects: Mapping[str, str] | None = None, instances: Instances | None = None
+    data: Any, dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None
 ) -> Inventory:
     """Build an Inventory from decoded YAML/JSON data (pure); see docs/inventory.md.
 
-    ``dialects`` maps switch names to their CLI dialect (from fabrics.yaml): a port name
-    the switch's dialect would not accept is refused here, not later at render time."""
+    ``dialects`` maps switch names to their CLI dialect's port naming (the dialect from fabrics.yaml, its
+    ``port_names`` from the dialect's own file): a port name the switch's dialect would not accept is
+    refused here, not later at render time."""
     top = _mapping("inventory", data, {"version", "nodes"})
     version = top.get("version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
@@ -132,7 +133,7 @@ def inventory_from_dict(
 
 
 # ---------------------------------------------------------------------- one node
-def _node(path: str, raw: Any, dialects: Mapping[str, str], instances: Instances, first: dict[tuple[str, Any], str]) -> Node:
+def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: Instances, first: dict[tuple[str, Any], str]) -> Node:
     m = _mapping(path, raw, {"name", "offering", "ethernet", "ib", "gpus", "dpus", "fabrics"})
     name = _name(f"{path}.name", _required(path, m, "name"))
     offering = m.get("offering", "")
@@ -198,7 +199,7 @@ def _fabric_ports(
     return tuple(out)
 
 
-def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, str]) -> EthernetPort:
+def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, PortNaming]) -> EthernetPort:
     m = _mapping(path, raw, {"name", "switch", "switch_port", "mac", "bond", "bond_mode"})
     nic = _text(f"{path}.name", _required(path, m, "name"), "the NIC name on the host, e.g. eth0")
     nic = _checked(f"{path}.name", m["name"], lambda: check_port_name(f"{path}.name", nic))

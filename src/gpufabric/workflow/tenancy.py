@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Lease
-from gpufabric.domain.moves import Move
+from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.values import check_id, check_name
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
@@ -78,11 +78,11 @@ class TenantWorkflow:
         if start is not None and start.tzinfo is None:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
         nets = self._networks(principal, tenant, networks)
-        return self.ledger.request(
-            node, tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, tx=tx,
-            not_before=start if start is not None and start > now else None, requested_by=who(principal),
-            offered=offers_into(principal, tenant),
+        req = MoveRequest(
+            tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, requested_by=who(principal),
+            not_before=start if start is not None and start > now else None, offered=offers_into(principal, tenant),
         )  # fmt: skip
+        return self.ledger.request(node, req, tx=tx)
 
     @staticmethod
     def _networks(principal: Principal, tenant: str, networks: Sequence[str] | None) -> tuple[str, ...] | None:
@@ -139,7 +139,8 @@ class TenantWorkflow:
         """:meth:`move` for several nodes, requested in one transaction (all or none; ``tx``: the
         caller's): the worker claims them together and runs them as one batch."""
         nets = self._networks(principal, to_tenant, networks)
-        return self.ledger.request_many(nodes, to_tenant, offering, nets, gpus=gpus, requested_by=who(principal), tx=tx)
+        req = MoveRequest(to_tenant, offering, nets, gpus=gpus, requested_by=who(principal))
+        return self.ledger.request_many(nodes, req, tx=tx)
 
     def end(self, principal: Principal, lease_id: int) -> tuple[Lease, Move | None]:
         """End lease ``lease_id`` now: its node goes to quarantine. A lease that has not started
@@ -147,7 +148,7 @@ class TenantWorkflow:
         lease = self.store.lease(check_id("lease.id", lease_id))
         now = datetime.now(UTC)
         if lease.active_at(now):
-            return lease, self.ledger.request(lease.node, QUARANTINE, requested_by=who(principal))
+            return lease, self.ledger.request(lease.node, MoveRequest(QUARANTINE, requested_by=who(principal)))
         if lease.start > now:  # never took effect: cancelled (its id is never given again)
             return self.store.delete_lease(lease_id), None
         return lease, None
@@ -157,7 +158,8 @@ class TenantWorkflow:
         out = []
         for node in self.ledger.expired_nodes():
             try:
-                out.append(self.ledger.request(node, QUARANTINE, release_ended=True, requested_by=who(principal)))
+                release = MoveRequest(QUARANTINE, release_ended=True, requested_by=who(principal))
+                out.append(self.ledger.request(node, release))
             except ConflictError:
                 continue  # a move took it meanwhile
         return out

@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from gpufabric.domain.models import MAX_GPU_COUNT
+
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 Name = Annotated[
     str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN, description="1-63 chars of a-z 0-9 . _ -")
@@ -276,7 +278,7 @@ class LeaseIn(Strict):
     offering: Name = "baremetal"
     start: AwareDatetime | None = Field(None, description="Timezone-aware; default now")
     end: AwareDatetime | None = Field(None, description="Timezone-aware; the worker releases the node to quarantine then")
-    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
+    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of the node (an NVLink partition); default all")
 
 
 class LeaseOut(BaseModel):
@@ -305,7 +307,7 @@ class MoveIn(Strict):
     to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the node")
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
-    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
+    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of the node (an NVLink partition); default all")
 
 
 class MovesIn(Strict):
@@ -313,7 +315,7 @@ class MovesIn(Strict):
     to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the nodes")
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
-    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of each node (an NVLink partition); default all")
+    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of each node (an NVLink partition); default all")
 
 
 class MoveEventOut(BaseModel):
@@ -374,7 +376,7 @@ class PreviewIn(Strict):
     to_tenant: TenantOrQuarantine
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
-    gpus: int | None = Field(None, ge=1, le=16, description="GPUs of the node (an NVLink partition); default all")
+    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of the node (an NVLink partition); default all")
 
 
 class PreviewOut(BaseModel):

@@ -33,14 +33,13 @@ import yaml
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
-from gpufabric.domain.values import VlanId
+from gpufabric.domain.values import PORT_ALLOWED, PortNaming, VlanId
 from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
 from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
-DIALECTS: Final = ("nxos", "eos", "junos", "os10", "os9", "sonic", "nvue", "ovs")
+DIALECTS: Final = tuple(sorted(p.stem for p in DIALECT_DIR.glob("*.yaml")))  # one source: the files
 PORT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}$")
-PORT_ALLOWED: Final = "1-64 chars of A-Z a-z 0-9 / . _ : - starting alphanumeric"
 
 _TEMPLATE_KEYS: Final = (
     "begin",
@@ -109,6 +108,7 @@ class Dialect:
     # answer; when set the driver reads port state from it instead of the ``read`` text
     json_read: tuple[str, ...] = ()
     json_parser: str = ""
+    port_naming: PortNaming | None = None  # ``port_names``: the interface names this CLI accepts
 
     def lines(self, key: str) -> tuple[str, ...]:
         return self.templates.get(key, ())
@@ -177,7 +177,19 @@ def dialect_from_dict(data: Mapping[str, Any]) -> Dialect:
         runs_here=bool(data.get("runs_here", False)),
         json_read=json_read,
         json_parser=json_parser,
+        port_naming=_port_naming(name, data.get("port_names")),
     )
+
+
+def _port_naming(name: str, raw: Any) -> PortNaming | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("pattern"), str) or not raw.get("example"):
+        raise ConfigError(f"dialect {name}.port_names", raw, "a mapping with a regex 'pattern' and an 'example'")
+    try:
+        return PortNaming(name, raw["pattern"], str(raw["example"]))
+    except ValidationError as e:
+        raise ConfigError(e.field, e.value, e.allowed) from None
 
 
 @cache
@@ -188,6 +200,21 @@ def load_dialect(name: str) -> Dialect:
     data = yaml.safe_load((DIALECT_DIR / f"{name}.yaml").read_text())
     return dialect_from_dict(data)
 
+
+
+def port_namings(fabrics_yaml: Mapping[str, Any]) -> dict[str, PortNaming]:
+    """switch -> the port naming of its dialect, for every switch of every Ethernet instance in a
+    ``fabrics.yaml`` mapping (today's ``ethernet:`` list or ``fabrics:`` instances of kind ethernet);
+    the ovsdb driver speaks ``ovs`` names; a switch of an unknown dialect is left out."""
+    listed = [x for x in fabrics_yaml.get("fabrics") or [] if isinstance(x, Mapping) and x.get("kind") == "ethernet"]
+    out: dict[str, PortNaming] = {}
+    for e in [*(fabrics_yaml.get("ethernet") or []), *(sw for x in listed for sw in x.get("section") or [])]:
+        o = (e or {}).get("options") or {}
+        name = "ovs" if (e or {}).get("driver") == "ovsdb" else str(o.get("dialect", ""))
+        naming = load_dialect(name).port_naming if name in DIALECTS else None
+        if o.get("switch") and naming is not None:
+            out[str(o["switch"])] = naming
+    return out
 
 # --------------------------------------------------------------------------- rendering
 def check_port_name(port: str) -> str:

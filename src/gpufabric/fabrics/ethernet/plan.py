@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE, Fabric
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 
@@ -159,5 +160,5 @@ def tenants_seen(
 
 
 def settings_quarantine_vlan(settings: Mapping[str, Any]) -> int:
-    v = settings.get("quarantine_vlan", 4000)
+    v = settings.get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)
     return v.value if isinstance(v, VlanId) else int(v)

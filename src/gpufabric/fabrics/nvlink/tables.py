@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.models import MAX_GPU_COUNT
 
 MAX_PARTITIONS: Final = 64  # FM_MAX_FABRIC_PARTITIONS
-MAX_GPUS: Final = 16  # FM_MAX_NUM_GPUS per partition
+MAX_GPUS: Final = MAX_GPU_COUNT  # FM_MAX_NUM_GPUS per partition (one source: the domain's lease limit)
 
 
 @dataclass(frozen=True, order=True)

@@ -1,0 +1,120 @@
+"""Moves on the in-memory fabrics, shared by tests and benches (tests/functional/test_worker_takeover.py,
+tests/functional/test_backup_under_load.py, bench/bench_takeover.py).
+
+The world is the 3-node one of ``unit/test_engine_memory`` on :mod:`support.memfabric`'s devices
+(an Ethernet switch ``leaf1``, a subnet manager, the ``memory`` tags). Here:
+
+* :func:`memory_fabrics` builds its ``Fabrics``, optionally with a fixed latency per device
+  ``apply`` (an OVSDB transaction or an SM reload takes time; without it a phase is ~1 ms and
+  "mid-move" means little);
+* :func:`seed` writes its inventory and the tenants ``ta``/``tb`` with one network each;
+* :func:`owner_map` reads who holds each node from the devices themselves (their ``observe``,
+  not gpufabric's Fabrics, planner or store), VLANs and P_Keys mapped to tenants with the
+  networks read once;
+* :func:`two_engines` gives two MoveEngines on one store, each on its own connection pool, with
+  worker ids naming two other hosts (so the "dead process on this host" shortcut cannot apply).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from gpufabric.domain.models import QUARANTINE
+from gpufabric.engine.fabrics import Fabrics
+from gpufabric.engine.moves import MoveEngine
+from gpufabric.store.core import Store
+from gpufabric.store.registry import Registry
+
+from support.memfabric import register
+from unit.test_engine_memory import CFG, fabrics_config, inventory
+
+TENANTS = ("ta", "tb")  # each with one network ``<tenant>-net``
+Observed = dict[str, Any]  # device role -> its observed state
+OwnerOf = Callable[[Observed], dict[str, set[str]]]
+
+
+def slow_apply(device: Any, delay: float) -> None:
+    """Give a device's ``apply`` a fixed latency (before it changes anything)."""
+    inner = device.apply
+
+    def apply(*args: Any, **kw: Any) -> Any:
+        time.sleep(delay)
+        return inner(*args, **kw)
+
+    device.apply = apply
+
+
+def memory_fabrics(device_delay: float = 0.0) -> Fabrics:
+    """The world's Fabrics on fresh memory devices; each device's ``apply`` takes ``device_delay`` s."""
+    reg = Registry.from_entry_points()
+    register(reg)
+    f = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    if device_delay:
+        for d in devices(f).values():
+            slow_apply(d, device_delay)
+    return f
+
+
+def devices(f: Fabrics) -> dict[str, Any]:
+    """The world's devices by role: ``switch``, ``sm``, ``memory``."""
+    return {"switch": f.switches["leaf1"], "sm": f.sm, "memory": f.backends["memory"]}
+
+
+def observe(f: Fabrics) -> Observed:
+    """Every device's own state, read now."""
+    return {k: d.observe() for k, d in devices(f).items()}
+
+
+def seed(store: Store, f: Fabrics) -> None:
+    """The world's inventory, and the tenants ``ta``/``tb`` with one network each."""
+    store.upsert_inventory(inventory())
+    for t in TENANTS:
+        store.create_tenant(t)
+        store.create_network(f"{t}-net", t, CFG, kinds=f.kind_list())
+
+
+def owner_map(store: Store) -> OwnerOf:
+    """A function from the devices' observed states to node -> the tenants (or quarantine) its
+    ports hold; the store's networks are read once, here."""
+    vlan, pkey = {}, {}
+    for net in store.networks():
+        for seg in net.segments:
+            if seg.vlan is not None:
+                vlan[seg.vlan.value] = net.tenant
+            if seg.pkey is not None:
+                pkey[seg.pkey.value & 0x7FFF] = net.tenant
+    inv = inventory()
+    eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in n.ethernet}
+    ib_of = {p.port_guid: n.name for n in inv.nodes for p in n.ib}
+
+    def owner_of(raw: Observed) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {n.name: set() for n in inv.nodes}
+        for port in raw["switch"].ports:
+            if (node := eth_of.get((port.switch, port.port))) is not None:
+                ts = {vlan[v.value] for v in (port.vlan, *port.trunks) if v is not None and v.value in vlan}
+                out[node].update(ts or {QUARANTINE})
+        for table in raw["sm"].tables:
+            if (node := ib_of.get(table.port_guid)) is not None:
+                out[node].update({pkey[e & 0x7FFF] for e in table.entries if e & 0x7FFF in pkey} or {QUARANTINE})
+        for port, tag in raw["memory"].tags:
+            out.setdefault(port.split("/")[0], set()).add(tag)
+        return out
+
+    return owner_of
+
+
+@contextmanager
+def two_engines(url: str, f: Fabrics, beat: float, suffix: str = "") -> Iterator[tuple[MoveEngine, MoveEngine]]:
+    """Two MoveEngines on the store at ``url`` (one connection pool each), workers
+    ``host-a<suffix>:4242:serve`` and ``host-b<suffix>:4242:serve``, heartbeating every ``beat`` s."""
+    stores = [Store.open(url=url) for _ in range(2)]
+    try:
+        a, b = (MoveEngine(s, f, CFG, worker=f"host-{w}{suffix}:4242:serve", heartbeat_every=beat)
+                for s, w in zip(stores, "ab", strict=True))  # fmt: skip
+        yield a, b
+    finally:
+        for s in stores:
+            s.close()
