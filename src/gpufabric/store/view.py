@@ -1,7 +1,9 @@
 """What a worker derives the desired state from, read in one transaction per converge phase.
 
 A :class:`StoreView` is the nodes, the active leases, the networks, the offerings and the nodes
-that moves in flight hold in quarantine. :class:`ViewReader` reads it together with the fabric
+that moves in flight hold in quarantine — a move holds its node only once its fabrics prepared it
+(``before_move`` passed: the OpenShift cordon and drain), so no converge or reconcile repair
+quarantines a node ahead of its drain. :class:`ViewReader` reads it together with the fabric
 epoch in one transaction, and keeps the slow-changing part — every node's ports, GPUs and DPUs,
 the networks with their segments, the offerings — while the inventory revision (``gf_revision``
 row 2, bumped by triggers on every write to those tables: migration 0005) stands. Node states
@@ -20,11 +22,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.models import Lease, Network, Node, Offering
+from gpufabric.domain.moves import MovePhase
 from gpufabric.store import leases as store_leases
 from gpufabric.store.convert import network_to_domain, offering_to_domain
 from gpufabric.store.core import Store
 from gpufabric.store.move_requests import OPEN
-from gpufabric.store.moves import move_to_domain
+from gpufabric.store.moves import move_to_domain, prepared_ids
 from gpufabric.store.nodes import Body, Head, node_bodies, node_from, node_heads
 from gpufabric.store.tables import FabricEpochRow, MoveRow, NetworkRow, OfferingRow, RevisionRow
 from gpufabric.store.tx import Tx
@@ -92,7 +95,8 @@ class ViewReader:
             inv = self._inv = self._read_inventory(s, heads, revision)
         leases = store_leases.list_(s, now)
         moves = [move_to_domain(r) for r in s.scalars(select(MoveRow).where(MoveRow.status.in_(OPEN)))]
-        held = frozenset(m.node for m in moves if m.holds_node_in_quarantine(now))
+        ready = prepared_ids(s, [m.id for m in moves if m.phase is MovePhase.QUARANTINE and m.id is not None])
+        held = frozenset(m.node for m in moves if m.holds_node_in_quarantine(now, prepared=m.id in ready))
         view = StoreView(tuple(inv.node(h) for h in heads), tuple(leases), inv.networks, held, inv.offerings)
         return view, epoch
 
