@@ -180,8 +180,9 @@ def test_expired_lease_stays_with_its_tenant_until_its_release_drains_it(world: 
 
 def test_repair_still_repairs_a_drifted_node_with_no_open_move(world: World) -> None:
     node = "gpu-b01"
-    world.cli("node", "move", node, "--to-tenant", "acme", "--offering", "openshift")  # a normal move converges
     engine = world.engine()
+    if not any(x.node == node for x in engine.store.leases(active_at=datetime.now(UTC))):
+        world.cli("node", "move", node, "--to-tenant", "acme", "--offering", "openshift")  # a normal move converges
     assert world.lsps(node) == [f"{node}.pf0vf1"] and not engine.ledger.open_moves()
     subprocess.run(["ovn-nbctl", f"--db={world.lab.nb}", "lsp-del", f"{node}.pf0vf1"], check=True)  # drift
     assert world.lsps(node) == []
