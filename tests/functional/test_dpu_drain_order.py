@@ -29,6 +29,7 @@ from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.lab.mlxstub import write_state
 from gpufabric.lab.ovn import OvnLab
 from gpufabric.store.core import Store
+from gpufabric.store.tables import LeaseRow
 from gpufabric.workflow.tenancy import LOCAL_OPERATOR, WORKER, TenantWorkflow
 
 from support.kmock_evict import EvictBox, api_of, kmock_evicting, make_pod
@@ -120,6 +121,14 @@ def _lease_of(store: Store, node: str) -> int:
     return lease.id
 
 
+def _expire(store: Store, lease_id: int) -> None:
+    """The lease's end passes (as if ``--end`` had been given at the grant); the worker has not ticked."""
+    with store.tx() as tx:
+        row = tx.session.get(LeaseRow, lease_id)
+        assert row is not None
+        row.end = datetime.now(UTC) - timedelta(seconds=1)
+
+
 def _release_drains_before_quarantine(world: World, engine: MoveEngine, node: str, mark: int, pods: list[str]) -> None:
     """The worker's tick: the release runs; cordon -> evictions of ``pods`` -> quarantine, in kmock's log."""
     batch = engine.run_pending()
@@ -160,12 +169,7 @@ def test_expired_lease_stays_with_its_tenant_until_its_release_drains_it(world: 
     store = engine.store
     make_pod(world.api, "acme", "db-0", node)
     lease_id = _lease_of(store, node)
-    with store.tx() as tx:  # the lease's end passes (as if --end had been given at the grant)
-        from gpufabric.store.tables import LeaseRow
-
-        row = tx.session.get(LeaseRow, lease_id)
-        assert row is not None
-        row.end = datetime.now(UTC) - timedelta(seconds=1)
+    _expire(store, lease_id)
     mark = len(world.box.log)
     res = reconcile_once(engine, Policy.REPAIR, resume_moves=False)  # expired, no release requested yet
     assert res.drift.empty and not res.repaired, res.drift.lines()
@@ -189,4 +193,33 @@ def test_repair_still_repairs_a_drifted_node_with_no_open_move(world: World) -> 
     res = reconcile_once(engine, Policy.REPAIR)
     assert res.repaired and not res.drift.empty
     assert world.lsps(node) == [f"{node}.pf0vf1"] and reconcile_once(engine, Policy.REPORT).drift.empty
+    engine.fabrics.close()
+
+
+def test_a_move_onto_an_expired_unreleased_node_drains_the_old_tenant_first(world: World) -> None:
+    """The lease expired, the worker has not released it yet, and the node is handed to another
+    tenant: the move leaves the old tenant (drained first), not quarantine."""
+    node = "gpu-b02"
+    engine = world.engine()
+    store = engine.store
+    if not any(x.node == node for x in store.leases(active_at=datetime.now(UTC))):
+        world.cli("node", "move", node, "--to-tenant", "acme", "--offering", "openshift")
+    world.cli("tenant", "create", "beta")
+    make_pod(world.api, "acme", "job-0", node)
+    _expire(store, _lease_of(store, node))
+    m = TenantWorkflow(store).move(LOCAL_OPERATOR, node, "beta", offering="openshift")
+    assert m.from_tenant == "acme"
+    mark = len(world.box.log)
+    res = reconcile_once(engine, Policy.REPAIR, resume_moves=False)
+    assert res.drift.empty and world.lsps(node) == [f"{node}.pf0vf1"] and world.node_patches(node, mark) == []
+    batch = engine.run_pending()
+    assert batch is not None and [x.status.value for x in batch.moves] == ["done"]
+    evictions, patches = world.evictions(mark), world.node_patches(node, mark)
+    assert [world.box.log[mark + i][1].split("/")[-2] for i in evictions] == ["job-0"] and patches[0] < evictions[0]
+    assert world.pods(node) == [] and world.lsps(node) == [f"{node}.pf0vf1"]
+    ls = subprocess.run(["ovn-nbctl", f"--db={world.lab.nb}", "lsp-get-ls", f"{node}.pf0vf1"], capture_output=True,
+                        text=True, check=True).stdout  # fmt: skip
+    assert "(gf-beta)" in ls, ls  # now on beta's logical switch
+    labels = world.api.read_node(node).metadata.labels or {}
+    assert labels.get("gpufabric.io/tenant") == "beta" and not world.api.read_node(node).spec.unschedulable
     engine.fabrics.close()
