@@ -29,7 +29,7 @@ from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.store.core import Store
-from gpufabric.store.moves import MoveLedger
+from gpufabric.store.moves import MoveLedger, prepared_ids
 
 from functional.test_store_backup import fresh_url  # noqa: F401  (the fixture)
 from support.workers import memory_fabrics, observe, owner_map, seed
@@ -143,7 +143,9 @@ def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later
         assert {n for n in NODES if now[n] != then[n]} == {n for n, t in last_later.items() if t != then[n]}
         # the restored store's desired owner: its lease's tenant, or quarantine while one of the
         # backup's open moves holds the node there (mid-move at the backup: the swap not committed)
-        held = {m.node for m in moves_then if m.holds_node_in_quarantine()}
+        with restored.tx() as tx:  # (a move holds its node only once its before_move passed: "prepared")
+            ready = prepared_ids(tx.session, [m.id for m in moves_then if m.id is not None])
+        held = {m.node for m in moves_then if m.holds_node_in_quarantine(prepared=m.id in ready)}
         desired_then = {n: QUARANTINE if n in held else then[n] for n in NODES}
         expected = {n for n in NODES if now[n] != desired_then[n]}
         assert all(now[n] == t for n, t in last_later.items())

@@ -105,8 +105,10 @@ def test_expired_lease_and_moves_in_flight_shape_the_desired_state(store: Store)
     store.create_lease(Lease("ta", "n4", now - timedelta(hours=2), now - timedelta(hours=1), ("ta-net",)))
     store.create_lease(Lease("tb", "n5", now - timedelta(hours=1), None, ("tb-net",)))
     store.create_lease(Lease("tb", "n6", now - timedelta(hours=1), None, ("tb-net",)))
-    MoveLedger(store).request("n6", MoveRequest("ta", networks=("ta-net",)))  # n6 is quarantined until its swap
+    m6 = MoveLedger(store).request("n6", MoveRequest("ta", networks=("ta-net",)))
     engine = MoveEngine(store, Fabrics(kinds={"ethernet": EthernetKind()}), CFG)
+    assert engine.desired().owner("n6") == "tb"  # requested, not yet prepared (drained): still its tenant's
+    MoveLedger(store).mark_prepared([m6])  # its before_move passed: quarantined until its swap
     desired = engine.desired()
     sw = next(s for s in desired.get("ethernet") if s.switch == "leaf1")
     modes = {p.port: p.mode for p in sw.ports}

@@ -14,7 +14,7 @@ from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.store.core import Store
 from gpufabric.store.lock import bump_epoch
-from gpufabric.store.moves import MoveLedger
+from gpufabric.store.moves import MoveLedger, prepared_ids
 from gpufabric.store.view import ViewReader
 
 CFG = SegmentConfig.default()
@@ -39,7 +39,10 @@ def store(store_url: str) -> Store:
 
 
 def _expected(store: Store) -> tuple[object, ...]:
-    held = frozenset(m.node for m in MoveLedger(store).open_moves() if m.holds_node_in_quarantine())
+    ledger = MoveLedger(store)
+    with store.tx() as tx:
+        ready = prepared_ids(tx.session, [m.id for m in ledger.open_moves() if m.id is not None])
+    held = frozenset(m.node for m in ledger.open_moves() if m.holds_node_in_quarantine(prepared=m.id in ready))
     return (tuple(store.nodes()), tuple(store.leases(active_at=datetime.now(UTC))), tuple(store.networks()), held,
             tuple(store.offerings()))  # fmt: skip
 
@@ -54,7 +57,9 @@ def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes
     assert _got(reader) == _expected(store) and reader.refreshed == 1
     # leases, moves, node states and the fabric epoch are read every time, from the cache's inventory
     store.create_lease(Lease("ta", "n1", datetime.now(UTC) - timedelta(minutes=1), networks=("ta-net",)))
-    MoveLedger(store).request("n2", MoveRequest("ta", networks=("ta-net",)))
+    m2 = MoveLedger(store).request("n2", MoveRequest("ta", networks=("ta-net",)))
+    assert "n2" not in reader.read()[0].held_in_quarantine  # a request alone holds nothing: not drained yet
+    MoveLedger(store).mark_prepared([m2])  # its before_move passed
     store.set_node_state("n3", NodeState.MAINTENANCE)
     before = reader.read()[1]
     after = bump_epoch(store, "w1")

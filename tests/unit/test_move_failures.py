@@ -88,8 +88,8 @@ def test_cancel_a_failed_move_keeps_its_node_in_quarantine_and_frees_it(engine: 
 def test_cancel_a_queued_move_leaves_the_node_in_its_tenant(engine: MoveEngine) -> None:
     move(engine, "n2", "ta")
     m = engine.ledger.request("n2", MoveRequest("tb", networks=("tb-net",)))
-    engine.converge("reconcile")  # a converge before any worker claimed it: n2 is held in quarantine
-    assert owners(engine)["n2"] == {QUARANTINE}
+    engine.converge("reconcile")  # a converge before any worker prepared (drained) it: n2 stays in ta
+    assert owners(engine)["n2"] == {"ta"}
     _actions(engine).cancel_move(LOCAL_ADMIN, m.id or 0)
     engine.converge("after-cancel")
     assert owners(engine)["n2"] == {"ta"} and engine.store.node("n2").state.value == "leased"

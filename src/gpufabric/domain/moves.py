@@ -93,13 +93,18 @@ class Move:
     def finished(self) -> bool:
         return self.status is MoveStatus.DONE
 
-    def holds_node_in_quarantine(self, now: datetime | None = None) -> bool:
-        """Until the lease swap has committed, the node is desired in quarantine whatever its old
-        lease; a failed move holds it there too (its ports were sent to quarantine) until retried.
-        A scheduled move holds nothing before its time."""
+    def holds_node_in_quarantine(self, now: datetime | None = None, prepared: bool = False) -> bool:
+        """From the moment its fabrics prepared the node (``prepared``: ``before_move`` passed — the
+        gates, the OpenShift cordon and drain) until the lease swap has committed, the node is
+        desired in quarantine whatever its old lease: before that it stays with its old tenant, so
+        no converge (another batch, a reconcile repair) quarantines it ahead of its drain. A failed
+        move holds it there too (its ports were sent to quarantine) until retried. A scheduled move
+        holds nothing before its time."""
         if self.status in (MoveStatus.DONE, MoveStatus.OFFERED, MoveStatus.CANCELLED):
             return False
         scheduled = self.status is MoveStatus.PENDING and self.not_before is not None
         if scheduled and self.not_before is not None and self.not_before > (now or datetime.now(UTC)):
             return False
-        return self.status is MoveStatus.FAILED or self.phase in (MovePhase.QUARANTINE, MovePhase.SWAP)
+        if self.status is MoveStatus.FAILED or self.phase is MovePhase.SWAP:
+            return True
+        return self.phase is MovePhase.QUARANTINE and prepared

@@ -376,6 +376,8 @@ class MoveEngine:
                             batch = [m for m in batch if m.phase is not MovePhase.QUARANTINE]
                             if not batch:
                                 raise _Refused(e) from None
+                        else:  # drained: from here (not before) each holds its node in quarantine
+                            s.mark_prepared(fresh)
                     if any(m.phase is MovePhase.QUARANTINE for m in batch):
                         timings.append(self._converge("quarantine"))
                         checkpoint("quarantine:verified")

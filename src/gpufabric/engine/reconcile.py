@@ -2,8 +2,11 @@
 really hold, and repair the drift or only report it, by policy.
 
 ``gpufabric reconcile --once`` runs one pass (for cron); ``gpufabric serve`` runs passes
-on an interval. Expired leases fall out of the desired state, so their nodes go to
-quarantine on the next pass.
+on an interval. A lease that ends (``lease end``, or its end passes) keeps its node with its
+tenant in the desired state until the release move's ``before_move`` (the OpenShift cordon and
+drain) has run and the move holds the node in quarantine (:mod:`gpufabric.store.view`): a pass,
+repair or not, never quarantines a node ahead of its drain; it sees drift only where the fabrics
+differ from that.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ both pass the overlap check.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
@@ -150,6 +150,22 @@ def list_(s: Session, active_at: datetime | None) -> list[Lease]:
     """Leases (active at ``active_at`` if given) by start, in two plain SELECTs: the same
     values as ``lease_to_domain`` over the ORM rows, without loading ORM objects (a worker
     reads every active lease before each converge phase)."""
+    if active_at is None:
+        return _select(s)
+    _aware("active_at", active_at)
+    return _select(s, lease_active_at(active_at))
+
+
+def last_ended(s: Session, node_ids: Collection[int], now: datetime) -> list[Lease]:
+    """Each of ``node_ids``' lease that ended last (by ``now``), if any; as :func:`list_` reads them."""
+    if not node_ids:
+        return []
+    by_node = {x.node: x for x in sorted(_select(s, LeaseRow.node_id.in_(node_ids), LeaseRow.end <= now),
+                                         key=lambda x: (x.end or now, x.id or 0))}  # fmt: skip
+    return sorted(by_node.values(), key=lambda x: (x.start, x.id or 0))
+
+
+def _select(s: Session, *where: ColumnElement[bool]) -> list[Lease]:
     q = (
         select(LeaseRow.id, TenantRow.name, NodeRow.name, LeaseRow.start, LeaseRow.end, LeaseRow.offering,
                LeaseRow.owner, LeaseRow.gpus)
@@ -158,11 +174,9 @@ def list_(s: Session, active_at: datetime | None) -> list[Lease]:
         .order_by(LeaseRow.start, LeaseRow.id)
     )
     nq = select(LeaseNetworkRow.lease_id, NetworkRow.name).join(NetworkRow, LeaseNetworkRow.network_id == NetworkRow.id)
-    if active_at is not None:
-        _aware("active_at", active_at)
-        active = lease_active_at(active_at)
-        q = q.where(active)
-        nq = nq.join(LeaseRow, LeaseNetworkRow.lease_id == LeaseRow.id).where(active)
+    if where:
+        q = q.where(*where)
+        nq = nq.join(LeaseRow, LeaseNetworkRow.lease_id == LeaseRow.id).where(*where)
     nets: dict[int, list[str]] = defaultdict(list)
     for lease_id, name in s.execute(nq):
         nets[lease_id].append(name)

@@ -187,12 +187,11 @@ def new_move(
     known.check_target(row, to_tenant, offering, networks, req.gpus)
     from_tenant = current.tenant.name if current else QUARANTINE
     if req.release_ended and current is None:
-        last = s.scalars(
-            select(LeaseRow).where(LeaseRow.node_id == row.id).order_by(LeaseRow.end.desc()).limit(1)
-        ).first()
-        from_tenant = last.tenant.name if last is not None and last.end is not None else QUARANTINE
+        from_tenant = _ended_tenant(s, row, now)
     if (from_tenant == to_tenant or req.release_ended) and not (req.release_ended and row.state == NodeState.LEASED.value):
         raise ConflictError(f"node {node} is already in {to_tenant}", node=node)
+    if current is None and row.state == NodeState.LEASED.value:  # its ended lease not released yet: the move
+        from_tenant = _ended_tenant(s, row, now)  # leaves that tenant (drained first, store/view.py)
     mr = MoveRow(
         node=node,
         from_tenant=from_tenant,
@@ -212,6 +211,13 @@ def new_move(
     if not req.offered:
         row.state = NodeState.MOVING.value
     return mr
+
+
+def _ended_tenant(s: Session, row: NodeRow, now: datetime) -> str:
+    """The tenant of ``row``'s lease that ended last by ``now`` (QUARANTINE: none)."""
+    q = select(LeaseRow).where(LeaseRow.node_id == row.id, LeaseRow.end <= now).order_by(LeaseRow.end.desc())
+    last = s.scalars(q.limit(1)).first()
+    return last.tenant.name if last is not None else QUARANTINE
 
 
 def locked_nodes(s: Session, names: Sequence[str]) -> dict[str, NodeRow]:

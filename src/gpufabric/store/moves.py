@@ -14,9 +14,10 @@ is gone. Every update is conditional on the claim it holds (:class:`ClaimLostErr
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import DBAPIError
@@ -32,6 +33,17 @@ from gpufabric.store.lock import FabricLock
 from gpufabric.store.move_requests import OPEN, RequestChecks, locked_nodes, new_move
 from gpufabric.store.tables import LeaseRow, MoveEventRow, MoveRow, NodeRow, lease_active_at
 from gpufabric.store.tx import Tx
+
+PREPARED: Final = "prepared"
+"""The move event of a move whose ``before_move`` passed (:meth:`MoveLedger.mark_prepared`)."""
+
+
+def prepared_ids(s: Session, ids: Collection[int]) -> set[int]:
+    """The moves of ``ids`` whose fabrics prepared their node (a :data:`PREPARED` event)."""
+    if not ids:
+        return set()
+    q = select(MoveEventRow.move_id).where(MoveEventRow.move_id.in_(ids), MoveEventRow.phase == PREPARED)
+    return set(s.scalars(q.distinct()))
 
 
 def move_to_domain(r: MoveRow) -> Move:
@@ -268,6 +280,15 @@ class MoveLedger:
                     if node is not None:
                         node.state = (NodeState.AVAILABLE if r.to_tenant == QUARANTINE else NodeState.LEASED).value
             return [move_to_domain(r) for r in rows]
+
+    def mark_prepared(self, moves: Sequence[Move]) -> None:
+        """Record (event :data:`PREPARED`, fenced by each claim, one transaction) that the fabrics
+        prepared ``moves``' nodes (``before_move``: gates passed, drained): from now on each move
+        holds its node in quarantine (:meth:`Move.holds_node_in_quarantine`)."""
+        with self.store.tx() as tx:
+            s = tx.session
+            for r in self._rows(s, moves):
+                s.add(MoveEventRow(move_id=r.id, phase=PREPARED, message="prepared on every fabric: held in quarantine"))
 
     def swap_lease(self, move: Move) -> Move:
         return self.swap_leases([move])[0]

@@ -1,7 +1,10 @@
 """What a worker derives the desired state from, read in one transaction per converge phase.
 
-A :class:`StoreView` is the nodes, the active leases, the networks, the offerings and the nodes
-that moves in flight hold in quarantine. :class:`ViewReader` reads it together with the fabric
+A :class:`StoreView` is the nodes, the active leases (and each ended lease whose node no move has
+released yet: its node stays with its tenant until its release holds it), the networks, the offerings and the nodes
+that moves in flight hold in quarantine — a move holds its node only once its fabrics prepared it
+(``before_move`` passed: the OpenShift cordon and drain), so no converge or reconcile repair
+quarantines a node ahead of its drain. :class:`ViewReader` reads it together with the fabric
 epoch in one transaction, and keeps the slow-changing part — every node's ports, GPUs and DPUs,
 the networks with their segments, the offerings — while the inventory revision (``gf_revision``
 row 2, bumped by triggers on every write to those tables: migration 0005) stands. Node states
@@ -19,12 +22,13 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from gpufabric.domain.models import Lease, Network, Node, Offering
+from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, NodeState, Offering
+from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.store import leases as store_leases
 from gpufabric.store.convert import network_to_domain, offering_to_domain
 from gpufabric.store.core import Store
 from gpufabric.store.move_requests import OPEN
-from gpufabric.store.moves import move_to_domain
+from gpufabric.store.moves import move_to_domain, prepared_ids
 from gpufabric.store.nodes import Body, Head, node_bodies, node_from, node_heads
 from gpufabric.store.tables import FabricEpochRow, MoveRow, NetworkRow, OfferingRow, RevisionRow
 from gpufabric.store.tx import Tx
@@ -92,7 +96,9 @@ class ViewReader:
             inv = self._inv = self._read_inventory(s, heads, revision)
         leases = store_leases.list_(s, now)
         moves = [move_to_domain(r) for r in s.scalars(select(MoveRow).where(MoveRow.status.in_(OPEN)))]
-        held = frozenset(m.node for m in moves if m.holds_node_in_quarantine(now))
+        leases += _unreleased(s, heads, leases, moves, now)
+        ready = prepared_ids(s, [m.id for m in moves if m.phase is MovePhase.QUARANTINE and m.id is not None])
+        held = frozenset(m.node for m in moves if m.holds_node_in_quarantine(now, prepared=m.id in ready))
         view = StoreView(tuple(inv.node(h) for h in heads), tuple(leases), inv.networks, held, inv.offerings)
         return view, epoch
 
@@ -103,3 +109,16 @@ class ViewReader:
         networks = tuple(network_to_domain(r) for r in s.scalars(q.order_by(NetworkRow.name)))
         offerings = tuple(offering_to_domain(r) for r in s.scalars(select(OfferingRow).order_by(OfferingRow.name)))
         return _Inventory(revision, bodies, networks, offerings)
+
+
+def _unreleased(s: Session, heads: list[Head], leases: list[Lease], moves: list[Move], now: datetime) -> list[Lease]:
+    """The ended lease of each node no move has released from it yet: the node is still marked
+    leased (expired, its release not requested yet), or its open move, not past quarantine, leaves
+    that lease's tenant. The node stays with that tenant (its pods run there) until its release
+    holds it in quarantine, after its drain (:meth:`Move.holds_node_in_quarantine`)."""
+    active = {x.node for x in leases}
+    moving = {m.node: m for m in moves if m.phase is MovePhase.QUARANTINE and m.from_tenant != QUARANTINE}
+    leased = {name for _, name, _, state in heads if state == NodeState.LEASED.value and name not in active}
+    cand = {nid for nid, name, _, state in heads if name in leased or (state == NodeState.MOVING.value
+            and name in moving and name not in active)}  # fmt: skip
+    return [x for x in store_leases.last_ended(s, cand, now) if x.node in leased or moving[x.node].from_tenant == x.tenant]
