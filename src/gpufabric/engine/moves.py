@@ -12,11 +12,10 @@ tenant, quarantine, or its new tenant — never two tenants.
 A warm worker keeps its last verified state and plans against it while the fabric epoch
 shows that no other writer touched the fabrics since (full-fabric drift is the business of
 reconcile and the audit); otherwise it reads the fabrics first. A failure on any fabric
-sends every port of the batch's nodes on every fabric to quarantine and fails the moves; a
-failure that belongs to one move (its lease swap, or its own join plan:
-:mod:`~gpufabric.engine.isolation`) fails that move only. The store (or the
-fabric lock's connection) lost mid-phase fails nothing: the batch goes back in the queue as soon
-as the store answers again, and is run from its recorded phases.
+sends every port of the batch's nodes on every fabric to quarantine and fails the moves; a failure
+that belongs to one move (its lease swap, or its own join plan: :mod:`~gpufabric.engine.isolation`)
+fails that move only. The store (or the fabric lock's connection) lost mid-phase fails nothing: the
+batch goes back in the queue as soon as the store answers again, and is run from its recorded phases.
 """
 
 from __future__ import annotations
@@ -193,7 +192,7 @@ class MoveEngine:
         self._known = state
         self._known_epoch = bump_epoch(self.store, self.worker) if wrote else read_epoch(self.store)
 
-    def forget(self) -> None:
+    def forget(self) -> None:  # the next phase reads the fabrics
         self._known, self._known_epoch = None, None
 
     # ----------------------------------------------------------------- one converge step
@@ -446,7 +445,6 @@ class MoveEngine:
         return self.run_batch(claimed)
 
     def idle_wait(self, tick: float) -> float:
-        """How long an idle worker waits before its next claim: ``tick``, or until the first move
-        another worker holds turns stale (its takeover is not a tick late)."""
+        """An idle worker's wait before its next claim: ``tick``, or until another's move turns stale."""
         due = self.watch.due_in(STALE_BEATS * self.heartbeat_every, exclude=self.worker)
         return tick if due is None else min(tick, due + 0.005)
