@@ -28,7 +28,7 @@ from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kinds
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.infiniband.ib_match import import_instance, ports_off
+from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance, ports_off
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.store.core import Store
@@ -168,6 +168,14 @@ def test_an_unnamed_port_is_on_the_default_instance() -> None:
     p = IbPort("n1", "mlx5_0", 1, guid(1, 0), guid(1, 128))
     assert instance_ports(Node("n1", ib=(p,))) == (p,)
     assert instance_ports(Node("n1", ib=(p,)), "ib-compute") == ()
+
+
+def test_an_import_onto_the_default_instance_stores_ports_as_before_instances() -> None:
+    """Re-importing an unchanged one-subnet fabric changes no port (a leased node's import would
+    otherwise be refused as a port change: e2e test_hostile_inputs_refused_and_nothing_written)."""
+    p = IbPort("n1", "mlx5_0", 1, guid(1, 0), guid(1, 128))
+    assert on_instance(p, "infiniband") == p and on_instance(p, "infiniband").instance == ""
+    assert on_instance(p, "ib-storage").instance == "ib-storage"
 
 
 @pytest.mark.parametrize(

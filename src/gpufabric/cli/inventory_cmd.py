@@ -64,7 +64,7 @@ def load_ibnetdiscover(
     The ports are assigned to the IB instance ``subnet`` of ``instances`` (default: the only
     one; ValidationError naming ``--fabric`` for an unknown one). ``strict``: a CA that does not
     match is a ValidationError."""
-    from gpufabric.fabrics.infiniband.ib_match import import_instance, match_fabric, ports_off
+    from gpufabric.fabrics.infiniband.ib_match import import_instance, match_fabric, on_instance, ports_off
     from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
 
     instance = import_instance(subnet, instances or {})
@@ -72,7 +72,7 @@ def load_ibnetdiscover(
     ports = m.strict_ports() if strict else m.ports
     by_node: dict[str, list[IbPort]] = {}
     for p in ports:
-        by_node.setdefault(p.node, []).append(dataclasses.replace(p, instance=instance))
+        by_node.setdefault(p.node, []).append(on_instance(p, instance))
     nodes = tuple(Node(name, ib=tuple(by_node[name])) for name in sorted(by_node))
     return Inventory(nodes), m, lambda node: ports_off(node, instance)
 

@@ -23,6 +23,7 @@ every node of the fabric. :meth:`FabricMatch.strict_ports` keeps the all-or-noth
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -203,6 +204,13 @@ def import_instance(name: str | None, instances: Mapping[str, Any]) -> str:
     if name not in allowed:
         raise ValidationError("--fabric", name, f"an InfiniBand instance of fabrics.yaml: {', '.join(allowed)}")
     return name
+
+
+def on_instance(port: IbPort, instance: str) -> IbPort:
+    """``port`` assigned to IB instance ``instance``; the default instance is stored as "" (as
+    every port imported before instances existed), so re-importing an unchanged subnet changes
+    no port."""
+    return dataclasses.replace(port, instance="" if instance == DEFAULT_INSTANCE else instance)
 
 
 def ports_off(node: Node, instance: str) -> tuple[IbPort, ...]:
