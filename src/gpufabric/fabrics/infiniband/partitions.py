@@ -85,9 +85,9 @@ def normalize_layout(layout: PartitionLayout, sm_guids: Iterable[Guid] = ()) -> 
         for m in p.members:
             if best.get(m.guid) is not Membership.FULL:
                 best[m.guid] = m.membership
-        members = tuple(PartitionMember(g, best[g]) for g in sorted(best))
+        members = tuple(PartitionMember(g, best[g]) for g in sorted(best, key=_guid_value))
         parts.append(Partition(p.name, PKey(p.pkey.value), members, p.ipoib))
-    default_full = tuple(sorted(set(layout.default_full) | set(sm_guids)))
+    default_full = tuple(sorted(set(layout.default_full) | set(sm_guids), key=_guid_value))
     return PartitionLayout(tuple(parts), default_full, layout.default_limited_all)
 
 
@@ -141,7 +141,7 @@ def port_needs(
     cap = capacity or {}
     default_slot = 1 if layout.default_limited_all else 0
     out = []
-    for g in sorted(count):
+    for g in sorted(count, key=_guid_value):
         slot = 1 if g in layout.default_full else default_slot
         out.append(PortNeed(g, count[g] + slot, cap.get(g) or default_capacity))
     return out
@@ -173,6 +173,12 @@ def render_partitions_conf(
     ``ipoib_flags`` (:meth:`IpoibOptions.flags`: ``", ipoib, mtu=4"``; empty: none). Raises before rendering anything
     OpenSM would misread (see :func:`check_layout`)."""
     norm = check_layout(layout, sm_guids, capacity, default_capacity)
+    return render_checked(norm, default_ipoib=default_ipoib, ipoib_flags=ipoib_flags)
+
+
+def render_checked(norm: PartitionLayout, *, default_ipoib: bool = True, ipoib_flags: str = ", ipoib") -> str:
+    """:func:`render_partitions_conf` of a layout :func:`check_layout` already returned
+    (normalized and checked: the check is not repeated)."""
     lines = [HEADER.rstrip("\n")]
     dmembers = (["ALL_CAS=limited"] if norm.default_limited_all else []) + ["ALL_SWITCHES=full", "SELF=full"]
     dmembers += [f"{g}=full" for g in norm.default_full]
@@ -397,5 +403,15 @@ def changed_ports(old: PartitionLayout | None, new: PartitionLayout) -> frozense
     ``new``'s ports when ``old`` is unknown, or when the default policy changed)."""
     if old is None or old.default_limited_all != new.default_limited_all:
         return layout_guids(new) | (layout_guids(old) if old is not None else frozenset())
-    a, b = entries_by_port(old), entries_by_port(new)
+    return changed_entries(entries_by_port(old), entries_by_port(new))
+
+
+def changed_entries(a: Mapping[Guid, frozenset[int]], b: Mapping[Guid, frozenset[int]]) -> frozenset[Guid]:
+    """Ports whose :func:`entries_by_port` differ between two layouts of the same default policy."""
     return frozenset(g for g in a.keys() | b.keys() if a.get(g) != b.get(g))
+
+
+def _guid_value(g: Guid) -> int:
+    """Sort key of a GUID: its integer (the order of ``Guid``'s own comparison, without its
+    per-comparison tuple)."""
+    return g.value
