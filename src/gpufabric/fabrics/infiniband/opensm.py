@@ -72,7 +72,7 @@ from gpufabric.fabrics.infiniband.partitions import (
 from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
-from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
+from gpufabric.fabrics.infiniband.smpread import SmpReader, keep_warm, make_reader, read_pkeys
 
 FABRIC = "infiniband"
 SWEEP_POLL_S = 0.004
@@ -281,6 +281,7 @@ class OpenSMDriver(SubnetManagerDriver):
                     sm_host=host.name,
                     problems=list(scan.problems()[:20]),
                 )
+            keep_warm(self.reader)  # the verification's SMP reader ready when the sweep ends
             time.sleep(poll)
 
     def _mismatches(
