@@ -84,3 +84,35 @@ def test_the_wait_for_subnet_up_keeps_the_reader_warm(tmp_path: Path) -> None:
     check_answers(reader.read(QUERIES))
     assert (reader.pid, reader.starts) == (first, 1)  # the same child, still fresh: no start after the sweep
     drv.close()
+
+
+def test_the_wait_reads_a_local_log_again_only_once_it_has_grown(tmp_path: Path) -> None:
+    log = tmp_path / "opensm.log"
+    log.write_text("Dec 01 18:59:59 000001 [7F] 0x02 -> SUBNET UP\n")  # before the reload: not counted
+    offset = log.stat().st_size
+    drv = OpenSMDriver(OpenSMConfig.from_options({"partitions_conf": str(tmp_path / "p.conf"), "log_path": str(log)}))
+    host = LocalSmHost(tmp_path / "p.conf", log)
+    reads: list[int] = []
+    real = host.read_from
+
+    def counted(path: Path, at: int) -> str:
+        reads.append(at)
+        return real(path, at)
+
+    host.read_from = counted  # type: ignore[method-assign]
+
+    def sweep() -> None:
+        time.sleep(0.3)  # ~75 polls of an unchanged log
+        with log.open("a") as f:
+            f.write("Dec 01 19:00:00 000002 [7F] 0x02 -> Entering heavy sweep\n")
+        time.sleep(0.3)
+        with log.open("a") as f:
+            f.write("Dec 01 19:00:01 000003 [7F] 0x02 -> SUBNET UP\n")
+
+    t = threading.Thread(target=sweep)
+    t.start()
+    scan = drv._wait_subnet_up(host, offset)
+    t.join()
+    assert scan.subnet_up
+    assert 2 <= len(reads) <= 4 and set(reads) == {offset}  # first poll, each growth (a write may be seen in two)
+    drv.close()

@@ -267,9 +267,13 @@ class OpenSMDriver(SubnetManagerDriver):
 
     def _wait_subnet_up(self, host: SmHost, offset: int) -> OpenSMLogScan:
         deadline = time.monotonic() + self.config.sweep_timeout
-        poll = SWEEP_POLL_S if isinstance(host, LocalSmHost) else SSH_POLL_S
+        local = isinstance(host, LocalSmHost)
+        poll = SWEEP_POLL_S if local else SSH_POLL_S
+        scan, read_at = OpenSMLogScan(), -1  # a local log is read again only once it has grown (a stat per poll)
         while True:
-            scan = parse_opensm_log(host.read_from(host.log_file, offset))
+            size = host.size(host.log_file) if local else -1
+            if size < 0 or size != read_at:
+                scan, read_at = parse_opensm_log(host.read_from(host.log_file, offset)), size
             if scan.subnet_up:  # after a PARSE ERROR OpenSM still sweeps (failing open)
                 return scan
             if time.monotonic() > deadline:
