@@ -9,10 +9,14 @@ and reads every affected port's PKey table back by SMP (the batch reader) until 
 **Floor**: the same two partitions files (the driver's own rendering, made before the clock
 starts) written straight to partitions.conf, HUP, SUBNET UP, and one SMP read of the moved
 ports' PKey tables: the physical minimum of the same work through the same SM path. It
-excludes gpufabric's planning, layout checks, IPoIB budget check, file locking and retries.
+excludes gpufabric's planning, layout checks, IPoIB budget check, file locking, the
+last-good copy and retries; its SMP reader is kept warm during the sweep as the driver's is
+(a sweep at 4,096 HCAs outlasts the reader process's 5 s idle exit: neither pays a start).
 
 ``coalesced32``: 32 nodes moved in the same two steps (one HUP each) vs ``move`` (target
-<= 2x); ``move_vs_floor`` (target <= 1.5x). The fabric's PKey tables are read back whole
+<= 2x); ``move_vs_floor`` (target <= 1.5x). Each is measured ``GF_IB_SCALE_REPEATS`` times
+(3 up to 4,096 HCAs, else 1), move and floor in turn: ``s``/``floor_s`` are medians,
+``vs_floor`` the median of the per-run ratios, ``runs`` the (move, floor) pairs. The fabric's PKey tables are read back whole
 (``observe_s``) once. If a size cannot run here (ibsim, OpenSM's sweep, memory), its row says
 why and where the time went.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -38,8 +43,9 @@ from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.fabrics.infiniband.parsers import parse_opensm_log
 from gpufabric.fabrics.infiniband.smfiles import atomic_write, read_from, size
+from gpufabric.fabrics.infiniband.smpread import keep_warm
 from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
+from gpufabric.lab.netfile import MAX_HCAS, MAX_NODES, SM_NODE, generate_netfile, hca_port_guid
 
 RESULTS = Path(__file__).parent / "results" / "ib_scale.json"
 HCAS_PER_NODE = 8
@@ -48,10 +54,20 @@ LEAF_PORTS = 128  # 16 nodes x 8 HCAs per leaf; 36-port leaves would need > 254 
 PARKED = 10_000  # a node between the two steps: in a partition of its own, out of both tenants
 
 
-def layout_for(assign: dict[int, int]) -> PartitionLayout:
+def shape(hcas: int) -> tuple[int, int, int, int]:
+    """(nodes, HCAs per node, leaf ports, nodes per leaf; 0: the generator's) of a size:
+    nodes x 8 on LEAF_PORTS-port leaves, or - past the lab net file generator's 1,000 nodes -
+    1,000 nodes x 16 HCAs at most (16,384 -> 16,000 HCAs), 7 nodes on each 254-port leaf
+    (143 leaves: the generator's spines hold 254)."""
+    if hcas // HCAS_PER_NODE <= MAX_NODES:
+        return hcas // HCAS_PER_NODE, HCAS_PER_NODE, LEAF_PORTS, 0
+    return min(MAX_NODES, hcas // MAX_HCAS), MAX_HCAS, 254, (254 // 2 - 1) // MAX_HCAS
+
+
+def layout_for(assign: dict[int, int], per: int = HCAS_PER_NODE) -> PartitionLayout:
     members: dict[int, list[Guid]] = {}
     for n, t in assign.items():
-        members.setdefault(t, []).extend(hca_port_guid(n, h) for h in range(HCAS_PER_NODE))
+        members.setdefault(t, []).extend(hca_port_guid(n, h) for h in range(per))
     return PartitionLayout(tuple(
         Partition(f"t{t:05d}", PKey(0x0100 + (t % 0x7000)), tuple(PartitionMember(g) for g in sorted(gs)))
         for t, gs in sorted(members.items())))  # fmt: skip
@@ -70,10 +86,12 @@ def driver(fab: IbFabric) -> OpenSMDriver:
         diag_cwd=fab.scratch, sweep_timeout=900, verify_timeout=600, reader="batch"))  # fmt: skip
 
 
-def steps(assign: dict[int, int], movers: list[int], tenants: int) -> tuple[PartitionLayout, PartitionLayout, dict[int, int]]:
+def steps(
+    assign: dict[int, int], movers: list[int], tenants: int, per: int = HCAS_PER_NODE
+) -> tuple[PartitionLayout, PartitionLayout, dict[int, int]]:
     parked = {**assign, **{m: PARKED for m in movers}}
     after = {**assign, **{m: (assign[m] + 1) % tenants for m in movers}}
-    return layout_for(parked), layout_for(after), after
+    return layout_for(parked, per), layout_for(after, per), after
 
 
 def floor(drv: OpenSMDriver, fab: IbFabric, texts: tuple[str, str], guids: list[Guid]) -> float:
@@ -85,6 +103,7 @@ def floor(drv: OpenSMDriver, fab: IbFabric, texts: tuple[str, str], guids: list[
         atomic_write(fab.partitions_conf, text)
         drv.reload()
         while not parse_opensm_log(read_from(fab.opensm_log, offset)).subnet_up:
+            keep_warm(drv.reader)
             time.sleep(0.01)
         drv.tables(guids)
         total += time.monotonic() - t0
@@ -92,8 +111,11 @@ def floor(drv: OpenSMDriver, fab: IbFabric, texts: tuple[str, str], guids: list[
 
 
 def bench_size(hcas: int) -> dict[str, Any]:
-    nodes = hcas // HCAS_PER_NODE
-    row: dict[str, Any] = {"hcas": hcas, "nodes": nodes, "leaf_ports": LEAF_PORTS, "loadavg": round(os.getloadavg()[0], 1)}
+    asked, (nodes, per, leaf_ports, per_leaf) = hcas, shape(hcas)
+    hcas = nodes * per
+    repeats = int(os.environ.get("GF_IB_SCALE_REPEATS", "3" if hcas <= 4096 else "1"))
+    row: dict[str, Any] = {"hcas": hcas, "nodes": nodes, "leaf_ports": leaf_ports, "loadavg": round(os.getloadavg()[0], 1),
+                          "repeats": repeats, "hcas_per_node": per} | ({"hcas_asked": asked} if asked != hcas else {})  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gf-bench-ibscale-") as tmp:
         fab = IbFabric(Path(tmp), f"gf-ibscale-{os.getpid()}-{hcas}", SM_NODE)
         drv = driver(fab)
@@ -101,8 +123,8 @@ def bench_size(hcas: int) -> dict[str, Any]:
         try:
             t0 = time.monotonic()
             # two tiers as ibsim models them: leaves of LEAF_PORTS ports (half down, half up) under spines
-            fab.start_ibsim(generate_netfile(nodes, HCAS_PER_NODE, leaf_ports=LEAF_PORTS),
-                            max_nodes=2 * nodes + 4096, max_ports=4 * hcas + 65536)
+            fab.start_ibsim(generate_netfile(nodes, per, leaf_ports=leaf_ports, nodes_per_leaf=per_leaf),
+                            max_nodes=max(2 * nodes, hcas) + 4096, max_ports=4 * hcas + 65536)
             row["ibsim_start_s"] = round(time.monotonic() - t0, 1)
             phase = "opensm first sweep"
             row["opensm_start_s"] = round(timed(lambda: fab.start_opensm(timeout=1800)), 1)
@@ -112,25 +134,30 @@ def bench_size(hcas: int) -> dict[str, Any]:
             tenants = max(assign.values()) + 1
             row["tenants"] = tenants
             phase = "initial apply"
-            row["initial_s"] = round(timed(lambda: drv.apply(layout_for(assign))), 2)
+            row["initial_s"] = round(timed(lambda: drv.apply(layout_for(assign, per))), 2)
             phase = "observe"
             row["observe_s"] = round(timed(drv.observe), 2)
             for label, movers in (("move", [1]), ("coalesced32", list(range(2, nodes + 1, max(1, nodes // 32)))[:32])):
                 phase = label
-                parked, after, assign_after = steps(assign, movers, tenants)
-                t0 = time.monotonic()
-                drv.apply(parked)
-                drv.apply(after)
-                t = time.monotonic() - t0
-                row[label] = {"moves": len(movers), "s": round(t, 3), "ports": len(movers) * HCAS_PER_NODE}
-                # the floor of the same work: back to where we were, then the same two files by hand
-                drv.apply(steps(assign_after, movers, tenants)[0])
-                drv.apply(layout_for(assign))
-                guids = [hca_port_guid(m, h) for m in movers for h in range(HCAS_PER_NODE)]
-                f = floor(drv, fab, (drv.render(parked), drv.render(after)), guids)
-                drv.apply(layout_for(assign))  # the driver's own state again (it verified the floor's files)
-                row[label]["floor_s"] = round(f, 3)
-                row[label]["vs_floor"] = round(t / f, 2) if f else None
+                parked, after, assign_after = steps(assign, movers, tenants, per)
+                guids = [hca_port_guid(m, h) for m in movers for h in range(per)]
+                runs = []
+                for _ in range(repeats):  # move, then its floor, in turn: the same load for both
+                    t0 = time.monotonic()
+                    drv.apply(parked)
+                    drv.apply(after)
+                    t = time.monotonic() - t0
+                    # the floor of the same work: back to where we were, then the same two files by hand
+                    drv.apply(steps(assign_after, movers, tenants, per)[0])
+                    drv.apply(layout_for(assign, per))
+                    f = floor(drv, fab, (drv.render(parked), drv.render(after)), guids)
+                    drv.apply(layout_for(assign, per))  # the driver's own state again (it verified the floor's files)
+                    runs.append((round(t, 3), round(f, 3)))
+                row[label] = {
+                    "moves": len(movers), "ports": len(movers) * per,
+                    "s": statistics.median(t for t, _ in runs), "floor_s": statistics.median(f for _, f in runs),
+                    "vs_floor": round(statistics.median(t / f for t, f in runs), 2), "runs": runs,
+                }  # fmt: skip
             row["coalesced32_vs_move"] = round(row["coalesced32"]["s"] / row["move"]["s"], 2)
         except Exception as e:  # a size that cannot run here says where it stopped, and why
             row["failed_at"] = phase

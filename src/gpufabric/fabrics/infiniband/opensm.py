@@ -45,7 +45,7 @@ import fcntl
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,21 +57,22 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
 from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget
+from gpufabric.fabrics.infiniband.knownfile import KnownFile, affected_ports, parse_known
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import (
-    changed_ports,
     check_layout,
     entries_by_port,
     layout_guids,
     parse_partitions_conf,
+    render_checked,
     render_partitions_conf,
 )
 from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
-from gpufabric.fabrics.infiniband.smpread import SmpReader, make_reader, read_pkeys
+from gpufabric.fabrics.infiniband.smpread import SmpReader, keep_warm, make_reader, read_pkeys
 
 FABRIC = "infiniband"
 SWEEP_POLL_S = 0.004
@@ -116,6 +117,8 @@ class OpenSMDriver(SubnetManagerDriver):
         self._lock = threading.Lock()
         self.fleet = SmFleet(sm_hosts(c))
         self._written: str | None = None  # what this driver last wrote and verified
+        self._checked: tuple[PartitionLayout, PartitionLayout] | None = None  # render's (layout, check_layout)
+        self._good: KnownFile | None = None  # ... kept parsed: the next apply's "old" (:mod:`.knownfile`)
 
     def master(self) -> SmHost:
         """The SM host SMInfo names master (by its ``port_guid``); else the first one listed."""
@@ -131,13 +134,9 @@ class OpenSMDriver(SubnetManagerDriver):
     def render(self, layout: PartitionLayout) -> str:
         """The partitions.conf text for ``layout`` (raises CapacityError/ValidationError)."""
         c = self.config
-        return render_partitions_conf(
-            layout,
-            c.trusted_sm_guids,
-            capacity=self._capacity,
-            default_capacity=c.default_capacity,
-            ipoib_flags=c.ipoib.flags(),
-        )
+        norm = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
+        self._checked = (layout, norm)  # apply's check of the same layout, not done twice
+        return render_checked(norm, ipoib_flags=c.ipoib.flags())
 
     def ports(self, refresh: bool = False) -> dict[Guid, CaPort]:
         """CA ports on the fabric (ibnetdiscover), cached until ``refresh`` or a GUID is missing."""
@@ -185,21 +184,26 @@ class OpenSMDriver(SubnetManagerDriver):
         c = self.config
         t0 = time.monotonic()
         text = self.render(layout)
-        new = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
+        done, self._checked = self._checked, None
+        new = done[1] if done is not None and done[0] is layout else check_layout(
+            layout, c.trusted_sm_guids, self._capacity, c.default_capacity
+        )  # fmt: skip
         self.check_ipoib_budget(new)
         master = self.master()
         old_text = master.read(master.partitions_conf)
-        old = _safe_parse(old_text)
-        affected = changed_ports(old, new) if old_text != text else layout_guids(new)
+        old = parse_known(old_text, self._good)
+        expected = entries_by_port(new)
+        affected = affected_ports(old_text, old, KnownFile(text, new, expected), self._good)
         ports = self._locate(affected, required=layout_guids(new))
         report = ApplyReport(changed=old_text != text, ports_checked=len(ports))
         self.last_report = report
         last = master.read(master.last_good)
-        if not report.changed and not self._mismatches(new, ports) and self._standbys_hold(master, text):
-            self._mark_good(master, text, last)
+        good_state = KnownFile(text, new, expected)
+        if not report.changed and not self._mismatches(new, ports, expected) and self._standbys_hold(master, text):
+            self._mark_good(master, text, last, good_state)
             report.total_seconds = time.monotonic() - t0
             return
-        if last is not None and _safe_parse(last) is not None:
+        if last is not None and parse_known(last, self._good) is not None:
             good = last
         else:  # bootstrap: the running file if it parses, else the safe default (fail closed)
             good = old_text if old_text is not None and old is not None else self._safe_text()
@@ -215,13 +219,13 @@ class OpenSMDriver(SubnetManagerDriver):
                     device=f"{master.name}:{master.partitions_conf}",
                     problems=list(report.log.problems()[:20]),
                 )
-            self.verify(new, ports)
+            self.verify(new, ports, expected)
             self.verify_groups(new)
             report.verify_seconds = time.monotonic() - t1
         except GpufabricError as e:
             self._rollback(master, good, ports, e)
             raise
-        self._mark_good(master, text, good)
+        self._mark_good(master, text, good, good_state)
         report.total_seconds = time.monotonic() - t0
 
     def _standbys_hold(self, master: SmHost, text: str) -> bool:
@@ -263,9 +267,13 @@ class OpenSMDriver(SubnetManagerDriver):
 
     def _wait_subnet_up(self, host: SmHost, offset: int) -> OpenSMLogScan:
         deadline = time.monotonic() + self.config.sweep_timeout
-        poll = SWEEP_POLL_S if isinstance(host, LocalSmHost) else SSH_POLL_S
+        local = isinstance(host, LocalSmHost)
+        poll = SWEEP_POLL_S if local else SSH_POLL_S
+        scan, read_at = OpenSMLogScan(), -1  # a local log is read again only once it has grown (a stat per poll)
         while True:
-            scan = parse_opensm_log(host.read_from(host.log_file, offset))
+            size = host.size(host.log_file) if local else -1
+            if size < 0 or size != read_at:
+                scan, read_at = parse_opensm_log(host.read_from(host.log_file, offset)), size
             if scan.subnet_up:  # after a PARSE ERROR OpenSM still sweeps (failing open)
                 return scan
             if time.monotonic() > deadline:
@@ -277,12 +285,16 @@ class OpenSMDriver(SubnetManagerDriver):
                     sm_host=host.name,
                     problems=list(scan.problems()[:20]),
                 )
+            keep_warm(self.reader)  # the verification's SMP reader ready when the sweep ends
             time.sleep(poll)
 
-    def _mismatches(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> dict[str, str]:
-        """Ports whose real table differs from ``layout``: {guid: "have [...] want [...]"}."""
+    def _mismatches(
+        self, layout: PartitionLayout, ports: Sequence[CaPort], expected: Mapping[Guid, frozenset[int]] | None = None
+    ) -> dict[str, str]:
+        """Ports whose real table differs from ``layout`` (``expected``: its entries_by_port,
+        when the caller has them): {guid: "have [...] want [...]"}."""
         reads = read_pkeys(self.reader, ports)
-        expected = entries_by_port(layout)
+        expected = entries_by_port(layout) if expected is None else expected
         default = frozenset({0x7FFF} if layout.default_limited_all else ())
         out: dict[str, str] = {}
         for p, r in zip(ports, reads, strict=True):
@@ -296,11 +308,14 @@ class OpenSMDriver(SubnetManagerDriver):
                 out[str(p.guid)] = f"have {_hexes(r.entries)} want {_hexes(sorted(want))}"
         return out
 
-    def verify(self, layout: PartitionLayout, ports: Sequence[CaPort]) -> None:
+    def verify(
+        self, layout: PartitionLayout, ports: Sequence[CaPort], expected: Mapping[Guid, frozenset[int]] | None = None
+    ) -> None:
         deadline = time.monotonic() + self.config.verify_timeout
         todo = list(ports)
+        expected = entries_by_port(layout) if expected is None else expected  # once, not per poll
         while True:
-            bad = self._mismatches(layout, todo)
+            bad = self._mismatches(layout, todo, expected)
             if not bad:
                 return
             if time.monotonic() > deadline:
@@ -334,10 +349,14 @@ class OpenSMDriver(SubnetManagerDriver):
         cause.fields["rolled_back"] = True
         cause.fields["rollback_verified"] = rollback_ok
 
-    def _mark_good(self, master: SmHost, text: str, last_good: str | None) -> None:
+    def _mark_good(
+        self, master: SmHost, text: str, last_good: str | None,
+        state: KnownFile | None = None,
+    ) -> None:  # fmt: skip
         if last_good != text:
             self.fleet.write_all(master, text, last_good=True)
         self._written = text
+        self._good = state
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
@@ -416,12 +435,3 @@ class OpenSMDriver(SubnetManagerDriver):
 
 def _hexes(v: Sequence[int] | tuple[int, ...]) -> str:
     return "[" + " ".join(f"0x{x:04x}" for x in v) + "]"
-
-
-def _safe_parse(text: str | None) -> PartitionLayout | None:
-    if text is None:
-        return None
-    try:
-        return parse_partitions_conf(text)
-    except GpufabricError:
-        return None

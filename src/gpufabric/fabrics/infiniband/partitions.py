@@ -30,6 +30,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Final
 
 from gpufabric.domain.errors import CapacityError, ValidationError
@@ -81,13 +82,17 @@ def normalize_layout(layout: PartitionLayout, sm_guids: Iterable[Guid] = ()) -> 
     equals ``normalize_layout(x, sm_guids)``."""
     parts = []
     for p in sorted(layout.partitions, key=lambda p: p.pkey.value):
+        vals = [m.guid.value for m in p.members]
+        if all(a < b for a, b in pairwise(vals)):  # sorted, no duplicates: canonical already
+            parts.append(Partition(p.name, PKey(p.pkey.value), tuple(p.members), p.ipoib))
+            continue
         best: dict[Guid, Membership] = {}
         for m in p.members:
             if best.get(m.guid) is not Membership.FULL:
                 best[m.guid] = m.membership
-        members = tuple(PartitionMember(g, best[g]) for g in sorted(best))
+        members = tuple(PartitionMember(g, best[g]) for g in sorted(best, key=_guid_value))
         parts.append(Partition(p.name, PKey(p.pkey.value), members, p.ipoib))
-    default_full = tuple(sorted(set(layout.default_full) | set(sm_guids)))
+    default_full = tuple(sorted(set(layout.default_full) | set(sm_guids), key=_guid_value))
     return PartitionLayout(tuple(parts), default_full, layout.default_limited_all)
 
 
@@ -132,18 +137,23 @@ def port_needs(
     layout: PartitionLayout, capacity: Mapping[Guid, int] | None = None, default_capacity: int = DEFAULT_CAPACITY
 ) -> list[PortNeed]:
     """PKey table entries each listed port needs (tenant partitions + 1 default slot)."""
-    count: dict[Guid, int] = defaultdict(int)
+    count: dict[int, int] = defaultdict(int)  # by GUID value: int keys hash in C
+    guid: dict[int, Guid] = {}
     for p in layout.partitions:
-        for g in {m.guid for m in p.members}:
-            count[g] += 1
+        seen = {m.guid.value: m.guid for m in p.members}
+        guid.update(seen)
+        for v in seen:
+            count[v] += 1
     for g in layout.default_full:
-        count.setdefault(g, 0)
+        guid.setdefault(g.value, g)
+        count.setdefault(g.value, 0)
+    full = {g.value for g in layout.default_full}
     cap = capacity or {}
     default_slot = 1 if layout.default_limited_all else 0
     out = []
-    for g in sorted(count):
-        slot = 1 if g in layout.default_full else default_slot
-        out.append(PortNeed(g, count[g] + slot, cap.get(g) or default_capacity))
+    for v in sorted(count):
+        g = guid[v]
+        out.append(PortNeed(g, count[v] + (1 if v in full else default_slot), cap.get(g) or default_capacity))
     return out
 
 
@@ -173,6 +183,12 @@ def render_partitions_conf(
     ``ipoib_flags`` (:meth:`IpoibOptions.flags`: ``", ipoib, mtu=4"``; empty: none). Raises before rendering anything
     OpenSM would misread (see :func:`check_layout`)."""
     norm = check_layout(layout, sm_guids, capacity, default_capacity)
+    return render_checked(norm, default_ipoib=default_ipoib, ipoib_flags=ipoib_flags)
+
+
+def render_checked(norm: PartitionLayout, *, default_ipoib: bool = True, ipoib_flags: str = ", ipoib") -> str:
+    """:func:`render_partitions_conf` of a layout :func:`check_layout` already returned
+    (normalized and checked: the check is not repeated)."""
     lines = [HEADER.rstrip("\n")]
     dmembers = (["ALL_CAS=limited"] if norm.default_limited_all else []) + ["ALL_SWITCHES=full", "SELF=full"]
     dmembers += [f"{g}=full" for g in norm.default_full]
@@ -367,28 +383,31 @@ def expected_entries(layout: PartitionLayout, guid: Guid) -> frozenset[int]:
 
 def entries_by_port(layout: PartitionLayout) -> dict[Guid, frozenset[int]]:
     """:func:`expected_entries` of every port the layout names, in one pass."""
-    out: dict[Guid, set[int]] = defaultdict(set)
-    full: dict[int, set[Guid]] = defaultdict(set)
+    out: dict[int, set[int]] = defaultdict(set)  # by GUID value: int keys hash in C
+    guid: dict[int, Guid] = {}
+    full: dict[int, set[int]] = defaultdict(set)
     is_full = Membership.FULL
     for p in layout.partitions:
-        full[p.pkey.value].update(m.guid for m in p.members if m.membership is is_full)
+        full[p.pkey.value].update(m.guid.value for m in p.members if m.membership is is_full)
     for p in layout.partitions:
         k = p.pkey.value
         kf, fk = k | 0x8000, full[k]
         for m in p.members:
-            g = m.guid
-            out[g].add(kf if g in fk else k)
+            v = m.guid.value
+            guid[v] = m.guid
+            out[v].add(kf if v in fk else k)
     for g in layout.default_full:
-        out[g].add(0xFFFF)
+        guid[g.value] = g
+        out[g.value].add(0xFFFF)
     res: dict[Guid, frozenset[int]] = {}
     limited = layout.default_limited_all
-    default_full = set(layout.default_full)
+    default_full = {g.value for g in layout.default_full}
     shared: dict[frozenset[int], frozenset[int]] = {}  # one object per distinct table (ports of a tenant share it)
-    for g, keys in out.items():
-        if limited and g not in default_full:
+    for v, keys in out.items():
+        if limited and v not in default_full:
             keys.add(DEFAULT_PKEY)
         f = frozenset(keys)
-        res[g] = shared.setdefault(f, f)
+        res[guid[v]] = shared.setdefault(f, f)
     return res
 
 
@@ -397,5 +416,15 @@ def changed_ports(old: PartitionLayout | None, new: PartitionLayout) -> frozense
     ``new``'s ports when ``old`` is unknown, or when the default policy changed)."""
     if old is None or old.default_limited_all != new.default_limited_all:
         return layout_guids(new) | (layout_guids(old) if old is not None else frozenset())
-    a, b = entries_by_port(old), entries_by_port(new)
+    return changed_entries(entries_by_port(old), entries_by_port(new))
+
+
+def changed_entries(a: Mapping[Guid, frozenset[int]], b: Mapping[Guid, frozenset[int]]) -> frozenset[Guid]:
+    """Ports whose :func:`entries_by_port` differ between two layouts of the same default policy."""
     return frozenset(g for g in a.keys() | b.keys() if a.get(g) != b.get(g))
+
+
+def _guid_value(g: Guid) -> int:
+    """Sort key of a GUID: its integer (the order of ``Guid``'s own comparison, without its
+    per-comparison tuple)."""
+    return g.value

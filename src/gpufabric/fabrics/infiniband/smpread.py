@@ -238,7 +238,28 @@ class BatchSmpReader:
             self.cwd.mkdir(parents=True, exist_ok=True)
         c = self._holder[0] = _Child(argv, env, self.cwd, self.timeout)
         self.starts += 1
+        self._last_use = time.monotonic()  # a child just started is fresh (a warm() start is kept)
         return c
+
+    def warm(self) -> None:
+        """Have a child ready for the next read, its idle clock reset (called while an apply
+        waits for OpenSM's sweep, which at thousands of ports outlasts ``idle_exit``: the read
+        that follows does not wait for a new process). Cheap when the child is fresh; skipped
+        when another thread holds the reader; a failure is left for that read to meet."""
+        if self._holder[0] is not None and time.monotonic() - self._last_use < 0.4 * (self.idle_exit or 1e9):
+            return
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            c = self._holder[0]
+            if c is not None and c.alive() and time.monotonic() - self._last_use < 0.8 * (self.idle_exit or 1e9):
+                self._exchange([])  # an empty batch, answered {"done": 0}: the child's idle clock restarts
+            else:
+                self._ensure()  # none, gone, or about to exit idle: a new one now
+        except FabricError:
+            self._stop(self._holder)
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Stop the child (a later read starts a new one)."""
@@ -291,6 +312,12 @@ def read_pkeys(reader: SmpReader, ports: Sequence[CaPort]) -> list[PkeyDump | Gp
         else:
             out.append(FabricError(f"reader answered {type(r).__name__} to pkeys", fabric=FABRIC))
     return out
+
+
+def keep_warm(reader: SmpReader) -> None:
+    """:meth:`BatchSmpReader.warm` (nothing for the smpquery fallback or other readers)."""
+    if isinstance(reader, BatchSmpReader):
+        reader.warm()
 
 
 def make_reader(kind: str, diag: Diag, command: Sequence[str] = (), idle_exit: float = 5.0) -> SmpReader:
