@@ -184,7 +184,7 @@ def _instances(fabrics: dict[str, Any]) -> dict[str, Any]:
     from gpufabric.engine.fabrics import configured_instances
     from gpufabric.store.registry import Registry
 
-    return configured_instances(fabrics, Registry.from_entry_points()) if fabrics else {}
+    return configured_instances(fabrics, Registry.from_entry_points(drivers=False)) if fabrics else {}
 
 
 def _dialects(fabrics: dict[str, Any]) -> dict[str, PortNaming]:
