@@ -20,13 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.errors import ApplyError
+from gpufabric.domain.errors import ApplyError, VerifyError
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf
+from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_sa_dump_groups
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.smhosts import read_script
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
@@ -55,11 +57,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, Sm
         fab.stop()
 
 
-def driver(fab: IbFabric, pair: SmPair, **extra: object) -> OpenSMDriver:
+def driver(fab: IbFabric, pair: SmPair, sa_dumps: bool = False, **extra: object) -> OpenSMDriver:
     opts = {**fab.driver_options(SM_NODE, [SM, SM2]), **extra}
     for k in ("partitions_conf", "log_path", "pid_file", "sa_dump"):
         opts.pop(k)
     opts["sm_hosts"] = pair.sm_hosts(SM)
+    if sa_dumps:  # each SM's own opensm-sa.dump, read over SSH on the master
+        for h, dump in zip(opts["sm_hosts"], (fab.sa_dump, pair.dir / "osm-tmp" / "opensm-sa.dump"), strict=True):
+            h["sa_dump"] = str(dump)
     return OpenSMDriver(dataclasses.replace(OpenSMConfig.from_options(opts), verify_timeout=15, sweep_timeout=30))
 
 
@@ -163,6 +168,62 @@ def take_over(pair: SmPair) -> float:
         assert time.monotonic() - t0 < 60, "the standby did not take over"
         time.sleep(0.02)
     return time.monotonic() - t0
+
+
+def ipoib_layout(*pkeys: int) -> PartitionLayout:
+    return PartitionLayout(tuple(
+        Partition(f"tenant-{k:04x}", PKey(k), tuple(PartitionMember(g) for g in G[:2]), ipoib=True) for k in pkeys
+    ))  # fmt: skip
+
+
+def groups_in(dump: Path) -> set[str]:
+    return {g.mgid for g in parse_sa_dump_groups(dump.read_text())}
+
+
+def test_ipoib_groups_are_read_back_over_ssh_on_the_master_and_after_kill_9_on_the_new_master(
+    lab: tuple[IbFabric, SmPair],
+) -> None:
+    """Regression (issue 20): with sm_hosts the broadcast groups were read from a local file
+    (or not at all): after a failover nothing checked them on the SM that now serves the SA."""
+    fab, pair = lab
+    drv = driver(fab, pair, sa_dumps=True)
+    reads: list[tuple[str, str]] = []
+    for h in drv.fleet.hosts:  # what each SM host is asked over SSH
+        run = h.ssh.run  # type: ignore[attr-defined]
+        h.ssh.run = lambda s, i=b"", run=run, n=h.name: (reads.append((n, s)), run(s, i))[1]  # type: ignore[attr-defined]
+    standby_dump = pair.dir / "osm-tmp" / "opensm-sa.dump"
+    try:
+        drv.apply(ipoib_layout(0x0A01))  # the lease with IPoIB: its group checked on sm-01
+        assert drv.master().name == "sm-01"
+        assert ("sm-01", read_script(fab.sa_dump)) in reads
+        assert ("sm-02", read_script(standby_dump)) not in reads  # the standby's SA is not the one that serves
+        assert broadcast_mgid(0x0A01) == "ff12:401b:8a01::ffff:ffff"
+        assert broadcast_mgid(0x0A01) in groups_in(fab.sa_dump)
+        short = dataclasses.replace(drv.config, verify_timeout=0.5)
+        drv.config = short
+        with pytest.raises(VerifyError) as ei:
+            drv.verify_groups(ipoib_layout(0x0A01, 0x0A02))  # 0x0a02 was never applied: no group
+        assert ei.value.message.startswith("SM host sm-01: ") and "(PKey 0x8a02)" in ei.value.message
+        assert ei.value.fields["sm_host"] == "sm-01" and ei.value.fields["missing_pkeys"] == ["0x8a02"]
+        t = take_over(pair)
+        assert drv.diag.sminfo().guid == SM2 and drv.master().name == "sm-02"
+        reads.clear()
+        drv.config = dataclasses.replace(short, verify_timeout=15)
+        drv.apply(ipoib_layout(0x0A01, 0x0A02))  # the group of 0x0a02 exists only on the new master
+        assert ("sm-02", read_script(standby_dump)) in reads
+        assert ("sm-01", read_script(fab.sa_dump)) not in reads  # sm-01's file is still written; its SA is gone
+        assert broadcast_mgid(0x0A02) in groups_in(standby_dump)
+        assert broadcast_mgid(0x0A02) not in groups_in(fab.sa_dump)  # the dead SM's dump: a check there would fail
+        drv.config = short
+        with pytest.raises(VerifyError) as ei:
+            drv.verify_groups(ipoib_layout(0x0A01, 0x0A03))
+        assert ei.value.message.startswith("SM host sm-02: ") and "(PKey 0x8a03)" in ei.value.message
+        print(f"\nIPoIB read-back: sm-01, then sm-02 after kill -9 (took over in {t:.2f} s)")
+    finally:
+        drv.close()
+        pair.stop_standby()  # back to a master/standby pair for the next test
+        fab.start_opensm()
+        pair.start_standby()
 
 
 def test_control_a_standby_the_driver_never_wrote_reverts_the_tenant(lab: tuple[IbFabric, SmPair]) -> None:

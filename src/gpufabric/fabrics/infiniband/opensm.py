@@ -33,8 +33,8 @@ SM hosts (:mod:`.smhosts`, :mod:`.smhosts_fleet`): the files above live on one h
 SM by default) or on every SM host of ``sm_hosts`` over SSH. Each apply finds the master by
 SMInfo, writes the standbys first and the master last (each sha256 read back and compared; a
 host that cannot be written fails the apply, naming it, with the others given back their old
-file), reloads only the master and follows the master's log. ``observe`` reads every host's
-sha256 into ``sm_files`` (the audit's ``IB-SM-CONFIG-DIVERGED``).
+file), reloads only the master, follows the master's log and reads the IPoIB groups back from
+the master's ``sa_dump`` over SSH. ``observe`` reads every host's sha256 into ``sm_files``.
 
 Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
 """
@@ -220,7 +220,7 @@ class OpenSMDriver(SubnetManagerDriver):
                     problems=list(report.log.problems()[:20]),
                 )
             self.verify(new, ports, expected)
-            self.verify_groups(new)
+            self.verify_groups(new, master)
             report.verify_seconds = time.monotonic() - t1
         except GpufabricError as e:
             self._rollback(master, good, ports, e)
@@ -328,12 +328,22 @@ class OpenSMDriver(SubnetManagerDriver):
             todo = [p for p in todo if str(p.guid) in bad]
             time.sleep(0.1)
 
-    def verify_groups(self, layout: PartitionLayout) -> None:
+    def verify_groups(self, layout: PartitionLayout, master: SmHost | None = None) -> None:
         """With ``sa_dump``: wait until OpenSM's SA database holds the IPoIB broadcast group of
-        every IPoIB partition of ``layout`` and none of a tenant partition it no longer has."""
+        every IPoIB partition of ``layout`` and none of a tenant partition it no longer has.
+        With ``sm_hosts``: the master's ``sa_dump`` (SMInfo's master unless given), read over SSH."""
         c = self.config
-        if c.sa_dump is not None and c.ipoib.enabled:
-            wait_for_groups(c.sa_dump, [p.pkey.value for p in layout.partitions if p.ipoib], c.verify_timeout)
+        if not c.ipoib.enabled:
+            return
+        pkeys = [p.pkey.value for p in layout.partitions if p.ipoib]
+        if not c.sm_hosts:
+            if c.sa_dump is not None:
+                wait_for_groups(c.sa_dump, pkeys, c.verify_timeout)
+            return
+        host = master if master is not None else self.master()
+        path = host.sa_dump or c.sa_dump  # the driver's sa_dump: a path on the master SM host
+        if path is not None:
+            wait_for_groups(path, pkeys, c.verify_timeout, read=host.read, host=host.name)
 
     def _rollback(self, master: SmHost, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
         rollback_ok = False

@@ -8,13 +8,19 @@ parsing they rely on is pure, in :mod:`.ipoib`.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gpufabric.domain.errors import ConfigError, VerifyError
 from gpufabric.domain.secrets import Secret, secret_file
 from gpufabric.fabrics.infiniband.diag import Diag
-from gpufabric.fabrics.infiniband.ipoib import missing_groups, parse_mcast_fdb_cap, parse_sa_dump_groups, stale_groups
+from gpufabric.fabrics.infiniband.ipoib import (
+    broadcast_mgid,
+    missing_groups,
+    parse_mcast_fdb_cap,
+    parse_sa_dump_groups,
+    stale_groups,
+)
 from gpufabric.fabrics.infiniband.smfiles import read_text
 
 FABRIC = "infiniband"
@@ -49,22 +55,31 @@ def read_mcast_fdb_cap(diag: Diag, switch_lids: Sequence[int]) -> int:
     return min((c for c in caps if c), default=0)
 
 
-def wait_for_groups(sa_dump: Path, pkeys: Sequence[int], timeout: float) -> None:
-    """Until ``sa_dump`` (OpenSM's opensm-sa.dump) holds an IPoIB broadcast group for every
-    PKey of ``pkeys`` and none of a tenant PKey not in it; VerifyError after ``timeout``."""
+def wait_for_groups(
+    sa_dump: Path, pkeys: Sequence[int], timeout: float,
+    read: Callable[[Path], str | None] = read_text, host: str | None = None,
+) -> None:  # fmt: skip
+    """Until ``sa_dump`` (OpenSM's opensm-sa.dump, read by ``read``: this host's file, or the
+    master SM host's over SSH, named ``host``) holds an IPoIB broadcast group for every PKey of
+    ``pkeys`` and none of a tenant PKey not in it; VerifyError naming the host and PKeys after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
-        groups = parse_sa_dump_groups(read_text(sa_dump) or "")
+        groups = parse_sa_dump_groups(read(sa_dump) or "")
         missing, stale = missing_groups(pkeys, groups), stale_groups(pkeys, groups)
         if not missing and not stale:
             return
         if time.monotonic() > deadline:
-            what = [f"no IPoIB broadcast group {', '.join(missing[:3])}"] if missing else []
+            lost = [f"0x{(k & 0x7FFF) | 0x8000:04x}" for k in sorted(pkeys) if broadcast_mgid(k) in missing]
+            what = [f"no IPoIB broadcast group {', '.join(missing[:3])} (PKey {', '.join(lost[:3])})"] * bool(missing)
             what += [f"stale group {', '.join(stale[:3])}"] if stale else []
+            where = f"SM host {host}: " if host else ""
             raise VerifyError(
-                f"OpenSM's SA database ({sa_dump}) after {timeout}s: {'; '.join(what)} (sa_db_dump TRUE in opensm.conf?)",
+                f"{where}OpenSM's SA database ({sa_dump}) after {timeout}s: {'; '.join(what)} "
+                "(sa_db_dump TRUE in opensm.conf?)",
                 fabric=FABRIC,
                 missing=missing,
+                missing_pkeys=lost,
                 stale=stale,
+                **({"sm_host": host, "device": host} if host else {}),
             )
         time.sleep(GROUP_POLL_S)

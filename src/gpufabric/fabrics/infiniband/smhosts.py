@@ -6,13 +6,15 @@
       - {name: sm-01, host: sm-01.example, port: 22, user: root, key_file: /etc/gpufabric/sm_id,
          known_hosts: /etc/gpufabric/sm_known_hosts, port_guid: "0x...",
          partitions_conf: /etc/opensm/partitions.conf, pid_file: /run/opensm.pid,
-         log_file: /var/log/opensm.log}
+         log_file: /var/log/opensm.log, sa_dump: /var/log/opensm-sa.dump}
       - {name: sm-02, ..., reload: systemctl, unit: opensm}
 
 Without ``sm_hosts`` the driver has one :class:`LocalSmHost` built from ``partitions_conf`` /
 ``log_path`` / ``pid_file`` | ``systemd_unit`` | ``reload_command`` (the co-located SM, the
 lab's default). Each host is reached over SSH (:class:`SshSmHost`, host key checked against
-``known_hosts``). ``port_guid`` (the SM's HCA port) lets the driver tell master from standby
+``known_hosts``). ``sa_dump`` (optional) is that SM's ``opensm-sa.dump`` (``sa_db_dump TRUE``):
+after an apply the IPoIB broadcast groups are read back from the master's copy over SSH
+(:func:`read_script`), so after a failover they are checked on the new master. ``port_guid`` (the SM's HCA port) lets the driver tell master from standby
 by SMInfo; without it the first host listed is taken for the master.
 
 Every host offers the same small file API (read, atomic write returning the sha256 read back
@@ -40,7 +42,7 @@ from gpufabric.fabrics.infiniband.smssh import SshExec, SshTarget
 FABRIC = "infiniband"
 HOST_KEYS = frozenset(
     {"name", "host", "port", "user", "key_file", "known_hosts", "port_guid", "partitions_conf",
-     "pid_file", "reload", "unit", "log_file", "connect_timeout"}
+     "pid_file", "reload", "unit", "log_file", "connect_timeout", "sa_dump"}
 )  # fmt: skip
 
 
@@ -64,6 +66,7 @@ class SmHostConfig:
     unit: str | None = None  # reload: systemctl -> ``systemctl reload UNIT``
     port_guid: Guid | None = None
     connect_timeout: float = 10.0
+    sa_dump: Path | None = None  # OpenSM's opensm-sa.dump on the host (IPoIB groups read back)
 
     @property
     def last_good(self) -> Path:
@@ -92,7 +95,7 @@ def _parse_host(i: int, h: Any) -> SmHostConfig:
     for k in ("host", "user", "key_file", "known_hosts", "partitions_conf", "log_file"):
         if not isinstance(h.get(k), str) or not h[k]:
             raise ConfigError(f"{where}.{k}", h.get(k), "a non-empty string (required)")
-    for k in ("partitions_conf", "log_file", "pid_file"):
+    for k in ("partitions_conf", "log_file", "pid_file", "sa_dump"):
         if h.get(k) and not str(h[k]).startswith("/"):
             raise ConfigError(f"{where}.{k}", h[k], "an absolute path on the SM host")
     port = h.get("port", 22)
@@ -117,6 +120,7 @@ def _parse_host(i: int, h: Any) -> SmHostConfig:
         unit=str(h.get("unit") or "opensm") if reload == "systemctl" else None,
         port_guid=guid,
         connect_timeout=float(h.get("connect_timeout", 10.0)),
+        sa_dump=Path(h["sa_dump"]) if h.get("sa_dump") else None,
     )
 
 
@@ -128,6 +132,7 @@ class SmHost(Protocol):
     partitions_conf: Path
     last_good: Path
     log_file: Path
+    sa_dump: Path | None
 
     def read(self, path: Path) -> str | None: ...
     def write(self, path: Path, text: str) -> str: ...  # atomic; returns the sha256 read back
@@ -150,8 +155,10 @@ class LocalSmHost:
         systemd_unit: str | None = None,
         reload_command: tuple[str, ...] = (),
         port_guid: Guid | None = None,
+        sa_dump: Path | None = None,
     ) -> None:
         self.name = "local"
+        self.sa_dump = sa_dump
         self.partitions_conf = partitions_conf
         self.last_good = partitions_conf.with_name(partitions_conf.name + ".last-good")
         self.log_file = log_file
@@ -207,6 +214,7 @@ class SshSmHost:
         self.partitions_conf = cfg.partitions_conf
         self.last_good = cfg.last_good
         self.log_file = cfg.log_file
+        self.sa_dump = cfg.sa_dump
         target = SshTarget(cfg.host, cfg.port, cfg.user, cfg.key_file, cfg.known_hosts, cfg.connect_timeout)
         if ssh is None:
             ssh = SshExec(target, cfg.name)
@@ -223,8 +231,7 @@ class SshSmHost:
         return status, out
 
     def read(self, path: Path) -> str | None:
-        q = shlex.quote(str(path))
-        status, out = self._run(f"if [ -e {q} ]; then cat {q}; else exit 3; fi", ok=(0, 3))
+        status, out = self._run(read_script(path), ok=(0, 3))
         return None if status == 3 else out
 
     def write(self, path: Path, text: str) -> str:
@@ -269,6 +276,12 @@ class SshSmHost:
 
     def close(self) -> None:
         self.ssh.close()
+
+
+def read_script(path: Path) -> str:
+    """The shell script :meth:`SshSmHost.read` runs: ``path``'s text, exit 3 when it does not exist."""
+    q = shlex.quote(str(path))
+    return f"if [ -e {q} ]; then cat {q}; else exit 3; fi"
 
 
 def run_cmd(argv: list[str]) -> None:
