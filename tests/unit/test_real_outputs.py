@@ -5,7 +5,7 @@ reading was written by hand into the manifest beside it.
 * ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
   site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
 * ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
-  OS10 10.4).
+  OS10 10.4); ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS).
 * dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
 * nvidia-smi-q: ``nvidia-smi -q`` of an HGX H100 8-GPU, an HGX A100 (4 GPUs) and two H100 NVL.
 
@@ -32,7 +32,7 @@ from gpufabric.fabrics.nvlink.smi_parse import parse_smi_q
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable
 
 IB = manifests("ibnetdiscover")
-ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10")
+ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10") + manifests("ethernet/junos")
 FLOWS = manifests("dpu-flows")
 SMI = manifests("nvidia-smi-q")
 
@@ -42,7 +42,7 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
     their cases run there instead of skipping (the rest need ../shared/real-outputs)."""
     corpus = all_manifests()
     kept = [m for m in corpus if redistributable(m)]
-    assert len(kept) >= 31 and len(corpus) - len(kept) >= 1  # 31 committed, the GPL/unlicensed ones not
+    assert len(kept) >= 35 and len(corpus) - len(kept) >= 1  # 35 committed, the GPL/unlicensed ones not
     for m in kept:
         p = REAL / m.parser / m.file
         assert p.is_file(), f"{m.id}: licence {m.doc['license']} permits it, so it is committed (.gitignore)"
@@ -157,6 +157,24 @@ def test_regression_nxos_fex_fabric_members_are_not_access_vlan_1() -> None:
     VLAN 1 on the N7K."""
     ports = _read(manifest("ethernet/nxos", "ciscoconfparse-sample_01.nxos"))
     assert "Ethernet2/1" not in ports and len(ports) == 5
+
+
+def test_regression_junos_member_naming_a_vlan_without_an_id_does_not_fail_the_read() -> None:
+    """87d88a6: "vlan members NOTSET" (a VLAN defined with no vlan-id) made the whole Junos read
+    fail with "invalid vlan list"; the port is in no VLAN and the other ports are still read."""
+    ports = _read(manifest("ethernet/junos", "batfish-juniper-vlan-access.set"))
+    assert {n: p.vlan for n, p in ports.items()} == {
+        "et-0/0/2": VlanId(2),
+        "et-0/0/3": VlanId(2),
+        "et-0/0/4": VlanId(1),
+    }
+
+
+def test_regression_junos_non_els_native_vlan_under_the_family_is_read() -> None:
+    """87d88a6: "unit 0 family ethernet-switching native-vlan-id 666" (non-ELS) was ignored, so the
+    trunk's untagged VLAN read as none."""
+    port = _read(manifest("ethernet/junos", "batfish-juniper_vlan.set"))["xe-0/0/0"]
+    assert port.vlan == VlanId(666) and port.vlans() == {30, 40, 50, 666}
 
 
 # --------------------------------------------------------------------------- dpu flows
