@@ -5,8 +5,9 @@ reading was written by hand into the manifest beside it.
 * ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
   site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
 * ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
-  OS10 10.4).
+  OS10 10.4); ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS).
 * dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
+* nvidia-smi-q: ``nvidia-smi -q`` of an HGX H100 8-GPU, an HGX A100 (4 GPUs) and two H100 NVL.
 
 The ``test_regression_*`` cases name the failure classes of issue 21 on one real output each;
 they fail on aa4b99f.
@@ -26,12 +27,14 @@ from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_config, parse_vlan_list
 from gpufabric.fabrics.infiniband.ib_match import match_fabric
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, match_ca_ports, parse_ibnetdiscover
+from gpufabric.fabrics.nvlink.smi_parse import parse_smi_q
 
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable
 
 IB = manifests("ibnetdiscover")
-ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10")
+ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10") + manifests("ethernet/junos")
 FLOWS = manifests("dpu-flows")
+SMI = manifests("nvidia-smi-q")
 
 
 def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_licence() -> None:
@@ -39,7 +42,7 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
     their cases run there instead of skipping (the rest need ../shared/real-outputs)."""
     corpus = all_manifests()
     kept = [m for m in corpus if redistributable(m)]
-    assert len(kept) >= 26 and len(corpus) - len(kept) >= 1  # 26 committed, the GPL/unlicensed ones not
+    assert len(kept) >= 35 and len(corpus) - len(kept) >= 1  # 35 committed, the GPL/unlicensed ones not
     for m in kept:
         p = REAL / m.parser / m.file
         assert p.is_file(), f"{m.id}: licence {m.doc['license']} permits it, so it is committed (.gitignore)"
@@ -49,7 +52,8 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
 def test_the_corpus_has_five_real_outputs_per_parser_where_they_exist() -> None:
     assert len(IB) >= 5 and len(manifests("ethernet/nxos")) >= 5 and len(manifests("ethernet/eos")) >= 5
     assert len(FLOWS) >= 3  # Kube-OVN's three captures are all that was found
-    for m in IB + ETH + FLOWS:
+    assert len(SMI) >= 3  # thamada/nvidia-smi's multi-GPU -q captures
+    for m in IB + ETH + FLOWS + SMI:
         assert len(m.doc["commit"]) == 40 and "/" in m.doc["repo"] and m.doc["device"], m.id
 
 
@@ -155,6 +159,24 @@ def test_regression_nxos_fex_fabric_members_are_not_access_vlan_1() -> None:
     assert "Ethernet2/1" not in ports and len(ports) == 5
 
 
+def test_regression_junos_member_naming_a_vlan_without_an_id_does_not_fail_the_read() -> None:
+    """87d88a6: "vlan members NOTSET" (a VLAN defined with no vlan-id) made the whole Junos read
+    fail with "invalid vlan list"; the port is in no VLAN and the other ports are still read."""
+    ports = _read(manifest("ethernet/junos", "batfish-juniper-vlan-access.set"))
+    assert {n: p.vlan for n, p in ports.items()} == {
+        "et-0/0/2": VlanId(2),
+        "et-0/0/3": VlanId(2),
+        "et-0/0/4": VlanId(1),
+    }
+
+
+def test_regression_junos_non_els_native_vlan_under_the_family_is_read() -> None:
+    """87d88a6: "unit 0 family ethernet-switching native-vlan-id 666" (non-ELS) was ignored, so the
+    trunk's untagged VLAN read as none."""
+    port = _read(manifest("ethernet/junos", "batfish-juniper_vlan.set"))["xe-0/0/0"]
+    assert port.vlan == VlanId(666) and port.vlans() == {30, 40, 50, 666}
+
+
 # --------------------------------------------------------------------------- dpu flows
 @pytest.mark.parametrize("m", FLOWS, ids=[m.file for m in FLOWS])
 def test_dump_flows_of_real_dpus(m: Manifest) -> None:
@@ -177,3 +199,24 @@ def test_regression_representors_named_after_container_ids_are_output_ports() ->
     """aa4b99f: "actions:54235e5753b8_h" gave no output port (names had to start with a letter)."""
     flows = parse_dump_flows(real_output(manifest("dpu-flows", "kubeovn-mellanox-cx5.txt")))
     assert [f.out_ports for f in flows] == [("54235e5753b8_h",), ("5b45c61b307e_h",)]
+
+
+# --------------------------------------------------------------------------- nvidia-smi -q
+@pytest.mark.parametrize("m", SMI, ids=[m.file for m in SMI])
+def test_smi_q_of_real_nodes_maps_module_ids_to_pci_bus_ids(m: Manifest) -> None:
+    exp = m.expected
+    gpus = parse_smi_q(real_output(m))
+    assert [(g.pci_bus_id, g.module_id) for g in gpus] == [(e["bus"], e["module_id"]) for e in exp["gpus"]]
+    assert {g.pci_bus_id: g.uuid for g in gpus if g.pci_bus_id in exp["uuids"]} == exp["uuids"]
+    fab = exp["fabric"]
+    assert {(g.state, g.status, g.clique_id, g.cluster_uuid) for g in gpus} == {
+        (fab["state"], fab["status"], str(fab["clique_id"]), fab["cluster_uuid"])
+    }
+
+
+def test_real_hgx_h100_module_ids_under_platform_info_are_read() -> None:
+    """Driver 565 prints "Module Id" (lower-case d) under "Platform Info", not "Module ID" at
+    the top: the HGX H100 board still yields module ids 1-8, one per GPU, out of PCI order."""
+    gpus = parse_smi_q(real_output(manifest("nvidia-smi-q", "thamada-hgx-h100x8-q.txt")))
+    assert sorted(g.module_id or 0 for g in gpus) == list(range(1, 9))
+    assert [g.module_id for g in gpus][:3] == [2, 4, 1]

@@ -49,8 +49,10 @@ from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_colu
 from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS, NO_QUARANTINE, NOT_PORTS, parse_vlan_list
 from gpufabric.fabrics.ethernet.portcfg import port as _port
 
-
 # --------------------------------------------------------------------------- junos
+_JUNOS_VLAN_LIST: Final = re.compile(r"(?i:all|none|\d+(?:-\d+)?)")
+
+
 def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
     names: dict[str, int] = {}
     ifs: dict[str, dict[str, Any]] = {}
@@ -61,7 +63,9 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             continue
         if len(w) < 4 or w[:2] != ["set", "interfaces"] or NOT_PORTS.match(w[2]):
             continue
-        d = ifs.setdefault(w[2], {"members": [], "mode": None, "native": None, "disable": False, "l2": False})
+        d = ifs.setdefault(
+            w[2], {"members": [], "mode": None, "native": None, "unit_native": False, "disable": False, "l2": False}
+        )
         rest = w[3:]
         if rest == ["disable"]:
             d["disable"] = True
@@ -74,6 +78,8 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
                 d["mode"] = tail[1]
             elif tail[:2] == ["vlan", "members"]:
                 d["members"] += [m for m in tail[2:] if m not in ("[", "]")]
+            elif tail[:1] == ["native-vlan-id"] and len(tail) == 2:  # non-ELS: under the family
+                d["native"], d["unit_native"] = int(tail[1]), True
     ports: list[EthernetPortConfig] = []
     for name, d in ifs.items():
         if not d["l2"]:
@@ -82,7 +88,15 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             continue
         vids: set[int] = set()
         for m in d["members"]:
-            vids |= {names[m]} if m in names else set(parse_vlan_list(m))
+            if m in names:
+                vids.add(names[m])
+            elif _JUNOS_VLAN_LIST.fullmatch(m):
+                vids |= parse_vlan_list(m)
+            # else: a VLAN name with no vlan-id (or undefined): Junos puts the port in no VLAN
+        if d["unit_native"] and d["mode"] == "trunk":  # non-ELS native-vlan-id: untagged frames join it
+            vids.add(d["native"])
+        if d["members"] and not vids and not d["disable"]:
+            continue  # none of its members resolves to a VLAN id: not a switching port
         if d["disable"]:
             ports.append(_port(switch, name, PortMode.SHUTDOWN))
         elif d["mode"] == "trunk":

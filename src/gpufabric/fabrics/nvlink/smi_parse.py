@@ -5,10 +5,10 @@ Module ID is the GPU's physical id, the id Fabric Manager's partitions are made 
 not follow PCI (or ``nvidia-smi`` index) order, so the Module ID <-> PCI bus map of a node
 comes from here (or from ``fmpm -l``), never from enumeration order.
 
-Real outputs: tests/fixtures/nvidia-smi/ holds an HGX H100 ``-q``. No further real ``-q`` of
-an HGX/DGX board was added to tests/fixtures/real/: the public copies found (code search for
-"Module ID" / "NVIDIA H100 80GB HBM3") were single-GPU boards, simulator outputs, or text
-that could not be traced to a repository and commit, so none met the corpus's provenance rule.
+Real outputs: tests/fixtures/nvidia-smi/ holds an HGX H100 ``-q``; tests/fixtures/real/nvidia-smi-q/
+holds three more (thamada/nvidia-smi: an HGX H100 8-GPU on driver 565, whose "Module Id" sits
+under "Platform Info", an HGX A100 with four GPUs, and two PCIe H100 NVL that both report
+Module ID 4, so a Module ID alone does not identify a GPU off an HGX baseboard).
 """
 
 from __future__ import annotations
