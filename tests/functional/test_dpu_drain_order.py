@@ -126,7 +126,8 @@ def _expire(store: Store, lease_id: int) -> None:
     with store.tx() as tx:
         row = tx.session.get(LeaseRow, lease_id)
         assert row is not None
-        row.end = datetime.now(UTC) - timedelta(seconds=1)
+        now = datetime.now(UTC)  # the lease may have been granted < 1 s ago: its end must stay after its start
+        row.start, row.end = now - timedelta(seconds=2), now - timedelta(seconds=1)
 
 
 def _release_drains_before_quarantine(world: World, engine: MoveEngine, node: str, mark: int, pods: list[str]) -> None:
