@@ -14,9 +14,10 @@ lint: setup
 	$(BIN)/mypy
 
 # The whole suite, tests/integration (real Neutron, real esi-leap) included: the two OpenStack
-# venvs are built first (in parallel, idempotent: seconds when already there).
+# venvs are built first (in parallel, idempotent: seconds when already there). tests/unit runs in
+# a second pytest process beside the rest (scripts/test.sh says why).
 test: setup lint lint-integrations openstack-venvs test-neutron-driver
-	$(BIN)/pytest -q
+	@bash scripts/test.sh
 
 # Every kill point / drill iteration of the trimmed slow tests (see their docstrings).
 test-full: setup lint
