@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for ``bench``
 
 
+@pytest.mark.full  # bench_churn runs the same for 300 s; make test keeps the crash and backup-under-load samplers
 def test_churn_20s_no_split_and_clean_audit() -> None:
     from bench.bench_churn import run_churn
 

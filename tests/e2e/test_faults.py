@@ -28,6 +28,7 @@ def failed_move(lab: LabEnv, node: str, to: str) -> tuple[str, dict[str, object]
     return lines[0], failed[0]
 
 
+@pytest.mark.full  # make test: the fault drills (IB failure during join and during a grant, then retry)
 def test_opensm_stopped_then_retry(lab: LabEnv) -> None:
     nets = nets_of(lab)
     lab.gfj("node", "move", "gpu-a01", "--to-tenant", "alpha")
@@ -45,6 +46,7 @@ def test_opensm_stopped_then_retry(lab: LabEnv) -> None:
     assert owner_of_ports(lab, "gpu-a01", nets) == {"beta"}
 
 
+@pytest.mark.full  # make test: the fault drills (Ethernet failure during quarantine, then retry)
 def test_ovsdb_unreachable_then_retry(lab: LabEnv) -> None:
     nets = nets_of(lab)
     lab.gfj("node", "move", "gpu-a02", "--to-tenant", "alpha")

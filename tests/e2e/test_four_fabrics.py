@@ -103,7 +103,7 @@ def test_an_ended_lease_leaves_its_tenant_within_the_worker_tick(lab: LabEnv) ->
     serve = subprocess.Popen([GF, "serve", "--port", "18493", "--interval", "0", "--tick", "0.5"], env=lab.env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        end = datetime.now(UTC) + timedelta(seconds=25)
+        end = datetime.now(UTC) + timedelta(seconds=12)  # the grant applies in 1-3 s; the tick then ends it
         lab.gfj("lease", "create", "--tenant", "beta", "--node", "gpu-a04", "--end", end.isoformat())
         assert lab.ovs_tag(port) == nets["beta"][0]
         while lab.ovs_tag(port) != 4000:
