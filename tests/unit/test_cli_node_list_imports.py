@@ -6,8 +6,6 @@ and the kinds' columns are there."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,18 +14,8 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 
-PROBE = """
-import json, sys
-sys.argv = ["gpufabric", *json.loads(sys.argv[1])]
-from gpufabric.cli.main import main
-try:
-    main()
-except SystemExit as e:
-    code = e.code
-else:
-    code = 0
-sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
-"""
+from unit.test_cli_imports import run as probe
+
 DRIVERS = ("gpufabric.fabrics.ethernet.ssh", "gpufabric.fabrics.ethernet.sshio", "gpufabric.fabrics.infiniband.ufm",
            "gpufabric.fabrics.nvlink.fmpm")  # fmt: skip
 FABRICS = {"fabrics": [
@@ -38,11 +26,7 @@ FABRICS = {"fabrics": [
 
 
 def run(home: Path, *args: str) -> tuple[int, list[str], str]:
-    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
-                       timeout=120, env={"PATH": "/usr/bin:/bin", "GPUFABRIC_HOME": str(home)})  # fmt: skip
-    head, _, tail = p.stderr.rpartition("\nMODULES ")
-    doc = json.loads(tail)
-    return doc["code"], doc["modules"], p.stdout + head
+    return probe(*args, home=str(home))  # the import probe of test_cli_imports, in this home
 
 
 @pytest.fixture
