@@ -159,7 +159,7 @@ def test_updates_are_fenced_by_the_claim_and_heartbeats_keep_a_claim_fresh(store
 def test_ended_leases_are_due_a_release_and_ids_are_never_reused(store: Store) -> None:
     ledger = MoveLedger(store)
     now = datetime.now(UTC)
-    m = ledger.request("n4", MoveRequest("ta", networks=("ta-net",), lease_end=now + timedelta(seconds=1)))
+    m = ledger.request("n4", MoveRequest("ta", networks=("ta-net",), lease_end=now + timedelta(seconds=3)))
     (m,) = ledger.claim("w:1")
     m = ledger.swap_lease(ledger.set_phase(m, MovePhase.SWAP))
     ledger.set_phase(m, MovePhase.DONE)
