@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,24 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
-from gpufabric.lab.mlxstub import write_state
 from gpufabric.lab.ovn import OvnLab
 from gpufabric.store.core import Store
 from gpufabric.store.tables import LeaseRow
 from gpufabric.workflow.tenancy import LOCAL_OPERATOR, WORKER, TenantWorkflow
 
-from support.kmock_evict import EvictBox, api_of, kmock_evicting, make_pod
+from support.dpu_site import dpu_site
+from support.kmock_evict import EvictBox, make_pod
 
 pytestmark = pytest.mark.root
 
 NODES = ["gpu-b01", "gpu-b02"]
-STUB = [sys.executable, "-m", "gpufabric.lab.mlxstub"]
 
 
 @dataclass
@@ -86,33 +83,14 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = tmp_path_factory.mktemp("gf")
-    lab = OvnLab(home / "ovn", prefix=f"gfd{os.getpid() % 1000}")
-    (home / "mst").mkdir()
-    for n in NODES:
-        write_state(home / "mst" / f"{n}.json", mode="embedded")
-    try:
-        lab.up(NODES)
-        with kmock_evicting() as box:
-            api = api_of(box.url)
-            for n in NODES:
-                api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}})
-                api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"{n}-bf0"}})
-            section = lab.fabrics_section({"host": box.url}) | {
-                "mst": {"command": [*STUB, str(home / "mst" / "{host}.json")]},
-                "drain": {"timeout": 5.0, "retry_every": 0.1},
-            }
-            (home / "fabrics.yaml").write_text(yaml.safe_dump({"dpu": section}))
-            inv = {"nodes": [{"name": n, "dpus": [{"name": "bf0", "mode": "dpu", "representors": "pf0vf1"}]}
-                             for n in NODES]}  # fmt: skip
-            (home / "inventory.yaml").write_text(yaml.safe_dump(inv))
-            w = World(home, lab, box, api)
-            w.cli("inventory", "import", str(home / "inventory.yaml"))
-            w.cli("tenant", "create", "acme")
-            for n in NODES:
-                w.cli("node", "move", n, "--to-tenant", "acme", "--offering", "openshift")
-            yield w
-    finally:
-        lab.down()
+    with dpu_site(home, NODES, prefix="gfd", modes=dict.fromkeys(NODES, "embedded"),
+                  section={"drain": {"timeout": 5.0, "retry_every": 0.1}}) as site:  # fmt: skip
+        w = World(home, site.lab, site.box, site.api)
+        w.cli("inventory", "import", str(home / "inventory.yaml"))
+        w.cli("tenant", "create", "acme")
+        for n in NODES:
+            w.cli("node", "move", n, "--to-tenant", "acme", "--offering", "openshift")
+        yield w
 
 
 def _lease_of(store: Store, node: str) -> int:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,21 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.fabrics.dpu.profiles import port_mac, port_name
-from gpufabric.lab.mlxstub import write_state
 from gpufabric.lab.ovn import OvnLab
 
-from support.kmock_evict import EvictBox, api_of, kmock_evicting, make_pod
+from support.dpu_site import STUB, dpu_site
+from support.kmock_evict import EvictBox, make_pod
 
 pytestmark = pytest.mark.root
 
 NODES = ["gpu-a01", "gpu-a02"]
-STUB = [sys.executable, "-m", "gpufabric.lab.mlxstub"]
 
 
 @dataclass
@@ -85,33 +82,15 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     home = tmp_path_factory.mktemp("gf")
-    lab = OvnLab(home / "ovn", prefix=f"gfg{os.getpid() % 1000}")
-    (home / "mst").mkdir()
-    write_state(home / "mst" / "gpu-a01.json", mode="separated")
-    write_state(home / "mst" / "gpu-a02.json", mode="separated")
-    try:
-        lab.up(NODES)
-        with kmock_evicting() as box:
-            api = api_of(box.url)
-            for n in NODES:
-                api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}})
-                api.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"{n}-bf0"}})
-            section = lab.fabrics_section({"host": box.url}) | {
-                "mst": {"command": [*STUB, str(home / "mst" / "{host}.json")]},
-                "drain": {"timeout": 1.5, "retry_every": 0.1},
-                "capacity": {"BlueField-2": {"entries": 64, "source": "stated by the operator (test)"}},
-            }
-            (home / "fabrics.yaml").write_text(yaml.safe_dump({"dpu": section}))
-            inv = {"nodes": [{"name": n, "dpus": [{"name": "bf0", "mode": "dpu", "representors": "pf0vf1",
-                                                   "nic_model": "BlueField-2"}]} for n in NODES]}  # fmt: skip
-            (home / "inventory.yaml").write_text(yaml.safe_dump(inv))
-            w = World(home, lab, box, api)
-            for args in (("inventory", "import", str(home / "inventory.yaml")), ("tenant", "create", "acme")):
-                code, out = w.cli(*args)
-                assert code == 0, out
-            yield w
-    finally:
-        lab.down()
+    with dpu_site(home, NODES, prefix="gfg", modes=dict.fromkeys(NODES, "separated"),
+                  section={"drain": {"timeout": 1.5, "retry_every": 0.1},
+                           "capacity": {"BlueField-2": {"entries": 64, "source": "stated by the operator (test)"}}},
+                  dpu={"nic_model": "BlueField-2"}) as site:  # fmt: skip
+        w = World(home, site.lab, site.box, site.api)
+        for args in (("inventory", "import", str(home / "inventory.yaml")), ("tenant", "create", "acme")):
+            code, out = w.cli(*args)
+            assert code == 0, out
+        yield w
 
 
 def test_gate_refuses_separated_and_pending_then_power_cycled_proceeds(world: World) -> None:
