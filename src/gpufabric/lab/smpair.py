@@ -5,9 +5,12 @@ priority 15, its files in the fabric's run directory). :func:`with_standby_node`
 SM node ``sm-02 mlx5_0`` to a generated net file (leaf-01 port 17); :class:`SmPair` starts the
 standby OpenSM there (priority 10, the master's opensm.conf with its own partitions file, log,
 pid file, OSM_CACHE_DIR/OSM_TMP_DIR, and ``sminfo_polling_timeout 1000`` /
-``polling_retry_number 2`` as measured in round3-facts.md) and one private sshd per SM host
+``polling_retry_number 2`` as measured in round3-facts.md, ``sa_db_dump TRUE`` into its own
+``osm-tmp/opensm-sa.dump``) and one private sshd per SM host
 (:class:`~gpufabric.lab.sshd.SshServer`, its own host key and known_hosts), and gives the
-OpenSM driver's ``sm_hosts`` for both. ``stop`` ends only the PIDs started here.
+OpenSM driver's ``sm_hosts`` for both, each with its ``sa_dump`` (the IPoIB group check reads
+the master's, whichever SM that is now), and the whole ``infiniband.options`` section
+(:meth:`SmPair.driver_options`). ``stop`` ends only the PIDs started here.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,8 @@ STANDBY_NODE_GUID = Guid(0x0002C90340000000)
 STANDBY_PORT_GUID = Guid(STANDBY_NODE_GUID.value + 1)
 STANDBY_LEAF_PORT = 17
 REPLACED = ("partition_config_file", "log_file", "dump_files_dir", "per_module_logging_file", "sm_priority",
-            "sminfo_polling_timeout", "polling_retry_number")  # fmt: skip
+            "sminfo_polling_timeout", "polling_retry_number", "sa_db_dump")  # fmt: skip
+LOCAL_OPTIONS = ("partitions_conf", "log_path", "pid_file", "sa_dump")  # the lab's local SM: sm_hosts instead
 
 
 def with_standby_node(netfile: str) -> str:
@@ -58,6 +63,7 @@ class SmPair:
         self.opensm_conf = self.dir / "opensm.conf"
         self.log = self.dir / "opensm.log"
         self.pid_file = self.dir / "opensm.pid"
+        self.sa_dump = self.dir / "osm-tmp" / "opensm-sa.dump"  # dump_files_dir/opensm-sa.dump
         self.sshd = {"sm-01": SshServer(self.run_dir / "sshd-sm-01"), "sm-02": SshServer(self.run_dir / "sshd-sm-02")}
 
     @property
@@ -105,7 +111,7 @@ class SmPair:
             f"sm_priority 10\npartition_config_file {self.partitions_conf}\nlog_file {self.log}\n"
             f"dump_files_dir {self.dir / 'osm-tmp'}\n"
             f"per_module_logging_file {self.dir / 'osm-tmp' / 'per-module-logging.conf'}\n"
-            "sminfo_polling_timeout 1000\npolling_retry_number 2\n"
+            "sminfo_polling_timeout 1000\npolling_retry_number 2\nsa_db_dump TRUE\n"
         )
         env = self.fab.tool_env(STANDBY_NODE)
         env["OSM_TMP_DIR"] = str(self.dir / "osm-tmp")
@@ -144,21 +150,35 @@ class SmPair:
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: not pid_alive(pid), 10, "the master OpenSM to die")
 
-    def sm_host(self, name: str, partitions_conf: Path, log: Path, pid_file: Path, guid: Guid) -> dict[str, Any]:
+    def sm_host(
+        self, name: str, partitions_conf: Path, log: Path, pid_file: Path, guid: Guid, sa_dump: Path
+    ) -> dict[str, Any]:  # fmt: skip
         s = self.sshd[name]
         return {
             "name": name, "host": s.host, "port": s.port, "user": s.username, "key_file": str(s.client_key),
             "known_hosts": str(s.known_hosts), "port_guid": str(guid), "partitions_conf": str(partitions_conf),
-            "pid_file": str(pid_file), "log_file": str(log),
+            "pid_file": str(pid_file), "log_file": str(log), "sa_dump": str(sa_dump),
         }  # fmt: skip
 
     def sm_hosts(self, master_guid: Guid) -> list[dict[str, Any]]:
-        """The OpenSM driver's ``sm_hosts``: the master's files, then the standby's, each over its sshd."""
+        """The OpenSM driver's ``sm_hosts``: the master's files, then the standby's, each over its
+        sshd, each with its own ``sa_dump``."""
         f = self.fab
         return [
-            self.sm_host("sm-01", f.partitions_conf, f.opensm_log, self.master_pid_file, master_guid),
-            self.sm_host("sm-02", self.partitions_conf, self.log, self.pid_file, STANDBY_PORT_GUID),
+            self.sm_host("sm-01", f.partitions_conf, f.opensm_log, self.master_pid_file, master_guid, f.sa_dump),
+            self.sm_host("sm-02", self.partitions_conf, self.log, self.pid_file, STANDBY_PORT_GUID, self.sa_dump),
         ]
+
+    def driver_options(
+        self, sm_node: str, master_guid: Guid, trusted_sm_guids: Sequence[object] = ()
+    ) -> dict[str, Any]:
+        """The ``infiniband.options`` section of ``fabrics.yaml`` for the pair: the lab fabric's
+        options (read by SMP as ``sm_node``) with ``sm_hosts`` in place of the local SM's files."""
+        opts = self.fab.driver_options(sm_node, trusted_sm_guids or [master_guid, STANDBY_PORT_GUID])
+        for k in LOCAL_OPTIONS:
+            opts.pop(k, None)
+        opts["sm_hosts"] = self.sm_hosts(master_guid)
+        return opts
 
     def stop_standby(self) -> None:
         """Stop the standby OpenSM (by its recorded PID), whatever state it is in now."""
