@@ -138,3 +138,28 @@ def test_ethernet_switch_not_reachable_or_not_configured() -> None:
     assert got == [("ETH-HOSTKEY", CheckLevel.CRITICAL, "leaf9"), ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf8/p1")]
     no_trunk = ethernet_site_checks({"leaf9": _Switch((_access("p1"),))}, SiteContext(segments=SegmentConfig.default()))
     assert [c.level for c in no_trunk if c.id == "ETH-TRUNK-VLANS"] == [CheckLevel.WARNING]
+
+
+def test_ipoib_readback_warns_per_sm_host_without_an_sa_dump() -> None:
+    from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+    from gpufabric.fabrics.infiniband.site_check import ipoib_readback
+
+    def host(name: str, dump: str | None) -> dict[str, object]:
+        h: dict[str, object] = {"name": name, "host": f"{name}.example", "user": "root", "key_file": "/k",
+                                "known_hosts": "/kh", "partitions_conf": "/etc/opensm/partitions.conf",
+                                "log_file": "/var/log/opensm.log", "pid_file": "/run/opensm.pid"}  # fmt: skip
+        return h | ({"sa_dump": dump} if dump else {})
+
+    pair = OpenSMConfig.from_options({"sm_hosts": [host("sm-01", "/var/log/opensm-sa.dump"), host("sm-02", None)]})
+    got = ipoib_readback(pair, "opensm")
+    assert [(c.id, c.level, c.subject) for c in got] == [("IB-IPOIB-READBACK", CheckLevel.WARNING, "sm-02")]
+    assert "options.sm_hosts[1].sa_dump" in got[0].message and "\n" not in got[0].message
+    both = OpenSMConfig.from_options({"sm_hosts": [host("sm-01", "/d"), host("sm-02", "/d")]})
+    assert [c.level for c in ipoib_readback(both, "opensm")] == [CheckLevel.OK]
+    local = {"partitions_conf": "/etc/opensm/partitions.conf", "log_path": "/var/log/opensm.log"}
+    (c,) = ipoib_readback(OpenSMConfig.from_options(local), "opensm")
+    assert c.level is CheckLevel.WARNING and "options.sa_dump" in c.message
+    assert ipoib_readback(OpenSMConfig.from_options(local | {"ipoib": {"enabled": False}}), "opensm") == []
+    assert [c.level for c in ipoib_readback(OpenSMConfig.from_options(local | {"sa_dump": "/d"}), "opensm")] == [
+        CheckLevel.OK
+    ]

@@ -1,6 +1,7 @@
 """``gpufabric site check`` for the InfiniBand fabric: the subnet read by SMP with the
 configured driver, the SMs that answer (SMInfo) against ``trusted_sm_guids``, the SM's
-hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`.hardening`), the PKey
+hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`.hardening`), whether a move can read back the IPoIB
+broadcast groups (an ``sa_dump`` per SM host, or for the co-located SM), the PKey
 pool disjoint from partitions already on the subnet that gpufabric did not write (PKey
 tables read by SMP, and a partitions.conf that gpufabric did not render), every inventory
 port GUID on the subnet, and every CA port whose host the inventory knows but not the port.
@@ -117,6 +118,26 @@ def inventory_ports(sm: Any, state: IbFabricState, ctx: SiteContext, skip: froze
     return out
 
 
+def ipoib_readback(config: Any, device: str) -> list[SiteCheck]:
+    """With IPoIB on, a move verifies each IPoIB partition's broadcast group in the master SM's
+    SA dump; an SM host (or a co-located SM) without ``sa_dump`` is a move whose groups are never
+    checked: a warning naming the key."""
+    if not config.ipoib.enabled:
+        return []
+    if not config.sm_hosts:
+        if config.sa_dump is not None:
+            return [SiteCheck("IB-IPOIB-READBACK", OK, f"{device}: IPoIB groups read back from {config.sa_dump}", device)]
+        return [SiteCheck("IB-IPOIB-READBACK", WARN, "fabrics.yaml infiniband options.sa_dump: unset, so a move "
+                          "never verifies its IPoIB broadcast groups (set it to the SM's opensm-sa.dump)", device)]  # fmt: skip
+    out = []
+    for i, h in enumerate(config.sm_hosts):
+        if h.sa_dump is None and config.sa_dump is None:
+            out.append(SiteCheck("IB-IPOIB-READBACK", WARN, f"fabrics.yaml infiniband options.sm_hosts[{i}].sa_dump: "
+                                 f"unset, so a move while {h.name} is master never verifies its IPoIB broadcast groups "
+                                 "(set it to that host's opensm-sa.dump)", h.name))  # fmt: skip
+    return out or [SiteCheck("IB-IPOIB-READBACK", OK, f"{device}: every SM host's SA dump is configured", device)]
+
+
 def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext) -> list[SiteCheck]:
     device = type(sm).__name__.removesuffix("Driver").lower() or SUBJECT
     try:
@@ -133,6 +154,8 @@ def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext)
         out.append(SiteCheck("IB-TRUSTED-SM", WARN, f"{device}: the SMs that answer are not checked against "
                              "trusted_sm_guids (this driver reads no SMInfo)", device))  # fmt: skip
     out += hardening(state, device)
+    if isinstance(sm, OpenSMDriver):
+        out += ipoib_readback(sm.config, device)
     try:
         foreign = foreign_partitions(sm)
     except Exception as e:
