@@ -99,11 +99,15 @@ def _back(port: str, bond: str, mode: str = "lacp", cfg: PortMode = PortMode.ACC
         ("nxos", "Ethernet1/11", "port-channel10", "active-backup",
          ["configure terminal", "interface Ethernet1/11", "switchport", "channel-group 10 force mode on", "no shutdown", "exit", "end",
           "copy running-config startup-config"]),
+        ("os10", "ethernet1/1/7", "port-channel10", "lacp",
+         ["configure terminal", "interface ethernet1/1/7", "channel-group 10 mode active", "no shutdown", "exit", "end", "write memory"]),
+        ("os10", "ethernet1/1/7", "port-channel10", "active-backup",
+         ["configure terminal", "interface ethernet1/1/7", "channel-group 10 mode on", "no shutdown", "exit", "end", "write memory"]),
     ],
 )  # fmt: skip
 def test_rendered_membership_lines(dialect: str, port: str, bond: str, mode: str, lines: list[str]) -> None:
     d = load_dialect(dialect)
-    assert list(render_batch(d, [_back(port, bond, mode)], quarantine=Q)) == lines
+    assert list(render_batch(d, [_back(port, bond, mode)], quarantine=Q, current=SwitchState("leaf01"))) == lines
 
 
 def test_a_member_of_a_quarantined_aggregate_joins_it_without_no_shutdown() -> None:
@@ -111,7 +115,7 @@ def test_a_member_of_a_quarantined_aggregate_joins_it_without_no_shutdown() -> N
     assert "no shutdown" not in got and "channel-group 10 mode active" in got
 
 
-@pytest.mark.parametrize("dialect", ["junos", "nvue", "sonic", "os10", "os9", "ovs"])
+@pytest.mark.parametrize("dialect", ["junos", "nvue", "sonic", "os9", "ovs"])
 def test_a_dialect_without_membership_template_refuses_naming_it(dialect: str) -> None:
     with pytest.raises(ConfigError) as e:
         render_batch(load_dialect(dialect), [_back("p1", "bond10")], quarantine=Q, current=SwitchState("leaf01"))
@@ -168,3 +172,14 @@ def test_audit_finds_members_outside_their_aggregate_on_a_parsed_state() -> None
         (OUT_ID, "high", "Ethernet3", "gpu-b01 eth3: member leaf01/Ethernet3 is in Port-Channel11, not in Port-Channel10"),
     ]
     assert OUT_ID in {s.id for s in KIND.invariants()}
+
+
+def test_the_ovsdb_driver_never_moves_a_port_into_a_bond() -> None:
+    """An OVS bond's members are interfaces of its one Port (never read as ports, so never a
+    change); a Port that the plan would put in a bond is refused before any connection."""
+    from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+
+    drv = OvsdbSwitchDriver("leaf01", "tcp:127.0.0.1:1", Q, 1)
+    with pytest.raises(ValidationError) as e:
+        drv.apply([_back("l2", "lb")])
+    assert e.value.field == "bond" and "not moved" in str(e.value)
