@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
@@ -116,10 +116,15 @@ def test_a_member_of_a_quarantined_aggregate_joins_it_without_no_shutdown() -> N
 
 
 @pytest.mark.parametrize("dialect", ["junos", "nvue", "sonic", "os9", "ovs"])
-def test_a_dialect_without_membership_template_refuses_naming_it(dialect: str) -> None:
-    with pytest.raises(ConfigError) as e:
-        render_batch(load_dialect(dialect), [_back("p1", "bond10")], quarantine=Q, current=SwitchState("leaf01"))
-    assert e.value.field == f"dialect {dialect}.templates.bond_join"
+def test_a_dialect_without_membership_template_renders_the_rest_of_the_batch(dialect: str) -> None:
+    """No cited syntax, no lines: the member is left out, never blocking the batch's other
+    changes (a quarantine); the plan keeps it and the audit reports it."""
+    d, shut = load_dialect(dialect), EthernetPortConfig("leaf01", "p2", PortMode.SHUTDOWN)
+    cur = SwitchState("leaf01")
+    assert render_batch(d, [_back("p1", "bond10")], quarantine=Q, current=cur) == ()
+    assert render_batch(d, [_back("p1", "bond10"), shut], quarantine=Q, current=cur) == render_batch(
+        d, [shut], quarantine=Q, current=cur
+    )
 
 
 def test_an_aggregate_without_a_number_is_refused() -> None:
@@ -176,10 +181,8 @@ def test_audit_finds_members_outside_their_aggregate_on_a_parsed_state() -> None
 
 def test_the_ovsdb_driver_never_moves_a_port_into_a_bond() -> None:
     """An OVS bond's members are interfaces of its one Port (never read as ports, so never a
-    change); a Port that the plan would put in a bond is refused before any connection."""
+    change); a Port that a plan would put in a bond is left alone: nothing to apply, no connection."""
     from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 
-    drv = OvsdbSwitchDriver("leaf01", "tcp:127.0.0.1:1", Q, 1)
-    with pytest.raises(ValidationError) as e:
-        drv.apply([_back("l2", "lb")])
-    assert e.value.field == "bond" and "not moved" in str(e.value)
+    drv = OvsdbSwitchDriver("leaf01", "tcp:127.0.0.1:1", Q, 1)  # nothing listens there
+    drv.apply([_back("l2", "lb")])  # returns before connecting

@@ -279,6 +279,10 @@ def render_batch(
         raise ValidationError("current", None, "the switch's current state", f"dialect {dialect.name} needs it")
     for c in changes:
         validate_change(c, quarantine)
+    # a member back into its aggregate where the dialect has no membership template (Junos, NVUE,
+    # SONiC, OS9, OVS): not rendered, so the rest of the batch (a quarantine) is never blocked by
+    # it; the plan keeps showing it and the audit reports it (ETH-BOND-MEMBER-OUT)
+    changes = [c for c in changes if not c.bond or dialect.lines(_bond_key(c))]
     if not changes:
         return ()
     var = {**dialect.variables, **(variables or {}), "quarantine": str(quarantine.value)}
@@ -291,7 +295,7 @@ def render_batch(
     needed: set[int] = set()
     for c in changes:
         if c.bond:
-            _check_bond(dialect, c)
+            _check_bond(c)
             continue
         needed |= {v for v, _ in memberships(c, q)}
     if needed:
@@ -353,14 +357,9 @@ def _channel(bond: str) -> str:
     return m[1] if m else ""
 
 
-def _check_bond(dialect: Dialect, c: EthernetPortConfig) -> None:
-    """A member change needs the dialect's membership template, and an aggregate named by its number."""
+def _check_bond(c: EthernetPortConfig) -> None:
+    """A member change names its aggregate by its number (``channel-group N``)."""
     check_port_name(c.bond)
-    if not dialect.lines(_bond_key(c)):
-        raise ConfigError(
-            f"dialect {dialect.name}.templates.{_bond_key(c)}", None,
-            f"a template putting a member in its aggregate (bond mode {c.bond_mode or 'lacp'}), to return {c.port} to {c.bond}",
-        )  # fmt: skip
     if not _channel(c.bond):
         raise ValidationError("bond", c.bond, "an aggregate ending in its number, e.g. Port-Channel10, ae3, bond2")
 

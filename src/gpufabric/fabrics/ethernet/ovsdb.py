@@ -317,11 +317,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
                 )
             if cfg.port in columns:
                 raise ValidationError("port", cfg.port, "each port at most once per batch", "listed twice")
-            if cfg.bond:  # an OVS bond's members are its Port's interfaces, never Ports of their own
-                raise ValidationError(
-                    "bond", cfg.bond, "an OVS bond made with ovs-vsctl add-bond",
-                    f"{cfg.port} is a Port of its own on {self.switch}, not an interface of bond {cfg.bond}: not moved",
-                )  # fmt: skip
+            if cfg.bond:  # an OVS bond's members are its Port's interfaces (ovs-vsctl add-bond, the
+                continue  # operator's): a Port the plan would put in a bond is not moved, as no dialect without a template does
             check_port_config(cfg, self.quarantine_vlan)
             columns[cfg.port] = columns_for(cfg, self.quarantine_vlan)
         if not columns:

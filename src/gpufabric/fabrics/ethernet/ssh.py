@@ -280,6 +280,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
             lines = render_batch(
                 self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables
             )
+            if not lines:  # only bond members the dialect cannot put back (render_batch)
+                return
             result = self._run(lines)
         bad = self._failure(result)
         if bad:
