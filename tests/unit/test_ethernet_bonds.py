@@ -126,7 +126,8 @@ def test_audit_finds_a_member_with_vlans_of_its_own() -> None:
     nodes = _inv(_mlag()).nodes
     t = _tenancy(nodes, "acme")
     obs = tuple(SwitchState(sw, (EthernetPortConfig(sw, "Port-Channel10", PortMode.ACCESS, VlanId(2001)),
-                                 EthernetPortConfig(sw, "Ethernet1", PortMode.ACCESS, VlanId(2001 if sw == "leaf01" else 2999))))
+                                 EthernetPortConfig(sw, "Ethernet1", PortMode.ACCESS, VlanId(2001 if sw == "leaf01" else 2999),
+                                                    bond="Port-Channel10")))
                 for sw in ("leaf01", "leaf02"))  # fmt: skip
     got = [(v.invariant, v.device, v.port) for v in KIND.audit(t, KIND.desired(t), obs)]
     assert got == [("ETH-BOND-MEMBER-VLAN", "leaf02", "Ethernet1")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -32,6 +32,12 @@ class EthernetPortConfig:
     mode: PortMode
     vlan: VlanId | None = None  # access VLAN, or native VLAN of a trunk
     trunks: tuple[VlanId, ...] = ()  # allowed tagged VLANs (trunk mode)
+    # bonds, outside equality (a member's VLANs are its aggregate's): on a member port, the
+    # aggregate it is in (observed) / goes back into (a change); on a desired aggregate, its
+    # member ports on this switch; the inventory's bond mode (lacp | active-backup)
+    bond: str = field(default="", compare=False)
+    members: tuple[str, ...] = field(default=(), compare=False)
+    bond_mode: str = field(default="", compare=False)
 
     def vlans(self) -> frozenset[int]:
         """Every VLAN whose traffic this port carries."""

@@ -122,6 +122,12 @@ class IosDouble(CliDouble):
             self._put(port, line)
             if self.name == "os10" and w[1] == "access":
                 self.blocks[port] = [x for x in self.blocks[port] if x != "no switchport access vlan"]
+        elif m := re.fullmatch(r"channel-group (\d+)( force)? mode (active|on|passive)", line):
+            # a member joins a port-channel; the config shows it without 'force' (NX-OS)
+            if m[2] and self.name != "nxos":
+                return Reply(self.v.bad_command + "\n")
+            self.blocks[port] = [x for x in self.blocks[port] if not x.startswith("channel-group ")]
+            self.blocks[port].append(f"channel-group {m[1]} mode {m[3]}")
         elif line == "no switchport access vlan" and self.name == "os10":
             self._put(port, line)
         elif re.fullmatch(r"switchport trunk allowed vlan [\d,-]+", line):

@@ -5,11 +5,13 @@ A bonded NIC (``EthernetPort.bond``) is a member of its switch's aggregate inter
 quarantine shuts the aggregate as a whole. On a switch that reports members (the CLI
 dialects read a member of ``channel-group N`` with its channel's VLANs), a member whose VLANs
 differ from its aggregate's carries traffic of its own. The halves of an MLAG/vPC bond sit on
-two switches: both must carry exactly the same VLANs.
+two switches: both must carry exactly the same VLANs. A member the switch reports outside its
+aggregate (no ``channel-group``, or another channel's) is not in the bond at all.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from gpufabric.domain.fabric import InvariantSpec, Tenancy
@@ -20,12 +22,27 @@ from gpufabric.domain.state import EthernetPortConfig, SwitchState
 
 MEMBER_ID = "ETH-BOND-MEMBER-VLAN"
 SPLIT_ID = "ETH-BOND-SPLIT"
+OUT_ID = "ETH-BOND-MEMBER-OUT"
 INVARIANTS = (
     InvariantSpec(MEMBER_ID, Severity.CRITICAL.value,
                   "a bond member carries exactly its aggregate's VLANs, none of its own"),
     InvariantSpec(SPLIT_ID, Severity.HIGH.value,
                   "both switches of an MLAG/vPC bond carry the same VLANs on the bond's aggregates"),
+    InvariantSpec(OUT_ID, Severity.HIGH.value,
+                  "a bond member the switch reports is in its inventory aggregate, not outside it or in another"),
 )  # fmt: skip
+
+
+def aggregate_key(name: str) -> str:
+    """An aggregate's name as one key however a CLI spells it: ``Port-Channel10``,
+    ``port-channel10``, ``Po10``, ``Port-channel 10`` -> ``port-channel10``; others lower-cased."""
+    n = re.sub(r"\s+", "", name).lower()
+    m = re.fullmatch(r"(?:po|port-channel)(\d+)", n)
+    return f"port-channel{m[1]}" if m else n
+
+
+def same_aggregate(a: str, b: str) -> bool:
+    return aggregate_key(a) == aggregate_key(b)
 
 
 def _vlans(c: EthernetPortConfig | None) -> str:
@@ -48,6 +65,13 @@ def audit(tenancy: Tenancy, observed: tuple[SwitchState, ...]) -> Iterator[Viola
             aggregates = {m.switch: cfg(m.switch, bond) for m in members}
             for m in members:
                 agg, own = aggregates[m.switch], cfg(m.switch, m.switch_port)
+                if own is not None and not same_aggregate(own.bond, bond):
+                    where = f"in {own.bond}" if own.bond else "outside any aggregate"
+                    yield Violation(
+                        OUT_ID, Severity.HIGH,
+                        f"{node.name} {m.name}: member {m.switch}/{m.switch_port} is {where}, not in {bond}",
+                        fabric="ethernet", device=m.switch, port=m.switch_port, node=node.name, resource=f"bond:{bond}",
+                    )  # fmt: skip
                 if own is not None and agg is not None and own.vlans() != agg.vlans():
                     yield Violation(
                         MEMBER_ID, Severity.CRITICAL,

@@ -57,6 +57,8 @@ _TEMPLATE_KEYS: Final = (
     "add_tagged",
     "admin_up",
     "admin_down",
+    "bond_join",
+    "bond_join_static",
     "port_end",
     "end",
     "read",
@@ -277,6 +279,10 @@ def render_batch(
         raise ValidationError("current", None, "the switch's current state", f"dialect {dialect.name} needs it")
     for c in changes:
         validate_change(c, quarantine)
+    # a member back into its aggregate where the dialect has no membership template (Junos, NVUE,
+    # SONiC, OS9, OVS): not rendered, so the rest of the batch (a quarantine) is never blocked by
+    # it; the plan keeps showing it and the audit reports it (ETH-BOND-MEMBER-OUT)
+    changes = [c for c in changes if not c.bond or dialect.lines(_bond_key(c))]
     if not changes:
         return ()
     var = {**dialect.variables, **(variables or {}), "quarantine": str(quarantine.value)}
@@ -288,12 +294,21 @@ def render_batch(
     out: list[str] = fmt("begin")
     needed: set[int] = set()
     for c in changes:
+        if c.bond:
+            _check_bond(c)
+            continue
         needed |= {v for v, _ in memberships(c, q)}
     if needed:
         out += fmt("ensure_vlans", vlans=dialect.vlan_list.format(needed))
     for v in sorted(needed):
         out += fmt("ensure_vlan", vlan=v)
     for c in changes:
+        if c.bond:  # a member back into its aggregate: the membership line only (its VLANs are the channel's)
+            p = {"port": c.port, "port_cli": cli_port(dialect, c.port)}
+            b = {"bond": c.bond, "bond_cli": cli_port(dialect, c.bond), "channel": _channel(c.bond)}
+            up = fmt("admin_up", **p) if c.mode is not PortMode.SHUTDOWN else []  # the channel is up: so is its member
+            out += fmt("port_begin", **p) + fmt(_bond_key(c), **p, **b) + up + fmt("port_end", **p)
+            continue
         want = memberships(c, q)
         old_cfg = current.port(c.port) if current is not None else None
         have = memberships(old_cfg, q) if old_cfg is not None else frozenset()
@@ -331,6 +346,22 @@ def render_batch(
     if dialect.batch_join:
         return (dialect.batch_wrap.format(**var, body=dialect.batch_join.join(out)),)
     return tuple(out)
+
+
+def _bond_key(c: EthernetPortConfig) -> str:
+    return "bond_join" if c.bond_mode in ("", "lacp") else "bond_join_static"
+
+
+def _channel(bond: str) -> str:
+    m = re.search(r"(\d+)$", bond)
+    return m[1] if m else ""
+
+
+def _check_bond(c: EthernetPortConfig) -> None:
+    """A member change names its aggregate by its number (``channel-group N``)."""
+    check_port_name(c.bond)
+    if not _channel(c.bond):
+        raise ValidationError("bond", c.bond, "an aggregate ending in its number, e.g. Port-Channel10, ae3, bond2")
 
 
 def render_read(dialect: Dialect, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -220,7 +220,8 @@ def ports_of(reading: JsonReading, switch: str) -> tuple[EthernetPortConfig, ...
             if chan is None:
                 continue
             shut = not st.admin_up or chan.mode is PortMode.SHUTDOWN
-            out.append(_port(switch, name, PortMode.SHUTDOWN) if shut else replace(chan, port=name))
+            cfg = _port(switch, name, PortMode.SHUTDOWN) if shut else replace(chan, port=name)
+            out.append(replace(cfg, bond=st.bundle))
             continue
         if st is not None and st.mode == "datalink":  # an EOS member whose channel is not named
             continue

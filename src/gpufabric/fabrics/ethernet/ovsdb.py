@@ -317,6 +317,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
                 )
             if cfg.port in columns:
                 raise ValidationError("port", cfg.port, "each port at most once per batch", "listed twice")
+            if cfg.bond:  # an OVS bond's members are its Port's interfaces (ovs-vsctl add-bond, the
+                continue  # operator's): a Port the plan would put in a bond is not moved, as no dialect without a template does
             check_port_config(cfg, self.quarantine_vlan)
             columns[cfg.port] = columns_for(cfg, self.quarantine_vlan)
         if not columns:

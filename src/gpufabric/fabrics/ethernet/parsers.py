@@ -22,8 +22,8 @@ real outputs copied from public repositories pin what devices print
 * EOS: vEOS 4.24 / 4.26 (LACP port-channel members carrying only ``channel-group``), DCS-7260CX
   4.19-4.22 (``show running-config all``).
 * Members of a port-channel are read with the port-channel's VLANs (:func:`parse_ios`),
-  never as access VLAN 1; :func:`parse_ios_bonds` lists the memberships. Bonds are not yet an
-  inventory object: plans and renders still address member ports one by one.
+  never as access VLAN 1, and with the channel they are in (``EthernetPortConfig.bond``, from
+  :func:`parse_ios_bonds` / :func:`parse_os9_bonds`); a port outside any channel has no bond.
 * Dell OS10: one real output (OS10 10.4.0E S6000-VM, breakout lines, a VLT port-channel).
 * Junos ``display set``, SONiC CONFIG_DB and NVUE: no public running config of a real device
   was found in the round that collected the corpus (searched: NAPALM, batfish, ntc-templates,
@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
@@ -293,6 +294,8 @@ _PARSERS: Final[dict[str, Callable[[str, str, dict[str, Any]], tuple[EthernetPor
     "nvue_json": parse_nvue_json,
 }
 
+_BONDS: Final[dict[str, Callable[[str], tuple[BondMember, ...]]]] = {"ios": parse_ios_bonds, "os9": parse_os9_bonds}
+
 
 def parse_running_config(
     dialect: Dialect, text: str, *, switch: str = "", quarantine: VlanId | None = None, bridge: str | None = None
@@ -310,4 +313,7 @@ def parse_running_config(
         ports = _PARSERS[dialect.parser](text, switch, opts)
     else:
         raise ValidationError("dialect.parser", dialect.parser, ", ".join([*_PARSERS, "ovs_json"]))
+    if dialect.parser in _BONDS:  # a member is read with its channel: the aggregate it is in
+        of = {m.port: m.bond for m in _BONDS[dialect.parser](text)}
+        ports = tuple(replace(p, bond=of[p.port]) if p.port in of else p for p in ports)
     return SwitchState(switch=switch, ports=tuple(sorted(ports, key=lambda p: natural_key(p.port))))

@@ -5,12 +5,18 @@ node's ports carry its lease's networks' VLANs (one: access; several: a trunk of
 those) — a bonded port's VLANs sit on its aggregate (port-channel, ``ae``, OVS bond), which
 quarantine shuts as a whole; its members are not configured one by one. Every other port is SHUTDOWN, which a driver realises as shut down or parked alone in
 the quarantine VLAN (never VLAN 1, never untagged).
+
+A desired aggregate lists its members (``EthernetPortConfig.members``): the diff compares a
+member's membership only (``bond``, the aggregate it is in), and only when the switch reports
+the member as a port (IOS-like CLIs, OS9; an OVS bond's members are interfaces
+of one port, and Junos/SONiC/NVUE members carry no config of their own, so they are not read):
+a member found outside its aggregate, or in another one, is a change that puts it back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
@@ -18,6 +24,7 @@ from gpufabric.domain.models import QUARANTINE, Fabric
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.bonds import same_aggregate
 
 EthState = tuple[SwitchState, ...]
 
@@ -41,6 +48,8 @@ class EthernetChange:
 def describe(c: EthernetPortConfig | None) -> str:
     if c is None:
         return "absent"
+    if c.bond:
+        return f"member of {c.bond}"
     if c.mode is PortMode.TRUNK:
         return f"trunk[{','.join(str(v) for v in c.trunks)}]" + (f" native {c.vlan}" if c.vlan else "")
     return f"{c.mode.value} {c.vlan}" if c.vlan else c.mode.value
@@ -95,6 +104,9 @@ class EthernetPlan(FabricPlan):
         removals: list[EthernetChange] = []
         additions: list[EthernetChange] = []
         for c in self.changes:
+            if c.after.bond:  # putting a member back in its aggregate grants, never removes
+                additions.append(c)
+                continue
             mid = removal_of(c)
             if c.before is None or mid != c.before:
                 removals.append(EthernetChange(c.before, mid))
@@ -106,11 +118,32 @@ class EthernetPlan(FabricPlan):
 def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthState:
     """Every managed port's desired config, per switch (a network's VLAN: its segment on ``instance``)."""
     ports: dict[str, list[EthernetPortConfig]] = {}
+    members: dict[tuple[str, str], list[str]] = {}
+    modes: dict[tuple[str, str], str] = {}
     for node in tenancy.nodes:
         vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and s.vlan]
         for p in node.ethernet:  # a bond's members share their aggregate: set once, on it
             ports.setdefault(p.switch, []).append(port_config(p.switch, p.managed_port, vlans))
-    return tuple(SwitchState(sw, tuple(sorted(set(ps)))) for sw, ps in sorted(ports.items()))
+            if p.bond:  # ... which lists its members on this switch
+                members.setdefault((p.switch, p.bond), []).append(p.switch_port)
+                modes[(p.switch, p.bond)] = p.bond_mode
+    out = []
+    for sw, ps in sorted(ports.items()):
+        cfgs = (replace(c, members=tuple(sorted(set(members[k]))), bond_mode=modes[k]) if (k := (sw, c.port)) in members else c
+                for c in sorted(set(ps)))  # fmt: skip
+        out.append(SwitchState(sw, tuple(cfgs)))
+    return tuple(out)
+
+
+def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> list[EthernetChange]:
+    """A desired aggregate's members that the switch reports outside it: each goes back in
+    (the change's ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate)."""
+    out = []
+    for m in want.members:
+        have = have_sw.port(m) if have_sw is not None else None
+        if have is not None and not same_aggregate(have.bond, want.port):
+            out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=())))
+    return out
 
 
 def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
@@ -122,6 +155,7 @@ def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
             have = have_sw.port(want.port) if have_sw is not None else None
             if have != want:
                 changes.append(EthernetChange(have, want))
+            changes += member_changes(want, have_sw)
     return EthernetPlan(tuple(changes))
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
@@ -177,7 +178,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
             )
         if self.port_map and c.port not in self.port_map:
             raise ValidationError("port", c.port, ", ".join(sorted(self.port_map)), f"not in {self._switch}'s port map")
-        return EthernetPortConfig(c.switch, self._device_port(c.port), c.mode, c.vlan, c.trunks)
+        return replace(c, port=self._device_port(c.port), bond=self._device_port(c.bond) if c.bond else "")
 
     def _run(self, lines: Sequence[str]) -> CommandResult:
         if self.dialect.transport == "exec":
@@ -239,7 +240,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         if not self.port_map:
             return state
         ports = tuple(
-            EthernetPortConfig(p.switch, self._reverse[p.port], p.mode, p.vlan, p.trunks)
+            replace(p, port=self._reverse[p.port], bond=self._reverse.get(p.bond, p.bond))
             for p in state.ports
             if p.port in self._reverse
         )
@@ -279,6 +280,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
             lines = render_batch(
                 self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables
             )
+            if not lines:  # only bond members the dialect cannot put back (render_batch)
+                return
             result = self._run(lines)
         bad = self._failure(result)
         if bad:
