@@ -26,14 +26,14 @@ def kind_groups() -> dict[str, CliGroup]:
 
 class _EngineAccess:
     def __init__(self, engine: Any) -> None:
-        self._engine = engine
+        self.engine = engine
 
     def backend(self, instance: str) -> FabricBackend[Any] | None:
-        b: FabricBackend[Any] | None = self._engine.fabrics.backends.get(instance)
+        b: FabricBackend[Any] | None = self.engine.fabrics.backends.get(instance)
         return b
 
     def tenancy(self) -> Tenancy:
-        t: Tenancy = self._engine.tenancy()
+        t: Tenancy = self.engine.tenancy()
         return t
 
 
