@@ -79,7 +79,7 @@ def test_the_whole_app_lists_every_kind_group(registry: list[int]) -> None:
 
 
 def test_a_core_command_never_loads_the_kinds(registry: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
-    def boom() -> dict[str, CliGroup]:
+    def boom(*_a: Any) -> dict[str, CliGroup]:
         raise AssertionError("kinds loaded for a core command")
 
     monkeypatch.setattr(cli_kinds, "kind_groups", boom)
@@ -100,3 +100,18 @@ def test_a_kind_router_is_mounted_with_the_api_host(registry: list[int]) -> None
     assert {"/memview", "/offload"} <= got
     assert Host.principal is PRINCIPAL
     assert 401 in Host().errors(params=False) and 422 in Host().errors()
+
+
+def test_a_registered_kind_group_loads_no_other_kind() -> None:
+    """``gpufabric offload ...`` finds its group through the ``gpufabric.commands`` entry point:
+    no other kind (nor the DPU's SSH stack) is imported. Fails on a stale install: ``pip install -e .``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from gpufabric.cli.main import build_app; build_app('offload'); "
+        "print(sorted({m.split('.')[2] for m in sys.modules if m.startswith('gpufabric.fabrics.')}), "
+        "'paramiko' in sys.modules, 'sqlalchemy' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["['dpu']", "False", "False"], out

@@ -1,7 +1,8 @@
 """The fabric kinds' own command groups (``FabricKind.cli_group``, e.g. ``gpufabric offload``)
 and the :class:`~gpufabric.domain.views.CliHost` the CLI lends them: output, the fabrics of
 fabrics.yaml over the store, inventory files and the local labs. No kind is named here: the
-registered kinds say which groups they add."""
+registered kinds say which groups they add (and the ``gpufabric.commands`` entry points which
+kind adds a group, so that running one loads that kind's view alone)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,20 @@ from gpufabric.domain.fabric import FabricBackend, Tenancy
 from gpufabric.domain.models import Inventory
 from gpufabric.domain.views import CliGroup, FabricAccess
 
+COMMANDS = "gpufabric.commands"
+"""Entry points naming a kind's group (name -> its ``cli_group`` callable): the one group a
+command line names is found without importing every kind."""
 
-def kind_groups() -> dict[str, CliGroup]:
-    """Every registered kind's command group, by name (imports the kinds, not their views)."""
+
+def kind_groups(only: str | None = None) -> dict[str, CliGroup]:
+    """The kinds' command groups by name: ``only`` alone when it is registered under
+    :data:`COMMANDS`, else every registered kind's (``FabricKind.cli_group``)."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=COMMANDS, name=only) if only is not None else ():
+        g: CliGroup | None = ep.load()()
+        if g is not None and g.name == only:
+            return {only: g}
     from gpufabric.store.registry import Registry
 
     kinds = Registry.from_entry_points(drivers=False).ordered_kinds()

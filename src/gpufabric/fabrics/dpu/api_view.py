@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
 from gpufabric.domain.auth import Principal, Verb
@@ -36,11 +36,12 @@ def build(host: ApiHost) -> APIRouter:
     def offload(
         p: Principal = host.principal, f: FabricAccess = host.fabrics,
         warn_at: Annotated[float, Query(gt=0, le=1, description="Warn when a table is this full.")] = 0.8,
-    ) -> Any:
+    ) -> Response:
         p.require("audit", Verb.READ)
         b = f.backend(FABRIC)
         if b is None:
             raise UnavailableError("no dpu fabric is configured (fabrics.yaml)", field="fabrics.dpu")
-        return host.json(site_report(b, f.tenancy(), None, warn_at))
+        answer: Response = host.json(site_report(b, f.tenancy(), None, warn_at))
+        return answer
 
     return router

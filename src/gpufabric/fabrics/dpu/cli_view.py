@@ -32,7 +32,6 @@ from gpufabric.fabrics.dpu.ovn import OvnNbDriver
 from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
 from gpufabric.fabrics.dpu.profiles import TENANT_KEY
 from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_report
-from gpufabric.fabrics.dpu.site import site_report
 from gpufabric.fabrics.dpu.sriov import sriov_policy
 
 FABRIC = "dpu"  # the instance the commands read (the default instance of the kind)
@@ -61,6 +60,8 @@ def _live(host: CliHost, root: Path) -> tuple[list[NodeOffload], dict[str, Logic
 
 def _configured(host: CliHost, capacity: dict[str, int], warn_at: float) -> dict[str, Any]:
     """Every DPU of fabrics.yaml (``dpu.offload``), owners from the store."""
+    from gpufabric.fabrics.dpu.site import site_report  # its SSH stack: only for the configured DPUs
+
     with host.fabrics() as f:
         b = f.backend(FABRIC)
         if b is None:

@@ -42,8 +42,8 @@ from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, Fab
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Node
 from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
-from gpufabric.domain.views import ApiHost, CliGroup, CliHost
-from gpufabric.fabrics.dpu import checks, diff
+from gpufabric.domain.views import ApiHost, CliGroup
+from gpufabric.fabrics.dpu import checks, diff, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
@@ -175,18 +175,10 @@ class DpuKind(FabricKind[DpuState, DpuState]):
                           "nic_model": info.nic_model, "pf": info.pf}]}  # fmt: skip
 
     def cli_group(self) -> CliGroup:
-        return CliGroup("offload", "DPU offload report (hw / tc / datapath per tenant) and SR-IOV policy.", _cli)
+        return views.cli_group()
 
     def api_router(self, host: ApiHost) -> Any:
-        from gpufabric.fabrics.dpu.api_view import build  # fastapi: imported by the API only
-
-        return build(host)
-
-
-def _cli(host: CliHost) -> Any:
-    from gpufabric.fabrics.dpu.cli_view import build  # typer and the report: imported by `gpufabric offload` only
-
-    return build(host)
+        return views.api_router(host)
 
 
 def dpu_role(node: Node, tenancy: Tenancy) -> str:
