@@ -11,10 +11,13 @@ remove a name, lower its count here (the test tells you by how much).
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpufabric"
 KINDS = ("ethernet", "infiniband", "nvlink", "dpu")
@@ -25,15 +28,13 @@ DEBT: dict[str, int] = {
     "api/v1/leases.py": 2,
     "api/v1/moves.py": 4,
     "api/v1/nodes.py": 4,
-    "api/v1/ops.py": 2,
     "api/v1/schemas.py": 17,
-    "cli/dpu_facts.py": 5,
+    "cli/dpu_facts.py": 3,
     "cli/inventory_cmd.py": 18,
     "cli/lab_cmd.py": 24,
     "cli/lease_cmd.py": 7,
     "cli/move_cmd.py": 7,
     "cli/node_cmd.py": 10,
-    "cli/offload_cmd.py": 14,
     "cli/tenant_cmd.py": 9,
     "domain/drivers.py": 2,
     "domain/models.py": 24,
@@ -87,3 +88,72 @@ def test_the_count_sees_a_fabric_name() -> None:
     """The ratchet can fail: a new core line naming a fabric is counted."""
     assert names_a_fabric('b = engine.fabrics.backends.get("dpu")\nfor p in node.ethernet: pass\n') == 2
     assert names_a_fabric("# the ethernet fabric\nx = 1\n") == 0  # prose is not code
+
+
+# ---- imports: the core reaches a fabric package only through the registry (entry points)
+CORE = ("cli", "api", "web", "engine", "store", "workflow", "runtime")
+"""The packages that may never import ``gpufabric.fabrics.*`` (a kind's own commands and routes
+come through ``FabricKind.cli_group``/``api_router``: cli/kinds.py, api/v1/kinds.py)."""
+IMPORTS_DEBT: dict[str, str] = {
+    "cli/dpu_facts.py": "`node power-cycled` (cli/node_cmd.py) reads a DPU's facts: a core command of one kind, "
+    "to become the kind's own (FabricKind.cli_group) with node_cmd's move to kinds' views",
+    "cli/inventory_cmd.py": "`inventory import --ibnetdiscover` and the port namings of the Ethernet dialects: "
+    "to become the kinds' inventory hooks (issue 19, item 1)",
+}
+"""The only core modules that still import a fabric package, each with why; none may be added.
+``cli/offload_cmd.py`` and ``api/v1/ops.py`` left this list with ``offload`` (fabrics/dpu/cli_view.py,
+api_view.py)."""
+NEVER = ("cli/offload_cmd.py", "api/v1/ops.py")  # emptied by issue 19: may never import a fabric again
+
+
+def fabric_imports(text: str) -> list[str]:
+    """The ``gpufabric.fabrics.*`` modules ``text`` imports (at any depth, also
+    ``import_module("gpufabric.fabrics....")``); the registry's entry-point group name is no import."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and (
+            getattr(node.func, "id", getattr(node.func, "attr", "")) in ("import_module", "__import__")
+        ):
+            names = [str(node.args[0].value)]
+        else:
+            continue
+        found += [n for n in names if n == "gpufabric.fabrics" or n.startswith("gpufabric.fabrics.")][:1]
+    return found
+
+
+def core_modules() -> list[Path]:
+    return sorted(p for pkg in CORE if (SRC / pkg).is_dir() for p in (SRC / pkg).rglob("*.py"))
+
+
+def test_no_core_module_imports_a_fabric_package_but_its_listed_debt() -> None:
+    found = {str(p.relative_to(SRC)): fabric_imports(p.read_text()) for p in core_modules()}
+    new = {m: f for m, f in found.items() if f and m not in IMPORTS_DEBT}
+    assert not new, f"core modules import fabric packages (go through FabricKind and the registry): {new}"
+    paid = [m for m in IMPORTS_DEBT if not found.get(m)]
+    assert not paid, f"debt paid, remove from IMPORTS_DEBT: {paid}"
+
+
+@pytest.mark.parametrize("module", NEVER)
+def test_the_offload_views_left_the_core(module: str) -> None:
+    """The two core modules that imported ``fabrics.dpu`` for ``offload`` never import a fabric
+    again (the CLI module is gone; the API module imports none)."""
+    assert module not in IMPORTS_DEBT
+    path = SRC / module
+    assert not path.exists() or fabric_imports(path.read_text()) == []
+
+
+def test_the_import_check_sees_every_form() -> None:
+    """The import test can fail: each way of importing a fabric package is seen."""
+    text = (
+        "from gpufabric.fabrics.dpu.site import site_report\n"
+        "import gpufabric.fabrics.nvlink.fmpm\n"
+        "def f():\n    from gpufabric.fabrics import ethernet\n    return import_module('gpufabric.fabrics.dpu.ovn')\n"
+        "from gpufabric.domain.fabric import FabricKind\nGROUP = 'gpufabric.fabrics'\n"
+    )
+    assert fabric_imports(text) == ["gpufabric.fabrics.dpu.site", "gpufabric.fabrics.nvlink.fmpm",
+                                    "gpufabric.fabrics", "gpufabric.fabrics.dpu.ovn"]
+    assert fabric_imports(Path(__file__).read_text().split("# ---- imports")[0]) == []

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException
 from gpufabric.api import dashboard, guard
 from gpufabric.api.deps import PRINCIPAL, ApiContext, error_body, status_of
 from gpufabric.api.limits import LimitExceeded
-from gpufabric.api.v1 import leases, moves, nodes, ops, tenants
+from gpufabric.api.v1 import kinds, leases, moves, nodes, ops, tenants
 from gpufabric.api.v1.schemas import RETRY_AFTER, errors
 from gpufabric.api.v1.schemas_ops import Health
 from gpufabric.domain.auth import Principal, Role
@@ -106,7 +106,7 @@ def create_app(c: ApiContext) -> FastAPI:
         }
         return JSONResponse(body, status_code=e.status_code, headers=headers)
 
-    for r in (nodes.router, tenants.router, leases.router, moves.router, ops.router):
+    for r in (nodes.router, tenants.router, leases.router, moves.router, ops.router, *kinds.routers()):
         app.include_router(r, prefix="/api/v1")
 
     @app.get("/healthz", tags=["health"], summary="The process is up (says nothing else)", response_model=Health)

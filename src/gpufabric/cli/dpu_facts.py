@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpufabric.cli.common import fabrics_path, open_store, segment_config
-from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError
+from gpufabric.domain.errors import ConflictError
+from gpufabric.fabrics.dpu.cli_view import facts_of
 from gpufabric.fabrics.dpu.dpumode import DpuFacts
-from gpufabric.fabrics.dpu.info import dpu_inventory
 
 
 def read_facts(names: list[str]) -> list[DpuFacts]:
@@ -18,17 +16,7 @@ def read_facts(names: list[str]) -> list[DpuFacts]:
 
     fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), segment_config().quarantine_vlan.value)
     try:
-        b: Any = fabrics.backends.get("dpu")
-        reader = getattr(b, "mst", None)
-        if reader is None:
-            raise ConfigError("dpu.mst", None, "a dpu.mst section in fabrics.yaml (how to read DPU mode and firmware)")
-        store = open_store()
-        inv = dpu_inventory(tuple(store.nodes()))
-        for n in names:
-            store.node(n)  # NotFoundError first
-            if n not in inv:
-                raise ValidationError("node", n, "a node with a DPU in the inventory")
-        return [reader.read(inv[n]) for n in (names or sorted(inv))]
+        return facts_of(fabrics.backends.get("dpu"), open_store().nodes(), names)
     finally:
         fabrics.close()
 

@@ -54,7 +54,9 @@ def _global(
 
 # name -> (module, attribute, help; a command function when help is None). Only the module of
 # the command named on the command line is imported: `gpufabric --api URL node list` loads
-# neither the store (SQLAlchemy) nor the fabric packages (bench/bench_cli.py measures it).
+# neither the store (SQLAlchemy) nor the fabric packages (bench/bench_cli.py measures it). The
+# fabric kinds add their own groups (FabricKind.cli_group, cli/kinds.py): the kinds are loaded
+# only for a command that is not one of these.
 GROUPS: dict[str, tuple[str, str, str | None]] = {
     "inventory": ("inventory_cmd", "app", "Import the hardware inventory."),
     "node": ("node_cmd", "app", "Nodes: list, show, move."),
@@ -69,7 +71,6 @@ GROUPS: dict[str, tuple[str, str, str | None]] = {
     "audit": ("audit_cmd", "audit", None),
     "reconcile": ("ops_cmd", "reconcile", None),
     "serve": ("serve_cmd", "serve", None),
-    "offload": ("offload_cmd", "app", "DPU offload report (hw / tc / datapath per tenant) and SR-IOV policy."),
     "store": ("store_cmd", "app", "Store backup and restore (SQLite online backup, PostgreSQL pg_dump)."),
     "site": ("site_cmd", "app", "Site preflight: check devices, SMs, pools, inventory, store before go-live."),
     "deploy": ("deploy_cmd", "app", "Site deployment: the shipped systemd unit."),
@@ -79,13 +80,13 @@ _VALUED = ("--db", "--home", "--api", "--token", "--token-file")  # global optio
 
 
 def command_name(argv: list[str]) -> str | None:
-    """The sub-command ``argv`` names (after the global options), or None (help, or unknown)."""
+    """The sub-command ``argv`` names (after the global options), or None (help)."""
     it = iter(argv)
     for a in it:
         if a in _VALUED:
             next(it, None)
         elif not a.startswith("-"):
-            return a if a in GROUPS else None
+            return a
     return None
 
 
@@ -93,6 +94,13 @@ def build_app(only: str | None = None) -> typer.Typer:
     """The ``gpufabric`` app with every command, or only ``only`` (what a run needs)."""
     root = _root()
     root.callback()(_global)
+    kinds = None
+    if only not in GROUPS:  # help, a kind's group or unknown: the kinds' groups too
+        from gpufabric.cli.kinds import HOST, kind_groups
+
+        kinds = kind_groups(only)
+        if only not in kinds:
+            only = None  # unknown: the whole app (typer names the error and lists every command)
     for name, (module, attr, text) in GROUPS.items():
         if only is not None and name != only:
             continue
@@ -101,6 +109,9 @@ def build_app(only: str | None = None) -> typer.Typer:
             root.command(name)(obj)
         else:
             root.add_typer(obj, name=name, help=text)
+    for name, group in (kinds or {}).items():
+        if only is None or name == only:
+            root.add_typer(group.build(HOST), name=name, help=group.help)
     return root
 
 

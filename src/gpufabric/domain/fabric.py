@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, ClassVar, Generic, NamedTuple, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
@@ -42,6 +42,9 @@ from gpufabric.domain.models import QUARANTINE, FabricPorts, Lease, Network, Nod
 from gpufabric.domain.moves import Move
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import check_name
+
+if TYPE_CHECKING:
+    from gpufabric.domain.views import ApiHost, CliGroup
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
@@ -310,6 +313,17 @@ class FabricKind(ABC, Generic[D, S]):
         """This fabric's JSON fragment of ``node`` (``GET /api/v1/nodes/N`` and
         ``node list --json``, under ``fabrics.<instance>``). Default: nothing."""
         return {}
+
+    # ---- the kind's own commands and routes (gpufabric.domain.views)
+    def cli_group(self) -> CliGroup | None:
+        """A command group of this kind's own (``gpufabric <name> ...``), mounted by the CLI
+        beside the core's. Default: none."""
+        return None
+
+    def api_router(self, host: ApiHost) -> Any:
+        """A FastAPI ``APIRouter`` of this kind's own routes, mounted under ``/api/v1`` (None:
+        none; the default)."""
+        return None
 
 
 @lru_cache(maxsize=4096)

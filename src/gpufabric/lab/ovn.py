@@ -260,3 +260,8 @@ def _has_link(ns: str, name: str) -> bool:
     except LabError:
         return False
     return True
+
+
+def status(root: Path) -> dict[str, Any]:
+    """The status of the OVN lab under ``root`` (what a kind's view reads through its CLI host)."""
+    return OvnLab(root).status()

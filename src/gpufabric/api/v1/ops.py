@@ -1,5 +1,6 @@
 """v1 operations: the event log, API tokens (admin), the audit (run, last result as JSON
-and HTML), the reconcile/worker loops' status and the DPU offload report."""
+and HTML), the reconcile/worker loops' status (a fabric kind's own routes, e.g. ``/offload``, are mounted
+from the kind: api/v1/kinds.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from gpufabric.api.v1.schemas import errors
 from gpufabric.api.v1.schemas_ops import (
     AuditOut,
     EventPage,
-    OffloadOut,
     ReconcileOut,
     TokenCreated,
     TokenIn,
@@ -21,7 +21,7 @@ from gpufabric.api.v1.schemas_ops import (
     TokenOut,
 )
 from gpufabric.domain.auth import Principal, Verb
-from gpufabric.domain.errors import NotFoundError, UnavailableError
+from gpufabric.domain.errors import NotFoundError
 
 router = APIRouter()
 
@@ -99,19 +99,3 @@ def last_audit_html(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
 def reconcile_status(p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     p.require("reconcile", Verb.READ)
     return json({"loops": [s.to_dict() for s in c.loops.states.values()], "last": c.last_reconcile})
-
-
-@router.get("/offload", tags=["offload"], summary="DPU offload now: flows and bytes in hw / tc / datapath per tenant and node",
-            responses={200: {"model": OffloadOut}, **errors(403, 503, params=False)})
-def offload(
-    p: Principal = PRINCIPAL, c: ApiContext = CTX,
-    warn_at: Annotated[float, Query(gt=0, le=1, description="Warn when a table is this full.")] = 0.8,
-) -> Response:
-    p.require("audit", Verb.READ)
-    from gpufabric.fabrics.dpu.site import site_report
-
-    engine = c.need_engine()
-    b = engine.fabrics.backends.get("dpu")
-    if b is None:
-        raise UnavailableError("no dpu fabric is configured (fabrics.yaml)", field="fabrics.dpu")
-    return json(site_report(b, engine.tenancy(), None, warn_at))

@@ -1,5 +1,6 @@
-"""API models of the operations endpoints: events, tokens, audit, offload, reconcile, health
-(``/api/v1/events``, ``/tokens``, ``/audit``, ``/offload``, ``/reconcile``, ``/readyz``)."""
+"""API models of the operations endpoints: events, tokens, audit, reconcile, health
+(``/api/v1/events``, ``/tokens``, ``/audit``, ``/reconcile``, ``/readyz``; a fabric kind's own
+routes keep their models in the kind's package)."""
 
 from __future__ import annotations
 
@@ -62,14 +63,6 @@ class TokenList(BaseModel):
 class AuditOut(BaseModel):
     at: datetime | None = None
     report: dict[str, Any]
-
-
-class OffloadOut(BaseModel):
-    """``gpufabric offload report --json``: rows per node and tenant, tables, alerts."""
-
-    rows: list[dict[str, Any]]
-    tables: list[dict[str, Any]]
-    alerts: list[dict[str, Any]]
 
 
 class ReconcileOut(BaseModel):

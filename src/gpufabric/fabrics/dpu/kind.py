@@ -42,7 +42,8 @@ from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, Fab
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Node
 from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
-from gpufabric.fabrics.dpu import checks, diff
+from gpufabric.domain.views import ApiHost, CliGroup
+from gpufabric.fabrics.dpu import checks, diff, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
@@ -172,6 +173,12 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         role = None if tenancy is None else dpu_role(node, tenancy)
         return {"dpus": [{"name": info.name, "mode": info.mode.value, "role": role, "dpu_node": info.dpu_node,
                           "nic_model": info.nic_model, "pf": info.pf}]}  # fmt: skip
+
+    def cli_group(self) -> CliGroup:
+        return views.cli_group()
+
+    def api_router(self, host: ApiHost) -> Any:
+        return views.api_router(host)
 
 
 def dpu_role(node: Node, tenancy: Tenancy) -> str:
