@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +41,7 @@ from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.isolation import JoinPlanError, fail_alone, failsafe
+from gpufabric.engine.resume import advance, to_prepare
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
 from gpufabric.store.core import Store
@@ -113,12 +114,6 @@ class BatchResult:
 def _move_dict(m: Move) -> dict[str, object]:
     return {"id": m.id, "node": m.node, "from": m.from_tenant, "to": m.to_tenant, "status": m.status.value,
             "phase": m.phase.value, "error": m.error}  # fmt: skip
-
-
-def _advance(batch: list[Move], at: Collection[MovePhase], step: Callable[[list[Move]], list[Move]]) -> list[Move]:
-    """``step`` (one store transaction) for the moves of ``batch`` at a phase in ``at``; order kept."""
-    done = iter(step([m for m in batch if m.phase in at]))
-    return [next(done) if m.phase in at else m for m in batch]
 
 
 def checkpoint(name: str) -> None:
@@ -366,13 +361,13 @@ class MoveEngine:
         with self._heartbeat(batch):
             try:
                 with s.lock.held():
-                    fresh = [m for m in batch if m.phase is MovePhase.QUARANTINE]
+                    fresh = to_prepare(s, batch)  # taken over after before_move: not prepared again
                     if fresh:
                         try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
                             self._before_move(fresh)
                         except GpufabricError as e:
                             failed += s.refuse(fresh, e.message)
-                            batch = [m for m in batch if m.phase is not MovePhase.QUARANTINE]
+                            batch = [m for m in batch if m.id not in {x.id for x in fresh}]
                             if not batch:
                                 raise _Refused(e) from None
                         else:  # drained: from here (not before) each holds its node in quarantine
@@ -385,7 +380,7 @@ class MoveEngine:
                     if any(m.phase in before_join for m in batch):  # quarantine verified: swap, one transaction
                         t0 = time.monotonic()
                         with self.store.tx() as tx:  # the swap, then (same transaction) what join applies
-                            swapped = _advance(batch, before_join, lambda ms: s.swap_leases(ms, tx))
+                            swapped = advance(batch, before_join, lambda ms: s.swap_leases(ms, tx))
                             ready = self._prepare(tx, join=True)  # a JoinPlanError rolls the swap back
                         batch = swapped  # committed
                         failed += [m for m in batch if m.status is MoveStatus.FAILED]  # alone: held in quarantine

@@ -281,6 +281,11 @@ class MoveLedger:
                         node.state = (NodeState.AVAILABLE if r.to_tenant == QUARANTINE else NodeState.LEASED).value
             return [move_to_domain(r) for r in rows]
 
+    def prepared(self, moves: Sequence[Move]) -> set[int]:
+        """The ids of ``moves`` whose fabrics preparation (:meth:`mark_prepared`) is recorded."""
+        with self.store.tx() as tx:
+            return prepared_ids(tx.session, [m.id for m in moves if m.id is not None])
+
     def mark_prepared(self, moves: Sequence[Move]) -> None:
         """Record (event :data:`PREPARED`, fenced by each claim, one transaction) that the fabrics
         prepared ``moves``' nodes (``before_move``: gates passed, drained): from now on each move

@@ -1,0 +1,91 @@
+"""A move taken over resumes from what the store records (issue 23, item 4): the taker does
+not run the fabrics' preparation (``before_move``: gates, drains) again for a move the dead
+worker already prepared, but it still re-reads the fabrics and applies what they lack."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import select, text
+
+from conftest import PgCluster
+from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
+from gpufabric.engine.moves import BatchResult, MoveEngine
+from gpufabric.store.tables import MoveEventRow
+
+from support.workers import memory_fabrics, seed, two_engines
+from unit.test_engine_memory import owners
+
+pytestmark = pytest.mark.postgres
+BEAT = 0.3
+
+
+@pytest.fixture
+def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
+    name = f"resume{os.getpid()}_{time.monotonic_ns() % 10**9}"
+    with postgres_cluster.admin() as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    fabrics = memory_fabrics()
+    with two_engines(postgres_cluster.url(name), fabrics, BEAT) as (a, b):
+        seed(a.store, fabrics)
+        yield a, b
+    fabrics.close()
+    with postgres_cluster.admin() as c:
+        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_a_move_taken_over_after_its_preparation_is_not_prepared_again(two: tuple[MoveEngine, MoveEngine]) -> None:
+    a, b = two
+    m = a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
+    frozen, wake = threading.Event(), threading.Event()
+
+    def freeze(phase: str, message: str) -> None:  # before a's quarantine apply (prepared): a's host goes silent
+        if frozen.is_set() or phase != "quarantine" or ": applying" not in message:
+            return
+        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
+        conn = a.ledger.lock._conn
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with a.store.tx() as tx:
+            tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        frozen.set()
+        wake.wait(60)
+
+    a.progress = freeze
+    result: list[BatchResult | None] = []
+    ta = threading.Thread(target=lambda: result.append(a.run_pending()), daemon=True)
+    ta.start()
+    assert frozen.wait(30)
+    assert a.ledger.get(m.id or 0).phase is MovePhase.QUARANTINE
+    prepares: list[int] = []
+    before_move = b.fabrics.before_move
+
+    def counted(*args: Any, **kw: Any) -> None:
+        prepares.append(1)
+        before_move(*args, **kw)
+
+    b.fabrics.before_move = counted  # type: ignore[method-assign]
+    batch, t0 = None, time.monotonic()
+    while batch is None:
+        batch = b.run_pending()
+        if batch is None:
+            time.sleep(b.idle_wait(0.1))
+        assert time.monotonic() - t0 < 30, "not taken over"
+    assert [(x.id, x.status) for x in batch.moves] == [(m.id, MoveStatus.DONE)]
+    assert prepares == []  # the dead worker's preparation is recorded: not run again
+    phases = {t.phase: t for t in batch.timings}
+    assert list(phases) == ["quarantine", "swap", "join"]
+    assert phases["quarantine"].observed_first  # the fabrics re-read: a died before its quarantine apply
+    assert phases["quarantine"].changes > 0 and phases["join"].changes > 0
+    with b.store.tx() as tx:
+        events = tx.session.scalars(select(MoveEventRow.phase).where(MoveEventRow.move_id == m.id)).all()
+    assert list(events).count("prepared") == 1
+    assert owners(b)["n1"] == {"ta"}
+    wake.set()
+    ta.join(30)
+    assert not ta.is_alive() and result == [BatchResult([], [])]
+    assert owners(b)["n1"] == {"ta"}
