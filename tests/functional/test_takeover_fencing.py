@@ -11,12 +11,12 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import text
 
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 
 from functional.test_worker_takeover import BEAT, two  # noqa: F401  (the fixture)
+from support.workers import go_silent
 from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
@@ -36,10 +36,7 @@ def test_a_worker_woken_after_its_move_was_taken_over_writes_nothing(
     def freeze(label: str, message: str) -> None:  # just before a's first apply of `phase`
         if frozen.is_set() or label != phase or ": applying" not in message:
             return
-        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
-        pid = a.ledger.lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with a.store._tx() as s:
-            s.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        go_silent(a)
         frozen.set()
         wake.wait(60)
 

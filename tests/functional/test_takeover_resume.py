@@ -4,42 +4,27 @@ worker already prepared, but it still re-reads the fabrics and applies what they
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import select
 
-from conftest import PgCluster
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.tables import MoveEventRow
 
-from support.workers import memory_fabrics, seed, two_engines
+from functional.test_worker_takeover import two  # noqa: F401  (the fixture)
+from support.workers import go_silent
 from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
-BEAT = 0.3
 
 
-@pytest.fixture
-def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
-    name = f"resume{os.getpid()}_{time.monotonic_ns() % 10**9}"
-    with postgres_cluster.admin() as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    fabrics = memory_fabrics()
-    with two_engines(postgres_cluster.url(name), fabrics, BEAT) as (a, b):
-        seed(a.store, fabrics)
-        yield a, b
-    fabrics.close()
-    with postgres_cluster.admin() as c:
-        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-
-
-def test_a_move_taken_over_after_its_preparation_is_not_prepared_again(two: tuple[MoveEngine, MoveEngine]) -> None:
+def test_a_move_taken_over_after_its_preparation_is_not_prepared_again(
+    two: tuple[MoveEngine, MoveEngine],  # noqa: F811
+) -> None:
     a, b = two
     m = a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     frozen, wake = threading.Event(), threading.Event()
@@ -47,11 +32,7 @@ def test_a_move_taken_over_after_its_preparation_is_not_prepared_again(two: tupl
     def freeze(phase: str, message: str) -> None:  # before a's quarantine apply (prepared): a's host goes silent
         if frozen.is_set() or phase != "quarantine" or ": applying" not in message:
             return
-        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
-        conn = a.ledger.lock._conn
-        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with a.store.tx() as tx:
-            tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        go_silent(a)
         frozen.set()
         wake.wait(60)
 

@@ -19,7 +19,7 @@ from conftest import PgCluster
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 
-from support.workers import memory_fabrics, seed, two_engines
+from support.workers import go_silent, memory_fabrics, seed, two_engines
 from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
@@ -49,12 +49,7 @@ def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two
     def freeze(phase: str, message: str) -> None:  # before a's join apply: a's host goes silent
         if died_at or phase != "join" or not message.startswith("add: applying"):
             return
-        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]  # no heartbeat any more
-        conn = a.ledger.lock._conn  # and the fabric lock's session dies with the host
-        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with a.store.tx() as tx:
-            s = tx.session
-            s.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        go_silent(a)
         died_at.append(time.monotonic())
         frozen.set()
         wake.wait(60)

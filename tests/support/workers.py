@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sqlalchemy import text
+
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
@@ -118,3 +120,12 @@ def two_engines(url: str, f: Fabrics, beat: float, suffix: str = "") -> Iterator
     finally:
         for s in stores:
             s.close()
+
+
+def go_silent(engine: MoveEngine) -> None:
+    """``engine``'s host goes silent (a paused VM, a dead host): no heartbeat any more, and the
+    fabric lock's PostgreSQL session dies with it (terminated from another session)."""
+    engine.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
+    pid = engine.ledger.lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    with engine.store.tx() as tx:
+        tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
