@@ -43,8 +43,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
-
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
@@ -107,11 +105,7 @@ def takeover(a: MoveEngine, b: MoveEngine, to: str, kill_phase: str) -> dict[str
         started.set()  # a holds the move: b's worker starts ticking (a replica that was up before the death)
         if died or phase != kill_phase or ": applying" not in message:
             return
-        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
-        conn = a.ledger.lock._conn
-        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with a.store._tx() as s:
-            s.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        _support().go_silent(a)  # no heartbeat, the lock's session terminated
         died.append(time.monotonic())
         frozen.set()
         wake.wait(120)

@@ -7,7 +7,6 @@ bench/bench_takeover.py)."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 
 from functional.test_worker_takeover import BEAT, two  # noqa: F401  (the fixture)
-from support.workers import go_silent
+from support.workers import freeze_before_apply
 from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
@@ -31,20 +30,7 @@ def test_a_worker_woken_after_its_move_was_taken_over_writes_nothing(
     a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     assert [m.status for m in (a.run_pending() or BatchResult([], [])).moves] == [MoveStatus.DONE]
     m = a.ledger.request("n1", MoveRequest("tb", networks=("tb-net",)))  # ta -> tb: quarantine removes ta
-    frozen, wake = threading.Event(), threading.Event()
-
-    def freeze(label: str, message: str) -> None:  # just before a's first apply of `phase`
-        if frozen.is_set() or label != phase or ": applying" not in message:
-            return
-        go_silent(a)
-        frozen.set()
-        wake.wait(60)
-
-    a.progress = freeze
-    result: list[BatchResult | None] = []
-    ta = threading.Thread(target=lambda: result.append(a.run_pending()), daemon=True)
-    ta.start()
-    assert frozen.wait(30)
+    ta = freeze_before_apply(a, phase)  # just before a's first apply of `phase`
     batch, t0 = None, time.monotonic()
     while batch is None:
         batch = b.run_pending()
@@ -53,8 +39,6 @@ def test_a_worker_woken_after_its_move_was_taken_over_writes_nothing(
     assert [(x.id, x.status) for x in batch.moves] == [(m.id, MoveStatus.DONE)]
     assert owners(b)["n1"] == {"tb"}
     applies = {k: d.applies for k, d in (("sw", b.fabrics.switches["leaf1"]), ("sm", b.fabrics.sm))}
-    wake.set()
-    ta.join(30)
-    assert not ta.is_alive() and result == [BatchResult([], [])]
+    assert ta.resume() == BatchResult([], [])
     assert owners(b)["n1"] == {"tb"}  # before the fix (phase quarantine): {"quarantine"}
     assert {k: d.applies for k, d in (("sw", b.fabrics.switches["leaf1"]), ("sm", b.fabrics.sm))} == applies

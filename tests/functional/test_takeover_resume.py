@@ -4,7 +4,6 @@ worker already prepared, but it still re-reads the fabrics and applies what they
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -16,7 +15,7 @@ from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.tables import MoveEventRow
 
 from functional.test_worker_takeover import two  # noqa: F401  (the fixture)
-from support.workers import go_silent
+from support.workers import freeze_before_apply
 from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
@@ -27,20 +26,7 @@ def test_a_move_taken_over_after_its_preparation_is_not_prepared_again(
 ) -> None:
     a, b = two
     m = a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
-    frozen, wake = threading.Event(), threading.Event()
-
-    def freeze(phase: str, message: str) -> None:  # before a's quarantine apply (prepared): a's host goes silent
-        if frozen.is_set() or phase != "quarantine" or ": applying" not in message:
-            return
-        go_silent(a)
-        frozen.set()
-        wake.wait(60)
-
-    a.progress = freeze
-    result: list[BatchResult | None] = []
-    ta = threading.Thread(target=lambda: result.append(a.run_pending()), daemon=True)
-    ta.start()
-    assert frozen.wait(30)
+    ta = freeze_before_apply(a, "quarantine")  # prepared, before its quarantine apply: a's host goes silent
     assert a.ledger.get(m.id or 0).phase is MovePhase.QUARANTINE
     prepares: list[int] = []
     before_move = b.fabrics.before_move
@@ -66,7 +52,5 @@ def test_a_move_taken_over_after_its_preparation_is_not_prepared_again(
         events = tx.session.scalars(select(MoveEventRow.phase).where(MoveEventRow.move_id == m.id)).all()
     assert list(events).count("prepared") == 1
     assert owners(b)["n1"] == {"ta"}
-    wake.set()
-    ta.join(30)
-    assert not ta.is_alive() and result == [BatchResult([], [])]
+    assert ta.resume() == BatchResult([], [])
     assert owners(b)["n1"] == {"ta"}

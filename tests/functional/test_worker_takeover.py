@@ -13,13 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from conftest import PgCluster
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 
-from support.workers import go_silent, memory_fabrics, seed, two_engines
+from support.workers import freeze_before_apply, go_silent, memory_fabrics, seed, two_engines
 from unit.test_engine_memory import owners
 
 pytestmark = pytest.mark.postgres
@@ -43,22 +42,7 @@ def two(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, MoveEngine]]:
 def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two: tuple[MoveEngine, MoveEngine]) -> None:
     a, b = two
     m = a.ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
-    frozen, wake = threading.Event(), threading.Event()
-    died_at: list[float] = []
-
-    def freeze(phase: str, message: str) -> None:  # before a's join apply: a's host goes silent
-        if died_at or phase != "join" or not message.startswith("add: applying"):
-            return
-        go_silent(a)
-        died_at.append(time.monotonic())
-        frozen.set()
-        wake.wait(60)
-
-    a.progress = freeze
-    result: list[BatchResult | None] = []
-    ta = threading.Thread(target=lambda: result.append(a.run_pending()), daemon=True)
-    ta.start()
-    assert frozen.wait(30)
+    ta = freeze_before_apply(a, "join", "add: applying")  # before a's join apply: a's host goes silent
     claimed_at: list[float] = []
     claim = b.ledger.claim
 
@@ -74,9 +58,9 @@ def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two
         batch = b.run_pending()
         if batch is None:
             time.sleep(0.1)
-        assert time.monotonic() - died_at[0] < 30, "not taken over"
-    done = time.monotonic() - died_at[0]
-    taken = claimed_at[0] - died_at[0]
+        assert time.monotonic() - ta.died_at < 30, "not taken over"
+    done = time.monotonic() - ta.died_at
+    taken = claimed_at[0] - ta.died_at
     print(f"\nclaimed by b {taken:.2f}s after a's last heartbeat could have been sent (3 beats = {3 * BEAT:.1f}s),"
           f" done {done:.2f}s after")  # fmt: skip
     assert [(x.id, x.status) for x in batch.moves] == [(m.id, MoveStatus.DONE)]
@@ -84,9 +68,7 @@ def test_a_worker_that_stops_heartbeating_loses_its_moves_within_three_beats(two
     got = b.ledger.get(m.id or 0)
     assert (got.claimed_by, got.attempts) == (b.worker, 2)
     assert owners(b)["n1"] == {"ta"}
-    wake.set()  # a wakes up: its claim and its lock are gone, it must touch nothing
-    ta.join(30)
-    assert not ta.is_alive() and result == [BatchResult([], [])]
+    assert ta.resume() == BatchResult([], [])  # a wakes up: its claim and its lock are gone, it must touch nothing
     assert b.ledger.get(m.id or 0) == got and owners(b)["n1"] == {"ta"}
 
 
@@ -126,10 +108,7 @@ def test_an_idle_worker_wakes_when_the_move_turns_stale_not_at_its_next_tick(two
         started.set()  # a holds the move
         if died_at or phase != "join" or ": applying" not in message:
             return
-        a.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
-        pid = a.ledger.lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
-        with a.store.tx() as tx:
-            tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+        go_silent(a)
         died_at.append(time.monotonic())
         frozen.set()
         wake.wait(60)

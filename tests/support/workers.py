@@ -17,16 +17,18 @@ The world is the 3-node one of ``unit/test_engine_memory`` on :mod:`support.memf
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import text
 
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.engine.fabrics import Fabrics
-from gpufabric.engine.moves import MoveEngine
+from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
@@ -129,3 +131,43 @@ def go_silent(engine: MoveEngine) -> None:
     pid = engine.ledger.lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
     with engine.store.tx() as tx:
         tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+
+
+@dataclass
+class FrozenWorker:
+    """``engine.run_pending()`` in a thread, frozen (its host silent, :func:`go_silent`) just
+    before its first apply in one phase; ``died_at``: ``time.monotonic()`` at the freeze."""
+
+    wake: threading.Event = field(default_factory=threading.Event)
+    frozen: threading.Event = field(default_factory=threading.Event)
+    died_at: float = 0.0
+    result: list[BatchResult | None] = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    def resume(self) -> BatchResult | None:
+        """Wake the frozen worker and wait for its batch's result."""
+        assert self.thread is not None
+        self.wake.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        return self.result[0]
+
+
+def freeze_before_apply(engine: MoveEngine, phase: str, message: str = ": applying") -> FrozenWorker:
+    """Start ``engine``'s worker tick; it freezes at the first progress line of ``phase``
+    containing ``message`` (before that apply is sent). Returns once it is frozen."""
+    w = FrozenWorker()
+
+    def freeze(label: str, line: str) -> None:
+        if w.frozen.is_set() or label != phase or message not in line:
+            return
+        go_silent(engine)
+        w.died_at = time.monotonic()
+        w.frozen.set()
+        w.wake.wait(60)
+
+    engine.progress = freeze
+    w.thread = threading.Thread(target=lambda: w.result.append(engine.run_pending()), daemon=True)
+    w.thread.start()
+    assert w.frozen.wait(30), f"the worker never reached its {phase} apply"
+    return w
