@@ -31,8 +31,10 @@ from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.fabrics.infiniband.smhosts import read_script
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
-from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
-from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair, with_standby_node
+from gpufabric.lab.netfile import SM_NODE, hca_port_guid
+from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
+
+from support.ib_pair import sm_pair_lab
 
 pytestmark = pytest.mark.root
 
@@ -44,17 +46,8 @@ TENANT = PartitionLayout((Partition("tenant-a", PKey(0x0A01), tuple(PartitionMem
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, SmPair]]:
-    root = tmp_path_factory.mktemp("smhosts")
-    fab = IbFabric(root / "ib", f"gf-t-smh-{os.getpid()}", SM_NODE)
-    pair = SmPair(fab, root / "pair")
-    try:
-        fab.start_ibsim(with_standby_node(generate_netfile(4, 1)))
-        fab.start_opensm()
-        pair.start()
-        yield fab, pair
-    finally:
-        pair.stop()
-        fab.stop()
+    with sm_pair_lab(tmp_path_factory.mktemp("smhosts"), f"gf-t-smh-{os.getpid()}") as both:
+        yield both
 
 
 def driver(fab: IbFabric, pair: SmPair, sa_dumps: bool = False, **extra: object) -> OpenSMDriver:

@@ -25,8 +25,10 @@ from gpufabric.fabrics.infiniband.ipoib import McGroup, parse_sa_dump_groups
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.smhosts import read_script
 from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
-from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair, with_standby_node
+from gpufabric.lab.netfile import SM_NODE, hca_port_guid
+from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
+
+from support.ib_pair import sm_pair_lab
 
 pytestmark = pytest.mark.root
 
@@ -39,17 +41,8 @@ DEFAULT_BCAST = "ff12:401b:ffff::ffff:ffff"  # the default partition's (0x7fff, 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, SmPair]]:
-    root = tmp_path_factory.mktemp("smpair-ipoib")
-    fab = IbFabric(root / "ib", f"gf-t-spi-{os.getpid()}", SM_NODE)
-    pair = SmPair(fab, root / "pair")
-    try:
-        fab.start_ibsim(with_standby_node(generate_netfile(4, 1)))
-        fab.start_opensm()
-        pair.start()
-        yield fab, pair
-    finally:
-        pair.stop()
-        fab.stop()
+    with sm_pair_lab(tmp_path_factory.mktemp("smpair-ipoib"), f"gf-t-spi-{os.getpid()}") as both:
+        yield both
 
 
 def layout(*pkeys: int) -> PartitionLayout:
