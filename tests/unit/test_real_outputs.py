@@ -23,6 +23,7 @@ import pytest
 from gpufabric.domain.state import PortMode
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.fabrics.dpu.offload import parse_dump_flows
+from gpufabric.fabrics.ethernet.bonds import aggregate_key
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_config, parse_vlan_list
 from gpufabric.fabrics.infiniband.ib_match import match_fabric
@@ -134,6 +135,10 @@ def test_running_configs_are_read_as_the_device_applies_them(m: Manifest) -> Non
         "bonds"
     ]
     assert len(bonds) >= len(exp["bonds"])
+    members = {k: ports[k].bond for k in exp["bonds"] if k in ports}  # a member read as a port: with its channel
+    assert {k: aggregate_key(v) for k, v in members.items()} == {
+        k: aggregate_key(exp["bonds"][k]["bond"]) for k in members
+    }
 
 
 def test_regression_nxos_ports_without_a_switchport_line_are_read_with_the_defaults() -> None:
