@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export GPUFABRIC_HOME ?= $(CURDIR)/.gpufabric
 
-.PHONY: setup test lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv openstack-venvs test-neutron-driver
+.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv openstack-venvs test-neutron-driver
 
 setup:
 	@bash scripts/setup.sh
@@ -22,6 +22,11 @@ test: setup lint lint-integrations openstack-venvs test-neutron-driver
 # Every kill point / drill iteration of the trimmed slow tests (see their docstrings).
 test-full: setup lint
 	GPUFABRIC_TEST_FULL=1 $(BIN)/pytest -q
+
+# Re-records tests/durations.json (how scripts/test.sh halves the suite): one process, so the
+# durations are those of a test alone; run it when tests were added or got slower.
+test-durations: setup
+	$(BIN)/pytest -q --store-durations --durations-path tests/durations.json
 
 unit: setup
 	$(BIN)/pytest -q tests/unit

@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# `make test`'s pytest step: the whole suite in two pytest processes at once. tests/unit (pure,
-# in-process, CPU-bound: about 5 of the suite's ~38 minutes) runs beside the rest, whose time is
-# mostly spent waiting on real components (OVS, OpenSM on ibsim, PostgreSQL, namespaces), so the
-# second core does the unit tests while the first waits. Each process has its own basetemp and
-# its own PostgreSQL cluster (tests/conftest.py). The unit run's output is printed after the rest;
-# the exit code is the first failure's. Extra arguments go to both.
+# `make test`'s pytest step: the whole suite in two pytest processes at once, each one half of it by
+# the test durations recorded in tests/durations.json (pytest-split, `duration_based_chunks`: each
+# half is a contiguous run of the suite in collection order, so a module's fixtures are set up in one
+# process; a test not yet recorded counts as the average). Most of the suite's time is spent
+# waiting on real components (OVS, OpenSM on ibsim, PostgreSQL, namespaces, Neutron), so two
+# processes on two cores take little more than half the time of one. Each process has its own
+# basetemp and its own PostgreSQL cluster (tests/conftest.py); the labs' names carry a hash of their
+# home, so two labs coexist. Group 2's output is printed after group 1's; the exit code is the first
+# failure's. Extra arguments go to both. Re-record the durations with `make test-durations`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
+DUR=tests/durations.json
 log=$(mktemp)
-unit_tmp=$(mktemp -d)
-"$BIN/pytest" -q -p no:cacheprovider --basetemp="$unit_tmp/t" tests/unit "$@" >"$log" 2>&1 &
-unit=$!
-"$BIN/pytest" -q --ignore=tests/unit "$@"
-rest=$?
-wait "$unit"
-u=$?
-echo "---------------- tests/unit (run beside the rest): exit $u ----------------"
+tmp2=$(mktemp -d)
+"$BIN/pytest" -q -p no:cacheprovider --basetemp="$tmp2/t" --splits 2 --group 2 --durations-path "$DUR" "$@" >"$log" 2>&1 &
+g2=$!
+"$BIN/pytest" -q --splits 2 --group 1 --durations-path "$DUR" "$@"
+g1=$?
+wait "$g2"
+r2=$?
+echo "---------------- group 2 of 2 (run beside group 1): exit $r2 ----------------"
 cat "$log"
-rm -rf "$log" "$unit_tmp"
-if [ "$rest" -ne 0 ]; then exit "$rest"; fi
-exit "$u"
+rm -rf "$log" "$tmp2"
+if [ "$g1" -ne 0 ]; then exit "$g1"; fi
+exit "$r2"

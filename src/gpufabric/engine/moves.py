@@ -367,7 +367,8 @@ class MoveEngine:
                             self._before_move(fresh)
                         except GpufabricError as e:
                             failed += s.refuse(fresh, e.message)
-                            batch = [m for m in batch if m.id not in {x.id for x in fresh}]
+                            refused = {x.id for x in fresh}
+                            batch = [m for m in batch if m.id not in refused]
                             if not batch:
                                 raise _Refused(e) from None
                         else:  # drained: from here (not before) each holds its node in quarantine
