@@ -138,3 +138,41 @@ def test_member_pulled_out_goes_back_and_the_plan_converges(dialect: str, mode: 
     assert _joined(double, members[1], agg, mode)
     assert KIND.diff(desired, (back,)).empty
     assert not [v for v in KIND.audit(t, desired, (back,)) if v.invariant == OUT_ID]
+
+
+def _shut(double: CliDouble, member: str) -> None:
+    """An operator shuts ``member`` down, leaving it in its aggregate."""
+    if isinstance(double, (IosDouble, Os9Double)):
+        double.blocks[member] = [x for x in double.blocks[member] if x not in ("shutdown", "no shutdown")] + ["shutdown"]
+    elif isinstance(double, JunosDouble):
+        double.active.append(("interfaces", member, "disable"))
+    elif isinstance(double, NvueDouble):
+        double.applied["interface"].setdefault(member, {})["link"] = {"state": "down"}
+    else:
+        assert isinstance(double, SonicDouble)
+        double.db["PORT"][member]["admin_status"] = "down"
+
+
+@pytest.mark.parametrize("dialect", DOUBLE_DIALECTS)
+def test_a_member_shut_down_in_its_aggregate_is_brought_back_up(dialect: str) -> None:
+    if dialect in NO_MEMBER_PORTS:
+        pytest.skip(NO_MEMBER_PORTS[dialect])
+    sw, agg = f"{dialect}-leaf", AGGREGATE[dialect]
+    members = port_names(dialect, 2)
+    drv, double = double_driver(dialect, sw, (*members, agg), Q)
+    drv._json = False
+    t = _tenancy(dialect, sw, members, "lacp")
+    desired = KIND.desired(t)
+    drv.apply(KIND.diff(desired, (drv.observe(),)).by_switch()[sw])
+
+    _shut(double, members[0])
+    down = drv.observe()
+    assert (_p(down, members[0]).mode, _p(down, members[0]).bond) == (PortMode.SHUTDOWN, agg)
+    assert [(v.invariant, v.port) for v in KIND.audit(t, desired, (down,)) if v.invariant.startswith("ETH-BOND")] == [
+        ("ETH-BOND-MEMBER-DOWN", members[0])
+    ]
+    plan = KIND.diff(desired, (down,))
+    assert [(c.after.port, c.after.mode, c.after.bond) for c in plan.changes] == [(members[0], PortMode.ACCESS, agg)]
+    (verified,) = EthernetBackend({sw: drv}, verify_timeout=1.0).apply(plan)
+    assert [(p.port, p.mode, p.vlan, p.bond) for p in verified.ports] == [(members[0], PortMode.ACCESS, VlanId(2001), agg)]
+    assert KIND.diff(desired, (drv.observe(),)).empty

@@ -215,3 +215,45 @@ def test_the_ovsdb_driver_never_moves_a_port_into_a_bond() -> None:
 
     drv = OvsdbSwitchDriver("leaf01", "tcp:127.0.0.1:1", Q, 1)  # nothing listens there
     drv.apply([_back("l2", "lb")])  # returns before connecting
+
+
+MEMBERS_READ = {
+    "junos": ("set interfaces ae3 unit 0 family ethernet-switching interface-mode trunk\n"
+              "set interfaces ae3 unit 0 family ethernet-switching vlan members [ 2001 2002 ]\n"
+              "set interfaces ge-0/0/1 ether-options 802.3ad ae3\n"
+              "set interfaces ge-0/0/2 gigether-options 802.3ad ae3\n"
+              "set interfaces ge-0/0/2 disable\n"
+              "set interfaces ge-0/0/3 unit 0 family ethernet-switching vlan members 2001\n"
+              "set interfaces ge-0/0/4 ether-options 802.3ad ae5\n"
+              "set interfaces ae5 unit 0 family inet address 192.0.2.1/31\n",
+              ("ge-0/0/1", "ge-0/0/2", "ge-0/0/3", "ae3")),
+    "nvue": ('[{"header": {}}, {"set": {"bridge": {"domain": {"br_default": {"vlan": {"2001-2002": {}}}}}, "interface": {'
+             '"bond3": {"type": "bond", "bond": {"member": {"swp1-2": {}}, "mode": "lacp"},'
+             ' "bridge": {"domain": {"br_default": {"vlan": {"2001-2002": {}}, "untagged": "none"}}}},'
+             '"swp2": {"type": "swp", "link": {"state": "down"}},'
+             '"swp3": {"type": "swp", "bridge": {"domain": {"br_default": {"access": 2001}}}},'
+             '"bond5": {"type": "bond", "bond": {"member": {"swp4": {}}}, "ip": {"address": {"192.0.2.1/31": {}}}}}}}]',
+             ("swp1", "swp2", "swp3", "bond3")),
+    "sonic": ('{"PORT": {"Ethernet0": {"admin_status": "up"}, "Ethernet4": {"admin_status": "down"},'
+              ' "Ethernet8": {"admin_status": "up"}, "Ethernet12": {"admin_status": "up"}},'
+              ' "PORTCHANNEL": {"PortChannel3": {"admin_status": "up"}, "PortChannel5": {"admin_status": "up"}},'
+              ' "PORTCHANNEL_MEMBER": {"PortChannel3|Ethernet0": {}, "PortChannel3|Ethernet4": {}, "PortChannel5|Ethernet12": {}},'
+              ' "VLAN": {"Vlan2001": {"vlanid": "2001"}, "Vlan2002": {"vlanid": "2002"}},'
+              ' "VLAN_MEMBER": {"Vlan2001|PortChannel3": {"tagging_mode": "tagged"}, "Vlan2002|PortChannel3": {"tagging_mode": "tagged"},'
+              ' "Vlan2001|Ethernet8": {"tagging_mode": "untagged"}}}',
+              ("Ethernet0", "Ethernet4", "Ethernet8", "PortChannel3")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dialect", sorted(MEMBERS_READ))
+def test_junos_nvue_sonic_members_are_read_with_their_aggregate(dialect: str) -> None:
+    """A member: its aggregate's VLANs and ``bond`` (its own disable / link / admin down: SHUTDOWN,
+    still in it); a plain port: no bond; a member of a routed aggregate (ae5 inet, bond5 with an
+    address, PortChannel5 in no VLAN): not read."""
+    text, (m1, m2, plain, agg) = MEMBERS_READ[dialect]
+    st = parse_running_config(load_dialect(dialect), text, switch="leaf01")
+    trunk = (VlanId(2001), VlanId(2002))
+    assert {p.port: (p.mode, p.vlan, p.trunks, p.bond) for p in st.ports} == {
+        m1: (PortMode.TRUNK, None, trunk, agg), m2: (PortMode.SHUTDOWN, None, (), agg),
+        plain: (PortMode.ACCESS, VlanId(2001), (), ""), agg: (PortMode.TRUNK, None, trunk, ""),
+    }  # fmt: skip
