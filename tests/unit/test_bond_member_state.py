@@ -190,3 +190,28 @@ def test_the_read_back_must_show_a_member_put_back_in_its_aggregate() -> None:
         EthernetBackend({"leaf01": drv}, verify_timeout=0.05).apply(plan)
     assert [m.split("port='")[1].split("'")[0] for m in e.value.fields["mismatches"]] == ["Ethernet1", "Ethernet2"]
     assert all("bond='Port-Channel10'" in m for m in e.value.fields["mismatches"])
+
+
+def test_a_fex_uplink_in_a_channel_the_config_leaves_out_is_not_read() -> None:
+    """NX-OS FEX fabric uplinks sit in port-channels a running config may not show (33 of them in
+    the N7K 6.2 real config ciscoconfparse-sample_01.nxos): no host port, so no refused plan."""
+    text = ("interface Ethernet2/13\n  switchport\n  switchport mode fex-fabric\n  fex associate 132\n  channel-group 132\n\n"
+            "interface Ethernet2/14\n  switchport\n  channel-group 12 mode active\n")  # fmt: skip
+    st = parse_running_config(load_dialect("nxos"), text, switch="leaf01")
+    assert [(p.port, p.mode, p.bond) for p in st.ports] == [("Ethernet2/14", PortMode.SHUTDOWN, "Port-Channel12")]  # named as parse_ios_bonds names a channel it cannot see
+
+
+def test_the_structured_read_reads_a_host_port_in_a_missing_channel_in_that_channel() -> None:
+    from gpufabric.fabrics.ethernet.jsonread import parse_nxos_json
+
+    from unit.test_jsonread import nxos_answer
+
+    text = nxos_answer(
+        [{"interface": "Ethernet1/9", "admin_state": "up", "eth_bundle": "Po20"},
+         {"interface": "Ethernet1/10", "admin_state": "up", "eth_bundle": "Po30"}],
+        [{"interface": "Ethernet1/9", "switchport": "Enabled", "oper_mode": "access", "access_vlan": 1},
+         {"interface": "Ethernet1/10", "switchport": "Enabled", "oper_mode": "fex-fabric"}],
+    )  # fmt: skip
+    assert [(p.port, p.mode, p.bond) for p in parse_nxos_json(text, "leaf01", {})] == [
+        ("Ethernet1/9", PortMode.SHUTDOWN, "port-channel20")
+    ]

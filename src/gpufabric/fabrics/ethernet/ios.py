@@ -172,7 +172,10 @@ def parse_ios(text: str, switch: str, options: dict[str, Any]) -> tuple[Ethernet
     configuration (its own shutdown aside), never as access VLAN 1; a member of a routed
     port-channel is not read; one of a port-channel the config does not show is read SHUTDOWN
     (no VLAN the config shows), in that channel (the plan refuses to move it, the audit reports
-    the missing channel). :func:`parse_ios_bonds` lists the memberships."""
+    the missing channel) when its own lines make it a host port, else not read (an NX-OS FEX
+    uplink: ``switchport mode fex-fabric`` in a channel the config leaves out, as the N7K 6.2
+    real config of tests/fixtures/real/ethernet/nxos/ciscoconfparse-sample_01.nxos has 33 of).
+    :func:`parse_ios_bonds` lists the memberships."""
     blocks, system_l2 = _ios_blocks(text)
     pcs = _port_channels(blocks)
     ports: list[EthernetPortConfig] = []
@@ -184,6 +187,8 @@ def parse_ios(text: str, switch: str, options: dict[str, Any]) -> tuple[Ethernet
             bond = _ios_port(pc[0], pc[1], switch, options, system_l2) if pc else None
             if bond is None and pc is not None:
                 continue  # a routed (or unread) port-channel's member: not a host port we model
+            if bond is None and _ios_port(name, body, switch, options, system_l2) is None:
+                continue  # a channel not shown, and no host port itself (NX-OS FEX uplinks: fex-fabric)
             if bond is None or "shutdown" in body or bond.mode is PortMode.SHUTDOWN:
                 ports.append(_port(switch, name, PortMode.SHUTDOWN))
             else:

@@ -24,7 +24,8 @@ Defaults as both platforms apply them: a trunk without an allowed list carries e
 traffic only when it is allowed. A port-channel member is read with its channel's VLANs (its
 own shutdown aside) as :func:`~gpufabric.fabrics.ethernet.ios.parse_ios` reads the text; a
 member of a routed channel is not read; one of a channel the answer does not show is read
-SHUTDOWN in that channel (the plan refuses to move it, the audit reports it). A port with no
+SHUTDOWN in that channel (the plan refuses to move it, the audit reports it) when its own
+switchport row makes it a host port, else not read. A port with no
 switchport row (routed, or unknown) is not read. Without the interface document no port is
 known to be shut down.
 """
@@ -221,6 +222,8 @@ def ports_of(reading: JsonReading, switch: str) -> tuple[EthernetPortConfig, ...
             chan = _one_port(st.bundle, reading.switchports.get(st.bundle), reading.interfaces.get(st.bundle), switch)
             if chan is None and any(same_aggregate(n, st.bundle) for n in reading.names):
                 continue  # a routed (or unread) channel's member
+            if chan is None and _one_port(name, reading.switchports.get(name), st, switch) is None:
+                continue  # a channel not shown, and no host port itself (a FEX uplink: fex-fabric)
             shut = chan is None or not st.admin_up or chan.mode is PortMode.SHUTDOWN
             cfg = _port(switch, name, PortMode.SHUTDOWN) if shut or chan is None else replace(chan, port=name)
             out.append(replace(cfg, bond=st.bundle))
