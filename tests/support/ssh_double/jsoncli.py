@@ -48,7 +48,8 @@ class SonicDouble(CliDouble):
 
     def _portchannel_member(self, verb: str, pc: str, port: str) -> Reply:
         """``config portchannel member add|del``: a member is a PORT in no VLAN and in one
-        PortChannel at a time (sonic-utilities refuses a VLAN member and a member of another)."""
+        PortChannel at a time (sonic-utilities config/main.py add_portchannel_member refuses a
+        VLAN member and a member of another, with these messages)."""
         if pc not in self.db["PORTCHANNEL"]:
             return Reply(err=f"Error: {pc} is not present.\n", status=2)
         if port not in self.db["PORT"]:
@@ -59,10 +60,10 @@ class SonicDouble(CliDouble):
                 return Reply(err=f"Error: {port} is not a member of portchannel {pc}\n", status=2)
             del members[f"{pc}|{port}"]
             return Reply()
-        if any(k.endswith(f"|{port}") for k in self.db["VLAN_MEMBER"]):
-            return Reply(err=f"Error: {port} Interface configured as VLAN member\n", status=2)
+        if vlan := next((k.partition("|")[0] for k in self.db["VLAN_MEMBER"] if k.endswith(f"|{port}")), None):
+            return Reply(err=f"Error: {port} Interface configured as VLAN_MEMBER under vlan : {vlan}\n", status=2)
         if other := next((k for k in members if k.endswith(f"|{port}")), None):
-            return Reply(err=f"Error: {port} Interface is already member of {other.partition('|')[0]}\n", status=2)
+            return Reply(err=f"Error: {port} Interface is already member of {other.partition('|')[0]} \n", status=2)
         members[f"{pc}|{port}"] = {}
         return Reply()
 
