@@ -132,6 +132,19 @@ def test_a_member_in_a_channel_the_switch_does_not_have_is_refused_in_one_line()
     assert (e.value.fields["device"], e.value.fields["port"], e.value.fields["channel"]) == ("leaf01", "Ethernet2", "Port-Channel12")
 
 
+def test_a_member_of_a_quarantined_bond_in_a_missing_channel_is_left_as_read_and_reported() -> None:
+    """No plan is made from it, but it does not block every other plan either: only a move that
+    leases the node (its aggregate then carries a tenant) is refused."""
+    t = _tenancy(leased=False)
+    shut = EthernetPortConfig("leaf01", "Port-Channel10", PortMode.SHUTDOWN)
+    observed = (SwitchState("leaf01", (_member("Ethernet1", PortMode.SHUTDOWN),
+                                       _member("Ethernet2", PortMode.SHUTDOWN, "Port-Channel12"), shut)),)  # fmt: skip
+    assert KIND.diff(KIND.desired(t), observed).empty
+    assert [(v.invariant, v.port) for v in KIND.audit(t, KIND.desired(t), observed) if v.invariant.startswith("ETH-BOND")] == [
+        (OUT_ID, "Ethernet2")
+    ]
+
+
 def test_a_member_in_another_channel_that_exists_is_put_back() -> None:
     t = _tenancy()
     other = EthernetPortConfig("leaf01", "Port-Channel12", PortMode.ACCESS, VlanId(3000))

@@ -14,7 +14,9 @@ bond's ``member`` list; an OVS bond's members are interfaces of one port, never 
 a member found outside its aggregate, or in another one, is a change that puts it back, and so
 is a member shut down in an aggregate that is up (a tenant's bond runs on all its links; members
 stay down only with their aggregate, in quarantine). A member read in a channel the switch does
-not have makes no plan at all: a one-line ConflictError (the audit reports it too).
+not have makes no plan at all while its bond is in a tenant: a one-line ConflictError (a move
+leasing the node fails alone with it; the audit reports the member too); in quarantine it is
+left as read, and reported.
 """
 
 from __future__ import annotations
@@ -144,7 +146,9 @@ def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> lis
     """A desired aggregate's members that the switch reports outside it, or in it but shut down
     while it is up (a tenant's bond runs on all its links): each goes back in / up (the change's
     ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate). A member read in
-    a channel the switch does not have is refused (:func:`refuse_missing_channel`)."""
+    a channel the switch does not have is refused when its aggregate carries a tenant
+    (:func:`refuse_missing_channel`: the move that leases the node fails alone, with that line)
+    and left as read in quarantine."""
     out = []
     for m in want.members:
         have = have_sw.port(m) if have_sw is not None else None
@@ -152,7 +156,9 @@ def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> lis
             continue
         inside = same_aggregate(have.bond, want.port)
         if not inside and have.bond and have_sw is not None and not has_aggregate(have_sw, have.bond):
-            refuse_missing_channel(have, want.port)
+            if want.mode is not PortMode.SHUTDOWN:
+                refuse_missing_channel(have, want.port)
+            continue  # a quarantined bond's member: left as read (nothing is planned from it), the audit reports it
         if not inside or (have.mode is PortMode.SHUTDOWN and want.mode is not PortMode.SHUTDOWN):
             out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=())))
     return out
