@@ -21,7 +21,7 @@ leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trus
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
@@ -188,6 +188,11 @@ class Scenario:
         self.bonded = True
         del self.eth[ETH_PORT["a2"]]
         self.eth.update({k: v for k, v in self.desired_eth().items() if k[1] == BOND})
+        return self
+
+    def in_bond(self, sw: str, port: str) -> Scenario:
+        """The observed ``sw/port`` is read in the bond's aggregate (a member the switch reports)."""
+        self.eth[(sw, port)] = replace(self.eth[(sw, port)], bond=BOND)
         return self
 
     def drop_eth(self, node: str) -> Scenario:

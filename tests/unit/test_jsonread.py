@@ -114,7 +114,7 @@ def test_nxos_member_is_read_with_its_channels_vlans() -> None:
     ports = {p.port: p for p in parse_nxos_json(text, "leaf1", {})}
     assert ports["Ethernet1/7"] == EthernetPortConfig("leaf1", "Ethernet1/7", PortMode.TRUNK, None, vids(100, 101))
     assert ports["Ethernet1/8"].mode is PortMode.SHUTDOWN
-    assert "Ethernet1/9" not in ports  # its channel is not in the answer: never access VLAN 1
+    assert "Ethernet1/9" not in ports  # its channel is not in the answer, nor its own switchport row: never access VLAN 1
     assert ports["port-channel10"].trunks == vids(100, 101)
 
 

@@ -13,7 +13,7 @@ from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import DIALECTS, load_dialect
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
 
-from support.ssh_double import OVS_BRIDGE, double_driver, port_names, sample
+from support.ssh_double import AGGREGATE, OVS_BRIDGE, double_driver, port_names, sample
 
 Q = 999  # the quarantine VLAN of the recordings
 
@@ -66,3 +66,22 @@ def test_nvue_failed_batch_leaves_nothing_for_the_next_apply() -> None:
     assert drv.observe().port(ports[0]) == EthernetPortConfig("leaf", ports[0], PortMode.SHUTDOWN)
     drv.apply([EthernetPortConfig("leaf", ports[1], PortMode.ACCESS, VlanId(700))])
     assert drv.observe().port(ports[0]) == EthernetPortConfig("leaf", ports[0], PortMode.SHUTDOWN)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "lines", "error"),
+    [
+        ("sonic", ["sudo config portchannel member add PortChannel10 Ethernet24"],
+         "Error: Ethernet24 Interface configured as VLAN_MEMBER under vlan : Vlan4000"),
+        ("os9", ["configure terminal", "interface Port-channel 10", "channel-member TenGigabitEthernet 0/7", "end"],
+         "% Error: Port is in Layer-2 mode TenGigabitEthernet 0/7."),
+        ("os9", ["configure terminal", "interface TenGigabitEthernet 0/7", "port-channel-protocol LACP", "end"],
+         "% Error: Port is in Layer-2 mode TenGigabitEthernet 0/7."),
+    ],
+)  # fmt: skip
+def test_the_doubles_refuse_a_bond_member_that_keeps_its_own_vlans(dialect: str, lines: list[str], error: str) -> None:
+    """Why the SONiC and OS9 membership lines leave the port's VLANs first (bond_leaves_vlans): the
+    CLIs refuse a member with VLAN (or switchport) configuration of its own."""
+    _, double = double_driver(dialect, f"{dialect}-leaf", (*port_names(dialect, 1), AGGREGATE[dialect]), 4000)
+    r = double.exec("\n".join(lines)) if dialect == "sonic" else double.shell(lines)
+    assert error in (r.err if dialect == "sonic" else r.out)

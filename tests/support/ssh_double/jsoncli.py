@@ -1,12 +1,15 @@
 """Doubles of the JSON-configured switch OSes (NOT the vendors' software):
 
 * SONiC's config CLI over CONFIG_DB: ``config vlan add``, ``config vlan member add [-u] / del``,
-  ``config interface startup / shutdown``, ``sonic-db-cli CONFIG_DB EXISTS``, ``config save``;
+  ``config portchannel member add / del`` (PORTCHANNEL_MEMBER; refused for a VLAN member or a
+  member of another PortChannel), ``config interface startup / shutdown``, ``sonic-db-cli
+  CONFIG_DB EXISTS``, ``config save``;
   ``show runningconfiguration all`` prints CONFIG_DB as JSON. Each command acts at once (no
   transaction): under ``set -e`` the script stops at the first failing command, after the
   earlier ones took effect.
 * Cumulus NVUE: ``nv set / unset`` stage into a *pending revision* that outlives the session;
-  ``nv config apply`` applies it, ``nv config show -o json`` prints the applied revision.
+  ``nv config apply`` applies it (refused when an interface is in two bonds' ``bond member``
+  lists), ``nv config show -o json`` prints the applied revision.
 
 Initial states: the recorded samples (tests/fixtures/ssh/{sonic,nvue}/running-config.json)
 plus provisioned ports (admin/link down, untagged in the quarantine VLAN).
@@ -32,11 +35,37 @@ class SonicDouble(CliDouble):
     def __init__(self, sample: str, ports: tuple[str, ...], quarantine: int) -> None:
         super().__init__()
         self.db: dict[str, Any] = json.loads(sample)
+        self.db.setdefault("PORTCHANNEL", {})
+        self.db.setdefault("PORTCHANNEL_MEMBER", {})
         for i, p in enumerate(ports):
-            self.db["PORT"][p] = {"admin_status": "down", "alias": f"Eth{100 + i}/1", "mtu": "9100", "speed": "100000"}
+            if p.startswith("PortChannel"):  # what `config portchannel add` writes (admin up, mtu 9100)
+                self.db["PORTCHANNEL"][p] = {"admin_status": "down", "mtu": "9100"}
+            else:
+                self.db["PORT"][p] = {"admin_status": "down", "alias": f"Eth{100 + i}/1", "mtu": "9100", "speed": "100000"}
         self._vlan_add(quarantine)
         for p in ports:
             self.db["VLAN_MEMBER"][f"Vlan{quarantine}|{p}"] = {"tagging_mode": "untagged"}
+
+    def _portchannel_member(self, verb: str, pc: str, port: str) -> Reply:
+        """``config portchannel member add|del``: a member is a PORT in no VLAN and in one
+        PortChannel at a time (sonic-utilities config/main.py add_portchannel_member refuses a
+        VLAN member and a member of another, with these messages)."""
+        if pc not in self.db["PORTCHANNEL"]:
+            return Reply(err=f"Error: {pc} is not present.\n", status=2)
+        if port not in self.db["PORT"]:
+            return Reply(err=f"Error: {port} is invalid!\n", status=2)
+        members = self.db["PORTCHANNEL_MEMBER"]
+        if verb == "del":
+            if f"{pc}|{port}" not in members:
+                return Reply(err=f"Error: {port} is not a member of portchannel {pc}\n", status=2)
+            del members[f"{pc}|{port}"]
+            return Reply()
+        if vlan := next((k.partition("|")[0] for k in self.db["VLAN_MEMBER"] if k.endswith(f"|{port}")), None):
+            return Reply(err=f"Error: {port} Interface configured as VLAN_MEMBER under vlan : {vlan}\n", status=2)
+        if other := next((k for k in members if k.endswith(f"|{port}")), None):
+            return Reply(err=f"Error: {port} Interface is already member of {other.partition('|')[0]} \n", status=2)
+        members[f"{pc}|{port}"] = {}
+        return Reply()
 
     def _vlan_add(self, vid: int) -> Reply:
         if f"Vlan{vid}" in self.db["VLAN"]:
@@ -66,8 +95,11 @@ class SonicDouble(CliDouble):
             bad = self._port(w[3])
             if bad:
                 return bad
-            self.db["PORT"][w[3]]["admin_status"] = "up" if w[2] == "startup" else "down"
+            table = "PORT" if w[3] in self.db["PORT"] else "PORTCHANNEL"
+            self.db[table][w[3]]["admin_status"] = "up" if w[2] == "startup" else "down"
             return Reply()
+        if w[:3] == ["config", "portchannel", "member"] and len(w) == 6 and w[3] in ("add", "del"):
+            return self._portchannel_member(w[3], w[4], w[5])
         if w[:3] == ["config", "vlan", "member"] and len(w) in (6, 7) and w[3] in ("add", "del"):
             verb, untagged = w[3], "-u" in w
             vid, port = [x for x in w[4:] if x != "-u"]
@@ -107,7 +139,7 @@ class NvueDouble(CliDouble):
         dom["vlan"][str(quarantine)] = {}
         for p in ports:
             self.applied["interface"][p] = {"bridge": {"domain": {"br_default": {"access": quarantine}}},
-                                            "link": {"state": "down"}, "type": "swp"}  # fmt: skip
+                                            "link": {"state": "down"}, "type": "bond" if p.startswith("bond") else "swp"}  # fmt: skip
         self.pending: dict[str, Any] | None = None  # staged, survives the session like NVUE's pending revision
 
     def _stage(self) -> dict[str, Any]:
@@ -121,6 +153,8 @@ class NvueDouble(CliDouble):
             return Reply(json.dumps([self.header, {"set": self.applied}], indent=2) + "\n")
         if w[:3] == ["nv", "config", "apply"]:
             if self.pending is not None:
+                if twice := self._in_two_bonds(self.pending):  # "An interface cannot belong to multiple bonds"
+                    return Reply(err=f"Config invalid at interface.{twice}: an interface cannot belong to multiple bonds\n", status=1)
                 self.applied, self.pending = self.pending, None
             return Reply("applied [rev_id: 7]\n")
         if w == ["nv", "config", "save"]:
@@ -138,9 +172,30 @@ class NvueDouble(CliDouble):
         return Reply(err=f"Error: Invalid Command: {line}\n", status=1)
 
     @staticmethod
+    def _in_two_bonds(cfg: dict[str, Any]) -> str:
+        seen: dict[str, str] = {}
+        for name, attrs in cfg["interface"].items():
+            for m in ((attrs or {}).get("bond") or {}).get("member") or {}:
+                if m in seen:
+                    return str(m)
+                seen[m] = name
+        return ""
+
+    @staticmethod
     def _interface(is_set: bool, cfg: dict[str, Any], rest: list[str]) -> Reply:
         if rest[:2] == ["link", "state"] and is_set and len(rest) == 3:
             cfg.setdefault("link", {})["state"] = rest[2]
+            return Reply()
+        if rest[:2] == ["bond", "member"] and len(rest) == 3:  # the bond's member list (bond1: bond: member: {swp1: {}})
+            cfg["type"] = "bond"
+            members = cfg.setdefault("bond", {}).setdefault("member", {})
+            if is_set:
+                members[rest[2]] = {}
+            else:
+                members.pop(rest[2], None)
+            return Reply()
+        if rest[:2] == ["bond", "mode"] and is_set and len(rest) == 3 and rest[2] in ("lacp", "static"):
+            cfg.setdefault("bond", {})["mode"] = rest[2]
             return Reply()
         if rest[:2] != ["bridge", "domain"] or len(rest) < 3:
             return Reply(err=f"Error: Invalid Command: {' '.join(rest)}\n", status=1)

@@ -18,7 +18,7 @@ import re
 from support.ssh_double.base import CliDouble, Reply
 
 IFNAME = re.compile(r"^(?:(?:ge|xe|et|mge)-\d+/\d+/\d+|ae\d+|lo0|em\d|irb|vme)$")
-SINGLE = ("interface-mode", "port-mode", "native-vlan-id", "vlan-id", "description")
+SINGLE = ("interface-mode", "port-mode", "native-vlan-id", "vlan-id", "description", "802.3ad")  # 802.3ad: one ae per member
 READS = ("show configuration interfaces | display set", "show configuration vlans | display set")
 
 

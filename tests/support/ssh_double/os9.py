@@ -5,7 +5,9 @@ What it holds to, as OS9 does: VLAN membership lives on ``interface Vlan N`` (``
 ``tagged`` member lists, printed with ranges); a port joins a VLAN only as a ``switchport``;
 a port is untagged in at most one VLAN (``untagged`` while untagged elsewhere is refused, as
 OS9 refuses it); untagged AND tagged needs ``portmode hybrid``; ``portmode`` and ``no
-switchport`` are refused while the port is a switchport / in a VLAN. Line by line, like a
+switchport`` are refused while the port is a switchport / in a VLAN; a port-channel member
+(``channel-member`` on the port-channel, or ``port-channel-protocol LACP`` entering the LACP
+context for ``port-channel N mode active``) must be neither, nor in another channel. Line by line, like a
 PTY-less shell: a failing line prints an error and the next lines still run.
 """
 
@@ -38,6 +40,7 @@ class Os9Double(CliDouble):
             self.members.setdefault(quarantine, {})[p] = False
         self.config = False
         self.context: tuple[str, str] | None = None  # ("vlan", "N") | ("port", name)
+        self.lacp = False  # in a port's "port-channel-protocol LACP" context
 
     def _load(self, text: str) -> None:
         ctx: tuple[str, str] | None = None
@@ -86,8 +89,44 @@ class Os9Double(CliDouble):
             self.members[vlan][p] = tagged
         return Reply()
 
+    def _lag_member(self, port: str) -> Reply | None:
+        """OS9 refuses a port-channel member with configuration of its own: "Only the shutdown,
+        description, mtu, and ip mtu commands can be configured on an interface if it is added to a
+        Port Channel"; "An interface can belong to only one Port Channel"."""
+        if port not in self.blocks:
+            return Reply(f"% Error: No such interface {_cli(port)}.\n")
+        body = self.blocks[port]
+        if "switchport" in body or self._in_vlans(port):
+            return Reply(f"% Error: Port is in Layer-2 mode {_cli(port)}.\n")
+        if any(ln.startswith(("port-channel ", "port-channel-protocol")) for ln in body) or any(
+            f"channel-member {_cli(port)}" in b for b in self.blocks.values()
+        ):
+            return Reply(f"% Error: {_cli(port)} is already part of a port-channel.\n")
+        return None
+
     def _port_line(self, port: str, line: str) -> Reply:
         body = self.blocks[port]
+        if self.lacp:  # LACP context: "port-channel N mode active|passive"
+            if re.fullmatch(r"port-channel \d+ mode (active|passive)", line):
+                if f"Port-channel{line.split()[1]}" not in self.blocks:
+                    return Reply(f"% Error: No such interface Port-channel {line.split()[1]}.\n")
+                body[:] = [x for x in body if not x.startswith("port-channel ")] + [line]
+                return Reply()
+            return Reply("% Invalid input detected at '^' marker.\n")
+        if line == "port-channel-protocol LACP":
+            if "port-channel-protocol LACP" not in body:
+                if bad := self._lag_member(port):
+                    return bad
+                body.append(line)
+            self.lacp = True
+            return Reply()
+        if line.startswith("channel-member ") and port.lower().startswith("port-channel"):
+            members = expand_members(line.split()[1:])
+            for m in members:
+                if bad := self._lag_member(m):
+                    return bad
+            body.append(line)
+            return Reply()
         if line in ("shutdown", "no shutdown"):
             body[:] = [x for x in body if x not in ("shutdown", "no shutdown")] + [line]
         elif line == "switchport":
@@ -109,7 +148,7 @@ class Os9Double(CliDouble):
 
     # ---- the CLI
     def begin_session(self) -> None:
-        self.config, self.context = False, None
+        self.config, self.context, self.lacp = False, None, False
 
     def command(self, line: str) -> Reply:
         line = line.strip()
@@ -125,12 +164,16 @@ class Os9Double(CliDouble):
         if not self.config:
             return Reply("% Invalid input detected at '^' marker.\n")
         if line == "end":
-            self.config, self.context = False, None
+            self.config, self.context, self.lacp = False, None, False
             return Reply()
         if line == "exit":
-            self.context = None
+            if self.lacp:
+                self.lacp = False
+            else:
+                self.context = None
             return Reply()
         if m := _IFACE.match(line):
+            self.lacp = False
             if m[1].lower() == "vlan":
                 self.members.setdefault(int(m[2]), {})
                 self.context = ("vlan", m[2])

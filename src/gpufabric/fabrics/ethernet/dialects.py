@@ -23,7 +23,7 @@ samples of tests/fixtures/ssh/ only.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -34,6 +34,7 @@ import yaml
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import PORT_ALLOWED, PortNaming, VlanId
+from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
 from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
 
@@ -59,6 +60,7 @@ _TEMPLATE_KEYS: Final = (
     "admin_down",
     "bond_join",
     "bond_join_static",
+    "bond_leave",
     "port_end",
     "end",
     "read",
@@ -279,9 +281,10 @@ def render_batch(
         raise ValidationError("current", None, "the switch's current state", f"dialect {dialect.name} needs it")
     for c in changes:
         validate_change(c, quarantine)
-    # a member back into its aggregate where the dialect has no membership template (Junos, NVUE,
-    # SONiC, OS9, OVS): not rendered, so the rest of the batch (a quarantine) is never blocked by
-    # it; the plan keeps showing it and the audit reports it (ETH-BOND-MEMBER-OUT)
+    # a member back into its aggregate where the dialect has no membership template (OVS, whose
+    # bond members are interfaces of one port): not rendered, so the rest of the batch (a
+    # quarantine) is never blocked by it; the plan keeps showing it and the audit reports it
+    # (ETH-BOND-MEMBER-OUT)
     changes = [c for c in changes if not c.bond or dialect.lines(_bond_key(c))]
     if not changes:
         return ()
@@ -303,11 +306,8 @@ def render_batch(
     for v in sorted(needed):
         out += fmt("ensure_vlan", vlan=v)
     for c in changes:
-        if c.bond:  # a member back into its aggregate: the membership line only (its VLANs are the channel's)
-            p = {"port": c.port, "port_cli": cli_port(dialect, c.port)}
-            b = {"bond": c.bond, "bond_cli": cli_port(dialect, c.bond), "channel": _channel(c.bond)}
-            up = fmt("admin_up", **p) if c.mode is not PortMode.SHUTDOWN else []  # the channel is up: so is its member
-            out += fmt("port_begin", **p) + fmt(_bond_key(c), **p, **b) + up + fmt("port_end", **p)
+        if c.bond:  # a member back into its aggregate: the membership lines only (its VLANs are the channel's)
+            out += _render_member(dialect, c, current, q, fmt)
             continue
         want = memberships(c, q)
         old_cfg = current.port(c.port) if current is not None else None
@@ -346,6 +346,29 @@ def render_batch(
     if dialect.batch_join:
         return (dialect.batch_wrap.format(**var, body=dialect.batch_join.join(out)),)
     return tuple(out)
+
+
+def _render_member(
+    dialect: Dialect, c: EthernetPortConfig, current: SwitchState | None, q: int, fmt: Callable[..., list[str]]
+) -> list[str]:
+    """A member back into (or up in) its aggregate. With the current state: a member already in
+    it is only brought up (a shut member of a tenant's bond); one in another aggregate leaves it
+    first (``bond_leave``); with ``bond_leaves_vlans`` (OS9, SONiC: a member has no VLAN of its
+    own) one outside any aggregate leaves its own VLANs first."""
+    p = {"port": c.port, "port_cli": cli_port(dialect, c.port)}
+    b = {"bond": c.bond, "bond_cli": cli_port(dialect, c.bond), "channel": _channel(c.bond)}
+    old = current.port(c.port) if current is not None else None
+    lines: list[str] = []
+    if old is None or not same_aggregate(old.bond, c.bond):
+        if old is not None and old.bond:
+            lines += fmt("bond_leave", **p, old_bond=old.bond, old_bond_cli=cli_port(dialect, old.bond))
+        elif old is not None and dialect.options.get("bond_leaves_vlans"):
+            implicit = dialect.options.get("default_vlan")  # OS9: left by "no switchport", never listed
+            for v, tagged in sorted(m for m in memberships(old, q) if m != (implicit, False)):
+                lines += fmt("remove_tagged" if tagged else "remove_untagged", vlan=v, **p)
+        lines += fmt(_bond_key(c), **p, **b)
+    up = fmt("admin_up", **p) if c.mode is not PortMode.SHUTDOWN else []  # the channel is up: so is its member
+    return fmt("port_begin", **p) + lines + up + fmt("port_end", **p)
 
 
 def _bond_key(c: EthernetPortConfig) -> str:

@@ -169,9 +169,13 @@ def parse_ios_bonds(text: str) -> tuple[BondMember, ...]:
 def parse_ios(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
     """Ports of an NX-OS / EOS / OS10 running config. A member of a port-channel (only
     ``channel-group N``) carries the port-channel's VLANs: it is read with the port-channel's
-    configuration (its own shutdown aside), never as access VLAN 1; a member of a port-channel
-    the config does not show, or of a routed one, is not read. :func:`parse_ios_bonds` lists
-    the memberships."""
+    configuration (its own shutdown aside), never as access VLAN 1; a member of a routed
+    port-channel is not read; one of a port-channel the config does not show is read SHUTDOWN
+    (no VLAN the config shows), in that channel (the plan refuses to move it, the audit reports
+    the missing channel) when its own lines make it a host port, else not read (an NX-OS FEX
+    uplink: ``switchport mode fex-fabric`` in a channel the config leaves out, as the N7K 6.2
+    real config of tests/fixtures/real/ethernet/nxos/ciscoconfparse-sample_01.nxos has 33 of).
+    :func:`parse_ios_bonds` lists the memberships."""
     blocks, system_l2 = _ios_blocks(text)
     pcs = _port_channels(blocks)
     ports: list[EthernetPortConfig] = []
@@ -181,9 +185,11 @@ def parse_ios(text: str, switch: str, options: dict[str, Any]) -> tuple[Ethernet
         if (b := _bond_of(body)) is not None:
             pc = pcs.get(b[0])
             bond = _ios_port(pc[0], pc[1], switch, options, system_l2) if pc else None
-            if bond is None:
-                continue
-            if "shutdown" in body or bond.mode is PortMode.SHUTDOWN:
+            if bond is None and pc is not None:
+                continue  # a routed (or unread) port-channel's member: not a host port we model
+            if bond is None and _ios_port(name, body, switch, options, system_l2) is None:
+                continue  # a channel not shown, and no host port itself (NX-OS FEX uplinks: fex-fabric)
+            if bond is None or "shutdown" in body or bond.mode is PortMode.SHUTDOWN:
                 ports.append(_port(switch, name, PortMode.SHUTDOWN))
             else:
                 ports.append(replace(bond, port=name))

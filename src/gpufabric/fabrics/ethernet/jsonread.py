@@ -23,7 +23,9 @@ Defaults as both platforms apply them: a trunk without an allowed list carries e
 (1-4094), an L2 port without an access (or native) VLAN is in VLAN 1, the native VLAN carries
 traffic only when it is allowed. A port-channel member is read with its channel's VLANs (its
 own shutdown aside) as :func:`~gpufabric.fabrics.ethernet.ios.parse_ios` reads the text; a
-member of a channel the answer does not show, or of a routed one, is not read. A port with no
+member of a routed channel is not read; one of a channel the answer does not show is read
+SHUTDOWN in that channel (the plan refuses to move it, the audit reports it) when its own
+switchport row makes it a host port, else not read. A port with no
 switchport row (routed, or unknown) is not read. Without the interface document no port is
 known to be shut down.
 """
@@ -39,6 +41,7 @@ from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode
+from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.portcfg import ALL_SET, NOT_PORTS, parse_vlan_list
 from gpufabric.fabrics.ethernet.portcfg import port as _port
 
@@ -217,10 +220,12 @@ def ports_of(reading: JsonReading, switch: str) -> tuple[EthernetPortConfig, ...
         st = reading.interfaces.get(name)
         if st is not None and st.bundle:
             chan = _one_port(st.bundle, reading.switchports.get(st.bundle), reading.interfaces.get(st.bundle), switch)
-            if chan is None:
-                continue
-            shut = not st.admin_up or chan.mode is PortMode.SHUTDOWN
-            cfg = _port(switch, name, PortMode.SHUTDOWN) if shut else replace(chan, port=name)
+            if chan is None and any(same_aggregate(n, st.bundle) for n in reading.names):
+                continue  # a routed (or unread) channel's member
+            if chan is None and _one_port(name, reading.switchports.get(name), st, switch) is None:
+                continue  # a channel not shown, and no host port itself (a FEX uplink: fex-fabric)
+            shut = chan is None or not st.admin_up or chan.mode is PortMode.SHUTDOWN
+            cfg = _port(switch, name, PortMode.SHUTDOWN) if shut or chan is None else replace(chan, port=name)
             out.append(replace(cfg, bond=st.bundle))
             continue
         if st is not None and st.mode == "datalink":  # an EOS member whose channel is not named

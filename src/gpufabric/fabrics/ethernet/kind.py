@@ -78,17 +78,18 @@ class EthernetBackend(FabricBackend[EthState]):
         return tuple(run_parallel(jobs).values())
 
     def _apply_one(self, drv: EthernetSwitchDriver, ports: Sequence[EthernetPortConfig]) -> SwitchState:
-        """Apply, then read the switch back until it holds ``ports`` (the verified read-back)."""
+        """Apply, then read the switch back until it holds ``ports`` (the verified read-back; a
+        member put back in its aggregate must also be read in it)."""
         drv.apply(ports)
         deadline = time.monotonic() + self.verify_timeout
         want = {p.port: p for p in ports}
         while True:
             seen = drv.observe()
             got = tuple(p for p in seen.ports if p.port in want)
-            if {p.port: p for p in got} == want:
+            if {p.port: p for p in got} == want and all(_joined(seen, w) for w in want.values()):
                 return SwitchState(drv.switch, tuple(sorted(got)))
             if time.monotonic() > deadline:
-                bad = [str(w) for k, w in want.items() if seen.port(k) != w]
+                bad = [str(w) for k, w in want.items() if seen.port(k) != w or not _joined(seen, w)]
                 raise VerifyError(
                     f"{drv.switch}: {len(bad)} port(s) not as applied after {self.verify_timeout}s",
                     fabric="ethernet",
@@ -115,6 +116,12 @@ class EthernetBackend(FabricBackend[EthState]):
                 close()
         if self.pool is not None:
             self.pool.close()
+
+
+def _joined(seen: SwitchState, want: EthernetPortConfig) -> bool:
+    """A member put back (``want.bond``) is read in that aggregate: equality leaves ``bond`` out."""
+    got = seen.port(want.port)
+    return not want.bond or (got is not None and bonds.same_aggregate(got.bond, want.bond))
 
 
 class EthernetKind(FabricKind[EthState, EthState]):

@@ -18,7 +18,8 @@ hybrid`` and ``shutdown``. Read as the switch applies it:
   them): they are not read rather than guessed.
 * A member of a port-channel (``port-channel-protocol LACP`` / ``port-channel N mode active``,
   or the port-channel's ``channel-member`` list) carries the port-channel's VLANs (its own
-  shutdown aside); :func:`parse_os9_bonds` lists the memberships (``vlt-peer-lag`` = VLT).
+  shutdown aside); :func:`parse_os9_bonds` lists the memberships (``vlt-peer-lag`` = VLT). A
+  member of a port-channel the config does not show is read SHUTDOWN in that channel.
 
 Port names lose the CLI's space (``TenGigabitEthernet 0/1`` -> ``TenGigabitEthernet0/1``).
 """
@@ -161,10 +162,10 @@ def parse_os9(text: str, switch: str, options: dict[str, Any]) -> tuple[Ethernet
         if (b := _bond(cfg, name, body)) is not None:
             pc = cfg.ports.get(b[0])
             agg = _config(cfg, switch, b[0], pc) if pc is not None else None
-            if agg is None:
-                continue
-            shut = "shutdown" in body or agg.mode is PortMode.SHUTDOWN
-            out.append(_port(switch, name, PortMode.SHUTDOWN) if shut else replace(agg, port=name))
+            if agg is None and pc is not None:
+                continue  # a routed (or unread) port-channel's member
+            shut = agg is None or "shutdown" in body or agg.mode is PortMode.SHUTDOWN  # agg None: a missing channel
+            out.append(replace(agg, port=name) if agg is not None and not shut else _port(switch, name, PortMode.SHUTDOWN))
             continue
         if (p := _config(cfg, switch, name, body)) is not None:
             out.append(p)

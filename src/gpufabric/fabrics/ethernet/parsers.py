@@ -28,8 +28,10 @@ real outputs copied from public repositories pin what devices print
 * Junos ``display set``, SONiC CONFIG_DB and NVUE: no public running config of a real device
   was found in the round that collected the corpus (searched: NAPALM, batfish, ntc-templates,
   ciscoconfparse test data); their parsers are pinned by the vendor-doc samples only.
-  A Junos member (``ether-options 802.3ad aeN``), a SONiC ``PORTCHANNEL_MEMBER`` and an
-  NVUE bond member carry no VLAN of their own and are not read as ports.
+  A Junos member (``ether-options 802.3ad aeN``, or ``gigether-options``), a SONiC
+  ``PORTCHANNEL_MEMBER`` and an NVUE bond's ``member`` carry no VLAN of their own: each is read
+  with its aggregate's configuration (its own ``disable`` / admin down / link down aside) and
+  ``bond`` the aggregate (:func:`members_of`), as the IOS-like and OS9 members are.
 """
 
 from __future__ import annotations
@@ -65,10 +67,13 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
         if len(w) < 4 or w[:2] != ["set", "interfaces"] or NOT_PORTS.match(w[2]):
             continue
         d = ifs.setdefault(
-            w[2], {"members": [], "mode": None, "native": None, "unit_native": False, "disable": False, "l2": False}
+            w[2],
+            {"members": [], "mode": None, "native": None, "unit_native": False, "disable": False, "l2": False, "bond": ""},
         )
         rest = w[3:]
-        if rest == ["disable"]:
+        if len(rest) == 3 and rest[0] in ("ether-options", "gigether-options") and rest[1] == "802.3ad":
+            d["bond"] = rest[2]  # a member of aggregate aeN (ELS / older ``gigether-options``)
+        elif rest == ["disable"]:
             d["disable"] = True
         elif rest[0] == "native-vlan-id" and len(rest) == 2:
             d["native"] = int(rest[1])
@@ -83,6 +88,8 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
                 d["native"], d["unit_native"] = int(tail[1]), True
     ports: list[EthernetPortConfig] = []
     for name, d in ifs.items():
+        if d["bond"]:
+            continue  # read with its aggregate below
         if not d["l2"]:
             if d["disable"]:
                 ports.append(_port(switch, name, PortMode.SHUTDOWN))
@@ -107,7 +114,28 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             ports.append(
                 _port(switch, name, PortMode.ACCESS, min(vids) if vids else int(options.get("default_vlan", 1)))
             )
-    return tuple(ports)
+    members = {name: (d["bond"], d["disable"]) for name, d in ifs.items() if d["bond"]}
+    return (*ports, *members_of(switch, members, {p.port: p for p in ports}, set(ifs)))
+
+
+def members_of(
+    switch: str, members: dict[str, tuple[str, bool]], aggregates: dict[str, EthernetPortConfig], known: set[str]
+) -> list[EthernetPortConfig]:
+    """Aggregate members (name -> (aggregate, own shutdown)) read with their aggregate's VLANs and
+    ``bond`` the aggregate; a member of an aggregate the config does not have at all is read
+    SHUTDOWN (it carries no VLAN the config shows) in that aggregate, which the plan refuses and
+    the audit reports; a member of one the config has but not as a switching port (routed) is
+    not read."""
+    out: list[EthernetPortConfig] = []
+    for name, (bond, shut) in members.items():
+        agg = aggregates.get(bond)
+        if agg is None and bond in known:
+            continue
+        if agg is None or shut or agg.mode is PortMode.SHUTDOWN:
+            out.append(replace(_port(switch, name, PortMode.SHUTDOWN), bond=bond))
+        else:
+            out.append(replace(agg, port=name, bond=bond))
+    return out
 
 
 # --------------------------------------------------------------------------- sonic
@@ -120,7 +148,13 @@ def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[E
         members.setdefault(port, []).append((vid, (attrs or {}).get("tagging_mode", "tagged") != "untagged"))
     ports: list[EthernetPortConfig] = []
     all_ports = {**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})}
+    in_pc: dict[str, tuple[str, bool]] = {}  # PORTCHANNEL_MEMBER "PortChannel10|Ethernet24"
+    for key in db.get("PORTCHANNEL_MEMBER") or {}:
+        pc, _, port = key.partition("|")
+        in_pc[port] = (pc, ((db.get("PORT") or {}).get(port) or {}).get("admin_status", "down") != "up")
     for name, attrs in all_ports.items():
+        if name in in_pc:
+            continue  # read with its PortChannel below
         ms = members.get(name, [])
         if (attrs or {}).get("admin_status", "down") != "up":
             ports.append(_port(switch, name, PortMode.SHUTDOWN))
@@ -133,7 +167,7 @@ def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[E
             ports.append(_port(switch, name, PortMode.TRUNK, untagged[0] if untagged else None, tagged))
         else:
             ports.append(_port(switch, name, PortMode.ACCESS, untagged[0]))
-    return tuple(ports)
+    return (*ports, *members_of(switch, in_pc, {p.port: p for p in ports}, set(db.get("PORTCHANNEL") or {})))
 
 
 # --------------------------------------------------------------------------- nvue
@@ -161,9 +195,19 @@ def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
         cfg = doc.get("set", doc)
     domains = (cfg.get("bridge") or {}).get("domain") or {}
     ports: list[EthernetPortConfig] = []
+    in_bond: dict[str, str] = {}  # member -> bond: "bondN": {"bond": {"member": {"swp1": {}}}}
+    for key, attrs in (cfg.get("interface") or {}).items():
+        for bond in _expand_ifnames(key):
+            for m in ((attrs or {}).get("bond") or {}).get("member") or {}:
+                in_bond.update({name: bond for name in _expand_ifnames(str(m))})
+    down: set[str] = set()
     for key, attrs in (cfg.get("interface") or {}).items():
         attrs = attrs or {}
         for name in _expand_ifnames(key):
+            if name in in_bond:
+                if ((attrs.get("link") or {}).get("state")) == "down":
+                    down.add(name)
+                continue  # read with its bond below
             if ((attrs.get("link") or {}).get("state")) == "down":
                 ports.append(_port(switch, name, PortMode.SHUTDOWN))
                 continue
@@ -182,7 +226,8 @@ def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
                 vids |= set(parse_vlan_list(str(k)))
             nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
             ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
-    return tuple(ports)
+    members = {m: (b, m in down) for m, b in in_bond.items()}
+    return (*ports, *members_of(switch, members, {p.port: p for p in ports}, set(in_bond.values())))
 
 
 # --------------------------------------------------------------------------- ovs

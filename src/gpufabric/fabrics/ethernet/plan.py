@@ -8,9 +8,15 @@ the quarantine VLAN (never VLAN 1, never untagged).
 
 A desired aggregate lists its members (``EthernetPortConfig.members``): the diff compares a
 member's membership only (``bond``, the aggregate it is in), and only when the switch reports
-the member as a port (IOS-like CLIs, OS9; an OVS bond's members are interfaces
-of one port, and Junos/SONiC/NVUE members carry no config of their own, so they are not read):
-a member found outside its aggregate, or in another one, is a change that puts it back.
+the member as a port (every CLI dialect reads a member with its aggregate: IOS-like
+``channel-group``, OS9, Junos ``ether-options 802.3ad``, SONiC ``PORTCHANNEL_MEMBER``, an NVUE
+bond's ``member`` list; an OVS bond's members are interfaces of one port, never read):
+a member found outside its aggregate, or in another one, is a change that puts it back, and so
+is a member shut down in an aggregate that is up (a tenant's bond runs on all its links; members
+stay down only with their aggregate, in quarantine). A member read in a channel the switch does
+not have makes no plan at all while its bond is in a tenant: a one-line ConflictError (a move
+leasing the node fails alone with it; the audit reports the member too); in quarantine it is
+left as read, and reported.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE, Fabric
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
@@ -49,7 +56,7 @@ def describe(c: EthernetPortConfig | None) -> str:
     if c is None:
         return "absent"
     if c.bond:
-        return f"member of {c.bond}"
+        return f"member of {c.bond}" + (" (shut down)" if c.mode is PortMode.SHUTDOWN else "")
     if c.mode is PortMode.TRUNK:
         return f"trunk[{','.join(str(v) for v in c.trunks)}]" + (f" native {c.vlan}" if c.vlan else "")
     return f"{c.mode.value} {c.vlan}" if c.vlan else c.mode.value
@@ -136,14 +143,41 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
 
 
 def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> list[EthernetChange]:
-    """A desired aggregate's members that the switch reports outside it: each goes back in
-    (the change's ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate)."""
+    """A desired aggregate's members that the switch reports outside it, or in it but shut down
+    while it is up (a tenant's bond runs on all its links): each goes back in / up (the change's
+    ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate). A member read in
+    a channel the switch does not have is refused when its aggregate carries a tenant
+    (:func:`refuse_missing_channel`: the move that leases the node fails alone, with that line)
+    and left as read in quarantine."""
     out = []
     for m in want.members:
         have = have_sw.port(m) if have_sw is not None else None
-        if have is not None and not same_aggregate(have.bond, want.port):
+        if have is None:
+            continue
+        inside = same_aggregate(have.bond, want.port)
+        if not inside and have.bond and have_sw is not None and not has_aggregate(have_sw, have.bond):
+            if want.mode is not PortMode.SHUTDOWN:
+                refuse_missing_channel(have, want.port)
+            continue  # a quarantined bond's member: left as read (nothing is planned from it), the audit reports it
+        if not inside or (have.mode is PortMode.SHUTDOWN and want.mode is not PortMode.SHUTDOWN):
             out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=())))
     return out
+
+
+def has_aggregate(sw: SwitchState, name: str) -> bool:
+    """The switch reports ``name`` (however spelled) as one of its ports."""
+    return any(same_aggregate(p.port, name) for p in sw.ports)
+
+
+def refuse_missing_channel(member: EthernetPortConfig, bond: str) -> None:
+    """The switch reads ``member`` in a channel it does not have: its config is inconsistent (an
+    IOS-like CLI creates the channel with its first member) or was read in part, so no plan is
+    made from it; one line names the member, its bond and the missing channel."""
+    raise ConflictError(
+        f"ethernet {member.switch}/{member.port}: bond member of {bond} is read in {member.bond}, which {member.switch} "
+        "does not have: nothing planned (check the switch's configuration, then put the member back)",
+        fabric="ethernet", device=member.switch, port=member.port, bond=bond, channel=member.bond,
+    )  # fmt: skip
 
 
 def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:

@@ -275,7 +275,9 @@ class SshSwitchDriver(EthernetSwitchDriver):
             return
         dev = [self._to_device(c) for c in changes]
         with self._slot:
-            current = self._parse(self._read_text(ApplyError)) if self.dialect.needs_current else None
+            # NVUE (bond_needs_current): a member going back into its bond leaves its old one first
+            needs = self.dialect.needs_current or (self.dialect.options.get("bond_needs_current") and any(c.bond for c in dev))
+            current = self._parse(self._read_text(ApplyError)) if needs else None
             self._check_ports_exist([c.port for c in dev])
             lines = render_batch(
                 self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables
