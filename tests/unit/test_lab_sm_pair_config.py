@@ -11,10 +11,13 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import LabError
+from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
 from gpufabric.lab.fabrics_config import fabrics_config
+from gpufabric.lab.ib import SAFE_PARTITIONS
 from gpufabric.lab.lab import Lab, LabStatus
-from gpufabric.lab.labib import SmHostStatus, SmPairStatus, net_plan
+from gpufabric.lab.labib import SmHostStatus, SmPairStatus, net_plan, pair_partitions
 from gpufabric.lab.netfile import generate_netfile
 from gpufabric.lab.smpair import STANDBY_NODE, STANDBY_PORT_GUID
 
@@ -28,6 +31,17 @@ def test_the_pairs_net_file_adds_sm_02_on_leaf_01_port_17_and_the_default_is_unc
     added = set(paired.text.splitlines()) - set(plain.text.splitlines())
     assert added == {'[17] "sm-02 mlx5_0"[1]', f"caguid={STANDBY_PORT_GUID.value - 1:#018x}", 'Hca 1 "sm-02 mlx5_0"',
                      '[1] "leaf-01"[17]'}  # fmt: skip
+
+
+def test_both_sms_start_from_the_safe_default_with_both_sm_ports_full_members() -> None:
+    text = pair_partitions([Guid.parse(SM), STANDBY_PORT_GUID])
+    assert text.splitlines()[:3] == SAFE_PARTITIONS.splitlines()[:3]
+    assert text.splitlines()[3] == ("Default=0x7fff, ipoib : ALL_CAS=limited, ALL_SWITCHES=full, SELF=full, "
+                                    f"{SM}=full, {STANDBY_PORT_GUID}=full ;")  # fmt: skip
+    layout = parse_partitions_conf(text)  # as gpufabric reads a running file: both SMs full members
+    assert (layout.default_full, layout.default_limited_all, layout.partitions) == (
+        (Guid.parse(SM), STANDBY_PORT_GUID), True, (),
+    )  # fmt: skip
 
 
 def test_the_pair_needs_the_master_sm_node_in_a_given_topology(tmp_path: Path) -> None:

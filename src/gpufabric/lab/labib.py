@@ -28,8 +28,8 @@ from gpufabric.domain.errors import LabError
 from gpufabric.domain.models import IbPort
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
-from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.netfile import SM_NODE, FabricSpec, plan_fabric, render_netfile
+from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
+from gpufabric.lab.netfile import SM_NODE, FabricSpec, hca_port_guid, plan_fabric, render_netfile
 from gpufabric.lab.procs import pid_alive
 from gpufabric.lab.smpair import STANDBY_NODE, STANDBY_PORT_GUID, SmPair, with_standby_node
 
@@ -105,12 +105,19 @@ def ib_up(lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progres
     they are not running; discover the fabric. Returns state.json's IB part, with ``hosts`` (the
     GPU nodes, in order) and ``pids``."""
     fab = fabric(lab_dir, prefix, plan.sm_host)
-    if not fab.ibsim_running():
+    fresh = not fab.ibsim_running()
+    if fresh:
         say("starting ibsim")
         if sm_pair:
             pair(lab_dir, fab).stop()
         fab.stop()
         fab.start_ibsim(plan.text)
+    if sm_pair and fresh:  # both SMs start from the same safe default, both SM ports full members
+        text = pair_partitions([*([hca_port_guid(0, 0)] if plan.order is not None else []), STANDBY_PORT_GUID])
+        for conf in (fab.partitions_conf, pair(lab_dir, fab).partitions_conf):
+            if not conf.exists():
+                conf.parent.mkdir(parents=True, exist_ok=True)
+                conf.write_text(text)
     if not fab.opensm_running():
         say("starting the trusted OpenSM")
         fab.start_opensm()
@@ -119,6 +126,8 @@ def ib_up(lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progres
         say(f"starting the standby OpenSM on {STANDBY_NODE} and one sshd per SM host")
         p = pair(lab_dir, fab)
         p.start()  # may restart the master (see SmPair.start_standby): pids read after it
+        if fresh:
+            mark_last_good(fab, p)
         sm_pair_state = {
             "standby_node": STANDBY_NODE,
             "standby_port_guid": str(STANDBY_PORT_GUID),
@@ -153,6 +162,26 @@ def ib_up(lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progres
         "hosts": hosts,
         "pids": pids,
     }
+
+
+def pair_partitions(sm_guids: list[Guid]) -> str:
+    """The lab's safe default (:data:`~gpufabric.lab.ib.SAFE_PARTITIONS`) with both SM hosts'
+    ports full members of the default partition, as gpufabric renders them (``sm_port_guids``):
+    whichever SM masters, the other SM's port is not reported as drift."""
+    full = "".join(f", {g}=full" for g in sm_guids)
+    return SAFE_PARTITIONS.replace("SELF=full ;", f"SELF=full{full} ;")
+
+
+def mark_last_good(fab: IbFabric, p: SmPair) -> None:
+    """A fresh pair runs both SMs from the same file (the safe default): record it as the last
+    good file on both SM hosts, as the driver's first apply would, so the audit compares a
+    standby with it (an edit is IB-SM-CONFIG-DIVERGED critical) instead of finding nothing to
+    vouch for. Nothing when the two files differ."""
+    text = fab.partitions_conf.read_text()
+    if p.partitions_conf.read_text() != text:
+        return
+    for conf in (fab.partitions_conf, p.partitions_conf):
+        conf.with_name(conf.name + ".last-good").write_text(text)
 
 
 def ib_problems(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> list[str]:
