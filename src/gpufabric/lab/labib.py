@@ -119,6 +119,11 @@ def ib_up(lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progres
                 conf.parent.mkdir(parents=True, exist_ok=True)
                 conf.write_text(text)
     if not fab.opensm_running():
+        if sm_pair and pid_alive(pair(lab_dir, fab).standby_pid):
+            # sm-02 masters the subnet (after a failover): a restarted sm-01 would only enter
+            # STANDBY, never SUBNET UP. Restart the pair as it was made: sm-01 master, sm-02 standby.
+            say(f"{STANDBY_NODE} masters the subnet: stopping it to restart sm-01 as the master")
+            pair(lab_dir, fab).stop_standby()
         say("starting the trusted OpenSM")
         fab.start_opensm()
     sm_pair_state: dict[str, Any] | None = None
