@@ -133,13 +133,19 @@ class LabEnv:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LabEnv]:
     """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, one HCA each;
-    ``LAB_BONDED`` (default none) the comma-separated nodes whose eth0+eth1 are an LACP bond."""
+    ``LAB_BONDED`` (default none) the comma-separated nodes whose eth0+eth1 are an LACP bond;
+    ``LAB_SM_PAIR`` (default False) the subnet's trusted SMs as a master/standby pair (``--sm-pair``);
+    ``LAB_GPUS`` (default: the lab's, 8) the GPUs per node (0: no NVLink stand-ins)."""
     home = tmp_path_factory.mktemp("gfhome")
     env = LabEnv(home, {})
     nodes = str(getattr(request.module, "LAB_NODES", 4))
     dpus = str(getattr(request.module, "LAB_DPUS", 0))
     bonded = str(getattr(request.module, "LAB_BONDED", ""))
     extra = ("--bonded", bonded) if bonded else ()
+    if getattr(request.module, "LAB_SM_PAIR", False):
+        extra += ("--sm-pair",)
+    if hasattr(request.module, "LAB_GPUS"):
+        extra += ("--gpus-per-node", str(request.module.LAB_GPUS))
     env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1", "--dpus", dpus, *extra)
     try:
         env.gf("tenant", "create", "alpha")

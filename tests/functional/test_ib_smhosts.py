@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,14 +26,13 @@ from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf
 from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_sa_dump_groups
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.fabrics.infiniband.smhosts import read_script
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import SM_NODE, hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
 
-from support.ib_pair import sm_pair_lab
+from support.ib_pair import Sampler, sm_pair_lab, take_over
 
 pytestmark = pytest.mark.root
 
@@ -129,38 +127,6 @@ def test_an_unreachable_standby_fails_the_apply_naming_it_and_the_master_is_not_
     finally:
         pair.sshd["sm-02"].start()
         drv.close()
-
-
-class Sampler(threading.Thread):
-    """An independent SMP reader: ``smpquery pkeys`` of one port (its own process each time,
-    as gpu-a04's HCA), every sample kept with its time, until stopped."""
-
-    def __init__(self, fab: IbFabric, lid: int) -> None:
-        super().__init__(daemon=True)
-        self.fab, self.lid = fab, lid
-        self.samples: list[tuple[float, frozenset[int]]] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            out = self.fab.run_tool(["smpquery", "pkeys", str(self.lid), "1"], sim_host="gpu-a04 mlx5_0")
-            self.samples.append((time.monotonic(), frozenset(parse_smpquery_pkeys(out).entries)))
-
-    def stop(self) -> list[tuple[float, frozenset[int]]]:
-        self.halt.set()
-        self.join(30)
-        return self.samples
-
-
-def take_over(pair: SmPair) -> float:
-    """kill -9 the master; seconds until the standby logs SUBNET UP as the new master."""
-    offset = pair.log_offset()
-    t0 = time.monotonic()
-    pair.kill_master()
-    while not (pair.log_has(offset, "Entering MASTER state") and pair.log_has(offset, "SUBNET UP")):
-        assert time.monotonic() - t0 < 60, "the standby did not take over"
-        time.sleep(0.02)
-    return time.monotonic() - t0
 
 
 def ipoib_layout(*pkeys: int) -> PartitionLayout:

@@ -10,11 +10,20 @@ from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
-from gpufabric.domain.state import EthernetPortConfig, IbFabricState, PkeyTable, PortMode, SmSeen, SmState, SwitchState
+from gpufabric.domain.state import (
+    EthernetPortConfig,
+    IbFabricState,
+    PkeyTable,
+    PortMode,
+    SmFileSeen,
+    SmSeen,
+    SmState,
+    SwitchState,
+)
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
 from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
-from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, trusted_sms
+from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, standby_files, trusted_sms
 
 SM, ROGUE = Guid(0x0002C90310000001), Guid(0x0002C903100000AA)
 
@@ -33,6 +42,19 @@ def test_trusted_sm_answering_is_ok_and_a_rogue_is_critical() -> None:
     missing = trusted_sms(IbFabricState(sms=(SmSeen(ROGUE, 7, 15, SmState.MASTER),)), (SM,))
     assert [(c.level, c.subject) for c in missing] == [(CheckLevel.CRITICAL, str(ROGUE)), (CheckLevel.ERROR, str(SM))]
     assert [c.level for c in trusted_sms(IbFabricState(), (SM,))] == [CheckLevel.ERROR, CheckLevel.ERROR]
+
+
+def test_a_standby_sm_file_edited_by_hand_is_critical_and_one_as_written_is_ok() -> None:
+    ok, edited = "a" * 64, "b" * 64
+    master = SmFileSeen("sm-01", "master", ok, ok)
+    fine = standby_files(IbFabricState(sm_files=(master, SmFileSeen("sm-02", "standby", ok, ok))), "opensm")
+    assert [(c.id, c.level, c.subject) for c in fine] == [("IB-SM-CONFIG-DIVERGED", CheckLevel.OK, "opensm")]
+    assert "sm-02 is what gpufabric wrote" in fine[0].message
+    bad = standby_files(IbFabricState(sm_files=(master, SmFileSeen("sm-02", "standby", edited, ok),
+                                                SmFileSeen("sm-03", "standby", "", ok, "no such file"))), "opensm")  # fmt: skip
+    assert [(c.level, c.subject) for c in bad] == [(CheckLevel.CRITICAL, "sm-02"), (CheckLevel.ERROR, "sm-03")]
+    assert "revert tenant isolation" in bad[0].message and "no such file" in bad[1].message
+    assert standby_files(IbFabricState(sm_files=(SmFileSeen("local", "master", ok, ok),)), "opensm") == []
 
 
 def test_hardening_defaults_are_errors_naming_sm_key() -> None:

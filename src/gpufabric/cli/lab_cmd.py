@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from gpufabric.lab.lab import Lab, LabStatus
 
 app = typer.Typer(no_args_is_help=True)
+SM_PAIR_HELP = (
+    "Run the subnet's trusted SMs as a master/standby OpenSM pair on two SM hosts (sm-01, sm-02; one sshd "
+    "each): gpufabric writes both SMs' partitions files and finds the master by SMInfo."
+)
 
 
 def _lab() -> Lab:
@@ -36,6 +40,7 @@ def _show(st: LabStatus) -> None:
         f"  ibsim pid {st.ibsim_pid}  IBSIM_SOCKNAME={st.ibsim_sockname}\n"
         f"  OpenSM pid {st.opensm_pid} on {st.sm_node!r}  log {st.opensm_log}\n"
         f"  partitions {st.partitions_conf}\n"
+        f"{_pair_lines(st)}"
         f"  OVSDB unix:{st.ovsdb_socket}  vswitchd in netns {st.ovs_netns}  "
         f"bridges {st.spine_bridge}, {', '.join(st.leaf_bridges)}",
         highlight=False,
@@ -54,6 +59,21 @@ def _show(st: LabStatus) -> None:
         console.print(f"  skipped CA {escape(s)}", highlight=False)
 
 
+def _pair_lines(st: LabStatus) -> str:
+    """The SM pair's hosts and the master as SMInfo names it (empty without ``--sm-pair``)."""
+    p = st.sm_pair
+    if p is None:
+        return ""
+    master = p.master or f"none answers ({p.sminfo_error})"
+    lines = [f"  SM pair: master by SMInfo {master}" + (f" ({p.master_state})" if p.master_state else "")]
+    for h in p.hosts:
+        role = "master" if h.node == p.master else "standby"
+        sm = f"OpenSM pid {h.opensm_pid}" if h.opensm_pid else "OpenSM not running"
+        ssh = f"sshd {h.ssh}" + ("" if h.sshd_running else " (not running)")
+        lines.append(f"    {h.name} {h.node!r} {h.port_guid} {role}: {sm}, {ssh}")
+    return "\n".join(lines) + "\n"
+
+
 @app.command()
 def up(
     nodes: int = typer.Option(6, "--nodes", help="GPU nodes gpu-a01.. (ignored with --topology)."),
@@ -63,10 +83,12 @@ def up(
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."),
     dpus: int = typer.Option(0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."),
     bonded: str = typer.Option("", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."),
+    sm_pair: bool = typer.Option(False, "--sm-pair", help=SM_PAIR_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Start (or reuse) the lab: ibsim, the trusted OpenSM, OVS leaf/spine, one netns per node,
-    a stand-in Fabric Manager per node (NVLink) and, with --dpus, DPUs on a real OVN."""
+    """Start (or reuse) the lab: ibsim, the trusted OpenSM (with --sm-pair a master/standby pair),
+    OVS leaf/spine, one netns per node, a stand-in Fabric Manager per node (NVLink) and, with
+    --dpus, DPUs on a real OVN."""
     lab = _lab()
     bonds = tuple(n.strip() for n in bonded.split(",") if n.strip())
     seg = segment_config()
@@ -74,12 +96,12 @@ def up(
     uplinks = (pool.start, pool.end)
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
-                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv)  # fmt: skip
+                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
                 nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
-                gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv,
+                gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
             )  # fmt: skip
     result = register(lab, st)
     converged = converge_leases()

@@ -1,6 +1,11 @@
 """The ``fabrics.yaml`` of a running lab: one OVSDB driver per leaf bridge and the OpenSM
 driver of the trusted SM (partitions.conf, pid file, log, and the umad2sim environment to
-read PKey tables by SMP as the SM node). ``gpufabric lab up`` writes it next to the store."""
+read PKey tables by SMP as the SM node). ``gpufabric lab up`` writes it next to the store.
+
+A lab with the SM pair (``lab up --sm-pair``) gets the pair's options instead
+(:meth:`~gpufabric.lab.smpair.SmPair.driver_options`): ``sm_hosts`` for sm-01 and sm-02, each
+over its sshd, so every write goes to both SMs and the master is found by SMInfo; both SMs'
+port GUIDs are trusted and full members of the default partition."""
 
 from __future__ import annotations
 
@@ -10,11 +15,18 @@ from typing import Any
 
 import yaml
 
+from gpufabric.domain.values import Guid
 from gpufabric.lab.lab import Lab, LabStatus
+from gpufabric.lab.labib import pair
 
 
 def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, Any]:
     fab = lab.ib_fabric()
+    sms = [h.port_guid for h in st.sm_pair.hosts] if st.sm_pair else [st.sm_port_guid]
+    if st.sm_pair:
+        ib = pair(lab.dir, fab).driver_options(st.sm_node, Guid.parse(st.sm_port_guid), sms)
+    else:
+        ib = fab.driver_options(st.sm_node, sms)
     remote = f"unix:{st.ovsdb_socket}"
     extra: dict[str, Any] = {}
     if st.nvlink_section:
@@ -30,7 +42,7 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
         "infiniband": {
             "driver": "opensm",
             "options": {
-                **fab.driver_options(st.sm_node, [st.sm_port_guid]),
+                **ib,
                 "opensm_conf": str(fab.opensm_conf),  # read by observe: the hardening audit
                 "restart_command": [
                     str(Path(sys.executable).parent / "gpufabric"),
@@ -41,8 +53,8 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
                 ],
             },
         },
-        "sm_port_guids": [st.sm_port_guid],
-        "trusted_sm_guids": [st.sm_port_guid],
+        "sm_port_guids": sms,
+        "trusted_sm_guids": sms,
     }
 
 

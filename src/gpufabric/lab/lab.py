@@ -4,6 +4,8 @@ Everything lives under ``<home>/lab`` (``home`` is ``$GPUFABRIC_HOME``)::
 
     state.json     what ``up`` made: prefix, parameters, node ports, names to remove
     ib/            IbFabric run dir (net file, ibsim/OpenSM pids and logs, partitions.conf)
+    smpair/        with ``up(sm_pair=True)``: the standby OpenSM on sm-02 and one sshd per SM
+                   host (the IB subnet, with or without the pair: lab/labib.py)
     ovs/           OvsServer run dir (ovsdb-server in the root namespace, ovs-vswitchd in
                    the namespace ``<prefix>-sw``)
     hosts/<node>/  a bonded node's own OVS (``up(bonded=...)``: eth0+eth1 in an LACP bond on
@@ -23,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -33,15 +34,23 @@ from typing import Any
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, IbPort, Inventory, Node
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
-from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.netfile import SM_NODE, FabricSpec, plan_fabric, render_netfile
+from gpufabric.lab.labib import (
+    SmPairStatus,
+    ib_down,
+    ib_from_dict,
+    ib_problems,
+    ib_to_dict,
+    ib_up,
+    natural,
+    net_plan,
+    sm_pair_status,
+)
+from gpufabric.lab.netfile import SM_NODE
 from gpufabric.lab.netns import EthPlan, EthPortPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
 from gpufabric.lab.ovs import OvsServer
-from gpufabric.lab.procs import pid_alive
 
 Progress = Callable[[str], None]
 STATE_VERSION = 1
@@ -92,6 +101,7 @@ class LabStatus:
     dpu_section: dict[str, Any] | None = None  # the ``dpu:`` section of fabrics.yaml
     dpu_hosts: tuple[str, ...] = ()
     quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN  # the VLAN new node ports were parked on
+    sm_pair: SmPairStatus | None = None  # with ``up(sm_pair=True)``: the SM hosts, the master by SMInfo
 
     def node(self, name: str) -> LabNode | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -104,7 +114,7 @@ class LabStatus:
                 "name": n.name,
                 "netns": n.netns,
                 "ethernet": [asdict(e) for e in n.ethernet],
-                "ib": [_ib_to_dict(p) for p in n.ib],
+                "ib": [ib_to_dict(p) for p in n.ib],
             }
             for n in self.nodes
         ]
@@ -130,34 +140,6 @@ class LabStatus:
 
 def lab_dpus(node: str) -> tuple[Dpu, ...]:
     return (Dpu(node, DPU_NAME, DpuMode.DPU, dpu_details(node)),)
-
-
-def _ib_to_dict(p: IbPort) -> dict[str, Any]:
-    return {
-        "node": p.node,
-        "device": p.device,
-        "port_num": p.port_num,
-        "port_guid": str(p.port_guid),
-        "node_guid": str(p.node_guid),
-        "switch_guid": str(p.switch_guid) if p.switch_guid else None,
-        "switch_port": p.switch_port,
-    }
-
-
-def _ib_from_dict(d: dict[str, Any]) -> IbPort:
-    return IbPort(
-        node=d["node"],
-        device=d["device"],
-        port_num=d["port_num"],
-        port_guid=Guid.parse(d["port_guid"]),
-        node_guid=Guid.parse(d["node_guid"]),
-        switch_guid=Guid.parse(d["switch_guid"]) if d.get("switch_guid") else None,
-        switch_port=d.get("switch_port"),
-    )
-
-
-def _natural(name: str) -> list[Any]:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 class Lab:
@@ -206,9 +188,11 @@ class Lab:
         dpus: int = 0,
         bonded: tuple[str, ...] = (),
         quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
+        sm_pair: bool = False,
     ) -> LabStatus:
         """``uplink_vlans`` and ``quarantine_vlan`` are the configured tenant pool and quarantine VLAN
-        (``gpufabric lab up`` reads them from config.yaml): new node ports start on the quarantine VLAN."""
+        (``gpufabric lab up`` reads them from config.yaml): new node ports start on the quarantine VLAN.
+        ``sm_pair``: the subnet's trusted SMs are a master/standby pair on sm-01 and sm-02 (lab/labib.py)."""
         say = progress or (lambda _msg: None)
         params: dict[str, Any] = {
             "nodes": nodes,
@@ -220,7 +204,9 @@ class Lab:
             "quarantine_vlan": quarantine_vlan,
         }
         if bonded:  # only when asked: a lab brought up before bonds existed stays reusable
-            params["bonded"] = sorted(set(bonded), key=_natural)
+            params["bonded"] = sorted(set(bonded), key=natural)
+        if sm_pair:  # the same: a lab without the key is one without the pair
+            params["sm_pair"] = True
         state = self._load()
         # a lab brought up before the quarantine VLAN was a parameter was brought up on the default
         before = None if state is None else {"quarantine_vlan": DEFAULT_QUARANTINE_VLAN, **state.get("params", {})}
@@ -233,50 +219,17 @@ class Lab:
             self.down()
             state = None
 
-        if topology is not None:
-            try:
-                net_text = Path(topology).read_text()
-            except OSError as e:
-                raise LabError(f"cannot read topology {topology}: {e}", path=str(topology)) from e
-            sm_host = SM_NODE if f'"{SM_NODE}"' in net_text else None
-            nodes_per_leaf = 4
-            order: list[str] | None = None
-        else:
-            spec = FabricSpec(nodes, hcas_per_node)
-            layout = plan_fabric(spec)
-            net_text, sm_host, nodes_per_leaf, order = (
-                render_netfile(layout),
-                SM_NODE,
-                spec.nodes_per_leaf,
-                list(layout.hosts),
-            )
-
-        if order is not None and set(bonded) - set(order):  # refused before anything starts
-            plan_ethernet(self.prefix, order, eth_ports_per_node, nodes_per_leaf, bonded)
-        fab = IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
-        if not fab.ibsim_running():
-            say("starting ibsim")
-            fab.stop()
-            fab.start_ibsim(net_text)
-        if not fab.opensm_running():
-            say("starting the trusted OpenSM")
-            fab.start_opensm()
-        say("discovering the InfiniBand fabric (ibnetdiscover)")
-        topo = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover"], sim_host=sm_host))
-        sm_guid = _sm_guid(fab.run_tool(["sminfo"], sim_host=sm_host))
-        ib_ports, skipped = match_ca_ports(topo)
-        sm_desc = next((ca.description for ca in topo.cas() for p in ca.ports if p.port_guid == sm_guid), sm_host or "")
-        sm_hostname = sm_desc.split(" ")[0]
-        ib_ports = tuple(p for p in ib_ports if p.node != sm_hostname)
-        hosts = order if order is not None else sorted({p.node for p in ib_ports}, key=_natural)
-        if not hosts:
-            raise LabError("the fabric has no CA with a 'HOST DEVICE' node description", topology=str(topology))
+        plan = net_plan(topology, nodes, hcas_per_node, sm_pair)
+        if plan.order is not None and set(bonded) - set(plan.order):  # refused before anything starts
+            plan_ethernet(self.prefix, plan.order, eth_ports_per_node, plan.nodes_per_leaf, bonded)
+        ib = ib_up(self.dir, self.prefix, plan, sm_pair, say)
+        hosts, ib_pids = ib.pop("hosts"), ib.pop("pids")
 
         say("starting Open vSwitch")
         ovs = self.ovs()
         ovs.start()
         eth = dataclasses.replace(
-            plan_ethernet(self.prefix, hosts, eth_ports_per_node, nodes_per_leaf, bonded, quarantine_vlan),
+            plan_ethernet(self.prefix, hosts, eth_ports_per_node, plan.nodes_per_leaf, bonded, quarantine_vlan),
             uplink_vlans=uplink_vlans,
         )
         say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
@@ -284,18 +237,14 @@ class Lab:
             "version": STATE_VERSION,
             "prefix": self.prefix,
             "params": params,
-            "sm_host": sm_host,
-            "sm_node": sm_desc,
-            "sm_port_guid": str(sm_guid) if sm_guid else "",
-            "ib_ports": [_ib_to_dict(p) for p in ib_ports],
-            "skipped_cas": [f"{s.node_guid} {s.description!r}: {s.reason}" for s in skipped],
+            **ib,
             "eth": {"spine": eth.spine, "leaves": list(eth.leaves), "ports": [asdict(p) for p in eth.ports]},
             "made": {
                 "netns": list(eth.netns),
                 "bridges": [eth.spine, *eth.leaves],
                 "veths": [p.ovs_port for p in eth.ports],
             },
-            "pids": {"ibsim": fab.ibsim_pid, "opensm": fab.opensm_pid, **ovs.pids()},
+            "pids": {**ib_pids, **ovs.pids()},
         }
         self._save(record)  # before making them: an interrupted ``up`` can still be taken down
         ensure_ethernet(ovs, eth)
@@ -330,12 +279,8 @@ class Lab:
             tuple(EthPortPlan(**p) for p in state["eth"]["ports"]),
             quarantine_vlan=int(state.get("params", {}).get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)),
         )
-        ib_ports = [_ib_from_dict(d) for d in state["ib_ports"]]
-        problems: list[str] = []
-        if not pid_alive(fab.ibsim_pid):
-            problems.append("ibsim is not running")
-        if not pid_alive(fab.opensm_pid):
-            problems.append("OpenSM is not running")
+        ib_ports = [ib_from_dict(d) for d in state["ib_ports"]]
+        problems = ib_problems(self.dir, fab, state)
         if not ovs.running():
             problems.append("Open vSwitch is not running")
         down_hosts = [n for n, p in _bond_hosts(self.dir, eth).items() if not p.running()]
@@ -383,6 +328,7 @@ class Lab:
             dpu_section=state.get("dpu_section"),
             dpu_hosts=tuple(state.get("dpu_hosts", ())),
             quarantine_vlan=eth.quarantine_vlan,
+            sm_pair=sm_pair_status(self.dir, fab, state),
         )
 
     # -- down ---------------------------------------------------------------------------
@@ -390,7 +336,7 @@ class Lab:
         state = self._load() or {}
         made = state.get("made", {})
         dpus_down(self.dir, self.prefix)
-        IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", None).stop()
+        ib_down(self.dir, self.prefix)
         ovs = self.ovs()
         remove_ethernet(ovs, made.get("bridges", []), made.get("veths", []), [])
         ovs.stop()
@@ -398,7 +344,6 @@ class Lab:
         for run_dir in sorted(hosts.iterdir()) if hosts.is_dir() else ():
             OvsServer(run_dir).stop()
         remove_ethernet(None, [], [], [*made.get("netns", []), f"{self.prefix}-sw"])
-        (self.dir / "ib" / "partitions.conf").unlink(missing_ok=True)
         self.state_file.unlink(missing_ok=True)
 
 
@@ -419,7 +364,3 @@ def ensure_host_bonds(lab_dir: Path, eth: EthPlan) -> None:
         for f in futures:
             f.result()
 
-
-def _sm_guid(sminfo: str) -> Guid | None:
-    m = re.search(r"sm guid (0x[0-9a-fA-F]+)", sminfo)
-    return Guid.parse(m.group(1)) if m else None

@@ -11,6 +11,11 @@ pid file, OSM_CACHE_DIR/OSM_TMP_DIR, and ``sminfo_polling_timeout 1000`` /
 OpenSM driver's ``sm_hosts`` for both, each with its ``sa_dump`` (the IPoIB group check reads
 the master's, whichever SM that is now), and the whole ``infiniband.options`` section
 (:meth:`SmPair.driver_options`). ``stop`` ends only the PIDs started here.
+
+The pair outlives the process that started it (``gpufabric lab up --sm-pair``, lab/labib.py):
+each sshd's port is kept in ``sshd-<host>/port`` and its PID in ``sshd-<host>/sshd.pid`` (its
+``PidFile``), so a later process finds, checks and stops the same servers; ``start`` starts
+only what is not running.
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ class SmPair:
         self.log = self.dir / "opensm.log"
         self.pid_file = self.dir / "opensm.pid"
         self.sa_dump = self.dir / "osm-tmp" / "opensm-sa.dump"  # dump_files_dir/opensm-sa.dump
-        self.sshd = {"sm-01": SshServer(self.run_dir / "sshd-sm-01"), "sm-02": SshServer(self.run_dir / "sshd-sm-02")}
+        self.sshd = {name: _server(self.run_dir / f"sshd-{name}") for name in ("sm-01", "sm-02")}
 
     @property
     def master_pid_file(self) -> Path:
@@ -74,16 +79,27 @@ class SmPair:
     def standby_pid(self) -> int | None:
         return read_pid(self.pid_file)
 
+    def sshd_running(self, name: str) -> bool:
+        """The SM host's sshd runs (by its pid file: also one started by another process)."""
+        return pid_alive(read_pid(self.sshd[name].run_dir / "sshd.pid"))
+
     def start(self) -> None:
-        for s in self.sshd.values():
-            s.start()
+        for name, s in self.sshd.items():
+            if not self.sshd_running(name):
+                s.start()
+                (s.run_dir / "port").write_text(f"{s.port}\n")
         self.start_standby()
 
     def start_standby(self, timeout: float = 30, attempts: int = 5) -> int:
         """Start the standby and wait until the master has swept with it (SUBNET UP after its
         trap). On ibsim the master's sweep wedges in ~3 of 8 starts (one SMP to the joining SM
         is lost and umad2sim never times it out: OpenSM logs ``ERR 5401: evicting entry`` at
-        exit, and ignores every later HUP); then both are restarted, up to ``attempts`` times."""
+        exit, and ignores every later HUP); then both are restarted, up to ``attempts`` times.
+        A standby that runs already is kept as it is."""
+        if pid_alive(self.standby_pid):
+            pid = self.standby_pid
+            assert pid is not None
+            return pid
         for _ in range(attempts):
             offset = self.fab.log_offset()
             pid = self._start_standby(timeout)
@@ -189,3 +205,14 @@ class SmPair:
         self.stop_standby()
         for s in self.sshd.values():
             s.stop()
+            stop_pid(read_pid(s.run_dir / "sshd.pid"))  # one another process started
+            (s.run_dir / "sshd.pid").unlink(missing_ok=True)
+
+
+def _server(run_dir: Path) -> SshServer:
+    """The SM host's sshd on the port it was started on before (``port``), else a free one."""
+    try:
+        port: int | None = int((run_dir / "port").read_text())
+    except (OSError, ValueError):
+        port = None
+    return SshServer(run_dir, port=port)

@@ -4,7 +4,9 @@ hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`.hardening
 broadcast groups (an ``sa_dump`` per SM host, or for the co-located SM), the PKey
 pool disjoint from partitions already on the subnet that gpufabric did not write (PKey
 tables read by SMP, and a partitions.conf that gpufabric did not render), every inventory
-port GUID on the subnet, and every CA port whose host the inventory knows but not the port.
+port GUID on the subnet, every CA port whose host the inventory knows but not the port, and
+(with ``sm_hosts``) every standby SM's partitions file against what gpufabric wrote
+(``IB-SM-CONFIG-DIVERGED``, the audit's own reading, :mod:`.smhosts_audit`).
 
 Levels: an answering SM that is not trusted is critical (repair would contain the wrong
 port, or the rogue runs the subnet); everything else that breaks a move is an error; weak
@@ -21,6 +23,8 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
+from gpufabric.fabrics.infiniband.smhosts_audit import INVARIANT as SM_FILES
+from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 
 OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
 SUBJECT = "infiniband"
@@ -50,6 +54,20 @@ def trusted_sms(state: IbFabricState, trusted: tuple[Guid, ...]) -> list[SiteChe
     if not state.sms:
         out.append(SiteCheck("IB-TRUSTED-SM", ERR, "no SM answers on the subnet (SMInfo)", SUBJECT))
     return out
+
+
+def standby_files(state: IbFabricState, device: str) -> list[SiteCheck]:
+    """Each standby SM host's partitions file (``sm_files`` of observe): one that differs from
+    what gpufabric wrote is critical (a takeover would revert isolation), one that cannot be
+    vouched for an error; nothing without standbys."""
+    standbys = [f.host for f in state.sm_files if f.role == "standby"]
+    if not standbys:
+        return []
+    found = sm_file_violations(state)
+    out = [SiteCheck(SM_FILES, CRIT if v.severity is Severity.CRITICAL else ERR, v.message, v.device or device)
+           for v in found]  # fmt: skip
+    return out or [SiteCheck(SM_FILES, OK, f"{device}: the partitions file of standby SM host(s) "
+                             f"{', '.join(standbys)} is what gpufabric wrote", device)]  # fmt: skip
 
 
 def hardening(state: IbFabricState, device: str) -> list[SiteCheck]:
@@ -154,6 +172,7 @@ def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext)
         out.append(SiteCheck("IB-TRUSTED-SM", WARN, f"{device}: the SMs that answer are not checked against "
                              "trusted_sm_guids (this driver reads no SMInfo)", device))  # fmt: skip
     out += hardening(state, device)
+    out += standby_files(state, device)
     if isinstance(sm, OpenSMDriver):
         out += ipoib_readback(sm.config, device)
     try:
