@@ -40,10 +40,11 @@ from typing import Any, ClassVar
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
+from gpufabric.domain.hooks import PowerCycled
 from gpufabric.domain.models import Node
 from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
-from gpufabric.domain.views import ApiHost, CliGroup
-from gpufabric.fabrics.dpu import checks, diff, views
+from gpufabric.domain.views import ApiHost, CliGroup, FabricAccess
+from gpufabric.fabrics.dpu import checks, diff, facts, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
 from gpufabric.fabrics.dpu.info import check_remote, node_dpu
@@ -173,6 +174,12 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         role = None if tenancy is None else dpu_role(node, tenancy)
         return {"dpus": [{"name": info.name, "mode": info.mode.value, "role": role, "dpu_node": info.dpu_node,
                           "nic_model": info.nic_model, "pf": info.pf}]}  # fmt: skip
+
+    power_cycle_needs: ClassVar[str | None] = facts.NEEDS
+
+    def power_cycled(self, node: Node, fabrics: FabricAccess) -> PowerCycled | None:
+        """Its DPU's mode and firmware, read again (:func:`facts.power_cycled`)."""
+        return facts.power_cycled(self.instance, node, fabrics)
 
     def cli_group(self) -> CliGroup:
         return views.cli_group()

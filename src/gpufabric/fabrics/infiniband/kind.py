@@ -46,6 +46,7 @@ from gpufabric.domain.fabric import (
     build_driver,
 )
 from gpufabric.domain.findings import Violation
+from gpufabric.domain.hooks import ImportFormat
 from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
@@ -54,6 +55,7 @@ from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
+from gpufabric.fabrics.infiniband.inventory_import import import_format
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
@@ -161,6 +163,10 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 
 class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     name = "infiniband"
+
+    def import_formats(self) -> Sequence[ImportFormat]:
+        """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`)."""
+        return (import_format(),)
 
     def check_instances(self, sections: Mapping[str, Any]) -> None:
         """Each instance is one subnet with SMs of its own: two instances writing one SM's
