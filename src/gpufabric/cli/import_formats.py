@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.hooks import ImportFormat
+
+if TYPE_CHECKING:
+    from gpufabric.domain.hooks import ImportFormat
 
 FILES = ("yaml", "json")
 """The core's formats: inventory files (docs/inventory.md)."""

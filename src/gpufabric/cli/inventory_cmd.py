@@ -15,11 +15,11 @@ from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_con
 from gpufabric.cli.output import console, emit_json, escape, jsonable
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.hooks import ImportReport, ImportRequest
 from gpufabric.domain.models import Node
 from gpufabric.domain.values import PortNaming
 
 if TYPE_CHECKING:
+    from gpufabric.domain.hooks import ImportReport
     from gpufabric.store.registry import Registry
 
 app = typer.Typer(no_args_is_help=True)
@@ -48,6 +48,7 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
+    from gpufabric.domain.hooks import ImportRequest
     from gpufabric.workflow.inventory import check_port_keys, load_inventory
 
     name, kind_format = formats.resolve(file, fmt)

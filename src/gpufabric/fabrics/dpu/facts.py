@@ -5,17 +5,17 @@ configured ``dpu.mst`` reader: ``gpufabric offload facts`` and the kind's reacti
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.errors import ConfigError, ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import FabricBackend
-from gpufabric.domain.hooks import PowerCycled
 from gpufabric.domain.models import Node
-from gpufabric.domain.views import FabricAccess
 from gpufabric.fabrics.dpu.dpumode import DpuFacts
-from gpufabric.fabrics.dpu.info import dpu_inventory, node_dpu
+from gpufabric.fabrics.dpu.info import NEEDS, dpu_inventory, node_dpu
 
-NEEDS = "a node with a DPU in the inventory"
+if TYPE_CHECKING:
+    from gpufabric.domain.hooks import PowerCycled
+    from gpufabric.domain.views import FabricAccess
 
 
 def facts_of(backend: FabricBackend[Any] | None, nodes: Iterable[Node], names: Sequence[str]) -> list[DpuFacts]:
@@ -38,6 +38,8 @@ def power_cycled(instance: str, node: Node, fabrics: FabricAccess) -> PowerCycle
     """An operator power-cycled ``node``'s host and DPU: its facts, read again (None: it has no
     DPU). ConflictError while the DPU still reports a pending change (the power cycle did not
     happen or was warm)."""
+    from gpufabric.domain.hooks import PowerCycled  # (not on `offload facts`, nor on --help)
+
     if node_dpu(node) is None:
         return None
     f = facts_of(fabrics.backend(instance), fabrics.tenancy().nodes, [node.name])[0]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ConfigError, ExhaustedError
@@ -46,7 +46,6 @@ from gpufabric.domain.fabric import (
     build_driver,
 )
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.hooks import ImportFormat
 from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
@@ -55,7 +54,6 @@ from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
-from gpufabric.fabrics.infiniband.inventory_import import import_format
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
@@ -75,6 +73,9 @@ from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.watch import SmWatch
+
+if TYPE_CHECKING:
+    from gpufabric.domain.hooks import ImportFormat
 
 
 def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
@@ -165,7 +166,9 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     name = "infiniband"
 
     def import_formats(self) -> Sequence[ImportFormat]:
-        """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`)."""
+        """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`, imported only then)."""
+        from gpufabric.fabrics.infiniband.inventory_import import import_format
+
         return (import_format(),)
 
     def check_instances(self, sections: Mapping[str, Any]) -> None:
