@@ -29,12 +29,11 @@ DEBT: dict[str, int] = {
     "api/v1/moves.py": 4,
     "api/v1/nodes.py": 4,
     "api/v1/schemas.py": 17,
-    "cli/dpu_facts.py": 3,
-    "cli/inventory_cmd.py": 18,
+    "cli/inventory_cmd.py": 5,  # _node_doc: the typed ports of the API import body (Node.ethernet/ib/gpus/dpus)
     "cli/lab_cmd.py": 24,
     "cli/lease_cmd.py": 7,
     "cli/move_cmd.py": 7,
-    "cli/node_cmd.py": 10,
+    "cli/node_cmd.py": 9,
     "cli/tenant_cmd.py": 9,
     "domain/drivers.py": 2,
     "domain/models.py": 24,
@@ -56,7 +55,7 @@ DEBT: dict[str, int] = {
     "store/tables.py": 8,
     "store/tenants.py": 27,
     "workflow/actions.py": 7,
-    "workflow/inventory.py": 29,
+    "workflow/inventory.py": 26,
     "workflow/tenancy.py": 8,
 }
 
@@ -94,16 +93,13 @@ def test_the_count_sees_a_fabric_name() -> None:
 CORE = ("cli", "api", "web", "engine", "store", "workflow", "runtime")
 """The packages that may never import ``gpufabric.fabrics.*`` (a kind's own commands and routes
 come through ``FabricKind.cli_group``/``api_router``: cli/kinds.py, api/v1/kinds.py)."""
-IMPORTS_DEBT: dict[str, str] = {
-    "cli/dpu_facts.py": "`node power-cycled` (cli/node_cmd.py) reads a DPU's facts: a core command of one kind, "
-    "to become the kind's own (FabricKind.cli_group) with node_cmd's move to kinds' views",
-    "cli/inventory_cmd.py": "`inventory import --ibnetdiscover` and the port namings of the Ethernet dialects: "
-    "to become the kinds' inventory hooks (issue 19, item 1)",
-}
+IMPORTS_DEBT: dict[str, str] = {}
 """The only core modules that still import a fabric package, each with why; none may be added.
 ``cli/offload_cmd.py`` and ``api/v1/ops.py`` left this list with ``offload`` (fabrics/dpu/cli_view.py,
-api_view.py)."""
-NEVER = ("cli/offload_cmd.py", "api/v1/ops.py")  # emptied by issue 19: may never import a fabric again
+api_view.py); ``cli/dpu_facts.py`` with ``FabricKind.power_cycled`` (cli/power_cycle.py) and
+``cli/inventory_cmd.py`` with ``FabricKind.import_formats``/``port_namings`` (cli/import_formats.py)."""
+NEVER = ("cli/offload_cmd.py", "api/v1/ops.py", "cli/dpu_facts.py", "cli/inventory_cmd.py", "cli/node_cmd.py")
+"""Emptied by issue 19: may never import a fabric again."""
 
 
 def fabric_imports(text: str) -> list[str]:
@@ -138,9 +134,10 @@ def test_no_core_module_imports_a_fabric_package_but_its_listed_debt() -> None:
 
 
 @pytest.mark.parametrize("module", NEVER)
-def test_the_offload_views_left_the_core(module: str) -> None:
-    """The two core modules that imported ``fabrics.dpu`` for ``offload`` never import a fabric
-    again (the CLI module is gone; the API module imports none)."""
+def test_the_kind_views_and_hooks_left_the_core(module: str) -> None:
+    """The core modules that imported a fabric package (``offload``, ``node power-cycled``,
+    ``inventory import --format ibnetdiscover``) never import one again (a module that is gone
+    stays gone or comes back clean)."""
     assert module not in IMPORTS_DEBT
     path = SRC / module
     assert not path.exists() or fabric_imports(path.read_text()) == []

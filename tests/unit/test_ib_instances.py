@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from gpufabric.cli.inventory_cmd import merge_ib_ports
 from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Lease, Network, Node, Segment
@@ -29,6 +28,7 @@ from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kind
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance, ports_off
+from gpufabric.fabrics.infiniband.inventory_import import merge_ib_ports
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.store.core import Store

@@ -13,13 +13,8 @@ import yaml
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
-from gpufabric.workflow.inventory import (
-    check_guid_moves,
-    inventory_from_dict,
-    load_inventory,
-    mark_sm_hosts,
-    parse_inventory,
-)
+from gpufabric.fabrics.infiniband.inventory_import import check_guid_moves, mark_sm_hosts
+from gpufabric.workflow.inventory import inventory_from_dict, load_inventory, parse_inventory
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inventory.yaml"
 

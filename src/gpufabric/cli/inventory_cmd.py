@@ -1,104 +1,36 @@
-"""``gpufabric inventory import FILE``: YAML/JSON inventory files and real ibnetdiscover output."""
+"""``gpufabric inventory import FILE``: YAML/JSON inventory files, and the formats the fabric
+kinds add (``FabricKind.import_formats``: real discovery output, e.g. ibnetdiscover's; listed by
+:mod:`gpufabric.cli.import_formats`). No kind is named here but in help text."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
 
+from gpufabric.cli import import_formats as formats
 from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_config
 from gpufabric.cli.output import console, emit_json, escape, jsonable
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.models import IbPort, Inventory, Node
-from gpufabric.domain.values import Guid, PortNaming
+from gpufabric.domain.models import Node
+from gpufabric.domain.values import PortNaming
 
 if TYPE_CHECKING:
-    from gpufabric.fabrics.infiniband.ib_match import CaMatch, FabricMatch
+    from gpufabric.domain.hooks import ImportReport
+    from gpufabric.store.registry import Registry
 
 app = typer.Typer(no_args_is_help=True)
-
-
-class Format(StrEnum):
-    yaml = "yaml"
-    json = "json"
-    ibnetdiscover = "ibnetdiscover"
-
-
-def _guess(path: Path) -> Format:
-    suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return Format.yaml
-    if suffix == ".json":
-        return Format.json
-    return Format.ibnetdiscover
-
-
-def merge_ib_ports(
-    existing: list[Node], ib_inventory: Inventory, kept: Callable[[Node], tuple[Any, ...]] | None = None
-) -> Inventory:
-    """Attach IB ports found on the fabric to the known nodes, keeping their other ports (and
-    ``kept(node)``: their HCA ports on the other IB instances, one subnet being imported at a time)."""
-    by_name = {n.name: n for n in existing}
-    merged = []
-    for found in ib_inventory.nodes:
-        old = by_name.get(found.name)
-        keep = () if old is None or kept is None else kept(old)
-        merged.append(dataclasses.replace(old, ib=(*keep, *found.ib)) if old else found)
-    return Inventory(tuple(merged))
-
-
-Kept = Callable[[Node], tuple[Any, ...]]
-
-
-def load_ibnetdiscover(
-    path: Path, *, strict: bool = True, subnet: str | None = None, instances: Mapping[str, Any] | None = None
-) -> tuple[Inventory, FabricMatch, Kept]:
-    """The nodes (with their IB ports) matched in an ibnetdiscover output, the match of every
-    node of the fabric, and what a node keeps of its known ports (those on other instances).
-    The ports are assigned to the IB instance ``subnet`` of ``instances`` (default: the only
-    one; ValidationError naming ``--fabric`` for an unknown one). ``strict``: a CA that does not
-    match is a ValidationError."""
-    from gpufabric.fabrics.infiniband.ib_match import import_instance, match_fabric, on_instance, ports_off
-    from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
-
-    instance = import_instance(subnet, instances or {})
-    m = match_fabric(parse_ibnetdiscover(path.read_text(errors="replace")))
-    ports = m.strict_ports() if strict else m.ports
-    by_node: dict[str, list[IbPort]] = {}
-    for p in ports:
-        by_node.setdefault(p.node, []).append(on_instance(p, instance))
-    nodes = tuple(Node(name, ib=tuple(by_node[name])) for name in sorted(by_node))
-    return Inventory(nodes), m, lambda node: ports_off(node, instance)
-
-
-def _ca_doc(c: CaMatch) -> dict[str, object]:
-    doc: dict[str, object] = {"kind": c.kind.value, "node_guid": str(c.node_guid) if c.node_guid else None,
-                              "description": c.description}  # fmt: skip
-    if c.skipped:
-        return {**doc, "status": "skipped", "skip": c.skip, "reason": c.reason}
-    return {**doc, "status": "matched", "host": c.host, "device": c.device, "ports": c.ports}
-
-
-def _print_match(m: FabricMatch, limit: int = 20) -> None:
-    counts = m.counts()
-    console.print("nodes in the fabric: " + ", ".join(f"{escape(k)} {v}" for k, v in counts.items()))
-    listed = [c for c in m.cas if c.skipped and c.skip not in ("switch", "router", "sharp-aggregation-node")]
-    for c in listed[:limit]:
-        console.print(f"skipped CA {c.node_guid} {escape(repr(c.description))}: {escape(c.reason)}")
-    if len(listed) > limit:
-        console.print(f"... {len(listed) - limit} more skipped CAs (--json lists every node)")
+FORMATS = f"<{'|'.join(formats.NAMES)}>"
+FORMAT_HELP = f"{formats.listed()} (default: by file suffix)."
 
 
 @app.command("import")
 def import_(
     file: Path = typer.Argument(..., exists=False),
-    fmt: Format = typer.Option(None, "--format", help="yaml, json or ibnetdiscover (default: by file suffix)."),
+    fmt: str | None = typer.Option(None, "--format", parser=formats.parse, metavar=FORMATS, help=FORMAT_HELP),
     strict: bool = typer.Option(
         False, "--strict", help="ibnetdiscover: refuse the whole file if one CA does not match a host."
     ),
@@ -116,49 +48,49 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
-    from gpufabric.workflow.inventory import check_guid_moves, check_port_keys, load_inventory, mark_sm_hosts
+    from gpufabric.domain.hooks import ImportRequest
+    from gpufabric.workflow.inventory import check_port_keys, load_inventory
 
-    fmt = fmt or _guess(file)
+    name, kind_format = formats.resolve(file, fmt)
     r = backend()
-    if r and fmt is Format.ibnetdiscover:
-        raise ValidationError("format", fmt.value, "yaml or json through --api (ibnetdiscover merges with the local store)")
+    if r and kind_format is not None:
+        raise ValidationError("format", name, f"yaml or json through --api ({name} merges with the local store)")
     fabrics = _fabrics_yaml()
-    sm_hosts: tuple[str, ...] = ()
-    match: FabricMatch | None = None
-    if subnet is not None and fmt is not Format.ibnetdiscover:
-        raise ValidationError("--fabric", subnet, "only with --format ibnetdiscover (a YAML/JSON port names its instance)")
-    if fmt is Format.ibnetdiscover:
-        found, match, kept = load_ibnetdiscover(file, strict=strict, subnet=subnet, instances=_instances(fabrics))
-        store = open_store()
-        known = store.nodes()
-        check_guid_moves(found, known)
-        inv, sm_hosts = mark_sm_hosts(merge_ib_ports(known, found, kept), _sm_guids(fabrics))
+    report: ImportReport | None = None
+    if subnet is not None and kind_format is None:
+        kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
+        raise ValidationError("--fabric", subnet, f"only with --format {kinds} (a YAML/JSON port names its instance)")
+    registry = _registry(fabrics)
+    instances = _instances(fabrics, registry)
+    if kind_format is not None:
+        req = ImportRequest(file.read_text(errors="replace"), lambda: open_store().nodes(), instances, fabrics, subnet, strict)
+        report = kind_format.read(req)  # the store is read only if the text is not refused first
+        inv = report.inventory
     else:
-        instances = _instances(fabrics)
-        inv = load_inventory(file, fmt.value, _dialects(fabrics), instances)
+        inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)
         if not r and any(n.fabric_ports for n in inv.nodes):
             check_port_keys(inv, open_store().nodes(), instances)
     if r:  # parsed and checked here, imported by the server (as the token's principal)
         res = r.post("/inventory", {"version": 1, "nodes": [_node_doc(n) for n in inv.nodes]})
         if json_out:
-            emit_json({"format": fmt.value, "nodes": len(inv.nodes), "result": res})
+            emit_json({"format": name, "nodes": len(inv.nodes), "result": res})
         else:
-            console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}) through the API: "
+            console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({name}) through the API: "
                           f"{escape(import_line(res))}")  # fmt: skip
         return
     from gpufabric.workflow.actions import Actions
 
     result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, inv)
-    if json_out:
-        extra = {"summary": match.counts(), "cas": [_ca_doc(c) for c in match.cas]} if match else {}
-        emit_json({"format": fmt.value, "nodes": len(inv.nodes), "sm_hosts": list(sm_hosts), "result": jsonable(result),
-                   **extra})  # fmt: skip
+    held = dict(report.held) if report else {}
+    if json_out:  # "sm_hosts": the nodes the import holds in maintenance (the key's name is historical)
+        emit_json({"format": name, "nodes": len(inv.nodes), "sm_hosts": list(held), "result": jsonable(result),
+                   **(report.fields if report else {})})  # fmt: skip
     else:
-        if match is not None:
-            _print_match(match)
-        console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({fmt.value}): {result}")
-        for h in sm_hosts:
-            console.print(f"{escape(h)} holds the trusted SM's port: in maintenance, never leasable")
+        for line in report.lines if report else ():
+            console.print(escape(line))
+        console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({name}): {result}")
+        for h, why in held.items():
+            console.print(f"{escape(h)} {escape(why)}")
 
 
 def import_line(res: Any) -> str:
@@ -179,24 +111,24 @@ def _fabrics_yaml() -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def _instances(fabrics: dict[str, Any]) -> dict[str, Any]:
-    """instance -> bound kind of every fabric instance of fabrics.yaml (their inventory sections)."""
-    from gpufabric.engine.fabrics import configured_instances
+def _registry(fabrics: dict[str, Any]) -> Registry | None:
+    """The registered kinds (no driver imported), when there is a fabrics.yaml to read with them."""
     from gpufabric.store.registry import Registry
 
-    return configured_instances(fabrics, Registry.from_entry_points(drivers=False)) if fabrics else {}
+    return Registry.from_entry_points(drivers=False) if fabrics else None
 
 
-def _dialects(fabrics: dict[str, Any]) -> dict[str, PortNaming]:
-    """switch -> the port naming of its CLI dialect (the fabric kind reads its own section of fabrics.yaml)."""
-    from gpufabric.fabrics.ethernet.dialects import port_namings
+def _instances(fabrics: dict[str, Any], registry: Registry | None) -> dict[str, Any]:
+    """instance -> bound kind of every fabric instance of fabrics.yaml (their inventory sections)."""
+    from gpufabric.engine.fabrics import configured_instances
 
-    return port_namings(fabrics)
+    return configured_instances(fabrics, registry) if registry is not None else {}
 
 
-def _sm_guids(fabrics: dict[str, Any]) -> list[Guid]:
-    raw = [*(fabrics.get("sm_port_guids") or []), *(fabrics.get("trusted_sm_guids") or [])]
-    return [Guid.parse(g, field="sm_port_guids") for g in raw]
+def _port_namings(fabrics: dict[str, Any], registry: Registry | None) -> dict[str, PortNaming]:
+    """device -> the naming of its ports, from every registered kind's section of fabrics.yaml."""
+    kinds = registry.ordered_kinds() if registry is not None else ()
+    return {device: naming for k in kinds for device, naming in k.port_namings(fabrics).items()}
 
 
 def _node_doc(n: Node) -> dict[str, object]:

@@ -36,7 +36,9 @@ def kind_groups(only: str | None = None) -> dict[str, CliGroup]:
     return {g.name: g for k in kinds if (g := k.cli_group()) is not None}
 
 
-class _EngineAccess:
+class EngineAccess:
+    """A :class:`~gpufabric.domain.views.FabricAccess` over a move engine (its fabrics and store)."""
+
     def __init__(self, engine: Any) -> None:
         self.engine = engine
 
@@ -73,7 +75,7 @@ class Host:
 
         engine = open_engine()
         try:
-            yield _EngineAccess(engine)
+            yield EngineAccess(engine)
         finally:
             engine.fabrics.close()
 

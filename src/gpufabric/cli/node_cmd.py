@@ -9,7 +9,7 @@ import typer
 
 from gpufabric.cli.backend import ALL, backend, items
 from gpufabric.cli.common import JSON_OPT, actions, reader
-from gpufabric.cli.output import console, emit_json, node_table, table
+from gpufabric.cli.output import console, emit_json, escape, node_table, table
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import NotFoundError
 
@@ -122,11 +122,12 @@ def move(
 def power_cycled(name: str, json_out: bool = JSON_OPT) -> None:
     """Say NODE's host and DPU were power-cycled (cold): re-reads its DPU's mode and firmware, so a
     move into an offload offering waiting on it can proceed; refused while a change is still pending."""
-    from gpufabric.cli.dpu_facts import power_cycled as check
+    from gpufabric.cli.power_cycle import document
+    from gpufabric.cli.power_cycle import power_cycled as react
 
-    f = check(name)
+    answers = react(name)
     if json_out:
-        emit_json(f.to_dict())
-    else:
-        console.print(f"node {name}: DPU in {f.mode} mode, firmware {f.firmware or '?'}, no change pending",
-                      highlight=False)  # fmt: skip
+        emit_json(document(answers))
+        return
+    for _, a in answers:
+        console.print(f"node {name}: {escape(a.line)}", highlight=False)

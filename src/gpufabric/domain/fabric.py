@@ -44,7 +44,9 @@ from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import check_name
 
 if TYPE_CHECKING:
-    from gpufabric.domain.views import ApiHost, CliGroup
+    from gpufabric.domain.hooks import ImportFormat, PowerCycled
+    from gpufabric.domain.values import PortNaming
+    from gpufabric.domain.views import ApiHost, CliGroup, FabricAccess
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
@@ -242,6 +244,17 @@ class FabricKind(ABC, Generic[D, S]):
         found = node.ports_on(self.instance)
         return () if found is None else _parsed(self, node.name, found)
 
+    def import_formats(self) -> Sequence[ImportFormat]:
+        """Inventory import formats of this kind's own (``inventory import --format NAME``,
+        :mod:`gpufabric.domain.hooks`). Default: none."""
+        return ()
+
+    def port_namings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, PortNaming]:
+        """device -> the naming its ports must follow in an inventory file, for this kind's
+        devices in a ``fabrics.yaml`` mapping (an inventory file is checked against it on
+        import). Default: none."""
+        return {}
+
     # ---- configuration
     def check_instances(self, sections: Mapping[str, Any]) -> None:
         """Refuse a set of instances of this kind that cannot run side by side (``sections``:
@@ -313,6 +326,18 @@ class FabricKind(ABC, Generic[D, S]):
         """This fabric's JSON fragment of ``node`` (``GET /api/v1/nodes/N`` and
         ``node list --json``, under ``fabrics.<instance>``). Default: nothing."""
         return {}
+
+    # ---- a node's power cycle (``gpufabric node power-cycled``, gpufabric.domain.hooks)
+    power_cycle_needs: ClassVar[str | None] = None
+    """What a node must have for this kind to react to its power cycle, as an error's
+    ``allowed`` says it (e.g. "a node with a DPU in the inventory"); None: it never reacts."""
+
+    def power_cycled(self, node: Node, fabrics: FabricAccess) -> PowerCycled | None:
+        """An operator power-cycled ``node`` (cold): read again what this kind reads of it only
+        at boot, through ``fabrics`` (this instance's backend), and refuse (a GpufabricError
+        naming the node) while it still reports a change pending. None: this kind has nothing on
+        ``node`` (the default)."""
+        return None
 
     # ---- the kind's own commands and routes (gpufabric.domain.views)
     def cli_group(self) -> CliGroup | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -28,7 +27,7 @@ import yaml
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node
 from gpufabric.domain.values import Guid, ModuleId, PortNaming, check_mac, check_name, check_port_name
 
 FORMATS: Final = ("yaml", "json")
@@ -347,30 +346,6 @@ def _short(raw: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- imports against the store
-def check_guid_moves(found: Inventory, known: Iterable[Node]) -> None:
-    """Refuse an import (ibnetdiscover: names come from node descriptions, which root on a
-    host can rewrite) that would give a port GUID the store knows to another node."""
-    owner = {q.port_guid: n.name for n in known for q in n.ib}
-    for n in found.nodes:
-        for q in n.ib:
-            was = owner.get(q.port_guid)
-            if was is not None and was != n.name:
-                raise ValidationError(
-                    "ib_node_description",
-                    f"{n.name} {q.device}",
-                    f"port GUID {q.port_guid} stays on node {was} (node descriptions are not trusted to move a known GUID)",
-                    f"would move port GUID {q.port_guid} from node {was} to {n.name}",
-                )
-
-
-def mark_sm_hosts(inv: Inventory, sm_guids: Iterable[Guid]) -> tuple[Inventory, tuple[str, ...]]:
-    """Nodes holding a trusted SM's port GUID are the SM host: never leasable (maintenance)."""
-    sm = frozenset(sm_guids)
-    hosts = tuple(sorted(n.name for n in inv.nodes if any(q.port_guid in sm for q in n.ib)))
-    nodes = tuple(replace(n, state=NodeState.MAINTENANCE) if n.name in hosts else n for n in inv.nodes)
-    return Inventory(nodes), hosts
-
-
 def check_port_keys(found: Inventory, known: Iterable[Node], instances: Instances) -> None:
     """Refuse an import that gives a generic-table port key (``FabricKind.port_keys``) the store
     knows on another node to a node of ``found`` (the typed tables' database constraints, for

@@ -12,20 +12,18 @@ of recorded outputs (``--from``, layout in docs/dpu.md) or the live OVN lab (``-
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
 import yaml
 
-from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
-from gpufabric.domain.fabric import FabricBackend
-from gpufabric.domain.models import QUARANTINE, Node
+from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.views import CliHost
 from gpufabric.fabrics.dpu.collect import load_recorded, read_node_offload
-from gpufabric.fabrics.dpu.dpumode import DpuFacts
-from gpufabric.fabrics.dpu.info import dpu_inventory, node_dpu
+from gpufabric.fabrics.dpu.facts import facts_of
+from gpufabric.fabrics.dpu.info import node_dpu
 from gpufabric.fabrics.dpu.lifecycle import tolerations as tol
 from gpufabric.fabrics.dpu.model import LogicalPort
 from gpufabric.fabrics.dpu.ovn import OvnNbDriver
@@ -67,22 +65,6 @@ def _configured(host: CliHost, capacity: dict[str, int], warn_at: float) -> dict
         if b is None:
             raise ConfigError("fabrics.dpu", None, "a dpu section in fabrics.yaml (or --from DIR / --ovn-lab DIR)")
         return site_report(b, f.tenancy(), capacity, warn_at)
-
-
-def facts_of(backend: FabricBackend[Any] | None, nodes: Iterable[Node], names: Sequence[str]) -> list[DpuFacts]:
-    """The facts of ``names``' DPUs (every DPU when empty), read now through ``dpu.mst``."""
-    reader = getattr(backend, "mst", None)
-    if reader is None:
-        raise ConfigError("dpu.mst", None, "a dpu.mst section in fabrics.yaml (how to read DPU mode and firmware)")
-    known = tuple(nodes)
-    inv = dpu_inventory(known)
-    names_known = {n.name for n in known}
-    for n in names:
-        if n not in names_known:
-            raise NotFoundError("node", n)
-        if n not in inv:
-            raise ValidationError("node", n, "a node with a DPU in the inventory")
-    return [reader.read(inv[n]) for n in (names or sorted(inv))]
 
 
 def build(host: CliHost) -> typer.Typer:

@@ -30,6 +30,8 @@ from gpufabric.domain.models import Dpu, DpuMode, Node
 from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import check_name
 
+NEEDS = "a node with a DPU in the inventory"  # what a node must have for a DPU command
+
 DETAIL_KEYS: Final = frozenset(
     {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop", "mst_device"}
 )

@@ -35,7 +35,7 @@ NB). ``tcp:`` remotes are accepted and reported by the audit (``TRANSPORT-INSECU
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
@@ -46,12 +46,16 @@ from gpufabric.domain.views import ApiHost, CliGroup
 from gpufabric.fabrics.dpu import checks, diff, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
-from gpufabric.fabrics.dpu.info import check_remote, node_dpu
+from gpufabric.fabrics.dpu.info import NEEDS, check_remote, node_dpu
 from gpufabric.fabrics.dpu.k8s import SplitK8sDriver
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state, offering_role
 from gpufabric.fabrics.dpu.site import parse_sources, parse_ssh
+
+if TYPE_CHECKING:
+    from gpufabric.domain.hooks import PowerCycled
+    from gpufabric.domain.views import FabricAccess
 
 SECTION_KEYS = frozenset({"ovn_nb", "ovsdb", "kubernetes", "kubernetes_dpu", "timeout", "tls", "mst", "drain", "offload", "capacity"})
 DRAIN_KEYS = frozenset({"timeout", "retry_every"})
@@ -173,6 +177,14 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         role = None if tenancy is None else dpu_role(node, tenancy)
         return {"dpus": [{"name": info.name, "mode": info.mode.value, "role": role, "dpu_node": info.dpu_node,
                           "nic_model": info.nic_model, "pf": info.pf}]}  # fmt: skip
+
+    power_cycle_needs: ClassVar[str | None] = NEEDS
+
+    def power_cycled(self, node: Node, fabrics: FabricAccess) -> PowerCycled | None:
+        """Its DPU's mode and firmware, read again (:func:`facts.power_cycled`, imported only then)."""
+        from gpufabric.fabrics.dpu.facts import power_cycled
+
+        return power_cycled(self.instance, node, fabrics)
 
     def cli_group(self) -> CliGroup:
         return views.cli_group()

@@ -37,7 +37,7 @@ from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.state import EthernetPortConfig, SwitchState
-from gpufabric.domain.values import VlanId
+from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
@@ -126,6 +126,12 @@ def _joined(seen: SwitchState, want: EthernetPortConfig) -> bool:
 
 class EthernetKind(FabricKind[EthState, EthState]):
     name = "ethernet"
+
+    def port_namings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, PortNaming]:
+        """switch -> the port naming of its CLI dialect (the ovsdb driver's: ``ovs``)."""
+        from gpufabric.fabrics.ethernet.dialects import port_namings
+
+        return port_namings(fabrics_yaml)
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> EthernetBackend:
         if not isinstance(section, list):

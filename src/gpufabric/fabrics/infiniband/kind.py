@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ConfigError, ExhaustedError
@@ -73,6 +73,9 @@ from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.watch import SmWatch
+
+if TYPE_CHECKING:
+    from gpufabric.domain.hooks import ImportFormat
 
 
 def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
@@ -161,6 +164,12 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 
 class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     name = "infiniband"
+
+    def import_formats(self) -> Sequence[ImportFormat]:
+        """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`, imported only then)."""
+        from gpufabric.fabrics.infiniband.inventory_import import import_format
+
+        return (import_format(),)
 
     def check_instances(self, sections: Mapping[str, Any]) -> None:
         """Each instance is one subnet with SMs of its own: two instances writing one SM's
