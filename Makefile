@@ -27,6 +27,7 @@ test-full: setup lint
 # durations are those of a test alone; run it when tests were added or got slower.
 test-durations: setup
 	$(BIN)/pytest -q --store-durations --durations-path tests/durations.json
+	$(BIN)/python scripts/durations.py
 
 unit: setup
 	$(BIN)/pytest -q tests/unit
