@@ -25,7 +25,9 @@ def main() -> int:
     fixed = {k: round(v / count.get(k, 1), 3) for k, v in sorted(durations.items())}
     PATH.write_text(json.dumps(fixed, indent=0) + "\n")
     shared = {k: n for k, n in count.items() if n > 1}
-    print(f"durations: {len(fixed)} tests, {sum(fixed.values()):.0f} s; {len(shared)} ids shared by several items divided")
+    print(
+        f"durations: {len(fixed)} tests, {sum(fixed.values()):.0f} s; {len(shared)} ids shared by several items divided"
+    )
     return 0
 
 
