@@ -35,6 +35,8 @@ SMInfo, writes the standbys first and the master last (each sha256 read back and
 host that cannot be written fails the apply, naming it, with the others given back their old
 file), reloads only the master, follows the master's log and reads the IPoIB groups back from
 the master's ``sa_dump`` over SSH. ``observe`` reads every host's sha256 into ``sm_files``.
+Which SM is master, and the wait for SUBNET UP: :mod:`.smcontrol`; the SMP verification
+loop: :mod:`.opensm_verify`.
 
 Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
 """
@@ -51,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
-from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, VerifyError
+from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError
 from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
@@ -60,7 +62,8 @@ from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget
 from gpufabric.fabrics.infiniband.knownfile import KnownFile, affected_ports, parse_known
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
-from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
+from gpufabric.fabrics.infiniband.opensm_verify import mismatches, wait_verified
+from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan
 from gpufabric.fabrics.infiniband.partitions import (
     check_layout,
     entries_by_port,
@@ -70,15 +73,12 @@ from gpufabric.fabrics.infiniband.partitions import (
     render_partitions_conf,
 )
 from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
-from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, run_cmd
+from gpufabric.fabrics.infiniband.smcontrol import choose_master, sm_states, wait_subnet_up
+from gpufabric.fabrics.infiniband.smhosts import SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
 from gpufabric.fabrics.infiniband.smpread import SmpReader, keep_warm, make_reader, read_pkeys
 
 FABRIC = "infiniband"
-SWEEP_POLL_S = 0.004
-SSH_POLL_S = 0.02  # the same poll over SSH (one exec per poll)
-"""How often the log is read for SUBNET UP after a reload: a sweep of a small fabric takes
-5-30 ms, so a coarser poll (20 ms before) added up to its own length to every apply."""
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else
 TOPOLOGY_TTL = 30.0  # seconds an ibnetdiscover topology serves observe() before new devices are looked for
 
@@ -121,14 +121,24 @@ class OpenSMDriver(SubnetManagerDriver):
         self._good: KnownFile | None = None  # ... kept parsed: the next apply's "old" (:mod:`.knownfile`)
 
     def master(self) -> SmHost:
-        """The SM host SMInfo names master (by its ``port_guid``); else the first one listed."""
+        """The SM host SMInfo names master (by its ``port_guid``). When the master SMInfo names is
+        none of them (a rogue took the subnet), the SMInfo of each SM host's own port decides
+        (:func:`~.smcontrol.choose_master`); the first host listed only when no SM answers."""
         hosts = self.fleet.hosts
         if len(hosts) == 1 or not any(h.port_guid for h in hosts):
             return hosts[0]
         try:
-            return self.fleet.master(self.diag.sminfo().guid)
+            guid: Guid | None = self.diag.sminfo().guid
+        except GpufabricError:
+            guid = None
+        named = [h for h in hosts if guid is not None and h.port_guid == guid]
+        if named:
+            return named[0]
+        try:
+            ports = self.ports()
         except GpufabricError:
             return hosts[0]
+        return choose_master(hosts, sm_states(self.diag, hosts, ports)) or hosts[0]
 
     # -- plan ---------------------------------------------------------------------------
     def render(self, layout: PartitionLayout) -> str:
@@ -266,67 +276,24 @@ class OpenSMDriver(SubnetManagerDriver):
         return scan
 
     def _wait_subnet_up(self, host: SmHost, offset: int) -> OpenSMLogScan:
-        deadline = time.monotonic() + self.config.sweep_timeout
-        local = isinstance(host, LocalSmHost)
-        poll = SWEEP_POLL_S if local else SSH_POLL_S
-        scan, read_at = OpenSMLogScan(), -1  # a local log is read again only once it has grown (a stat per poll)
-        while True:
-            size = host.size(host.log_file) if local else -1
-            if size < 0 or size != read_at:
-                scan, read_at = parse_opensm_log(host.read_from(host.log_file, offset)), size
-            if scan.subnet_up:  # after a PARSE ERROR OpenSM still sweeps (failing open)
-                return scan
-            if time.monotonic() > deadline:
-                where = "" if isinstance(host, LocalSmHost) else f"SM host {host.name}: "
-                raise ApplyError(
-                    f"{where}no SUBNET UP in {host.log_file} within {self.config.sweep_timeout}s after reload",
-                    fabric=FABRIC,
-                    device=host.name if where else str(host.log_file),
-                    sm_host=host.name,
-                    problems=list(scan.problems()[:20]),
-                )
-            keep_warm(self.reader)  # the verification's SMP reader ready when the sweep ends
-            time.sleep(poll)
+        return wait_subnet_up(host, offset, self.config.sweep_timeout, lambda: keep_warm(self.reader))
 
     def _mismatches(
         self, layout: PartitionLayout, ports: Sequence[CaPort], expected: Mapping[Guid, frozenset[int]] | None = None
     ) -> dict[str, str]:
         """Ports whose real table differs from ``layout`` (``expected``: its entries_by_port,
-        when the caller has them): {guid: "have [...] want [...]"}."""
-        reads = read_pkeys(self.reader, ports)
-        expected = entries_by_port(layout) if expected is None else expected
-        default = frozenset({0x7FFF} if layout.default_limited_all else ())
-        out: dict[str, str] = {}
-        for p, r in zip(ports, reads, strict=True):
-            want = expected.get(p.guid, default)
-            if isinstance(r, GpufabricError):
-                out[str(p.guid)] = f"unreadable: {r.message}"
-                continue
-            self._capacity[p.guid] = r.capacity
-            self._read_back[p.guid] = PkeyTable(p.guid, r.entries, r.capacity, p.lid)
-            if frozenset(r.entries) != want or len(r.entries) != len(set(r.entries)):
-                out[str(p.guid)] = f"have {_hexes(r.entries)} want {_hexes(sorted(want))}"
-        return out
+        when the caller has them): {guid: "have [...] want [...]"} (:mod:`.opensm_verify`)."""
+        bad, tables = mismatches(self.reader, layout, ports, entries_by_port(layout) if expected is None else expected)
+        for g, t in tables.items():
+            self._capacity[g] = t.capacity
+            self._read_back[g] = t
+        return bad
 
     def verify(
         self, layout: PartitionLayout, ports: Sequence[CaPort], expected: Mapping[Guid, frozenset[int]] | None = None
     ) -> None:
-        deadline = time.monotonic() + self.config.verify_timeout
-        todo = list(ports)
-        expected = entries_by_port(layout) if expected is None else expected  # once, not per poll
-        while True:
-            bad = self._mismatches(layout, todo, expected)
-            if not bad:
-                return
-            if time.monotonic() > deadline:
-                raise VerifyError(
-                    f"{len(bad)} port(s) do not hold the expected PKeys after {self.config.verify_timeout}s: "
-                    + "; ".join(f"{g} {m}" for g, m in list(bad.items())[:3]),
-                    fabric=FABRIC,
-                    mismatches=[f"{g} {m}" for g, m in bad.items()],
-                )
-            todo = [p for p in todo if str(p.guid) in bad]
-            time.sleep(0.1)
+        want = entries_by_port(layout) if expected is None else expected  # once, not per poll
+        wait_verified(lambda todo: self._mismatches(layout, todo, want), ports, self.config.verify_timeout)
 
     def verify_groups(self, layout: PartitionLayout, master: SmHost | None = None) -> None:
         """With ``sa_dump``: wait until OpenSM's SA database holds the IPoIB broadcast group of
@@ -441,7 +408,3 @@ class OpenSMDriver(SubnetManagerDriver):
                 raise r
             out.append(PkeyTable(p.guid, r.entries, r.capacity, p.lid))
         return out
-
-
-def _hexes(v: Sequence[int] | tuple[int, ...]) -> str:
-    return "[" + " ".join(f"0x{x:04x}" for x in v) + "]"
