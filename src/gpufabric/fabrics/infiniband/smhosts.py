@@ -15,7 +15,9 @@ lab's default). Each host is reached over SSH (:class:`SshSmHost`, host key chec
 ``known_hosts``). ``sa_dump`` (optional) is that SM's ``opensm-sa.dump`` (``sa_db_dump TRUE``):
 after an apply the IPoIB broadcast groups are read back from the master's copy over SSH
 (:func:`read_script`), so after a failover they are checked on the new master. ``port_guid`` (the SM's HCA port) lets the driver tell master from standby
-by SMInfo; without it the first host listed is taken for the master.
+by SMInfo; without it the first host listed is taken for the master. Restart (rogue-SM
+containment re-asserting the trusted master) goes the same way as reload: by pid file
+(:func:`restart_script`: the SM's own argv and environment started again) or ``systemctl restart``.
 
 Every host offers the same small file API (read, atomic write returning the sha256 read back
 from the host, sha256, size, bytes from an offset of the log) and ``reload()``. Parsing is pure;
@@ -268,11 +270,11 @@ class SshSmHost:
         else:
             self._run(f"systemctl reload {shlex.quote(c.unit or 'opensm')}")
 
-    def restart(self) -> None:
-        """``systemctl restart UNIT`` (rogue-SM containment); only with ``reload: systemctl``."""
-        if self.cfg.unit is None:
-            raise ConfigError(f"sm_hosts[{self.name}].reload", "pid_file", "systemctl (to restart the SM over SSH)")
-        self._run(f"systemctl restart {shlex.quote(self.cfg.unit)}")
+    def restart(self) -> int | None:
+        """Restart this SM (rogue-SM containment): by its pid file, or ``systemctl restart``
+        (:func:`restart_script`). Returns the new PID (None with systemctl)."""
+        _, out = self._run(restart_script(self.cfg))
+        return int(out.split()[-1]) if self.cfg.pid_file is not None and out.split() else None
 
     def close(self) -> None:
         self.ssh.close()
@@ -282,6 +284,34 @@ def read_script(path: Path) -> str:
     """The shell script :meth:`SshSmHost.read` runs: ``path``'s text, exit 3 when it does not exist."""
     q = shlex.quote(str(path))
     return f"if [ -e {q} ]; then cat {q}; else exit 3; fi"
+
+
+def restart_script(cfg: SmHostConfig) -> str:
+    """The shell script :meth:`SshSmHost.restart` runs. ``reload: systemctl``: ``systemctl
+    restart UNIT``. By pid file (an SM started from a script, as the lab's pair): the running
+    SM's argv, environment and working directory are read from /proc, it gets SIGTERM (SIGKILL
+    after 5 s), and the same argv starts again in that directory with that environment, in a
+    session of its own, its output appended where the old one's went; it writes its PID to the
+    pid file, which the script prints once the new process runs. Exit 3: no SM runs at the pid
+    file's PID; 4: it would not stop; 5: the new one did not start."""
+    if cfg.pid_file is None:
+        return f"systemctl restart {shlex.quote(cfg.unit or 'opensm')}"
+    return (
+        f"set -e; pf={shlex.quote(str(cfg.pid_file))}; pid=$(cat \"$pf\" 2>/dev/null || true)\n"
+        'case "$pid" in ""|*[!0-9]*) exit 3;; esac; [ -r "/proc/$pid/cmdline" ] || exit 3\n'
+        't=$(mktemp -d); trap \'rm -rf "$t"\' EXIT\n'
+        'cat "/proc/$pid/environ" "/proc/$pid/cmdline" > "$t/args"; cwd=$(readlink "/proc/$pid/cwd")\n'
+        'out=$(readlink "/proc/$pid/fd/1" || true); [ -f "$out" ] || out=/dev/null\n'
+        'kill -TERM "$pid"; i=0\n'
+        'while [ -e "/proc/$pid" ] && [ "$(sed -n \'s/.*) \\(.\\).*/\\1/p\' "/proc/$pid/stat" 2>/dev/null)" != Z ]; do\n'
+        '  i=$((i+1)); [ $i -ne 100 ] || kill -KILL "$pid" 2>/dev/null || true; [ $i -lt 200 ] || exit 4; sleep 0.05\n'
+        'done\n'
+        'cd "$cwd"; setsid xargs -0 -a "$t/args" sh -c \'echo $$ > "$0"; exec env -i "$@"\' "$pf" '
+        '< /dev/null >> "$out" 2>&1 &\n'
+        'i=0; while n=$(cat "$pf" 2>/dev/null || true); [ -z "$n" ] || [ "$n" = "$pid" ] || [ ! -e "/proc/$n" ]; do\n'
+        '  i=$((i+1)); [ $i -lt 200 ] || exit 5; sleep 0.05\n'
+        'done; echo "$n"\n'
+    )
 
 
 def run_cmd(argv: list[str]) -> None:
