@@ -18,6 +18,7 @@ from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.smcontrol import choose_master
 from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_sm_hosts, restart_script
+
 from unit.test_ib_smhosts import GOOD, host
 
 G1, G2, ROGUE = Guid(0x11), Guid(0x12), Guid(0x99)
