@@ -47,14 +47,18 @@ def _show(st: LabStatus) -> None:
     )
     rows = []
     for n in st.nodes:
-        eth = "; ".join(f"{e.nic} {e.ip} {e.bridge}/{e.ovs_port}{f' in {e.bond}' if e.bond else ''}" for e in n.ethernet)
+        eth = "; ".join(
+            f"{e.nic} {e.ip} {e.bridge}/{e.ovs_port}{f' in {e.bond}' if e.bond else ''}" for e in n.ethernet
+        )
         ib = "; ".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in n.ib)
         rows.append((n.name, n.netns, eth, ib))
     table("lab nodes", ["node", "netns", "ethernet (nic ip bridge/port)", "infiniband (device/port guid)"], rows)
     if st.gpus_per_node:
         console.print(f"  NVLink: {st.gpus_per_node} GPUs per node, one stand-in Fabric Manager each", highlight=False)
     if st.dpu_hosts:
-        console.print(f"  DPUs (real OVN + ovn-controller, kmock Kubernetes): {', '.join(st.dpu_hosts)}", highlight=False)
+        console.print(
+            f"  DPUs (real OVN + ovn-controller, kmock Kubernetes): {', '.join(st.dpu_hosts)}", highlight=False
+        )
     for s in st.skipped_cas:
         console.print(f"  skipped CA {escape(s)}", highlight=False)
 
@@ -80,9 +84,15 @@ def up(
     hcas_per_node: int = typer.Option(2, "--hcas-per-node", help="HCAs mlx5_0.. per node."),
     eth_ports_per_node: int = typer.Option(1, "--eth-ports-per-node", help="Ethernet NICs eth0.. per node."),
     topology: Path = typer.Option(None, "--topology", help="Use this ibsim net file as is."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."),
-    dpus: int = typer.Option(0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."),
-    bonded: str = typer.Option("", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."),
+    gpus_per_node: int = typer.Option(
+        8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."
+    ),
+    dpus: int = typer.Option(
+        0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."
+    ),
+    bonded: str = typer.Option(
+        "", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."
+    ),
     sm_pair: bool = typer.Option(False, "--sm-pair", help=SM_PAIR_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
@@ -157,9 +167,13 @@ def status(json_out: bool = JSON_OPT) -> None:
 
 @app.command("restart-sm")
 def restart_sm(json_out: bool = JSON_OPT) -> None:
-    """Restart the lab's trusted OpenSM (the OpenSM driver's restart command in the lab)."""
-    pid = _lab().ib_fabric().restart_opensm()
-    emit_json({"opensm_pid": pid}) if json_out else console.print(f"trusted OpenSM restarted (pid {pid})")
+    """Restart the lab's trusted OpenSM (the OpenSM driver's restart command in the lab). With
+    ``--sm-pair``: the SM SMInfo names master; both, sm-01 as master, when sm-02 masters."""
+    out = _lab().restart_sm()
+    if json_out:
+        emit_json(out)
+    else:
+        console.print(f"trusted OpenSM restarted: {', '.join(out['restarted'])} (pid {out['opensm_pid']})")
 
 
 @app.command("rogue-sm")

@@ -46,6 +46,7 @@ from gpufabric.lab.labib import (
     ib_up,
     natural,
     net_plan,
+    restart_trusted_sm,
     sm_pair_status,
 )
 from gpufabric.lab.netfile import SM_NODE
@@ -127,7 +128,8 @@ class LabStatus:
                 Node(
                     name=n.name,
                     ethernet=tuple(
-                        EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode) for e in n.ethernet
+                        EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode)
+                        for e in n.ethernet
                     ),
                     ib=n.ib,
                     gpus=lab_gpus(n.name, self.gpus_per_node),
@@ -155,6 +157,10 @@ class Lab:
         if state is not None:
             sm_host = state.get("sm_host")
         return IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
+
+    def restart_sm(self) -> dict[str, Any]:
+        """Restart the trusted SM(s) (:func:`~gpufabric.lab.labib.restart_trusted_sm`)."""
+        return restart_trusted_sm(self.dir, self.ib_fabric(), self._load() or {})
 
     def ovs(self) -> OvsServer:
         return OvsServer(self.dir / "ovs", netns=f"{self.prefix}-sw")
@@ -363,4 +369,3 @@ def ensure_host_bonds(lab_dir: Path, eth: EthPlan) -> None:
         ]
         for f in futures:
             f.result()
-

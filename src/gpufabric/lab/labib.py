@@ -228,6 +228,28 @@ def sm_pair_status(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> SmPai
     return SmPairStatus(hosts, master or f"not a lab SM ({guid})", str(guid), m.group(2))
 
 
+def restart_trusted_sm(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> dict[str, Any]:
+    """``lab restart-sm``: restart the trusted SM that masters the subnet, as SMInfo names it.
+    Without the pair: the one OpenSM. With it: sm-01 when it (or no lab SM) is master, the
+    standby left running (it hands mastership back to sm-01, priority 15, if it took over
+    meanwhile). When sm-02 masters (after a failover), a restarted sm-02 would only wait in
+    STANDBY for sm-01 to time out, and a restarted sm-01 would never reach SUBNET UP (see
+    :func:`ib_up`): the pair is restarted as it was made, sm-02 stopped, sm-01 restarted as the
+    master, sm-02 started again as its standby. Returns which SMs were restarted and their PIDs."""
+    st = sm_pair_status(lab_dir, fab, state)
+    if st is None:
+        return {"restarted": ["sm-01"], "opensm_pid": fab.restart_opensm(), "master_before": ""}
+    p = pair(lab_dir, fab)
+    both = st.master == STANDBY_NODE
+    if both:
+        p.stop_standby()
+    pid = fab.restart_opensm()
+    if both:
+        p.start_standby()
+    return {"restarted": ["sm-01", "sm-02"] if both else ["sm-01"], "opensm_pid": fab.opensm_pid or pid,
+            "standby_pid": p.standby_pid, "master_before": st.master or st.sminfo_error}  # fmt: skip
+
+
 def ib_down(lab_dir: Path, prefix: str) -> None:
     """Stop the pair (standby, sshds), rogue SMs, the trusted OpenSM, then ibsim; drop every SM's
     partitions.conf so the next ``up`` starts from the safe default."""

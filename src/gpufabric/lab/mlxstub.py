@@ -23,7 +23,9 @@ ENUMS = {"INTERNAL_CPU_MODEL": {"0": "SEPARATED_HOST(0)", "1": "EMBEDDED_CPU(1)"
          "INTERNAL_CPU_OFFLOAD_ENGINE": {"0": "ENABLED(0)", "1": "DISABLED(1)"}}  # fmt: skip
 
 
-def write_state(path: Path, mode: str = "embedded", firmware: str = "24.35.1012", device_type: str = "BlueField2") -> None:
+def write_state(
+    path: Path, mode: str = "embedded", firmware: str = "24.35.1012", device_type: str = "BlueField2"
+) -> None:
     values = {**MODES[mode], "LINK_TYPE_P1": "ETH(2)"}
     path.write_text(json.dumps({"device_type": device_type, "firmware": firmware, "psid": "MT_0000000559",
                                 "default": dict(values), "current": dict(values), "next": dict(values)}))  # fmt: skip
@@ -65,7 +67,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(_mlxconfig(st, dev))
         return 0
     if tool == "mlxconfig" and ("set" in args or "s" in args):
-        for kv in args[args.index("set" if "set" in args else "s") + 1:]:
+        for kv in args[args.index("set" if "set" in args else "s") + 1 :]:
             k, _, v = kv.partition("=")
             names = {e.split("(")[0]: e for e in ENUMS.get(k, {}).values()}  # set K=1 or K=EMBEDDED_CPU
             st["next"][k] = ENUMS.get(k, {}).get(v) or names.get(v, v)

@@ -183,9 +183,25 @@ def ensure_ethernet(ovs: OvsServer, plan: EthPlan) -> None:
             continue
         cmds += ["--", "--may-exist", "add-port", p.bridge, p.ovs_port]
         if p.ovs_port not in existing_ports:  # a re-run must not undo a tenant VLAN set by a driver
-            cmds += ["--", "set", "port", p.ovs_port, f"tag={plan.quarantine_vlan}", "vlan_mode=access", "protected=true"]
+            cmds += [
+                "--",
+                "set",
+                "port",
+                p.ovs_port,
+                f"tag={plan.quarantine_vlan}",
+                "vlan_mode=access",
+                "protected=true",
+            ]
     for bond, members in bonds.items():  # one OVS Port of both members; VLANs live on it only
-        cmds += ["--", "--may-exist", "add-bond", members[0].bridge, bond, *(m.ovs_port for m in members), *LACP_OPTIONS]
+        cmds += [
+            "--",
+            "--may-exist",
+            "add-bond",
+            members[0].bridge,
+            bond,
+            *(m.ovs_port for m in members),
+            *LACP_OPTIONS,
+        ]
         if bond not in existing_ports:
             cmds += ["--", "set", "port", bond, f"tag={plan.quarantine_vlan}", "vlan_mode=access", "protected=true"]
     ovs.vsctl(*cmds[1:], timeout=60)

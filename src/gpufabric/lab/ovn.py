@@ -120,10 +120,28 @@ class OvnLab:
         for db, schema in (("ovnnb", NB_SCHEMA), ("ovnsb", SB_SCHEMA)):
             if not (c / f"{db}.db").exists():
                 run(["ovsdb-tool", "create", str(c / f"{db}.db"), schema])
-            run(["ovsdb-server", str(c / f"{db}.db"), f"--remote=punix:{c / db}.sock", f"--pidfile={c / db}.pid",
-                 f"--log-file={c / db}.log", f"--unixctl={c / db}.ctl", "--detach"])
-        run(["ovn-northd", f"--ovnnb-db={self.nb}", f"--ovnsb-db={self.sb}", f"--pidfile={c}/ovn-northd.pid",
-             f"--log-file={c}/ovn-northd.log", f"--unixctl={c}/ovn-northd.ctl", "--detach"])
+            run(
+                [
+                    "ovsdb-server",
+                    str(c / f"{db}.db"),
+                    f"--remote=punix:{c / db}.sock",
+                    f"--pidfile={c / db}.pid",
+                    f"--log-file={c / db}.log",
+                    f"--unixctl={c / db}.ctl",
+                    "--detach",
+                ]
+            )
+        run(
+            [
+                "ovn-northd",
+                f"--ovnnb-db={self.nb}",
+                f"--ovnsb-db={self.sb}",
+                f"--pidfile={c}/ovn-northd.pid",
+                f"--log-file={c}/ovn-northd.log",
+                f"--unixctl={c}/ovn-northd.ctl",
+                "--detach",
+            ]
+        )
         run(["ovn-nbctl", f"--db={self.nb}", "--timeout=10", "--wait=sb", "sync"])
 
     def _up_dpu(self, node: str, rec: dict[str, Any]) -> None:
@@ -132,14 +150,36 @@ class OvnLab:
         d.mkdir(parents=True)
         env = {**os.environ, "OVS_RUNDIR": str(d), "OVN_RUNDIR": str(d), "OVS_LOGDIR": str(d), "OVN_LOGDIR": str(d)}
         run(["ovsdb-tool", "create", str(d / "conf.db"), VS_SCHEMA])
-        run(["ovsdb-server", str(d / "conf.db"), f"--remote=punix:{d}/db.sock", f"--pidfile={d}/ovsdb-server.pid",
-             f"--log-file={d}/ovsdb-server.log", f"--unixctl={d}/ovsdb-server.ctl", "--detach"])
+        run(
+            [
+                "ovsdb-server",
+                str(d / "conf.db"),
+                f"--remote=punix:{d}/db.sock",
+                f"--pidfile={d}/ovsdb-server.pid",
+                f"--log-file={d}/ovsdb-server.log",
+                f"--unixctl={d}/ovsdb-server.ctl",
+                "--detach",
+            ]
+        )
         vs = ["ovs-vsctl", f"--db={self.ovsdb(node)}", "--timeout=10"]
         run([*vs, "--no-wait", "init"])
         run(["ip", "netns", "add", ns])
         run(["ip", "-n", ns, "link", "set", "lo", "up"])
-        run(["ip", "netns", "exec", ns, "ovs-vswitchd", f"unix:{d}/db.sock", f"--pidfile={d}/ovs-vswitchd.pid",
-             f"--log-file={d}/ovs-vswitchd.log", f"--unixctl={d}/ovs-vswitchd.ctl", "--detach"], env=env)
+        run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "ovs-vswitchd",
+                f"unix:{d}/db.sock",
+                f"--pidfile={d}/ovs-vswitchd.pid",
+                f"--log-file={d}/ovs-vswitchd.log",
+                f"--unixctl={d}/ovs-vswitchd.ctl",
+                "--detach",
+            ],
+            env=env,
+        )
         # underlay: br-phy holds the encap IP, a veth into the shared underlay bridge
         ul, peer = f"{self.prefix}-ul", f"{self.prefix}u{idx}"
         run([*vs, "--", "add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev"])
@@ -149,13 +189,45 @@ class OvnLab:
         run([*vs, "add-port", "br-phy", "ul0"])
         run(["ip", "-n", ns, "addr", "add", f"{rec['encap_ip']}/16", "dev", "br-phy"])
         run(["ip", "-n", ns, "link", "set", "br-phy", "up"])
-        run([*vs, "--", "--may-exist", "add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev",
-             "fail-mode=secure", "other-config:disable-in-band=true"])
-        run([*vs, "set", "open_vswitch", ".", f"external_ids:system-id={node}", f"external_ids:ovn-remote={self.sb}",
-             "external_ids:ovn-encap-type=geneve", f"external_ids:ovn-encap-ip={rec['encap_ip']}",
-             "external_ids:ovn-bridge-datapath-type=netdev"])
-        run(["ovn-controller", f"unix:{d}/db.sock", f"--pidfile={d}/ovn-controller.pid",
-             f"--log-file={d}/ovn-controller.log", "--detach"], env=env)
+        run(
+            [
+                *vs,
+                "--",
+                "--may-exist",
+                "add-br",
+                "br-int",
+                "--",
+                "set",
+                "bridge",
+                "br-int",
+                "datapath_type=netdev",
+                "fail-mode=secure",
+                "other-config:disable-in-band=true",
+            ]
+        )
+        run(
+            [
+                *vs,
+                "set",
+                "open_vswitch",
+                ".",
+                f"external_ids:system-id={node}",
+                f"external_ids:ovn-remote={self.sb}",
+                "external_ids:ovn-encap-type=geneve",
+                f"external_ids:ovn-encap-ip={rec['encap_ip']}",
+                "external_ids:ovn-bridge-datapath-type=netdev",
+            ]
+        )
+        run(
+            [
+                "ovn-controller",
+                f"unix:{d}/db.sock",
+                f"--pidfile={d}/ovn-controller.pid",
+                f"--log-file={d}/ovn-controller.log",
+                "--detach",
+            ],
+            env=env,
+        )
 
     def _chassis(self) -> set[str]:
         out = run(["ovn-sbctl", f"--db={self.sb}", "--timeout=5", "--bare", "--columns=name", "list", "Chassis"])
@@ -176,8 +248,23 @@ class OvnLab:
         for args in (["lo", "up"], ["eth0", "address", mac], ["eth0", "up"]):
             run(["ip", "-n", pod, "link", "set", *args])
         run(["ip", "-n", pod, "addr", "add", ip_cidr, "dev", "eth0"])
-        run(["ovs-vsctl", f"--db={self.ovsdb(node)}", "--timeout=10", "--", "--may-exist", "add-port", "br-int",
-             representor, "--", "set", "interface", representor, f"external_ids:iface-id={iface_id}"])
+        run(
+            [
+                "ovs-vsctl",
+                f"--db={self.ovsdb(node)}",
+                "--timeout=10",
+                "--",
+                "--may-exist",
+                "add-port",
+                "br-int",
+                representor,
+                "--",
+                "set",
+                "interface",
+                representor,
+                f"external_ids:iface-id={iface_id}",
+            ]
+        )
         st["pods"][f"{node}/{representor}"] = pod
         self._save(st)
         return pod
@@ -186,7 +273,17 @@ class OvnLab:
         st = self._state()
         pod = st["pods"].pop(f"{node}/{representor}", None)
         if node in st["dpus"] and self._alive(self.dpu_dir(node), ("ovsdb-server",)):
-            run(["ovs-vsctl", f"--db={self.ovsdb(node)}", "--timeout=10", "--if-exists", "del-port", "br-int", representor])
+            run(
+                [
+                    "ovs-vsctl",
+                    f"--db={self.ovsdb(node)}",
+                    "--timeout=10",
+                    "--if-exists",
+                    "del-port",
+                    "br-int",
+                    representor,
+                ]
+            )
         if pod and pod in _netns_list():
             run(["ip", "netns", "del", pod])
         self._save(st)
@@ -226,7 +323,8 @@ class OvnLab:
             "ovsdb": {node: self.ovsdb(node) for node in sorted(self._state()["dpus"])},
         }
         section["offload"] = {
-            node: {"appctl": self.appctl_target(node), "netns": self.netns(node)} for node in sorted(self._state()["dpus"])
+            node: {"appctl": self.appctl_target(node), "netns": self.netns(node)}
+            for node in sorted(self._state()["dpus"])
         }
         if kubernetes is not None:
             section["kubernetes"] = kubernetes
