@@ -5,7 +5,9 @@ The rogue (priority 15, its own sm_key: :meth:`IbFabric.start_rogue_sm`) becomes
 the trusted master and rewrites every table (the test waits for that before containing). Containment must cut its switch port, restart the
 trusted master over SSH by its pid file (the SM SMInfo names master, not the first listed), and
 leave the pair master/standby with every tenant's PKey table as the layout says (read by SMP).
-Prints the seconds from the rogue's start to its detection, and the containment's.
+After a failover (``kill -9`` of sm-01) the SM restarted is sm-02, the one SMInfo names master
+(restarting the first listed, dead sm-01, fails: exit 3, no SM at its pid file). Prints the
+seconds from the rogue's start to its detection, and the containment's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
 
-from support.ib_pair import sm_pair_lab
+from support.ib_pair import sm_pair_lab, take_over
 
 pytestmark = pytest.mark.root
 
@@ -80,5 +82,33 @@ def test_rogue_sm_next_to_the_pair_is_cut_and_the_pair_stays_master_standby(lab:
         assert check_rogue_sms(drv)[0] == ()
         print(f"rogue next to the SM pair: detected {detect:.2f}s after its start, tables rewritten at {rewrote:.2f}s "
               f"(observe {report.detect_seconds:.2f}s), contained + verified in {report.restore_seconds:.2f}s")  # fmt: skip
+    finally:
+        drv.close()
+
+
+def test_after_a_failover_the_repair_restarts_the_standby_that_masters_not_the_first_listed(
+    lab: tuple[IbFabric, SmPair],
+) -> None:
+    fab, pair = lab
+    cfg = OpenSMConfig.from_options(pair.driver_options(SM_NODE, SM))
+    drv = OpenSMDriver(dataclasses.replace(cfg, verify_timeout=15, sweep_timeout=30))
+    try:
+        drv.apply(LAYOUT)
+        took = take_over(pair)  # kill -9 of sm-01: sm-02 masters, sm-01 stays down
+        standby_pid = pair.standby_pid
+        fab.start_rogue_sm("gpu-a04 mlx5_0")
+        t0 = time.monotonic()
+        while {t.entries for t in drv.tables([G[0]])} != {(0xFFFF,)}:
+            assert time.monotonic() - t0 < 20, "the rogue SM never rewrote a tenant's table"
+            time.sleep(0.05)
+        report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
+        assert report.contained == (G[3],)
+        assert pair.standby_pid not in (None, standby_pid)  # sm-02 restarted over SSH, by its pid file
+        ports = drv.ports(refresh=True)
+        assert drv.diag.sminfo(ports[STANDBY_PORT_GUID].lid).state is SmState.MASTER
+        assert drv.master().name == "sm-02"
+        tables = {t.port_guid: frozenset(t.entries) for t in drv.tables([G[0], G[1], G[2]])}
+        assert tables == {G[0]: {0x7FFF, 0x8A01}, G[1]: {0x7FFF, 0x8A01}, G[2]: {0x7FFF, 0x8B01}}
+        print(f"after a failover ({took:.2f}s): rogue contained + verified in {report.restore_seconds:.2f}s on sm-02")
     finally:
         drv.close()
