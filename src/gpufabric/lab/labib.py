@@ -231,8 +231,8 @@ def sm_pair_status(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> SmPai
 def restart_trusted_sm(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> dict[str, Any]:
     """``lab restart-sm``: restart the trusted SM that masters the subnet, as SMInfo names it.
     Without the pair: the one OpenSM. With it: sm-01 when it (or no lab SM) is master, the
-    standby left running (it hands mastership back to sm-01, priority 15, if it took over
-    meanwhile). When sm-02 masters (after a failover), a restarted sm-02 would only wait in
+    standby left running (sm-01 is back well inside the standby's 2 x 1 s SMInfo polling; were
+    sm-02 to take over meanwhile, the wait for sm-01's SUBNET UP fails, a LabError). When sm-02 masters (after a failover), a restarted sm-02 would only wait in
     STANDBY for sm-01 to time out, and a restarted sm-01 would never reach SUBNET UP (see
     :func:`ib_up`): the pair is restarted as it was made, sm-02 stopped, sm-01 restarted as the
     master, sm-02 started again as its standby. Returns which SMs were restarted and their PIDs."""
