@@ -46,6 +46,7 @@ from gpufabric.lab.labib import (
     ib_up,
     natural,
     net_plan,
+    pair,
     restart_trusted_sm,
     sm_pair_status,
 )
@@ -160,7 +161,8 @@ class Lab:
 
     def restart_sm(self) -> dict[str, Any]:
         """Restart the trusted SM(s) (:func:`~gpufabric.lab.labib.restart_trusted_sm`)."""
-        return restart_trusted_sm(self.dir, self.ib_fabric(), self._load() or {})
+        state, fab = self._load() or {}, self.ib_fabric()
+        return restart_trusted_sm(fab, pair(self.dir, fab) if state.get("sm_pair") else None, state)
 
     def ovs(self) -> OvsServer:
         return OvsServer(self.dir / "ovs", netns=f"{self.prefix}-sw")

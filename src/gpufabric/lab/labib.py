@@ -206,9 +206,11 @@ def ib_problems(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> list[str
 
 def sm_pair_status(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> SmPairStatus | None:
     """The pair's processes, and the master as SMInfo names it (one ``sminfo`` as sm-01's HCA)."""
-    if not state.get("sm_pair"):
-        return None
-    p = pair(lab_dir, fab)
+    return pair_status(pair(lab_dir, fab), fab, state) if state.get("sm_pair") else None
+
+
+def pair_status(p: SmPair, fab: IbFabric, state: dict[str, Any]) -> SmPairStatus:
+    """:func:`sm_pair_status` of the pair ``p``."""
     master_guid = state.get("sm_port_guid", "")
     hosts = (
         SmHostStatus("sm-01", state.get("sm_node", SM_NODE), master_guid, fab.opensm_pid,
@@ -228,18 +230,18 @@ def sm_pair_status(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> SmPai
     return SmPairStatus(hosts, master or f"not a lab SM ({guid})", str(guid), m.group(2))
 
 
-def restart_trusted_sm(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> dict[str, Any]:
+def restart_trusted_sm(fab: IbFabric, p: SmPair | None, state: dict[str, Any]) -> dict[str, Any]:
     """``lab restart-sm``: restart the trusted SM that masters the subnet, as SMInfo names it.
-    Without the pair: the one OpenSM. With it: sm-01 when it (or no lab SM) is master, the
-    standby left running (sm-01 is back well inside the standby's 2 x 1 s SMInfo polling; were
-    sm-02 to take over meanwhile, the wait for sm-01's SUBNET UP fails, a LabError). When sm-02 masters (after a failover), a restarted sm-02 would only wait in
+    ``p``: the lab's pair (None without: the one OpenSM is restarted). sm-01 when it (or no lab
+    SM) is master, the standby left running (sm-01 is back well inside the standby's 2 x 1 s
+    SMInfo polling; were sm-02 to take over meanwhile, the wait for sm-01's SUBNET UP fails, a
+    LabError). When sm-02 masters (after a failover), a restarted sm-02 would only wait in
     STANDBY for sm-01 to time out, and a restarted sm-01 would never reach SUBNET UP (see
     :func:`ib_up`): the pair is restarted as it was made, sm-02 stopped, sm-01 restarted as the
     master, sm-02 started again as its standby. Returns which SMs were restarted and their PIDs."""
-    st = sm_pair_status(lab_dir, fab, state)
-    if st is None:
+    if p is None:
         return {"restarted": ["sm-01"], "opensm_pid": fab.restart_opensm(), "master_before": ""}
-    p = pair(lab_dir, fab)
+    st = pair_status(p, fab, state)
     both = st.master == STANDBY_NODE
     if both:
         p.stop_standby()
