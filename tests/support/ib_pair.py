@@ -2,7 +2,8 @@
 the SM node) and the lab's standby (:class:`gpufabric.lab.smpair.SmPair`), stopped on exit; an
 independent SMP sampler of one port's PKey table; the takeover after ``kill -9`` of the master
 (by the standby's log, or by SMInfo); and a port's PKey table (a CA's or a switch's) read by ``smpquery``.
-Used by tests/functional/test_ib_smhosts.py, test_ib_smpair_ipoib.py and the lab e2e
+Used by tests/functional/test_ib_smhosts.py, test_ib_smpair_ipoib.py, test_ib_rogue_smpair.py,
+test_lab_restart_sm_pair.py and the lab e2e
 tests/e2e/test_lab_sm_pair.py."""
 
 from __future__ import annotations
