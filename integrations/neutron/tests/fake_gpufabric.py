@@ -313,7 +313,8 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--token-file", required=True)
-    ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}}')
+    ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}, '
+                    '"instances": {name: [kind, first seg id, last seg id, PKey base]}, "guid_instance": {guid: name}}')
     ap.add_argument("--state-out", help="write the state as JSON to this file after every request")
     a = ap.parse_args()
     f = FakeGpufabric(Path(a.token_file).read_text().strip())
@@ -322,6 +323,8 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
         seed = json.loads(Path(a.seed).read_text())
         f.state.switch_ports.update({(sw, p): n for sw, p, n in seed.get("switch_ports", [])})
         f.state.guids.update(seed.get("guids", {}))
+        f.state.instances.update({n: (k, range(a, b + 1), base) for n, (k, a, b, base) in seed.get("instances", {}).items()})
+        f.state.guid_instance.update(seed.get("guid_instance", {}))
     if a.state_out:
         inner = f.handle
 

@@ -30,9 +30,9 @@ def test_ib_physnets_map_each_physnet_to_its_instance() -> None:
     p = physnets.parse(["physnet1", "physnet2:eth-storage"], TWO_SUBNETS, "ib")
     assert p.ib == {"ib-compute": "infiniband", "ib-storage": "ib-storage"}
     assert p.ethernet == {"physnet1": "ethernet", "physnet2": "eth-storage"}
-    segs = [vlan("ib-compute", 3001), vlan("ib-storage", 5001), vlan("physnet2", 2001), vlan("ib", 3002)]
+    segs = [vlan("ib-compute", 3001), vlan("ib-storage", 3501), vlan("physnet2", 2001), vlan("ib", 3002)]
     assert p.gpufabric_segments(segs) == [{"fabric": "infiniband", "seg_id": 3001},
-                                          {"fabric": "ib-storage", "seg_id": 5001},
+                                          {"fabric": "ib-storage", "seg_id": 3501},
                                           {"fabric": "eth-storage", "seg_id": 2001}]  # fmt: skip
     assert [p.fabric_of(s) for s in segs] == ["infiniband", "infiniband", "ethernet", None]  # ib_physnet replaced
 
@@ -81,9 +81,11 @@ def test_driver_start_fails_on_a_bad_mapping(conf: cfg.ConfigOpts, fake: FakeGpu
 
 @pytest.fixture
 def two_subnets(conf: cfg.ConfigOpts, fake: FakeGpufabric) -> GpufabricMechanismDriver:
-    """gpufabric with IB instances infiniband (3000-3999, PKeys 0x0a00+) and ib-storage
-    (5000-5999, PKeys 0x1a00+); node1 has one HCA on each, node2 one on compute only."""
-    fake.state.instances["ib-storage"] = ("infiniband", range(5000, 6000), 0x1A00)
+    """gpufabric with IB instances infiniband (3000-3499, PKeys 0x0a00+) and ib-storage
+    (3500-3999, PKeys 0x1a00+; Neutron's VLAN ids end at 4094); node1 has one HCA on each,
+    node2 one on compute only."""
+    fake.state.instances["infiniband"] = ("infiniband", range(3000, 3500), 0x0A00)
+    fake.state.instances["ib-storage"] = ("infiniband", range(3500, 4000), 0x1A00)
     fake.state.guids[STORAGE_GUID] = "node1"
     fake.state.guid_instance[STORAGE_GUID] = "ib-storage"
     conf.set_override("ib_physnets", TWO_SUBNETS, group="ml2_gpufabric")
@@ -94,12 +96,12 @@ def two_subnets(conf: cfg.ConfigOpts, fake: FakeGpufabric) -> GpufabricMechanism
 
 def test_network_on_two_ib_physnets_is_one_network_on_both_subnets(two_subnets: GpufabricMechanismDriver,
                                                                     fake: FakeGpufabric) -> None:  # fmt: skip
-    ctx = network_context([segment("ib-compute", 3007), segment("ib-storage", 5007), segment("physnet1", 2107)])
+    ctx = network_context([segment("ib-compute", 3007), segment("ib-storage", 3507), segment("physnet1", 2107)])
     two_subnets.create_network_postcommit(ctx)
     assert list(fake.state.networks) == [names.network_name(ctx.current["id"])]
     segs = fake.state.networks[names.network_name(ctx.current["id"])]["segments"]
     assert [(s["fabric"], s["seg_id"], s["pkey"]) for s in segs] == [
-        ("infiniband", 3007, "0x0a07"), ("ib-storage", 5007, "0x1a07"), ("ethernet", 2107, None)]  # fmt: skip
+        ("infiniband", 3007, "0x0a07"), ("ib-storage", 3507, "0x1a07"), ("ethernet", 2107, None)]  # fmt: skip
     two_subnets.create_network_postcommit(ctx)  # a retry: the existing network has the same segments
     assert len(fake.state.networks) == 1
 
@@ -108,7 +110,7 @@ def test_seg_id_checked_against_its_own_subnet(two_subnets: GpufabricMechanismDr
     """3008 is in the compute subnet's range, not the storage subnet's: refused naming that instance."""
     with pytest.raises(GpufabricDriverError) as e:
         two_subnets.create_network_postcommit(network_context([segment("ib-storage", 3008)]))
-    assert "ib-storage.seg_id" in str(e.value) and "5000-5999" in str(e.value)
+    assert "ib-storage.seg_id" in str(e.value) and "3500-3999" in str(e.value)
     assert fake.state.networks == {}
 
 
@@ -116,7 +118,7 @@ def test_seg_id_checked_against_its_own_subnet(two_subnets: GpufabricMechanismDr
                          ids=["compute-hca", "storage-hca"])  # fmt: skip
 def test_port_binds_the_segment_of_its_hcas_subnet(two_subnets: GpufabricMechanismDriver, fake: FakeGpufabric,
                                                    guid: str, physnet: str) -> None:  # fmt: skip
-    segs = [segment("ib-compute", 3009), segment("ib-storage", 5009)]
+    segs = [segment("ib-compute", 3009), segment("ib-storage", 3509)]
     net = network_context(segs)
     ctx = port_context(port([{"port_guid": guid}]), net)
     two_subnets.bind_port(ctx)
