@@ -136,3 +136,14 @@ def test_hca_of_the_other_subnet_is_refused(two_subnets: GpufabricMechanismDrive
     assert not ctx.set_binding.called
     assert [(m, p) for m, p, _ in fake.state.requests if m != "GET"] == []
     assert any(f"{STORAGE_GUID} is not a port of node node1 on infiniband" in r.getMessage() for r in caplog.records)
+
+
+def test_ib_physnets_replaces_ib_physnet_and_says_so(two_subnets: GpufabricMechanismDriver, fake: FakeGpufabric,
+                                                      caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """The fixture keeps ib_physnet = ib: with ib_physnets set, a segment on ib is not gpufabric's."""
+    two_subnets.create_network_postcommit(network_context([segment("ib", 3011)]))
+    assert fake.state.requests == []
+    d = GpufabricMechanismDriver()
+    with caplog.at_level("WARNING"):
+        d.initialize()
+    assert any("ib_physnet ib ignored: ib_physnets is set" in r.getMessage() for r in caplog.records)
