@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("NEUTRON_VENV", ROOT / ".venv-neutron"))
 SERVE = Path(__file__).with_name("neutron_serve.py")
 ETH_PHYSNET, IB_PHYSNET = "physnet1", "ib"
+IB2_PHYSNET = "ib-storage"  # a second IB subnet, when the gpufabric has that instance (ib_physnets)
 
 NEUTRON_CONF = """[DEFAULT]
 core_plugin = ml2
@@ -52,7 +53,7 @@ tenant_network_types = vlan
 mechanism_drivers = gpufabric
 extension_drivers = port_security
 [ml2_type_vlan]
-network_vlan_ranges = {eth}:2000:2999,{ib}:3000:4094,physnet2:100:199
+network_vlan_ranges = {eth}:2000:2999,{ib}:3000:4094,{ib2}:3000:3999,physnet2:100:199
 [ml2_gpufabric]
 url = {url}
 token_file = {token_file}
@@ -62,7 +63,7 @@ bind_timeout = {bind_timeout}
 poll_interval = 0.2
 insecure = true
 node_map = {node_map}
-"""
+{extra}"""
 
 _DB_TEMPLATE: list[Path] = []  # an empty, stamped Neutron schema made once per test session
 
@@ -91,6 +92,7 @@ class Neutron:
     token_file: Path
     bind_timeout: float = 120.0
     node_map: dict[str, str] = field(default_factory=dict)
+    ib_physnets: str = ""  # e.g. "ib:infiniband,ib-storage:ib-storage"; empty: ib_physnet alone
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -105,10 +107,13 @@ class Neutron:
         (d / "neutron.conf").write_text(NEUTRON_CONF.format(venv=VENV, dir=d))
         (d / "node-map.json").write_text(json.dumps(self.node_map))
         (d / "ml2_conf.ini").write_text(ML2_CONF.format(url=self.gpufabric_url, token_file=self.token_file,
-                                                        eth=ETH_PHYSNET, ib=IB_PHYSNET, bind_timeout=self.bind_timeout,
-                                                        node_map=d / "node-map.json"))  # fmt: skip
+                                                        eth=ETH_PHYSNET, ib=IB_PHYSNET, ib2=IB2_PHYSNET,
+                                                        bind_timeout=self.bind_timeout, node_map=d / "node-map.json",
+                                                        extra=f"ib_physnets = {self.ib_physnets}\n" if self.ib_physnets else ""))  # fmt: skip
         (d / "policy.yaml").write_text(POLICY)
-        env = {**os.environ, "NEUTRON_DIR": str(d)}
+        # this checkout's driver first, whichever checkout the venv's editable install points at
+        path = os.pathsep.join(x for x in (str(ROOT / "integrations" / "neutron"), os.environ.get("PYTHONPATH")) if x)
+        env = {**os.environ, "NEUTRON_DIR": str(d), "PYTHONPATH": path}
         py = str(VENV / "bin" / "python")
         if _DB_TEMPLATE:  # the schema of the session's first Neutron: it does not depend on the config
             shutil.copyfile(_DB_TEMPLATE[0], d / "neutron.db")

@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 
-from .neutron_env import ETH_PHYSNET, IB_PHYSNET, ROOT, Neutron, ensure_venv, free_port
+from .neutron_env import ETH_PHYSNET, IB2_PHYSNET, IB_PHYSNET, ROOT, Neutron, ensure_venv, free_port
 
 pytestmark = pytest.mark.integration
 
 FAKE = ROOT / "integrations" / "neutron" / "tests" / "fake_gpufabric.py"
 ETH_LLI = [{"switch_id": "aa:bb:cc:dd:ee:01", "port_id": "Ethernet1/1", "switch_info": "leaf1"}]
 IB_LLI = [{"switch_id": "0x0002c90300001000", "port_id": "0x0002c90300000201"}]
+STORAGE_GUID = "0x0002c90500000101"  # node1's HCA on the second IB subnet (instance ib-storage)
 
 
 def gname(net: dict[str, Any]) -> str:
@@ -53,13 +54,16 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Neutron, Con
     os.chmod(token, 0o600)
     seed = d / "seed.json"
     seed.write_text(json.dumps({"switch_ports": [["leaf1", "Ethernet1/1", "node1"], ["leaf1", "Ethernet1/2", "node2"]],
-                                "guids": {"0x0002c90300000201": "node2"}}))  # fmt: skip
+                                "guids": {"0x0002c90300000201": "node2", STORAGE_GUID: "node1"},
+                                "instances": {"ib-storage": ["infiniband", 3500, 3999, 0x1A00]},
+                                "guid_instance": {STORAGE_GUID: "ib-storage"}}))  # fmt: skip
     port = free_port()
     fake = subprocess.Popen([sys.executable, str(FAKE), "--port", str(port), "--token-file", str(token), "--seed", str(seed),
                              "--state-out", str(d / "state.json")], stdout=subprocess.PIPE)  # fmt: skip
     assert fake.stdout is not None and b"fake gpufabric" in fake.stdout.readline()
     neutron = Neutron(d / "etc", f"http://127.0.0.1:{port}", token, bind_timeout=20,
-                      node_map={"ironic-node1": "node1", "ironic-node2": "node2"})  # fmt: skip
+                      node_map={"ironic-node1": "node1", "ironic-node2": "node2"},
+                      ib_physnets=f"{IB_PHYSNET}:infiniband,{IB2_PHYSNET}:ib-storage")  # fmt: skip
     try:
         neutron.start()
         yield neutron, Contract(d / "state.json")
@@ -110,6 +114,25 @@ def test_baremetal_port_binds_through_gpufabric_and_unbind_detaches(
     assert unbound["binding:vif_type"] == "unbound"
     assert node not in gf.attachments()
     neutron.ok("DELETE", f"/ports/{p['id']}")
+
+
+def test_network_on_two_ib_physnets_is_one_network_on_both_subnets(env: tuple[Neutron, Contract]) -> None:
+    """Issue 20: ib_physnets maps ib -> infiniband and ib-storage -> ib-storage (a contract
+    server with that second IB instance); a Neutron network with a segment on each is one
+    gpufabric network with each id on its own subnet, and node1's storage HCA binds it."""
+    neutron, gf = env
+    segs = [{"provider:network_type": "vlan", "provider:physical_network": phys, "provider:segmentation_id": sid}
+            for phys, sid in ((IB_PHYSNET, 3020), (IB2_PHYSNET, 3520))]  # fmt: skip
+    net = neutron.ok("POST", "/networks", {"network": {"project_id": "proj-g", "name": "g-ib2", "segments": segs}})["network"]
+    assert gf.state()["networks"][gname(net)]["segments"] == [
+        {"fabric": "infiniband", "seg_id": 3020, "vlan": None, "pkey": "0x0a14"},
+        {"fabric": "ib-storage", "seg_id": 3520, "vlan": None, "pkey": "0x1a14"}]  # fmt: skip
+    p = neutron.create_port("proj-g", net["id"], "ironic-node1", [{"port_guid": STORAGE_GUID}], "g-storage")
+    assert (p["status"], p["binding:vif_type"], p["binding:vif_details"].get("gpufabric_node")) == (
+        "ACTIVE", "other", "node1"), p  # fmt: skip
+    assert gf.attachments()["node1"] == [gname(net)]
+    neutron.ok("DELETE", f"/ports/{p['id']}")
+    assert "node1" not in gf.attachments()
 
 
 def test_port_of_unknown_node_is_binding_failed_not_half_bound(env: tuple[Neutron, Contract]) -> None:

@@ -19,10 +19,18 @@ OPTS = [
                help="JSON file {binding:host_id (the Ironic node UUID): gpufabric node name}, e.g. the esi-leap "
                     "sync's --node-map; a host id not in it is taken as the node name. Re-read when it changes."),
     cfg.ListOpt("ethernet_physnets", default=["physnet1"],
-                help="Physical networks whose VLAN segments are gpufabric Ethernet VLANs."),
+                help="Physical networks whose VLAN segments are gpufabric Ethernet VLANs: PHYSNET (on the default "
+                     "instance, ethernet) or PHYSNET:INSTANCE (a gpufabric Ethernet instance of fabrics.yaml); "
+                     "several physnets may share an instance."),
+    cfg.ListOpt("ib_physnets", default=[],
+                help="Physical networks whose VLAN segments are InfiniBand partitions, one per gpufabric IB "
+                     "instance (subnet): PHYSNET:INSTANCE, e.g. ib-compute:infiniband,ib-storage:ib-storage (a "
+                     "bare PHYSNET is the default instance, infiniband). The segmentation id is the subnet's fake "
+                     "VLAN, mapped to a PKey by that subnet's seg-id <-> PKey mapping. Set, it replaces ib_physnet."),
     cfg.StrOpt("ib_physnet", default="ib",
-               help="Physical network whose segments are InfiniBand partitions: the segmentation id "
-                    "is gpufabric's fake VLAN, mapped to a PKey by gpufabric's seg-id <-> PKey mapping."),
+               help="The one IB physnet when ib_physnets is unset, on the default instance (infiniband): the "
+                    "segmentation id is gpufabric's fake VLAN, mapped to a PKey by gpufabric's seg-id <-> PKey "
+                    "mapping. Empty: no IB physnet."),
     cfg.FloatOpt("timeout", default=10.0, min=0.1, help="Timeout of one HTTP request to gpufabric, seconds."),
     cfg.FloatOpt("retry_for", default=30.0, min=0,
                  help="How long one call keeps retrying while gpufabric is unreachable, seconds."),

@@ -2,17 +2,19 @@
 
 - ``create_network_postcommit``: a network with a VLAN segment on one of gpufabric's
   physnets becomes a gpufabric network with Neutron's segmentation id adopted (not
-  re-allocated): Ethernet physnets → Ethernet VLAN, the IB physnet → InfiniBand fake VLAN
+  re-allocated) on the physnet's fabric instance (:mod:`gpufabric_neutron.physnets`):
+  Ethernet physnets → Ethernet VLAN, each IB physnet → InfiniBand fake VLAN on its own subnet
   (gpufabric maps it to a PKey and refuses one outside its mapped range with a 422, which
-  fails the network create). Segments on other physnets are ignored, so each fabric only
+  fails the network create); segments on two IB physnets make one network on both subnets. Segments on other physnets are ignored, so each fabric only
   sees its own networks. 409 (exists: a retry, or a network re-synced) is success.
 - ``bind_port`` (``binding:vnic_type=baremetal`` only) first checks, reading gpufabric only:
   the port's project is its network's project (the node goes into the PORT's project; a port
   on another project's network is refused, never attached into the network's project);
   ``binding:host_id`` (Ironic's node) names a gpufabric node (``node_map``, else the host
   id); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
-  port GUID) is a port of that node (``GET /nodes/{name}``), so link info alone never picks
-  a node; and the node is in quarantine or already the port's project's. A refusal writes
+  port GUID, on the segment's own IB instance) is a port of that node (``GET /nodes/{name}``),
+  so link info alone never picks a node (of several of our segments, the first whose checks
+  pass is bound: an HCA binds the segment of its own subnet); and the node is in quarantine or already the port's project's. A refusal writes
   nothing to gpufabric and leaves the port ``binding_failed``. Then gpufabric is asked to
   attach the node to the network: a node changing tenant goes through its move workflow
   (quarantine, then join, each verified on the fabric); a node already in the network's
@@ -48,7 +50,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from gpufabric_neutron import client as gf
-from gpufabric_neutron import config, names
+from gpufabric_neutron import config, names, physnets
 
 LOG = logging.getLogger(__name__)
 
@@ -79,10 +81,13 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             retry_for=conf.retry_for,
         )  # fmt: skip
         self._node_map: tuple[float, dict[str, str]] = (-1.0, {})
-        self.physnets = names.Physnets(frozenset(conf.ethernet_physnets or ()), conf.ib_physnet or None)
+        # a bad mapping fails the start with one line naming the option (PhysnetError)
+        self.physnets = physnets.parse(conf.ethernet_physnets, conf.ib_physnets, conf.ib_physnet)
+        if conf.ib_physnets and conf.ib_physnet and conf.ib_physnet not in self.physnets.ib:
+            LOG.warning("gpufabric: ib_physnet %s ignored: ib_physnets is set (%s)", conf.ib_physnet,
+                        ",".join(conf.ib_physnets))  # fmt: skip
         self.node_map()  # a bad node_map fails the start, not each bind
-        LOG.info("gpufabric driver: %s, ethernet physnets %s, ib physnet %s", conf.url,
-                 sorted(self.physnets.ethernet), self.physnets.ib)  # fmt: skip
+        LOG.info("gpufabric driver: %s, %s", conf.url, self.physnets.describe())
 
     @property
     def connectivity(self) -> str:
@@ -122,25 +127,33 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         port = context.current
         if port.get(portbindings.VNIC_TYPE) != portbindings.VNIC_BAREMETAL:
             return
-        profile = port.get(portbindings.PROFILE) or {}
-        for seg in context.segments_to_bind:
-            fabric = self.physnets.fabric_of(seg)
-            if fabric is None:
-                continue
+        ours = [seg for seg in context.segments_to_bind if self.physnets.fabric_of(seg) is not None]
+        refused: list[str] = []
+        for seg in ours:  # several IB subnets: the segment whose subnet has the port's HCA
+            fabric, instance = self.physnets.place(seg) or (names.ETHERNET, names.ETHERNET)
+            where = f"{fabric} segment {seg.get(api.SEGMENTATION_ID)} ({instance})"
             try:
-                node = self._attach(context, fabric, profile)
-            except (gf.ApiError, gf.Unreachable, gf.MoveFailed, LookupError) as e:
-                LOG.error("gpufabric: binding port %s on %s segment %s %s: %s", port["id"], fabric,
-                          seg.get(api.SEGMENTATION_ID), "refused" if isinstance(e, Refused) else "failed", e)  # fmt: skip
+                node, _ = self._check(port, context.network.current, fabric, instance)
+            except Refused as e:
+                refused.append(f"{where}: {e}")
+                continue
+            except (gf.ApiError, gf.Unreachable, LookupError) as e:
+                LOG.error("gpufabric: binding port %s on %s failed: %s", port["id"], where, e)
                 return  # no set_binding: ML2 marks the port binding_failed
+            try:
+                self._attach(context, node)
+            except (gf.ApiError, gf.Unreachable, gf.MoveFailed, LookupError) as e:
+                LOG.error("gpufabric: binding port %s on %s %s: %s", port["id"], where,
+                          "refused" if isinstance(e, Refused) else "failed", e)  # fmt: skip
+                return
             context.set_binding(seg[api.ID], BOUND_VIF, {"gpufabric_node": node}, status=n_const.PORT_STATUS_ACTIVE)
-            LOG.info("gpufabric: port %s bound: node %s on %s segment %s", port["id"], node, fabric,
-                     seg.get(api.SEGMENTATION_ID))  # fmt: skip
+            LOG.info("gpufabric: port %s bound: node %s on %s", port["id"], node, where)
             return
+        if refused:
+            LOG.error("gpufabric: binding port %s refused: %s", port["id"], "; ".join(refused))
 
-    def _attach(self, context: Any, fabric: str, profile: dict[str, Any]) -> str:
+    def _attach(self, context: Any, node: str) -> str:
         net = context.network.current
-        node, _ = self._check(context.current, net, fabric)  # the port's project is the network's
         tenant, name = self._ensure_network(net, self.physnets.gpufabric_segments(context.network.network_segments))
         timeout, interval = self.conf.bind_timeout, self.conf.poll_interval
         for attempt in range(3):
@@ -160,7 +173,9 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             return node
         raise gf.MoveFailed({}, f"node {node} kept having open moves")
 
-    def _check(self, port: dict[str, Any], net: dict[str, Any], fabric: str) -> tuple[str, str]:
+    def _check(
+        self, port: dict[str, Any], net: dict[str, Any], fabric: str, instance: str | None = None
+    ) -> tuple[str, str]:
         """The node and tenant a bind may use, or Refused; reads gpufabric, writes nothing."""
         project = port.get("project_id") or port.get("tenant_id")
         net_project = net.get("project_id") or net.get("tenant_id")
@@ -174,7 +189,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         info = self.client.node(node)
         if info is None:
             raise Refused(f"binding:host_id {port.get(portbindings.HOST_ID)!r}: gpufabric has no node {node}")
-        self._check_links(port, node, info, fabric)
+        self._check_links(port, node, info, fabric, instance)
         holder = info.get("tenant")
         if holder not in (None, QUARANTINE, tenant):
             raise Refused(f"node {node} is held by another tenant; allowed: a node in quarantine or already "
@@ -188,15 +203,17 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             raise Refused(f"binding:host_id {host!r} names no gpufabric node (not in node_map, not a node name)")
         return node
 
-    def _check_links(self, port: dict[str, Any], node: str, info: dict[str, Any], fabric: str) -> None:
+    def _check_links(self, port: dict[str, Any], node: str, info: dict[str, Any], fabric: str,
+                     instance: str | None = None) -> None:  # fmt: skip
         profile = port.get(portbindings.PROFILE) or {}
         links = names.links(profile, fabric)
         if not links:
             raise Refused(f"no usable local_link_information in binding:profile {profile!r}")
-        foreign = names.foreign_links(links, info.get("ports") or {})
+        foreign = names.foreign_links(links, info, instance if fabric == names.INFINIBAND else None)
         if foreign:
+            on = f" on {instance}" if fabric == names.INFINIBAND and instance else ""
             raise Refused(f"local_link_information {', '.join(map(names.describe, foreign))} is not a port of "
-                          f"node {node} (binding:host_id {port.get(portbindings.HOST_ID)!r})")  # fmt: skip
+                          f"node {node}{on} (binding:host_id {port.get(portbindings.HOST_ID)!r})")  # fmt: skip
 
     def node_map(self) -> dict[str, str]:
         """``node_map`` (JSON {host id: node}), re-read when its mtime changes; {} when unset."""
@@ -248,10 +265,10 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         )
 
     def _detach(self, port: dict[str, Any], segment: dict[str, Any], net: dict[str, Any]) -> None:
-        fabric = self.physnets.fabric_of(segment) or names.ETHERNET
+        fabric, instance = self.physnets.place(segment) or (names.ETHERNET, names.ETHERNET)
         name = names.network_name(net["id"])
         try:
-            node = self._bound_node(port, fabric)
+            node = self._bound_node(port, fabric, instance)
             before = self.client.worker()
             result = self.client.detach(node, name)
             self.client.wait_applied(result, before, self.conf.bind_timeout, self.conf.poll_interval)
@@ -263,7 +280,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             raise GpufabricDriverError(reason=str(e)) from e
         LOG.info("gpufabric: port %s unbound: node %s detached from %s", port["id"], node, name)
 
-    def _bound_node(self, port: dict[str, Any], fabric: str) -> str:
+    def _bound_node(self, port: dict[str, Any], fabric: str, instance: str | None = None) -> str:
         """The node a binding of ours attached: as recorded in its vif_details, else (a binding
         older than that record) the host's node when the link info is one of its ports."""
         recorded = (port.get(portbindings.VIF_DETAILS) or {}).get("gpufabric_node")
@@ -273,7 +290,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         info = self.client.node(node)
         if info is None:
             raise Refused(f"gpufabric has no node {node}")
-        self._check_links(port, node, info, fabric)
+        self._check_links(port, node, info, fabric, instance)
         return node
 
 

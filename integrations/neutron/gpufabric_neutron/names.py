@@ -6,29 +6,32 @@
   (short, because gpufabric derives the OpenSM partition name from tenant and network and
   OpenSM allows 31 characters; a collision within one project would show as a 409 with other
   segments and fail loudly, never share a network).
-- A segment is gpufabric's only when it is a VLAN segment on one of its physnets: an
-  Ethernet physnet gives ``{"fabric": "ethernet", "seg_id": VLAN}``; the IB physnet gives
-  ``{"fabric": "infiniband", "seg_id": fake VLAN}`` (gpufabric maps it to a PKey). Every
-  other segment is left to other drivers, so an Ethernet switch never receives an IB network
-  and the reverse.
+- A segment is gpufabric's only when it is a VLAN segment on one of its physnets
+  (:mod:`gpufabric_neutron.physnets`): ``{"fabric": INSTANCE, "seg_id": N}``, the Ethernet
+  VLAN or the InfiniBand fake VLAN (gpufabric maps it to a PKey of that subnet). Every other
+  segment is left to other drivers, so an Ethernet switch never receives an IB network and
+  the reverse.
 - ``binding:host_id`` (what Ironic sends: the node's UUID) names the gpufabric node: its entry
   in the operator's node map (``{host id: node name}``, the file the esi-leap sync reads too),
   else the host id itself when it is a valid gpufabric node name.
 - ``local_link_information`` (what Ironic sends) names the node's switch port, or for
   InfiniBand the port GUID. Each of its links must be a port of the host's node
-  (:func:`foreign_links`): link info alone never chooses the node.
+  (:func:`foreign_links`), for InfiniBand on the segment's own subnet: link info alone never
+  chooses the node, and an HCA of the storage subnet never binds a compute-subnet segment.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ETHERNET = "ethernet"
-INFINIBAND = "infiniband"
+from gpufabric_neutron.physnets import ETHERNET as ETHERNET
+from gpufabric_neutron.physnets import INFINIBAND as INFINIBAND
+from gpufabric_neutron.physnets import Physnets as Physnets
+
 NETWORK_PREFIX = "neutron-"
 
 _NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
@@ -54,31 +57,6 @@ def node_name(host_id: str | None, node_map: Mapping[str, str]) -> str | None:
         return None
     name = node_map.get(host_id, host_id)
     return name if isinstance(name, str) and _NAME_RE.match(name) else None
-
-
-@dataclass(frozen=True)
-class Physnets:
-    ethernet: frozenset[str]
-    ib: str | None
-
-    def fabric_of(self, segment: Mapping[str, Any]) -> str | None:
-        """``ethernet``, ``infiniband`` or None (not gpufabric's) for one Neutron segment."""
-        if segment.get("network_type") != "vlan" or segment.get("segmentation_id") is None:
-            return None
-        phys = segment.get("physical_network")
-        if self.ib is not None and phys == self.ib:
-            return INFINIBAND
-        if phys in self.ethernet:
-            return ETHERNET
-        return None
-
-    def gpufabric_segments(self, segments: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        out = []
-        for s in segments:
-            fabric = self.fabric_of(s)
-            if fabric is not None:
-                out.append({"fabric": fabric, "seg_id": int(s["segmentation_id"])})
-        return out
 
 
 @dataclass(frozen=True)
@@ -132,19 +110,32 @@ def link_refs(profile: Mapping[str, Any] | None, fabric: str) -> list[LinkRef]:
     return [r for link in links(profile, fabric) for r in link if not (r in seen or seen.add(r))]  # type: ignore[func-returns-value]
 
 
-def _owns(ref: LinkRef, ports: Mapping[str, Any]) -> bool:
+def _owns(ref: LinkRef, ports: Mapping[str, Any], ib_ports: Any) -> bool:
     if ref.guid is not None:
         return any(isinstance(p, Mapping) and isinstance(p.get("port_guid"), str)
-                   and normalize_guid(p["port_guid"]) == ref.guid for p in ports.get("infiniband") or [])  # fmt: skip
+                   and normalize_guid(p["port_guid"]) == ref.guid for p in ib_ports or [])  # fmt: skip
     return any(isinstance(p, Mapping) and (p.get("switch"), p.get("switch_port")) == (ref.switch, ref.port)
                for p in ports.get("ethernet") or [])  # fmt: skip
 
 
-def foreign_links(found: list[tuple[LinkRef, ...]], ports: Mapping[str, Any]) -> list[tuple[LinkRef, ...]]:
-    """The links none of whose names is one of ``ports`` (a node's ``ports`` as
-    ``GET /api/v1/nodes/{name}`` shows them: ``ethernet`` switch + switch_port, ``infiniband``
-    port_guid). Empty: every link is a port of that node."""
-    return [link for link in found if not any(_owns(r, ports) for r in link)]
+def instance_ib_ports(node: Mapping[str, Any], instance: str | None) -> Any:
+    """The node's InfiniBand ports on ``instance``: its ``fabrics.<instance>.ports`` (gpufabric
+    lists each IB instance's own HCA ports there), else (an instance it does not show, or no
+    instance asked) every IB port (``ports.infiniband``)."""
+    view = (node.get("fabrics") or {}).get(instance) if instance else None
+    if isinstance(view, Mapping) and isinstance(view.get("ports"), list):
+        return view["ports"]
+    return (node.get("ports") or {}).get("infiniband") or []
+
+
+def foreign_links(found: list[tuple[LinkRef, ...]], node: Mapping[str, Any],
+                  instance: str | None = None) -> list[tuple[LinkRef, ...]]:  # fmt: skip
+    """The links none of whose names is a port of ``node`` (as ``GET /api/v1/nodes/{name}``
+    shows it: ``ports.ethernet`` switch + switch_port; the IB port_guids of ``instance``,
+    :func:`instance_ib_ports`). Empty: every link is a port of that node (on that subnet)."""
+    ports = node.get("ports") or {}
+    ib_ports = instance_ib_ports(node, instance)
+    return [link for link in found if not any(_owns(r, ports, ib_ports) for r in link)]
 
 
 def describe(link: tuple[LinkRef, ...]) -> str:

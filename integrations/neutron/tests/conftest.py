@@ -58,7 +58,7 @@ def node_map(tmp_path: Path) -> Path:
 def conf(fake: FakeGpufabric, token_file: Path, node_map: Path) -> Iterator[cfg.ConfigOpts]:
     c = config.register(cfg.CONF)
     overrides = {"url": fake.url, "token_file": str(token_file), "ethernet_physnets": ["physnet1"],
-                 "ib_physnet": "ib", "bind_timeout": 5.0, "poll_interval": 0.01, "retry_for": 3.0, "timeout": 2.0,
+                 "ib_physnet": "ib", "ib_physnets": [], "bind_timeout": 5.0, "poll_interval": 0.01, "retry_for": 3.0, "timeout": 2.0,
                  "insecure": True, "node_map": str(node_map)}  # fmt: skip  (the fake is plain http on loopback)
     for k, v in overrides.items():
         c.set_override(k, v, group=config.GROUP)

@@ -8,6 +8,16 @@ nothing: connection refused, as while gpufabric restarts). The token is a ``serv
 (as the integrations get): requesting moves (``POST /moves``) or importing inventory is 403.
 As the server is meant to (issue 18): an attachment never takes a node another tenant holds
 (409), and a lease's network list is taken literally (empty: no networks).
+
+Fabric instances (issue 20): ``state.instances`` {instance: (kind, seg-id range, PKey base)}
+(default: one ``ethernet`` and one ``infiniband``); a segment names its instance in ``fabric``
+(as ``GET /networks`` shows segments), its id is checked against that instance's range and is
+unique per instance; ``state.guid_instance`` puts an HCA port on an IB instance (default
+``infiniband``), and ``GET /nodes/{name}`` lists each IB instance's ports under
+``fabrics.<instance>.ports`` as gpufabric does. NOTE: adopting a segment on a non-default
+instance is what the driver sends for a second subnet; gpufabric's API (``SegmentIn.fabric``:
+ethernet | infiniband, at most 2 segments) does not accept it yet, so this part of the
+contract is the fake's, not the server's.
 """
 
 from __future__ import annotations
@@ -44,10 +54,14 @@ class State:
         self.converge_fails = False
         self.node_tenant: dict[str, str] = {}
         self.leases: list[dict[str, Any]] = []
+        self.instances: dict[str, tuple[str, range, int]] = {"ethernet": ("ethernet", ETH_RANGE, 0),
+                                                              "infiniband": ("infiniband", IB_RANGE, PKEY_BASE)}
+        self.guid_instance: dict[str, str] = {}
         self.worker = {"name": "worker", "alive": True, "passes": 0, "errors": 0, "last_error": ""}
 
     def pkey(self, seg: dict[str, Any]) -> int | None:
-        return PKEY_BASE + seg["seg_id"] - IB_RANGE.start if seg["fabric"] == "infiniband" else None
+        kind, rng, base = self.instances[seg["fabric"]]
+        return base + seg["seg_id"] - rng.start if kind == "infiniband" else None
 
 
 class FakeGpufabric:
@@ -138,7 +152,10 @@ class FakeGpufabric:
         if body["name"] in s.networks:
             return _err(409, "conflict", f"network already exists: {body['name']}", "name", body["name"])
         for seg in body["segments"]:
-            rng = IB_RANGE if seg["fabric"] == "infiniband" else ETH_RANGE
+            if seg["fabric"] not in s.instances:
+                return _err(422, "invalid", f"no fabric instance {seg['fabric']}", "segments.fabric", seg["fabric"],
+                            ", ".join(sorted(s.instances)))  # fmt: skip
+            _, rng, _ = s.instances[seg["fabric"]]
             if seg["seg_id"] not in rng:
                 return _err(422, "invalid", f"{seg['fabric']} seg_id {seg['seg_id']} is outside {rng.start}-{rng.stop - 1}",
                             f"{seg['fabric']}.seg_id", seg["seg_id"], f"{rng.start}-{rng.stop - 1}")  # fmt: skip
@@ -146,7 +163,7 @@ class FakeGpufabric:
                 if any((o["fabric"], o["seg_id"]) == (seg["fabric"], seg["seg_id"]) for o in other["segments"]):
                     return _err(409, "conflict", f"segment {seg} is used by {other['name']}", "segments", seg)
         net = {"name": body["name"], "tenant": body["tenant"], "segments": [
-            {**seg, "vlan": seg["seg_id"] if seg["fabric"] == "ethernet" else None,
+            {**seg, "vlan": seg["seg_id"] if s.instances[seg["fabric"]][0] == "ethernet" else None,
              "pkey": None if s.pkey(seg) is None else f"0x{s.pkey(seg):04x}"} for seg in body["segments"]]}  # fmt: skip
         s.networks[body["name"]] = net
         return 201, net
@@ -158,9 +175,11 @@ class FakeGpufabric:
         ib = [{"device": "mlx5_0", "port_num": 1, "port_guid": g, "node_guid": g, "switch_guid": None, "switch_port": None}
               for g, n in sorted(s.guids.items()) if n == node]  # fmt: skip
         lease = next((x["id"] for x in s.leases if x["node"] == node and x["active"]), None)
+        views = {inst: {"summary": "", "ports": [p for p in ib if s.guid_instance.get(p["port_guid"], "infiniband") == inst]}
+                 for inst, (kind, _, _) in s.instances.items() if kind == "infiniband"}  # fmt: skip
         return {"name": node, "offering": "baremetal", "state": "leased" if lease else "available", "owner": None,
                 "tenant": s.node_tenant.get(node, "quarantine"), "lease": lease,
-                "ports": {"ethernet": eth, "infiniband": ib}, "gpus": [], "dpus": []}  # fmt: skip
+                "ports": {"ethernet": eth, "infiniband": ib}, "gpus": [], "dpus": [], "fabrics": views}  # fmt: skip
 
     def _attachment(self, method: str, p: list[str], body: Any) -> tuple[int, Any]:
         s = self.state
@@ -294,7 +313,8 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--token-file", required=True)
-    ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}}')
+    ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}, '
+                    '"instances": {name: [kind, first seg id, last seg id, PKey base]}, "guid_instance": {guid: name}}')
     ap.add_argument("--state-out", help="write the state as JSON to this file after every request")
     a = ap.parse_args()
     f = FakeGpufabric(Path(a.token_file).read_text().strip())
@@ -303,6 +323,8 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
         seed = json.loads(Path(a.seed).read_text())
         f.state.switch_ports.update({(sw, p): n for sw, p, n in seed.get("switch_ports", [])})
         f.state.guids.update(seed.get("guids", {}))
+        f.state.instances.update({n: (k, range(a, b + 1), base) for n, (k, a, b, base) in seed.get("instances", {}).items()})
+        f.state.guid_instance.update(seed.get("guid_instance", {}))
     if a.state_out:
         inner = f.handle
 

@@ -58,7 +58,7 @@ def test_link_refs_order_and_dedupe() -> None:
 
 
 def test_physnets_never_mix_fabrics() -> None:
-    p = Physnets(frozenset({"physnet1"}), "ib")
+    p = Physnets({"physnet1": "ethernet"}, {"ib": "infiniband"})
     segs = [{"network_type": "vlan", "physical_network": "ib", "segmentation_id": 3001},
             {"network_type": "vlan", "physical_network": "physnet1", "segmentation_id": 2001}]  # fmt: skip
     assert p.gpufabric_segments(segs) == [{"fabric": "infiniband", "seg_id": 3001}, {"fabric": "ethernet", "seg_id": 2001}]
@@ -114,4 +114,4 @@ def test_foreign_links_are_the_links_that_are_not_the_nodes_ports(lli: list[dict
                                                                    foreign: list[tuple[LinkRef, ...]]) -> None:  # fmt: skip
     found = links({"local_link_information": lli}, fabric)
     assert len(found) == len(lli)
-    assert foreign_links(found, PORTS) == foreign
+    assert foreign_links(found, {"ports": PORTS}) == foreign
