@@ -14,8 +14,8 @@ lint: setup
 	$(BIN)/mypy
 
 # The whole suite, tests/integration (real Neutron, real esi-leap) included: the two OpenStack
-# venvs are built first (in parallel, idempotent: seconds when already there). tests/unit runs in
-# a second pytest process beside the rest (scripts/test.sh says why).
+# venvs are built first (in parallel, idempotent: seconds when already there). The suite runs as
+# two pytest processes at once, each half of it by recorded durations (scripts/test.sh says why).
 test: setup lint lint-integrations openstack-venvs test-neutron-driver
 	@bash scripts/test.sh
 
