@@ -56,11 +56,14 @@ PARKED = 10_000  # a node between the two steps: in a partition of its own, out 
 
 def shape(hcas: int) -> tuple[int, int, int, int]:
     """(nodes, HCAs per node, leaf ports, nodes per leaf; 0: the generator's) of a size:
-    nodes x 8 on LEAF_PORTS-port leaves, or - past the lab net file generator's 1,000 nodes -
-    1,000 nodes x 16 HCAs at most (16,384 -> 16,000 HCAs), 7 nodes on each 254-port leaf
-    (143 leaves: the generator's spines hold 254)."""
-    if hcas // HCAS_PER_NODE <= MAX_NODES:
-        return hcas // HCAS_PER_NODE, HCAS_PER_NODE, LEAF_PORTS, 0
+    nodes x 8 on LEAF_PORTS-port leaves up to 4,096 HCAs; past that, nodes x 8 on 254-port leaves,
+    15 nodes each (16,384 HCAs: 2,048 nodes on 137 leaves; the generator's spines hold 254 leaves),
+    and past the net file generator's MAX_NODES, MAX_NODES nodes x 16 HCAs at most."""
+    nodes = hcas // HCAS_PER_NODE
+    if nodes <= 4096 // HCAS_PER_NODE:
+        return nodes, HCAS_PER_NODE, LEAF_PORTS, 0
+    if nodes <= MAX_NODES:
+        return nodes, HCAS_PER_NODE, 254, (254 // 2 - 1) // HCAS_PER_NODE
     return min(MAX_NODES, hcas // MAX_HCAS), MAX_HCAS, 254, (254 // 2 - 1) // MAX_HCAS
 
 

@@ -98,7 +98,7 @@ def test_guid_scheme(node: int, hca: int, node_guid: int, port_guid: int) -> Non
     "kwargs,field",
     [
         ({"nodes": 0}, "nodes"),
-        ({"nodes": 1001}, "nodes"),
+        ({"nodes": 2049}, "nodes"),
         ({"hcas_per_node": 0}, "hcas_per_node"),
         ({"hcas_per_node": 17}, "hcas_per_node"),
         ({"spines": 1}, "spines"),
@@ -111,6 +111,14 @@ def test_invalid_specs(kwargs: dict[str, int], field: str) -> None:
     with pytest.raises(ValidationError) as e:
         FabricSpec(**kwargs)
     assert e.value.field == field
+
+
+def test_a_2048_node_hgx_cluster_has_16384_distinct_hcas_on_137_leaves() -> None:
+    spec = FabricSpec(nodes=2048, hcas_per_node=8, leaf_ports=254, nodes_per_leaf=15)
+    recs = records(generate_netfile(2048, 8, leaf_ports=254, nodes_per_leaf=15))
+    hcas = [r for name, r in recs.items() if r[0] == "Hca" and name != SM_NODE]
+    assert (spec.leaves, len(hcas), len({r[2] for r in hcas})) == (137, 16384, 16384)
+    assert recs["gpu-a2048 mlx5_7"][2] == hca_node_guid(2048, 7) == Guid(0x0002C90310080070)
 
 
 def test_ethernet_plan_names_fit_and_are_prefixed() -> None:

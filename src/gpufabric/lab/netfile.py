@@ -45,7 +45,7 @@ SM_DEVICE = "mlx5_0"
 SM_NODE = f"{SM_HOST} {SM_DEVICE}"
 """The node description (and ibsim node id, usable as SIM_HOST) of the trusted SM's HCA."""
 
-MAX_NODES = 1000
+MAX_NODES = 2048  # a 2,048-node HGX cluster: 16,384 HCAs at 8 per node (bench_ib_scale)
 MAX_HCAS = 16
 
 
