@@ -7,17 +7,23 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from gpufabric.api.app import create_app
+from gpufabric.api.deps import ApiContext
 from gpufabric.api.limits import ApiLimits
 from gpufabric.domain.moves import MovePhase
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.engine.fabrics import network_kinds
 from gpufabric.runtime.loops import MoveProgress
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.registry import Registry
 
-from support.api_world import World
+from support.api_world import World, clone_world
 
 ROLES = ("admin", "owner-alpha", "lessee-alpha", "lessee-beta", "service", "none")
 
@@ -178,6 +184,36 @@ def test_an_adopted_network_gets_only_the_segments_it_names(world: tuple[World, 
     assert ib.status_code == eth.status_code == 201
     assert [(x["fabric"], x["seg_id"]) for x in ib.json()["segments"]] == [("infiniband", 3200)]
     assert [(x["fabric"], x["seg_id"]) for x in eth.json()["segments"]] == [("ethernet", 2600)]
+
+
+def test_neutron_adopts_one_segment_per_ib_instance(template: World, tmp_path: Path) -> None:
+    """Issue 20: two IB subnets (``ib-compute``, ``ib-storage``); Neutron's physnets map to them."""
+    w = clone_world(template, tmp_path)
+    kinds = network_kinds({"fabrics": [{"name": "ib-compute", "kind": "infiniband"},
+                                       {"name": "ib-storage", "kind": "infiniband"}]}, Registry.from_entry_points())  # fmt: skip
+    ctx = ApiContext(w.store, lambda: SegmentConfig.default(), network_kinds=lambda: kinds)
+    svc = w.headers("service")
+    with TestClient(create_app(ctx)) as client:
+        body = {"name": "neutron-ib", "tenant": "beta",
+                "segments": [{"fabric": "ib-compute", "seg_id": 3300}, {"fabric": "ib-storage", "seg_id": 3301}]}  # fmt: skip
+        made = client.post("/api/v1/networks", json=body, headers=svc)
+        assert made.status_code == 201, made.text
+        assert [(x["fabric"], x["seg_id"], x["pkey"]) for x in made.json()["segments"]] == [
+            ("ib-compute", 3300, "0x0b2c"), ("ib-storage", 3301, "0x0b2d")]  # fmt: skip
+        taken = client.post("/api/v1/networks", headers=svc, json={
+            "name": "neutron-2", "tenant": "beta", "segments": [{"fabric": "ib-storage", "seg_id": 3300}]})  # fmt: skip
+        assert taken.status_code == 409 and taken.json()["error"]["message"] == "ib-storage segment 3300 is already used"
+        unknown = client.post("/api/v1/networks", headers=svc, json={
+            "name": "neutron-3", "tenant": "beta", "segments": [{"fabric": "infiniband", "seg_id": 3400}]})  # fmt: skip
+        assert unknown.status_code == 422
+        assert unknown.json()["error"]["allowed"] == "ethernet, ib-compute or ib-storage"
+        twice = client.post("/api/v1/networks", headers=svc, json={
+            "name": "neutron-4", "tenant": "beta",
+            "segments": [{"fabric": "ib-storage", "seg_id": 3500}, {"fabric": "ib-storage", "seg_id": 3501}]})  # fmt: skip
+        assert twice.status_code == 422 and "two segments on fabric instance ib-storage" in twice.json()["error"]["message"]
+        names = [n["name"] for n in client.get("/api/v1/networks?tenant=beta", headers=svc).json()["items"]]
+        assert "neutron-ib" in names and not {"neutron-2", "neutron-3", "neutron-4"} & set(names)
+    w.store.close()
 
 
 def test_tenant_delete_names_what_uses_it(world: tuple[World, TestClient]) -> None:

@@ -14,10 +14,10 @@ Fabric instances (issue 20): ``state.instances`` {instance: (kind, seg-id range,
 (as ``GET /networks`` shows segments), its id is checked against that instance's range and is
 unique per instance; ``state.guid_instance`` puts an HCA port on an IB instance (default
 ``infiniband``), and ``GET /nodes/{name}`` lists each IB instance's ports under
-``fabrics.<instance>.ports`` as gpufabric does. NOTE: adopting a segment on a non-default
-instance is what the driver sends for a second subnet; gpufabric's API (``SegmentIn.fabric``:
-ethernet | infiniband, at most 2 segments) does not accept it yet, so this part of the
-contract is the fake's, not the server's.
+``fabrics.<instance>.ports`` as gpufabric does. Adopting a segment on a non-default instance
+(what the driver sends for a second subnet) is the server's contract too (``SegmentIn.fabric``
+is an instance name, ``FabricKind.adopt``); unlike the server, the fake keeps ids unique per
+instance, not per kind.
 """
 
 from __future__ import annotations

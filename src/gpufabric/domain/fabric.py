@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
-from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, FabricPorts, Lease, Network, Node, Offering, Segment
 from gpufabric.domain.moves import Move
@@ -270,6 +270,21 @@ class FabricKind(ABC, Generic[D, S]):
         """A new segment for ``network`` on this fabric (None: this fabric has no
         per-network segment). ``used`` are every network's segments on this fabric."""
         return None
+
+    def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
+        """The segment ``seg_id`` given explicitly for ``network`` on this instance (an adopted
+        segmentation id, the Neutron integration's): a ValidationError naming
+        ``segments.<instance>.seg_id`` out of range, a ConflictError when ``used`` (every
+        network's segments on this kind's instances) holds it. Default: refused."""
+        raise ValidationError(
+            "segments.fabric", self.instance, "a fabric that takes explicit segmentation ids",
+            f"fabric {self.instance} does not take explicit segmentation ids",
+        )  # fmt: skip
+
+    @property
+    def adopts(self) -> bool:
+        """True when this kind takes explicit segmentation ids (overrides :meth:`adopt`)."""
+        return type(self).adopt is not FabricKind.adopt
 
     # ---- desired state and plan (pure)
     @abstractmethod

@@ -83,6 +83,18 @@ class ImportResult:
         return f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged"
 
 
+def sibling_instances(kind: Any, kinds: Sequence[Any]) -> set[str]:
+    """The instances sharing ``kind``'s pool (its kind's, and the default): VLANs and PKeys are
+    unique deployment-wide."""
+    return {k.instance for k in kinds if k.name == kind.name} | {kind.name, kind.instance}
+
+
+def used_segments(s: Session) -> list[Segment]:
+    """Every network's segments (the pools' used ids)."""
+    rows = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
+    return [Segment(u.fabric, u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None) for u in rows]
+
+
 class Store:
     """Persistence of the domain. Open with :meth:`open`; close with :meth:`close`."""
 
@@ -262,19 +274,13 @@ class Store:
         t = _tenant_row(s, tenant)
         if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)) is not None:
             raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
-        used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
+        used = used_segments(s)
         row = NetworkRow(name=name, tenant=t)
         probe = Network(name, tenant)
         fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
-        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates;
-            # a kind's instances share its pool: VLANs and PKeys are unique deployment-wide
-            siblings = {k.instance for k in kinds if k.name == kind.name} | {kind.name, kind.instance}
-            mine = [
-                Segment(u.fabric, u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None)
-                for u in used
-                if u.fabric in siblings
-            ] + [x for x in fresh if x.fabric in siblings]
-            seg = kind.allocate(probe, mine, cfg)
+        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates
+            siblings = sibling_instances(kind, kinds)
+            seg = kind.allocate(probe, [x for x in (*used, *fresh) if x.fabric in siblings], cfg)
             if seg is not None:
                 fresh.append(dataclasses.replace(seg, fabric=kind.instance))
                 row.segments.append(

@@ -6,6 +6,7 @@ node owners. One transaction each; domain objects in and out.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -14,12 +15,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import Fabric, Lease, Network, Node, Tenant
+from gpufabric.domain.models import Lease, Network, Node, Tenant
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import check_name
 from gpufabric.store.convert import lease_to_domain, network_to_domain
-from gpufabric.store.core import Store
+from gpufabric.store.core import Store, sibling_instances, used_segments
 from gpufabric.store.leases import _LOAD as LEASE_LOAD
+from gpufabric.store.registry import Registry
 from gpufabric.store.tables import (
     LeaseNetworkRow,
     LeaseRow,
@@ -63,23 +65,28 @@ def delete_tenant(store: Store, name: str) -> Tenant:
 
 
 def adopt_network(
-    store: Store, name: str, tenant: str, cfg: SegmentConfig, segments: dict[Fabric, int], kinds: Sequence[Any] | None = None
+    store: Store, name: str, tenant: str, cfg: SegmentConfig, segments: dict[str, int], kinds: Sequence[Any] | None = None
 ) -> Network:
-    """Create a network with exactly the given segmentation ids (validated against ``cfg``), or,
-    with none given, one allocated per fabric kind. An adopted network (Neutron's) gets no segment
-    on a fabric it did not name: an IB network never lands on an Ethernet switch, nor the reverse.
-    ConflictError when an id is taken; ValidationError out of range. ``kinds``: the fabric
-    instances an allocated network spans (None: every registered kind's default instance)."""
+    """Create a network with exactly the given segmentation ids (fabric instance -> id, each
+    checked by its kind's :meth:`~gpufabric.domain.fabric.FabricKind.adopt` against ``cfg`` and
+    the ids of the kind's instances), or, with none given, one allocated per fabric instance.
+    An adopted network (Neutron's) gets no segment on an instance it did not name: an IB network
+    never lands on an Ethernet switch, nor the reverse. ConflictError when an id is taken;
+    ValidationError out of range or for an instance that is not configured or takes no explicit
+    ids. ``kinds``: the configured fabric instances (None: every registered kind's default one).
+    One transaction: nothing is written on any error."""
     check_name("network.name", name)
     if not segments:
         return store.create_network(name, tenant, cfg, kinds)
-    for fabric, seg in segments.items():
-        if fabric is Fabric.ETHERNET and seg not in cfg.ethernet_vlans:
-            raise ValidationError("segments.ethernet.seg_id", seg, str(cfg.ethernet_vlans))
-        if fabric is Fabric.INFINIBAND and seg not in cfg.ib.seg_ids():
-            raise ValidationError("segments.infiniband.seg_id", seg, str(cfg.ib.seg_range))
-        if fabric not in (Fabric.ETHERNET, Fabric.INFINIBAND):
-            raise ValidationError("segments.fabric", fabric.value, "ethernet or infiniband")
+    instances = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
+    by_name = {k.instance: k for k in instances}
+    probe = Network(name, tenant)
+    for instance, seg in segments.items():
+        if instance not in by_name:
+            names = [k.instance for k in instances if k.adopts]
+            allowed = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+            raise ValidationError("segments.fabric", instance, allowed or "none (no fabric takes explicit ids)")
+        by_name[instance].adopt(probe, seg, (), cfg)  # range (and kind) checked before the store is read, as before
     try:
         with store.tx() as tx:
             s = tx.session
@@ -88,21 +95,20 @@ def adopt_network(
                 raise NotFoundError("tenant", tenant)
             if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)):
                 raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
-            used = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.pkey)).all()
-            eth_used = {u.seg_id for u in used if u.fabric == Fabric.ETHERNET.value}
-            ib_used = {u.seg_id for u in used if u.fabric == Fabric.INFINIBAND.value}
-            pkeys = {u.pkey for u in used if u.pkey is not None}
+            used = used_segments(s)
             row = NetworkRow(name=name, tenant=t)
-            vlan = segments.get(Fabric.ETHERNET)
-            if vlan is not None:
-                if vlan in eth_used:
-                    raise ConflictError(f"ethernet segment {vlan} is already used", field="segments", value=vlan)
-                row.segments.append(SegmentRow(fabric=Fabric.ETHERNET.value, seg_id=vlan, vlan=vlan))
-            ib = segments.get(Fabric.INFINIBAND)
-            if ib is not None:
-                if ib in ib_used or cfg.ib.pkey_for(ib).value in pkeys:
-                    raise ConflictError(f"infiniband segment {ib} is already used", field="segments", value=ib)
-                row.segments.append(SegmentRow(fabric=Fabric.INFINIBAND.value, seg_id=ib, pkey=cfg.ib.pkey_for(ib).value))
+            for kind in (k for k in by_name.values() if k.instance in segments):  # the instances' order
+                siblings = sibling_instances(kind, instances)
+                got = kind.adopt(probe, segments[kind.instance], [x for x in used if x.fabric in siblings], cfg)
+                used.append(dataclasses.replace(got, fabric=kind.instance))
+                row.segments.append(
+                    SegmentRow(
+                        fabric=kind.instance,
+                        seg_id=got.seg_id,
+                        vlan=got.vlan.value if got.vlan else None,
+                        pkey=got.pkey.value if got.pkey else None,
+                    )
+                )
             s.add(row)
             s.flush()
             return network_to_domain(row)

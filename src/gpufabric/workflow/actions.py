@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from gpufabric.domain.auth import Principal, Role, Verb
 from gpufabric.domain.errors import ConflictError, ForbiddenError, GpufabricError, NotFoundError
-from gpufabric.domain.models import QUARANTINE, Fabric, Inventory, Lease, Network, Node, Tenant
+from gpufabric.domain.models import QUARANTINE, Inventory, Lease, Network, Node, Tenant
 from gpufabric.domain.moves import Move
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
@@ -103,7 +103,7 @@ class Actions:
         p.require("tenant", Verb.DELETE)
         return self._do(p, "tenant.delete", name, name, lambda: tenant_admin.delete_tenant(self.store, name))
 
-    def create_network(self, p: Principal, name: str, tenant: str, segments: dict[Fabric, int] | None = None) -> Network:
+    def create_network(self, p: Principal, name: str, tenant: str, segments: dict[str, int] | None = None) -> Network:
         self._tenant_visible(p, tenant)
         p.require("network", Verb.CREATE)
         if segments and not p.sees_all:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from gpufabric.domain.models import MAX_GPU_COUNT
 
@@ -13,7 +13,7 @@ Name = Annotated[
     str, Field(min_length=1, max_length=63, pattern=NAME_PATTERN, description="1-63 chars of a-z 0-9 . _ -")
 ]
 TenantOrQuarantine = Name
-FabricName = Literal["ethernet", "infiniband"]
+MAX_ADOPTED_SEGMENTS = 8  # segments one adopted network names (one per fabric instance)
 
 
 class Strict(BaseModel):
@@ -212,7 +212,7 @@ class TenantPage(BaseModel):
 
 
 class SegmentIn(Strict):
-    fabric: FabricName
+    fabric: Name = Field(description="A configured fabric instance (e.g. ethernet, infiniband, ib-storage)")
     seg_id: int = Field(ge=1, le=65535)
 
 
@@ -220,8 +220,17 @@ class NetworkIn(Strict):
     name: Name
     tenant: Name
     segments: list[SegmentIn] | None = Field(
-        None, max_length=2, description="Explicit segmentation ids to adopt (Neutron); others are allocated"
-    )
+        None, max_length=MAX_ADOPTED_SEGMENTS,
+        description="Explicit segmentation ids to adopt (Neutron), one per fabric instance; others are allocated",
+    )  # fmt: skip
+
+    @field_validator("segments")
+    @classmethod
+    def _one_per_instance(cls, v: list[SegmentIn] | None) -> list[SegmentIn] | None:
+        seen = [s.fabric for s in v or []]
+        if twice := next((f for i, f in enumerate(seen) if f in seen[:i]), None):
+            raise ValueError(f"two segments on fabric instance {twice}: one per instance")
+        return v
 
 
 class SegmentOut(BaseModel):

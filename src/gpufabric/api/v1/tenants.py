@@ -22,7 +22,6 @@ from gpufabric.api.v1.schemas import (
 )
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import NotFoundError
-from gpufabric.domain.models import Fabric
 
 router = APIRouter()
 NameP = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
@@ -79,7 +78,7 @@ async def list_networks(
     responses={201: {"model": NetworkOut}, **errors(403, 404, 409, 429)},
 )
 def create_network(body: NetworkIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    segs = {Fabric(s.fabric): s.seg_id for s in body.segments or []}
+    segs = {s.fabric: s.seg_id for s in body.segments or []}  # one per fabric instance (NetworkIn)
     c.actions.create_network(p, body.name, body.tenant, segs)
     return json(c.reader.networks(p, 1, 0, body.tenant, body.name)[0][0], 201)
 

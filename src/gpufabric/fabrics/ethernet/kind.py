@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.drivers import EthernetSwitchDriver
-from gpufabric.domain.errors import ConfigError, VerifyError
+from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError, VerifyError
 from gpufabric.domain.fabric import (
     DriverLookup,
     FabricBackend,
@@ -156,6 +156,15 @@ class EthernetKind(FabricKind[EthState, EthState]):
         r = cfg.ethernet_vlans
         vlan = allocate(range(r.start, r.end + 1), taken, "ethernet.vlan_range")
         return Segment(self.instance, vlan, vlan=VlanId(vlan))
+
+    def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
+        """VLAN ``seg_id`` (of ``cfg.ethernet_vlans``, free on every Ethernet instance)."""
+        cfg: SegmentConfig = config
+        if seg_id not in cfg.ethernet_vlans:
+            raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(cfg.ethernet_vlans))
+        if seg_id in {s.vlan.value if s.vlan else s.seg_id for s in used}:
+            raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)
+        return Segment(self.instance, seg_id, vlan=VlanId(seg_id))
 
     def desired(self, tenancy: Tenancy) -> EthState:
         return desired_switches(tenancy, self.instance)

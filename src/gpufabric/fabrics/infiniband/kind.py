@@ -33,7 +33,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.drivers import SubnetManagerDriver
-from gpufabric.domain.errors import ConfigError, ExhaustedError
+from gpufabric.domain.errors import ConfigError, ConflictError, ExhaustedError, ValidationError
 from gpufabric.domain.fabric import (
     Containment,
     DriverLookup,
@@ -230,6 +230,17 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in used_pkeys]
         seg = allocate(pool, {s.seg_id for s in used}, "infiniband.seg_range")
         return Segment(self.instance, seg, pkey=cfg.ib.pkey_for(seg))
+
+    def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
+        """Segmentation id ``seg_id`` of ``cfg.ib`` and its PKey, both free on every IB instance."""
+        cfg: SegmentConfig = config
+        if seg_id not in cfg.ib.seg_ids():
+            raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(cfg.ib.seg_range))
+        pkey = cfg.ib.pkey_for(seg_id)
+        pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
+        if seg_id in {s.seg_id for s in used} or pkey.value & 0x7FFF in pkeys:
+            raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)
+        return Segment(self.instance, seg_id, pkey=pkey)
 
     def desired(self, tenancy: Tenancy) -> IbDesired:
         return desired_ib(tenancy, guids_setting(tenancy.settings, "sm_port_guids"), self.instance)
