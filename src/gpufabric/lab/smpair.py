@@ -94,17 +94,19 @@ class SmPair:
         """Start the standby and wait until the master has swept with it (SUBNET UP after its
         trap). On ibsim the master's sweep wedges in ~3 of 8 starts (one SMP to the joining SM
         is lost and umad2sim never times it out: OpenSM logs ``ERR 5401: evicting entry`` at
-        exit, and ignores every later HUP); then both are restarted, up to ``attempts`` times.
-        A standby that runs already is kept as it is."""
+        exit, and ignores every later HUP); then both are restarted, up to ``attempts`` times,
+        each attempt waiting 4 s longer than the one before (a sweep on a loaded machine is slower
+        than 4 s without being wedged). A standby that runs already is kept as it is."""
         if pid_alive(self.standby_pid):
             pid = self.standby_pid
             assert pid is not None
             return pid
-        for _ in range(attempts):
+        for attempt in range(attempts):
             offset = self.fab.log_offset()
             pid = self._start_standby(timeout)
             try:
-                wait_for(lambda o=offset: "SUBNET UP" in self.fab.log_since(o), 4, "master sweep with the standby")
+                wait_for(lambda o=offset: "SUBNET UP" in self.fab.log_since(o), 4 * (attempt + 1),
+                         "master sweep with the standby")  # fmt: skip
                 return pid
             except LabError:
                 self.stop_standby()
