@@ -9,9 +9,13 @@ time; without it a phase is ~1 ms and "mid-move" means little). Each run: two Mo
 worker ids naming two other hosts (``host-a<i>:4242:serve``, ``host-b<i>:4242:serve``, so the
 "dead PID on this host" shortcut cannot apply), ``heartbeat_every=BEAT``, each on its own store
 connection pool. ``a`` runs a move of ``n1`` (ta <-> tb, alternating); at a kill point it
-dies as a host does: its heartbeat stops, its fabric-lock session is terminated
-(``pg_terminate_backend``), its thread is frozen (as tests/functional/test_worker_takeover.py
-does; the memory fabric lives in this process, so a ``kill -9`` of a child is not possible).
+dies as a ``kill -9``-ed process does: its heartbeat stops, its fabric-lock session ends
+(``pg_terminate_backend``: the kernel closes a killed process's sockets), its thread is frozen (as
+tests/functional/test_worker_takeover.py does; the memory fabric lives in this process, so a
+``kill -9`` of a child is not possible; tests/functional/test_replica_takeover_netns.py kills real
+``serve`` replicas). The move names that session (``moves.lock_session``), so ``b`` takes it over
+one beat after a's last heartbeat (store/liveness.py); a host that hangs with its session open is
+taken over after three (not measured here: b then waits for the lock until TCP keepalive).
 The kill point alternates between the quarantine phase and the join phase (both just before
 an apply). ``b`` ticks every ``TICK`` (``run_pending``), or sooner when a's move turns stale
 (``MoveEngine.idle_wait``, as ``serve``'s worker loop does).

@@ -124,11 +124,21 @@ def two_engines(url: str, f: Fabrics, beat: float, suffix: str = "") -> Iterator
             s.close()
 
 
-def go_silent(engine: MoveEngine) -> None:
-    """``engine``'s host goes silent (a paused VM, a dead host): no heartbeat any more, and the
-    fabric lock's PostgreSQL session dies with it (terminated from another session)."""
+def go_silent(engine: MoveEngine, sessions_end: bool = True) -> None:
+    """``engine``'s host goes silent: no heartbeat any more. ``sessions_end``: its fabric lock's
+    PostgreSQL session ends too (terminated from another session), as on a ``kill -9`` (the
+    kernel closes the process's sockets) or a dead host once PostgreSQL dropped its connection;
+    otherwise the session stays, as for a paused VM until TCP keepalive ends it
+    (:func:`end_sessions`)."""
     engine.ledger.heartbeat = lambda *_a, **_k: 0  # type: ignore[method-assign]
-    pid = engine.ledger.lock._conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    if sessions_end:
+        end_sessions(engine)
+
+
+def end_sessions(engine: MoveEngine) -> None:
+    """End ``engine``'s fabric-lock PostgreSQL session from another session."""
+    pid = engine.ledger.lock.session
+    assert pid is not None, "the worker holds no fabric lock"
     with engine.store.tx() as tx:
         tx.session.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
 
@@ -153,15 +163,18 @@ class FrozenWorker:
         return self.result[0]
 
 
-def freeze_before_apply(engine: MoveEngine, phase: str, message: str = ": applying") -> FrozenWorker:
+def freeze_before_apply(
+    engine: MoveEngine, phase: str, message: str = ": applying", sessions_end: bool = True
+) -> FrozenWorker:
     """Start ``engine``'s worker tick; it freezes at the first progress line of ``phase``
-    containing ``message`` (before that apply is sent). Returns once it is frozen."""
+    containing ``message`` (before that apply is sent; :func:`go_silent` with ``sessions_end``).
+    Returns once it is frozen."""
     w = FrozenWorker()
 
     def freeze(label: str, line: str) -> None:
         if w.frozen.is_set() or label != phase or message not in line:
             return
-        go_silent(engine)
+        go_silent(engine, sessions_end)
         w.died_at = time.monotonic()
         w.frozen.set()
         w.wake.wait(60)

@@ -54,6 +54,7 @@ from gpufabric.store.view import Epoch, StoreView, ViewReader
 Progress = Callable[[str, str], None]  # (phase, message)
 STORE_DOWN = (OperationalError, InterfaceError, LockLostError)  # the store (or its fabric lock) unreachable
 STALE_BEATS = 3  # a running move whose heartbeat this worker saw unchanged this many intervals: taken over
+GONE_BEATS = 1  # ... this many, when the fabric-lock session it ran under is gone (store/liveness.py)
 STORE_RESUMES = 3  # times one run_batch resumes a batch the store dropped mid-phase before it gives up
 
 
@@ -360,7 +361,7 @@ class MoveEngine:
         rest = False
         with self._heartbeat(batch):
             try:
-                with s.lock.held():
+                with s.locked(batch, self.worker):  # the lock's session recorded: its end tells a watcher
                     fresh = to_prepare(s, batch)  # taken over after before_move: not prepared again
                     if fresh:
                         try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
@@ -435,12 +436,14 @@ class MoveEngine:
         if self._interrupted:  # a batch the store dropped: back in the queue first (see run_batch)
             self.ledger.requeue(self._interrupted, "the store was unreachable")
             self._interrupted = []
-        claimed = self.ledger.claim(self.worker, limit, stale_after, self.watch, STALE_BEATS * self.heartbeat_every)
+        beat = self.heartbeat_every
+        claimed = self.ledger.claim(self.worker, limit, stale_after, self.watch, STALE_BEATS * beat, GONE_BEATS * beat)
         if not claimed:
             return None
         return self.run_batch(claimed)
 
     def idle_wait(self, tick: float) -> float:
         """An idle worker's wait before its next claim: ``tick``, or until another's move turns stale."""
-        due = self.watch.due_in(STALE_BEATS * self.heartbeat_every, exclude=self.worker)
+        beat = self.heartbeat_every
+        due = self.watch.due_in(STALE_BEATS * beat, exclude=self.worker, gone_after=GONE_BEATS * beat)
         return tick if due is None else min(tick, due + 0.005)

@@ -9,12 +9,21 @@ no clock agreement between hosts (a new value is dated at its write, estimated f
 watcher saw of that worker's values: :class:`HeartbeatWatch`). A watcher that has just started
 waits ``after`` seconds before it judges a move it has never seen beat; replicas are expected to
 share one heartbeat interval (``after`` is a multiple of it).
+
+A move whose worker held the fabric lock for it names that lock's PostgreSQL session
+(``moves.lock_session``, store/lock.py). When that session no longer holds the lock while the
+move still runs, PostgreSQL saw the worker's connection end (``kill -9``: the kernel closes its
+sockets; a dead host: once its TCP connection times out): the move is taken over after
+``gone_after`` (one heartbeat interval of no new heartbeat, so a worker that is only
+reconnecting, e.g. after a database restart, beats again first) instead of ``after``. The
+lock's holder is read from ``pg_locks`` only when such a move is due, once per poll.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -24,6 +33,7 @@ from gpufabric.domain.moves import MoveStatus
 from gpufabric.store.tables import MoveRow
 
 Beat = tuple[str | None, datetime | None]  # (claimed_by, last heartbeat or claim time)
+Holders = Callable[[], set[int]]  # the sessions holding the fabric lock now (store/lock.py lock_holders)
 
 
 class HeartbeatWatch:
@@ -41,6 +51,7 @@ class HeartbeatWatch:
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[Beat, float]] = {}
+        self._session: dict[int, int] = {}  # move -> the fabric-lock session it names (moves.lock_session)
         self._offset: dict[str, float] = {}  # worker -> min(seen_at - beat time) (s)
         self._polled: float | None = None  # monotonic time of the previous poll
         self._lock = threading.Lock()
@@ -57,43 +68,68 @@ class HeartbeatWatch:
             return now  # never seen this move: judged from now (a watcher that just started waits)
         return min(now, max(self._polled, beat.timestamp() + offset))
 
-    def stalled(self, s: Session, after: float, exclude: str = "") -> dict[int, Beat]:
+    def stalled(
+        self, s: Session, after: float, exclude: str = "", gone_after: float | None = None, holders: Holders | None = None
+    ) -> dict[int, Beat]:
         """Running moves (not held by ``exclude``) whose heartbeat has not changed for ``after``
-        seconds of this watcher's clock, with the beat seen (a claim checks it is unchanged)."""
+        seconds of this watcher's clock, or for ``gone_after`` when the fabric-lock session the
+        move names is not among ``holders()`` any more, with the beat seen (a claim checks it is
+        unchanged)."""
         rows = s.execute(
-            select(MoveRow.id, MoveRow.claimed_by, func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)).where(
-                MoveRow.status == MoveStatus.RUNNING.value
-            )
-        ).all()
+            select(
+                MoveRow.id, MoveRow.claimed_by, func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at),
+                MoveRow.lock_session,
+            ).where(MoveRow.status == MoveStatus.RUNNING.value)
+        ).all()  # fmt: skip
         now = time.monotonic()
         out: dict[int, Beat] = {}
+        gone: dict[int, tuple[Beat, int]] = {}  # due by gone_after if its session is gone
         with self._lock:
             seen: dict[int, tuple[Beat, float]] = {}
-            for move_id, by, beat in rows:
+            for move_id, by, beat, session in rows:
                 key: Beat = (by, beat)
                 since = self._since(key, self._seen.get(move_id), now)
                 seen[move_id] = (key, since)
-                if by != exclude and now - since >= after:
+                if by == exclude:
+                    continue
+                if now - since >= after:
                     out[move_id] = key
+                elif session is not None and gone_after is not None and now - since >= gone_after:
+                    gone[move_id] = (key, int(session))
             self._seen, self._polled = seen, now
+            self._session = {int(r[0]): int(r[3]) for r in rows if r[3] is not None}
+        if gone and holders is not None:
+            live = holders()
+            out.update({i: key for i, (key, session) in gone.items() if session not in live})
         return out
 
-    def due_in(self, after: float, exclude: str = "") -> float | None:
+    def due_in(self, after: float, exclude: str = "", gone_after: float | None = None) -> float | None:
         """Seconds until the first running move seen (not held by ``exclude``) turns stale at
-        ``after`` (0 when one already is), None when none is watched."""
+        ``after`` — or is due a look at its fabric-lock session at ``gone_after``, when it names
+        one — (0 when one already is), None when none is watched."""
         with self._lock:
-            due = [since + after for (by, _), since in self._seen.values() if by != exclude]
+            due = [
+                since + (gone_after if gone_after is not None and i in self._session else after)
+                for i, ((by, _), since) in self._seen.items()
+                if by != exclude
+            ]
         return None if not due else max(0.0, min(due) - time.monotonic())
 
     def forget(self, move_id: int) -> None:
         with self._lock:
             self._seen.pop(move_id, None)
+            self._session.pop(move_id, None)
 
 
-def stalled_rows(s: Session, watch: HeartbeatWatch, after: float, worker: str, taken: set[int], room: int) -> list[MoveRow]:
-    """Running moves whose heartbeat ``watch`` has seen unchanged for ``after`` s, locked (SKIP
+def stalled_rows(
+    s: Session, watch: HeartbeatWatch, after: float, worker: str, taken: set[int], room: int,
+    gone_after: float | None = None, holders: Holders | None = None,
+) -> list[MoveRow]:
+    """Running moves whose heartbeat ``watch`` has seen unchanged for ``after`` s (``gone_after``
+    s when their fabric-lock session is gone: :meth:`HeartbeatWatch.stalled`), locked (SKIP
     LOCKED) and still showing that same heartbeat and claim (else their worker lives)."""
-    beats = {i: b for i, b in watch.stalled(s, after, exclude=worker).items() if i not in taken}
+    stalled = watch.stalled(s, after, exclude=worker, gone_after=gone_after, holders=holders)
+    beats = {i: b for i, b in stalled.items() if i not in taken}
     if not beats:
         return []
     q = select(MoveRow).where(MoveRow.id.in_(beats)).order_by(MoveRow.id).with_for_update(skip_locked=True)

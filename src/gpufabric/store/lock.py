@@ -3,7 +3,11 @@
 The lock serialises desired-state computation + apply + verify across workers (replicas): a
 PostgreSQL advisory lock (held on its own connection, checked before each phase is recorded:
 a database restart that drops it aborts the phase), or a file lock beside an SQLite database.
-A crashed holder releases it (its session or file descriptor dies with it).
+A crashed holder releases it (its session or file descriptor dies with it). On PostgreSQL the
+holder's session (its backend PID, :attr:`FabricLock.session`) is recorded on the moves it runs,
+and :func:`lock_holders` says which session holds the lock now: a running move whose recorded
+session holds it no longer has a worker PostgreSQL saw go away (``kill -9``, a host whose TCP
+connection ended), which a watcher takes over after one missed heartbeat (store/liveness.py).
 
 The epoch (one row) is bumped by every worker after it applied to the fabrics, under the lock:
 a warm worker may reuse its own last verified read-back only while the epoch is still the one
@@ -18,7 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import update
+from sqlalchemy import text, update
+from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.store.core import Store
@@ -38,19 +43,20 @@ class FabricLock:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._conn: Any = None
+        self.session: int | None = None  # PostgreSQL: the backend PID holding the lock (while held)
 
     @contextmanager
     def held(self) -> Iterator[None]:
         engine = self.store.engine
         if engine.dialect.name == "postgresql":
             with engine.connect() as conn:
-                conn.exec_driver_sql(f"SELECT pg_advisory_lock({FABRIC_LOCK_KEY})")
+                pid = conn.exec_driver_sql(f"SELECT pg_backend_pid() FROM pg_advisory_lock({FABRIC_LOCK_KEY})").scalar()
                 conn.commit()
-                self._conn = conn
+                self._conn, self.session = conn, None if pid is None else int(pid)
                 try:
                     yield
                 finally:
-                    self._conn = None
+                    self._conn = self.session = None
                     try:
                         conn.exec_driver_sql(f"SELECT pg_advisory_unlock({FABRIC_LOCK_KEY})")
                         conn.commit()
@@ -83,6 +89,15 @@ class FabricLock:
             raise LockLostError(f"fabric lock lost: {type(e).__name__}: {e}") from None
         if not held:
             raise LockLostError("fabric lock lost (the database no longer shows our advisory lock)")
+
+
+def lock_holders(s: Session) -> set[int]:
+    """The backend PIDs holding the fabric lock now (PostgreSQL; at most one: it is exclusive)."""
+    q = text(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0"
+        " AND objid = CAST(:objid AS oid) AND objsubid = 1"
+    )
+    return {int(p) for p in s.execute(q, {"objid": FABRIC_LOCK_KEY & 0xFFFFFFFF}).scalars() if p is not None}
 
 
 def read_epoch(store: Store) -> tuple[int, str]:

@@ -14,12 +14,13 @@ is gone. Every update is conditional on the claim it holds (:class:`ClaimLostErr
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -29,7 +30,7 @@ from gpufabric.domain.moves import Move, MovePhase, MoveRequest, MoveStatus
 from gpufabric.store.core import Store
 from gpufabric.store.leases import swap
 from gpufabric.store.liveness import HeartbeatWatch, stalled_rows
-from gpufabric.store.lock import FabricLock
+from gpufabric.store.lock import FabricLock, lock_holders
 from gpufabric.store.move_requests import OPEN, RequestChecks, locked_nodes, new_move
 from gpufabric.store.tables import LeaseRow, MoveEventRow, MoveRow, NodeRow, lease_active_at
 from gpufabric.store.tx import Tx
@@ -140,11 +141,13 @@ class MoveLedger:
         stale_after: float = 120.0,
         watch: HeartbeatWatch | None = None,
         stalled_after: float | None = None,
+        gone_after: float | None = None,
     ) -> list[Move]:
         """Claim pending moves, and running ones whose worker is gone: its heartbeat is older
         than ``stale_after`` s, or it ran on this host and its process no longer exists, or
         (with ``watch``) its heartbeat has not changed for ``stalled_after`` s of this process's
-        clock, whatever host it ran on."""
+        clock, whatever host it ran on — ``gone_after`` s when the fabric-lock session it ran
+        under ended (PostgreSQL: store/liveness.py)."""
         now = datetime.now(UTC)
         due = or_(MoveRow.not_before.is_(None), MoveRow.not_before <= now)
         beat = func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)
@@ -168,10 +171,12 @@ class MoveLedger:
                     if len(rows) < limit and r.id not in taken and worker_dead(r.claimed_by):
                         rows.append(r)
             if watch is not None and stalled_after is not None and len(rows) < limit:
-                rows += stalled_rows(s, watch, stalled_after, worker, {r.id for r in rows}, limit - len(rows))
+                holders = (lambda: lock_holders(s)) if s.get_bind().dialect.name == "postgresql" else None
+                taken = {r.id for r in rows}
+                rows += stalled_rows(s, watch, stalled_after, worker, taken, limit - len(rows), gone_after, holders)
             for r in rows:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
-                r.heartbeat_at = now
+                r.heartbeat_at, r.lock_session = now, None
             s.flush()
             return [move_to_domain(r) for r in rows]
 
@@ -191,9 +196,33 @@ class MoveLedger:
             rows = list(s.scalars(q))
             for r in rows:
                 r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
-                r.heartbeat_at = now
+                r.heartbeat_at, r.lock_session = now, None
             s.flush()
             return [move_to_domain(r) for r in rows]
+
+    @contextmanager
+    def locked(self, moves: Sequence[Move], worker: str) -> Iterator[None]:
+        """Hold the fabric lock for ``moves``, run by ``worker``; on PostgreSQL, with the lock's
+        session recorded on them (:meth:`mark_session`)."""
+        with self.lock.held():
+            if self.lock.session is not None:
+                self.mark_session(moves, worker, self.lock.session)
+            yield
+
+    def mark_session(self, moves: Sequence[Move], worker: str, session: int) -> int:
+        """Record on the running moves ``worker`` holds of ``moves`` the fabric-lock session
+        ``session`` it runs them under (a watcher that sees it gone takes them over sooner:
+        store/liveness.py); how many."""
+        ids = [m.id for m in moves if m.id is not None]
+        if not ids:
+            return 0
+        with self.store.tx() as tx:
+            q = (
+                update(MoveRow)
+                .where(MoveRow.id.in_(ids), MoveRow.claimed_by == worker, MoveRow.status == MoveStatus.RUNNING.value)
+                .values(lock_session=session)
+            )
+            return int(tx.session.execute(q).rowcount or 0)  # type: ignore[attr-defined]
 
     def requeue(self, moves: Sequence[Move], reason: str) -> list[Move]:
         """Put back in the queue, at their recorded phases, the running moves of ``moves`` still

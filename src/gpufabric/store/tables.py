@@ -288,6 +288,7 @@ class MoveRow(Base):
     lease_end: Mapped[datetime | None]  # 0003
     not_before: Mapped[datetime | None]  # 0003: a scheduled lease's start
     requested_by: Mapped[str] = mapped_column(String(255), default="", server_default="")  # 0003: the principal
+    lock_session: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0010: its fabric lock's backend PID
 
 
 class FabricEpochRow(Base):
