@@ -12,6 +12,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import FabricBackend, Tenancy
 from gpufabric.domain.models import Inventory
 from gpufabric.domain.views import CliGroup, FabricAccess
@@ -21,9 +22,10 @@ COMMANDS = "gpufabric.commands"
 command line names is found without importing every kind."""
 
 
-def kind_groups(only: str | None = None) -> dict[str, CliGroup]:
+def kind_groups(only: str | None = None, core: Iterable[str] = ()) -> dict[str, CliGroup]:
     """The kinds' command groups by name: ``only`` alone when it is registered under
-    :data:`COMMANDS`, else every registered kind's (``FabricKind.cli_group``)."""
+    :data:`COMMANDS`, else every registered kind's (``FabricKind.cli_group``), checked by
+    :func:`unique_groups` against each other and the core commands ``core``."""
     from importlib.metadata import entry_points
 
     for ep in entry_points(group=COMMANDS, name=only) if only is not None else ():
@@ -33,7 +35,23 @@ def kind_groups(only: str | None = None) -> dict[str, CliGroup]:
     from gpufabric.store.registry import Registry
 
     kinds = Registry.from_entry_points(drivers=False).ordered_kinds()
-    return {g.name: g for k in kinds if (g := k.cli_group()) is not None}
+    return unique_groups([(k.name, g) for k in kinds if (g := k.cli_group()) is not None], core)
+
+
+def unique_groups(groups: Sequence[tuple[str, CliGroup]], core: Iterable[str] = ()) -> dict[str, CliGroup]:
+    """``groups`` ((kind, its group), ...) by name; a ConfigError naming the kind when a group
+    takes the name of a core command (``core``) or of another kind's group: one would hide the
+    other."""
+    taken = dict.fromkeys(core, "gpufabric's own commands")
+    out: dict[str, CliGroup] = {}
+    for kind, g in groups:
+        if g.name in taken:
+            raise ConfigError(
+                f"fabric kind {kind}: cli_group().name", g.name, f"a command name not taken by {taken[g.name]}"
+            )
+        taken[g.name] = f"fabric kind {kind}"
+        out[g.name] = g
+    return out
 
 
 class EngineAccess:

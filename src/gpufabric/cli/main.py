@@ -98,7 +98,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     if only not in GROUPS:  # help, a kind's group or unknown: the kinds' groups too
         from gpufabric.cli.kinds import HOST, kind_groups
 
-        kinds = kind_groups(only)
+        kinds = kind_groups(only, core=GROUPS)  # a kind's group named like a core command: refused
         if only not in kinds:
             only = None  # unknown: the whole app (typer names the error and lists every command)
     for name, (module, attr, text) in GROUPS.items():
