@@ -73,10 +73,10 @@ def test_broadcast_mgid() -> None:
 
 def test_options_rendered_for_ipoib_partitions() -> None:
     layout = PartitionLayout((Partition("pk_0a00", PKey(0x0A00), (PartitionMember(G1),), ipoib=True),))
-    text = render_partitions_conf(layout, ipoib_flags=IpoibOptions(mtu=4, rate=7).flags())
+    text = render_partitions_conf(layout, ipoib=IpoibOptions(mtu=4, rate=7))
     assert "pk_0a00=0x0a00, ipoib, mtu=4, rate=7 :" in text
     assert parse_partitions_conf(text).partitions[0].ipoib is True
-    off = render_partitions_conf(layout, ipoib_flags=IpoibOptions(enabled=False).flags())
+    off = render_partitions_conf(layout, ipoib=IpoibOptions(enabled=False))
     assert "pk_0a00=0x0a00 :" in off
 
 

@@ -281,6 +281,14 @@ class FabricKind(ABC, Generic[D, S]):
             f"fabric {self.instance} does not take explicit segmentation ids",
         )  # fmt: skip
 
+    def segment_options(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int | bool], ...]:
+        """A network's own settings on this instance (``network create --option``, the API's
+        ``options``), validated and normalized (sorted by key): a ValidationError naming
+        ``<where>.<key>`` and its range, before anything is written. Default: none taken."""
+        if raw:
+            raise ValidationError(where, ", ".join(sorted(map(str, raw))), f"no options on fabric {self.instance}")
+        return ()
+
     @property
     def adopts(self) -> bool:
         """True when this kind takes explicit segmentation ids (overrides :meth:`adopt`)."""

@@ -197,6 +197,9 @@ class Segment:
     seg_id: int
     vlan: VlanId | None = None
     pkey: PKey | None = None
+    options: tuple[tuple[str, int | bool], ...] = ()
+    """The network's own settings on this instance, as its kind validated them
+    (:meth:`~gpufabric.domain.fabric.FabricKind.segment_options`; e.g. IPoIB ``mtu``)."""
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,9 @@ class Partition:
     pkey: PKey
     members: tuple[PartitionMember, ...] = ()
     ipoib: bool = False
+    qos: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    """The partition's own IPoIB settings (``mtu``, ``rate``, ``sl``, ``scope``: its network's
+    options), over the subnet's; rendered into the partition's flags, not read back from them."""
 
     def full_members(self) -> frozenset[Guid]:
         return frozenset(m.guid for m in self.members if m.membership is Membership.FULL)

@@ -9,10 +9,16 @@ table holds ``MulticastFDBCap`` of them (1,024 on ibsim's switches, from ``smpqu
 switchinfo``): OpenSM past that logs errors and the new partitions have no group, so the
 driver refuses a layout that needs more before it writes anything.
 
-Options (``infiniband.options.ipoib`` of fabrics.yaml, one set for every tenant partition:
-per-network options would need new columns in the store)::
+Options (``infiniband.options.ipoib`` of fabrics.yaml, the subnet's set for every tenant
+partition)::
 
     ipoib: {enabled: true, mtu: 4, rate: 7, sl: 0, scope: 2}
+
+and a network's own, over the subnet's (``network create --option ib-compute.mtu=5``, the API's
+``options: {ib-compute: {mtu: 5}}``; :func:`network_options`): ``ipoib`` (true/false: this
+network's partition with or without a broadcast group) and the same ``mtu``, ``rate``, ``sl``,
+``scope``. The read-back checks a group's MTU and rate where a value was asked for
+(:func:`wrong_groups`).
 
 ``mtu`` is the IB MTU code (1=256 ... 5=4096), ``rate`` the IB rate code (2=2.5, 3=10,
 7=40, 16=100, 17=200, 21=400 Gb/s ...), ``sl`` 0-15, ``scope`` 1-15 (as OpenSM's
@@ -35,7 +41,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gpufabric.domain.errors import CapacityError, ConfigError
+from gpufabric.domain.errors import CapacityError, ConfigError, ValidationError
+from gpufabric.domain.state import PartitionLayout
 
 DEFAULT_SCOPE: Final = 2  # link-local, what IPoIB uses unless told otherwise
 MCAST_FDB_CAP_DEFAULT: Final = 1024  # ibsim's switches (and ConnectX/Quantum defaults seen in docs)
@@ -89,6 +96,61 @@ class IpoibOptions:
 
     def to_options(self) -> dict[str, Any]:
         return {"enabled": self.enabled, **{k: getattr(self, k) for k in RANGES if getattr(self, k) is not None}}
+
+
+NETWORK_KEYS: Final = ("ipoib", *RANGES)
+
+
+def network_options(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int | bool], ...]:
+    """A network's own IPoIB settings (see module docstring), sorted by key; a ValidationError
+    naming ``<where>.<key>`` and its range otherwise."""
+    out: dict[str, int | bool] = {}
+    for key, v in raw.items():
+        if key == "ipoib":
+            if not isinstance(v, bool):
+                raise ValidationError(f"{where}.ipoib", v, "true or false")
+        elif key in RANGES:
+            lo, hi = RANGES[key]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValidationError(f"{where}.{key}", v, f"an integer {lo}-{hi}")
+        else:
+            raise ValidationError(f"{where}.{key}", v, f"one of the keys {', '.join(NETWORK_KEYS)}")
+        out[str(key)] = v
+    return tuple(sorted(out.items()))
+
+
+def partition_flags(subnet: IpoibOptions, ipoib: bool, qos: Iterable[tuple[str, int]]) -> str:
+    """A tenant partition's partitions.conf flags: the subnet's IPoIB options with the
+    partition's own ``qos`` over them; empty without IPoIB (subnet or partition)."""
+    if not subnet.enabled or not ipoib:
+        return ""
+    own = dict(qos)
+    vals = {k: own.get(k, getattr(subnet, k)) for k in RANGES}
+    return ", ipoib" + "".join(f", {k}={v}" for k, v in vals.items() if v is not None)
+
+
+def group_qos(subnet: IpoibOptions, layout: PartitionLayout) -> dict[int, dict[str, int]]:
+    """15-bit PKey -> the MTU and rate its broadcast group must carry (the partition's own over
+    the subnet's; only those asked for), for every IPoIB partition of ``layout``."""
+    out: dict[int, dict[str, int]] = {}
+    for p in layout.partitions:
+        own = dict(p.qos)
+        want = {k: v for k in ("mtu", "rate") if (v := own.get(k, getattr(subnet, k))) is not None}
+        if p.ipoib and want:
+            out[p.pkey.value & 0x7FFF] = want
+    return out
+
+
+def wrong_groups(wanted: Mapping[int, Mapping[str, int]], groups: Iterable[McGroup]) -> list[str]:
+    """Broadcast groups whose MTU or rate (their low 6 bits: the SA's selector is above) is not
+    the one ``wanted`` (15-bit PKey -> {"mtu": code, "rate": code}) asks for."""
+    out = []
+    for g in groups:
+        want = wanted.get(g.pkey & 0x7FFF) if g.is_ipv4_broadcast else None
+        for key, have in (("mtu", g.mtu & 0x3F), ("rate", g.rate & 0x3F)):
+            if want and key in want and want[key] != have:
+                out.append(f"{g.mgid} {key} {have} (asked {want[key]})")
+    return out
 
 
 def broadcast_mgid(pkey: int, scope: int = DEFAULT_SCOPE) -> str:

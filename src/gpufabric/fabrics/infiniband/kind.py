@@ -54,7 +54,7 @@ from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
-from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions
+from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions, network_options
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
     DEFAULT_INSTANCE,
@@ -241,6 +241,11 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         if seg_id in {s.seg_id for s in used} or pkey.value & 0x7FFF in pkeys:
             raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)
         return Segment(self.instance, seg_id, pkey=pkey)
+
+    def segment_options(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int | bool], ...]:
+        """A network's own IPoIB settings on this subnet: ``ipoib``, ``mtu``, ``rate``, ``sl``,
+        ``scope`` (:func:`~.ipoib.network_options`)."""
+        return network_options(raw, where)
 
     def desired(self, tenancy: Tenancy) -> IbDesired:
         return desired_ib(tenancy, guids_setting(tenancy.settings, "sm_port_guids"), self.instance)

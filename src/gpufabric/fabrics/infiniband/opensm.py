@@ -58,7 +58,7 @@ from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
-from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget
+from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget, group_qos
 from gpufabric.fabrics.infiniband.knownfile import KnownFile, affected_ports, parse_known
 from gpufabric.fabrics.infiniband.observe import observe_fabric
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
@@ -146,7 +146,7 @@ class OpenSMDriver(SubnetManagerDriver):
         c = self.config
         norm = check_layout(layout, c.trusted_sm_guids, self._capacity, c.default_capacity)
         self._checked = (layout, norm)  # apply's check of the same layout, not done twice
-        return render_checked(norm, ipoib_flags=c.ipoib.flags())
+        return render_checked(norm, ipoib=c.ipoib)
 
     def ports(self, refresh: bool = False) -> dict[Guid, CaPort]:
         """CA ports on the fabric (ibnetdiscover), cached until ``refresh`` or a GUID is missing."""
@@ -303,14 +303,15 @@ class OpenSMDriver(SubnetManagerDriver):
         if not c.ipoib.enabled:
             return
         pkeys = [p.pkey.value for p in layout.partitions if p.ipoib]
+        wanted = group_qos(c.ipoib, layout)
         if not c.sm_hosts:
             if c.sa_dump is not None:
-                wait_for_groups(c.sa_dump, pkeys, c.verify_timeout)
+                wait_for_groups(c.sa_dump, pkeys, c.verify_timeout, wanted=wanted)
             return
         host = master if master is not None else self.master()
         path = host.sa_dump or c.sa_dump  # the driver's sa_dump: a path on the master SM host
         if path is not None:
-            wait_for_groups(path, pkeys, c.verify_timeout, read=host.read, host=host.name)
+            wait_for_groups(path, pkeys, c.verify_timeout, read=host.read, host=host.name, wanted=wanted)
 
     def _rollback(self, master: SmHost, good: str, ports: Sequence[CaPort], cause: GpufabricError) -> None:
         rollback_ok = False

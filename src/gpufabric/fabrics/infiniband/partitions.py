@@ -36,6 +36,7 @@ from typing import Final
 from gpufabric.domain.errors import CapacityError, ValidationError
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.ipoib import IpoibOptions, partition_flags
 
 DEFAULT_NAME: Final = "Default"
 DEFAULT_CAPACITY: Final = 64  # PartitionCap of ibsim HCAs; ConnectX reports 128
@@ -84,14 +85,14 @@ def normalize_layout(layout: PartitionLayout, sm_guids: Iterable[Guid] = ()) -> 
     for p in sorted(layout.partitions, key=lambda p: p.pkey.value):
         vals = [m.guid.value for m in p.members]
         if all(a < b for a, b in pairwise(vals)):  # sorted, no duplicates: canonical already
-            parts.append(Partition(p.name, PKey(p.pkey.value), tuple(p.members), p.ipoib))
+            parts.append(Partition(p.name, PKey(p.pkey.value), tuple(p.members), p.ipoib, p.qos))
             continue
         best: dict[Guid, Membership] = {}
         for m in p.members:
             if best.get(m.guid) is not Membership.FULL:
                 best[m.guid] = m.membership
         members = tuple(PartitionMember(g, best[g]) for g in sorted(best, key=_guid_value))
-        parts.append(Partition(p.name, PKey(p.pkey.value), members, p.ipoib))
+        parts.append(Partition(p.name, PKey(p.pkey.value), members, p.ipoib, p.qos))
     default_full = tuple(sorted(set(layout.default_full) | set(sm_guids), key=_guid_value))
     return PartitionLayout(tuple(parts), default_full, layout.default_limited_all)
 
@@ -173,20 +174,23 @@ def render_partitions_conf(
     capacity: Mapping[Guid, int] | None = None,
     default_capacity: int = DEFAULT_CAPACITY,
     default_ipoib: bool = True,
-    ipoib_flags: str = ", ipoib",
+    ipoib: IpoibOptions = IpoibOptions(),
 ) -> str:
     """Render ``layout`` as OpenSM partitions.conf text. Same input, same bytes.
 
     Default partition (0x7fff): every CA limited (when ``default_limited_all``), switches
     and the SM's own port (SELF) full, plus ``sm_guids`` and ``layout.default_full`` full.
-    One partition per tenant network with its members; a partition marked ``ipoib`` gets
-    ``ipoib_flags`` (:meth:`IpoibOptions.flags`: ``", ipoib, mtu=4"``; empty: none). Raises before rendering anything
+    One partition per tenant network with its members; a partition marked ``ipoib`` gets the
+    subnet's ``ipoib`` options with its own ``qos`` over them (:func:`~.ipoib.partition_flags`:
+    ``", ipoib, mtu=4"``; none when either is off). Raises before rendering anything
     OpenSM would misread (see :func:`check_layout`)."""
     norm = check_layout(layout, sm_guids, capacity, default_capacity)
-    return render_checked(norm, default_ipoib=default_ipoib, ipoib_flags=ipoib_flags)
+    return render_checked(norm, default_ipoib=default_ipoib, ipoib=ipoib)
 
 
-def render_checked(norm: PartitionLayout, *, default_ipoib: bool = True, ipoib_flags: str = ", ipoib") -> str:
+def render_checked(
+    norm: PartitionLayout, *, default_ipoib: bool = True, ipoib: IpoibOptions = IpoibOptions()
+) -> str:
     """:func:`render_partitions_conf` of a layout :func:`check_layout` already returned
     (normalized and checked: the check is not repeated)."""
     lines = [HEADER.rstrip("\n")]
@@ -194,7 +198,7 @@ def render_checked(norm: PartitionLayout, *, default_ipoib: bool = True, ipoib_f
     dmembers += [f"{g}=full" for g in norm.default_full]
     lines += _block(f"{DEFAULT_NAME}=0x{DEFAULT_PKEY:04x}" + (", ipoib" if default_ipoib else ""), dmembers)
     for p in norm.partitions:
-        header = f"{p.name}=0x{p.pkey.value:04x}" + (ipoib_flags if p.ipoib else "")
+        header = f"{p.name}=0x{p.pkey.value:04x}" + partition_flags(ipoib, p.ipoib, p.qos)
         lines += _block(header, [f"{m.guid}={m.membership.value}" for m in p.members])
     text = "\n".join(lines) + "\n"
     for n, line in enumerate(text.splitlines(), 1):  # cannot happen with the checks above; guard the invariant

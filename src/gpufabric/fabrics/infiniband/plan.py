@@ -125,6 +125,7 @@ def _without(layout: PartitionLayout, additions: Iterable[PkeyChange]) -> Partit
 def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = DEFAULT_INSTANCE) -> IbDesired:
     members: dict[int, set[Guid]] = {}
     pkeys: dict[int, PKey] = {}
+    opts: dict[int, dict[str, int | bool]] = {}  # the network's own IPoIB settings (Segment.options)
     guids: list[Guid] = []
     for node in tenancy.nodes:
         ports = instance_ports(node, instance)
@@ -137,13 +138,17 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = 
                 continue
             k = seg.pkey.value & 0x7FFF
             pkeys[k] = seg.pkey
+            opts[k] = dict(seg.options)
             members.setdefault(k, set()).update(p.port_guid for p in ports)
     parts = tuple(
         Partition(
             pkey_partition_name(k),
             pkeys[k].with_membership(Membership.FULL),
             tuple(PartitionMember(g, Membership.FULL) for g in sorted(members[k], key=_value)),
-            ipoib=True,  # OpenSM creates the broadcast group only then: IPoIB on the tenant PKey needs it
+            # OpenSM creates the broadcast group only then: IPoIB on the tenant PKey needs it (unless
+            # the network asked for none); its mtu/rate/sl/scope over the subnet's
+            ipoib=opts[k].get("ipoib", True) is not False,
+            qos=tuple((o, int(v)) for o, v in sorted(opts[k].items()) if o != "ipoib"),
         )
         for k in sorted(members)
         if members[k]

@@ -8,7 +8,7 @@ parsing they rely on is pure, in :mod:`.ipoib`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gpufabric.domain.errors import ConfigError, VerifyError
@@ -20,6 +20,7 @@ from gpufabric.fabrics.infiniband.ipoib import (
     parse_mcast_fdb_cap,
     parse_sa_dump_groups,
     stale_groups,
+    wrong_groups,
 )
 from gpufabric.fabrics.infiniband.smfiles import read_text
 
@@ -58,20 +59,24 @@ def read_mcast_fdb_cap(diag: Diag, switch_lids: Sequence[int]) -> int:
 def wait_for_groups(
     sa_dump: Path, pkeys: Sequence[int], timeout: float,
     read: Callable[[Path], str | None] = read_text, host: str | None = None,
+    wanted: Mapping[int, Mapping[str, int]] | None = None,
 ) -> None:  # fmt: skip
     """Until ``sa_dump`` (OpenSM's opensm-sa.dump, read by ``read``: this host's file, or the
     master SM host's over SSH, named ``host``) holds an IPoIB broadcast group for every PKey of
-    ``pkeys`` and none of a tenant PKey not in it; VerifyError naming the host and PKeys after ``timeout``."""
+    ``pkeys``, each with the MTU and rate ``wanted`` asks of it (PKey -> {"mtu", "rate"}), and
+    none of a tenant PKey not in it; VerifyError naming the host and PKeys after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         groups = parse_sa_dump_groups(read(sa_dump) or "")
         missing, stale = missing_groups(pkeys, groups), stale_groups(pkeys, groups)
-        if not missing and not stale:
+        wrong = wrong_groups(wanted or {}, groups)
+        if not missing and not stale and not wrong:
             return
         if time.monotonic() > deadline:
             lost = [f"0x{(k & 0x7FFF) | 0x8000:04x}" for k in sorted(pkeys) if broadcast_mgid(k) in missing]
             what = [f"no IPoIB broadcast group {', '.join(missing[:3])} (PKey {', '.join(lost[:3])})"] * bool(missing)
             what += [f"stale group {', '.join(stale[:3])}"] if stale else []
+            what += [f"group {', '.join(wrong[:3])}"] if wrong else []
             where = f"SM host {host}: " if host else ""
             raise VerifyError(
                 f"{where}OpenSM's SA database ({sa_dump}) after {timeout}s: {'; '.join(what)} "
@@ -80,6 +85,7 @@ def wait_for_groups(
                 missing=missing,
                 missing_pkeys=lost,
                 stale=stale,
+                wrong=wrong,
                 **({"sm_host": host, "device": host} if host else {}),
             )
         time.sleep(GROUP_POLL_S)

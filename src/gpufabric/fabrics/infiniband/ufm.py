@@ -245,7 +245,14 @@ class UfmDriver(SubnetManagerDriver):
         return tuple(self._read(self._client(), only_managed=True)[0])
 
     def _wanted(self, layout: PartitionLayout) -> PartitionLayout:
-        """``layout`` as UFM gets it: ``ip_over_ib`` as the layout says, unless IPoIB is off."""
+        """``layout`` as UFM gets it: ``ip_over_ib`` as the layout says, unless IPoIB is off. A
+        partition with its own mtu/rate/sl/scope (a network's options) is refused before any
+        call: the PKey calls this driver sends carry ``ip_over_ib`` only."""
+        if own := next((p for p in layout.partitions if p.qos), None):
+            raise ConfigError(
+                f"network options of partition {own.name}", dict(own.qos),
+                "ipoib only on a UFM subnet (the PKey calls this driver sends take ip_over_ib, not mtu/rate/sl/scope)",
+            )  # fmt: skip
         if self.ipoib.enabled:
             return layout
         return replace(layout, partitions=tuple(replace(p, ipoib=False) for p in layout.partitions))
