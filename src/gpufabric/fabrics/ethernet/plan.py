@@ -14,9 +14,12 @@ bond's ``member`` list; an OVS bond's members are interfaces of one port, never 
 a member found outside its aggregate, or in another one, is a change that puts it back, and so
 is a member shut down in an aggregate that is up (a tenant's bond runs on all its links; members
 stay down only with their aggregate, in quarantine). A member read in a channel the switch does
-not have makes no plan at all while its bond is in a tenant: a one-line ConflictError (a move
-leasing the node fails alone with it; the audit reports the member too); in quarantine it is
-left as read, and reported.
+not have is left as read (nothing is planned from it; the audit reports it, ETH-BOND-MEMBER-OUT),
+and refused per node: a plan that would give its bond a tenant's VLAN the aggregate does not
+carry yet (the move that leases the node) raises a one-line ConflictError naming the node, the
+member and the channel, so the move engine fails that move alone (its join plan fails alone,
+engine/isolation.py); a bond that already carries its tenant, or goes to quarantine, plans on,
+and so does every other node.
 """
 
 from __future__ import annotations
@@ -130,7 +133,8 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     for node in tenancy.nodes:
         vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and s.vlan]
         for p in node.ethernet:  # a bond's members share their aggregate: set once, on it
-            ports.setdefault(p.switch, []).append(port_config(p.switch, p.managed_port, vlans))
+            cfg = port_config(p.switch, p.managed_port, vlans)
+            ports.setdefault(p.switch, []).append(replace(cfg, node=node.name) if p.bond else cfg)
             if p.bond:  # ... which lists its members on this switch
                 members.setdefault((p.switch, p.bond), []).append(p.switch_port)
                 modes[(p.switch, p.bond)] = p.bond_mode
@@ -142,13 +146,15 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     return tuple(out)
 
 
-def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> list[EthernetChange]:
+def member_changes(
+    want: EthernetPortConfig, have_agg: EthernetPortConfig | None, have_sw: SwitchState | None
+) -> list[EthernetChange]:
     """A desired aggregate's members that the switch reports outside it, or in it but shut down
     while it is up (a tenant's bond runs on all its links): each goes back in / up (the change's
     ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate). A member read in
-    a channel the switch does not have is refused when its aggregate carries a tenant
-    (:func:`refuse_missing_channel`: the move that leases the node fails alone, with that line)
-    and left as read in quarantine."""
+    a channel the switch does not have is left as read; when the plan would give the aggregate
+    (``have_agg`` as read) a VLAN it does not carry yet, that node's plan is refused
+    (:func:`refuse_missing_channel`)."""
     out = []
     for m in want.members:
         have = have_sw.port(m) if have_sw is not None else None
@@ -156,11 +162,11 @@ def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> lis
             continue
         inside = same_aggregate(have.bond, want.port)
         if not inside and have.bond and have_sw is not None and not has_aggregate(have_sw, have.bond):
-            if want.mode is not PortMode.SHUTDOWN:
-                refuse_missing_channel(have, want.port)
-            continue  # a quarantined bond's member: left as read (nothing is planned from it), the audit reports it
+            if want.vlans() - (have_agg.vlans() if have_agg is not None else frozenset()):
+                refuse_missing_channel(have, want)
+            continue  # left as read (nothing is planned from it): the audit reports it
         if not inside or (have.mode is PortMode.SHUTDOWN and want.mode is not PortMode.SHUTDOWN):
-            out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=())))
+            out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=(), node="")))
     return out
 
 
@@ -169,14 +175,17 @@ def has_aggregate(sw: SwitchState, name: str) -> bool:
     return any(same_aggregate(p.port, name) for p in sw.ports)
 
 
-def refuse_missing_channel(member: EthernetPortConfig, bond: str) -> None:
-    """The switch reads ``member`` in a channel it does not have: its config is inconsistent (an
-    IOS-like CLI creates the channel with its first member) or was read in part, so no plan is
-    made from it; one line names the member, its bond and the missing channel."""
+def refuse_missing_channel(member: EthernetPortConfig, want: EthernetPortConfig) -> None:
+    """The switch reads ``member`` of the desired aggregate ``want`` in a channel it does not
+    have: its config is inconsistent (an IOS-like CLI creates the channel with its first member)
+    or was read in part, so the node is not given a tenant over that bond; one line names the
+    node, the member, its bond and the missing channel."""
+    node = want.node or "?"
     raise ConflictError(
-        f"ethernet {member.switch}/{member.port}: bond member of {bond} is read in {member.bond}, which {member.switch} "
-        "does not have: nothing planned (check the switch's configuration, then put the member back)",
-        fabric="ethernet", device=member.switch, port=member.port, bond=bond, channel=member.bond,
+        f"ethernet {member.switch}/{member.port}: member of {node}'s bond {want.port} is read in {member.bond}, "
+        f"which {member.switch} does not have: {node} is not given its tenant's VLANs "
+        "(check the switch's configuration, then put the member back)",
+        fabric="ethernet", node=node, device=member.switch, port=member.port, bond=want.port, channel=member.bond,
     )  # fmt: skip
 
 
@@ -189,7 +198,7 @@ def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
             have = have_sw.port(want.port) if have_sw is not None else None
             if have != want:
                 changes.append(EthernetChange(have, want))
-            changes += member_changes(want, have_sw)
+            changes += member_changes(want, have, have_sw)
     return EthernetPlan(tuple(changes))
 
 
