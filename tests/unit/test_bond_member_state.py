@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufabric.domain.errors import ConflictError, VerifyError
+from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
@@ -149,28 +149,36 @@ def test_a_leased_bond_with_a_member_in_a_missing_channel_does_not_block_another
     assert got == [(OUT_ID, "gpu-b01", "Ethernet2"), (OUT_ID, "gpu-b02", "Ethernet3"), (OUT_ID, "gpu-b02", "Ethernet4")]
 
 
+REFUSAL = (
+    "ethernet leaf01/Ethernet2: member of gpu-b01's bond Port-Channel10 is read in Port-Channel12, which leaf01 "
+    "does not have: gpu-b01 is not given its tenant's VLANs (check the switch's configuration, then put the member back)"
+)
+
+
 def test_giving_the_node_a_tenant_over_a_bond_with_a_member_in_a_missing_channel_is_refused_naming_it() -> None:
-    """gpu-b01's aggregate is shut (in quarantine) and the plan would give it VLAN 2001: refused
-    in one line naming the node, the member and the channel (the move engine fails that move
-    alone: tests/unit/test_bond_missing_channel_moves.py)."""
+    """gpu-b01's aggregate is shut and the plan would give it VLAN 2001: gpu-b01 is refused in one
+    line naming the node, the member and the channel (the move engine fails the move joining it,
+    alone: tests/unit/test_bond_missing_channel_moves.py), and nothing of its bond is planned;
+    gpu-b02's changes are (every plan raised while gpu-b01 was leased)."""
     t, observed = _two_nodes(EthernetPortConfig("leaf01", "Port-Channel10", PortMode.SHUTDOWN))
-    with pytest.raises(ConflictError) as e:
-        KIND.diff(KIND.desired(t), observed)
-    assert str(e.value) == (
-        "ethernet leaf01/Ethernet2: member of gpu-b01's bond Port-Channel10 is read in Port-Channel12, which leaf01 "
-        "does not have: gpu-b01 is not given its tenant's VLANs (check the switch's configuration, then put the member back)"
-    )
-    assert "\n" not in str(e.value)
-    f = e.value.fields
+    plan = KIND.diff(KIND.desired(t), observed)
+    assert [c.after.port for c in plan.changes] == ["Port-Channel20", "Ethernet3", "Ethernet4"]
+    ((node, e),) = plan.refusals().items()
+    assert (node, str(e)) == ("gpu-b01", REFUSAL) and "\n" not in str(e)
+    f = e.fields
     assert (f["node"], f["device"], f["port"], f["bond"], f["channel"]) == (
         "gpu-b01", "leaf01", "Ethernet2", "Port-Channel10", "Port-Channel12")  # fmt: skip
 
 
-def test_a_bond_given_more_vlans_with_a_member_in_a_missing_channel_is_refused() -> None:
+def test_a_refused_bond_only_loses_what_it_must_not_carry() -> None:
+    """gpu-b01's aggregate carries VLAN 2005 (not its tenant's): the plan takes 2005 away and gives
+    2001 nothing, leaves its members as read, and names gpu-b01 refused."""
     t, observed = _two_nodes(EthernetPortConfig("leaf01", "Port-Channel10", PortMode.ACCESS, VlanId(2005)))
-    with pytest.raises(ConflictError) as e:
-        KIND.diff(KIND.desired(t), observed)
-    assert e.value.fields["node"] == "gpu-b01"
+    plan = KIND.diff(KIND.desired(t), observed)
+    assert [str(c) for c in plan.changes if c.after.port.endswith("10") or c.after.port in ("Ethernet1", "Ethernet2")] == [
+        "ethernet leaf01/Port-Channel10: access 2005 -> shutdown"
+    ]
+    assert set(plan.refusals()) == {"gpu-b01"}
 
 
 def test_a_member_of_a_quarantined_bond_in_a_missing_channel_is_left_as_read_and_reported() -> None:

@@ -19,6 +19,7 @@ from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.planning.plan import tenants_seen
 from gpufabric.store.core import Store
@@ -156,3 +157,19 @@ def test_in_one_batch_only_the_refused_nodes_move_fails(engine: MoveEngine) -> N
     got = {m.node: (m.status, m.error) for m in batch.moves}
     assert got == {"n1": (MoveStatus.DONE, ""), "n2": (MoveStatus.FAILED, f"join plan: {REFUSAL}")}
     assert owners(engine) == {"n1": {"tb"}, "n2": {QUARANTINE}}
+
+
+def test_a_drifted_leased_bond_with_a_member_in_a_missing_channel_stops_no_other_plan(engine: MoveEngine) -> None:
+    """n2's aggregate is also shut behind our back (it lacks its tenant's VLAN): n2 is not given it
+    again (refused), and n1's move and a reconcile pass go on (both raised before)."""
+    sw = switch(engine)
+    sw.stray["p4"] = "po7"
+    sw.set_port(EthernetPortConfig("leaf1", "po2", PortMode.SHUTDOWN))
+    engine.forget()
+    request(engine, "n1", "tb")
+    batch = engine.run_pending()
+    assert batch is not None and [(m.node, m.status) for m in batch.moves] == [("n1", MoveStatus.DONE)]
+    result = reconcile_once(engine, Policy.REPAIR)
+    assert result.drift.empty and set(result.drift.refusals()) == {"n2"}
+    assert owners(engine) == {"n1": {"tb"}, "n2": {QUARANTINE}}
+    assert sw.observe().port("po2") == EthernetPortConfig("leaf1", "po2", PortMode.SHUTDOWN)

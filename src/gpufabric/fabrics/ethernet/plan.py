@@ -15,17 +15,18 @@ a member found outside its aggregate, or in another one, is a change that puts i
 is a member shut down in an aggregate that is up (a tenant's bond runs on all its links; members
 stay down only with their aggregate, in quarantine). A member read in a channel the switch does
 not have is left as read (nothing is planned from it; the audit reports it, ETH-BOND-MEMBER-OUT),
-and refused per node: a plan that would give its bond a tenant's VLAN the aggregate does not
-carry yet (the move that leases the node) raises a one-line ConflictError naming the node, the
-member and the channel, so the move engine fails that move alone (its join plan fails alone,
-engine/isolation.py); a bond that already carries its tenant, or goes to quarantine, plans on,
-and so does every other node.
+and its node is refused, alone: where the plan would give its bond a tenant's VLAN the aggregate
+does not carry yet, it gives none (the aggregate only loses what it must not carry, its members
+are left as read) and records a one-line ConflictError naming the node, the member and the
+channel (``EthernetPlan.refusals``); the move engine fails the move that joins that node with it
+(engine/isolation.py). Every other node's changes are planned; a bond that already carries its
+tenant, or goes to quarantine, plans on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufabric.domain.errors import ConflictError
@@ -87,6 +88,10 @@ def removal_of(change: EthernetChange) -> EthernetPortConfig:
 class EthernetPlan(FabricPlan):
     fabric = "ethernet"
     changes: tuple[EthernetChange, ...] = ()
+    refused: tuple[ConflictError, ...] = field(default=(), compare=False)  # refuse_missing_channel's, one a node
+
+    def refusals(self) -> dict[str, ConflictError]:
+        return {str(e.fields["node"]): e for e in self.refused}
 
     @property
     def empty(self) -> bool:
@@ -148,13 +153,13 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
 
 def member_changes(
     want: EthernetPortConfig, have_agg: EthernetPortConfig | None, have_sw: SwitchState | None
-) -> list[EthernetChange]:
+) -> tuple[list[EthernetChange], ConflictError | None]:
     """A desired aggregate's members that the switch reports outside it, or in it but shut down
     while it is up (a tenant's bond runs on all its links): each goes back in / up (the change's
     ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate). A member read in
     a channel the switch does not have is left as read; when the plan would give the aggregate
-    (``have_agg`` as read) a VLAN it does not carry yet, that node's plan is refused
-    (:func:`refuse_missing_channel`)."""
+    (``have_agg`` as read) a VLAN it does not carry yet, the second value is the node's refusal
+    (:func:`missing_channel`) and no member is changed."""
     out = []
     for m in want.members:
         have = have_sw.port(m) if have_sw is not None else None
@@ -163,11 +168,11 @@ def member_changes(
         inside = same_aggregate(have.bond, want.port)
         if not inside and have.bond and have_sw is not None and not has_aggregate(have_sw, have.bond):
             if want.vlans() - (have_agg.vlans() if have_agg is not None else frozenset()):
-                refuse_missing_channel(have, want)
+                return [], missing_channel(have, want)
             continue  # left as read (nothing is planned from it): the audit reports it
         if not inside or (have.mode is PortMode.SHUTDOWN and want.mode is not PortMode.SHUTDOWN):
             out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=(), node="")))
-    return out
+    return out, None
 
 
 def has_aggregate(sw: SwitchState, name: str) -> bool:
@@ -175,13 +180,13 @@ def has_aggregate(sw: SwitchState, name: str) -> bool:
     return any(same_aggregate(p.port, name) for p in sw.ports)
 
 
-def refuse_missing_channel(member: EthernetPortConfig, want: EthernetPortConfig) -> None:
+def missing_channel(member: EthernetPortConfig, want: EthernetPortConfig) -> ConflictError:
     """The switch reads ``member`` of the desired aggregate ``want`` in a channel it does not
     have: its config is inconsistent (an IOS-like CLI creates the channel with its first member)
     or was read in part, so the node is not given a tenant over that bond; one line names the
     node, the member, its bond and the missing channel."""
     node = want.node or "?"
-    raise ConflictError(
+    return ConflictError(
         f"ethernet {member.switch}/{member.port}: member of {node}'s bond {want.port} is read in {member.bond}, "
         f"which {member.switch} does not have: {node} is not given its tenant's VLANs "
         "(check the switch's configuration, then put the member back)",
@@ -190,16 +195,23 @@ def refuse_missing_channel(member: EthernetPortConfig, want: EthernetPortConfig)
 
 
 def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
+    """The changes, and the nodes refused (a bond member in a missing channel): a refused
+    aggregate only drops the VLANs it carries beyond its desired ones (:func:`removal_of`)."""
     seen = {s.switch: s for s in observed}
-    changes = []
+    changes: list[EthernetChange] = []
+    refused: dict[str, ConflictError] = {}
     for want_sw in desired:
         have_sw = seen.get(want_sw.switch)
         for want in want_sw.ports:
             have = have_sw.port(want.port) if have_sw is not None else None
+            members, refusal = member_changes(want, have, have_sw)
+            if refusal is not None:
+                refused.setdefault(str(refusal.fields["node"]), refusal)
+                want = replace(removal_of(EthernetChange(have, want)), members=want.members, bond_mode=want.bond_mode)
             if have != want:
                 changes.append(EthernetChange(have, want))
-            changes += member_changes(want, have, have_sw)
-    return EthernetPlan(tuple(changes))
+            changes += members
+    return EthernetPlan(tuple(changes), tuple(refused.values()))
 
 
 def merge_switches(observed: EthState, read_back: EthState) -> EthState:
