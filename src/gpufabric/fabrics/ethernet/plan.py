@@ -88,7 +88,7 @@ def removal_of(change: EthernetChange) -> EthernetPortConfig:
 class EthernetPlan(FabricPlan):
     fabric = "ethernet"
     changes: tuple[EthernetChange, ...] = ()
-    refused: tuple[ConflictError, ...] = field(default=(), compare=False)  # refuse_missing_channel's, one a node
+    refused: tuple[ConflictError, ...] = field(default=(), compare=False)  # missing_channel's, one a node
 
     def refusals(self) -> dict[str, ConflictError]:
         return {str(e.fields["node"]): e for e in self.refused}
