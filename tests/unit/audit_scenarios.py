@@ -190,9 +190,10 @@ class Scenario:
         self.eth.update({k: v for k, v in self.desired_eth().items() if k[1] == BOND})
         return self
 
-    def in_bond(self, sw: str, port: str) -> Scenario:
-        """The observed ``sw/port`` is read in the bond's aggregate (a member the switch reports)."""
-        self.eth[(sw, port)] = replace(self.eth[(sw, port)], bond=BOND)
+    def in_bond(self, sw: str, port: str, bond: str = BOND) -> Scenario:
+        """The observed ``sw/port`` is read in the aggregate ``bond`` (a member the switch reports;
+        default: the bond's own)."""
+        self.eth[(sw, port)] = replace(self.eth[(sw, port)], bond=bond)
         return self
 
     def drop_eth(self, node: str) -> Scenario:

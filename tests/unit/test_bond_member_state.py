@@ -1,7 +1,8 @@
 """Bond members whose state is wrong in a way other than their membership (issue 21, items 2-3):
 a member shut down while its aggregate carries a tenant's VLANs is planned back up (and the audit
 says so), and a member the switch reads in a channel the switch does not have is refused by the
-plan with one line naming both (nothing planned), and reported by the audit; the parsers read such
+plan for its node only (a plan that gives its bond a tenant's VLAN; one line naming the node, the
+member and the channel), left as read otherwise, and reported by the audit; the parsers read such
 a member in that channel instead of dropping it."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufabric.domain.errors import ConflictError, VerifyError
+from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
@@ -119,22 +120,70 @@ def test_a_member_leaves_its_own_vlans_or_its_other_aggregate_first(
 
 
 # --------------------------------------------------------------------------- a member in a missing channel
-def test_a_member_in_a_channel_the_switch_does_not_have_is_refused_in_one_line() -> None:
-    t = _tenancy()
-    observed = (SwitchState("leaf01", (_member("Ethernet1"), _member("Ethernet2", PortMode.SHUTDOWN, "Port-Channel12"), AGG)),)
-    with pytest.raises(ConflictError) as e:
-        KIND.diff(KIND.desired(t), observed)
-    assert str(e.value) == (
-        "ethernet leaf01/Ethernet2: bond member of Port-Channel10 is read in Port-Channel12, which leaf01 does not have: "
-        "nothing planned (check the switch's configuration, then put the member back)"
-    )
-    assert "\n" not in str(e.value)
-    assert (e.value.fields["device"], e.value.fields["port"], e.value.fields["channel"]) == ("leaf01", "Ethernet2", "Port-Channel12")
+def _two_nodes(b01_agg: EthernetPortConfig) -> tuple[Tenancy, tuple[SwitchState, ...]]:
+    """gpu-b01 (Port-Channel10: Ethernet1-2, Ethernet2 read in Port-Channel12, which leaf01 does
+    not have) and gpu-b02 (Port-Channel20: Ethernet3-4, all shut: being leased), both leased."""
+    eth = {"gpu-b01": ("Port-Channel10", "Ethernet1", "Ethernet2"), "gpu-b02": ("Port-Channel20", "Ethernet3", "Ethernet4")}
+    raw = [{"name": n, "ethernet": [{"name": f"eth{i}", "switch": "leaf01", "switch_port": m, "bond": b} for i, m in enumerate(ms)]}
+           for n, (b, *ms) in eth.items()]  # fmt: skip
+    nodes = inventory_from_dict({"version": 1, "nodes": raw}).nodes
+    net = Network("n1", "acme", (Segment(Fabric.ETHERNET, 2001, vlan=VlanId(2001)),))
+    leases = {n: Lease("acme", n, T0, networks=("n1",)) for n in eth}
+    t = Tenancy(nodes, leases, {("acme", "n1"): net}, settings={"quarantine_vlan": Q.value})
+    shut = [EthernetPortConfig("leaf01", p, PortMode.SHUTDOWN) for p in ("Ethernet3", "Ethernet4", "Port-Channel20")]
+    ports = (_member("Ethernet1"), _member("Ethernet2", PortMode.SHUTDOWN, "Port-Channel12"), b01_agg, *shut)
+    return t, (SwitchState("leaf01", ports),)
+
+
+def test_a_leased_bond_with_a_member_in_a_missing_channel_does_not_block_another_nodes_plan() -> None:
+    """gpu-b01's aggregate already carries its tenant: its stray member is left as read, and
+    gpu-b02's plan is made (it blocked every plan while gpu-b01 was leased)."""
+    t, observed = _two_nodes(AGG)
+    plan = KIND.diff(KIND.desired(t), observed)
+    assert [str(c) for c in plan.changes] == [
+        "ethernet leaf01/Port-Channel20: shutdown -> access 2001",
+        "ethernet leaf01/Ethernet3: shutdown -> member of Port-Channel20",
+        "ethernet leaf01/Ethernet4: shutdown -> member of Port-Channel20",
+    ]
+    got = [(v.invariant, v.node, v.port) for v in KIND.audit(t, KIND.desired(t), observed) if v.invariant.startswith("ETH-BOND")]
+    assert got == [(OUT_ID, "gpu-b01", "Ethernet2"), (OUT_ID, "gpu-b02", "Ethernet3"), (OUT_ID, "gpu-b02", "Ethernet4")]
+
+
+REFUSAL = (
+    "ethernet leaf01/Ethernet2: member of gpu-b01's bond Port-Channel10 is read in Port-Channel12, which leaf01 "
+    "does not have: gpu-b01 is not given its tenant's VLANs (check the switch's configuration, then put the member back)"
+)
+
+
+def test_giving_the_node_a_tenant_over_a_bond_with_a_member_in_a_missing_channel_is_refused_naming_it() -> None:
+    """gpu-b01's aggregate is shut and the plan would give it VLAN 2001: gpu-b01 is refused in one
+    line naming the node, the member and the channel (the move engine fails the move joining it,
+    alone: tests/unit/test_bond_missing_channel_moves.py), and nothing of its bond is planned;
+    gpu-b02's changes are (every plan raised while gpu-b01 was leased)."""
+    t, observed = _two_nodes(EthernetPortConfig("leaf01", "Port-Channel10", PortMode.SHUTDOWN))
+    plan = KIND.diff(KIND.desired(t), observed)
+    assert [c.after.port for c in plan.changes] == ["Port-Channel20", "Ethernet3", "Ethernet4"]
+    ((node, e),) = plan.refusals().items()
+    assert (node, str(e)) == ("gpu-b01", REFUSAL) and "\n" not in str(e)
+    f = e.fields
+    assert (f["node"], f["device"], f["port"], f["bond"], f["channel"]) == (
+        "gpu-b01", "leaf01", "Ethernet2", "Port-Channel10", "Port-Channel12")  # fmt: skip
+
+
+def test_a_refused_bond_only_loses_what_it_must_not_carry() -> None:
+    """gpu-b01's aggregate carries VLAN 2005 (not its tenant's): the plan takes 2005 away and gives
+    2001 nothing, leaves its members as read, and names gpu-b01 refused."""
+    t, observed = _two_nodes(EthernetPortConfig("leaf01", "Port-Channel10", PortMode.ACCESS, VlanId(2005)))
+    plan = KIND.diff(KIND.desired(t), observed)
+    assert [str(c) for c in plan.changes if c.after.port.endswith("10") or c.after.port in ("Ethernet1", "Ethernet2")] == [
+        "ethernet leaf01/Port-Channel10: access 2005 -> shutdown"
+    ]
+    assert set(plan.refusals()) == {"gpu-b01"}
 
 
 def test_a_member_of_a_quarantined_bond_in_a_missing_channel_is_left_as_read_and_reported() -> None:
-    """No plan is made from it, but it does not block every other plan either: only a move that
-    leases the node (its aggregate then carries a tenant) is refused."""
+    """No plan is made from it, and none is refused: only a plan that gives the node's bond a
+    tenant's VLAN is."""
     t = _tenancy(leased=False)
     shut = EthernetPortConfig("leaf01", "Port-Channel10", PortMode.SHUTDOWN)
     observed = (SwitchState("leaf01", (_member("Ethernet1", PortMode.SHUTDOWN),

@@ -257,3 +257,61 @@ def test_junos_nvue_sonic_members_are_read_with_their_aggregate(dialect: str) ->
         m1: (PortMode.TRUNK, None, trunk, agg), m2: (PortMode.SHUTDOWN, None, (), agg),
         plain: (PortMode.ACCESS, VlanId(2001), (), ""), agg: (PortMode.TRUNK, None, trunk, ""),
     }  # fmt: skip
+
+
+NVUE_YAML = """- header:
+    model: VX
+    version: Cumulus Linux 5.4.0
+- set:
+    bridge:
+      domain:
+        br_default:
+          vlan:
+            '2001': {}
+    interface:
+      bond3:
+        bond:
+          lacp-bypass: on
+          member:
+            swp1: {}
+            swp2: {}
+        bridge:
+          domain:
+            br_default:
+              access: 2001
+        type: bond
+      swp2:
+        link:
+          state:
+            down: {}
+        type: swp
+      swp5:
+        link:
+          state:
+            down: {}
+        bridge:
+          domain:
+            br_default:
+              access: 2001
+      swp6:
+        link:
+          state:
+            up: {}
+        bridge:
+          domain:
+            br_default:
+              access: 2001
+"""
+
+
+def test_nvue_yaml_and_its_link_state_form_are_read() -> None:
+    """NVUE shows its configuration as YAML by default (and saves it as startup.yaml) and writes
+    a link state as a key (``state: {down: {}}``, as the real Cumulus 5.x files in
+    tests/fixtures/real/ethernet/nvue/ write ``state: {up: {}}``): both read, a member whose link
+    is down stays in its bond, shut."""
+    st = parse_running_config(load_dialect("nvue"), NVUE_YAML, switch="leaf01")
+    assert {p.port: (p.mode, p.vlan, p.bond) for p in st.ports} == {
+        "bond3": (PortMode.ACCESS, VlanId(2001), ""), "swp1": (PortMode.ACCESS, VlanId(2001), "bond3"),
+        "swp2": (PortMode.SHUTDOWN, None, "bond3"), "swp5": (PortMode.SHUTDOWN, None, ""),
+        "swp6": (PortMode.ACCESS, VlanId(2001), ""),
+    }  # fmt: skip

@@ -5,7 +5,10 @@ reading was written by hand into the manifest beside it.
 * ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
   site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
 * ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
-  OS10 10.4); ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS).
+  OS10 10.4); ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS, a routed
+  ae); ethernet/sonic: a Force10-S6000 ToR's config_db.json; ethernet/nvue: Cumulus VX 5.x
+  startup.yaml (bonds, MLAG, peerlink). An ``expected.members`` map pins every aggregate member
+  read, each carrying its aggregate's VLANs.
 * dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
 * nvidia-smi-q: ``nvidia-smi -q`` of an HGX H100 8-GPU, an HGX A100 (4 GPUs) and two H100 NVL.
 
@@ -33,7 +36,10 @@ from gpufabric.fabrics.nvlink.smi_parse import parse_smi_q
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable
 
 IB = manifests("ibnetdiscover")
-ETH = manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10") + manifests("ethernet/junos")
+ETH = (
+    manifests("ethernet/nxos") + manifests("ethernet/eos") + manifests("ethernet/os10") + manifests("ethernet/junos")
+    + manifests("ethernet/sonic") + manifests("ethernet/nvue")
+)  # fmt: skip
 FLOWS = manifests("dpu-flows")
 SMI = manifests("nvidia-smi-q")
 
@@ -139,6 +145,10 @@ def test_running_configs_are_read_as_the_device_applies_them(m: Manifest) -> Non
     assert {k: aggregate_key(v) for k, v in members.items()} == {
         k: aggregate_key(exp["bonds"][k]["bond"]) for k in members
     }
+    if "members" in exp:  # every aggregate member the config has (Junos ae, SONiC PortChannel, NVUE bond)
+        assert {p.port: p.bond for p in ports.values() if p.bond} == exp["members"]
+        for member, agg in exp["members"].items():  # a member carries its aggregate's VLANs, none of its own
+            assert (ports[member].mode, ports[member].vlans()) == (ports[agg].mode, ports[agg].vlans()), member
 
 
 def test_regression_nxos_ports_without_a_switchport_line_are_read_with_the_defaults() -> None:
@@ -173,6 +183,15 @@ def test_regression_junos_member_naming_a_vlan_without_an_id_does_not_fail_the_r
         "et-0/0/3": VlanId(2),
         "et-0/0/4": VlanId(1),
     }
+
+
+def test_regression_nvue_startup_yaml_is_read() -> None:
+    """The NVUE parser took only JSON; NVUE shows its configuration as YAML by default and saves it
+    as /etc/nvue.d/startup.yaml (Cumulus Linux 5.4.0 VX backup, two EVPN-MH bonds): read, each
+    bond member with its bond's VLAN."""
+    ports = _read(manifest("ethernet/nvue", "cumulus-ansible-evpn-l2-dci-leaf01.yaml"))
+    assert {n: (p.mode, p.vlan, p.bond) for n, p in ports.items() if n.startswith("swp")} == {
+        "swp3": (PortMode.ACCESS, VlanId(10), "bond1"), "swp4": (PortMode.ACCESS, VlanId(20), "bond2")}  # fmt: skip
 
 
 def test_regression_junos_non_els_native_vlan_under_the_family_is_read() -> None:

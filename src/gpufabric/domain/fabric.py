@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
-from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.errors import ConfigError, GpufabricError, ValidationError
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, FabricPorts, Lease, Network, Node, Offering, Segment
 from gpufabric.domain.moves import Move
@@ -103,6 +103,12 @@ class FabricPlan(ABC):
     @abstractmethod
     def split(self) -> tuple[FabricPlan, FabricPlan]:
         """(removals, additions): applying the first alone never grants any access."""
+
+    def refusals(self) -> Mapping[str, GpufabricError]:
+        """node -> why this plan leaves out what would give that node its tenant (the rest of the
+        plan, the node's removals included, is made). The move engine fails the move that joins
+        such a node alone, with that error; every other plan goes on. Default: none."""
+        return {}
 
     def __len__(self) -> int:
         return len(self.lines())

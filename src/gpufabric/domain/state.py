@@ -38,6 +38,7 @@ class EthernetPortConfig:
     bond: str = field(default="", compare=False)
     members: tuple[str, ...] = field(default=(), compare=False)
     bond_mode: str = field(default="", compare=False)
+    node: str = field(default="", compare=False, repr=False)  # a desired aggregate's inventory node (refusals name it)
 
     def vlans(self) -> frozenset[int]:
         """Every VLAN whose traffic this port carries."""

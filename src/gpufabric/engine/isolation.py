@@ -2,7 +2,8 @@
 
 Planning the join phase can fail for one move alone — e.g. the NVLink allocator finds no
 partition of the GPU count a lease asks for on that node (the service cannot know the baseboard's
-partition sizes when the move is requested). Nothing has been applied then. Each move of the
+partition sizes when the move is requested), or a fabric refuses the node (FabricPlan.refusals:
+an Ethernet bond member read in a port-channel the switch does not have). Nothing has been applied then. Each move of the
 batch is planned again on its own: the batch's other nodes held in quarantine and the move's own
 lease as the swap starts it, against the same observed state. The moves whose own plan fails are
 the culprits: they fail alone (their nodes held in quarantine) and the rest of the batch goes on.
@@ -13,7 +14,7 @@ batch fails as before.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState
-from gpufabric.planning.plan import plan
+from gpufabric.planning.plan import Plan, plan
 from gpufabric.store.view import StoreView
 
 if TYPE_CHECKING:
@@ -41,6 +42,16 @@ class JoinPlanError(GpufabricError):
         self.cause = cause
 
 
+def refuse_joining(p: Plan, nodes: Collection[str]) -> Plan:
+    """``p``, unless a fabric refuses to give one of ``nodes`` its tenant (FabricPlan.refusals):
+    that refusal is raised. Refusals of other nodes (already leased) do not stop ``p``."""
+    refused = p.refusals()
+    for node in sorted(nodes):
+        if node in refused:
+            raise refused[node]
+    return p
+
+
 def join_culprits(
     kinds: Sequence[FabricKind[Any, Any]], desire: Desire, view: StoreView, state: FabricState, batch: Sequence[Move]
 ) -> dict[int, GpufabricError]:
@@ -56,7 +67,8 @@ def join_culprits(
             Lease(m.to_tenant, m.node, now, m.lease_end, m.networks, m.offering or "baremetal", gpus=m.gpus)]  # fmt: skip
         alone = dataclasses.replace(view, held_in_quarantine=view.held_in_quarantine - {m.node})
         try:
-            plan(kinds, desire(alone, sorted(nodes - {m.node}), [*others, *own]), state)
+            p = plan(kinds, desire(alone, sorted(nodes - {m.node}), [*others, *own]), state)
+            refuse_joining(p, [x.node for x in own])
         except GpufabricError as e:
             out[m.id] = e
     return out

@@ -40,7 +40,7 @@ from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.engine.fabrics import Fabrics
-from gpufabric.engine.isolation import JoinPlanError, fail_alone, failsafe
+from gpufabric.engine.isolation import JoinPlanError, fail_alone, failsafe, refuse_joining
 from gpufabric.engine.resume import advance, to_prepare
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
@@ -153,6 +153,7 @@ class MoveEngine:
         self.watch = HeartbeatWatch()  # other workers' heartbeats, as this worker sees them
         self._known: FabricState | None = None  # last verified state of every fabric
         self._known_epoch: Epoch | None = None
+        self._joining: frozenset[str] = frozenset()  # the nodes the running batch gives a tenant
         self.reader = ViewReader(store)
 
     # ----------------------------------------------------------------- desired state
@@ -215,10 +216,11 @@ class MoveEngine:
         return Prepared(desired, p)
 
     def _plan(self, desired: DesiredState, state: FabricState, join: bool) -> Plan:
-        """The plan; for the join phase a planning failure is a JoinPlanError (nothing applied yet:
-        the batch may isolate the moves it belongs to)."""
+        """The plan; for the join phase a planning failure, or a fabric's refusal of a node this
+        batch joins (FabricPlan.refusals), is a JoinPlanError (nothing applied yet: the batch may
+        isolate the moves it belongs to)."""
         try:
-            return plan(self.kinds, desired, state)
+            return refuse_joining(plan(self.kinds, desired, state), self._joining if join else ())
         except GpufabricError as e:
             if join:
                 raise JoinPlanError(e) from e
@@ -378,6 +380,7 @@ class MoveEngine:
                         timings.append(self._converge("quarantine"))
                         checkpoint("quarantine:verified")
                     ready: Prepared | None = None
+                    self._joining = frozenset(m.node for m in batch if m.to_tenant != QUARANTINE)
                     before_join = (MovePhase.QUARANTINE, MovePhase.SWAP)
                     if any(m.phase in before_join for m in batch):  # quarantine verified: swap, one transaction
                         t0 = time.monotonic()

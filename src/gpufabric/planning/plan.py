@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.fabric import FabricKind, FabricPlan
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState
@@ -36,6 +37,14 @@ class Plan:
 
     def lines(self) -> list[str]:
         return [line for _, p in self.fabrics for line in p.lines()]
+
+    def refusals(self) -> dict[str, GpufabricError]:
+        """node -> the first fabric's refusal to give it its tenant (FabricPlan.refusals)."""
+        out: dict[str, GpufabricError] = {}
+        for _, p in self.fabrics:
+            for node, e in p.refusals().items():
+                out.setdefault(node, e)
+        return out
 
     def split(self) -> tuple[Plan, Plan]:
         parts = [(n, p.split()) for n, p in self.fabrics]

@@ -7,7 +7,8 @@ dialects read a member of ``channel-group N`` with its channel's VLANs), a membe
 differ from its aggregate's carries traffic of its own. The halves of an MLAG/vPC bond sit on
 two switches: both must carry exactly the same VLANs. A member the switch reports outside its
 aggregate (no ``channel-group``, or another channel's) is not in the bond at all; one read in a
-channel the switch does not have is said so (the plan refuses it). A member shut down while its
+channel the switch does not have is said so (the plan leaves it as read, and refuses only a plan
+that gives its node's bond a tenant's VLAN: that node's move fails alone). A member shut down while its
 aggregate carries VLANs is reported as down (the plan brings it up), not as a member carrying
 VLANs of its own: a shut port carries none.
 """

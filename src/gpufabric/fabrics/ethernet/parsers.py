@@ -6,7 +6,7 @@ One parser per config family, chosen by the dialect's ``parser`` field:
 * ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.os9`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
 * ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
-* ``nvue_json``  – Cumulus ``nv config show -o json``
+* ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml)
 * ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
 
 Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
@@ -25,9 +25,12 @@ real outputs copied from public repositories pin what devices print
   never as access VLAN 1, and with the channel they are in (``EthernetPortConfig.bond``, from
   :func:`parse_ios_bonds` / :func:`parse_os9_bonds`); a port outside any channel has no bond.
 * Dell OS10: one real output (OS10 10.4.0E S6000-VM, breakout lines, a VLT port-channel).
-* Junos ``display set``, SONiC CONFIG_DB and NVUE: no public running config of a real device
-  was found in the round that collected the corpus (searched: NAPALM, batfish, ntc-templates,
-  ciscoconfparse test data); their parsers are pinned by the vendor-doc samples only.
+* Junos ``display set``: batfish's set-style test configs (ELS and non-ELS VLANs, a routed ae0
+  of two ``ether-options 802.3ad`` members); SONiC: one real config_db.json (Force10-S6000 ToR:
+  routed PortChannels, an untagged VLAN); NVUE: two Cumulus VX 5.x startup.yaml (EVPN-MH bonds;
+  MLAG LACP bonds and a peerlink, NVUE's YAML and its ``link: state: {down: {}}`` form). No real
+  config with an L2 Junos ae or an L2 SONiC PortChannel was found; those are pinned by the
+  vendor-doc samples.
   A Junos member (``ether-options 802.3ad aeN``, or ``gigether-options``), a SONiC
   ``PORTCHANNEL_MEMBER`` and an NVUE bond's ``member`` carry no VLAN of their own: each is read
   with its aggregate's configuration (its own ``disable`` / admin down / link down aside) and
@@ -41,6 +44,8 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final
+
+import yaml
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
@@ -185,8 +190,30 @@ def _untagged(raw: Any, default: int | None) -> int | None:
     return None if str(raw) == "none" else int(raw)
 
 
+def _link_down(attrs: dict[str, Any]) -> bool:
+    """``link: state: down`` as NVUE writes it (``{"down": {}}``, the form of ``nv config show``
+    and startup.yaml) or as a bare value."""
+    state = (attrs.get("link") or {}).get("state")
+    return state == "down" or (isinstance(state, dict) and "down" in state)
+
+
+def _nvue_doc(text: str) -> Any:
+    """``nv config show -o json``, or the YAML NVUE shows by default and saves as
+    /etc/nvue.d/startup.yaml (the same tree, in a list of ``header`` / ``set`` items)."""
+    try:
+        return _json(text, "NVUE configuration")
+    except ValidationError as e:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise e from None
+        if not isinstance(doc, (list, dict)):
+            raise
+        return doc
+
+
 def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
-    doc = _json(text, "NVUE configuration")
+    doc = _nvue_doc(text)
     cfg: dict[str, Any] = {}
     if isinstance(doc, list):
         for item in doc:
@@ -205,10 +232,10 @@ def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
         attrs = attrs or {}
         for name in _expand_ifnames(key):
             if name in in_bond:
-                if ((attrs.get("link") or {}).get("state")) == "down":
+                if _link_down(attrs):
                     down.add(name)
                 continue  # read with its bond below
-            if ((attrs.get("link") or {}).get("state")) == "down":
+            if _link_down(attrs):
                 ports.append(_port(switch, name, PortMode.SHUTDOWN))
                 continue
             doms = (attrs.get("bridge") or {}).get("domain") or {}

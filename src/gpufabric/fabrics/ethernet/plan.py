@@ -14,15 +14,19 @@ bond's ``member`` list; an OVS bond's members are interfaces of one port, never 
 a member found outside its aggregate, or in another one, is a change that puts it back, and so
 is a member shut down in an aggregate that is up (a tenant's bond runs on all its links; members
 stay down only with their aggregate, in quarantine). A member read in a channel the switch does
-not have makes no plan at all while its bond is in a tenant: a one-line ConflictError (a move
-leasing the node fails alone with it; the audit reports the member too); in quarantine it is
-left as read, and reported.
+not have is left as read (nothing is planned from it; the audit reports it, ETH-BOND-MEMBER-OUT),
+and its node is refused, alone: where the plan would give its bond a tenant's VLAN the aggregate
+does not carry yet, it gives none (the aggregate only loses what it must not carry, its members
+are left as read) and records a one-line ConflictError naming the node, the member and the
+channel (``EthernetPlan.refusals``); the move engine fails the move that joins that node with it
+(engine/isolation.py). Every other node's changes are planned; a bond that already carries its
+tenant, or goes to quarantine, plans on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufabric.domain.errors import ConflictError
@@ -84,6 +88,10 @@ def removal_of(change: EthernetChange) -> EthernetPortConfig:
 class EthernetPlan(FabricPlan):
     fabric = "ethernet"
     changes: tuple[EthernetChange, ...] = ()
+    refused: tuple[ConflictError, ...] = field(default=(), compare=False)  # missing_channel's, one a node
+
+    def refusals(self) -> dict[str, ConflictError]:
+        return {str(e.fields["node"]): e for e in self.refused}
 
     @property
     def empty(self) -> bool:
@@ -130,7 +138,8 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     for node in tenancy.nodes:
         vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and s.vlan]
         for p in node.ethernet:  # a bond's members share their aggregate: set once, on it
-            ports.setdefault(p.switch, []).append(port_config(p.switch, p.managed_port, vlans))
+            cfg = port_config(p.switch, p.managed_port, vlans)
+            ports.setdefault(p.switch, []).append(replace(cfg, node=node.name) if p.bond else cfg)
             if p.bond:  # ... which lists its members on this switch
                 members.setdefault((p.switch, p.bond), []).append(p.switch_port)
                 modes[(p.switch, p.bond)] = p.bond_mode
@@ -142,13 +151,15 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     return tuple(out)
 
 
-def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> list[EthernetChange]:
+def member_changes(
+    want: EthernetPortConfig, have_agg: EthernetPortConfig | None, have_sw: SwitchState | None
+) -> tuple[list[EthernetChange], ConflictError | None]:
     """A desired aggregate's members that the switch reports outside it, or in it but shut down
     while it is up (a tenant's bond runs on all its links): each goes back in / up (the change's
     ``after``: the member with the aggregate's VLANs, ``bond`` the aggregate). A member read in
-    a channel the switch does not have is refused when its aggregate carries a tenant
-    (:func:`refuse_missing_channel`: the move that leases the node fails alone, with that line)
-    and left as read in quarantine."""
+    a channel the switch does not have is left as read; when the plan would give the aggregate
+    (``have_agg`` as read) a VLAN it does not carry yet, the second value is the node's refusal
+    (:func:`missing_channel`) and no member is changed."""
     out = []
     for m in want.members:
         have = have_sw.port(m) if have_sw is not None else None
@@ -156,12 +167,12 @@ def member_changes(want: EthernetPortConfig, have_sw: SwitchState | None) -> lis
             continue
         inside = same_aggregate(have.bond, want.port)
         if not inside and have.bond and have_sw is not None and not has_aggregate(have_sw, have.bond):
-            if want.mode is not PortMode.SHUTDOWN:
-                refuse_missing_channel(have, want.port)
-            continue  # a quarantined bond's member: left as read (nothing is planned from it), the audit reports it
+            if want.vlans() - (have_agg.vlans() if have_agg is not None else frozenset()):
+                return [], missing_channel(have, want)
+            continue  # left as read (nothing is planned from it): the audit reports it
         if not inside or (have.mode is PortMode.SHUTDOWN and want.mode is not PortMode.SHUTDOWN):
-            out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=())))
-    return out
+            out.append(EthernetChange(have, replace(want, port=m, bond=want.port, members=(), node="")))
+    return out, None
 
 
 def has_aggregate(sw: SwitchState, name: str) -> bool:
@@ -169,28 +180,38 @@ def has_aggregate(sw: SwitchState, name: str) -> bool:
     return any(same_aggregate(p.port, name) for p in sw.ports)
 
 
-def refuse_missing_channel(member: EthernetPortConfig, bond: str) -> None:
-    """The switch reads ``member`` in a channel it does not have: its config is inconsistent (an
-    IOS-like CLI creates the channel with its first member) or was read in part, so no plan is
-    made from it; one line names the member, its bond and the missing channel."""
-    raise ConflictError(
-        f"ethernet {member.switch}/{member.port}: bond member of {bond} is read in {member.bond}, which {member.switch} "
-        "does not have: nothing planned (check the switch's configuration, then put the member back)",
-        fabric="ethernet", device=member.switch, port=member.port, bond=bond, channel=member.bond,
+def missing_channel(member: EthernetPortConfig, want: EthernetPortConfig) -> ConflictError:
+    """The switch reads ``member`` of the desired aggregate ``want`` in a channel it does not
+    have: its config is inconsistent (an IOS-like CLI creates the channel with its first member)
+    or was read in part, so the node is not given a tenant over that bond; one line names the
+    node, the member, its bond and the missing channel."""
+    node = want.node or "?"
+    return ConflictError(
+        f"ethernet {member.switch}/{member.port}: member of {node}'s bond {want.port} is read in {member.bond}, "
+        f"which {member.switch} does not have: {node} is not given its tenant's VLANs "
+        "(check the switch's configuration, then put the member back)",
+        fabric="ethernet", node=node, device=member.switch, port=member.port, bond=want.port, channel=member.bond,
     )  # fmt: skip
 
 
 def diff_switches(desired: EthState, observed: EthState) -> EthernetPlan:
+    """The changes, and the nodes refused (a bond member in a missing channel): a refused
+    aggregate only drops the VLANs it carries beyond its desired ones (:func:`removal_of`)."""
     seen = {s.switch: s for s in observed}
-    changes = []
+    changes: list[EthernetChange] = []
+    refused: dict[str, ConflictError] = {}
     for want_sw in desired:
         have_sw = seen.get(want_sw.switch)
         for want in want_sw.ports:
             have = have_sw.port(want.port) if have_sw is not None else None
+            members, refusal = member_changes(want, have, have_sw)
+            if refusal is not None:
+                refused.setdefault(str(refusal.fields["node"]), refusal)
+                want = replace(removal_of(EthernetChange(have, want)), members=want.members, bond_mode=want.bond_mode)
             if have != want:
                 changes.append(EthernetChange(have, want))
-            changes += member_changes(want, have_sw)
-    return EthernetPlan(tuple(changes))
+            changes += members
+    return EthernetPlan(tuple(changes), tuple(refused.values()))
 
 
 def merge_switches(observed: EthState, read_back: EthState) -> EthState:

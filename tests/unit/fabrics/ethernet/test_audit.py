@@ -54,6 +54,8 @@ CASES: list[Case] = [
     Case("bonded-clean", "ETH-BOND-MEMBER-OUT", lambda s: s.bond(), ()),
     Case("member-pulled-out-of-its-aggregate", "ETH-BOND-MEMBER-OUT",
          lambda s: s.bond().set_port("leaf2", "p1", "access", 2001), (("p1", "a2"),), "bond:po1"),
+    Case("member-in-a-channel-the-switch-lacks", "ETH-BOND-MEMBER-OUT",
+         lambda s: s.bond().set_port("leaf2", "p1", "shutdown").in_bond("leaf2", "p1", "po7"), (("p1", "a2"),), "bond:po1"),
     Case("bonded-clean", "ETH-BOND-MEMBER-DOWN", lambda s: s.bond(), ()),
     Case("member-up-in-its-aggregate", "ETH-BOND-MEMBER-DOWN",
          lambda s: s.bond().set_port("leaf2", "p1", "access", 2001).in_bond("leaf2", "p1"), ()),
