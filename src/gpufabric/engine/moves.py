@@ -216,9 +216,8 @@ class MoveEngine:
         return Prepared(desired, p)
 
     def _plan(self, desired: DesiredState, state: FabricState, join: bool) -> Plan:
-        """The plan; for the join phase a planning failure, or a fabric's refusal of a node this
-        batch joins (FabricPlan.refusals), is a JoinPlanError (nothing applied yet: the batch may
-        isolate the moves it belongs to)."""
+        """The plan; in the join phase a planning failure or a fabric's refusal of a node this batch
+        joins (FabricPlan.refusals) is a JoinPlanError (nothing applied: the batch isolates its moves)."""
         try:
             return refuse_joining(plan(self.kinds, desired, state), self._joining if join else ())
         except GpufabricError as e:
@@ -447,6 +446,5 @@ class MoveEngine:
 
     def idle_wait(self, tick: float) -> float:
         """An idle worker's wait before its next claim: ``tick``, or until another's move turns stale."""
-        beat = self.heartbeat_every
-        due = self.watch.due_in(STALE_BEATS * beat, exclude=self.worker, gone_after=GONE_BEATS * beat)
+        due = self.watch.due_in(STALE_BEATS * (b := self.heartbeat_every), exclude=self.worker, gone_after=GONE_BEATS * b)
         return tick if due is None else min(tick, due + 0.005)
