@@ -47,6 +47,7 @@ from gpufabric.store.convert import (
     network_to_domain,
     node_to_domain,
     offering_to_domain,
+    segment_row,
 )
 from gpufabric.store.nodes import list_nodes
 from gpufabric.store.registry import Registry
@@ -283,14 +284,7 @@ class Store:
             seg = kind.allocate(probe, [x for x in (*used, *fresh) if x.fabric in siblings], cfg)
             if seg is not None:
                 fresh.append(dataclasses.replace(seg, fabric=kind.instance))
-                row.segments.append(
-                    SegmentRow(
-                        fabric=kind.instance,
-                        seg_id=seg.seg_id,
-                        vlan=seg.vlan.value if seg.vlan else None,
-                        pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
-                    )
-                )
+                row.segments.append(segment_row(kind.instance, seg))
         s.add(row)
         s.flush()
         return network_to_domain(row)
