@@ -63,12 +63,12 @@ def delete_tenant(store: Store, name: str) -> Tenant:
         return Tenant(name)
 
 
-def spanned(kinds: Sequence[Any], fabrics: Sequence[str] | None, field: str = "fabrics") -> list[Any]:
-    """The instances of ``kinds`` a new network spans: those named in ``fabrics`` (None: all).
+def spanned(kinds: Sequence[Any], fabrics: Sequence[str] | None, field: str = "fabrics") -> list[str] | None:
+    """The names of the instances of ``kinds`` a new network spans: ``fabrics`` (None: all).
     ValidationError naming ``field`` for a name that is no configured instance, or one whose
     kind gives networks no segment (e.g. nvlink), listing the instances it may name."""
     if fabrics is None:
-        return list(kinds)
+        return None
     names = [k.instance for k in kinds if k.allocates]
     allowed = ", ".join(names) or "none"
     by_name = {k.instance: k for k in kinds}
@@ -81,8 +81,7 @@ def spanned(kinds: Sequence[Any], fabrics: Sequence[str] | None, field: str = "f
             )
     if not fabrics:
         raise ValidationError(field, [], f"at least one of {allowed}")
-    wanted = set(fabrics)
-    return [k for k in kinds if k.instance in wanted]
+    return list(dict.fromkeys(fabrics))
 
 
 def adopt_network(
@@ -108,7 +107,7 @@ def adopt_network(
     instances = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
     chosen = spanned(instances, fabrics)
     if not segments:
-        return store.create_network(name, tenant, cfg, chosen)
+        return store.create_network(name, tenant, cfg, instances, chosen)
     if fabrics is not None and set(fabrics) != set(segments):
         raise ValidationError(
             "fabrics", list(fabrics), f"the instances of the explicit segments ({', '.join(segments)}), or left out"
