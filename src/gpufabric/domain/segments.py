@@ -18,6 +18,7 @@ from gpufabric.domain.errors import ConfigError, ExhaustedError, ValidationError
 from gpufabric.domain.values import PKey, VlanId
 
 DEFAULT_QUARANTINE_VLAN = 4000  # ``ethernet.quarantine_vlan`` when config.yaml has none: the one source
+DEFAULT_IB_SEG_RANGE = "3000-3999"  # ``infiniband.seg_range`` when config.yaml has none
 
 @dataclass(frozen=True, order=True)
 class IdRange:
@@ -117,13 +118,13 @@ class PKeyMapping:
         in fabrics.yaml, ``where`` = ``fabrics.<instance>.segments``); every error names a field
         under ``where``. Not validated (:meth:`validate`). ``default_range`` None: seg_range
         is required."""
-        ib = {} if raw is None else raw
-        if not isinstance(ib, Mapping):
-            raise ConfigError(where, ib, "a mapping with seg_range and mapping")
-        if default_range is None and "seg_range" not in ib:
+        raw = {} if raw is None else raw
+        if not isinstance(raw, Mapping):
+            raise ConfigError(where, raw, "a mapping with seg_range and mapping")
+        if default_range is None and "seg_range" not in raw:
             raise ConfigError(f"{where}.seg_range", "missing", "'START-END' segmentation ids of this pool")
-        seg_range = IdRange.parse(f"{where}.seg_range", ib.get("seg_range", default_range))
-        m = ib.get("mapping", {}) or {}
+        seg_range = IdRange.parse(f"{where}.seg_range", raw.get("seg_range", default_range))
+        m = raw.get("mapping", {}) or {}
         if not isinstance(m, Mapping):
             raise ConfigError(f"{where}.mapping", m, "a mapping with mode and base (offset) or table")
         mode_raw = m.get("mode", "offset")
@@ -193,7 +194,7 @@ class SegmentConfig:
             quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
         except ValidationError as e:
             raise ConfigError(e.field, e.value, e.allowed) from None
-        ib_pool = PKeyMapping.from_dict("infiniband", ib, "3000-3999")
+        ib_pool = PKeyMapping.from_dict("infiniband", ib, DEFAULT_IB_SEG_RANGE)
         nvr = IdRange.parse("nvlink.partition_range", nv.get("partition_range", "0-63"))
         cfg = cls(user, vlans, quarantine, ib_pool, nvr)
         cfg.validate()
