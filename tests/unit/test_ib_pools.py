@@ -24,12 +24,16 @@ from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError
 from gpufabric.domain.models import Network
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.site_check import SiteContext
+from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics, network_kinds
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 from gpufabric.store.tenants import adopt_network
 from gpufabric.workflow.actions import Actions
+
+from support.memfabric import register
 
 CFG = SegmentConfig.default()  # ethernet 2000-2999, quarantine 4000; infiniband 3000-3999 -> 0x0a00 + (id - 3000)
 COMPUTE = {"seg_range": "3000-3499", "mapping": {"mode": "offset", "base": "0x0a00"}}
@@ -223,3 +227,22 @@ def test_the_cli_names_the_option_and_lists_what_a_network_spans(tmp_path: Path,
     assert [[s["fabric"] for s in n["segments"]] for n in json.loads(listed.output)] == [["ib-storage"]]
     table = run(app, ["network", "list"], env={"COLUMNS": "200"}).output
     assert "ib-storage" in table and "seg 3500 -> pkey 0x0c00" in table and "n0" not in table
+
+
+def test_site_check_reads_a_subnets_own_pool_against_its_tables() -> None:
+    """``site check`` (IB-PKEY-POOL): a partition on ib-storage that gpufabric did not write,
+    PKey 0x1005, clashes with ib-storage's own pool (0x1000-0x11f3) and is named so; on the
+    global pool (0x0a00-0x0de7) the same table is no clash."""
+    reg = Registry.from_entry_points()
+    register(reg)
+    port, sm = Guid(0x0002C90300000801), Guid(0x0002C90300FF0002)
+    section = {"driver": "mem-sm", "options": {"ports": [str(port)], "trusted_sm_guids": [str(sm)]}}
+    found = {}
+    for label, sec in (("own", {**section, "segments": {**STORAGE, "mapping": {"mode": "offset", "base": "0x1000"}}}),
+                       ("global", section)):  # fmt: skip
+        backend = InfinibandKind().bind("ib-storage", sec).build(sec, reg.get, {"trusted_sm_guids": (sm,)})
+        backend.sm.set_table(port, (0x7FFF, 0x9005))  # type: ignore[attr-defined]
+        found[label] = [(c.level.value, c.message) for c in backend.site_checks(SiteContext(segments=CFG)) if c.id == "IB-PKEY-POOL"]
+    assert found["own"] == [("error", f"fabrics.ib-storage.segments (PKeys 0x1000-0x11f3): PKey 0x1005 (seg_id 3505) is "
+                                      f"already used on the subnet by PKey table of port {port}, not by a gpufabric network")]  # fmt: skip
+    assert [lv for lv, _ in found["global"]] == ["ok"] and "0x0a00-0x0de7" in found["global"][0][1]

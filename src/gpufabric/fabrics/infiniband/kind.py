@@ -72,7 +72,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
     reachable,
 )
-from gpufabric.fabrics.infiniband.pools import check_pools, pool_of
+from gpufabric.fabrics.infiniband.pools import check_pools, own_pool, pool_field, pool_of
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
@@ -112,11 +112,16 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
     capabilities = frozenset({"observe", "apply", "contain", "settings", "watch"})
 
     def __init__(
-        self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = (), instance: str = DEFAULT_INSTANCE
+        self,
+        sm: SubnetManagerDriver,
+        trusted_sm_guids: tuple[Guid, ...] = (),
+        instance: str = DEFAULT_INSTANCE,
+        pool: PKeyMapping | None = None,
     ) -> None:
         self.sm = sm
         self.trusted_sm_guids = trusted_sm_guids
         self.instance = instance  # the subnet this SM drives: only its HCA ports are its to place and cut
+        self.pool = pool  # the subnet's own segment pool (None: config.yaml's, shared)
         self._watch: SmWatch | None = None
 
     def watch(self) -> tuple[str, ...]:
@@ -154,7 +159,11 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
         mine = tuple(dataclasses.replace(n, ib=instance_ports(n, self.instance)) for n in context.nodes)
-        return infiniband_site_checks(self.sm, trusted, dataclasses.replace(context, nodes=mine))
+        ctx = dataclasses.replace(context, nodes=mine)
+        if self.pool is None or context.segments is None:
+            return infiniband_site_checks(self.sm, trusted, ctx)
+        ctx = dataclasses.replace(ctx, segments=dataclasses.replace(context.segments, ib=self.pool))
+        return infiniband_site_checks(self.sm, trusted, ctx, pool_field(self.instance))
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
@@ -221,7 +230,8 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             expect=(SubnetManagerDriver, "a subnet manager driver"),
         )  # fmt: skip
         assert isinstance(drv, SubnetManagerDriver)
-        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance)
+        pool = own_pool(self.instance, section)
+        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance, pool)
 
     def pool(self, config: Any) -> tuple[PKeyMapping, str]:
         """This instance's pool (its own ``segments:``, else the global ``config.ib``) and the
