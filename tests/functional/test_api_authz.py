@@ -192,7 +192,9 @@ def test_a_network_spans_the_fabric_instances_it_names(world: tuple[World, TestC
     nothing written."""
     w, client = world
     lessee = w.headers("lessee-beta")
-    made = client.post("/api/v1/networks", headers=lessee, json={"name": "ib-only", "tenant": "beta", "fabrics": ["infiniband"]})
+    made = client.post(
+        "/api/v1/networks", headers=lessee, json={"name": "ib-only", "tenant": "beta", "fabrics": ["infiniband"]}
+    )
     assert made.status_code == 201, made.text
     assert [x["fabric"] for x in made.json()["segments"]] == ["infiniband"]
     for bad, value in ((["infiniband", "ib-nope"], "ib-nope"), (["nvlink"], "nvlink"), ([], None)):

@@ -299,11 +299,15 @@ def test_the_ethernet_kind_reads_its_instances_segment() -> None:
     assert seg is not None and seg.fabric == "eth-b"
 
 
-def test_a_network_on_one_subnet_leaves_the_nodes_other_subnets_ports_in_no_tenants_partition(engine: MoveEngine) -> None:
+def test_a_network_on_one_subnet_leaves_the_nodes_other_subnets_ports_in_no_tenants_partition(
+    engine: MoveEngine,
+) -> None:
     """``network create --fabric ib-compute``: n1 (HCAs on both subnets) moves from tb (tb-net on
     both) to ta on ta's compute-only network: its storage HCA leaves tb's storage partition and
     joins none (the default partition only), and the audit finds nothing to report."""
-    only_compute = adopt_network(engine.store, "ta-compute", "ta", CFG, {}, network_kinds(config(), registry()), ["ib-compute"])
+    only_compute = adopt_network(
+        engine.store, "ta-compute", "ta", CFG, {}, network_kinds(config(), registry()), ["ib-compute"]
+    )
     assert [s.fabric for s in only_compute.segments] == ["ib-compute"]
     tb_storage = next(s.pkey for s in engine.store.network("tb-net", "tb").segments if s.fabric == "ib-storage")
     assert tb_storage is not None
@@ -327,7 +331,9 @@ def test_desired_and_audit_of_a_subnet_the_leased_network_does_not_span() -> Non
     audit, and the old tenant's PKey left on it is found."""
     node = inventory().nodes[0]
     ta = Network("ta-compute", "ta", (Segment("ib-compute", 3000, pkey=PKey(0x0A00)),))
-    tb = Network("tb-net", "tb", (Segment("ib-compute", 3001, pkey=PKey(0x0A01)), Segment("ib-storage", 3002, pkey=PKey(0x0A02))))
+    tb = Network(
+        "tb-net", "tb", (Segment("ib-compute", 3001, pkey=PKey(0x0A01)), Segment("ib-storage", 3002, pkey=PKey(0x0A02)))
+    )
     tenancy = Tenancy((node,), {"n1": Lease("ta", "n1", datetime.now(UTC), networks=("ta-compute",))},
                       {("ta", "ta-compute"): ta, ("tb", "tb-net"): tb})  # fmt: skip
     storage = InfinibandKind().bind("ib-storage")

@@ -161,7 +161,10 @@ def test_the_vlan_pools_checked_are_config_yamls() -> None:
     assert [k.instance for k in kinds(fine, narrow) if k.name == "infiniband"] == ["ib-compute", "ib-storage"]
     with pytest.raises(ConfigError) as e:
         kinds(fabrics_yaml(COMPUTE, {**STORAGE, "seg_range": "2500-2999"}), narrow)
-    assert (e.value.field, e.value.allowed) == ("fabrics.ib-storage.segments.seg_range", "not containing the quarantine VLAN 2999")
+    assert (e.value.field, e.value.allowed) == (
+        "fabrics.ib-storage.segments.seg_range",
+        "not containing the quarantine VLAN 2999",
+    )
 
 
 def test_pools_side_by_side_pass_and_todays_fabrics_yaml_is_unchanged() -> None:
@@ -170,7 +173,11 @@ def test_pools_side_by_side_pass_and_todays_fabrics_yaml_is_unchanged() -> None:
     InfinibandKind().check_instances({"infiniband": {"driver": "opensm", "options": {}}}, None)
     k = InfinibandKind().bind("ib-storage", {"segments": STORAGE})
     pool, field = k.pool(CFG)
-    assert (str(pool.seg_range), f"0x{pool.base:04x}", field) == ("3500-3999", "0x0c00", "fabrics.ib-storage.segments.seg_range")
+    assert (str(pool.seg_range), f"0x{pool.base:04x}", field) == (
+        "3500-3999",
+        "0x0c00",
+        "fabrics.ib-storage.segments.seg_range",
+    )
 
 
 # ---------------------------------------------------------------- the instances a network spans
@@ -211,7 +218,9 @@ def test_a_bad_fabrics_list_is_one_validation_error_and_nothing_is_written(
     assert stored(store) == []
 
 
-def test_the_cli_names_the_option_and_lists_what_a_network_spans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_names_the_option_and_lists_what_a_network_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "fabrics.yaml").write_text(yaml.safe_dump(fabrics_yaml()))
     monkeypatch.setenv("GPUFABRIC_HOME", str(tmp_path))
     monkeypatch.setenv("GPUFABRIC_DB", "")
@@ -222,7 +231,9 @@ def test_the_cli_names_the_option_and_lists_what_a_network_spans(tmp_path: Path,
     assert str(bad.exception).startswith("invalid --fabric: 'ib-nope'")
     made = run(app, ["network", "create", "n1", "--tenant", "ta", "--fabric", "ib-storage", "--json"])
     assert made.exit_code == 0, made.output
-    assert [(s["fabric"], s["seg_id"], s["pkey"]) for s in json.loads(made.output)["segments"]] == [("ib-storage", 3500, "0x0c00")]
+    assert [(s["fabric"], s["seg_id"], s["pkey"]) for s in json.loads(made.output)["segments"]] == [
+        ("ib-storage", 3500, "0x0c00")
+    ]
     listed = run(app, ["network", "list", "--json"])
     assert [[s["fabric"] for s in n["segments"]] for n in json.loads(listed.output)] == [["ib-storage"]]
     table = run(app, ["network", "list"], env={"COLUMNS": "200"}).output
@@ -242,7 +253,9 @@ def test_site_check_reads_a_subnets_own_pool_against_its_tables() -> None:
                        ("global", section)):  # fmt: skip
         backend = InfinibandKind().bind("ib-storage", sec).build(sec, reg.get, {"trusted_sm_guids": (sm,)})
         backend.sm.set_table(port, (0x7FFF, 0x9005))  # type: ignore[attr-defined]
-        found[label] = [(c.level.value, c.message) for c in backend.site_checks(SiteContext(segments=CFG)) if c.id == "IB-PKEY-POOL"]
+        found[label] = [
+            (c.level.value, c.message) for c in backend.site_checks(SiteContext(segments=CFG)) if c.id == "IB-PKEY-POOL"
+        ]
     assert found["own"] == [("error", f"fabrics.ib-storage.segments (PKeys 0x1000-0x11f3): PKey 0x1005 (seg_id 3505) is "
                                       f"already used on the subnet by PKey table of port {port}, not by a gpufabric network")]  # fmt: skip
     assert [lv for lv, _ in found["global"]] == ["ok"] and "0x0a00-0x0de7" in found["global"][0][1]

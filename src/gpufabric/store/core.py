@@ -249,14 +249,8 @@ class Store:
             return Tenant(_tenant_row(s, name).name)
 
     # ------------------------------------------------------------------ networks
-    def create_network(
-        self,
-        name: str,
-        tenant: str,
-        cfg: SegmentConfig,
-        kinds: Sequence[Any] | None = None,
-        fabrics: Collection[str] | None = None,
-    ) -> Network:
+    def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None,
+                       fabrics: Collection[str] | None = None) -> Network:  # fmt: skip
         """Create a tenant network with one segment per fabric kind that has per-network
         segments (``FabricKind.allocate``: the lowest free VLAN of ``cfg.ethernet_vlans``, the
         lowest free InfiniBand segmentation id of the instance's pool mapped to its PKey, ...).
@@ -292,7 +286,7 @@ class Store:
         fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
         for kind in kinds:  # one segment per spanned fabric instance (kind.instance) whose kind allocates
             if fabrics is not None and kind.instance not in fabrics:
-                continue
+                continue  # not spanned (its ids still count: ``used`` holds every sibling's)
             siblings = sibling_instances(kind, kinds)
             seg = kind.allocate(probe, [x for x in (*used, *fresh) if x.fabric in siblings], cfg)
             if seg is not None:

@@ -95,7 +95,9 @@ def foreign_partitions(sm: Any) -> dict[int, str]:
     return {p.pkey.value & 0x7FFF: f"partition {p.name} of {conf}" for p in parse_partitions_conf(text).partitions}
 
 
-def pkey_pool(state: IbFabricState, ctx: SiteContext, foreign: dict[int, str], where: str = GLOBAL_POOL) -> list[SiteCheck]:
+def pkey_pool(
+    state: IbFabricState, ctx: SiteContext, foreign: dict[int, str], where: str = GLOBAL_POOL
+) -> list[SiteCheck]:
     ib = ctx.segments.ib
     pool = {ib.pkey_for(s).value & 0x7FFF: s for s in ib.seg_ids()}
     owned = {seg.pkey.value & 0x7FFF for n in ctx.networks for seg in n.segments if seg.pkey is not None}
@@ -156,7 +158,9 @@ def ipoib_readback(config: Any, device: str) -> list[SiteCheck]:
     return out or [SiteCheck("IB-IPOIB-READBACK", OK, f"{device}: every SM host's SA dump is configured", device)]
 
 
-def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL) -> list[SiteCheck]:
+def infiniband_site_checks(
+    sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL
+) -> list[SiteCheck]:
     """Every check of one subnet; ``pool``: where its segment pool (``ctx.segments.ib``) is configured."""
     device = type(sm).__name__.removesuffix("Driver").lower() or SUBJECT
     try:
