@@ -21,12 +21,13 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.auth import LOCAL_ADMIN
-from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError
-from gpufabric.domain.models import Network
+from gpufabric.domain.errors import ConfigError, ConflictError, ExhaustedError, ValidationError
+from gpufabric.domain.models import Network, Segment
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics, network_kinds
+from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
@@ -259,3 +260,21 @@ def test_site_check_reads_a_subnets_own_pool_against_its_tables() -> None:
     assert found["own"] == [("error", f"fabrics.ib-storage.segments (PKeys 0x1000-0x11f3): PKey 0x1005 (seg_id 3505) is "
                                       f"already used on the subnet by PKey table of port {port}, not by a gpufabric network")]  # fmt: skip
     assert [lv for lv, _ in found["global"]] == ["ok"] and "0x0a00-0x0de7" in found["global"][0][1]
+
+
+def test_the_ipoib_partition_limit_counts_each_subnets_own_partitions() -> None:
+    """Each IPoIB partition takes a multicast LID on its own subnet's switches: with pools of
+    their own, 1,023 partitions on ib-compute exhaust ib-compute only; ib-storage still allocates."""
+    cfg = SegmentConfig.from_dict({"user_vlan_range": "2-99", "ethernet": {"vlan_range": "100-199", "quarantine_vlan": 200},
+                                   "infiniband": {"seg_range": "300-399"}})  # fmt: skip
+    pools = {"ib-compute": {"seg_range": "1000-2199", "mapping": {"base": "0x1000"}},
+             "ib-storage": {"seg_range": "2200-3399", "mapping": {"base": "0x2000"}}}  # fmt: skip
+    InfinibandKind().check_instances({n: {"segments": p} for n, p in pools.items()}, cfg)
+    compute, storage = (InfinibandKind().bind(n, {"segments": p}) for n, p in pools.items())
+    pool, _ = compute.pool(cfg)
+    used = [Segment("ib-compute", i, pkey=pool.pkey_for(i)) for i in range(1000, 1000 + IPOIB_PARTITION_LIMIT)]
+    with pytest.raises(ExhaustedError) as e:
+        compute.allocate(Network("n", "ta"), used, cfg)
+    assert e.value.fields["field"] == "fabrics.ib-compute.segments.seg_range"
+    got = storage.allocate(Network("n", "ta"), used, cfg)
+    assert got is not None and (got.fabric, got.seg_id, got.pkey and got.pkey.value) == ("ib-storage", 2200, 0x2000)

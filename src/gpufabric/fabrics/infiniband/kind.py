@@ -241,12 +241,13 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         """The lowest free segmentation id of this instance's pool whose PKey is free too."""
         pool, field = self.pool(config)
-        if pool is not config.ib:  # a pool of its own: the subnet's partitions are its segments
-            used = [s for s in used if s.fabric == self.instance]
-        used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
-        if len(used_pkeys) >= IPOIB_PARTITION_LIMIT:
+        used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}  # every sibling's, as the store's
+        on_subnet = used_pkeys  # a shared pool counts every sibling's partitions (as before instances had pools)
+        if pool is not config.ib:  # a pool of its own: the subnet's partitions are its own segments
+            on_subnet = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None and s.fabric == self.instance}
+        if len(on_subnet) >= IPOIB_PARTITION_LIMIT:
             raise ExhaustedError(
-                f"{len(used_pkeys)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "
+                f"{len(on_subnet)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "
                 f"broadcast group and the switches hold {IPOIB_PARTITION_LIMIT + 1} (MulticastFDBCap, "
                 "one for the default partition); delete a network first",
                 field=field,
