@@ -27,7 +27,7 @@ from typing import Any
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.quotas import Quotas
-from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.segments import PKeyMapping, SegmentConfig
 from gpufabric.engine.fabrics import TOP_LEVEL, Fabrics
 from gpufabric.store.registry import Registry
 
@@ -60,9 +60,18 @@ def _nested(path: str, value: Any) -> dict[str, Any]:
 
 
 def segment_keys() -> Iterator[tuple[str, str]]:
-    """(dotted key, default source text) of every ``.get`` in SegmentConfig.from_dict, in order."""
-    fn = ast.parse(textwrap.dedent(inspect.getsource(SegmentConfig.from_dict.__func__))).body[0]  # type: ignore[attr-defined]
-    prefix = {"raw": ""}
+    """(dotted key, default source text) of every ``.get`` in SegmentConfig.from_dict and in
+    PKeyMapping.from_dict (the ``infiniband`` section's parser, handed its default seg range), in order."""
+    seen = _gets(SegmentConfig.from_dict, {"raw": ""}, {})
+    seen += _gets(PKeyMapping.from_dict, {"raw": "infiniband."}, {"default_range": "DEFAULT_IB_SEG_RANGE"})
+    return iter(sorted(seen))
+
+
+def _gets(method: Any, prefix: dict[str, str], names: dict[str, str]) -> list[tuple[str, str]]:
+    """(dotted key, default) of the ``.get`` calls of ``method`` on the mappings ``prefix`` names
+    (variable -> its dotted path); ``names``: a parameter used as a default -> the module constant
+    its caller passes."""
+    fn = ast.parse(textwrap.dedent(inspect.getsource(method.__func__))).body[0]
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             call = node.value.values[0] if isinstance(node.value, ast.BoolOp) else node.value
@@ -78,8 +87,11 @@ def segment_keys() -> Iterator[tuple[str, str]]:
             if isinstance(src, ast.Name) and src.id in prefix and len(node.args) == 2:
                 key = prefix[src.id] + ast.literal_eval(node.args[0])
                 if key + "." not in prefix.values():  # a leaf (a sub-mapping's own keys are listed)
-                    seen.append((key, _default_text(node.args[1])))
-    return iter(sorted(seen))
+                    default = node.args[1]
+                    if isinstance(default, ast.Name) and default.id in names:
+                        default = ast.Name(names[default.id])
+                    seen.append((key, _default_text(default)))
+    return seen
 
 
 def _default_text(node: ast.expr) -> str:

@@ -186,6 +186,29 @@ def test_an_adopted_network_gets_only_the_segments_it_names(world: tuple[World, 
     assert [(x["fabric"], x["seg_id"]) for x in eth.json()["segments"]] == [("ethernet", 2600)]
 
 
+def test_a_network_spans_the_fabric_instances_it_names(world: tuple[World, TestClient]) -> None:
+    """``fabrics`` (issue 20): a lessee's network on the InfiniBand instance only; an unknown
+    instance, or one whose kind gives networks no segment, is a 422 naming ``fabrics`` with
+    nothing written."""
+    w, client = world
+    lessee = w.headers("lessee-beta")
+    made = client.post(
+        "/api/v1/networks", headers=lessee, json={"name": "ib-only", "tenant": "beta", "fabrics": ["infiniband"]}
+    )
+    assert made.status_code == 201, made.text
+    assert [x["fabric"] for x in made.json()["segments"]] == ["infiniband"]
+    for bad, value in ((["infiniband", "ib-nope"], "ib-nope"), (["nvlink"], "nvlink"), ([], None)):
+        r = client.post("/api/v1/networks", headers=lessee, json={"name": "bad", "tenant": "beta", "fabrics": bad})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert "fabrics" in err["field"] and "\n" not in err["message"]
+        if value is not None:
+            assert (err["field"], err["value"]) == ("fabrics", value)
+            assert err["allowed"] == "configured fabric instances: ethernet, infiniband"
+    names = [n["name"] for n in client.get("/api/v1/networks?tenant=beta", headers=lessee).json()["items"]]
+    assert "ib-only" in names and "bad" not in names
+
+
 def test_neutron_adopts_one_segment_per_ib_instance(template: World, tmp_path: Path) -> None:
     """Issue 20: two IB subnets (``ib-compute``, ``ib-storage``); Neutron's physnets map to them."""
     w = clone_world(template, tmp_path)

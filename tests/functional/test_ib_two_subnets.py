@@ -84,9 +84,11 @@ def fabrics_yaml(compute: IbFabric, storage: IbFabric) -> dict[str, object]:
     return {
         "fabrics": [
             {"name": "ib-compute", "kind": "infiniband", "driver": "opensm",
-             "options": {**compute.driver_options(SM_NODE, [SM_C]), "verify_timeout": 15}},
+             "options": {**compute.driver_options(SM_NODE, [SM_C]), "verify_timeout": 15},
+             "segments": {"seg_range": "3000-3499", "mapping": {"mode": "offset", "base": "0x0a00"}}},
             {"name": "ib-storage", "kind": "infiniband", "driver": "opensm",
-             "options": {**storage.driver_options(STORAGE_SM_NODE, [SM_S]), "verify_timeout": 15}},
+             "options": {**storage.driver_options(STORAGE_SM_NODE, [SM_S]), "verify_timeout": 15},
+             "segments": {"seg_range": "3500-3999", "mapping": {"mode": "offset", "base": "0x0c00"}}},
         ],
         "sm_port_guids": [str(SM_C), str(SM_S)],
         "trusted_sm_guids": [str(SM_C), str(SM_S)],  # each subnet's driver names its own (a subset)
@@ -116,7 +118,9 @@ class Site:
 @pytest.fixture(scope="module")
 def site(subnets: tuple[IbFabric, IbFabric], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """The deployment, set up through the CLI: each subnet's HCAs imported from its real
-    ibnetdiscover output with ``--fabric``, a tenant and a network spanning both subnets."""
+    ibnetdiscover output with ``--fabric``, a tenant ta with a network spanning both subnets and a
+    tenant tb with one on the compute subnet only (``network create --fabric ib-compute``); each subnet has its own
+    segment pool (3000-3499 -> 0x0a00.., 3500-3999 -> 0x0c00..)."""
     compute, storage = subnets
     home = tmp_path_factory.mktemp("home")
     (home / "fabrics.yaml").write_text(yaml.safe_dump(fabrics_yaml(compute, storage)))
@@ -136,9 +140,11 @@ def site(subnets: tuple[IbFabric, IbFabric], tmp_path_factory: pytest.TempPathFa
     gf("inventory", "import", str(home / "storage.ibnd"), "--format", "ibnetdiscover", "--fabric", "ib-storage")
     gf("tenant", "create", "ta")
     gf("network", "create", "ta-net", "--tenant", "ta")
+    gf("tenant", "create", "tb")
+    gf("network", "create", "tb-compute", "--tenant", "tb", "--fabric", "ib-compute")
     cfg = SegmentConfig.default()
     store = Store.open(url=f"sqlite:///{home / 'gpufabric.db'}")
-    fabrics = Fabrics.load(home / "fabrics.yaml", Registry.from_entry_points(), cfg.quarantine_vlan.value)
+    fabrics = Fabrics.load(home / "fabrics.yaml", Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
     try:
         yield Site(compute, storage, store, fabrics, MoveEngine(store, fabrics, cfg, worker="t:1", heartbeat_every=60))
     finally:
@@ -227,3 +233,21 @@ def test_a_rogue_sm_on_the_storage_subnet_is_contained_there_only(site: Site, tm
     assert compute_after == compute_before  # the compute subnet's tables did not change
     pkey = {s.fabric: s.pkey.value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if s.pkey is not None}
     assert smp_tables(site.storage, STORAGE_SM_NODE, [S_A01]) == {S_A01: {pkey["ib-storage"]}}  # restored
+
+
+def test_a_network_on_the_compute_subnet_only_leaves_the_storage_hca_in_no_partition(site: Site) -> None:
+    """gpu-a01 (HCAs on both subnets, in ta's ta-net since the first test) moves to tb on
+    tb-compute, which spans ib-compute only: by SMP, its compute HCAs hold tb-compute's PKey
+    from the compute pool and its storage HCA no tenant PKey at all (ta's storage PKey removed,
+    nothing added); the audit of both subnets finds nothing but the SMs' unset hardening."""
+    segs = {n.name: [(s.fabric, s.seg_id, s.pkey.value) for s in n.segments if s.pkey] for n in site.store.networks()}
+    assert segs == {"ta-net": [("ib-compute", 3000, 0x0A00), ("ib-storage", 3500, 0x0C00)],
+                    "tb-compute": [("ib-compute", 3001, 0x0A01)]}  # fmt: skip
+    assert smp_tables(site.storage, STORAGE_SM_NODE, [S_A01]) == {S_A01: {0x0C00}}
+    site.engine.ledger.request("gpu-a01", MoveRequest("tb", networks=("tb-compute",)))
+    batch = site.engine.run_pending()
+    assert batch is not None and [m.status for m in batch.moves] == [MoveStatus.DONE], batch
+    assert smp_tables(site.compute, SM_NODE, C_A01) == {C_A01[0]: {0x0A01}, C_A01[1]: {0x0A01}}
+    assert smp_tables(site.storage, STORAGE_SM_NODE, [S_A01]) == {S_A01: frozenset()}
+    found = audit(site.engine).violations
+    assert [v for v in found if v.invariant != "IB-HARDENING"] == []

@@ -21,7 +21,7 @@ from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Lease, Network, Node, Segment
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.state import PortMode
+from gpufabric.domain.state import IbFabricState, PkeyTable, PortMode
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kinds
@@ -33,6 +33,7 @@ from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
+from gpufabric.store.tenants import adopt_network
 from gpufabric.workflow.inventory import parse_inventory
 
 from support.memfabric import MemorySubnetManager, register
@@ -296,3 +297,57 @@ def test_the_ethernet_kind_reads_its_instances_segment() -> None:
         assert list(kind.audit(tenancy, kind.desired(tenancy), kind.desired(tenancy))) == []
     seg = EthernetKind().bind("eth-b").allocate(net, [], CFG)
     assert seg is not None and seg.fabric == "eth-b"
+
+
+def test_a_network_on_one_subnet_leaves_the_nodes_other_subnets_ports_in_no_tenants_partition(
+    engine: MoveEngine,
+) -> None:
+    """``network create --fabric ib-compute``: n1 (HCAs on both subnets) moves from tb (tb-net on
+    both) to ta on ta's compute-only network: its storage HCA leaves tb's storage partition and
+    joins none (the default partition only), and the audit finds nothing to report."""
+    only_compute = adopt_network(
+        engine.store, "ta-compute", "ta", CFG, {}, network_kinds(config(), registry()), ["ib-compute"]
+    )
+    assert [s.fabric for s in only_compute.segments] == ["ib-compute"]
+    tb_storage = next(s.pkey for s in engine.store.network("tb-net", "tb").segments if s.fabric == "ib-storage")
+    assert tb_storage is not None
+    move(engine, "n1", "tb")
+    assert pkeys(engine, "ib-storage")[guid(1, 8)] == {tb_storage.value & 0x7FFF}
+    engine.ledger.request("n1", MoveRequest("ta", networks=("ta-compute",)))
+    batch = engine.run_pending()
+    assert batch is not None and [m.status for m in batch.moves] == [MoveStatus.DONE]
+    ta_compute = only_compute.segments[0].pkey
+    assert ta_compute is not None
+    compute = pkeys(engine, "ib-compute")
+    assert compute[guid(1, 0)] == compute[guid(1, 1)] == {ta_compute.value & 0x7FFF}
+    storage = sm(engine, "ib-storage").observe().table(guid(1, 8))
+    assert storage is not None and storage.tenant_keys() == frozenset()  # neither tb's old PKey nor any of ta's
+    assert audit(engine).violations == ()
+
+
+def test_desired_and_audit_of_a_subnet_the_leased_network_does_not_span() -> None:
+    """Pure: on ib-storage, n1 leased on a compute-only network is managed (its port is in the
+    desired slice) but in no partition; its table holding the default partition only passes the
+    audit, and the old tenant's PKey left on it is found."""
+    node = inventory().nodes[0]
+    ta = Network("ta-compute", "ta", (Segment("ib-compute", 3000, pkey=PKey(0x0A00)),))
+    tb = Network(
+        "tb-net", "tb", (Segment("ib-compute", 3001, pkey=PKey(0x0A01)), Segment("ib-storage", 3002, pkey=PKey(0x0A02)))
+    )
+    tenancy = Tenancy((node,), {"n1": Lease("ta", "n1", datetime.now(UTC), networks=("ta-compute",))},
+                      {("ta", "ta-compute"): ta, ("tb", "tb-net"): tb})  # fmt: skip
+    storage = InfinibandKind().bind("ib-storage")
+    desired = storage.desired(tenancy)
+    assert desired.layout.partitions == () and guid(1, 8) in desired.guids
+    clean = storage.as_observed(desired)
+    assert [t.entries for t in clean.tables if t.port_guid == guid(1, 8)] == [(0x7FFF,)]
+    assert list(storage.audit(tenancy, desired, clean)) == []
+    assert storage.tenants_seen(clean, tenancy) == {"n1": frozenset({QUARANTINE})}
+    stale = IbFabricState(tables=tuple(
+        PkeyTable(t.port_guid, (0x7FFF, 0x8A02) if t.port_guid == guid(1, 8) else t.entries) for t in clean.tables
+    ))  # fmt: skip
+    found = {(v.invariant, v.node) for v in storage.audit(tenancy, desired, stale)}
+    assert ("IB-GUID-FOREIGN-PKEY", "n1") in found
+    assert storage.diff(desired, stale).lines() == [f"infiniband pkey 0x0a02: remove full member {guid(1, 8)}"]
+    compute = InfinibandKind().bind("ib-compute")
+    assert [(p.pkey.value & 0x7FFF) for p in compute.desired(tenancy).layout.partitions] == [0x0A00]

@@ -85,7 +85,7 @@ def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
     from gpufabric.store.registry import Registry
 
     cfg = segment_config()
-    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
+    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
     return MoveEngine(open_store(), fabrics, cfg, progress=progress, verify_timeout=verify_timeout)
 
 
@@ -112,4 +112,4 @@ def network_kinds(fabrics_file: Path) -> list[Any] | None:
     from gpufabric.engine.fabrics import network_kinds as kinds_of
     from gpufabric.store.registry import Registry
 
-    return kinds_of(yaml.safe_load(fabrics_file.read_text()) or {}, Registry.from_entry_points())
+    return kinds_of(yaml.safe_load(fabrics_file.read_text()) or {}, Registry.from_entry_points(), segment_config())

@@ -124,7 +124,7 @@ def serve(
         from gpufabric.store.registry import Registry
 
         cfg = segment_config()
-        fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value)
+        fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
         return MoveEngine(store, fabrics, cfg, **kw)
 
     from gpufabric.engine.columns import configured_kinds

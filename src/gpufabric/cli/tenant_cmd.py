@@ -11,7 +11,7 @@ from gpufabric.cli.backend import ALL, backend, items
 from gpufabric.cli.common import JSON_OPT, actions, reader
 from gpufabric.cli.output import console, emit_json, table
 from gpufabric.domain.auth import LOCAL_ADMIN
-from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.errors import NotFoundError, ValidationError
 from gpufabric.domain.models import Network, Tenant
 
 tenant_app = typer.Typer(no_args_is_help=True)
@@ -50,33 +50,70 @@ def delete_tenant(name: str, json_out: bool = JSON_OPT) -> None:
     emit_json(t) if json_out else console.print(f"tenant [bold]{t['name']}[/] deleted", highlight=False)
 
 
-def _segments_row(n: dict[str, Any]) -> tuple[str, str, str, str]:
-    seg = {s["fabric"]: s for s in n["segments"]}
-    eth, ib = seg.get("ethernet"), seg.get("infiniband")
+NETWORK_COLUMNS = ["network", "tenant", "fabrics", "VLAN", "InfiniBand"]
+
+
+def _segments_row(n: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """One table row: the instances the network spans (one segment each), its VLANs and its
+    segmentation ids -> PKeys (named by instance when it spans several)."""
+    segs = n["segments"]
+    vlans = [s for s in segs if s.get("vlan")]
+    pkeys = [s for s in segs if s.get("pkey")]
+
+    def on(s: dict[str, Any], many: bool) -> str:
+        return f"{s['fabric']}: " if many else ""
+
     return (
         n["name"],
         n["tenant"],
-        str(eth["vlan"]) if eth and eth["vlan"] else "-",
-        f"seg {ib['seg_id']} -> pkey {ib['pkey']}" if ib and ib["pkey"] else "-",
+        ", ".join(s["fabric"] for s in segs) or "-",
+        ", ".join(f"{on(s, len(vlans) > 1)}{s['vlan']}" for s in vlans) or "-",
+        ", ".join(f"{on(s, len(pkeys) > 1)}seg {s['seg_id']} -> pkey {s['pkey']}" for s in pkeys) or "-",
     )
+
+
+FABRIC_OPT = typer.Option(
+    None, "--fabric", help="A fabric instance the network spans (repeatable; default: every configured one)."
+)
 
 
 @network_app.command("create")
 def create_network(
-    name: str, tenant: str = typer.Option(..., "--tenant", help="Owning tenant."), json_out: bool = JSON_OPT
+    name: str,
+    tenant: str = typer.Option(..., "--tenant", help="Owning tenant."),
+    fabric: list[str] = FABRIC_OPT,
+    json_out: bool = JSON_OPT,
 ) -> None:
-    """Create a tenant network: one VLAN and one PKey (through the segmentation-id mapping)."""
+    """Create a tenant network: one segment per fabric instance it spans (a VLAN on Ethernet, a
+    segmentation id and its PKey on each InfiniBand subnet)."""
     Network(name, tenant)  # validate names before touching the store
+    fabrics = list(dict.fromkeys(fabric)) if fabric else None
     r = backend()
-    if r:
-        n = r.post("/networks", {"name": name, "tenant": tenant})
-    else:
-        actions().create_network(LOCAL_ADMIN, name, tenant)
-        n = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0][0]
+    try:
+        if r:
+            body: dict[str, Any] = {"name": name, "tenant": tenant}
+            if fabrics is not None:
+                body["fabrics"] = fabrics
+            n = r.post("/networks", body)
+        else:
+            actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics)
+            n = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0][0]
+    except ValidationError as e:
+        raise as_option(e, "fabrics", "--fabric") from None
     if json_out:
         emit_json(n)
     else:
-        table("network created", ["network", "tenant", "VLAN", "InfiniBand"], [_segments_row(n)])
+        table("network created", NETWORK_COLUMNS, [_segments_row(n)])
+
+
+def as_option(e: ValidationError, field: str, option: str) -> ValidationError:
+    """``e`` naming the CLI option ``option`` where it names the request field ``field``."""
+    if e.field != field and not e.field.startswith(f"body.{field}"):
+        return e
+    out = ValidationError(option, e.value, e.allowed)
+    out.message = e.message.replace(f"invalid {e.field}:", f"invalid {option}:", 1)
+    out.args = (out.message,)
+    return out
 
 
 @network_app.command("list")
@@ -86,7 +123,7 @@ def list_networks(tenant: str = typer.Option(None, "--tenant"), json_out: bool =
     if json_out:
         emit_json(ns)
     else:
-        table(f"{len(ns)} networks", ["network", "tenant", "VLAN", "InfiniBand"], [_segments_row(n) for n in ns])
+        table(f"{len(ns)} networks", NETWORK_COLUMNS, [_segments_row(n) for n in ns])
 
 
 @network_app.command("delete")

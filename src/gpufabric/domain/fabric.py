@@ -210,7 +210,8 @@ DriverLookup = Callable[[str], type]
 
 class FabricKind(ABC, Generic[D, S]):
     """The pure side of one fabric kind. Objects are stateless but for the instance they are
-    bound to (:meth:`bind`); one per configured instance per process."""
+    bound to and its ``fabrics.yaml`` section (:meth:`bind`); one per configured instance per
+    process."""
 
     name: ClassVar[str]
     ports_section: bool = False
@@ -224,11 +225,20 @@ class FabricKind(ABC, Generic[D, S]):
         bound: str | None = self.__dict__.get("_instance")
         return bound or self.name
 
-    def bind(self, instance: str) -> Self:
-        """This kind bound to the fabric instance ``instance`` (a shallow copy)."""
+    @property
+    def section(self) -> Any:
+        """The ``fabrics.yaml`` section of the instance this object is bound to (None: bound
+        without one, e.g. a kind's default instance): what the pure side reads of its own
+        instance (e.g. an InfiniBand subnet's own segment pool)."""
+        return self.__dict__.get("_section")
+
+    def bind(self, instance: str, section: Any = None) -> Self:
+        """This kind bound to the fabric instance ``instance`` and its ``fabrics.yaml``
+        ``section`` (a shallow copy)."""
         check_name("fabrics[].name", instance)
         other = copy.copy(self)
         other.__dict__["_instance"] = instance
+        other.__dict__["_section"] = section
         return other
 
     # ---- inventory (kinds with ``ports_section``)
@@ -262,10 +272,12 @@ class FabricKind(ABC, Generic[D, S]):
         return {}
 
     # ---- configuration
-    def check_instances(self, sections: Mapping[str, Any]) -> None:
+    def check_instances(self, sections: Mapping[str, Any], config: Any = None) -> None:
         """Refuse a set of instances of this kind that cannot run side by side (``sections``:
         instance -> its ``fabrics.yaml`` section), before any is built: raise a ConfigError
-        naming the field (``fabrics.<instance>...``). Default: nothing to check."""
+        naming the field (``fabrics.<instance>...``). ``config``: the deployment's segment
+        pools (what :meth:`allocate` is handed; None: not known here, checks against it are
+        skipped). Default: nothing to check."""
 
     @abstractmethod
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[S]:
@@ -294,6 +306,12 @@ class FabricKind(ABC, Generic[D, S]):
         if raw:
             raise ValidationError(where, ", ".join(sorted(map(str, raw))), f"no options on fabric {self.instance}")
         return ()
+
+    @property
+    def allocates(self) -> bool:
+        """True when this kind gives networks a segment of their own (overrides :meth:`allocate`):
+        the instances a network may name (``network create --fabric``)."""
+        return type(self).allocate is not FabricKind.allocate
 
     @property
     def adopts(self) -> bool:

@@ -18,6 +18,7 @@ from gpufabric.domain.errors import ConfigError, ExhaustedError, ValidationError
 from gpufabric.domain.values import PKey, VlanId
 
 DEFAULT_QUARANTINE_VLAN = 4000  # ``ethernet.quarantine_vlan`` when config.yaml has none: the one source
+DEFAULT_IB_SEG_RANGE = "3000-3999"  # ``infiniband.seg_range`` when config.yaml has none
 
 @dataclass(frozen=True, order=True)
 class IdRange:
@@ -104,6 +105,67 @@ class PKeyMapping:
         vals = [p for _, p in self.table]
         return IdRange(min(vals), max(vals))
 
+    def pkeys(self) -> frozenset[int]:
+        """Every PKey value this mapping hands out."""
+        if self.mode is MappingMode.OFFSET:
+            return frozenset(range(self.base, self.base + len(self.seg_range)))
+        return frozenset(p for _, p in self.table)
+
+    @classmethod
+    def from_dict(cls, where: str, raw: Any, default_range: str | None = None) -> PKeyMapping:
+        """Parse ``{seg_range, mapping: {mode, base | table}}`` (the ``segments.infiniband``
+        section of config.yaml, ``where`` = ``infiniband``, or an InfiniBand instance's own pool
+        in fabrics.yaml, ``where`` = ``fabrics.<instance>.segments``); every error names a field
+        under ``where``. Not validated (:meth:`validate`). ``default_range`` None: seg_range
+        is required."""
+        raw = {} if raw is None else raw
+        if not isinstance(raw, Mapping):
+            raise ConfigError(where, raw, "a mapping with seg_range and mapping")
+        if default_range is None and "seg_range" not in raw:
+            raise ConfigError(f"{where}.seg_range", "missing", "'START-END' segmentation ids of this pool")
+        seg_range = IdRange.parse(f"{where}.seg_range", raw.get("seg_range", default_range))
+        m = raw.get("mapping", {}) or {}
+        if not isinstance(m, Mapping):
+            raise ConfigError(f"{where}.mapping", m, "a mapping with mode and base (offset) or table")
+        mode_raw = m.get("mode", "offset")
+        try:
+            mode = MappingMode(mode_raw)
+        except ValueError:
+            raise ConfigError(f"{where}.mapping.mode", mode_raw, "offset or table") from None
+        if mode is MappingMode.OFFSET:
+            return cls(mode, seg_range, _pkey_int(f"{where}.mapping.base", m.get("base", "0x0a00")))
+        return cls(mode, seg_range, 0, tuple(_table(f"{where}.mapping.table", m.get("table", {}))))
+
+    def validate(self, where: str = "infiniband") -> None:
+        """The pool on its own: ids inside the VLAN id space (never VLAN 1), PKeys valid and one
+        per id; errors name fields under ``where`` (as :meth:`from_dict`)."""
+        sr = self.seg_range
+        if sr.start < VlanId.MIN or sr.end > VlanId.MAX:
+            raise ConfigError(f"{where}.seg_range", str(sr), f"inside {VlanId.ALLOWED}")
+        if 1 in sr:  # VLAN 1 is every switch's default VLAN: the audit flags any port carrying it
+            raise ConfigError(f"{where}.seg_range", str(sr), "inside 2-4094 (never VLAN 1, the default VLAN)")
+        if self.mode is MappingMode.OFFSET:
+            pr = self.pkey_range()
+            if pr.start < PKey.MIN or pr.end > PKey.MAX:
+                raise ConfigError(
+                    f"{where}.mapping.base",
+                    f"0x{self.base:04x} (+{len(sr) - 1} = 0x{pr.end:04x})",
+                    f"PKeys inside {PKey.ALLOWED}",
+                )
+            return
+        field = f"{where}.mapping.table"
+        seen: dict[int, int] = {}
+        for s, p in self.table:
+            if s not in sr:
+                raise ConfigError(field, s, f"segmentation ids inside {where}.seg_range {sr}")
+            if not PKey.MIN <= p <= PKey.MAX:
+                raise ConfigError(field, f"{s}: 0x{p:04x}", PKey.ALLOWED)
+            if p in seen:
+                raise ConfigError(field, f"{s}: 0x{p:04x}", f"one PKey per id (0x{p:04x} also maps {seen[p]})")
+            seen[p] = s
+        if not self.table:
+            raise ConfigError(field, "{}", "at least one 'seg_id: pkey' entry")
+
 
 @dataclass(frozen=True)
 class SegmentConfig:
@@ -132,21 +194,9 @@ class SegmentConfig:
             quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
         except ValidationError as e:
             raise ConfigError(e.field, e.value, e.allowed) from None
-        seg_range = IdRange.parse("infiniband.seg_range", ib.get("seg_range", "3000-3999"))
-        m = ib.get("mapping", {}) or {}
-        mode_raw = m.get("mode", "offset")
-        try:
-            mode = MappingMode(mode_raw)
-        except ValueError:
-            raise ConfigError("infiniband.mapping.mode", mode_raw, "offset or table") from None
-        table: tuple[tuple[int, int], ...] = ()
-        base = 0
-        if mode is MappingMode.OFFSET:
-            base = _pkey_int("infiniband.mapping.base", m.get("base", "0x0a00"))
-        else:
-            table = tuple(_table(m.get("table", {})))
+        ib_pool = PKeyMapping.from_dict("infiniband", ib, DEFAULT_IB_SEG_RANGE)
         nvr = IdRange.parse("nvlink.partition_range", nv.get("partition_range", "0-63"))
-        cfg = cls(user, vlans, quarantine, PKeyMapping(mode, seg_range, base, table), nvr)
+        cfg = cls(user, vlans, quarantine, ib_pool, nvr)
         cfg.validate()
         return cfg
 
@@ -155,7 +205,6 @@ class SegmentConfig:
         for name, r in (
             ("user_vlan_range", self.user_vlans),
             ("ethernet.vlan_range", self.ethernet_vlans),
-            ("infiniband.seg_range", self.ib.seg_range),
         ):
             if r.start < VlanId.MIN or r.end > VlanId.MAX:
                 raise ConfigError(name, str(r), f"inside {VlanId.ALLOWED}")
@@ -170,41 +219,20 @@ class SegmentConfig:
             raise ConfigError("ethernet.quarantine_vlan", q, "2-4094 (never VLAN 1)")
         if q in self.user_vlans or q in self.ethernet_vlans:
             raise ConfigError("ethernet.quarantine_vlan", q, f"outside {self.user_vlans} and {self.ethernet_vlans}")
-        sr = self.ib.seg_range
+        self.ib.validate("infiniband")
+        self.check_seg_range("infiniband.seg_range", self.ib.seg_range)
+
+    def check_seg_range(self, field: str, sr: IdRange) -> None:
+        """An InfiniBand segmentation-id range (the global one, or an instance's own, ``field``)
+        must stay clear of the VLAN pools: disjoint from the user and tenant VLAN ranges, and
+        without the quarantine VLAN."""
         if sr.overlaps(self.user_vlans):
-            raise ConfigError("infiniband.seg_range", str(sr), f"disjoint from user_vlan_range {self.user_vlans}")
+            raise ConfigError(field, str(sr), f"disjoint from user_vlan_range {self.user_vlans}")
         if sr.overlaps(self.ethernet_vlans):
-            raise ConfigError(
-                "infiniband.seg_range", str(sr), f"disjoint from ethernet.vlan_range {self.ethernet_vlans}"
-            )
+            raise ConfigError(field, str(sr), f"disjoint from ethernet.vlan_range {self.ethernet_vlans}")
+        q = self.quarantine_vlan.value
         if q in sr:
-            raise ConfigError("infiniband.seg_range", str(sr), f"not containing the quarantine VLAN {q}")
-        if self.ib.mode is MappingMode.OFFSET:
-            pr = self.ib.pkey_range()
-            if pr.start < PKey.MIN or pr.end > PKey.MAX:
-                raise ConfigError(
-                    "infiniband.mapping.base",
-                    f"0x{self.ib.base:04x} (+{len(sr) - 1} = 0x{pr.end:04x})",
-                    f"PKeys inside {PKey.ALLOWED}",
-                )
-        else:
-            seen: dict[int, int] = {}
-            for s, p in self.ib.table:
-                if s not in sr:
-                    raise ConfigError(
-                        "infiniband.mapping.table", s, f"segmentation ids inside infiniband.seg_range {sr}"
-                    )
-                if not PKey.MIN <= p <= PKey.MAX:
-                    raise ConfigError("infiniband.mapping.table", f"{s}: 0x{p:04x}", PKey.ALLOWED)
-                if p in seen:
-                    raise ConfigError(
-                        "infiniband.mapping.table",
-                        f"{s}: 0x{p:04x}",
-                        f"one PKey per id (0x{p:04x} also maps {seen[p]})",
-                    )
-                seen[p] = s
-            if not self.ib.table:
-                raise ConfigError("infiniband.mapping.table", "{}", "at least one 'seg_id: pkey' entry")
+            raise ConfigError(field, str(sr), f"not containing the quarantine VLAN {q}")
 
 
 def _pkey_int(field: str, raw: Any) -> int:
@@ -215,15 +243,15 @@ def _pkey_int(field: str, raw: Any) -> int:
         raise ConfigError(e.field, e.value, e.allowed) from None
 
 
-def _table(raw: Any) -> Iterable[tuple[int, int]]:
+def _table(field: str, raw: Any) -> Iterable[tuple[int, int]]:
     if not isinstance(raw, Mapping):
-        raise ConfigError("infiniband.mapping.table", raw, "a mapping of seg_id: pkey")
+        raise ConfigError(field, raw, "a mapping of seg_id: pkey")
     for k, v in raw.items():
         try:
             seg = int(k)
         except (TypeError, ValueError):
-            raise ConfigError("infiniband.mapping.table", k, "integer segmentation ids") from None
-        yield seg, _pkey_int(f"infiniband.mapping.table[{seg}]", v)
+            raise ConfigError(field, k, "integer segmentation ids") from None
+        yield seg, _pkey_int(f"{field}[{seg}]", v)
 
 
 def allocate(pool: Iterable[int], used: Iterable[int], field: str) -> int:

@@ -38,7 +38,7 @@ from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
 from gpufabric.domain.parallel import run_parallel
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
+from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN, SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, check_name
 from gpufabric.planning.plan import Plan
@@ -60,32 +60,41 @@ class Fabrics:
 
     @classmethod
     def from_config(
-        cls, raw: Mapping[str, Any], registry: Registry, quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN
+        cls,
+        raw: Mapping[str, Any],
+        registry: Registry,
+        quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
+        segments: SegmentConfig | None = None,
     ) -> Fabrics:
+        """The instances of ``raw`` built; ``segments`` (config.yaml's pools) is what instances'
+        own pools are checked against (None: only against each other)."""
         if not isinstance(raw, Mapping):
             raise ConfigError("fabrics", raw, "a mapping with a 'fabrics' list of instances and the SM settings")
         guids = tuple(Guid.parse(g, field="sm_port_guids") for g in raw.get("sm_port_guids", []) or [])
         trusted = tuple(Guid.parse(g, field="trusted_sm_guids") for g in raw.get("trusted_sm_guids", []) or [])
         f = cls(sm_port_guids=guids or trusted, trusted_sm_guids=trusted or guids, quarantine_vlan=quarantine_vlan)
-        specs, notes = instance_specs(raw, registry)
+        specs, notes = checked_specs(raw, registry, segments)
         f.notes = tuple(notes)
         for line in notes:
             log.info("%s", line)
         order = {k.name: i for i, k in enumerate(registry.ordered_kinds())}
-        for kind_name, kind in registry.kinds.items():  # instances that cannot run side by side (one SM twice)
-            if mine := {name: section for _pos, name, k, section in specs if k.name == kind_name}:
-                kind.check_instances(mine)
         for _pos, name, kind, section in sorted(specs, key=lambda x: (order[x[2].name], x[0])):
-            bound = kind.bind(name)
+            bound = kind.bind(name, section)
             f.backends[name] = bound.build(section, registry.get, f.settings)
             f.kinds[name] = bound
         return f
 
     @classmethod
-    def load(cls, path: Path, registry: Registry, quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN) -> Fabrics:
+    def load(
+        cls,
+        path: Path,
+        registry: Registry,
+        quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
+        segments: SegmentConfig | None = None,
+    ) -> Fabrics:
         if not path.exists():
             raise ConfigError("fabrics", str(path), "a fabrics.yaml (run `gpufabric lab up` or write one)")
-        return cls.from_config(yaml.safe_load(path.read_text()) or {}, registry, quarantine_vlan)
+        return cls.from_config(yaml.safe_load(path.read_text()) or {}, registry, quarantine_vlan, segments)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -240,16 +249,32 @@ def _add(specs: list[Spec], seen: dict[str, str], pos: int, name: str, kind: Fab
     specs.append((pos, name, kind, section))
 
 
+def checked_specs(
+    raw: Mapping[str, Any], registry: Registry, segments: SegmentConfig | None
+) -> tuple[list[Spec], list[str]]:
+    """:func:`instance_specs`, then each kind's check of its instances side by side (one SM
+    written twice, overlapping per-instance pools; against ``segments`` when given)."""
+    specs, notes = instance_specs(raw, registry)
+    for kind_name, kind in registry.kinds.items():
+        if mine := {name: section for _pos, name, k, section in specs if k.name == kind_name}:
+            kind.check_instances(mine, segments)
+    return specs, notes
+
+
 def configured_instances(raw: Mapping[str, Any], registry: Registry) -> dict[str, FabricKind[Any, Any]]:
-    """instance -> bound kind of every instance ``fabrics.yaml`` configures, with no backend
-    built (what the inventory import needs to parse the instances' port sections)."""
-    return {name: kind.bind(name) for _pos, name, kind, _section in instance_specs(raw, registry)[0]}
+    """instance -> bound kind (with its section) of every instance ``fabrics.yaml`` configures,
+    with no backend built (what the inventory import needs to parse the instances' port sections)."""
+    return {name: kind.bind(name, section) for _pos, name, kind, section in instance_specs(raw, registry)[0]}
 
 
-def network_kinds(raw: Mapping[str, Any], registry: Registry) -> list[FabricKind[Any, Any]]:
+def network_kinds(
+    raw: Mapping[str, Any], registry: Registry, segments: SegmentConfig | None = None
+) -> list[FabricKind[Any, Any]]:
     """The fabric instances a new network takes its segments from: every configured instance,
     and the default instance of each registered kind with none configured (as before instances),
-    in the registry's order."""
+    in the registry's order. The instances are checked side by side first (:func:`checked_specs`):
+    an overlapping pool is a ConfigError before any segment is allocated from it."""
+    checked_specs(raw, registry, segments)
     configured = list(configured_instances(raw, registry).values())
     named = {k.name for k in configured}
     order = {k.name: i for i, k in enumerate(registry.ordered_kinds())}

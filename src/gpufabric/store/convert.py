@@ -30,6 +30,7 @@ from gpufabric.store.tables import (
     NodeFabricPortsRow,
     NodeRow,
     OfferingRow,
+    SegmentRow,
 )
 
 
@@ -106,6 +107,17 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
     row.gpus.extend(GpuRow(module_id=g.module_id.value, pci_bus_id=g.pci_bus_id) for g in node.gpus)
     row.dpus.extend(DpuRow(name=d.name, mode=d.mode.value, details=dict(d.details)) for d in node.dpus)
     row.fabric_ports.extend(NodeFabricPortsRow(instance=f.instance, data=f.entries) for f in node.fabric_ports)
+
+
+def segment_row(instance: str, seg: Segment) -> SegmentRow:
+    """The row of ``seg`` on the fabric instance ``instance`` (a PKey is stored without its
+    membership bit: ``pkey & 0x7FFF``)."""
+    return SegmentRow(
+        fabric=instance,
+        seg_id=seg.seg_id,
+        vlan=seg.vlan.value if seg.vlan else None,
+        pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
+    )
 
 
 def network_to_domain(r: NetworkRow) -> Network:

@@ -11,7 +11,7 @@ replica won a race. Leases live in :mod:`gpufabric.store.leases`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,6 +47,7 @@ from gpufabric.store.convert import (
     network_to_domain,
     node_to_domain,
     offering_to_domain,
+    segment_row,
 )
 from gpufabric.store.nodes import list_nodes
 from gpufabric.store.registry import Registry
@@ -248,11 +249,14 @@ class Store:
             return Tenant(_tenant_row(s, name).name)
 
     # ------------------------------------------------------------------ networks
-    def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None) -> Network:
+    def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None,
+                       fabrics: Collection[str] | None = None) -> Network:  # fmt: skip
         """Create a tenant network with one segment per fabric kind that has per-network
         segments (``FabricKind.allocate``: the lowest free VLAN of ``cfg.ethernet_vlans``, the
-        lowest free InfiniBand segmentation id of ``cfg.ib`` mapped to its PKey, ...). ``kinds``
-        default to every registered kind.
+        lowest free InfiniBand segmentation id of the instance's pool mapped to its PKey, ...).
+        ``kinds`` (the configured instances) default to every registered kind; ``fabrics``: the
+        instances of ``kinds`` the network spans (None: all). Ids stay unique across every
+        instance of ``kinds`` sharing a pool, spanned or not.
 
         Raises NotFoundError (tenant), ConflictError (name taken), ExhaustedError (pool empty).
         """
@@ -262,7 +266,7 @@ class Store:
         for _ in range(ALLOCATION_ATTEMPTS):
             try:
                 with self._tx() as s:
-                    return self._create_network(s, name, tenant, cfg, allocators)
+                    return self._create_network(s, name, tenant, cfg, allocators, fabrics)
             except IntegrityError as e:  # another replica took the same id (or name): retry on fresh data
                 last = e
         raise ConflictError(
@@ -270,7 +274,9 @@ class Store:
         )
 
     @staticmethod
-    def _create_network(s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any]) -> Network:
+    def _create_network(
+        s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any], fabrics: Collection[str] | None
+    ) -> Network:
         t = _tenant_row(s, tenant)
         if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)) is not None:
             raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
@@ -278,19 +284,14 @@ class Store:
         row = NetworkRow(name=name, tenant=t)
         probe = Network(name, tenant)
         fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
-        for kind in kinds:  # one segment per fabric instance (kind.instance) whose kind allocates
+        for kind in kinds:  # one segment per spanned fabric instance (kind.instance) whose kind allocates
+            if fabrics is not None and kind.instance not in fabrics:
+                continue  # not spanned (its ids still count: ``used`` holds every sibling's)
             siblings = sibling_instances(kind, kinds)
             seg = kind.allocate(probe, [x for x in (*used, *fresh) if x.fabric in siblings], cfg)
             if seg is not None:
                 fresh.append(dataclasses.replace(seg, fabric=kind.instance))
-                row.segments.append(
-                    SegmentRow(
-                        fabric=kind.instance,
-                        seg_id=seg.seg_id,
-                        vlan=seg.vlan.value if seg.vlan else None,
-                        pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
-                    )
-                )
+                row.segments.append(segment_row(kind.instance, seg))
         s.add(row)
         s.flush()
         return network_to_domain(row)

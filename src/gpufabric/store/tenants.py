@@ -18,7 +18,7 @@ from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationErro
 from gpufabric.domain.models import Lease, Network, Node, Tenant
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import check_name
-from gpufabric.store.convert import lease_to_domain, network_to_domain
+from gpufabric.store.convert import lease_to_domain, network_to_domain, segment_row
 from gpufabric.store.core import Store, sibling_instances, used_segments
 from gpufabric.store.leases import _LOAD as LEASE_LOAD
 from gpufabric.store.registry import Registry
@@ -27,7 +27,6 @@ from gpufabric.store.tables import (
     LeaseRow,
     NetworkRow,
     NodeRow,
-    SegmentRow,
     TenantRow,
     TokenRow,
     lease_active_at,
@@ -64,8 +63,35 @@ def delete_tenant(store: Store, name: str) -> Tenant:
         return Tenant(name)
 
 
+def spanned(kinds: Sequence[Any], fabrics: Sequence[str] | None, field: str = "fabrics") -> list[str] | None:
+    """The names of the instances of ``kinds`` a new network spans: ``fabrics`` (None: all).
+    ValidationError naming ``field`` for a name that is no configured instance, or one whose
+    kind gives networks no segment (e.g. nvlink), listing the instances it may name."""
+    if fabrics is None:
+        return None
+    names = [k.instance for k in kinds if k.allocates]
+    allowed = ", ".join(names) or "none"
+    by_name = {k.instance: k for k in kinds}
+    for f in fabrics:
+        if f not in by_name:
+            raise ValidationError(field, f, f"configured fabric instances: {allowed}")
+        if not by_name[f].allocates:
+            raise ValidationError(
+                field, f, f"configured fabric instances: {allowed}", f"fabric {f} has no per-network segment"
+            )
+    if not fabrics:
+        raise ValidationError(field, [], f"at least one of {allowed}")
+    return list(dict.fromkeys(fabrics))
+
+
 def adopt_network(
-    store: Store, name: str, tenant: str, cfg: SegmentConfig, segments: dict[str, int], kinds: Sequence[Any] | None = None
+    store: Store,
+    name: str,
+    tenant: str,
+    cfg: SegmentConfig,
+    segments: dict[str, int],
+    kinds: Sequence[Any] | None = None,
+    fabrics: Sequence[str] | None = None,
 ) -> Network:
     """Create a network with exactly the given segmentation ids (fabric instance -> id, each
     checked by its kind's :meth:`~gpufabric.domain.fabric.FabricKind.adopt` against ``cfg`` and
@@ -74,11 +100,18 @@ def adopt_network(
     never lands on an Ethernet switch, nor the reverse. ConflictError when an id is taken;
     ValidationError out of range or for an instance that is not configured or takes no explicit
     ids. ``kinds``: the configured fabric instances (None: every registered kind's default one).
+    ``fabrics``: the instances the network spans (:func:`spanned`; None: all, or with explicit
+    segments, theirs; given with segments it must name exactly theirs).
     One transaction: nothing is written on any error."""
     check_name("network.name", name)
-    if not segments:
-        return store.create_network(name, tenant, cfg, kinds)
     instances = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
+    chosen = spanned(instances, fabrics)
+    if not segments:
+        return store.create_network(name, tenant, cfg, instances, chosen)
+    if fabrics is not None and set(fabrics) != set(segments):
+        raise ValidationError(
+            "fabrics", list(fabrics), f"the instances of the explicit segments ({', '.join(segments)}), or left out"
+        )
     by_name = {k.instance: k for k in instances}
     probe = Network(name, tenant)
     for instance, seg in segments.items():
@@ -101,14 +134,7 @@ def adopt_network(
                 siblings = sibling_instances(kind, instances)
                 got = kind.adopt(probe, segments[kind.instance], [x for x in used if x.fabric in siblings], cfg)
                 used.append(dataclasses.replace(got, fabric=kind.instance))
-                row.segments.append(
-                    SegmentRow(
-                        fabric=kind.instance,
-                        seg_id=got.seg_id,
-                        vlan=got.vlan.value if got.vlan else None,
-                        pkey=got.pkey.value if got.pkey else None,
-                    )
-                )
+                row.segments.append(segment_row(kind.instance, got))
             s.add(row)
             s.flush()
             return network_to_domain(row)

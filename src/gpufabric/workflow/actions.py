@@ -103,7 +103,16 @@ class Actions:
         p.require("tenant", Verb.DELETE)
         return self._do(p, "tenant.delete", name, name, lambda: tenant_admin.delete_tenant(self.store, name))
 
-    def create_network(self, p: Principal, name: str, tenant: str, segments: dict[str, int] | None = None) -> Network:
+    def create_network(
+        self,
+        p: Principal,
+        name: str,
+        tenant: str,
+        segments: dict[str, int] | None = None,
+        fabrics: Sequence[str] | None = None,
+    ) -> Network:
+        """A network of ``tenant`` spanning the instances ``fabrics`` (None: every configured one
+        that allocates), with ``segments`` adopted (admin/service only)."""
         self._tenant_visible(p, tenant)
         p.require("network", Verb.CREATE)
         if segments and not p.sees_all:
@@ -117,7 +126,13 @@ class Actions:
             with self.store.tx() as tx:  # counted in a transaction of its own: allocation retries its own
                 quotas.check(tx, self.quota(), p, tenant, "networks")
             return tenant_admin.adopt_network(
-                self.store, Network(name, tenant).name, tenant, self.cfg(), segments or {}, self.network_kinds()
+                self.store,
+                Network(name, tenant).name,
+                tenant,
+                self.cfg(),
+                segments or {},
+                self.network_kinds(),
+                fabrics,
             )
 
         return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)

@@ -14,6 +14,7 @@ Name = Annotated[
 ]
 TenantOrQuarantine = Name
 MAX_ADOPTED_SEGMENTS = 8  # segments one adopted network names (one per fabric instance)
+MAX_NETWORK_FABRICS = 32  # fabric instances one network may name
 
 
 class Strict(BaseModel):
@@ -222,6 +223,12 @@ class NetworkIn(Strict):
     segments: list[SegmentIn] | None = Field(
         None, max_length=MAX_ADOPTED_SEGMENTS,
         description="Explicit segmentation ids to adopt (Neutron), one per fabric instance; others are allocated",
+    )  # fmt: skip
+
+    fabrics: list[Name] | None = Field(
+        None, min_length=1, max_length=MAX_NETWORK_FABRICS,
+        description="The configured fabric instances the network spans (e.g. [ib-compute]); omitted: every one "
+        "that gives networks a segment. With segments: exactly their instances",
     )  # fmt: skip
 
     @field_validator("segments")

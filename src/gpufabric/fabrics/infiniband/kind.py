@@ -5,9 +5,13 @@ it changed.
 
 ``fabrics.yaml``::
 
-    infiniband: {driver: opensm, options: {..., ipoib: {enabled: true, mtu: 4}}}
+    infiniband: {driver: opensm, options: {..., ipoib: {enabled: true, mtu: 4}},
+                 segments: {seg_range: "3000-3499", mapping: {mode: offset, base: "0x0a00"}}}
     sm_port_guids: ["0x..."]       # the SM node's ports: full members of the default partition
     trusted_sm_guids: ["0x..."]    # the only SMs allowed (default: sm_port_guids)
+
+``segments`` (optional) is the subnet's own segmentation-id pool and PKey mapping
+(:mod:`.pools`); without it the instance allocates from config.yaml's ``segments.infiniband``.
 
 Trusted SM GUIDs have one source, the top level: they are handed to the driver, and a driver
 option that disagrees is refused. An ``infiniband`` section with no trusted SM GUID at all
@@ -48,7 +52,7 @@ from gpufabric.domain.fabric import (
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.secrets import TransportNote
-from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.segments import PKeyMapping, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
@@ -68,6 +72,7 @@ from gpufabric.fabrics.infiniband.plan import (
     merge_ib,
     reachable,
 )
+from gpufabric.fabrics.infiniband.pools import check_pools, own_pool, pool_field, pool_of
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
@@ -107,11 +112,16 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
     capabilities = frozenset({"observe", "apply", "contain", "settings", "watch"})
 
     def __init__(
-        self, sm: SubnetManagerDriver, trusted_sm_guids: tuple[Guid, ...] = (), instance: str = DEFAULT_INSTANCE
+        self,
+        sm: SubnetManagerDriver,
+        trusted_sm_guids: tuple[Guid, ...] = (),
+        instance: str = DEFAULT_INSTANCE,
+        pool: PKeyMapping | None = None,
     ) -> None:
         self.sm = sm
         self.trusted_sm_guids = trusted_sm_guids
         self.instance = instance  # the subnet this SM drives: only its HCA ports are its to place and cut
+        self.pool = pool  # the subnet's own segment pool (None: config.yaml's, shared)
         self._watch: SmWatch | None = None
 
     def watch(self) -> tuple[str, ...]:
@@ -149,7 +159,11 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
         mine = tuple(dataclasses.replace(n, ib=instance_ports(n, self.instance)) for n in context.nodes)
-        return infiniband_site_checks(self.sm, trusted, dataclasses.replace(context, nodes=mine))
+        ctx = dataclasses.replace(context, nodes=mine)
+        if self.pool is None or context.segments is None:
+            return infiniband_site_checks(self.sm, trusted, ctx)
+        ctx = dataclasses.replace(ctx, segments=dataclasses.replace(context.segments, ib=self.pool))
+        return infiniband_site_checks(self.sm, trusted, ctx, pool_field(self.instance))
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
@@ -171,11 +185,13 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
         return (import_format(),)
 
-    def check_instances(self, sections: Mapping[str, Any]) -> None:
+    def check_instances(self, sections: Mapping[str, Any], config: Any = None) -> None:
         """Each instance is one subnet with SMs of its own: two instances writing one SM's
         partitions file (the same local ``partitions_conf``, or the same file on one SM host)
-        would map their PKeys twice on one SM, each write reverting the other's. ConfigError
+        would map their PKeys twice on one SM, each write reverting the other's; and its own
+        segment pool, if any, apart from the others' (:func:`.pools.check_pools`). ConfigError
         naming the second instance's field."""
+        check_pools(sections, config)
         seen: dict[str, tuple[str, str]] = {}
         for name, section in sections.items():
             for where, value, key in sm_files(section):
@@ -214,29 +230,40 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             expect=(SubnetManagerDriver, "a subnet manager driver"),
         )  # fmt: skip
         assert isinstance(drv, SubnetManagerDriver)
-        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance)
+        pool = own_pool(self.instance, section)
+        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance, pool)
+
+    def pool(self, config: Any) -> tuple[PKeyMapping, str]:
+        """This instance's pool (its own ``segments:``, else the global ``config.ib``) and the
+        field naming its range (:mod:`.pools`)."""
+        return pool_of(self.instance, self.section, config)
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
-        cfg: SegmentConfig = config
-        used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
-        if len(used_pkeys) >= IPOIB_PARTITION_LIMIT:
+        """The lowest free segmentation id of this instance's pool whose PKey is free too."""
+        pool, field = self.pool(config)
+        used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}  # every sibling's, as the store's
+        on_subnet = used_pkeys  # a shared pool counts every sibling's partitions (as before instances had pools)
+        if pool is not config.ib:  # a pool of its own: the subnet's partitions are its own segments
+            on_subnet = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None and s.fabric == self.instance}
+        if len(on_subnet) >= IPOIB_PARTITION_LIMIT:
             raise ExhaustedError(
-                f"{len(used_pkeys)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "
+                f"{len(on_subnet)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "
                 f"broadcast group and the switches hold {IPOIB_PARTITION_LIMIT + 1} (MulticastFDBCap, "
                 "one for the default partition); delete a network first",
-                field="infiniband.seg_range",
+                field=field,
                 limit=IPOIB_PARTITION_LIMIT,
             )
-        pool = [i for i in cfg.ib.seg_ids() if cfg.ib.pkey_for(i).value not in used_pkeys]
-        seg = allocate(pool, {s.seg_id for s in used}, "infiniband.seg_range")
-        return Segment(self.instance, seg, pkey=cfg.ib.pkey_for(seg))
+        free = [i for i in pool.seg_ids() if pool.pkey_for(i).value not in used_pkeys]
+        seg = allocate(free, {s.seg_id for s in used}, field)
+        return Segment(self.instance, seg, pkey=pool.pkey_for(seg))
 
     def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
-        """Segmentation id ``seg_id`` of ``cfg.ib`` and its PKey, both free on every IB instance."""
-        cfg: SegmentConfig = config
-        if seg_id not in cfg.ib.seg_ids():
-            raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(cfg.ib.seg_range))
-        pkey = cfg.ib.pkey_for(seg_id)
+        """Segmentation id ``seg_id`` of this instance's pool and its PKey, both free on every
+        instance sharing the pool (a pool of its own is disjoint from the others')."""
+        pool, _ = self.pool(config)
+        if seg_id not in pool.seg_ids():
+            raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(pool.seg_range))
+        pkey = pool.pkey_for(seg_id)
         pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
         if seg_id in {s.seg_id for s in used} or pkey.value & 0x7FFF in pkeys:
             raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)

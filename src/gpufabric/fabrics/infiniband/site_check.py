@@ -28,7 +28,7 @@ from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 
 OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
 SUBJECT = "infiniband"
-
+GLOBAL_POOL = "config.yaml segments.infiniband"  # where a subnet without a pool of its own takes its PKeys
 
 def _msg(e: BaseException) -> str:
     return str(getattr(e, "message", None) or e or type(e).__name__)
@@ -95,7 +95,9 @@ def foreign_partitions(sm: Any) -> dict[int, str]:
     return {p.pkey.value & 0x7FFF: f"partition {p.name} of {conf}" for p in parse_partitions_conf(text).partitions}
 
 
-def pkey_pool(state: IbFabricState, ctx: SiteContext, foreign: dict[int, str]) -> list[SiteCheck]:
+def pkey_pool(
+    state: IbFabricState, ctx: SiteContext, foreign: dict[int, str], where: str = GLOBAL_POOL
+) -> list[SiteCheck]:
     ib = ctx.segments.ib
     pool = {ib.pkey_for(s).value & 0x7FFF: s for s in ib.seg_ids()}
     owned = {seg.pkey.value & 0x7FFF for n in ctx.networks for seg in n.segments if seg.pkey is not None}
@@ -106,7 +108,7 @@ def pkey_pool(state: IbFabricState, ctx: SiteContext, foreign: dict[int, str]) -
     clash = sorted(k for k in used if k in pool and k not in owned)
     rng = ib.pkey_range()
     out = [
-        SiteCheck("IB-PKEY-POOL", ERR, f"config.yaml segments.infiniband (PKeys 0x{rng.start:04x}-0x{rng.end:04x}): PKey "
+        SiteCheck("IB-PKEY-POOL", ERR, f"{where} (PKeys 0x{rng.start:04x}-0x{rng.end:04x}): PKey "
                   f"0x{k:04x} (seg_id {pool[k]}) is already used on the subnet by {used[k]}, not by a gpufabric network",
                   f"pkey:0x{k:04x}")
         for k in clash
@@ -156,7 +158,10 @@ def ipoib_readback(config: Any, device: str) -> list[SiteCheck]:
     return out or [SiteCheck("IB-IPOIB-READBACK", OK, f"{device}: every SM host's SA dump is configured", device)]
 
 
-def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext) -> list[SiteCheck]:
+def infiniband_site_checks(
+    sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL
+) -> list[SiteCheck]:
+    """Every check of one subnet; ``pool``: where its segment pool (``ctx.segments.ib``) is configured."""
     device = type(sm).__name__.removesuffix("Driver").lower() or SUBJECT
     try:
         state: IbFabricState = sm.observe()
@@ -180,7 +185,7 @@ def infiniband_site_checks(sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext)
     except Exception as e:
         out.append(SiteCheck("IB-PKEY-POOL", WARN, f"{device}: partitions.conf not readable: {_msg(e)}", device))
         foreign = {}
-    out += pkey_pool(state, ctx, foreign)
+    out += pkey_pool(state, ctx, foreign, pool)
     skip = frozenset(trusted) | frozenset(Guid.parse(str(g)) for g in ctx.settings.get("sm_port_guids", ()))
     try:
         out += inventory_ports(sm, state, ctx, skip)
