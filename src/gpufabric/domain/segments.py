@@ -136,7 +136,7 @@ class PKeyMapping:
             return cls(mode, seg_range, _pkey_int(f"{where}.mapping.base", m.get("base", "0x0a00")))
         return cls(mode, seg_range, 0, tuple(_table(f"{where}.mapping.table", m.get("table", {}))))
 
-    def validate(self, where: str = "infiniband") -> None:
+    def validate(self, where: str) -> None:
         """The pool on its own: ids inside the VLAN id space (never VLAN 1), PKeys valid and one
         per id; errors name fields under ``where`` (as :meth:`from_dict`)."""
         sr = self.seg_range
@@ -194,9 +194,9 @@ class SegmentConfig:
             quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
         except ValidationError as e:
             raise ConfigError(e.field, e.value, e.allowed) from None
-        ib_pool = PKeyMapping.from_dict("infiniband", ib, DEFAULT_IB_SEG_RANGE)
+        pool = PKeyMapping.from_dict("infiniband", ib, DEFAULT_IB_SEG_RANGE)
         nvr = IdRange.parse("nvlink.partition_range", nv.get("partition_range", "0-63"))
-        cfg = cls(user, vlans, quarantine, ib_pool, nvr)
+        cfg = cls(user, vlans, quarantine, pool, nvr)
         cfg.validate()
         return cfg
 
