@@ -135,6 +135,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, one HCA each;
     ``LAB_BONDED`` (default none) the comma-separated nodes whose eth0+eth1 are an LACP bond;
     ``LAB_SM_PAIR`` (default False) the subnet's trusted SMs as a master/standby pair (``--sm-pair``);
+    ``LAB_IB_SUBNETS`` (default 1) the IB subnets (2: compute + storage, ``--ib-subnets 2``);
     ``LAB_GPUS`` (default: the lab's, 8) the GPUs per node (0: no NVLink stand-ins)."""
     home = tmp_path_factory.mktemp("gfhome")
     env = LabEnv(home, {})
@@ -144,6 +145,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     extra = ("--bonded", bonded) if bonded else ()
     if getattr(request.module, "LAB_SM_PAIR", False):
         extra += ("--sm-pair",)
+    if getattr(request.module, "LAB_IB_SUBNETS", 1) != 1:
+        extra += ("--ib-subnets", str(request.module.LAB_IB_SUBNETS))
     if hasattr(request.module, "LAB_GPUS"):
         extra += ("--gpus-per-node", str(request.module.LAB_GPUS))
     env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1", "--dpus", dpus, *extra)

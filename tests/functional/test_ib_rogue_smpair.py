@@ -12,7 +12,6 @@ seconds from the rogue's start to its detection, and the containment's.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -21,14 +20,13 @@ import pytest
 
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.domain.values import PKey
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, check_rogue_sms, contain_rogue_sms
 from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.netfile import SM_NODE, hca_port_guid
+from gpufabric.lab.netfile import hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
 
-from support.ib_pair import sm_pair_lab, take_over
+from support.ib_pair import applied, sm_pair_lab, take_over
 
 pytestmark = pytest.mark.root
 
@@ -48,10 +46,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, Sm
 
 def test_rogue_sm_next_to_the_pair_is_cut_and_the_pair_stays_master_standby(lab: tuple[IbFabric, SmPair]) -> None:
     fab, pair = lab
-    cfg = OpenSMConfig.from_options(pair.driver_options(SM_NODE, SM))
-    drv = OpenSMDriver(dataclasses.replace(cfg, verify_timeout=15, sweep_timeout=30))  # no restart hook: SSH
-    try:
-        drv.apply(LAYOUT)
+    with applied(pair, LAYOUT) as drv:  # no restart hook: SSH
         master_pid, standby_pid = fab.opensm_pid, pair.standby_pid
         t0 = time.monotonic()
         fab.start_rogue_sm("gpu-a04 mlx5_0")
@@ -82,18 +77,13 @@ def test_rogue_sm_next_to_the_pair_is_cut_and_the_pair_stays_master_standby(lab:
         assert check_rogue_sms(drv)[0] == ()
         print(f"rogue next to the SM pair: detected {detect:.2f}s after its start, tables rewritten at {rewrote:.2f}s "
               f"(observe {report.detect_seconds:.2f}s), contained + verified in {report.restore_seconds:.2f}s")  # fmt: skip
-    finally:
-        drv.close()
 
 
 def test_after_a_failover_the_repair_restarts_the_standby_that_masters_not_the_first_listed(
     lab: tuple[IbFabric, SmPair],
 ) -> None:
     fab, pair = lab
-    cfg = OpenSMConfig.from_options(pair.driver_options(SM_NODE, SM))
-    drv = OpenSMDriver(dataclasses.replace(cfg, verify_timeout=15, sweep_timeout=30))
-    try:
-        drv.apply(LAYOUT)
+    with applied(pair, LAYOUT) as drv:
         took = take_over(pair)  # kill -9 of sm-01: sm-02 masters, sm-01 stays down
         standby_pid = pair.standby_pid
         fab.start_rogue_sm("gpu-a04 mlx5_0")
@@ -110,5 +100,3 @@ def test_after_a_failover_the_repair_restarts_the_standby_that_masters_not_the_f
         tables = {t.port_guid: frozenset(t.entries) for t in drv.tables([G[0], G[1], G[2]])}
         assert tables == {G[0]: {0x7FFF, 0x8A01}, G[1]: {0x7FFF, 0x8A01}, G[2]: {0x7FFF, 0x8B01}}
         print(f"after a failover ({took:.2f}s): rogue contained + verified in {report.restore_seconds:.2f}s on sm-02")
-    finally:
-        drv.close()

@@ -32,7 +32,7 @@ from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import SM_NODE, hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
 
-from support.ib_pair import Sampler, sm_pair_lab, take_over
+from support.ib_pair import Sampler, applied, pair_driver, sm_pair_lab, take_over
 
 pytestmark = pytest.mark.root
 
@@ -48,17 +48,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IbFabric, Sm
         yield both
 
 
-def driver(fab: IbFabric, pair: SmPair, sa_dumps: bool = False, **extra: object) -> OpenSMDriver:
-    opts = {**fab.driver_options(SM_NODE, [SM, SM2]), **extra}
-    for k in ("partitions_conf", "log_path", "pid_file", "sa_dump"):
-        opts.pop(k)
-    opts["sm_hosts"] = pair.sm_hosts(SM)
-    if sa_dumps:  # each SM's own opensm-sa.dump, read over SSH on the master
-        for h, dump in zip(opts["sm_hosts"], (fab.sa_dump, pair.dir / "osm-tmp" / "opensm-sa.dump"), strict=True):
-            h["sa_dump"] = str(dump)
-    return OpenSMDriver(dataclasses.replace(OpenSMConfig.from_options(opts), verify_timeout=15, sweep_timeout=30))
-
-
 def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
@@ -69,10 +58,8 @@ def pkeys(drv: OpenSMDriver, g: Guid) -> frozenset[int]:
 
 def test_lease_writes_every_sm_host_and_the_tenant_is_read_back_by_smp(lab: tuple[IbFabric, SmPair]) -> None:
     fab, pair = lab
-    drv = driver(fab, pair)
-    try:
-        accepted = {n: s.accepted() for n, s in pair.sshd.items()}
-        drv.apply(TENANT)
+    accepted = {n: s.accepted() for n, s in pair.sshd.items()}
+    with applied(pair, TENANT) as drv:
         want = hashlib.sha256(drv.render(TENANT).encode()).hexdigest()
         assert sha(fab.partitions_conf) == sha(pair.partitions_conf) == want
         assert "pk_0a01" in pair.partitions_conf.read_text() or "0x0a01" in pair.partitions_conf.read_text()
@@ -84,17 +71,13 @@ def test_lease_writes_every_sm_host_and_the_tenant_is_read_back_by_smp(lab: tupl
             ("sm-01", "master", True), ("sm-02", "standby", True),
         }  # fmt: skip
         assert sm_file_violations(state) == ()
-        hardened = driver(fab, pair, opensm_conf=str(fab.opensm_conf)).settings()  # read on sm-01 over SSH
+        hardened = pair_driver(pair, opensm_conf=str(fab.opensm_conf)).settings()  # read on sm-01 over SSH
         assert dict(hardened)["sm_key"] == dict(parse_opensm_conf(fab.opensm_conf.read_text()))["sm_key"]
-    finally:
-        drv.close()
 
 
 def test_standby_with_a_stale_file_is_critical_and_the_next_write_repairs_it(lab: tuple[IbFabric, SmPair]) -> None:
     fab, pair = lab
-    drv = driver(fab, pair)
-    try:
-        drv.apply(TENANT)
+    with applied(pair, TENANT) as drv:
         pair.partitions_conf.write_text(SAFE_PARTITIONS)  # edited by hand on the standby
         found = sm_file_violations(drv.observe())
         assert [(v.invariant, v.severity, v.device) for v in found] == [
@@ -104,29 +87,27 @@ def test_standby_with_a_stale_file_is_critical_and_the_next_write_repairs_it(lab
         drv.apply(TENANT)  # same layout, tables unchanged: the standby's file is rewritten all the same
         assert sha(pair.partitions_conf) == sha(fab.partitions_conf)
         assert sm_file_violations(drv.observe()) == ()
-    finally:
-        drv.close()
 
 
 def test_an_unreachable_standby_fails_the_apply_naming_it_and_the_master_is_not_touched(
     lab: tuple[IbFabric, SmPair],
 ) -> None:
     fab, pair = lab
-    drv = driver(fab, pair)
     try:
-        drv.apply(TENANT)
-        before = fab.partitions_conf.read_text()
-        pair.sshd["sm-02"].stop()
-        moved = PartitionLayout((Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[2]))),))
-        with pytest.raises(ApplyError) as ei:
-            drv.apply(moved)
-        assert ei.value.message.startswith("SM host sm-02: cannot connect")
-        assert ei.value.fields["sm_host"] == "sm-02" and ei.value.fields["sm_hosts_written"] == []
-        assert fab.partitions_conf.read_text() == before  # standby first: the master never got the new file
-        assert pkeys(drv, G[2]) == {0x7FFF} and pkeys(drv, G[1]) == {0x7FFF, 0x8A01}  # nothing reloaded
+        with applied(pair, TENANT) as drv:
+            before = fab.partitions_conf.read_text()
+            pair.sshd["sm-02"].stop()
+            moved = PartitionLayout(
+                (Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[2]))),)
+            )
+            with pytest.raises(ApplyError) as ei:
+                drv.apply(moved)
+            assert ei.value.message.startswith("SM host sm-02: cannot connect")
+            assert ei.value.fields["sm_host"] == "sm-02" and ei.value.fields["sm_hosts_written"] == []
+            assert fab.partitions_conf.read_text() == before  # standby first: the master never got the new file
+            assert pkeys(drv, G[2]) == {0x7FFF} and pkeys(drv, G[1]) == {0x7FFF, 0x8A01}  # nothing reloaded
     finally:
         pair.sshd["sm-02"].start()
-        drv.close()
 
 
 def ipoib_layout(*pkeys: int) -> PartitionLayout:
@@ -145,41 +126,36 @@ def test_ipoib_groups_are_read_back_over_ssh_on_the_master_and_after_kill_9_on_t
     """Regression (issue 20): with sm_hosts the broadcast groups were read from a local file
     (or not at all): after a failover nothing checked them on the SM that now serves the SA."""
     fab, pair = lab
-    drv = driver(fab, pair, sa_dumps=True)
-    reads: list[tuple[str, str]] = []
-    for h in drv.fleet.hosts:  # what each SM host is asked over SSH
-        run = h.ssh.run  # type: ignore[attr-defined]
-        h.ssh.run = lambda s, i=b"", run=run, n=h.name: (reads.append((n, s)), run(s, i))[1]  # type: ignore[attr-defined]
+    reads: list[tuple[str, str]] = []  # what each SM host is asked over SSH
     standby_dump = pair.dir / "osm-tmp" / "opensm-sa.dump"
     try:
-        drv.apply(ipoib_layout(0x0A01))  # the lease with IPoIB: its group checked on sm-01
-        assert drv.master().name == "sm-01"
-        assert ("sm-01", read_script(fab.sa_dump)) in reads
-        assert ("sm-02", read_script(standby_dump)) not in reads  # the standby's SA is not the one that serves
-        assert broadcast_mgid(0x0A01) == "ff12:401b:8a01::ffff:ffff"
-        assert broadcast_mgid(0x0A01) in groups_in(fab.sa_dump)
-        short = dataclasses.replace(drv.config, verify_timeout=0.5)
-        drv.config = short
-        with pytest.raises(VerifyError) as ei:
-            drv.verify_groups(ipoib_layout(0x0A01, 0x0A02))  # 0x0a02 was never applied: no group
-        assert ei.value.message.startswith("SM host sm-01: ") and "(PKey 0x8a02)" in ei.value.message
-        assert ei.value.fields["sm_host"] == "sm-01" and ei.value.fields["missing_pkeys"] == ["0x8a02"]
-        t = take_over(pair)
-        assert drv.diag.sminfo().guid == SM2 and drv.master().name == "sm-02"
-        reads.clear()
-        drv.config = dataclasses.replace(short, verify_timeout=15)
-        drv.apply(ipoib_layout(0x0A01, 0x0A02))  # the group of 0x0a02 exists only on the new master
-        assert ("sm-02", read_script(standby_dump)) in reads
-        assert ("sm-01", read_script(fab.sa_dump)) not in reads  # sm-01's file is still written; its SA is gone
-        assert broadcast_mgid(0x0A02) in groups_in(standby_dump)
-        assert broadcast_mgid(0x0A02) not in groups_in(fab.sa_dump)  # the dead SM's dump: a check there would fail
-        drv.config = short
-        with pytest.raises(VerifyError) as ei:
-            drv.verify_groups(ipoib_layout(0x0A01, 0x0A03))
-        assert ei.value.message.startswith("SM host sm-02: ") and "(PKey 0x8a03)" in ei.value.message
-        print(f"\nIPoIB read-back: sm-01, then sm-02 after kill -9 (took over in {t:.2f} s)")
+        # the lease with IPoIB: its group checked on sm-01
+        with applied(pair, ipoib_layout(0x0A01), reads=reads) as drv:
+            assert ("sm-01", read_script(fab.sa_dump)) in reads
+            assert ("sm-02", read_script(standby_dump)) not in reads  # the standby's SA is not the one that serves
+            assert broadcast_mgid(0x0A01) == "ff12:401b:8a01::ffff:ffff"
+            assert broadcast_mgid(0x0A01) in groups_in(fab.sa_dump)
+            short = dataclasses.replace(drv.config, verify_timeout=0.5)
+            drv.config = short
+            with pytest.raises(VerifyError) as ei:
+                drv.verify_groups(ipoib_layout(0x0A01, 0x0A02))  # 0x0a02 was never applied: no group
+            assert ei.value.message.startswith("SM host sm-01: ") and "(PKey 0x8a02)" in ei.value.message
+            assert ei.value.fields["sm_host"] == "sm-01" and ei.value.fields["missing_pkeys"] == ["0x8a02"]
+            t = take_over(pair)
+            assert drv.diag.sminfo().guid == SM2 and drv.master().name == "sm-02"
+            reads.clear()
+            drv.config = dataclasses.replace(short, verify_timeout=15)
+            drv.apply(ipoib_layout(0x0A01, 0x0A02))  # the group of 0x0a02 exists only on the new master
+            assert ("sm-02", read_script(standby_dump)) in reads
+            assert ("sm-01", read_script(fab.sa_dump)) not in reads  # sm-01's file is still written; its SA is gone
+            assert broadcast_mgid(0x0A02) in groups_in(standby_dump)
+            assert broadcast_mgid(0x0A02) not in groups_in(fab.sa_dump)  # the dead SM's dump: a check there would fail
+            drv.config = short
+            with pytest.raises(VerifyError) as ei:
+                drv.verify_groups(ipoib_layout(0x0A01, 0x0A03))
+            assert ei.value.message.startswith("SM host sm-02: ") and "(PKey 0x8a03)" in ei.value.message
+            print(f"\nIPoIB read-back: sm-01, then sm-02 after kill -9 (took over in {t:.2f} s)")
     finally:
-        drv.close()
         pair.stop_standby()  # back to a master/standby pair for the next test
         fab.start_opensm()
         pair.start_standby()
@@ -213,9 +189,7 @@ def test_control_a_standby_the_driver_never_wrote_reverts_the_tenant(lab: tuple[
 
 def test_kill_9_of_the_master_the_standby_keeps_the_tenant_pkey(lab: tuple[IbFabric, SmPair]) -> None:
     fab, pair = lab
-    drv = driver(fab, pair)
-    try:
-        drv.apply(TENANT)
+    with applied(pair, TENANT) as drv:
         assert pkeys(drv, G[0]) == {0x7FFF, 0x8A01}
         assert drv.diag.sminfo().guid == SM
         sampler = Sampler(fab, drv.ports()[G[0]].lid)
@@ -248,5 +222,3 @@ def test_kill_9_of_the_master_the_standby_keeps_the_tenant_pkey(lab: tuple[IbFab
         assert drv.master().name == "sm-02"
         assert pkeys(drv, G[2]) == {0x7FFF, 0x8A01}
         assert pkeys(drv, G[1]) == {0x7FFF}
-    finally:
-        drv.close()

@@ -22,13 +22,13 @@ from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import PKey
 from gpufabric.fabrics.infiniband.ipoib import McGroup, parse_sa_dump_groups
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.smhosts import read_script
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair
 
-from support.ib_pair import sm_pair_lab, take_over
+from support.ib_pair import applied, sm_pair_lab, take_over
 
 pytestmark = pytest.mark.root
 
@@ -49,17 +49,6 @@ def layout(*pkeys: int) -> PartitionLayout:
     return PartitionLayout(tuple(
         Partition(f"tenant-{k:04x}", PKey(k), tuple(PartitionMember(g) for g in G[:2]), ipoib=True) for k in pkeys
     ))  # fmt: skip
-
-
-def recording_driver(pair: SmPair, verify_timeout: float = 15) -> tuple[OpenSMDriver, list[tuple[str, str]]]:
-    """The driver on the pair's options alone, recording each SSH script per SM host."""
-    cfg = OpenSMConfig.from_options(pair.driver_options(SM_NODE, SM))
-    drv = OpenSMDriver(dataclasses.replace(cfg, verify_timeout=verify_timeout, sweep_timeout=30))
-    reads: list[tuple[str, str]] = []
-    for h in drv.fleet.hosts:
-        run = h.ssh.run  # type: ignore[attr-defined]
-        h.ssh.run = lambda s, i=b"", run=run, n=h.name: (reads.append((n, s)), run(s, i))[1]  # type: ignore[attr-defined]
-    return drv, reads
 
 
 def broadcast(drv: OpenSMDriver) -> dict[str, McGroup]:
@@ -84,26 +73,20 @@ def test_the_pairs_options_give_each_sm_host_its_own_sa_dump_and_the_check_reads
         lines = conf.read_text().splitlines()
         assert lines.count("sa_db_dump TRUE") == 1
     assert f"dump_files_dir {pair.dir / 'osm-tmp'}" in pair.opensm_conf.read_text().splitlines()
-    drv, reads = recording_driver(pair)
-    try:
-        drv.apply(layout(0x0A01))  # the lease with IPoIB; apply ends with the group check
-        assert drv.master().name == "sm-01"
+    reads: list[tuple[str, str]] = []
+    with applied(pair, layout(0x0A01), reads=reads) as drv:  # the lease with IPoIB; apply ends with the group check
         assert ("sm-01", read_script(fab.sa_dump)) in reads
         assert not [r for r in reads if r[0] == "sm-02" and "opensm-sa.dump" in r[1]]
         g = broadcast(drv)[BCAST_A01]
         assert (g.mgid, g.pkey) == (BCAST_A01, 0x8A01)
-    finally:
-        drv.close()
 
 
 def test_after_kill_9_the_check_reads_the_new_masters_dump_and_a_missing_or_stale_one_is_a_finding(
     lab: tuple[IbFabric, SmPair],
 ) -> None:
     fab, pair = lab
-    drv, reads = recording_driver(pair)
-    try:
-        drv.apply(layout(0x0A01))
-        assert drv.master().name == "sm-01"
+    reads: list[tuple[str, str]] = []
+    with applied(pair, layout(0x0A01), reads=reads) as drv:
         t0 = time.monotonic()
         t_master = take_over(pair)
         reads.clear()
@@ -141,8 +124,6 @@ def test_after_kill_9_the_check_reads_the_new_masters_dump_and_a_missing_or_stal
         drv.config = dataclasses.replace(drv.config, verify_timeout=15)
         drv.apply(layout(0x0A01))
         assert set(broadcast(drv)) == {BCAST_A01, DEFAULT_BCAST}  # 0x0a02's group gone with its lease
-    finally:
-        drv.close()
 
 
 def broadcast_of(dump: Path) -> set[str]:

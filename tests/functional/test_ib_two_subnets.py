@@ -37,7 +37,14 @@ from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_gro
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
+from gpufabric.lab.netfile import (
+    SM_NODE,
+    STORAGE_SM_NODE,
+    generate_netfile,
+    hca_port_guid,
+    storage_guid,
+    storage_netfile,
+)
 from gpufabric.lab.procs import stop_pid
 from gpufabric.runtime.loops import RogueWatch
 from gpufabric.store.core import Store
@@ -46,21 +53,6 @@ from gpufabric.store.registry import Registry
 pytestmark = pytest.mark.root
 
 SM_C = hca_port_guid(0, 0)
-STORAGE_SM_NODE = "sm-02 mlx5_8"
-
-
-def storage_netfile(nodes: int) -> str:
-    """The storage subnet: one HCA per node (``mlx5_8``), its own SM node and GUIDs."""
-    text = generate_netfile(nodes, 1).replace("mlx5_0", "mlx5_8").replace("sm-01", "sm-02")
-    for a, b in (("0x0002c9031", "0x0002c9051"), ("0x0002c9032", "0x0002c9052"), ("0x0002c9033", "0x0002c9053")):
-        text = text.replace(a, b)
-    return text
-
-
-def storage_guid(guid: Guid) -> Guid:
-    return Guid(guid.value + 0x0000000200000000)  # 0x0002c9031... -> 0x0002c9051...
-
-
 SM_S = storage_guid(SM_C)
 
 
@@ -124,7 +116,12 @@ def site(subnets: tuple[IbFabric, IbFabric], tmp_path_factory: pytest.TempPathFa
     compute, storage = subnets
     home = tmp_path_factory.mktemp("home")
     (home / "fabrics.yaml").write_text(yaml.safe_dump(fabrics_yaml(compute, storage)))
-    env = {**os.environ, "GPUFABRIC_HOME": str(home), "GPUFABRIC_DB": "", "GPUFABRIC_FABRICS": str(home / "fabrics.yaml")}
+    env = {
+        **os.environ,
+        "GPUFABRIC_HOME": str(home),
+        "GPUFABRIC_DB": "",
+        "GPUFABRIC_FABRICS": str(home / "fabrics.yaml"),
+    }
 
     def gf(*args: str) -> None:
         r = CliRunner().invoke(app, [*args, "--json"], env=env)
@@ -159,7 +156,9 @@ S_A01, S_A02 = storage_guid(hca_port_guid(1, 0)), storage_guid(hca_port_guid(2, 
 def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> None:
     a01 = site.store.node("gpu-a01")
     assert [(p.device, p.instance) for p in a01.ib] == [
-        ("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_8", "ib-storage")
+        ("mlx5_0", "ib-compute"),
+        ("mlx5_1", "ib-compute"),
+        ("mlx5_8", "ib-storage"),
     ]  # the storage import kept the compute ports
     assert {p.port_guid for p in a01.ib} == {*C_A01, S_A01}
     pkey = {s.fabric: s.pkey.value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if s.pkey is not None}
@@ -177,7 +176,10 @@ def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> N
     storage_sm = site.fabrics.sm_for("ib-storage")
     assert isinstance(storage_sm, OpenSMDriver) and storage_sm is not site.fabrics.sm_for("ib-compute")
     assert C_A01[0] not in storage_sm.ports() and S_A01 in storage_sm.ports()  # no compute port on storage
-    on_c_groups, on_s_groups = ipoib_groups(site.compute, "gpu-a01 mlx5_0"), ipoib_groups(site.storage, "gpu-a01 mlx5_8")
+    on_c_groups, on_s_groups = (
+        ipoib_groups(site.compute, "gpu-a01 mlx5_0"),
+        ipoib_groups(site.storage, "gpu-a01 mlx5_8"),
+    )
     assert broadcast_mgid(pkey["ib-compute"]) in on_c_groups and broadcast_mgid(pkey["ib-storage"]) not in on_c_groups
     assert broadcast_mgid(pkey["ib-storage"]) in on_s_groups and broadcast_mgid(pkey["ib-compute"]) not in on_s_groups
     found = audit(site.engine).violations  # read from both subnets: only the SMs' (unset) settings are reported

@@ -1,13 +1,16 @@
 """The SM-pair tests' shared pieces: an ibsim fabric of ``hosts`` HCAs with its master OpenSM (on
 the SM node) and the lab's standby (:class:`gpufabric.lab.smpair.SmPair`), stopped on exit; an
 independent SMP sampler of one port's PKey table; the takeover after ``kill -9`` of the master
-(by the standby's log, or by SMInfo); and a port's PKey table (a CA's or a switch's) read by ``smpquery``.
+(by the standby's log, or by SMInfo); a port's PKey table (a CA's or a switch's) read by ``smpquery``;
+and the OpenSM driver on the pair's own options (:func:`pair_driver`), or that driver with a layout
+applied and the master checked (:func:`applied`: the opening of most pair tests).
 Used by tests/functional/test_ib_smhosts.py, test_ib_smpair_ipoib.py, test_ib_rogue_smpair.py,
 test_lab_restart_sm_pair.py and the lab e2e
 tests/e2e/test_lab_sm_pair.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -15,13 +18,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpufabric.domain.errors import LabError
+from gpufabric.domain.state import PartitionLayout
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.labib import SMINFO
-from gpufabric.lab.netfile import SM_NODE, generate_netfile
+from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 from gpufabric.lab.smpair import SmPair, with_standby_node
+
+MASTER_GUID = hca_port_guid(0, 0)  # sm-01's port in the generated net file
 
 
 @contextmanager
@@ -36,6 +43,36 @@ def sm_pair_lab(root: Path, prefix: str, hosts: int = 4) -> Iterator[tuple[IbFab
     finally:
         pair.stop()
         fab.stop()
+
+
+def pair_driver(
+    pair: SmPair, verify_timeout: float = 15, reads: list[tuple[str, str]] | None = None, **extra: object
+) -> OpenSMDriver:
+    """The OpenSM driver on the pair's own options (:meth:`SmPair.driver_options`: both SM hosts
+    over SSH, each with its ``sa_dump``) and ``extra``; ``reads`` records (SM host, script) of
+    every SSH command the driver sends."""
+    cfg = OpenSMConfig.from_options({**pair.driver_options(SM_NODE, MASTER_GUID), **extra})
+    drv = OpenSMDriver(dataclasses.replace(cfg, verify_timeout=verify_timeout, sweep_timeout=30))
+    if reads is not None:
+        for h in drv.fleet.hosts:
+            run = h.ssh.run  # type: ignore[attr-defined]
+            h.ssh.run = lambda s, i=b"", run=run, n=h.name: (reads.append((n, s)), run(s, i))[1]  # type: ignore[attr-defined]
+    return drv
+
+
+@contextmanager
+def applied(
+    pair: SmPair, layout: PartitionLayout, master: str = "sm-01", reads: list[tuple[str, str]] | None = None
+) -> Iterator[OpenSMDriver]:
+    """:func:`pair_driver` with ``layout`` applied and ``master`` the SM host SMInfo names master
+    (the driver's own look-up); closed on exit."""
+    drv = pair_driver(pair, reads=reads)
+    try:
+        drv.apply(layout)
+        assert drv.master().name == master, f"SMInfo names {drv.master().name} master, not {master}"
+        yield drv
+    finally:
+        drv.close()
 
 
 class Sampler(threading.Thread):

@@ -15,11 +15,18 @@ from gpufabric.cli.output import console, emit_json, escape, jsonable, table
 
 if TYPE_CHECKING:
     from gpufabric.lab.lab import Lab, LabStatus
+    from gpufabric.lab.labib import SmPairStatus
 
 app = typer.Typer(no_args_is_help=True)
 SM_PAIR_HELP = (
     "Run the subnet's trusted SMs as a master/standby OpenSM pair on two SM hosts (sm-01, sm-02; one sshd "
-    "each): gpufabric writes both SMs' partitions files and finds the master by SMInfo."
+    "each): gpufabric writes both SMs' partitions files and finds the master by SMInfo. With --ib-subnets 2: "
+    "one pair per subnet (storage: sm-03, sm-04)."
+)
+IB_SUBNETS_HELP = (
+    "InfiniBand subnets: 1 (one ibsim fabric) or 2 (a compute subnet with --hcas-per-node HCAs per node and a "
+    "storage subnet with one HCA mlx5_8 per node, each its own ibsim fabric and trusted SM; fabrics.yaml instances "
+    "ib-compute and ib-storage). Not with --topology."
 )
 
 
@@ -37,10 +44,7 @@ def _show(st: LabStatus) -> None:
     if not st.nodes:
         return
     console.print(
-        f"  ibsim pid {st.ibsim_pid}  IBSIM_SOCKNAME={st.ibsim_sockname}\n"
-        f"  OpenSM pid {st.opensm_pid} on {st.sm_node!r}  log {st.opensm_log}\n"
-        f"  partitions {st.partitions_conf}\n"
-        f"{_pair_lines(st)}"
+        f"{_subnet_lines(st)}"
         f"  OVSDB unix:{st.ovsdb_socket}  vswitchd in netns {st.ovs_netns}  "
         f"bridges {st.spine_bridge}, {', '.join(st.leaf_bridges)}",
         highlight=False,
@@ -63,18 +67,35 @@ def _show(st: LabStatus) -> None:
         console.print(f"  skipped CA {escape(s)}", highlight=False)
 
 
-def _pair_lines(st: LabStatus) -> str:
+def _subnet_lines(st: LabStatus) -> str:
+    """Each IB subnet: ibsim, OpenSM, the master by SMInfo and (``--sm-pair``) the pair's hosts."""
+    two = len(st.subnets) > 1
+    out = []
+    for s in st.subnets:
+        ind = "    " if two else "  "
+        master = s.master or f"none answers ({s.sminfo_error})"
+        out.append(
+            (f"  subnet {s.instance}: master by SMInfo {master}" + (f" ({s.master_state})" if s.master_state else "")
+             + "\n" if two else "")
+            + f"{ind}ibsim pid {s.ibsim_pid}  IBSIM_SOCKNAME={s.ibsim_sockname}\n"
+            f"{ind}OpenSM pid {s.opensm_pid} on {s.sm_node!r}  log {s.opensm_log}\n"
+            f"{ind}partitions {s.partitions_conf}\n"
+            + _pair_lines(s.sm_pair, ind)
+        )  # fmt: skip
+    return "".join(out)
+
+
+def _pair_lines(p: SmPairStatus | None, ind: str = "  ") -> str:
     """The SM pair's hosts and the master as SMInfo names it (empty without ``--sm-pair``)."""
-    p = st.sm_pair
     if p is None:
         return ""
     master = p.master or f"none answers ({p.sminfo_error})"
-    lines = [f"  SM pair: master by SMInfo {master}" + (f" ({p.master_state})" if p.master_state else "")]
+    lines = [f"{ind}SM pair: master by SMInfo {master}" + (f" ({p.master_state})" if p.master_state else "")]
     for h in p.hosts:
         role = "master" if h.node == p.master else "standby"
         sm = f"OpenSM pid {h.opensm_pid}" if h.opensm_pid else "OpenSM not running"
         ssh = f"sshd {h.ssh}" + ("" if h.sshd_running else " (not running)")
-        lines.append(f"    {h.name} {h.node!r} {h.port_guid} {role}: {sm}, {ssh}")
+        lines.append(f"{ind}  {h.name} {h.node!r} {h.port_guid} {role}: {sm}, {ssh}")
     return "\n".join(lines) + "\n"
 
 
@@ -94,9 +115,11 @@ def up(
         "", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."
     ),
     sm_pair: bool = typer.Option(False, "--sm-pair", help=SM_PAIR_HELP),
+    ib_subnets: int = typer.Option(1, "--ib-subnets", help=IB_SUBNETS_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
-    """Start (or reuse) the lab: ibsim, the trusted OpenSM (with --sm-pair a master/standby pair),
+    """Start (or reuse) the lab: ibsim, the trusted OpenSM (with --sm-pair a master/standby pair;
+    with --ib-subnets 2 a second ibsim subnet for storage, with its own SM or pair),
     OVS leaf/spine, one netns per node, a stand-in Fabric Manager per node (NVLink) and, with
     --dpus, DPUs on a real OVN."""
     lab = _lab()
@@ -106,12 +129,14 @@ def up(
     uplinks = (pool.start, pool.end)
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
-                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair)  # fmt: skip
+                    gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
+                    ib_subnets=ib_subnets)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
                 nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
                 gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
+                ib_subnets=ib_subnets,
             )  # fmt: skip
     result = register(lab, st)
     converged = converge_leases()
@@ -166,10 +191,13 @@ def status(json_out: bool = JSON_OPT) -> None:
 
 
 @app.command("restart-sm")
-def restart_sm(json_out: bool = JSON_OPT) -> None:
+def restart_sm(
+    subnet: str = typer.Option("", "--subnet", help="The subnet (ib-compute, ib-storage) of a two-subnet lab."),
+    json_out: bool = JSON_OPT,
+) -> None:
     """Restart the lab's trusted OpenSM (the OpenSM driver's restart command in the lab). With
     ``--sm-pair``: the SM SMInfo names master; both, sm-01 as master, when sm-02 masters."""
-    out = _lab().restart_sm()
+    out = _lab().restart_sm(subnet)
     if json_out:
         emit_json(out)
     else:
@@ -180,8 +208,9 @@ def restart_sm(json_out: bool = JSON_OPT) -> None:
 def rogue_sm(
     node: str = typer.Option(..., "--node", help="Tenant host to start the rogue SM on, e.g. gpu-a03."),
     device: str = typer.Option("mlx5_0", "--device"),
+    subnet: str = typer.Option("", "--subnet", help="The subnet (ib-compute, ib-storage) of a two-subnet lab."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Start a rogue OpenSM on a tenant node, as a tenant with root could (for the rogue-SM defence)."""
-    pid = _lab().ib_fabric().start_rogue_sm(f"{node} {device}")
+    pid = _lab().subnet_fabric(subnet).start_rogue_sm(f"{node} {device}")
     emit_json({"rogue_pid": pid, "node": node}) if json_out else console.print(f"rogue OpenSM on {node} (pid {pid})")

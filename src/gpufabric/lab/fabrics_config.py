@@ -5,7 +5,12 @@ read PKey tables by SMP as the SM node). ``gpufabric lab up`` writes it next to 
 A lab with the SM pair (``lab up --sm-pair``) gets the pair's options instead
 (:meth:`~gpufabric.lab.smpair.SmPair.driver_options`): ``sm_hosts`` for sm-01 and sm-02, each
 over its sshd, so every write goes to both SMs and the master is found by SMInfo; both SMs'
-port GUIDs are trusted and full members of the default partition."""
+port GUIDs are trusted and full members of the default partition.
+
+A lab with two subnets (``lab up --ib-subnets 2``, lab/subnets.py) gets, in place of the one
+``infiniband:`` section, two instances in ``fabrics:``, ``ib-compute`` and ``ib-storage``, each
+the OpenSM driver of its own subnet with its own ``trusted_sm_guids`` (its SM, or its pair);
+the top-level ``sm_port_guids`` / ``trusted_sm_guids`` list every subnet's SMs."""
 
 from __future__ import annotations
 
@@ -17,42 +22,50 @@ import yaml
 
 from gpufabric.domain.values import Guid
 from gpufabric.lab.lab import Lab, LabStatus
-from gpufabric.lab.labib import pair
+from gpufabric.lab.labib import fabric, pair
+from gpufabric.lab.subnets import ONE_SUBNET, SubnetStatus, spec_of
+
+
+def ib_section(lab: Lab, sub: SubnetStatus) -> tuple[dict[str, Any], list[str]]:
+    """One subnet's OpenSM driver section and its SMs' port GUIDs."""
+    spec = spec_of(sub.instance)
+    fab = fabric(lab.dir, lab.prefix, None, spec)
+    sms = [h.port_guid for h in sub.sm_pair.hosts] if sub.sm_pair else [sub.sm_port_guid]
+    if sub.sm_pair:
+        ib = pair(lab.dir, fab, spec).driver_options(sub.sm_node, Guid.parse(sub.sm_port_guid), sms)
+    else:
+        ib = fab.driver_options(sub.sm_node, sms)
+    restart = [str(Path(sys.executable).parent / "gpufabric"), "--home", str(lab.home), "lab", "restart-sm"]
+    if sub.instance != ONE_SUBNET:
+        restart += ["--subnet", sub.instance]
+    options = {
+        **ib,
+        "opensm_conf": str(fab.opensm_conf),  # read by observe: the hardening audit
+        "restart_command": restart,
+    }
+    return {"driver": "opensm", "options": options}, sms
 
 
 def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, Any]:
-    fab = lab.ib_fabric()
-    sms = [h.port_guid for h in st.sm_pair.hosts] if st.sm_pair else [st.sm_port_guid]
-    if st.sm_pair:
-        ib = pair(lab.dir, fab).driver_options(st.sm_node, Guid.parse(st.sm_port_guid), sms)
-    else:
-        ib = fab.driver_options(st.sm_node, sms)
-    remote = f"unix:{st.ovsdb_socket}"
+    one = SubnetStatus(ONE_SUBNET, "", None, None, "", "", "", st.sm_node, st.sm_port_guid, sm_pair=st.sm_pair)
+    sections = [(sub.instance, *ib_section(lab, sub)) for sub in st.subnets or (one,)]
+    sms = [g for _name, _section, guids in sections for g in guids]
     extra: dict[str, Any] = {}
     if st.nvlink_section:
         extra["nvlink"] = st.nvlink_section
     if st.dpu_section:
         extra["dpu"] = st.dpu_section
+    if [name for name, _s, _g in sections] == [ONE_SUBNET]:
+        extra["infiniband"] = sections[0][1]
+    else:
+        extra["fabrics"] = [{"name": name, "kind": "infiniband", **section} for name, section, _g in sections]
+    remote = f"unix:{st.ovsdb_socket}"
     return {
         **extra,
         "ethernet": [
             {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan}}
             for br in st.leaf_bridges
         ],
-        "infiniband": {
-            "driver": "opensm",
-            "options": {
-                **ib,
-                "opensm_conf": str(fab.opensm_conf),  # read by observe: the hardening audit
-                "restart_command": [
-                    str(Path(sys.executable).parent / "gpufabric"),
-                    "--home",
-                    str(lab.home),
-                    "lab",
-                    "restart-sm",
-                ],
-            },
-        },
         "sm_port_guids": sms,
         "trusted_sm_guids": sms,
     }

@@ -6,6 +6,8 @@ Everything lives under ``<home>/lab`` (``home`` is ``$GPUFABRIC_HOME``)::
     ib/            IbFabric run dir (net file, ibsim/OpenSM pids and logs, partitions.conf)
     smpair/        with ``up(sm_pair=True)``: the standby OpenSM on sm-02 and one sshd per SM
                    host (the IB subnet, with or without the pair: lab/labib.py)
+    ib-storage/, smpair-storage/
+                   with ``up(ib_subnets=2)``: the storage subnet's, likewise (lab/subnets.py)
     ovs/           OvsServer run dir (ovsdb-server in the root namespace, ovs-vswitchd in
                    the namespace ``<prefix>-sw``)
     hosts/<node>/  a bonded node's own OVS (``up(bonded=...)``: eth0+eth1 in an LACP bond on
@@ -37,22 +39,21 @@ from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
-from gpufabric.lab.labib import (
-    SmPairStatus,
-    ib_down,
-    ib_from_dict,
-    ib_problems,
-    ib_to_dict,
-    ib_up,
-    natural,
-    net_plan,
-    pair,
-    restart_trusted_sm,
-    sm_pair_status,
-)
+from gpufabric.lab.labib import SmPairStatus, ib_from_dict, ib_to_dict, natural, net_plan
 from gpufabric.lab.netfile import SM_NODE
 from gpufabric.lab.netns import EthPlan, EthPortPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
 from gpufabric.lab.ovs import OvsServer
+from gpufabric.lab.subnets import (
+    SubnetStatus,
+    check_subnets,
+    restart_subnet_sm,
+    subnet_fabric,
+    subnet_problems,
+    subnet_statuses,
+    subnets,
+    subnets_down,
+    subnets_up,
+)
 
 Progress = Callable[[str], None]
 STATE_VERSION = 1
@@ -104,6 +105,7 @@ class LabStatus:
     dpu_hosts: tuple[str, ...] = ()
     quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN  # the VLAN new node ports were parked on
     sm_pair: SmPairStatus | None = None  # with ``up(sm_pair=True)``: the SM hosts, the master by SMInfo
+    subnets: tuple[SubnetStatus, ...] = ()  # every IB subnet (2 with ``up(ib_subnets=2)``), its master by SMInfo
 
     def node(self, name: str) -> LabNode | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -159,10 +161,13 @@ class Lab:
             sm_host = state.get("sm_host")
         return IbFabric(self.dir / "ib", f"{self.prefix}-ibsim", sm_host)
 
-    def restart_sm(self) -> dict[str, Any]:
-        """Restart the trusted SM(s) (:func:`~gpufabric.lab.labib.restart_trusted_sm`)."""
-        state, fab = self._load() or {}, self.ib_fabric()
-        return restart_trusted_sm(fab, pair(self.dir, fab) if state.get("sm_pair") else None, state)
+    def subnet_fabric(self, instance: str = "") -> IbFabric:
+        """The fabric of one subnet (``ib-compute``, ``ib-storage``; "": the compute / only one)."""
+        return subnet_fabric(self.dir, self.prefix, self._load() or {}, instance)
+
+    def restart_sm(self, subnet: str = "") -> dict[str, Any]:
+        """Restart a subnet's trusted SM(s) (:func:`~gpufabric.lab.labib.restart_trusted_sm`)."""
+        return restart_subnet_sm(self.dir, self.prefix, self._load() or {}, subnet)
 
     def ovs(self) -> OvsServer:
         return OvsServer(self.dir / "ovs", netns=f"{self.prefix}-sw")
@@ -197,10 +202,13 @@ class Lab:
         bonded: tuple[str, ...] = (),
         quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
         sm_pair: bool = False,
+        ib_subnets: int = 1,
     ) -> LabStatus:
         """``uplink_vlans`` and ``quarantine_vlan`` are the configured tenant pool and quarantine VLAN
         (``gpufabric lab up`` reads them from config.yaml): new node ports start on the quarantine VLAN.
-        ``sm_pair``: the subnet's trusted SMs are a master/standby pair on sm-01 and sm-02 (lab/labib.py)."""
+        ``sm_pair``: the subnet's trusted SMs are a master/standby pair on sm-01 and sm-02 (lab/labib.py).
+        ``ib_subnets`` 2: a storage subnet too, with its own SM(s) (lab/subnets.py)."""
+        check_subnets(ib_subnets, topology)
         say = progress or (lambda _msg: None)
         params: dict[str, Any] = {
             "nodes": nodes,
@@ -215,6 +223,8 @@ class Lab:
             params["bonded"] = sorted(set(bonded), key=natural)
         if sm_pair:  # the same: a lab without the key is one without the pair
             params["sm_pair"] = True
+        if ib_subnets != 1:  # and a lab without it has one subnet
+            params["ib_subnets"] = ib_subnets
         state = self._load()
         # a lab brought up before the quarantine VLAN was a parameter was brought up on the default
         before = None if state is None else {"quarantine_vlan": DEFAULT_QUARANTINE_VLAN, **state.get("params", {})}
@@ -230,7 +240,7 @@ class Lab:
         plan = net_plan(topology, nodes, hcas_per_node, sm_pair)
         if plan.order is not None and set(bonded) - set(plan.order):  # refused before anything starts
             plan_ethernet(self.prefix, plan.order, eth_ports_per_node, plan.nodes_per_leaf, bonded)
-        ib = ib_up(self.dir, self.prefix, plan, sm_pair, say)
+        ib = subnets_up(self.dir, self.prefix, plan, nodes, sm_pair, ib_subnets, say)
         hosts, ib_pids = ib.pop("hosts"), ib.pop("pids")
 
         say("starting Open vSwitch")
@@ -280,6 +290,7 @@ class Lab:
             return LabStatus(home=str(self.home), running=False, prefix=self.prefix, problems=("lab is not up",))
         fab = self.ib_fabric()
         ovs = self.ovs()
+        ib_subnets = subnet_statuses(self.dir, self.prefix, state)
         eth = EthPlan(
             state["prefix"],
             state["eth"]["spine"],
@@ -287,8 +298,8 @@ class Lab:
             tuple(EthPortPlan(**p) for p in state["eth"]["ports"]),
             quarantine_vlan=int(state.get("params", {}).get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)),
         )
-        ib_ports = [ib_from_dict(d) for d in state["ib_ports"]]
-        problems = ib_problems(self.dir, fab, state)
+        ib_ports = [ib_from_dict(d) for _sub, part in subnets(state) for d in part["ib_ports"]]
+        problems = subnet_problems(self.dir, self.prefix, state)
         if not ovs.running():
             problems.append("Open vSwitch is not running")
         down_hosts = [n for n, p in _bond_hosts(self.dir, eth).items() if not p.running()]
@@ -336,7 +347,8 @@ class Lab:
             dpu_section=state.get("dpu_section"),
             dpu_hosts=tuple(state.get("dpu_hosts", ())),
             quarantine_vlan=eth.quarantine_vlan,
-            sm_pair=sm_pair_status(self.dir, fab, state),
+            sm_pair=ib_subnets[0].sm_pair,
+            subnets=ib_subnets,
         )
 
     # -- down ---------------------------------------------------------------------------
@@ -344,7 +356,7 @@ class Lab:
         state = self._load() or {}
         made = state.get("made", {})
         dpus_down(self.dir, self.prefix)
-        ib_down(self.dir, self.prefix)
+        subnets_down(self.dir, self.prefix)
         ovs = self.ovs()
         remove_ethernet(ovs, made.get("bridges", []), made.get("veths", []), [])
         ovs.stop()

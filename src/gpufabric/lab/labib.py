@@ -14,10 +14,15 @@ the standby ``sm-02 mlx5_0`` (priority 10). state.json's ``sm_pair`` records the
 port GUID and pid, and each SM host's sshd; ``lab status`` names the master by SMInfo (not by
 configuration: after a ``kill -9`` of sm-01 it is sm-02). Pure functions of the state where
 they can be; the processes are started and stopped only here and in the two classes it uses.
+
+Each function works on one :class:`Subnet` (default :data:`COMPUTE`, the lab's one subnet):
+``lab up --ib-subnets 2`` adds :data:`STORAGE` (ib-storage/, smpair-storage/, its own IBSIM
+socket, SM hosts sm-03/sm-04; lab/subnets.py brings the subnets up and reports them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,13 +34,46 @@ from gpufabric.domain.models import IbPort
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
-from gpufabric.lab.netfile import SM_NODE, FabricSpec, hca_port_guid, plan_fabric, render_netfile
+from gpufabric.lab.netfile import (
+    SM_NODE,
+    FabricSpec,
+    hca_port_guid,
+    plan_fabric,
+    render_netfile,
+    storage_guid,
+    storage_netfile,
+)
 from gpufabric.lab.procs import pid_alive
-from gpufabric.lab.smpair import STANDBY_NODE, STANDBY_PORT_GUID, SmPair, with_standby_node
+from gpufabric.lab.smpair import COMPUTE_PAIR, STORAGE_PAIR, PairNames, SmPair, with_standby_node
 
 Progress = Callable[[str], None]
 PAIR_DIR = "smpair"
 SMINFO = re.compile(r"sm guid (0x[0-9a-fA-F]+).*?(SMINFO_\w+)", re.S)
+
+
+@dataclass(frozen=True)
+class Subnet:
+    """One of the lab's IB subnets: its fabrics.yaml instance (a two-subnet lab), its run
+    directories under the lab directory, its IBSIM_SOCKNAME suffix, its SM hosts and the
+    master's port GUID in a generated net file; ``storage``: one HCA ``mlx5_8`` per node
+    (:func:`~gpufabric.lab.netfile.storage_netfile`)."""
+
+    instance: str
+    ib_dir: str
+    pair_dir: str
+    sock: str
+    names: PairNames
+    master_port_guid: Guid
+    storage: bool = False
+
+    @property
+    def sm_node(self) -> str:
+        return self.names.master_node
+
+
+COMPUTE = Subnet("ib-compute", "ib", PAIR_DIR, "ibsim", COMPUTE_PAIR, hca_port_guid(0, 0))
+STORAGE = Subnet("ib-storage", "ib-storage", "smpair-storage", "ibsim-storage", STORAGE_PAIR,
+                 storage_guid(hca_port_guid(0, 0)), storage=True)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,9 +109,15 @@ class SmPairStatus:
     sminfo_error: str = ""
 
 
-def net_plan(topology: Path | None, nodes: int, hcas_per_node: int, sm_pair: bool) -> NetPlan:
-    """The lab's net file: ``topology`` as is, else generated (plus sm-02's HCA with ``sm_pair``)."""
-    if topology is not None:
+def net_plan(topology: Path | None, nodes: int, hcas_per_node: int, sm_pair: bool, sub: Subnet = COMPUTE) -> NetPlan:
+    """The lab's net file: ``topology`` as is, else generated (plus sm-02's HCA with ``sm_pair``);
+    the storage subnet's always generated (1 HCA per node)."""
+    names = sub.names
+    if sub.storage:
+        spec = FabricSpec(nodes, 1)
+        plan = NetPlan(storage_netfile(nodes, names.master), names.master_node, spec.nodes_per_leaf,
+                       list(plan_fabric(spec).hosts))  # fmt: skip
+    elif topology is not None:
         try:
             text = Path(topology).read_text()
         except OSError as e:
@@ -87,59 +131,63 @@ def net_plan(topology: Path | None, nodes: int, hcas_per_node: int, sm_pair: boo
         return plan
     if plan.sm_host is None:
         raise LabError(f"--sm-pair: the topology has no {SM_NODE!r} for the master SM", topology=str(topology))
-    if f'"{STANDBY_NODE}"' in plan.text:
+    if f'"{names.standby_node}"' in plan.text:
         return plan
-    return NetPlan(with_standby_node(plan.text), plan.sm_host, plan.nodes_per_leaf, plan.order)
+    return NetPlan(with_standby_node(plan.text, names), plan.sm_host, plan.nodes_per_leaf, plan.order)
 
 
-def fabric(lab_dir: Path, prefix: str, sm_host: str | None) -> IbFabric:
-    return IbFabric(lab_dir / "ib", f"{prefix}-ibsim", sm_host)
+def fabric(lab_dir: Path, prefix: str, sm_host: str | None, sub: Subnet = COMPUTE) -> IbFabric:
+    return IbFabric(lab_dir / sub.ib_dir, f"{prefix}-{sub.sock}", sm_host)
 
 
-def pair(lab_dir: Path, fab: IbFabric) -> SmPair:
-    return SmPair(fab, lab_dir / PAIR_DIR)
+def pair(lab_dir: Path, fab: IbFabric, sub: Subnet = COMPUTE) -> SmPair:
+    return SmPair(fab, lab_dir / sub.pair_dir, sub.names)
 
 
-def ib_up(lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progress) -> dict[str, Any]:
+def ib_up(
+    lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progress, sub: Subnet = COMPUTE, instance: str = ""
+) -> dict[str, Any]:
     """Start ibsim, the trusted OpenSM and (``sm_pair``) the standby and the SM hosts' sshds when
     they are not running; discover the fabric. Returns state.json's IB part, with ``hosts`` (the
-    GPU nodes, in order) and ``pids``."""
-    fab = fabric(lab_dir, prefix, plan.sm_host)
+    GPU nodes, in order) and ``pids``. ``instance``: the fabric instance the HCA ports are on
+    ("" in a one-subnet lab: the default instance)."""
+    fab = fabric(lab_dir, prefix, plan.sm_host, sub)
+    names, tag = sub.names, f"{instance}: " if instance else ""
     fresh = not fab.ibsim_running()
     if fresh:
-        say("starting ibsim")
+        say(f"{tag}starting ibsim")
         if sm_pair:
-            pair(lab_dir, fab).stop()
+            pair(lab_dir, fab, sub).stop()
         fab.stop()
         fab.start_ibsim(plan.text)
     if sm_pair and fresh:  # both SMs start from the same safe default, both SM ports full members
-        text = pair_partitions([*([hca_port_guid(0, 0)] if plan.order is not None else []), STANDBY_PORT_GUID])
-        for conf in (fab.partitions_conf, pair(lab_dir, fab).partitions_conf):
+        text = pair_partitions([*([sub.master_port_guid] if plan.order is not None else []), names.standby_port_guid])
+        for conf in (fab.partitions_conf, pair(lab_dir, fab, sub).partitions_conf):
             if not conf.exists():
                 conf.parent.mkdir(parents=True, exist_ok=True)
                 conf.write_text(text)
     if not fab.opensm_running():
-        if sm_pair and pid_alive(pair(lab_dir, fab).standby_pid):
+        if sm_pair and pid_alive(pair(lab_dir, fab, sub).standby_pid):
             # sm-02 masters the subnet (after a failover): a restarted sm-01 would only enter
             # STANDBY, never SUBNET UP. Restart the pair as it was made: sm-01 master, sm-02 standby.
-            say(f"{STANDBY_NODE} masters the subnet: stopping it to restart sm-01 as the master")
-            pair(lab_dir, fab).stop_standby()
-        say("starting the trusted OpenSM")
+            say(f"{tag}{names.standby_node} masters the subnet: stopping it to restart {names.master} as the master")
+            pair(lab_dir, fab, sub).stop_standby()
+        say(f"{tag}starting the trusted OpenSM")
         fab.start_opensm()
     sm_pair_state: dict[str, Any] | None = None
     if sm_pair:
-        say(f"starting the standby OpenSM on {STANDBY_NODE} and one sshd per SM host")
-        p = pair(lab_dir, fab)
+        say(f"{tag}starting the standby OpenSM on {names.standby_node} and one sshd per SM host")
+        p = pair(lab_dir, fab, sub)
         p.start()  # may restart the master (see SmPair.start_standby): pids read after it
         if fresh:
             mark_last_good(fab, p)
         sm_pair_state = {
-            "standby_node": STANDBY_NODE,
-            "standby_port_guid": str(STANDBY_PORT_GUID),
+            "standby_node": names.standby_node,
+            "standby_port_guid": str(names.standby_port_guid),
             "run_dir": str(p.run_dir),
             "sshd": {n: {"host": s.host, "port": s.port} for n, s in p.sshd.items()},
         }
-    say("discovering the InfiniBand fabric (ibnetdiscover)")
+    say(f"{tag}discovering the InfiniBand fabric (ibnetdiscover)")
     topo = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover"], sim_host=plan.sm_host))
     ib_ports, skipped = match_ca_ports(topo)
     if sm_pair:  # the master's HCA by its node description: SMInfo may name sm-02 on a reused lab
@@ -149,14 +197,14 @@ def ib_up(lab_dir: Path, prefix: str, plan: NetPlan, sm_pair: bool, say: Progres
     sm_desc = next(
         (ca.description for ca in topo.cas() for p in ca.ports if p.port_guid == sm_guid), plan.sm_host or ""
     )
-    sm_names = {sm_desc.split(" ")[0], *([STANDBY_NODE.split(" ")[0]] if sm_pair else [])}
-    ib_ports = tuple(p for p in ib_ports if p.node not in sm_names)
+    sm_names = {sm_desc.split(" ")[0], *([names.standby] if sm_pair else [])}
+    ib_ports = tuple(dataclasses.replace(p, instance=instance) for p in ib_ports if p.node not in sm_names)
     hosts = plan.order if plan.order is not None else sorted({p.node for p in ib_ports}, key=natural)
     if not hosts:
         raise LabError("the fabric has no CA with a 'HOST DEVICE' node description")
     pids: dict[str, int | None] = {"ibsim": fab.ibsim_pid, "opensm": fab.opensm_pid}
     if sm_pair:
-        pids["opensm-standby"] = pair(lab_dir, fab).standby_pid
+        pids["opensm-standby"] = pair(lab_dir, fab, sub).standby_pid
     return {
         "sm_host": plan.sm_host,
         "sm_node": sm_desc,
@@ -189,34 +237,35 @@ def mark_last_good(fab: IbFabric, p: SmPair) -> None:
         conf.with_name(conf.name + ".last-good").write_text(text)
 
 
-def ib_problems(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> list[str]:
-    problems = []
+def ib_problems(lab_dir: Path, fab: IbFabric, state: dict[str, Any], sub: Subnet = COMPUTE, tag: str = "") -> list[str]:
+    """What is not running of the subnet ``state`` describes; ``tag`` prefixes each line."""
+    problems, names = [], sub.names
     if not pid_alive(fab.ibsim_pid):
-        problems.append("ibsim is not running")
+        problems.append(f"{tag}ibsim is not running")
     if not pid_alive(fab.opensm_pid):
-        problems.append(f"the OpenSM of SM host sm-01 ({SM_NODE}) is not running" if state.get("sm_pair") else
-                        "OpenSM is not running")  # fmt: skip
+        problems.append(f"{tag}the OpenSM of SM host {names.master} ({names.master_node}) is not running"
+                        if state.get("sm_pair") else f"{tag}OpenSM is not running")  # fmt: skip
     if state.get("sm_pair"):
-        p = pair(lab_dir, fab)
+        p = pair(lab_dir, fab, sub)
         if not pid_alive(p.standby_pid):
-            problems.append(f"the OpenSM of SM host sm-02 ({STANDBY_NODE}) is not running")
-        problems += [f"the sshd of SM host {n} is not running" for n in p.sshd if not p.sshd_running(n)]
+            problems.append(f"{tag}the OpenSM of SM host {names.standby} ({names.standby_node}) is not running")
+        problems += [f"{tag}the sshd of SM host {n} is not running" for n in p.sshd if not p.sshd_running(n)]
     return problems
 
 
-def sm_pair_status(lab_dir: Path, fab: IbFabric, state: dict[str, Any]) -> SmPairStatus | None:
+def sm_pair_status(lab_dir: Path, fab: IbFabric, state: dict[str, Any], sub: Subnet = COMPUTE) -> SmPairStatus | None:
     """The pair's processes, and the master as SMInfo names it (one ``sminfo`` as sm-01's HCA)."""
-    return pair_status(pair(lab_dir, fab), fab, state) if state.get("sm_pair") else None
+    return pair_status(pair(lab_dir, fab, sub), fab, state) if state.get("sm_pair") else None
 
 
 def pair_status(p: SmPair, fab: IbFabric, state: dict[str, Any]) -> SmPairStatus:
     """:func:`sm_pair_status` of the pair ``p``."""
-    master_guid = state.get("sm_port_guid", "")
+    master_guid, n = state.get("sm_port_guid", ""), p.names
     hosts = (
-        SmHostStatus("sm-01", state.get("sm_node", SM_NODE), master_guid, fab.opensm_pid,
-                     f"{p.sshd['sm-01'].host}:{p.sshd['sm-01'].port}", p.sshd_running("sm-01")),
-        SmHostStatus("sm-02", STANDBY_NODE, str(STANDBY_PORT_GUID), p.standby_pid,
-                     f"{p.sshd['sm-02'].host}:{p.sshd['sm-02'].port}", p.sshd_running("sm-02")),
+        SmHostStatus(n.master, state.get("sm_node", n.master_node), master_guid, fab.opensm_pid,
+                     f"{p.sshd[n.master].host}:{p.sshd[n.master].port}", p.sshd_running(n.master)),
+        SmHostStatus(n.standby, n.standby_node, str(n.standby_port_guid), p.standby_pid,
+                     f"{p.sshd[n.standby].host}:{p.sshd[n.standby].port}", p.sshd_running(n.standby)),
     )  # fmt: skip
     try:
         out = fab.run_tool(["sminfo"], sim_host=state.get("sm_host"), timeout=10)
@@ -240,26 +289,27 @@ def restart_trusted_sm(fab: IbFabric, p: SmPair | None, state: dict[str, Any]) -
     :func:`ib_up`): the pair is restarted as it was made, sm-02 stopped, sm-01 restarted as the
     master, sm-02 started again as its standby. Returns which SMs were restarted and their PIDs."""
     if p is None:
-        return {"restarted": ["sm-01"], "opensm_pid": fab.restart_opensm(), "master_before": ""}
-    st = pair_status(p, fab, state)
-    both = st.master == STANDBY_NODE
+        return {"restarted": [state.get("sm_node", SM_NODE).split(" ")[0]], "opensm_pid": fab.restart_opensm(),
+                "master_before": ""}  # fmt: skip
+    st, n = pair_status(p, fab, state), p.names
+    both = st.master == n.standby_node
     if both:
         p.stop_standby()
     pid = fab.restart_opensm()
     if both:
         p.start_standby()
-    return {"restarted": ["sm-01", "sm-02"] if both else ["sm-01"], "opensm_pid": fab.opensm_pid or pid,
+    return {"restarted": [n.master, n.standby] if both else [n.master], "opensm_pid": fab.opensm_pid or pid,
             "standby_pid": p.standby_pid, "master_before": st.master or st.sminfo_error}  # fmt: skip
 
 
-def ib_down(lab_dir: Path, prefix: str) -> None:
+def ib_down(lab_dir: Path, prefix: str, sub: Subnet = COMPUTE) -> None:
     """Stop the pair (standby, sshds), rogue SMs, the trusted OpenSM, then ibsim; drop every SM's
     partitions.conf so the next ``up`` starts from the safe default."""
-    fab = fabric(lab_dir, prefix, None)
-    p = pair(lab_dir, fab)
+    fab = fabric(lab_dir, prefix, None, sub)
+    p = pair(lab_dir, fab, sub)
     p.stop()
     fab.stop()
-    (lab_dir / "ib" / "partitions.conf").unlink(missing_ok=True)
+    fab.partitions_conf.unlink(missing_ok=True)
     p.partitions_conf.unlink(missing_ok=True)
 
 
@@ -272,6 +322,7 @@ def ib_to_dict(p: IbPort) -> dict[str, Any]:
         "node_guid": str(p.node_guid),
         "switch_guid": str(p.switch_guid) if p.switch_guid else None,
         "switch_port": p.switch_port,
+        **({"instance": p.instance} if p.instance else {}),
     }
 
 
@@ -284,6 +335,7 @@ def ib_from_dict(d: dict[str, Any]) -> IbPort:
         node_guid=Guid.parse(d["node_guid"]),
         switch_guid=Guid.parse(d["switch_guid"]) if d.get("switch_guid") else None,
         switch_port=d.get("switch_port"),
+        instance=d.get("instance", ""),
     )
 
 

@@ -26,6 +26,12 @@ GUID scheme (deterministic, the vendor prefix 0x0002c903 of the ibsim examples' 
 
 ibsim assigns these because every node record is preceded by an absolute ``switchguid=`` /
 ``caguid=`` line (see ibsim's sim_net.c ``parse_guidbase``).
+
+The storage subnet (``gpufabric lab up --ib-subnets 2``, tests/functional/test_ib_two_subnets.py)
+---------------------------------------------------------------------------------------------
+:func:`storage_netfile`: the same generator with one HCA per node, every HCA ``mlx5_8``, its SM
+node ``sm-03`` and every GUID moved up by :data:`STORAGE_GUID_OFFSET` (``0x0002c9031..`` ->
+``0x0002c9051..``, spines ``..52..``, leaves ``..53..``): no GUID is on both subnets.
 """
 
 from __future__ import annotations
@@ -44,6 +50,11 @@ SM_HOST = "sm-01"
 SM_DEVICE = "mlx5_0"
 SM_NODE = f"{SM_HOST} {SM_DEVICE}"
 """The node description (and ibsim node id, usable as SIM_HOST) of the trusted SM's HCA."""
+
+STORAGE_DEVICE = "mlx5_8"
+STORAGE_SM_HOST = "sm-03"
+STORAGE_SM_NODE = f"{STORAGE_SM_HOST} {STORAGE_DEVICE}"
+STORAGE_GUID_OFFSET = 0x0000000200000000  # 0x0002c9031... -> 0x0002c9051... (and 32 -> 52, 33 -> 53)
 
 MAX_NODES = 2048  # a 2,048-node HGX cluster: 16,384 HCAs at 8 per node (bench_ib_scale)
 MAX_HCAS = 16
@@ -201,3 +212,16 @@ def generate_netfile(
 ) -> str:
     """Convenience: ``render_netfile(plan_fabric(FabricSpec(...)))``."""
     return render_netfile(plan_fabric(FabricSpec(nodes, hcas_per_node, nodes_per_leaf, spines, leaf_ports)))
+
+
+def storage_guid(guid: Guid) -> Guid:
+    """The storage subnet's GUID of what is ``guid`` on the compute subnet's generator."""
+    return Guid(guid.value + STORAGE_GUID_OFFSET)
+
+
+def storage_netfile(nodes: int, sm_host: str = STORAGE_SM_HOST) -> str:
+    """The storage subnet: one HCA per node (``mlx5_8``), its own SM node and GUIDs (module doc)."""
+    text = generate_netfile(nodes, 1).replace(SM_DEVICE, STORAGE_DEVICE).replace(f'"{SM_HOST} ', f'"{sm_host} ')
+    for base in (HCA_GUID_BASE, SPINE_GUID_BASE, LEAF_GUID_BASE):
+        text = text.replace(f"{base:#018x}"[:11], f"{base + STORAGE_GUID_OFFSET:#018x}"[:11])
+    return text

@@ -12,6 +12,10 @@ OpenSM driver's ``sm_hosts`` for both, each with its ``sa_dump`` (the IPoIB grou
 the master's, whichever SM that is now), and the whole ``infiniband.options`` section
 (:meth:`SmPair.driver_options`). ``stop`` ends only the PIDs started here.
 
+:class:`PairNames` names a pair's two SM hosts: :data:`COMPUTE_PAIR` (sm-01 / sm-02, the
+lab's one subnet or its compute subnet) and :data:`STORAGE_PAIR` (sm-03 / sm-04 ``mlx5_8``,
+the storage subnet of ``lab up --ib-subnets 2``, GUIDs moved up as the storage net file's).
+
 The pair outlives the process that started it (``gpufabric lab up --sm-pair``, lab/labib.py):
 each sshd's port is kept in ``sshd-<host>/port`` and its PID in ``sshd-<host>/sshd.pid`` (its
 ``PidFile``), so a later process finds, checks and stops the same servers; ``start`` starts
@@ -25,12 +29,14 @@ import re
 import signal
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import Guid
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
+from gpufabric.lab.netfile import SM_HOST, SM_NODE, STORAGE_DEVICE, STORAGE_SM_HOST, STORAGE_SM_NODE, storage_guid
 from gpufabric.lab.procs import pid_alive, read_pid, stop_pid, wait_for
 from gpufabric.lab.sshd import SshServer
 
@@ -43,33 +49,58 @@ REPLACED = ("partition_config_file", "log_file", "dump_files_dir", "per_module_l
 LOCAL_OPTIONS = ("partitions_conf", "log_path", "pid_file", "sa_dump")  # the lab's local SM: sm_hosts instead
 
 
-def with_standby_node(netfile: str) -> str:
-    """``netfile`` (from :func:`~gpufabric.lab.netfile.generate_netfile`) plus the SM node sm-02."""
+@dataclass(frozen=True)
+class PairNames:
+    """The two SM hosts of one subnet's pair: names (``sm_hosts[].name``, sshd dirs), the
+    master's HCA description, the standby's HCA description and GUIDs."""
+
+    master: str
+    standby: str
+    master_node: str
+    standby_node: str
+    standby_node_guid: Guid
+
+    @property
+    def standby_port_guid(self) -> Guid:
+        return Guid(self.standby_node_guid.value + 1)
+
+
+COMPUTE_PAIR = PairNames(SM_HOST, "sm-02", SM_NODE, STANDBY_NODE, STANDBY_NODE_GUID)
+STORAGE_PAIR = PairNames(STORAGE_SM_HOST, "sm-04", STORAGE_SM_NODE, f"sm-04 {STORAGE_DEVICE}",
+                         storage_guid(STANDBY_NODE_GUID))  # fmt: skip
+
+
+def with_standby_node(netfile: str, names: PairNames = COMPUTE_PAIR) -> str:
+    """``netfile`` (from :func:`~gpufabric.lab.netfile.generate_netfile` or ``storage_netfile``)
+    plus the standby's SM node (sm-02, or ``names``' standby) on leaf-01 port 17."""
     leaf = '\nSwitch 36 "leaf-01"\n'
+    node = names.standby_node
     if leaf not in netfile or f"[{STANDBY_LEAF_PORT}] " in netfile.split(leaf, 1)[1].split("\n\n", 1)[0]:
-        raise LabError(f"no free leaf-01 port {STANDBY_LEAF_PORT} for {STANDBY_NODE}", what="netfile")
+        raise LabError(f"no free leaf-01 port {STANDBY_LEAF_PORT} for {node}", what="netfile")
     head, rest = netfile.split(leaf, 1)
-    link = f'[{STANDBY_LEAF_PORT}] "{STANDBY_NODE}"[1]\n'
-    rest = re.sub(r'^(\[18\] "sm-01 mlx5_0"\[1\]\n)', link + r"\1", rest, count=1, flags=re.M)
+    link = f'[{STANDBY_LEAF_PORT}] "{node}"[1]\n'
+    master = re.escape(f'[18] "{names.master_node}"[1]')
+    rest = re.sub(rf"^({master}\n)", lambda m: link + m.group(1), rest, count=1, flags=re.M)
     if link not in rest:
-        raise LabError("leaf-01 has no sm-01 link on port 18", what="netfile")
-    hca = f'\ncaguid={STANDBY_NODE_GUID}\nHca 1 "{STANDBY_NODE}"\n[1] "leaf-01"[{STANDBY_LEAF_PORT}]\n'
+        raise LabError(f"leaf-01 has no {names.master} link on port 18", what="netfile")
+    hca = f'\ncaguid={names.standby_node_guid}\nHca 1 "{node}"\n[1] "leaf-01"[{STANDBY_LEAF_PORT}]\n'
     return head + leaf + rest.rstrip("\n") + "\n" + hca
 
 
 class SmPair:
     """The standby OpenSM next to ``fab``'s master, and one sshd per SM host (see module doc)."""
 
-    def __init__(self, fab: IbFabric, run_dir: Path) -> None:
+    def __init__(self, fab: IbFabric, run_dir: Path, names: PairNames = COMPUTE_PAIR) -> None:
         self.fab = fab
+        self.names = names
         self.run_dir = Path(run_dir)
-        self.dir = self.run_dir / "sm-02"
+        self.dir = self.run_dir / names.standby
         self.partitions_conf = self.dir / "partitions.conf"
         self.opensm_conf = self.dir / "opensm.conf"
         self.log = self.dir / "opensm.log"
         self.pid_file = self.dir / "opensm.pid"
         self.sa_dump = self.dir / "osm-tmp" / "opensm-sa.dump"  # dump_files_dir/opensm-sa.dump
-        self.sshd = {name: _server(self.run_dir / f"sshd-{name}") for name in ("sm-01", "sm-02")}
+        self.sshd = {name: _server(self.run_dir / f"sshd-{name}") for name in (names.master, names.standby)}
 
     @property
     def master_pid_file(self) -> Path:
@@ -131,7 +162,7 @@ class SmPair:
             f"per_module_logging_file {self.dir / 'osm-tmp' / 'per-module-logging.conf'}\n"
             "sminfo_polling_timeout 1000\npolling_retry_number 2\nsa_db_dump TRUE\n"
         )
-        env = self.fab.tool_env(STANDBY_NODE)
+        env = self.fab.tool_env(self.names.standby_node)
         env["OSM_TMP_DIR"] = str(self.dir / "osm-tmp")
         env["OSM_CACHE_DIR"] = str(self.dir / "osm-cache")
         offset = self.log.stat().st_size if self.log.exists() else 0
@@ -181,10 +212,10 @@ class SmPair:
     def sm_hosts(self, master_guid: Guid) -> list[dict[str, Any]]:
         """The OpenSM driver's ``sm_hosts``: the master's files, then the standby's, each over its
         sshd, each with its own ``sa_dump``."""
-        f = self.fab
+        f, n = self.fab, self.names
         return [
-            self.sm_host("sm-01", f.partitions_conf, f.opensm_log, self.master_pid_file, master_guid, f.sa_dump),
-            self.sm_host("sm-02", self.partitions_conf, self.log, self.pid_file, STANDBY_PORT_GUID, self.sa_dump),
+            self.sm_host(n.master, f.partitions_conf, f.opensm_log, self.master_pid_file, master_guid, f.sa_dump),
+            self.sm_host(n.standby, self.partitions_conf, self.log, self.pid_file, n.standby_port_guid, self.sa_dump),
         ]
 
     def driver_options(
@@ -192,7 +223,7 @@ class SmPair:
     ) -> dict[str, Any]:
         """The ``infiniband.options`` section of ``fabrics.yaml`` for the pair: the lab fabric's
         options (read by SMP as ``sm_node``) with ``sm_hosts`` in place of the local SM's files."""
-        opts = self.fab.driver_options(sm_node, trusted_sm_guids or [master_guid, STANDBY_PORT_GUID])
+        opts = self.fab.driver_options(sm_node, trusted_sm_guids or [master_guid, self.names.standby_port_guid])
         for k in LOCAL_OPTIONS:
             opts.pop(k, None)
         opts["sm_hosts"] = self.sm_hosts(master_guid)
