@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics, network_kinds
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
@@ -33,7 +32,6 @@ from gpufabric.lab.lab import Lab
 from gpufabric.lab.labib import STORAGE, pair
 from gpufabric.lab.netfile import SM_NODE, STORAGE_SM_NODE
 from gpufabric.lab.smpair import COMPUTE_PAIR, STORAGE_PAIR
-from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
 from e2e.conftest import LabEnv
@@ -54,31 +52,14 @@ def sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-class NoSegment:
-    """An instance the network does not span, kept in the kinds handed to ``Store.create_network``
-    so that the store counts its ids as used (on main a subset of the instances ignores the
-    other instances' PKeys and hits UNIQUE(segments.pkey); branch ``pools`` fixes that)."""
-
-    def __init__(self, kind: Any) -> None:
-        self.name, self.instance = kind.name, kind.instance
-
-    def allocate(self, *_args: object) -> None:
-        return None
-
-
 def create_network_on(lab: LabEnv, name: str, tenant: str, ib_instances: set[str]) -> None:
-    """A tenant network whose InfiniBand segments are on ``ib_instances`` only (every other kind
-    as ``network create`` gives it), through the store: ``Store.create_network`` takes a subset
-    of the bound kinds."""
-    # switch to network create --fabric when it lands
+    """``network create --fabric ...``: a tenant network whose InfiniBand segments are on
+    ``ib_instances`` only, on every other instance that allocates segments as a plain
+    ``network create`` would."""
     raw = yaml.safe_load((lab.home / "fabrics.yaml").read_text())
-    kinds = [k if k.name != "infiniband" or k.instance in ib_instances else NoSegment(k)
-             for k in network_kinds(raw, Registry.from_entry_points())]  # fmt: skip
-    store = Store.open(home=lab.home)
-    try:
-        store.create_network(name, tenant, SegmentConfig.default(), kinds)
-    finally:
-        store.close()
+    spans = [k.instance for k in network_kinds(raw, Registry.from_entry_points())
+             if k.allocates and (k.name != "infiniband" or k.instance in ib_instances)]  # fmt: skip
+    lab.gf("network", "create", name, "--tenant", tenant, *(a for i in spans for a in ("--fabric", i)))
 
 
 def pkeys_of(lab: LabEnv) -> dict[str, dict[str, int]]:
