@@ -23,7 +23,7 @@ SM_PAIR_HELP = (
     "each): gpufabric writes both SMs' partitions files and finds the master by SMInfo. With --ib-subnets 2: "
     "one pair per subnet (storage: sm-03, sm-04)."
 )
-IB_SUBNETS_HELP = (
+SUBNETS_HELP = (
     "InfiniBand subnets: 1 (one ibsim fabric) or 2 (a compute subnet with --hcas-per-node HCAs per node and a "
     "storage subnet with one HCA mlx5_8 per node, each its own ibsim fabric and trusted SM; fabrics.yaml instances "
     "ib-compute and ib-storage). Not with --topology."
@@ -115,7 +115,7 @@ def up(
         "", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."
     ),
     sm_pair: bool = typer.Option(False, "--sm-pair", help=SM_PAIR_HELP),
-    ib_subnets: int = typer.Option(1, "--ib-subnets", help=IB_SUBNETS_HELP),
+    subnets: int = typer.Option(1, "--ib-subnets", help=SUBNETS_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Start (or reuse) the lab: ibsim, the trusted OpenSM (with --sm-pair a master/standby pair;
@@ -130,13 +130,13 @@ def up(
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
                     gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
-                    ib_subnets=ib_subnets)  # fmt: skip
+                    ib_subnets=subnets)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
                 nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
                 gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
-                ib_subnets=ib_subnets,
+                ib_subnets=subnets,
             )  # fmt: skip
     result = register(lab, st)
     converged = converge_leases()
