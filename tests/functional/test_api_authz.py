@@ -209,6 +209,29 @@ def test_a_network_spans_the_fabric_instances_it_names(world: tuple[World, TestC
     assert "ib-only" in names and "bad" not in names
 
 
+def test_a_network_carries_its_own_options_per_instance(world: tuple[World, TestClient]) -> None:
+    """``options`` (issue 20 item 4): a lessee's network with its own IPoIB MTU and rate on the
+    InfiniBand instance (201, echoed per segment); a value out of range, an unknown key, an
+    option on Ethernet or a bool where an integer goes is a 422 naming the field, nothing written."""
+    w, client = world
+    lessee = w.headers("lessee-beta")
+    body = {"name": "tuned", "tenant": "beta", "options": {"infiniband": {"mtu": 5, "rate": 16}}}
+    made = client.post("/api/v1/networks", headers=lessee, json=body)
+    assert made.status_code == 201, made.text
+    segs = {x["fabric"]: x for x in made.json()["segments"]}
+    assert segs["infiniband"]["options"] == {"mtu": 5, "rate": 16} and "options" not in segs["ethernet"]
+    for opts, field in (({"infiniband": {"mtu": 6}}, "options.infiniband.mtu"),
+                        ({"infiniband": {"speed": 1}}, "options.infiniband.speed"),
+                        ({"ethernet": {"mtu": 9000}}, "options.ethernet"),
+                        ({"infiniband": {"mtu": "5"}}, "options.infiniband.mtu")):  # fmt: skip
+        r = client.post("/api/v1/networks", headers=lessee, json={"name": "bad", "tenant": "beta", "options": opts})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["field"].startswith(field) and "\n" not in err["message"], (opts, err)
+    names = [n["name"] for n in client.get("/api/v1/networks?tenant=beta", headers=lessee).json()["items"]]
+    assert "tuned" in names and "bad" not in names
+
+
 def test_neutron_adopts_one_segment_per_ib_instance(template: World, tmp_path: Path) -> None:
     """Issue 20: two IB subnets (``ib-compute``, ``ib-storage``); Neutron's physnets map to them."""
     w = clone_world(template, tmp_path)

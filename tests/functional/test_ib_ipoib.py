@@ -150,3 +150,29 @@ def test_lab_restart_keeps_the_sm_keys(fab: IbFabric) -> None:
     fab.restart_opensm()
     assert fab.m_key_file.read_text() == key
     assert fab.opensm_conf.read_text() == conf
+
+
+def test_a_networks_own_options_reach_its_group_and_ipoib_false_makes_none(fab: IbFabric) -> None:
+    """Issue 20 item 4: per-network settings. alpha-net asks rate 16 (100 Gb/s) and MTU 4
+    (2048) for its partition, beta-net no IPoIB at all; the subnet's own settings are the
+    defaults. Read independently with ``saquery -g`` as each network's member."""
+    pk_b = PK + 1
+    nets = {
+        ("alpha", "alpha-net"): Network("alpha-net", "alpha", (
+            Segment("infiniband", 3000, pkey=PKey(PK), options=(("mtu", 4), ("rate", 16))),)),
+        ("beta", "beta-net"): Network("beta-net", "beta", (
+            Segment("infiniband", 3001, pkey=PKey(pk_b), options=(("ipoib", False),)),)),
+    }  # fmt: skip
+    nodes = tuple(Node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    owners = {"gpu-a01": Lease("alpha", "gpu-a01", start, networks=("alpha-net",)),
+              "gpu-a02": Lease("beta", "gpu-a02", start, networks=("beta-net",))}  # fmt: skip
+    drv = driver_for(fab)
+    drv.apply(desired_ib(Tenancy(nodes, owners, nets), [SM]).layout)  # verified: groups and their MTU/rate read back
+    text = fab.partitions_conf.read_text()
+    assert f"pk_{PK:04x}=0x{PK:04x}, ipoib, mtu=4, rate=16 :" in text and f"pk_{pk_b:04x}=0x{pk_b:04x} :" in text
+    a = {g.mgid: (g.mtu, g.rate) for g in parse_saquery_groups(fab.run_tool(["saquery", "-g"], "gpu-a01 mlx5_0"))}
+    assert a[broadcast_mgid(PK)] == (0x84, 0x90)  # selector "exactly" + MTU 4 / rate 16
+    b = {g.mgid for g in parse_saquery_groups(fab.run_tool(["saquery", "-g"], "gpu-a02 mlx5_0"))}
+    assert b == {"ff12:401b:ffff::ffff:ffff"}  # beta's partition has no broadcast group
+    drv.apply(PartitionLayout())

@@ -63,12 +63,16 @@ def _segments_row(n: dict[str, Any]) -> tuple[str, str, str, str, str]:
     def on(s: dict[str, Any], many: bool) -> str:
         return f"{s['fabric']}: " if many else ""
 
+    def own(s: dict[str, Any]) -> str:  # the network's own settings there (--option)
+        opts = s.get("options") or {}
+        return f" ({', '.join(f'{k}={str(v).lower()}' for k, v in sorted(opts.items()))})" if opts else ""
+
     return (
         n["name"],
         n["tenant"],
         ", ".join(s["fabric"] for s in segs) or "-",
         ", ".join(f"{on(s, len(vlans) > 1)}{s['vlan']}" for s in vlans) or "-",
-        ", ".join(f"{on(s, len(pkeys) > 1)}seg {s['seg_id']} -> pkey {s['pkey']}" for s in pkeys) or "-",
+        ", ".join(f"{on(s, len(pkeys) > 1)}seg {s['seg_id']} -> pkey {s['pkey']}{own(s)}" for s in pkeys) or "-",
     )
 
 
@@ -77,29 +81,58 @@ FABRIC_OPT = typer.Option(
 )
 
 
+OPTION_OPT = typer.Option(
+    None, "--option", help="The network's own setting on one instance, INSTANCE.KEY=VALUE (repeatable), e.g. "
+    "ib-compute.mtu=5 or ib-compute.ipoib=false (InfiniBand: ipoib, mtu 1-5, rate 2-22, sl 0-15, scope 1-15).",
+)  # fmt: skip
+
+
+def parse_options(raw: list[str]) -> dict[str, dict[str, int | bool]]:
+    """``--option INSTANCE.KEY=VALUE`` values as instance -> {key: value} (true/false -> bool,
+    digits -> int); a ValidationError naming ``--option`` otherwise."""
+    out: dict[str, dict[str, int | bool]] = {}
+    for item in raw:
+        where, eq, value = item.partition("=")
+        instance, dot, key = where.rpartition(".")
+        if not (eq and dot and instance and key and value):
+            raise ValidationError("--option", item, "INSTANCE.KEY=VALUE, e.g. ib-compute.mtu=5")
+        low = value.strip().lower()
+        if low in ("true", "false"):
+            out.setdefault(instance, {})[key] = low == "true"
+        elif low.isdigit():
+            out.setdefault(instance, {})[key] = int(low)
+        else:
+            raise ValidationError(f"--option {where}", value, "an integer or true/false")
+    return out
+
+
 @network_app.command("create")
 def create_network(
     name: str,
     tenant: str = typer.Option(..., "--tenant", help="Owning tenant."),
     fabric: list[str] = FABRIC_OPT,
+    option: list[str] = OPTION_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Create a tenant network: one segment per fabric instance it spans (a VLAN on Ethernet, a
-    segmentation id and its PKey on each InfiniBand subnet)."""
+    segmentation id and its PKey on each InfiniBand subnet), with its own settings (--option)."""
     Network(name, tenant)  # validate names before touching the store
     fabrics = list(dict.fromkeys(fabric)) if fabric else None
+    options = parse_options(option or [])
     r = backend()
     try:
         if r:
             body: dict[str, Any] = {"name": name, "tenant": tenant}
             if fabrics is not None:
                 body["fabrics"] = fabrics
+            if options:
+                body["options"] = options
             n = r.post("/networks", body)
         else:
-            actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics)
+            actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics, options=options or None)
             n = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0][0]
     except ValidationError as e:
-        raise as_option(e, "fabrics", "--fabric") from None
+        raise as_option(as_option(e, "fabrics", "--fabric"), "options", "--option") from None
     if json_out:
         emit_json(n)
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -200,6 +201,10 @@ class Segment:
     options: tuple[tuple[str, int | bool], ...] = ()
     """The network's own settings on this instance, as its kind validated them
     (:meth:`~gpufabric.domain.fabric.FabricKind.segment_options`; e.g. IPoIB ``mtu``)."""
+
+
+NetworkOptions = Mapping[str, tuple[tuple[str, int | bool], ...]]
+"""A network's own settings per fabric instance (instance -> :attr:`Segment.options`)."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 
 from gpufabric.domain.models import (
@@ -111,13 +112,19 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
 
 def segment_row(instance: str, seg: Segment) -> SegmentRow:
     """The row of ``seg`` on the fabric instance ``instance`` (a PKey is stored without its
-    membership bit: ``pkey & 0x7FFF``)."""
+    membership bit: ``pkey & 0x7FFF``; its options as JSON, NULL when none)."""
     return SegmentRow(
         fabric=instance,
         seg_id=seg.seg_id,
         vlan=seg.vlan.value if seg.vlan else None,
         pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
+        options=json.dumps(dict(seg.options), sort_keys=True) if seg.options else None,
     )
+
+
+def segment_options(raw: str | None) -> tuple[tuple[str, int | bool], ...]:
+    """A segment row's ``options`` column as :attr:`Segment.options` (sorted by key)."""
+    return tuple(sorted(json.loads(raw).items())) if raw else ()
 
 
 def network_to_domain(r: NetworkRow) -> Network:
@@ -127,6 +134,7 @@ def network_to_domain(r: NetworkRow) -> Network:
             s.seg_id,
             None if s.vlan is None else VlanId(s.vlan),
             None if s.pkey is None else PKey(s.pkey),
+            segment_options(s.options),
         )
         for s in sorted(r.segments, key=lambda s: s.fabric)
     )

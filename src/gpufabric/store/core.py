@@ -30,6 +30,7 @@ from gpufabric.domain.models import (
     Inventory,
     Lease,
     Network,
+    NetworkOptions,
     Node,
     NodeState,
     Offering,
@@ -250,14 +251,12 @@ class Store:
 
     # ------------------------------------------------------------------ networks
     def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None,
-                       fabrics: Collection[str] | None = None) -> Network:  # fmt: skip
-        """Create a tenant network with one segment per fabric kind that has per-network
-        segments (``FabricKind.allocate``: the lowest free VLAN of ``cfg.ethernet_vlans``, the
-        lowest free InfiniBand segmentation id of the instance's pool mapped to its PKey, ...).
-        ``kinds`` (the configured instances) default to every registered kind; ``fabrics``: the
-        instances of ``kinds`` the network spans (None: all). Ids stay unique across every
-        instance of ``kinds`` sharing a pool, spanned or not.
-
+                       fabrics: Collection[str] | None = None, options: NetworkOptions | None = None,
+                       ) -> Network:  # fmt: skip
+        """A tenant network with one segment per spanned instance whose kind allocates one
+        (``FabricKind.allocate``). ``kinds``: the configured instances (default: every registered
+        kind); ``fabrics``: those it spans (None: all; ids stay unique across every instance of
+        ``kinds`` sharing a pool); ``options``: instance -> its segment's validated options.
         Raises NotFoundError (tenant), ConflictError (name taken), ExhaustedError (pool empty).
         """
         check_name("network.name", name)
@@ -266,7 +265,7 @@ class Store:
         for _ in range(ALLOCATION_ATTEMPTS):
             try:
                 with self._tx() as s:
-                    return self._create_network(s, name, tenant, cfg, allocators, fabrics)
+                    return self._create_network(s, name, tenant, cfg, allocators, fabrics, options or {})
             except IntegrityError as e:  # another replica took the same id (or name): retry on fresh data
                 last = e
         raise ConflictError(
@@ -275,8 +274,9 @@ class Store:
 
     @staticmethod
     def _create_network(
-        s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any], fabrics: Collection[str] | None
-    ) -> Network:
+        s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any], fabrics: Collection[str] | None,
+        options: NetworkOptions,
+    ) -> Network:  # fmt: skip
         t = _tenant_row(s, tenant)
         if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)) is not None:
             raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
@@ -291,7 +291,7 @@ class Store:
             seg = kind.allocate(probe, [x for x in (*used, *fresh) if x.fabric in siblings], cfg)
             if seg is not None:
                 fresh.append(dataclasses.replace(seg, fabric=kind.instance))
-                row.segments.append(segment_row(kind.instance, seg))
+                row.segments.append(segment_row(kind.instance, dataclasses.replace(seg, options=options.get(kind.instance, ()))))
         s.add(row)
         s.flush()
         return network_to_domain(row)

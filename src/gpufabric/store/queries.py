@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from gpufabric.domain.auth import Principal, Role
 from gpufabric.domain.models import QUARANTINE, lease_active
+from gpufabric.store.convert import segment_options
 from gpufabric.store.core import Store
 from gpufabric.store.tables import (
     DpuRow,
@@ -282,6 +283,7 @@ class Reader:
                             "seg_id": r.seg_id,
                             "vlan": r.vlan,
                             "pkey": None if r.pkey is None else f"0x{r.pkey:04x}",
+                            **({"options": dict(segment_options(r.options))} if r.options else {}),
                         }
                     )
             return [{"name": r.name, "tenant": r.tenant, "segments": segs.get(r.id, [])} for r in rows], total

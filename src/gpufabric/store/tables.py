@@ -207,6 +207,7 @@ class SegmentRow(Base):
     seg_id: Mapped[int] = mapped_column(Integer)
     vlan: Mapped[int | None] = mapped_column(Integer, unique=True)
     pkey: Mapped[int | None] = mapped_column(Integer, unique=True)
+    options: Mapped[str | None] = mapped_column(Text, nullable=True)  # 0011: JSON, the kind's own (Segment.options)
 
     network: Mapped[NetworkRow] = relationship(back_populates="segments")
 

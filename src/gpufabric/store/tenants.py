@@ -7,7 +7,7 @@ node owners. One transaction each; domain objects in and out.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,6 +92,7 @@ def adopt_network(
     segments: dict[str, int],
     kinds: Sequence[Any] | None = None,
     fabrics: Sequence[str] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Network:
     """Create a network with exactly the given segmentation ids (fabric instance -> id, each
     checked by its kind's :meth:`~gpufabric.domain.fabric.FabricKind.adopt` against ``cfg`` and
@@ -101,13 +102,16 @@ def adopt_network(
     ValidationError out of range or for an instance that is not configured or takes no explicit
     ids. ``kinds``: the configured fabric instances (None: every registered kind's default one).
     ``fabrics``: the instances the network spans (:func:`spanned`; None: all, or with explicit
-    segments, theirs; given with segments it must name exactly theirs).
+    segments, theirs; given with segments it must name exactly theirs). ``options``: instance ->
+    the network's own settings there (:func:`checked_options`).
     One transaction: nothing is written on any error."""
     check_name("network.name", name)
     instances = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
     chosen = spanned(instances, fabrics)
+    spans = set(segments) or (set(chosen) if chosen is not None else {k.instance for k in instances if k.allocates})
+    opts = checked_options(instances, spans, options or {})
     if not segments:
-        return store.create_network(name, tenant, cfg, instances, chosen)
+        return store.create_network(name, tenant, cfg, instances, chosen, opts)
     if fabrics is not None and set(fabrics) != set(segments):
         raise ValidationError(
             "fabrics", list(fabrics), f"the instances of the explicit segments ({', '.join(segments)}), or left out"
@@ -133,6 +137,7 @@ def adopt_network(
             for kind in (k for k in by_name.values() if k.instance in segments):  # the instances' order
                 siblings = sibling_instances(kind, instances)
                 got = kind.adopt(probe, segments[kind.instance], [x for x in used if x.fabric in siblings], cfg)
+                got = dataclasses.replace(got, options=opts.get(kind.instance, ()))
                 used.append(dataclasses.replace(got, fabric=kind.instance))
                 row.segments.append(segment_row(kind.instance, got))
             s.add(row)
@@ -140,6 +145,23 @@ def adopt_network(
             return network_to_domain(row)
     except IntegrityError as e:
         raise ConflictError(f"a segment of network {name} was taken concurrently: {e.orig}", network=name) from e
+
+
+def checked_options(
+    instances: Sequence[Any], spans: Collection[str], raw: Mapping[str, Mapping[str, Any]]
+) -> dict[str, tuple[tuple[str, int | bool], ...]]:
+    """``raw`` (instance -> the network's own settings there) validated by each instance's kind
+    (``FabricKind.segment_options``, errors naming ``options.<instance>.<key>``); an instance
+    the network does not span is refused naming ``options``. Before anything is written."""
+    by_name = {k.instance: k for k in instances}
+    out = {}
+    for instance, values in raw.items():
+        if instance not in spans or instance not in by_name:
+            raise ValidationError("options", instance, f"an instance the network spans ({', '.join(sorted(spans))})")
+        if not isinstance(values, Mapping):
+            raise ValidationError(f"options.{instance}", values, "a mapping of option: value")
+        out[instance] = by_name[instance].segment_options(values, f"options.{instance}")
+    return out
 
 
 def active_lease(store: Store, node: str) -> Lease | None:

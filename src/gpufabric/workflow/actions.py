@@ -9,7 +9,7 @@ the fabrics must follow the store (``"converge"``) or that moves are queued (``"
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -110,9 +110,11 @@ class Actions:
         tenant: str,
         segments: dict[str, int] | None = None,
         fabrics: Sequence[str] | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Network:
         """A network of ``tenant`` spanning the instances ``fabrics`` (None: every configured one
-        that allocates), with ``segments`` adopted (admin/service only)."""
+        that allocates), with ``segments`` adopted (admin/service only) and its own ``options``
+        per instance (validated by the instance's kind)."""
         self._tenant_visible(p, tenant)
         p.require("network", Verb.CREATE)
         if segments and not p.sees_all:
@@ -133,6 +135,7 @@ class Actions:
                 segments or {},
                 self.network_kinds(),
                 fabrics,
+                options,
             )
 
         return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
 from gpufabric.domain.models import MAX_GPU_COUNT
 
@@ -230,6 +230,11 @@ class NetworkIn(Strict):
         description="The configured fabric instances the network spans (e.g. [ib-compute]); omitted: every one "
         "that gives networks a segment. With segments: exactly their instances",
     )  # fmt: skip
+    options: dict[Name, dict[Name, StrictInt | StrictBool]] | None = Field(
+        None, max_length=MAX_NETWORK_FABRICS,
+        description="The network's own settings per spanned instance, checked by its kind: on an InfiniBand "
+        "subnet ipoib (true/false), mtu 1-5, rate 2-22, sl 0-15, scope 1-15 (e.g. {ib-compute: {mtu: 5}})",
+    )  # fmt: skip
 
     @field_validator("segments")
     @classmethod
@@ -245,6 +250,7 @@ class SegmentOut(BaseModel):
     seg_id: int
     vlan: int | None
     pkey: str | None
+    options: dict[str, int | bool] | None = Field(None, description="The network's own settings here (when set)")
 
 
 class NetworkOut(BaseModel):

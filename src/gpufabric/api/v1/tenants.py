@@ -79,7 +79,7 @@ async def list_networks(
 )
 def create_network(body: NetworkIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     segs = {s.fabric: s.seg_id for s in body.segments or []}  # one per fabric instance (NetworkIn)
-    c.actions.create_network(p, body.name, body.tenant, segs, body.fabrics)
+    c.actions.create_network(p, body.name, body.tenant, segs, body.fabrics, body.options)
     return json(c.reader.networks(p, 1, 0, body.tenant, body.name)[0][0], 201)
 
 
