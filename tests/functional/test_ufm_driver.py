@@ -4,6 +4,7 @@ to the driver as ``verify``), in-memory UFM state."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,27 @@ def test_second_apply_changes_nothing(ufm: UfmServer) -> None:
     d.apply(TWO_TENANTS)
     assert len(ufm.writes()) == n
     assert d.plan(TWO_TENANTS) == ()
+
+
+def test_a_partitions_own_sl_and_rate_reach_ufm_and_are_kept(ufm: UfmServer) -> None:
+    """A network's options (issue 20 item 4) on a UFM subnet: the PKey is created with its
+    service_level and rate_limit (Gb/s of the rate code) before its GUIDs, read back, left
+    alone on the next apply, and re-created when the network asks another rate."""
+    tuned = dataclasses.replace(tenant(0xA03, [(A[0], F)], ipoib=True), qos=(("rate", 16), ("sl", 3)))
+    d = driver(ufm)
+    d.apply(PartitionLayout((tuned,)))
+    assert [(m, path) for m, path, _ in ufm.writes()] == [("POST", "/resources/pkeys/add"), ("POST", "/resources/pkeys")]
+    rec = ufm.state.pkeys[0xA03]
+    assert (rec.qos["service_level"], rec.qos["rate_limit"], rec.ip_over_ib) == (3, 100.0, True)
+    assert ufm.members()[0xA03] == {wire_guid(A[0]): "full"}
+    assert [p.qos for p in d.partitions()] == [(("rate", 16), ("sl", 3))]
+    n = len(ufm.writes())
+    d.apply(PartitionLayout((tuned,)))
+    assert len(ufm.writes()) == n  # as asked: no call
+    slower = dataclasses.replace(tuned, qos=(("rate", 7), ("sl", 3)))
+    d.apply(PartitionLayout((slower,)))
+    assert [path for _, path, _ in ufm.writes()[n:]] == ["/resources/pkeys/0xa03", "/resources/pkeys/add", "/resources/pkeys"]
+    assert ufm.state.pkeys[0xA03].qos["rate_limit"] == 40.0
 
 
 def test_move_guid_between_pkeys_removes_before_adding(ufm: UfmServer) -> None:
@@ -335,7 +357,8 @@ def test_server_delete_unknown_and_management(ufm: UfmServer) -> None:
         assert c.delete("/ufmRest/resources/pkeys/0xa05").status_code == 404
         assert c.delete("/ufmRest/resources/pkeys/0x7fff").status_code == 400
         assert c.get("/ufmRest/resources/pkeys/0xa05").status_code == 404
-        assert c.get("/ufmRest/resources/pkeys").json() == {"0x7fff": {"partition": "management", "ip_over_ib": True}}
+        assert c.get("/ufmRest/resources/pkeys").json() == {"0x7fff": {
+            "partition": "management", "ip_over_ib": True, "mtu_limit": 2, "service_level": 0, "rate_limit": 2.5}}  # fmt: skip
 
 
 def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:

@@ -12,6 +12,11 @@ Implements, in memory, what UFM Enterprise's "PKey GUIDs REST API" documents und
 - ``POST /resources/pkeys`` ``{pkey, guids, membership|memberships, index0, ip_over_ib}``
   adds GUIDs, creating the PKey if needed; ``pkey`` must be a hex string strictly between
   0x0 and 0x7fff, each GUID a hex string of 16-20 characters -> else 400;
+- ``POST /resources/pkeys/add`` ``{pkey, index0, ip_over_ib, mtu_limit, service_level,
+  rate_limit}`` creates a PKey without GUIDs (only ``pkey`` required; 400 when it exists);
+  every PKey reports ``mtu_limit``, ``service_level`` and ``rate_limit`` (defaults 2, 0, 2.5,
+  as the docs' example and the UFM 6.11 client output seen in ``ufmclient``'s README show;
+  the field names of the GET answer are the create call's, not confirmed by the docs);
 - ``PUT  /resources/pkeys`` same body: sets the PKey's GUIDs to exactly the given ones (the
   docs name "Set GUIDs for PKey"; its exact semantics are not confirmed; the driver does
   not use it);
@@ -56,6 +61,7 @@ class PKeyRecord:
     ip_over_ib: bool = True
     index0: bool = False
     members: dict[str, str] = field(default_factory=dict)  # 16 hex digits -> full|limited
+    qos: dict[str, Any] = field(default_factory=lambda: {"mtu_limit": 2, "service_level": 0, "rate_limit": 2.5})
 
 
 @dataclass
@@ -176,6 +182,8 @@ class Handler(BaseHTTPRequestHandler):
             return 200, self._view(st.pkeys[pk], guids_data)
         if method in ("POST", "PUT") and len(parts) == 2:
             return self._add(body, replace=method == "PUT")
+        if method == "POST" and parts[2:] == ["add"]:
+            return self._create(body)
         if method == "DELETE" and len(parts) in (3, 5):
             pk = _pkey(parts[2], writable=False)
             if pk == MANAGEMENT:
@@ -224,9 +232,25 @@ class Handler(BaseHTTPRequestHandler):
         rec.members.update(zip(guids, ms, strict=True))
         return 200, {}
 
+    def _create(self, body: Any) -> tuple[int, Any]:
+        if not isinstance(body, dict):
+            raise BadRequest(400, "JSON object expected")
+        pk = _pkey(body.get("pkey"))
+        st = self.server.state
+        if pk in st.pkeys:
+            raise BadRequest(400, f"PKey 0x{pk:x} already exists")
+        rec = PKeyRecord(f"api_pkey_0x{pk:x}", _bool(body, "ip_over_ib", True), _bool(body, "index0", False))
+        for key, ok in (("mtu_limit", int), ("service_level", int), ("rate_limit", (int, float))):
+            if key in body:
+                if isinstance(body[key], bool) or not isinstance(body[key], ok):
+                    raise BadRequest(400, f"{key}: a number")
+                rec.qos[key] = body[key]
+        st.pkeys[pk] = rec
+        return 200, {}
+
     @staticmethod
     def _view(r: PKeyRecord, guids_data: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"partition": r.name, "ip_over_ib": r.ip_over_ib}
+        out: dict[str, Any] = {"partition": r.name, "ip_over_ib": r.ip_over_ib, **r.qos}
         if guids_data:
             out["guids"] = [{"guid": g, "membership": m, "index0": r.index0} for g, m in sorted(r.members.items())]
         return out

@@ -6,6 +6,7 @@ in the read-back (the group's MTU and rate), and refused by the UFM driver, whic
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from gpufabric.fabrics.infiniband.ipoib import (
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.partitions import render_partitions_conf
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
+from gpufabric.fabrics.infiniband.ufm_plan import parse_ufm_pkey, plan_ufm
 from gpufabric.planning.desired import tenancy_of
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
@@ -97,10 +99,32 @@ def test_the_read_back_checks_the_groups_mtu_and_rate_where_asked() -> None:
     ]
 
 
-def test_ufm_refuses_a_partition_with_its_own_qos_before_any_call() -> None:
+def test_ufm_refuses_a_partitions_own_mtu_or_scope_before_any_call() -> None:
     drv = UfmDriver.__new__(UfmDriver)
     drv.ipoib = IpoibOptions()
-    layout = PartitionLayout((Partition("pk_0a01", PKey(0x0A01), (PartitionMember(G1),), True, (("mtu", 5),)),))
-    with pytest.raises(ConfigError) as e:
-        drv.plan(layout)
-    assert e.value.field == "network options of partition pk_0a01" and "ip_over_ib" in e.value.allowed
+    for qos in ((("mtu", 5),), (("rate", 16), ("scope", 5))):
+        layout = PartitionLayout((Partition("pk_0a01", PKey(0x0A01), (PartitionMember(G1),), True, qos),))
+        with pytest.raises(ConfigError) as e:
+            drv.plan(layout)
+        assert e.value.field == "network options of partition pk_0a01" and "no MTU encoding" in e.value.allowed
+
+
+def test_ufm_plans_a_partitions_own_sl_and_rate_as_a_create_with_qos_first() -> None:
+    w = Partition("pk_0a01", PKey(0x0A01), (PartitionMember(G1),), True, (("rate", 16), ("sl", 3)))
+    calls = plan_ufm(PartitionLayout((w,)), [])
+    assert [c.request() for c in calls] == [
+        ("POST", "/resources/pkeys/add",
+         {"pkey": "0xa01", "index0": False, "ip_over_ib": True, "rate_limit": 100.0, "service_level": 3}),
+        ("POST", "/resources/pkeys",
+         {"pkey": "0xa01", "guids": [f"{G1.value:016x}"], "membership": "full", "index0": False, "ip_over_ib": True}),
+    ]  # fmt: skip
+    plain = Partition("pk_0a01", PKey(0x0A01), (PartitionMember(G1),), True)
+    assert [c.op.value for c in plan_ufm(PartitionLayout((plain,)), [])] == ["add_guids"]  # no qos: no create
+    reported = parse_ufm_pkey(0x0A01, {"partition": "x", "ip_over_ib": True, "service_level": 3, "rate_limit": 100,
+                                       "guids": [{"guid": f"{G1.value:016x}", "membership": "full"}]})  # fmt: skip
+    assert reported is not None and reported.qos == (("rate", 16), ("sl", 3))
+    assert plan_ufm(PartitionLayout((w,)), [reported]) == ()  # as asked: nothing to do
+    other = dataclasses.replace(reported, qos=(("rate", 7), ("sl", 3)))
+    assert [c.op.value for c in plan_ufm(PartitionLayout((w,)), [other])] == ["delete_pkey", "create_pkey", "add_guids"]
+    silent = dataclasses.replace(reported, qos=())  # a UFM that reports no QoS: not checked, not re-created
+    assert plan_ufm(PartitionLayout((w,)), [silent]) == ()

@@ -50,6 +50,7 @@ from gpufabric.fabrics.infiniband.ipoib import RANGES, IpoibOptions
 from gpufabric.fabrics.infiniband.ufm_plan import (
     FABRIC,
     MANAGEMENT_PKEY,
+    UFM_QOS,
     PKeyRange,
     UfmCall,
     UfmOp,
@@ -245,13 +246,14 @@ class UfmDriver(SubnetManagerDriver):
         return tuple(self._read(self._client(), only_managed=True)[0])
 
     def _wanted(self, layout: PartitionLayout) -> PartitionLayout:
-        """``layout`` as UFM gets it: ``ip_over_ib`` as the layout says, unless IPoIB is off. A
-        partition with its own mtu/rate/sl/scope (a network's options) is refused before any
-        call: the PKey calls this driver sends carry ``ip_over_ib`` only."""
-        if own := next((p for p in layout.partitions if p.qos), None):
+        """``layout`` as UFM gets it: ``ip_over_ib`` as the layout says, unless IPoIB is off; a
+        partition's own sl and rate go to UFM (``service_level``, ``rate_limit``), its own mtu
+        or scope is refused before any call (UFM's PKey API documents no encoding of the MTU
+        and has no scope)."""
+        if own := next((p for p in layout.partitions if {k for k, _ in p.qos} - set(UFM_QOS)), None):
             raise ConfigError(
                 f"network options of partition {own.name}", dict(own.qos),
-                "ipoib only on a UFM subnet (the PKey calls this driver sends take ip_over_ib, not mtu/rate/sl/scope)",
+                "ipoib, sl and rate on a UFM subnet (its PKey API documents no MTU encoding and has no scope)",
             )  # fmt: skip
         if self.ipoib.enabled:
             return layout

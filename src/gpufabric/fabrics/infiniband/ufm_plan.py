@@ -7,7 +7,14 @@ Written against NVIDIA UFM Enterprise's documented "PKey GUIDs REST API"
 - ``DELETE /resources/pkeys/<pkey>/guids/<g1>,<g2>`` — remove GUIDs from a PKey;
 - ``DELETE /resources/pkeys/<pkey>`` — remove a PKey;
 - ``POST /resources/pkeys`` ``{pkey, guids, membership, index0, ip_over_ib}`` — add GUIDs
-  (one call per membership, since ``membership`` applies to every GUID of the call).
+  (one call per membership, since ``membership`` applies to every GUID of the call);
+- ``POST /resources/pkeys/add`` ``{pkey, index0, ip_over_ib, service_level, rate_limit}`` —
+  create a PKey without GUIDs with its QoS (the docs' example: ``"service_level": 0,
+  "rate_limit": 2.5``), planned first for a partition that has its own ``sl`` or ``rate`` (a
+  network's options; the rate as the IBA rate code's Gb/s, :data:`RATE_GBPS`). Its MTU
+  (``mtu_limit``: the docs give no encoding) and IPoIB ``scope`` (no UFM field) are refused by
+  the driver. A PKey whose reported ``service_level``/``rate_limit`` differ from the asked ones
+  is deleted and re-created; a UFM that reports neither cannot be checked for them.
 
 Plans are ordered *remove before add* (a GUID moving between tenants leaves the old PKey
 before it joins the new one). A member whose membership changes is removed and re-added;
@@ -44,9 +51,17 @@ def wire_guid(guid: Guid) -> str:
     return f"{guid.value:016x}"
 
 
+RATE_GBPS: Final = {2: 2.5, 3: 10.0, 4: 30.0, 5: 5.0, 6: 20.0, 7: 40.0, 8: 60.0, 9: 80.0, 10: 120.0, 11: 14.0,
+                    12: 56.0, 13: 112.0, 14: 168.0, 15: 25.0, 16: 100.0, 17: 200.0, 18: 300.0, 19: 28.0, 20: 50.0,
+                    21: 400.0, 22: 600.0}  # fmt: skip
+"""IBA rate code (partitions.conf ``rate=``, PathRecord Rate) -> Gb/s (UFM's ``rate_limit``)."""
+UFM_QOS: Final = {"sl": "service_level", "rate": "rate_limit"}  # a partition's own qos key -> UFM's field
+
+
 class UfmOp(enum.StrEnum):
     DELETE_PKEY = "delete_pkey"
     REMOVE_GUIDS = "remove_guids"
+    CREATE_PKEY = "create_pkey"
     ADD_GUIDS = "add_guids"
 
 
@@ -60,12 +75,16 @@ class UfmCall:
     membership: Membership = Membership.FULL
     ip_over_ib: bool = False
     index0: bool = False
+    qos: tuple[tuple[str, int], ...] = ()  # CREATE_PKEY: the partition's own sl/rate
 
     def request(self) -> tuple[str, str, dict[str, Any] | None]:
         """``(method, path below the API prefix, JSON body)``."""
         pk = wire_pkey(self.pkey)
         if self.op is UfmOp.DELETE_PKEY:
             return "DELETE", f"/resources/pkeys/{pk}", None
+        if self.op is UfmOp.CREATE_PKEY:
+            qos = {UFM_QOS[k]: RATE_GBPS[v] if k == "rate" else v for k, v in self.qos if k in UFM_QOS}
+            return "POST", "/resources/pkeys/add", {"pkey": pk, "index0": self.index0, "ip_over_ib": self.ip_over_ib, **qos}
         if self.op is UfmOp.REMOVE_GUIDS:
             return "DELETE", f"/resources/pkeys/{pk}/guids/{','.join(wire_guid(g) for g in self.guids)}", None
         body = {
@@ -124,6 +143,18 @@ def _adds(p: Partition, guids: Iterable[Guid], index0: bool) -> list[UfmCall]:
     return out
 
 
+def _created(p: Partition, index0: bool) -> list[UfmCall]:
+    """The PKey created with its QoS first, when the partition has its own sl/rate."""
+    qos = tuple((k, v) for k, v in p.qos if k in UFM_QOS)
+    return [UfmCall(UfmOp.CREATE_PKEY, p.pkey.value, (), Membership.FULL, p.ipoib, index0, qos)] if qos else []
+
+
+def _qos_differs(want: Partition, have: Partition) -> bool:
+    """A sl/rate ``want`` asks that UFM reports otherwise (not reported: not checked)."""
+    seen = dict(have.qos)
+    return any(k in seen and seen[k] != v for k, v in want.qos if k in UFM_QOS)
+
+
 def _removes(pkey: int, guids: Iterable[Guid]) -> list[UfmCall]:
     chosen = sorted(set(guids))
     return [
@@ -172,10 +203,10 @@ def plan_ufm(
             assert h is not None
             removes.append(UfmCall(UfmOp.DELETE_PKEY, pk))
         elif h is None:
-            adds += _adds(w, _by_guid(w), index0)
-        elif w.ipoib != h.ipoib:
+            adds += _created(w, index0) + _adds(w, _by_guid(w), index0)
+        elif w.ipoib != h.ipoib or _qos_differs(w, h):
             removes.append(UfmCall(UfmOp.DELETE_PKEY, pk))
-            adds += _adds(w, _by_guid(w), index0)
+            adds += _created(w, index0) + _adds(w, _by_guid(w), index0)
         else:
             wm, hm = _by_guid(w), _by_guid(h)
             removes += _removes(pk, (g for g, m in hm.items() if wm.get(g) is not m))
@@ -234,4 +265,16 @@ def parse_ufm_pkey(pkey: int, raw: Any) -> Partition | None:
     if members is None:
         return None
     name = str(raw.get("partition") or f"pkey_{wire_pkey(pkey)}")
-    return Partition(name=name, pkey=PKey(pkey), members=members, ipoib=bool(raw.get("ip_over_ib")))
+    return Partition(name=name, pkey=PKey(pkey), members=members, ipoib=bool(raw.get("ip_over_ib")), qos=_qos_of(raw))
+
+
+def _qos_of(raw: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """The ``service_level``/``rate_limit`` UFM reports of a PKey, as a partition's sl/rate
+    (a rate of no IBA code is left out)."""
+    codes = {gbps: code for code, gbps in RATE_GBPS.items()}
+    out = []
+    if isinstance(sl := raw.get("service_level"), int) and not isinstance(sl, bool):
+        out.append(("sl", sl))
+    if isinstance(rate := raw.get("rate_limit"), int | float) and not isinstance(rate, bool) and float(rate) in codes:
+        out.append(("rate", codes[float(rate)]))
+    return tuple(sorted(out))
