@@ -18,11 +18,13 @@ they fail on aa4b99f.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
 import pytest
 
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.state import PortMode
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.fabrics.dpu.offload import parse_dump_flows
@@ -204,6 +206,10 @@ def test_regression_junos_non_els_native_vlan_under_the_family_is_read() -> None
 # --------------------------------------------------------------------------- dpu flows
 @pytest.mark.parametrize("m", FLOWS, ids=[m.file for m in FLOWS])
 def test_dump_flows_of_real_dpus(m: Manifest) -> None:
+    if "refused" in m.expected:  # a dump that cannot say where its flows run
+        with pytest.raises(ValidationError, match=re.escape(m.expected["refused"])):
+            parse_dump_flows(real_output(m))
+        return
     flows = parse_dump_flows(real_output(m))
     exp = m.expected["flows"]
     assert len(flows) == len(exp)
@@ -223,6 +229,16 @@ def test_regression_representors_named_after_container_ids_are_output_ports() ->
     """aa4b99f: "actions:54235e5753b8_h" gave no output port (names had to start with a letter)."""
     flows = parse_dump_flows(real_output(manifest("dpu-flows", "kubeovn-mellanox-cx5.txt")))
     assert [f.out_ports for f in flows] == [("54235e5753b8_h",), ("5b45c61b307e_h",)]
+
+
+def test_regression_dump_without_m_is_refused_not_read_as_datapath_flows() -> None:
+    """6b8ac5e: a dump taken without -m prints no offloaded:/dp: attribute, and every line of
+    the ConnectX-6 Dx's "type=offloaded" dump (all four flows in hardware) was read as a
+    datapath flow: the offload report would show a fully offloaded node as none offloaded."""
+    text = real_output(manifest("dpu-flows", "sriovop-ovs-hw-offload-cx6dx.txt"))
+    with pytest.raises(ValidationError, match=r"dump-flows line 1: offloaded/dp") as err:
+        parse_dump_flows(text)
+    assert "-m" in str(err.value)
 
 
 # --------------------------------------------------------------------------- nvidia-smi -q
