@@ -5,15 +5,20 @@ reading was written by hand into the manifest beside it.
 * ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
   site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
 * ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
-  OS10 10.4); ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS, a routed
-  ae); ethernet/sonic: a Force10-S6000 ToR's config_db.json; ethernet/nvue: Cumulus VX 5.x
-  startup.yaml (bonds, MLAG, peerlink). An ``expected.members`` map pins every aggregate member
+  OS10 10.4; MLAG leaves and Nexus 9000v port-channels from batfish/lab-validation's labs);
+  ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS, a routed ae) and two
+  whole Junos 25.4 captures; ethernet/sonic: a Force10-S6000 ToR's and four Enterprise SONiC
+  3.1.2 switches' config_db.json; ethernet/nvue: Cumulus VX 5.x startup.yaml (bonds, MLAG,
+  peerlink). An ``expected.members`` map pins every aggregate member
   read, each carrying its aggregate's VLANs.
-* dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
-* nvidia-smi-q: ``nvidia-smi -q`` of an HGX H100 8-GPU, an HGX A100 (4 GPUs) and two H100 NVL.
+* dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs and of
+  sriov-network-operator's ConnectX-6 Dx (OVN-Kubernetes vDPA; ovs-cni); the two taken without
+  ``-m`` are read as refusals.
+* nvidia-smi-q: ``nvidia-smi -q`` of three HGX H100 8-GPU (drivers 535, 565), an HGX A100 (4 GPUs),
+  two H100 NVL, ten A40 and eight RTX 6000 Ada.
 
 The ``test_regression_*`` cases name the failure classes of issue 21 on one real output each;
-they fail on aa4b99f.
+they fail on aa4b99f (the dump-flows one on 6b8ac5e).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
     their cases run there instead of skipping (the rest need ../shared/real-outputs)."""
     corpus = all_manifests()
     kept = [m for m in corpus if redistributable(m)]
-    assert len(kept) >= 35 and len(corpus) - len(kept) >= 1  # 35 committed, the GPL/unlicensed ones not
+    assert len(kept) >= 60 and len(corpus) - len(kept) >= 1  # 60 committed, the GPL/unlicensed ones not
     for m in kept:
         p = REAL / m.parser / m.file
         assert p.is_file(), f"{m.id}: licence {m.doc['license']} permits it, so it is committed (.gitignore)"
@@ -60,8 +65,9 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
 
 def test_the_corpus_has_five_real_outputs_per_parser_where_they_exist() -> None:
     assert len(IB) >= 5 and len(manifests("ethernet/nxos")) >= 5 and len(manifests("ethernet/eos")) >= 5
-    assert len(FLOWS) >= 3  # Kube-OVN's three captures are all that was found
-    assert len(SMI) >= 3  # thamada/nvidia-smi's multi-GPU -q captures
+    assert len(manifests("ethernet/sonic")) >= 5 and len(manifests("ethernet/junos")) >= 5
+    assert len(FLOWS) >= 5  # Kube-OVN's three captures, sriov-network-operator's two
+    assert len(SMI) >= 5  # thamada/nvidia-smi's and gpud's multi-GPU -q captures
     for m in IB + ETH + FLOWS + SMI:
         assert len(m.doc["commit"]) == 40 and "/" in m.doc["repo"] and m.doc["device"], m.id
 

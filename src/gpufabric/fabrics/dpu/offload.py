@@ -70,7 +70,9 @@ def parse_dump_flows(text: str) -> list[DpFlow]:
         dp_m, off_m = _DP.search(line[: acts.start()]), _OFFLOADED.search(line[: acts.start()])
         if dp_m is None and off_m is None:  # OVS prints both only with -m (lib/dpctl.c)
             raise ValidationError(
-                f"dump-flows line {n}: offloaded/dp", "(none)", "a dump taken with -m (each flow's dp: attribute)",
+                f"dump-flows line {n}: offloaded/dp",
+                "(none)",
+                "a dump taken with -m (each flow's dp: attribute)",
                 "without -m a line cannot say whether its flow runs in hardware",
             )
         dp = dp_m.group(1) if dp_m else "ovs"
