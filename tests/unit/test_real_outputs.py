@@ -5,24 +5,31 @@ reading was written by hand into the manifest beside it.
 * ibnetdiscover: whole fabrics (NVIDIA Selene DGX SuperPOD compute and storage, a 400-switch
   site saved with PuTTY, a cluster whose hosts never set their descriptions, vendor docs).
 * ethernet/nxos, ethernet/eos, ethernet/os10: running configs (NX-OS 6.2 - 9.3, EOS 4.19 - 4.26,
-  OS10 10.4); ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS, a routed
-  ae); ethernet/sonic: a Force10-S6000 ToR's config_db.json; ethernet/nvue: Cumulus VX 5.x
-  startup.yaml (bonds, MLAG, peerlink). An ``expected.members`` map pins every aggregate member
+  OS10 10.4; MLAG leaves and Nexus 9000v port-channels from batfish/lab-validation's labs);
+  ethernet/junos: batfish's set-style Junos test configs (ELS and non-ELS, a routed ae) and two
+  whole Junos 25.4 captures; ethernet/sonic: a Force10-S6000 ToR's and four Enterprise SONiC
+  3.1.2 switches' config_db.json; ethernet/nvue: Cumulus VX 5.x startup.yaml (bonds, MLAG,
+  peerlink). An ``expected.members`` map pins every aggregate member
   read, each carrying its aggregate's VLANs.
-* dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs.
-* nvidia-smi-q: ``nvidia-smi -q`` of an HGX H100 8-GPU, an HGX A100 (4 GPUs) and two H100 NVL.
+* dpu-flows: ``ovs-appctl dpctl/dump-flows`` of Kube-OVN on three NICs and of
+  sriov-network-operator's ConnectX-6 Dx (OVN-Kubernetes vDPA; ovs-cni); the two taken without
+  ``-m`` are read as refusals.
+* nvidia-smi-q: ``nvidia-smi -q`` of three HGX H100 8-GPU (drivers 535, 565), an HGX A100 (4 GPUs),
+  two H100 NVL, ten A40 and eight RTX 6000 Ada.
 
 The ``test_regression_*`` cases name the failure classes of issue 21 on one real output each;
-they fail on aa4b99f.
+they fail on aa4b99f (the dump-flows one on 6b8ac5e).
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
 import pytest
 
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.state import PortMode
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.fabrics.dpu.offload import parse_dump_flows
@@ -49,7 +56,7 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
     their cases run there instead of skipping (the rest need ../shared/real-outputs)."""
     corpus = all_manifests()
     kept = [m for m in corpus if redistributable(m)]
-    assert len(kept) >= 35 and len(corpus) - len(kept) >= 1  # 35 committed, the GPL/unlicensed ones not
+    assert len(kept) >= 60 and len(corpus) - len(kept) >= 1  # 60 committed, the GPL/unlicensed ones not
     for m in kept:
         p = REAL / m.parser / m.file
         assert p.is_file(), f"{m.id}: licence {m.doc['license']} permits it, so it is committed (.gitignore)"
@@ -58,8 +65,9 @@ def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_
 
 def test_the_corpus_has_five_real_outputs_per_parser_where_they_exist() -> None:
     assert len(IB) >= 5 and len(manifests("ethernet/nxos")) >= 5 and len(manifests("ethernet/eos")) >= 5
-    assert len(FLOWS) >= 3  # Kube-OVN's three captures are all that was found
-    assert len(SMI) >= 3  # thamada/nvidia-smi's multi-GPU -q captures
+    assert len(manifests("ethernet/sonic")) >= 5 and len(manifests("ethernet/junos")) >= 5
+    assert len(FLOWS) >= 5  # Kube-OVN's three captures, sriov-network-operator's two
+    assert len(SMI) >= 5  # thamada/nvidia-smi's and gpud's multi-GPU -q captures
     for m in IB + ETH + FLOWS + SMI:
         assert len(m.doc["commit"]) == 40 and "/" in m.doc["repo"] and m.doc["device"], m.id
 
@@ -204,6 +212,10 @@ def test_regression_junos_non_els_native_vlan_under_the_family_is_read() -> None
 # --------------------------------------------------------------------------- dpu flows
 @pytest.mark.parametrize("m", FLOWS, ids=[m.file for m in FLOWS])
 def test_dump_flows_of_real_dpus(m: Manifest) -> None:
+    if "refused" in m.expected:  # a dump that cannot say where its flows run
+        with pytest.raises(ValidationError, match=re.escape(m.expected["refused"])):
+            parse_dump_flows(real_output(m))
+        return
     flows = parse_dump_flows(real_output(m))
     exp = m.expected["flows"]
     assert len(flows) == len(exp)
@@ -223,6 +235,16 @@ def test_regression_representors_named_after_container_ids_are_output_ports() ->
     """aa4b99f: "actions:54235e5753b8_h" gave no output port (names had to start with a letter)."""
     flows = parse_dump_flows(real_output(manifest("dpu-flows", "kubeovn-mellanox-cx5.txt")))
     assert [f.out_ports for f in flows] == [("54235e5753b8_h",), ("5b45c61b307e_h",)]
+
+
+def test_regression_dump_without_m_is_refused_not_read_as_datapath_flows() -> None:
+    """6b8ac5e: a dump taken without -m prints no offloaded:/dp: attribute, and every line of
+    the ConnectX-6 Dx's "type=offloaded" dump (all four flows in hardware) was read as a
+    datapath flow: the offload report would show a fully offloaded node as none offloaded."""
+    text = real_output(manifest("dpu-flows", "sriovop-ovs-hw-offload-cx6dx.txt"))
+    with pytest.raises(ValidationError, match=r"dump-flows line 1: offloaded/dp") as err:
+        parse_dump_flows(text)
+    assert "-m" in str(err.value)
 
 
 # --------------------------------------------------------------------------- nvidia-smi -q

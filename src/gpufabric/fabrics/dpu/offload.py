@@ -4,14 +4,18 @@
 Datapath flows are classified by where they run: ``offloaded:yes`` with ``dp:tc`` is in NIC
 hardware (``hw``); ``dp:tc`` alone is tc software (``tc``); ``dp:ovs`` is the kernel or
 userspace datapath (``datapath``). ``offloaded:partial`` (DPDK partial offload) stays
-``datapath`` with ``partial=True``.
+``datapath`` with ``partial=True``. OVS prints ``offloaded:`` and ``dp:`` only with ``-m``: a
+flow line with neither (a dump without ``-m``, even of ``type=offloaded``) is refused, since it
+cannot tell hardware from datapath.
 
 tc filters carry ``in_hw``/``not_in_hw``/``in_hw_count``/``skip_sw``/``skip_hw``. Some iproute2
 versions print bare text inside the JSON (u32 ``options``, police actions); the parser repairs
 it by keeping each bare run as a ``_bare<N>`` string member and reads flags from it too.
 
-Real outputs (Kube-OVN's documented captures on ConnectX-5, Yusur and Yunsilicon DPDK NICs)
-are pinned by tests/fixtures/real/dpu-flows/ and tests/unit/test_real_outputs.py. No real
+Real outputs (Kube-OVN's documented captures on ConnectX-5, Yusur and Yunsilicon DPDK NICs;
+sriov-network-operator's on ConnectX-6 Dx, OVN-Kubernetes vDPA and ovs-cni; the Yunsilicon and
+ovs-cni dumps were taken without ``-m`` and are refused) are pinned by
+tests/fixtures/real/dpu-flows/ and tests/unit/test_real_outputs.py. No real
 ``tc -j -s filter show`` capture of a representor was collected yet (not searched for in that
 round): the tc parser is pinned only by the recorded and repaired samples of its own tests.
 """
@@ -64,6 +68,13 @@ def parse_dump_flows(text: str) -> list[DpFlow]:
         if counts is None or acts is None:
             raise ValidationError(f"dump-flows line {n}", line[:120], "a flow with 'packets:N, bytes:N' and 'actions:'")
         dp_m, off_m = _DP.search(line[: acts.start()]), _OFFLOADED.search(line[: acts.start()])
+        if dp_m is None and off_m is None:  # OVS prints both only with -m (lib/dpctl.c)
+            raise ValidationError(
+                f"dump-flows line {n}: offloaded/dp",
+                "(none)",
+                "a dump taken with -m (each flow's dp: attribute)",
+                "without -m a line cannot say whether its flow runs in hardware",
+            )
         dp = dp_m.group(1) if dp_m else "ovs"
         offloaded = off_m.group(1) if off_m else "no"
         if dp == "tc":

@@ -19,6 +19,15 @@ here. Each command prints one JSON document; the documents are told apart by the
   switchport) and ``switchportInfo`` (``mode``, ``accessVlanId``, ``trunkingNativeVlanId``,
   ``trunkAllowedVlans``: ``ALL`` / ``NONE`` / ``10,20-30``).
 
+Real answers (tests/fixtures/real/ethernet/{eos,nxos}-json/): EOS ``show interfaces | json`` of
+six devices (NAPALM, pyeapi, four vEOS 4.21 / 4.23 MLAG leaves of batfish/lab-validation), NX-OS
+``show interface | json`` of a Nexus 3548 (NAPALM) and one ``show interface switchport | json``
+row (cisco.nxos, GPL-3.0, not committed). No real EOS ``show interfaces switchport | json`` and
+no other NX-OS switchport answer under a permissive licence was found (searched: NAPALM's EOS
+mocked data, pyeapi, batfish/lab-validation, which collects ``show interfaces | json`` only,
+ntc-templates, the index for ``"trunk_vlans"`` / ``"oper_mode"`` rows: test doubles only), so
+the switchport readers are held to hand-built answers in the real shapes below.
+
 Defaults as both platforms apply them: a trunk without an allowed list carries every VLAN
 (1-4094), an L2 port without an access (or native) VLAN is in VLAN 1, the native VLAN carries
 traffic only when it is allowed. A port-channel member is read with its channel's VLANs (its

@@ -6,9 +6,11 @@ not follow PCI (or ``nvidia-smi`` index) order, so the Module ID <-> PCI bus map
 comes from here (or from ``fmpm -l``), never from enumeration order.
 
 Real outputs: tests/fixtures/nvidia-smi/ holds an HGX H100 ``-q``; tests/fixtures/real/nvidia-smi-q/
-holds three more (thamada/nvidia-smi: an HGX H100 8-GPU on driver 565, whose "Module Id" sits
-under "Platform Info", an HGX A100 with four GPUs, and two PCIe H100 NVL that both report
-Module ID 4, so a Module ID alone does not identify a GPU off an HGX baseboard).
+holds seven more (thamada/nvidia-smi: an HGX H100 8-GPU on driver 565, whose "Module Id" sits
+under "Platform Info", an HGX A100 with four GPUs, two PCIe H100 NVL that both report Module ID
+4, ten PCIe A40 and eight RTX 6000 Ada that all report Module ID 1, so a Module ID alone does not
+identify a GPU off an HGX baseboard; leptonai/gpud: two HGX H100 8-GPU on drivers 535.161.08 and
+535.183.01, top-level "Module ID", Fabric printing State and Status only).
 """
 
 from __future__ import annotations
