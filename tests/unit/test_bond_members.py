@@ -91,9 +91,9 @@ def _back(port: str, bond: str, mode: str = "lacp", cfg: PortMode = PortMode.ACC
     ("dialect", "port", "bond", "mode", "lines"),
     [
         ("eos", "Ethernet7", "Port-Channel10", "lacp",
-         ["configure terminal", "interface Ethernet7", "channel-group 10 mode active", "no shutdown", "exit", "end", "write memory"]),
+         ["configure session gpf", "interface Ethernet7", "channel-group 10 mode active", "no shutdown", "exit", "end"]),
         ("eos", "Ethernet7", "Port-Channel10", "active-backup",
-         ["configure terminal", "interface Ethernet7", "channel-group 10 mode on", "no shutdown", "exit", "end", "write memory"]),
+         ["configure session gpf", "interface Ethernet7", "channel-group 10 mode on", "no shutdown", "exit", "end"]),
         ("nxos", "Ethernet1/11", "port-channel10", "lacp",
          ["configure terminal", "interface Ethernet1/11", "switchport", "channel-group 10 force mode active", "no shutdown", "exit", "end",
           "copy running-config startup-config"]),

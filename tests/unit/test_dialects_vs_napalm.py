@@ -40,6 +40,25 @@ def test_nxos_table_printed_as_a_list_of_row_objects_is_read_like_the_object_for
     assert ports_of(got, "sw") == ports_of(want, "sw")
 
 
+# --------------------------------------------------------------------------- EOS: configuration sessions
+def test_eos_batch_with_a_refused_line_leaves_the_switch_as_it_was() -> None:
+    """NAPALM stages an EOS change in ``configure session`` and aborts the session when a line is
+    refused (eos.py:410-417, 442-452, 545); the eos dialect now does the same: the first port's
+    lines, accepted, are not applied when the second port's line is refused. With ``configure
+    terminal`` the first port was left changed."""
+    ports = port_names("eos", 2)
+    drv, double = double_driver("eos", "leaf", ports, Q)
+    double.refuse.add("switchport access vlan 702")  # type: ignore[attr-defined]
+    with pytest.raises(ApplyError, match="session was aborted: nothing applied"):
+        drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701)),
+                   EthernetPortConfig("leaf", ports[1], PortMode.ACCESS, VlanId(702))])  # fmt: skip
+    state = drv.observe()
+    assert [state.port(p) for p in ports] == [EthernetPortConfig("leaf", p, PortMode.SHUTDOWN) for p in ports]
+    assert double.pending == {}  # type: ignore[attr-defined]  # the session was aborted, not left pending
+    drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701))])  # committed
+    assert drv.observe().port(ports[0]) == EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701))
+
+
 # --------------------------------------------------------------------------- Junos: groups, unit disable
 def test_junos_reads_the_statements_a_port_inherits_from_apply_groups() -> None:
     """A ToR that sets ``interface-mode trunk`` in a wildcard group (``groups TOR interfaces

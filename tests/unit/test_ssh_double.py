@@ -38,7 +38,7 @@ def test_provisioned_ports_start_shut_in_quarantine(dialect: str) -> None:
     assert double.sessions == 1
 
 
-@pytest.mark.parametrize("dialect", ["nxos", "eos", "os10", "sonic"])
+@pytest.mark.parametrize("dialect", ["nxos", "os10", "sonic"])
 def test_the_double_is_not_transactional_where_the_vendor_is_not(dialect: str) -> None:
     """Sent straight to the double (past the driver's port check), a bad port in the middle of a
     batch leaves the lines before it applied: what the driver's up-front check is for."""

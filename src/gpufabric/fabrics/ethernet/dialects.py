@@ -63,6 +63,8 @@ _TEMPLATE_KEYS: Final = (
     "bond_leave",
     "port_end",
     "end",
+    "commit",  # a staged batch (e.g. an EOS config session) is committed by a second session ...
+    "abort",  # ... or dropped when the first one printed an error
     "read",
 )
 
@@ -391,6 +393,12 @@ def render_read(dialect: Dialect, variables: Mapping[str, str] | None = None) ->
     """The command lines that print the running config :func:`parse_running_config` reads."""
     var = {**dialect.variables, **(variables or {})}
     return tuple(line.format(**var) for line in dialect.lines("read"))
+
+
+def render_lines(dialect: Dialect, key: str, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The command lines of template ``key`` alone (``commit`` / ``abort`` of a staged batch)."""
+    var = {**dialect.variables, **(variables or {})}
+    return tuple(line.format(**var) for line in dialect.lines(key))
 
 
 def render_json_read(dialect: Dialect, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
