@@ -49,7 +49,7 @@ def test_eos_batch_with_a_refused_line_leaves_the_switch_as_it_was() -> None:
     ports = port_names("eos", 2)
     drv, double = double_driver("eos", "leaf", ports, Q)
     double.refuse.add("switchport access vlan 702")  # type: ignore[attr-defined]
-    with pytest.raises(ApplyError, match="session was aborted: nothing applied"):
+    with pytest.raises(ApplyError, match="batch was aborted: nothing left applied"):
         drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701)),
                    EthernetPortConfig("leaf", ports[1], PortMode.ACCESS, VlanId(702))])  # fmt: skip
     state = drv.observe()
@@ -57,6 +57,25 @@ def test_eos_batch_with_a_refused_line_leaves_the_switch_as_it_was() -> None:
     assert double.pending == {}  # type: ignore[attr-defined]  # the session was aborted, not left pending
     drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701))])  # committed
     assert drv.observe().port(ports[0]) == EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701))
+
+
+# --------------------------------------------------------------------------- NX-OS: checkpoint and rollback
+def test_nxos_batch_with_a_refused_line_is_rolled_back_to_its_checkpoint() -> None:
+    """NAPALM checkpoints the NX-OS running config before a merge and rolls back to it when a line
+    is refused (nxos.py:212-221, 292-294; nxos_ssh.py:529-544); the nxos dialect now does the
+    same, and deletes the checkpoint file after either outcome. With ``configure terminal`` alone
+    the first port was left changed (and saved)."""
+    ports = port_names("nxos", 2)
+    drv, double = double_driver("nxos", "leaf", ports, Q)
+    double.refuse.add("switchport access vlan 702")  # type: ignore[attr-defined]
+    with pytest.raises(ApplyError, match="batch was aborted: nothing left applied"):
+        drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701)),
+                   EthernetPortConfig("leaf", ports[1], PortMode.ACCESS, VlanId(702))])  # fmt: skip
+    state = drv.observe()
+    assert [state.port(p) for p in ports] == [EthernetPortConfig("leaf", p, PortMode.SHUTDOWN) for p in ports]
+    drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701))])
+    assert drv.observe().port(ports[0]) == EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(701))
+    assert double.files == {}  # type: ignore[attr-defined]  # both checkpoints deleted
 
 
 # --------------------------------------------------------------------------- Junos: groups, unit disable

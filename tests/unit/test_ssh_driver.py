@@ -90,7 +90,7 @@ def test_shell_dialect_sends_the_whole_batch_in_one_shell_session() -> None:
 def test_eos_batch_with_a_refused_line_is_aborted_not_committed() -> None:
     running = json_answer("eos")
     d, fake = driver("eos", [ok(running), ok("% Invalid input"), ok()])
-    with pytest.raises(ApplyError, match="session was aborted: nothing applied"):
+    with pytest.raises(ApplyError, match="batch was aborted: nothing left applied"):
         d.apply([access("Ethernet1", 10)])
     session = fake.sent[1][1].splitlines()[0].removeprefix("configure session ")
     assert fake.sent[2] == ("shell", f"configure session {session} abort")
@@ -172,10 +172,12 @@ def test_unknown_port_is_refused_before_any_config_line_is_sent() -> None:
 
 def test_known_interfaces_cost_no_extra_read() -> None:
     running = json_answer("nxos")
-    d, fake = driver("nxos", [ok(running), ok()])
+    d, fake = driver("nxos", [ok(running), ok(), ok("Copy complete.")])
     d.observe()
     d.apply([access("Ethernet1/2", 10)])
-    assert len(fake.sent) == 2 and fake.sent[1][1].startswith("configure terminal")
+    assert len(fake.sent) == 3  # the read, the batch and its commit: no extra read
+    assert fake.sent[1][1].startswith("terminal dont-ask\ncheckpoint file gpf_")
+    assert fake.sent[2][1].startswith("copy running-config startup-config\n")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,10 @@ failed, and which pure parser reads the running config back.
 
 :func:`render_batch` turns desired :class:`EthernetPortConfig` values (plus, for dialects
 whose CLI adds to VLAN lists instead of replacing them, the current state) into the
-exact command lines of one session. It does no I/O; golden files pin its output.
+exact command lines of one session. It does no I/O; golden files pin its output. A dialect
+with ``commit`` / ``abort`` templates (EOS configuration sessions, NX-OS checkpoint files) has
+them run by the driver in a second session (:func:`render_lines`): commit when the batch printed
+no error, abort (undo) when it did.
 
 What each dialect reads back is held against real device outputs where public ones were
 found (tests/fixtures/real/ethernet/<dialect>/, tests/unit/test_real_outputs.py): ``nxos``

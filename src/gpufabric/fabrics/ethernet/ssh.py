@@ -259,7 +259,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
     def _check_ports_exist(self, ports: Sequence[str]) -> None:
         """Refuse, before sending anything, a batch naming a port the switch does not have:
         IOS-like CLIs and SONiC apply a batch line by line, so a bad port in the middle would
-        leave the lines before it applied. Uses the interface list of the last read (re-read
+        leave the lines before it applied (EOS and NX-OS undo such a batch, see ``abort``; the
+        check still saves the round trips). Uses the interface list of the last read (re-read
         once on a miss); dialects whose config does not list every interface are not checked."""
         if not lists_every_interface(self.dialect):
             return
@@ -295,7 +296,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
                 second = self._run(render_lines(self.dialect, "abort" if bad else "commit", var))
                 if bad:
                     undone = self._failure(second)
-                    note = f"the abort failed too: {undone[1]}" if undone else "the session was aborted: nothing applied"
+                    note = f"the abort failed too: {undone[1]}" if undone else "the batch was aborted: nothing left applied"
                     bad = (bad[0], f"{bad[1]} ({note})")
                 else:
                     bad, result = self._failure(second), second
