@@ -22,7 +22,7 @@ import yaml
 
 from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import Dialect, cli_port, find_errors, load_dialect, render_batch
+from gpufabric.fabrics.ethernet.dialects import Dialect, cli_port, find_errors, load_dialect, render_batch, render_lines
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngs"
 SCENARIOS = ("add_network", "plug_port", "unplug_port", "plug_bond")
@@ -73,7 +73,7 @@ def ngs_lines(vendor: str, scenario: str) -> set[str]:
 
 
 def _body(d: Dialect, lines: tuple[str, ...]) -> set[str]:
-    framing = {x.strip() for x in (*d.lines("begin"), *d.lines("end"))}
+    framing = {x.strip() for x in (*render_lines(d, "begin"), *render_lines(d, "end"))}
     return {x.strip() for x in lines} - framing
 
 

@@ -1,7 +1,7 @@
 """The vendor-CLI doubles (tests/support/ssh_double) speak the recorded output shapes: a double
 loaded from a dialect's recorded running config prints text that the driver's parser reads
-exactly as it reads the recording. And one behaviour of a real CLI the double reproduces and
-the driver does not handle yet (NVUE's pending revision), pinned as a strict xfail."""
+exactly as it reads the recording. And NVUE's pending revision, which outlives a failed batch:
+the dialect drops it before each batch."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_provisioned_ports_start_shut_in_quarantine(dialect: str) -> None:
     assert double.sessions == 1
 
 
-@pytest.mark.parametrize("dialect", ["nxos", "eos", "os10", "sonic"])
+@pytest.mark.parametrize("dialect", ["nxos", "os10", "sonic"])
 def test_the_double_is_not_transactional_where_the_vendor_is_not(dialect: str) -> None:
     """Sent straight to the double (past the driver's port check), a bad port in the middle of a
     batch leaves the lines before it applied: what the driver's up-front check is for."""
@@ -52,12 +52,10 @@ def test_the_double_is_not_transactional_where_the_vendor_is_not(dialect: str) -
     assert drv.observe().port(ports[0]) == EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(601))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NVUE keeps a failed batch's staged `nv set` lines in the pending revision and the next "
-    "`nv config apply` applies them; the nvue dialect does not discard pending changes before a batch",
-)
 def test_nvue_failed_batch_leaves_nothing_for_the_next_apply() -> None:
+    """NVUE keeps a failed batch's staged ``nv set`` lines in the pending revision; the dialect's
+    ``begin`` (``nv config detach``) drops them, so the next ``nv config apply`` does not apply them
+    (was a strict xfail; NAPALM's Cumulus driver aborts a failed load the same way, ``net abort``)."""
     ports = port_names("nvue", 2)
     drv, _ = double_driver("nvue", "leaf", ports, 4000)
     with pytest.raises(ApplyError, match="nosuchport0"):

@@ -73,15 +73,27 @@ def access(port: str, vlan: int, switch: str = "leaf1") -> EthernetPortConfig:
 
 
 def test_shell_dialect_sends_the_whole_batch_in_one_shell_session() -> None:
+    """EOS stages the batch in a configuration session and commits it in a second one."""
     running = json_answer("eos")
-    d, fake = driver("eos", [ok(running), ok("Copy completed successfully.")])
+    d, fake = driver("eos", [ok(running), ok(), ok("Copy completed successfully.")])
     d.apply([access("Ethernet1", 10), access("Ethernet2", 11)])
-    assert len(fake.sent) == 2  # a cold driver reads the interface list once, then one session
+    assert len(fake.sent) == 3  # a cold driver reads the interface list once, then the batch, then the commit
     kind, text = fake.sent[1]
     assert kind == "shell"
-    assert text.splitlines()[0] == "configure terminal"
+    session = text.splitlines()[0].removeprefix("configure session ")
+    assert session.startswith("gpf_") and len(session) == 16
     assert "interface Ethernet2\nswitchport mode access\nswitchport access vlan 11" in text
-    assert text.splitlines()[-1] == "write memory"
+    assert text.splitlines()[-1] == "end"
+    assert fake.sent[2] == ("shell", f"configure session {session} commit\nwrite memory")
+
+
+def test_eos_batch_with_a_refused_line_is_aborted_not_committed() -> None:
+    running = json_answer("eos")
+    d, fake = driver("eos", [ok(running), ok("% Invalid input"), ok()])
+    with pytest.raises(ApplyError, match="batch was aborted: nothing left applied"):
+        d.apply([access("Ethernet1", 10)])
+    session = fake.sent[1][1].splitlines()[0].removeprefix("configure session ")
+    assert fake.sent[2] == ("shell", f"configure session {session} abort")
 
 
 def test_needs_current_dialect_reads_then_writes_with_header() -> None:
@@ -134,7 +146,9 @@ def test_observe_failure_is_a_fabric_error_not_an_apply_error() -> None:
 
 def test_port_map_renames_both_ways_and_limits_observe() -> None:
     running = json_answer("eos")
-    d, fake = driver("eos", [ok(running), ok(), ok(running)], port_map={"gpu01": "Ethernet1", "gpu02": "Ethernet2"})
+    d, fake = driver(
+        "eos", [ok(running), ok(), ok(), ok(running)], port_map={"gpu01": "Ethernet1", "gpu02": "Ethernet2"}
+    )
     d.apply([access("gpu02", 20)])
     assert "interface Ethernet2" in fake.sent[1][1]
     assert "gpu02" not in fake.sent[1][1]
@@ -158,10 +172,12 @@ def test_unknown_port_is_refused_before_any_config_line_is_sent() -> None:
 
 def test_known_interfaces_cost_no_extra_read() -> None:
     running = json_answer("nxos")
-    d, fake = driver("nxos", [ok(running), ok()])
+    d, fake = driver("nxos", [ok(running), ok(), ok("Copy complete.")])
     d.observe()
     d.apply([access("Ethernet1/2", 10)])
-    assert len(fake.sent) == 2 and fake.sent[1][1].startswith("configure terminal")
+    assert len(fake.sent) == 3  # the read, the batch and its commit: no extra read
+    assert fake.sent[1][1].startswith("terminal dont-ask\ncheckpoint file gpf_")
+    assert fake.sent[2][1].startswith("copy running-config startup-config\n")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,13 @@ removes it, OS10's ``switchport trunk allowed vlan N`` ADDS to the list), and pr
 separators, default lines hidden as each vendor hides them). The CLI is fed line by line,
 as through a PTY-less shell: a failing line prints an error and the next lines still run.
 NX-OS and EOS also answer ``show interface(s) [switchport] | json`` (:mod:`.iosjson`).
+EOS configuration sessions: ``configure session S`` edits a copy of the configuration, which
+``end`` (or the session closing) leaves pending; ``configure session S commit`` makes it the
+running configuration, ``configure session S abort`` drops it. NX-OS checkpoint files:
+``checkpoint file F`` saves the running configuration, ``rollback running-config file F``
+restores it, ``delete F`` removes the file (``terminal dont-ask`` accepted). ``refuse`` holds lines the
+switch refuses (a test's stand-in for a line the platform rejects that the driver cannot check
+beforehand).
 Initial state: the recorded sample tests/fixtures/ssh/<dialect>/running-config.txt plus
 provisioned ports (L2, shut down, parked in the quarantine VLAN).
 """
@@ -80,6 +87,52 @@ class IosDouble(CliDouble):
         self.vlans.add(quarantine)
         self.config = False
         self.context: str | None = None
+        self.refuse: set[str] = set()
+        self.files: dict[str, tuple[dict[str, list[str]], set[int]]] = {}  # NX-OS checkpoint files
+        self.session: str | None = None  # the EOS configuration session being edited
+        self.pending: dict[str, tuple[dict[str, list[str]], set[int]]] = {}  # EOS sessions left uncommitted
+        self._running: tuple[dict[str, list[str]], set[int]] | None = None  # the running config during a session
+
+    def _leave_session(self) -> None:
+        if self.session is not None and self._running is not None:
+            self.pending[self.session] = (self.blocks, self.vlans)
+            self.blocks, self.vlans = self._running
+        self.session, self._running = None, None
+
+    def _session_command(self, name: str, action: str) -> Reply:
+        if action == "":  # enter (or re-enter) the session: edit its copy
+            self._leave_session()
+            self._running = (self.blocks, self.vlans)
+            blocks, vlans = self.pending.pop(name, (self.blocks, self.vlans))
+            self.blocks, self.vlans = {k: list(v) for k, v in blocks.items()}, set(vlans)
+            self.session, self.config, self.context = name, True, None
+        elif action == "commit" and name in self.pending:
+            self.blocks, self.vlans = self.pending.pop(name)
+        elif action == "abort":
+            self.pending.pop(name, None)
+        else:
+            return Reply(f"% Session {name} not found\n")
+        return Reply()
+
+    def _checkpoint_command(self, line: str) -> Reply | None:
+        if line in ("terminal dont-ask", "no terminal dont-ask"):
+            return Reply()
+        if m := re.fullmatch(r"checkpoint file (\S+)", line):
+            self.files[m[1]] = ({k: list(v) for k, v in self.blocks.items()}, set(self.vlans))
+            return Reply("Done\n")
+        if m := re.fullmatch(r"rollback running-config file (\S+)", line):
+            if m[1] not in self.files:
+                return Reply(f"ERROR: {m[1]}: No such file or directory\n")
+            blocks, vlans = self.files[m[1]]
+            self.blocks, self.vlans = {k: list(v) for k, v in blocks.items()}, set(vlans)
+            return Reply("Rollback Patch is Empty\nRollback completed successfully.\n")
+        if m := re.fullmatch(r"delete (\S+)", line):
+            return Reply() if self.files.pop(m[1], None) else Reply(f"ERROR: {m[1]}: No such file or directory\n")
+        return None
+
+    def end_session(self) -> Reply:
+        self._leave_session()
+        return Reply()
 
     def _load(self, text: str) -> None:
         name: str | None = None
@@ -159,10 +212,18 @@ class IosDouble(CliDouble):
         if line == "configure terminal":
             self.config, self.context = True, None
             return Reply()
+        if self.name == "nxos" and not self.config and (r := self._checkpoint_command(line)) is not None:
+            return r
+        m = re.fullmatch(r"configure session (\S+)(?: (commit|abort))?", line)
+        if m and self.name == "eos" and (not m[2] or not self.config):
+            return self._session_command(m[1], m[2] or "")
         if not self.config:
+            return Reply(self.v.bad_command + "\n")
+        if line in self.refuse:
             return Reply(self.v.bad_command + "\n")
         if line == "end":
             self.config, self.context = False, None
+            self._leave_session()
             return Reply()
         if line == "exit":
             self.context = None

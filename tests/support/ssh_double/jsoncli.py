@@ -9,7 +9,8 @@
   earlier ones took effect.
 * Cumulus NVUE: ``nv set / unset`` stage into a *pending revision* that outlives the session;
   ``nv config apply`` applies it (refused when an interface is in two bonds' ``bond member``
-  lists), ``nv config show -o json`` prints the applied revision.
+  lists), ``nv config detach`` drops it (the next ``nv set`` starts from the applied revision),
+  ``nv config show -o json`` prints the applied revision.
 
 Initial states: the recorded samples (tests/fixtures/ssh/{sonic,nvue}/running-config.json)
 plus provisioned ports (admin/link down, untagged in the quarantine VLAN).
@@ -158,6 +159,9 @@ class NvueDouble(CliDouble):
                 self.applied, self.pending = self.pending, None
             return Reply("applied [rev_id: 7]\n")
         if w == ["nv", "config", "save"]:
+            return Reply()
+        if w == ["nv", "config", "detach"]:
+            self.pending = None
             return Reply()
         if w[:4] == ["nv", "set", "bridge", "domain"] and len(w) == 7 and w[5] == "vlan":
             vl = self._stage()["bridge"]["domain"].setdefault(w[4], {}).setdefault("vlan", {})

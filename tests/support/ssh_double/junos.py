@@ -4,7 +4,11 @@ of ``set`` statements ``show configuration ... | display set`` prints.
 ``configure private`` opens a private candidate (a copy); ``set`` adds a statement (single-
 valued leaves such as ``interface-mode``, ``native-vlan-id`` and ``vlan-id`` replace their old
 value; ``vlan members [ a b ]`` adds each member); ``delete`` removes every statement under the
-given path; ``commit and-quit`` makes the candidate the active configuration. As in a
+given path; ``commit and-quit`` makes the candidate the active configuration. Groups: a
+``groups G interfaces <pattern> ...`` statement applies, with ``apply-groups G``, to every
+configured interface the wildcard matches, below the interface's own single-valued leaves;
+``show configuration ... | display inheritance | display set`` prints the inherited statements
+as the interface's own, the plain ``| display set`` does not. As in a
 non-interactive Junos CLI, a line that fails (a malformed interface name) prints ``error:``
 and the following lines, and the commit, still run. Initial state: the recorded sample
 tests/fixtures/ssh/junos/running-config.txt plus provisioned ports (disabled, access, in the
@@ -13,13 +17,18 @@ quarantine VLAN).
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from support.ssh_double.base import CliDouble, Reply
 
 IFNAME = re.compile(r"^(?:(?:ge|xe|et|mge)-\d+/\d+/\d+|ae\d+|lo0|em\d|irb|vme)$")
 SINGLE = ("interface-mode", "port-mode", "native-vlan-id", "vlan-id", "description", "802.3ad")  # 802.3ad: one ae per member
-READS = ("show configuration interfaces | display set", "show configuration vlans | display set")
+READS = tuple(
+    f"show configuration {top} |{inherit} display set"
+    for top in ("interfaces", "vlans")
+    for inherit in ("", " display inheritance |")
+)
 
 
 def _expand(words: list[str]) -> list[list[str]]:
@@ -42,6 +51,24 @@ class JunosDouble(CliDouble):
             self.active += [("interfaces", p, "disable"), (*fam, "interface-mode", "access"),
                             (*fam, "vlan", "members", str(quarantine))]  # fmt: skip
         self.candidate: list[tuple[str, ...]] | None = None
+
+    def _inherited(self) -> list[tuple[str, ...]]:
+        """The active configuration with the applied groups' interface statements inherited."""
+        applied = {s[1] for s in self.active if s[0] == "apply-groups" and len(s) == 2}
+        own = [s for s in self.active if s[0] == "interfaces"]
+        names = {s[1] for s in own}
+        out = list(self.active)
+        for g in self.active:
+            if len(g) < 5 or g[0] != "groups" or g[1] not in applied or g[2] != "interfaces":
+                continue
+            for name in sorted(n for n in names if fnmatch.fnmatchcase(n, g[3].strip("<>"))):
+                st = ("interfaces", name, *g[4:])
+                leaf = next((i for i, w in enumerate(st) if w in SINGLE), None)
+                if leaf is not None and any(o[: leaf + 1] == st[: leaf + 1] for o in own):
+                    continue  # the interface's own value wins
+                if st not in out:
+                    out.append(st)
+        return out
 
     def begin_session(self) -> None:
         self.candidate = None
@@ -70,7 +97,8 @@ class JunosDouble(CliDouble):
         line = line.strip()
         if line in READS:
             top = "interfaces" if "interfaces" in line else "vlans"
-            return Reply("".join("set " + " ".join(s) + "\n" for s in self.active if s[0] == top))
+            shown = self._inherited() if "display inheritance" in line else self.active
+            return Reply("".join("set " + " ".join(s) + "\n" for s in shown if s[0] == top))
         if line == "configure private":
             self.candidate = list(self.active)
             return Reply("warning: uncommitted changes will be discarded on exit\nEntering configuration mode\n")

@@ -9,7 +9,10 @@ failed, and which pure parser reads the running config back.
 
 :func:`render_batch` turns desired :class:`EthernetPortConfig` values (plus, for dialects
 whose CLI adds to VLAN lists instead of replacing them, the current state) into the
-exact command lines of one session. It does no I/O; golden files pin its output.
+exact command lines of one session. It does no I/O; golden files pin its output. A dialect
+with ``commit`` / ``abort`` templates (EOS configuration sessions, NX-OS checkpoint files) has
+them run by the driver in a second session (:func:`render_lines`): commit when the batch printed
+no error, abort (undo) when it did.
 
 What each dialect reads back is held against real device outputs where public ones were
 found (tests/fixtures/real/ethernet/<dialect>/, tests/unit/test_real_outputs.py): ``nxos``
@@ -63,6 +66,8 @@ _TEMPLATE_KEYS: Final = (
     "bond_leave",
     "port_end",
     "end",
+    "commit",  # a staged batch (e.g. an EOS config session) is committed by a second session ...
+    "abort",  # ... or dropped when the first one printed an error
     "read",
 )
 
@@ -391,6 +396,12 @@ def render_read(dialect: Dialect, variables: Mapping[str, str] | None = None) ->
     """The command lines that print the running config :func:`parse_running_config` reads."""
     var = {**dialect.variables, **(variables or {})}
     return tuple(line.format(**var) for line in dialect.lines("read"))
+
+
+def render_lines(dialect: Dialect, key: str, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The command lines of template ``key`` alone (``commit`` / ``abort`` of a staged batch)."""
+    var = {**dialect.variables, **(variables or {})}
+    return tuple(line.format(**var) for line in dialect.lines(key))
 
 
 def render_json_read(dialect: Dialect, variables: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ here. Each command prints one JSON document; the documents are told apart by the
   port whose transceiver is missing) and, on a port-channel member, ``eth_bundle`` (``Po69``).
 * NX-OS ``show interface switchport | json``: rows with ``switchport`` (``Enabled`` /
   ``Disabled``), ``oper_mode`` (and on some releases ``admin_mode``, read first), ``access_vlan``, ``native_vlan``, ``trunk_vlans``.
-  NX-API prints ``ROW_*`` as an object when the table has one row, a list otherwise.
+  NX-API prints ``ROW_*`` as an object when the table has one row, a list otherwise, and
+  ``TABLE_*`` as an object or as a list of ``{ROW_*: ...}`` objects.
 * EOS ``show interfaces | json``: ``interfaces.<name>`` with ``interfaceStatus`` (``disabled``
   = shut down), ``forwardingModel`` (``bridged``/``routed``/``dataLink`` = a port-channel
   member) and ``interfaceMembership`` (``Member of Port-Channel1``).
@@ -107,8 +108,15 @@ def json_documents(text: str) -> Iterator[Any]:
 
 
 def _rows(doc: Mapping[str, Any], table: str = "interface") -> list[Mapping[str, Any]]:
-    rows = (doc.get(f"TABLE_{table}") or {}).get(f"ROW_{table}") or []
-    rows = [rows] if isinstance(rows, dict) else rows
+    """The rows of ``TABLE_<table>``. NX-API prints ``TABLE_x`` as an object holding ``ROW_x``, or
+    as a list of such objects (NAPALM's ``_get_table_rows``, napalm/nxos/nxos.py:677-697 at
+    ee70e63, reads both: ``{'TABLE_intf': [{'ROW_intf': {...``), and ``ROW_x`` as an object when
+    it has one row, else a list."""
+    tables = doc.get(f"TABLE_{table}") or {}
+    rows: list[Any] = []
+    for t in tables if isinstance(tables, list) else [tables]:
+        got = t.get(f"ROW_{table}") if isinstance(t, dict) else None
+        rows += got if isinstance(got, list) else [got]
     return [r for r in rows if isinstance(r, dict) and isinstance(r.get("interface"), str)]
 
 

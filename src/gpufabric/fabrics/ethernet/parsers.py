@@ -25,9 +25,12 @@ real outputs copied from public repositories pin what devices print
   never as access VLAN 1, and with the channel they are in (``EthernetPortConfig.bond``, from
   :func:`parse_ios_bonds` / :func:`parse_os9_bonds`); a port outside any channel has no bond.
 * Dell OS10: one real output (OS10 10.4.0E S6000-VM, breakout lines, a VLT port-channel).
-* Junos ``display set``: batfish's set-style test configs (ELS and non-ELS VLANs, a routed ae0
-  of two ``ether-options 802.3ad`` members); SONiC: one real config_db.json (Force10-S6000 ToR:
-  routed PortChannels, an untagged VLAN); NVUE: two Cumulus VX 5.x startup.yaml (EVPN-MH bonds;
+* Junos ``display set`` (read with ``| display inheritance``, so statements inherited from
+  ``apply-groups`` are printed as the interface's own): a port is shut down by ``disable`` on
+  the interface or on its switching unit (NAPALM reads the unit's ``iff-down`` flag as
+  disabled, napalm/junos/utils/junos_views.yml:30-34); batfish's set-style test configs (ELS
+  and non-ELS VLANs, a routed ae0 of two ``ether-options 802.3ad`` members); SONiC: one real
+  config_db.json (Force10-S6000 ToR: routed PortChannels, an untagged VLAN); NVUE: two Cumulus VX 5.x startup.yaml (EVPN-MH bonds;
   MLAG LACP bonds and a peerlink, NVUE's YAML and its ``link: state: {down: {}}`` form). No real
   config with an L2 Junos ae or an L2 SONiC PortChannel was found; those are pinned by the
   vendor-doc samples.
@@ -73,17 +76,21 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             continue
         d = ifs.setdefault(
             w[2],
-            {"members": [], "mode": None, "native": None, "unit_native": False, "disable": False, "l2": False, "bond": ""},
-        )
+            {"members": [], "mode": None, "native": None, "unit_native": False, "disable": False, "l2": False, "bond": "",
+             "units": set(), "units_off": set()},
+        )  # fmt: skip
         rest = w[3:]
         if len(rest) == 3 and rest[0] in ("ether-options", "gigether-options") and rest[1] == "802.3ad":
             d["bond"] = rest[2]  # a member of aggregate aeN (ELS / older ``gigether-options``)
         elif rest == ["disable"]:
             d["disable"] = True
+        elif len(rest) == 3 and rest[0] == "unit" and rest[2] == "disable":
+            d["units_off"].add(rest[1])  # the logical unit is down (iff-down), its family with it
         elif rest[0] == "native-vlan-id" and len(rest) == 2:
             d["native"] = int(rest[1])
         elif len(rest) >= 4 and rest[0] == "unit" and rest[2:4] == ["family", "ethernet-switching"]:
             d["l2"] = True
+            d["units"].add(rest[1])
             tail = rest[4:]
             if tail[:1] in (["interface-mode"], ["port-mode"]) and len(tail) == 2:
                 d["mode"] = tail[1]
@@ -92,6 +99,8 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
             elif tail[:1] == ["native-vlan-id"] and len(tail) == 2:  # non-ELS: under the family
                 d["native"], d["unit_native"] = int(tail[1]), True
     ports: list[EthernetPortConfig] = []
+    for d in ifs.values():  # a disabled switching unit carries no traffic: the port is shut down
+        d["disable"] = d["disable"] or bool(d["units"] & d["units_off"])
     for name, d in ifs.items():
         if d["bond"]:
             continue  # read with its aggregate below

@@ -3,7 +3,10 @@
 A batch of port changes becomes ONE session on ONE reused SSH connection: the dialect
 renders every command (``dialects.render_batch``), :class:`SshConnection` sends them
 together (one exec script, or one PTY-less stdin stream), and the output is checked
-against the dialect's error regexes (and the exit status for ``exec`` dialects). Any
+against the dialect's error regexes (and the exit status for ``exec`` dialects). A dialect
+with ``commit`` / ``abort`` templates (EOS: a configuration session) stages the batch, and a
+second session commits it, or aborts it when the first printed an error, so a refused line
+leaves nothing applied. Any
 failure raises ``ApplyError(fabric="ethernet", device=<switch>)`` carrying the offending
 command and output. ``observe`` reads the running config and parses it with the pure
 ``parsers.parse_running_config`` or, for dialects declaring a structured read (``json_read``:
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -49,6 +53,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     load_dialect,
     render_batch,
     render_json_read,
+    render_lines,
     render_read,
 )
 from gpufabric.fabrics.ethernet.jsonread import JSON_READERS, ports_of
@@ -254,7 +259,8 @@ class SshSwitchDriver(EthernetSwitchDriver):
     def _check_ports_exist(self, ports: Sequence[str]) -> None:
         """Refuse, before sending anything, a batch naming a port the switch does not have:
         IOS-like CLIs and SONiC apply a batch line by line, so a bad port in the middle would
-        leave the lines before it applied. Uses the interface list of the last read (re-read
+        leave the lines before it applied (EOS and NX-OS undo such a batch, see ``abort``; the
+        check still saves the round trips). Uses the interface list of the last read (re-read
         once on a miss); dialects whose config does not list every interface are not checked."""
         if not lists_every_interface(self.dialect):
             return
@@ -279,13 +285,21 @@ class SshSwitchDriver(EthernetSwitchDriver):
             needs = self.dialect.needs_current or (self.dialect.options.get("bond_needs_current") and any(c.bond for c in dev))
             current = self._parse(self._read_text(ApplyError)) if needs else None
             self._check_ports_exist([c.port for c in dev])
-            lines = render_batch(
-                self.dialect, dev, quarantine=self.quarantine, current=current, variables=self.variables
-            )
+            staged = bool(self.dialect.lines("commit"))
+            var = {**self.variables, "session": f"gpf_{uuid.uuid4().hex[:12]}"} if staged else self.variables
+            lines = render_batch(self.dialect, dev, quarantine=self.quarantine, current=current, variables=var)
             if not lines:  # only bond members the dialect cannot put back (render_batch)
                 return
             result = self._run(lines)
-        bad = self._failure(result)
+            bad = self._failure(result)
+            if staged:  # the batch waits in a session: commit it, or drop it when a line was refused
+                second = self._run(render_lines(self.dialect, "abort" if bad else "commit", var))
+                if bad:
+                    undone = self._failure(second)
+                    note = f"the abort failed too: {undone[1]}" if undone else "the batch was aborted: nothing left applied"
+                    bad = (bad[0], f"{bad[1]} ({note})")
+                else:
+                    bad, result = self._failure(second), second
         if bad:
             raise ApplyError(
                 f"{self.dialect.name} on {self._switch}: {bad[1]}",
