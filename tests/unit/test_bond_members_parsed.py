@@ -96,3 +96,23 @@ def test_audit_reports_the_pulled_out_and_the_moved_member(dialect: str) -> None
         (OUT_ID, m2, f"gpu-b01 eth1: member leaf01/{m2} is outside any aggregate, not in {a}"),
         (OUT_ID, m3, f"gpu-b01 eth2: member leaf01/{m3} is in {b}, not in {a}"),
     ]
+
+
+def test_junos_link_protection_roles_do_not_name_the_aggregate() -> None:
+    """``802.3ad`` takes ``aeN`` or, as a statement of its own, ``primary`` / ``backup`` (link
+    protection, Junos reference "802.3ad (edit interfaces)") and ``lacp ...``: ``display set``
+    prints each as its own line, and a member stays in its ``aeN`` whatever the line order."""
+    text = (
+        "set interfaces ae3 unit 0 family ethernet-switching vlan members 2001\n"
+        "set interfaces ge-0/0/1 gigether-options 802.3ad ae3\n"
+        "set interfaces ge-0/0/1 gigether-options 802.3ad primary\n"
+        "set interfaces ge-0/0/2 gigether-options 802.3ad ae3\n"
+        "set interfaces ge-0/0/2 gigether-options 802.3ad backup\n"
+        "set interfaces ge-0/0/3 fastether-options 802.3ad ae3\n"
+        "set interfaces ge-0/0/3 ether-options 802.3ad lacp force-up\n"
+    )
+    st = parse_running_config(load_dialect("junos"), text, switch="leaf01")
+    assert {p.port: (p.mode, p.vlan, p.bond) for p in st.ports} == {
+        "ae3": (PortMode.ACCESS, VlanId(2001), ""),
+        **{f"ge-0/0/{i}": (PortMode.ACCESS, VlanId(2001), "ae3") for i in (1, 2, 3)},
+    }

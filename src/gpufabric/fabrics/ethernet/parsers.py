@@ -34,7 +34,8 @@ real outputs copied from public repositories pin what devices print
   MLAG LACP bonds and a peerlink, NVUE's YAML and its ``link: state: {down: {}}`` form). No real
   config with an L2 Junos ae or an L2 SONiC PortChannel was found; those are pinned by the
   vendor-doc samples.
-  A Junos member (``ether-options 802.3ad aeN``, or ``gigether-options``), a SONiC
+  A Junos member (``ether-options 802.3ad aeN``, or ``gigether-options`` / ``fastether-options``;
+  its ``802.3ad primary`` / ``backup`` lines name no aggregate), a SONiC
   ``PORTCHANNEL_MEMBER`` and an NVUE bond's ``member`` carry no VLAN of their own: each is read
   with its aggregate's configuration (its own ``disable`` / admin down / link down aside) and
   ``bond`` the aggregate (:func:`members_of`), as the IOS-like and OS9 members are.
@@ -62,6 +63,10 @@ from gpufabric.fabrics.ethernet.portcfg import port as _port
 
 # --------------------------------------------------------------------------- junos
 _JUNOS_VLAN_LIST: Final = re.compile(r"(?i:all|none|\d+(?:-\d+)?)")
+# ``802.3ad`` under these takes ``aeN`` or, as a separate statement, ``primary`` / ``backup``
+# (link protection) or ``lacp ...``: only ``aeN`` names the aggregate
+_JUNOS_LAG_OPTIONS: Final = ("ether-options", "gigether-options", "fastether-options")
+_JUNOS_AE: Final = re.compile(r"ae\d+")
 
 
 def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
@@ -80,7 +85,7 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
              "units": set(), "units_off": set()},
         )  # fmt: skip
         rest = w[3:]
-        if len(rest) == 3 and rest[0] in ("ether-options", "gigether-options") and rest[1] == "802.3ad":
+        if len(rest) == 3 and rest[0] in _JUNOS_LAG_OPTIONS and rest[1] == "802.3ad" and _JUNOS_AE.fullmatch(rest[2]):
             d["bond"] = rest[2]  # a member of aggregate aeN (ELS / older ``gigether-options``)
         elif rest == ["disable"]:
             d["disable"] = True
@@ -364,7 +369,8 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
 def lists_every_interface(dialect: Dialect) -> bool:
     """The dialect's option ``lists_every_interface``: its running config names every
     interface the switch has, so a port missing from it does not exist."""
-    return bool(dialect.options.get("lists_every_interface")) and dialect.parser in ("ios", "os9", "sonic_json", "ovs_json")
+    listing = dialect.parser in ("ios", "os9", "sonic_json", "ovs_json")
+    return bool(dialect.options.get("lists_every_interface")) and listing
 
 
 _PARSERS: Final[dict[str, Callable[[str, str, dict[str, Any]], tuple[EthernetPortConfig, ...]]]] = {
