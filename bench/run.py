@@ -1,6 +1,6 @@
 """``make bench``: every benchmark, each a ratio against a floor or a peer measured in the
 same run; results land in ``bench/results/*.json``. Set ``BENCH_ONLY=name,name`` to pick
-(audit, ethernet, ngs, ib, ib_scale, moves, bridges, churn, api, cli, takeover). ``GF_CHURN_SECONDS`` sets the churn
+(audit, ethernet, ngs, ib, ib_scale, moves, bridges, churn, api, cli, takeover, real_import). ``GF_CHURN_SECONDS`` sets the churn
 duration (default 300). The whole run takes ~20 minutes on 2 cores."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ SUITES: dict[str, tuple[str, str]] = {
     "cli": ("bench.bench_cli", "run_cli_bench"),
     "takeover": ("bench.bench_takeover", "run_takeover_bench"),
     "ib_scale": ("bench.bench_ib_scale", "run_ib_scale_bench"),
+    "real_import": ("bench.bench_real_import", "run_real_import_bench"),
 }
 
 
