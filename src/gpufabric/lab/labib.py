@@ -152,32 +152,32 @@ def ib_up(
     GPU nodes, in order) and ``pids``. ``instance``: the fabric instance the HCA ports are on
     ("" in a one-subnet lab: the default instance)."""
     fab = fabric(lab_dir, prefix, plan.sm_host, sub)
+    p = pair(lab_dir, fab, sub)  # used only with ``sm_pair``
     names, tag = sub.names, f"{instance}: " if instance else ""
     fresh = not fab.ibsim_running()
     if fresh:
         say(f"{tag}starting ibsim")
         if sm_pair:
-            pair(lab_dir, fab, sub).stop()
+            p.stop()
         fab.stop()
         fab.start_ibsim(plan.text)
     if sm_pair and fresh:  # both SMs start from the same safe default, both SM ports full members
         text = pair_partitions([*([sub.master_port_guid] if plan.order is not None else []), names.standby_port_guid])
-        for conf in (fab.partitions_conf, pair(lab_dir, fab, sub).partitions_conf):
+        for conf in (fab.partitions_conf, p.partitions_conf):
             if not conf.exists():
                 conf.parent.mkdir(parents=True, exist_ok=True)
                 conf.write_text(text)
     if not fab.opensm_running():
-        if sm_pair and pid_alive(pair(lab_dir, fab, sub).standby_pid):
+        if sm_pair and pid_alive(p.standby_pid):
             # sm-02 masters the subnet (after a failover): a restarted sm-01 would only enter
             # STANDBY, never SUBNET UP. Restart the pair as it was made: sm-01 master, sm-02 standby.
             say(f"{tag}{names.standby_node} masters the subnet: stopping it to restart {names.master} as the master")
-            pair(lab_dir, fab, sub).stop_standby()
+            p.stop_standby()
         say(f"{tag}starting the trusted OpenSM")
         fab.start_opensm()
     sm_pair_state: dict[str, Any] | None = None
     if sm_pair:
         say(f"{tag}starting the standby OpenSM on {names.standby_node} and one sshd per SM host")
-        p = pair(lab_dir, fab, sub)
         p.start()  # may restart the master (see SmPair.start_standby): pids read after it
         if fresh:
             mark_last_good(fab, p)
@@ -204,7 +204,7 @@ def ib_up(
         raise LabError("the fabric has no CA with a 'HOST DEVICE' node description")
     pids: dict[str, int | None] = {"ibsim": fab.ibsim_pid, "opensm": fab.opensm_pid}
     if sm_pair:
-        pids["opensm-standby"] = pair(lab_dir, fab, sub).standby_pid
+        pids["opensm-standby"] = p.standby_pid
     return {
         "sm_host": plan.sm_host,
         "sm_node": sm_desc,

@@ -137,7 +137,7 @@ def subnet_fabric(lab_dir: Path, prefix: str, state: dict[str, Any], instance: s
 def restart_subnet_sm(lab_dir: Path, prefix: str, state: dict[str, Any], instance: str = "") -> dict[str, Any]:
     """``lab restart-sm [--subnet NAME]``: :func:`~gpufabric.lab.labib.restart_trusted_sm` of one subnet."""
     sub, part = subnet_of(state, instance)
-    fab = fabric(lab_dir, prefix, part.get("sm_host"), sub)
+    fab = subnet_fabric(lab_dir, prefix, state, instance)
     return restart_trusted_sm(fab, pair(lab_dir, fab, sub) if part.get("sm_pair") else None, part)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from gpufabric.domain.errors import GpufabricError
@@ -80,10 +81,7 @@ class FabricLock:
         if conn is None:
             return
         try:
-            held = conn.exec_driver_sql(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
-                " AND pid = pg_backend_pid() AND granted" % (FABRIC_LOCK_KEY & 0xFFFFFFFF)
-            ).scalar()
+            held = self.session in lock_holders(conn)
             conn.commit()
         except Exception as e:
             raise LockLostError(f"fabric lock lost: {type(e).__name__}: {e}") from None
@@ -91,7 +89,7 @@ class FabricLock:
             raise LockLostError("fabric lock lost (the database no longer shows our advisory lock)")
 
 
-def lock_holders(s: Session) -> set[int]:
+def lock_holders(s: Session | Connection) -> set[int]:
     """The backend PIDs holding the fabric lock now (PostgreSQL; at most one: it is exclusive)."""
     q = text(
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0"

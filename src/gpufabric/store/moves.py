@@ -71,6 +71,16 @@ class ClaimLostError(GpufabricError):
     """Another worker holds this move now (ours went stale): stop touching it."""
 
 
+def _claimed(s: Session, rows: Sequence[MoveRow], worker: str, now: datetime) -> list[Move]:
+    """``rows`` claimed by ``worker`` at ``now`` (one more attempt, a fresh heartbeat, no
+    fabric-lock session yet: :meth:`MoveLedger.locked` records it)."""
+    for r in rows:
+        r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
+        r.heartbeat_at, r.lock_session = now, None
+    s.flush()
+    return [move_to_domain(r) for r in rows]
+
+
 def worker_dead(worker: str | None, host: str | None = None) -> bool:
     """True when ``worker`` ("host:pid" or "host:pid:role") ran on this host and its process is gone."""
     if not worker or ":" not in worker:
@@ -174,11 +184,7 @@ class MoveLedger:
                 holders = (lambda: lock_holders(s)) if s.get_bind().dialect.name == "postgresql" else None
                 taken = {r.id for r in rows}
                 rows += stalled_rows(s, watch, stalled_after, worker, taken, limit - len(rows), gone_after, holders)
-            for r in rows:
-                r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
-                r.heartbeat_at, r.lock_session = now, None
-            s.flush()
-            return [move_to_domain(r) for r in rows]
+            return _claimed(s, rows, worker, now)
 
     def claim_ids(self, worker: str, ids: Sequence[int]) -> list[Move]:
         """Claim the pending moves ``ids`` (those another worker did not take first), in order."""
@@ -194,11 +200,7 @@ class MoveLedger:
                 .with_for_update(skip_locked=True)
             )
             rows = list(s.scalars(q))
-            for r in rows:
-                r.status, r.claimed_by, r.claimed_at, r.attempts = MoveStatus.RUNNING.value, worker, now, r.attempts + 1
-                r.heartbeat_at, r.lock_session = now, None
-            s.flush()
-            return [move_to_domain(r) for r in rows]
+            return _claimed(s, rows, worker, now)
 
     @contextmanager
     def locked(self, moves: Sequence[Move], worker: str) -> Iterator[None]:

@@ -235,16 +235,22 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def pool(self, config: Any) -> tuple[PKeyMapping, str]:
         """This instance's pool (its own ``segments:``, else the global ``config.ib``) and the
-        field naming its range (:mod:`.pools`)."""
-        return pool_of(self.instance, self.section, config)
+        field naming its range (:mod:`.pools`); its own is parsed once per bound section (a
+        copy made by :meth:`bind` with another section parses that one)."""
+        cached = self.__dict__.get("_pool")
+        if cached is None or cached[0] is not self.section:
+            cached = self.__dict__["_pool"] = (self.section, own_pool(self.instance, self.section))
+        own: PKeyMapping | None = cached[1]
+        return pool_of(self.instance, own, config)
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         """The lowest free segmentation id of this instance's pool whose PKey is free too."""
         pool, field = self.pool(config)
         used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}  # every sibling's, as the store's
-        on_subnet = used_pkeys  # a shared pool counts every sibling's partitions (as before instances had pools)
-        if pool is not config.ib:  # a pool of its own: the subnet's partitions are its own segments
-            on_subnet = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None and s.fabric == self.instance}
+        # a shared pool counts every sibling's partitions (as before instances had pools); a pool of
+        # its own, the subnet's own segments
+        on_subnet = used_pkeys if pool is config.ib else {
+            s.pkey.value & 0x7FFF for s in used if s.pkey is not None and s.fabric == self.instance}  # fmt: skip
         if len(on_subnet) >= IPOIB_PARTITION_LIMIT:
             raise ExhaustedError(
                 f"{len(on_subnet)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "

@@ -85,10 +85,10 @@ def check_pools(sections: Mapping[str, Any], cfg: SegmentConfig | None) -> None:
                 )  # fmt: skip
 
 
-def pool_of(instance: str, section: Any, cfg: SegmentConfig) -> tuple[PKeyMapping, str]:
+def pool_of(instance: str, own: PKeyMapping | None, cfg: SegmentConfig) -> tuple[PKeyMapping, str]:
     """The pool ``instance`` allocates and adopts from, and the field naming its range: its own
-    (``fabrics.<instance>.segments.seg_range``), else the global one (``infiniband.seg_range``)."""
-    own = own_pool(instance, section)
+    (:func:`own_pool`, ``fabrics.<instance>.segments.seg_range``), else the global one
+    (``infiniband.seg_range``)."""
     if own is None:
         return cfg.ib, "infiniband.seg_range"
     return own, f"{pool_field(instance)}.seg_range"
