@@ -122,8 +122,12 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
+    argv = sys.argv[1:]
     try:
-        build_app(command_name(sys.argv[1:]))()
+        from gpufabric.cli.fast import run
+
+        if not run(GROUPS, argv):  # a core command read from its own signature, without the typer app
+            build_app(command_name(argv))()
     except GpufabricError as e:
         from gpufabric.cli.output import fail
 

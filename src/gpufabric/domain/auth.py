@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpufabric.domain.errors import ForbiddenError, ValidationError
-from gpufabric.domain.values import check_name
 
 
 class Role(enum.StrEnum):
@@ -93,6 +92,8 @@ class Principal:
         else:
             if self.tenant is None:
                 raise ValidationError("principal.tenant", None, f"a tenant name for the {role.value} role")
+            from gpufabric.domain.values import check_name  # here: a command through --api never loads values
+
             check_name("principal.tenant", self.tenant)
 
     @property

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from datetime import datetime
 from typing import Any
-
-from gpufabric.domain.values import Guid, ModuleId, NvlinkPartitionId, PKey, VlanId
 
 
 def jsonable(obj: Any) -> Any:
     """Domain values to JSON: dataclasses to dicts, ids to their canonical strings."""
-    if isinstance(obj, (Guid, PKey)):
-        return str(obj)
-    if isinstance(obj, (VlanId, ModuleId, NvlinkPartitionId)):
-        return obj.value
+    values = sys.modules.get("gpufabric.domain.values")  # no id can exist before its module loads: a
+    if values is not None:  # command through --api prints JSON without compiling the port patterns
+        if isinstance(obj, (values.Guid, values.PKey)):
+            return str(obj)
+        if isinstance(obj, (values.VlanId, values.ModuleId, values.NvlinkPartitionId)):
+            return obj.value
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, datetime):
