@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -78,6 +78,7 @@ class ApiContext:
     limits: ApiLimits = field(default_factory=ApiLimits)
     view_kinds: Callable[[], Sequence[Any] | None] = lambda: None  # the nodes' fabric columns (None: every kind)
     network_kinds: Callable[[], Sequence[Any] | None] = lambda: None  # the instances a new network spans
+    fabrics_settings: Callable[[], Mapping[str, Any]] = dict  # fabrics.yaml's mapping (kinds' import formats)
     reader: Reader = field(init=False)
     write_buckets: WriteBuckets = field(init=False)
     stream_slots: StreamSlots = field(init=False)

@@ -5,7 +5,7 @@ byte of the body is read:
    is refused the same way). The principal is kept in the request's state for the endpoints.
 2. writes (POST, PUT, PATCH, DELETE) under ``/api/v1``: the principal's token bucket (429 with
    ``Retry-After`` naming the rate); admins are exempt unless ``limit_admin``.
-3. every request: the body cap (``max_body``, ``max_inventory_body`` for ``POST /api/v1/inventory``):
+3. every request: the body cap (``max_body``, ``max_inventory_body`` for ``POST /api/v1/inventory`` and ``/inventory/{format}``):
    413 at once when ``Content-Length`` says more, else the body is read as it streams and refused
    as soon as it passes the cap (it is then handed to the endpoint from memory).
 """
@@ -73,7 +73,8 @@ class Guard:
                             f"rate limit: at most {rate}; retry after {math.ceil(wait)} s",
                             retry_after=max(1, math.ceil(wait)),
                         )
-            cap = limits.max_inventory_body if path == INVENTORY and method == "POST" else limits.max_body
+            inventory = path == INVENTORY or path.startswith(INVENTORY + "/")  # a file, or a kind's format
+            cap = limits.max_inventory_body if inventory and method == "POST" else limits.max_body
             receive = await self._capped(headers, receive, cap, path)
         except UnauthorizedError as e:
             await JSONResponse(error_body(e), 401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
@@ -95,7 +96,7 @@ class Guard:
                 chunked = b"chunked" in v.lower()
         if length is None and not chunked:
             return receive
-        field = "max_inventory_body" if path == INVENTORY else "max_body"
+        field = "max_inventory_body" if path == INVENTORY or path.startswith(INVENTORY + "/") else "max_body"
 
         def too_large(seen: int | str) -> LimitExceeded:
             return LimitExceeded(413, field, seen, f"at most {cap} bytes",

@@ -137,10 +137,11 @@ class Remote:
             return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=tls_context())
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
-    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None) -> Any:
+    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None,
+              content_type: str = "application/json") -> Any:  # fmt: skip
         headers = dict(self._headers)
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         conn.request(method, self._prefix + path, body=body, headers=headers)
         return conn.getresponse()
 
@@ -151,18 +152,20 @@ class Remote:
 
         return f"{path}?{urlencode(params, doseq=True)}"
 
-    def _do(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None) -> Any:
+    def _do(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None,
+            text: str | None = None) -> Any:  # fmt: skip
         import http.client
         import json as _json
 
-        body = None if json is None else _json.dumps(json).encode()
+        body = text.encode() if text is not None else None if json is None else _json.dumps(json).encode()
+        kind = "text/plain; charset=utf-8" if text is not None else "application/json"
         target = self._url(path, params)
         for attempt in (0, 1):  # a kept-alive connection the server closed: once more on a new one
             reused = self._conn is not None
             try:
                 if self._conn is None:
                     self._conn = self._connect(self._timeout)
-                resp = self._send(self._conn, method, target, body)
+                resp = self._send(self._conn, method, target, body, kind)
                 r = Answer(resp.status, resp.read())
                 if resp.will_close:
                     self._conn.close()
@@ -186,6 +189,10 @@ class Remote:
 
     def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         return self._do("POST", path, json=body or {})
+
+    def post_text(self, path: str, text: str, **params: Any) -> Any:
+        """POST ``text`` as the body (text/plain: a kind's import format), ``params`` as the query."""
+        return self._do("POST", path, params={k: v for k, v in params.items() if v is not None}, text=text)
 
     def delete(self, path: str) -> Any:
         return self._do("DELETE", path)

@@ -59,6 +59,22 @@ def _config_section(key: str) -> dict[str, Any] | None:
     return section
 
 
+def fabrics_yaml() -> dict[str, Any]:
+    """The mapping of ``fabrics.yaml`` (``$GPUFABRIC_HOME``; GPUFABRIC_FABRICS); empty without one."""
+    import yaml
+
+    from gpufabric.domain.errors import ConfigError
+
+    path = fabrics_path()
+    if not path.exists():
+        return {}
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError("fabrics", str(path), "valid YAML", str(e).splitlines()[0]) from None
+    return raw if isinstance(raw, dict) else {}
+
+
 def segment_config() -> SegmentConfig:
     """Pools and the PKey mapping from ``$GPUFABRIC_HOME/config.yaml`` (``segments:``), else defaults."""
     from gpufabric.domain.segments import SegmentConfig

@@ -45,10 +45,9 @@ def parse(value: str) -> str:
 
 def kind_formats() -> dict[str, ImportFormat]:
     """Every registered kind's import formats by name (imports the kinds)."""
-    from gpufabric.store.registry import Registry
+    from gpufabric.workflow.kind_import import kind_formats as registered
 
-    kinds = Registry.from_entry_points(drivers=False).ordered_kinds()
-    return {f.name: f for k in kinds for f in k.import_formats()}
+    return registered()
 
 
 def find(name: str) -> ImportFormat:

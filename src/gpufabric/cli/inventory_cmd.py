@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
 
 from gpufabric.cli import import_formats as formats
-from gpufabric.cli.common import JSON_OPT, fabrics_path, open_store, segment_config
+from gpufabric.cli.common import JSON_OPT, fabrics_yaml, open_store, segment_config
 from gpufabric.cli.output import console, emit_json, escape, jsonable
 from gpufabric.domain.auth import LOCAL_ADMIN
-from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Node
 from gpufabric.domain.values import PortNaming
 
@@ -48,14 +47,24 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
-    from gpufabric.domain.hooks import ImportRequest
     from gpufabric.workflow.inventory import check_port_keys, load_inventory
 
     name, kind_format = formats.resolve(file, fmt)
     r = backend()
-    if r and kind_format is not None:
-        raise ValidationError("format", name, f"yaml or json through --api ({name} merges with the local store)")
-    fabrics = _fabrics_yaml()
+    if r and kind_format is not None:  # read by the server, against its fabrics.yaml and store
+        text = file.read_text(errors="replace")
+        res = r.post_text(f"/inventory/{name}", text, fabric=subnet, strict="true" if strict else None)
+        if json_out:
+            emit_json(res)
+            return
+        for line in res["lines"]:
+            console.print(escape(line))
+        console.print(f"imported {res['nodes']} nodes from {escape(str(file))} ({name}) through the API: "
+                      f"{escape(import_line(res['result']))}")  # fmt: skip
+        for h, why in res["held"].items():
+            console.print(f"{escape(h)} {escape(why)}")
+        return
+    fabrics = fabrics_yaml()
     report: ImportReport | None = None
     if subnet is not None and kind_format is None:
         kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
@@ -63,8 +72,10 @@ def import_(
     registry = _registry(fabrics)
     instances = _instances(fabrics, registry)
     if kind_format is not None:
-        req = ImportRequest(file.read_text(errors="replace"), lambda: open_store().nodes(), instances, fabrics, subnet, strict)
-        report = kind_format.read(req)  # the store is read only if the text is not refused first
+        from gpufabric.workflow import kind_import
+
+        text = file.read_text(errors="replace")  # the store is read only if the text is not refused first
+        report = kind_import.read(kind_format, text, fabrics, lambda: open_store().nodes(), subnet, strict)
         inv = report.inventory
     else:
         inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)
@@ -84,7 +95,7 @@ def import_(
     held = dict(report.held) if report else {}
     if json_out:  # "sm_hosts": the nodes the import holds in maintenance (the key's name is historical)
         emit_json({"format": name, "nodes": len(inv.nodes), "sm_hosts": list(held), "result": jsonable(result),
-                   **(report.fields if report else {})})  # fmt: skip
+                   **({"held": held, "lines": list(report.lines), **report.fields} if report else {})})  # fmt: skip
     else:
         for line in report.lines if report else ():
             console.print(escape(line))
@@ -98,17 +109,6 @@ def import_line(res: Any) -> str:
     if not isinstance(res, dict):
         return str(res)
     return f"{res.get('added', 0)} added, {res.get('updated', 0)} updated, {res.get('unchanged', 0)} unchanged"
-
-
-def _fabrics_yaml() -> dict[str, Any]:
-    path = fabrics_path()
-    if not path.exists():
-        return {}
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError("fabrics", str(path), "valid YAML", str(e).splitlines()[0]) from None
-    return raw if isinstance(raw, dict) else {}
 
 
 def _registry(fabrics: dict[str, Any]) -> Registry | None:

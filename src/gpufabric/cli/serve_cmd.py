@@ -21,7 +21,15 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, fabrics_path, network_kinds, open_store, quota_config, segment_config
+from gpufabric.cli.common import (
+    JSON_OPT,
+    fabrics_path,
+    fabrics_yaml,
+    network_kinds,
+    open_store,
+    quota_config,
+    segment_config,
+)
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
 
@@ -132,7 +140,7 @@ def serve(
     columns = configured_kinds(fabrics_path())  # the nodes' fabric columns: the configured instances
     ctx = ApiContext(
         store, segment_config, engine if has_fabrics else None, loops, limits=limits, quota_config=quota_config,
-        view_kinds=lambda: columns, network_kinds=lambda: network_kinds(fabrics_path()),
+        view_kinds=lambda: columns, network_kinds=lambda: network_kinds(fabrics_path()), fabrics_settings=fabrics_yaml,
     )
     progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
     def read_fabric_series() -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import Response
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
@@ -13,6 +13,7 @@ from gpufabric.api.v1.schemas import (
     NAME_PATTERN,
     AttachmentIn,
     AttachmentOut,
+    FormatImportOut,
     ImportOut,
     InventoryIn,
     NodeOut,
@@ -22,7 +23,7 @@ from gpufabric.api.v1.schemas import (
     errors,
 )
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Verb
-from gpufabric.domain.errors import NotFoundError
+from gpufabric.domain.errors import NotFoundError, ValidationError
 from gpufabric.domain.moves import Move
 from gpufabric.domain.serial import jsonable
 from gpufabric.engine.columns import with_fabrics
@@ -82,6 +83,38 @@ def import_inventory(
         check_port_keys(inv, c.store.nodes(), instances)
     r = c.actions.import_inventory(p, inv)
     return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
+
+
+@router.post(
+    "/inventory/{fmt}",
+    status_code=200,
+    summary="Import a fabric kind's discovery output (the text as the body, e.g. ibnetdiscover's)",
+    responses={200: {"model": FormatImportOut}, **errors(403, 409, 413)},
+)
+def import_format(
+    fmt: Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN, description="A kind's format")],
+    body: Annotated[bytes, Body(media_type="text/plain", description="The text, as the tool printed it")],
+    fabric: Annotated[str | None, Query(min_length=1, max_length=63, pattern=NAME_PATTERN,
+                                        description="The fabric instance the text's ports are on")] = None,
+    strict: Annotated[bool, Query(description="Refuse the whole text when one device matches no node")] = False,
+    p: Principal = PRINCIPAL,
+    c: ApiContext = CTX,
+) -> Response:
+    """``gpufabric inventory import --format NAME`` through ``--api``: read on the server against its
+    own fabrics.yaml and store, imported as the token's principal (admin; an owner for its nodes)."""
+    from gpufabric.workflow import kind_import
+
+    p.require("node", Verb.CREATE)
+    found = kind_import.find(fmt)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValidationError("body", f"byte {e.start}", "UTF-8 text") from None
+    report = kind_import.read(found, text, c.fabrics_settings(), c.store.nodes, fabric, strict)
+    r = c.actions.import_inventory(p, report.inventory)
+    return json({"format": fmt, "nodes": len(report.inventory.nodes), "sm_hosts": list(report.held),
+                 "held": dict(report.held), "result": jsonable(r), "lines": list(report.lines),
+                 **jsonable(dict(report.fields))})  # fmt: skip
 
 
 @router.put("/nodes/{node}/owner", summary="Set the tenant that owns a node (may lease it out)",

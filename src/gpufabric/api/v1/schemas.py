@@ -182,6 +182,19 @@ class ImportOut(BaseModel):
     unchanged: int
 
 
+class FormatImportOut(BaseModel):
+    """``POST /inventory/{format}``: what ``inventory import --format NAME --json`` prints; the
+    format's own fields (e.g. every device of the text, matched or skipped) come beside these."""
+
+    model_config = ConfigDict(extra="allow")
+    format: str
+    nodes: int
+    sm_hosts: list[str] = Field(description="Nodes the import holds in maintenance (never leasable)")
+    held: dict[str, str] = Field(description="node -> why it is held in maintenance")
+    result: ImportOut
+    lines: list[str] = Field(description="What the format reports, as a person reads it (the CLI prints them)")
+
+
 class OwnerIn(Strict):
     owner: Name | None = None
 
