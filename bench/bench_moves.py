@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -112,11 +113,14 @@ def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict
     """``gpufabric node move`` through a warm ``gpufabric serve`` (worker window 0, woken by the
     request): the command's wall time (a fresh process: interpreter + imports, POST, following
     the server-sent events, GET of the detail) vs the server engine's own time for that move
-    (the sum of its recorded phase times), and the start of a command that does nothing."""
+    (the sum of its recorded phase times), and the start of the same command against a refused port."""
     exe = str(Path(sys.executable).parent / "gpufabric")
     env = {**os.environ, "GPUFABRIC_HOME": str(fab.home)}
     token = json.loads(subprocess.run([exe, "token", "create", "--role", "admin", "--name", "bench", "--json"], env=env,
                                       capture_output=True, text=True, check=True).stdout)["secret"]  # fmt: skip
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{sock.getsockname()[1]}"  # closed again: nothing listens there
     with serving(env, "--interval", "0", "--window", "0") as srv:
         api = {**env, "GPUFABRIC_API": srv.base, "GPUFABRIC_TOKEN": token}
         walls, engines, starts = [], [], []
@@ -131,8 +135,9 @@ def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict
             if i:
                 walls.append(wall)
                 engines.append(sum(doc["timings"].values()))
-                t0 = time.perf_counter()
-                subprocess.run([exe, "node", "move", "--help"], env=api, capture_output=True, check=True)
+                t0 = time.perf_counter()  # the same command's start on the same path: argv read, imports, a
+                subprocess.run([exe, "--api", refused, "node", "move", node, "--to-tenant", where, "--network",
+                                f"{where}-net", "--json"], env=api, capture_output=True)  # refused connect  # fmt: skip
                 starts.append(time.perf_counter() - t0)
     wall, eng = statistics.median(walls), statistics.median(engines)
     return {"runs": runs, "wall_s": round(wall, 3), "engine_s": round(eng, 3), "ratio_wall_to_engine": round(wall / eng, 2),
