@@ -7,24 +7,18 @@ unknown format, a body that is not UTF-8 and one over ``max_inventory_body`` are
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from gpufabric.api.app import create_app
 from gpufabric.api.limits import ApiLimits
 
 from support.api_world import World, build_world, clone_world
+from support.live_api import gf, live_api
 
-GF = str(Path(sys.executable).parent / "gpufabric")
 TOPO = Path(__file__).parents[1] / "fixtures" / "ibnetdiscover" / "lab-6x2-sm.topology.txt"
 SM_PORT_GUID = "0x0002c90310000001"  # "sm-01 mlx5_0" in TOPO
 SETTINGS = {"sm_port_guids": [SM_PORT_GUID]}
@@ -34,22 +28,9 @@ SETTINGS = {"sm_port_guids": [SM_PORT_GUID]}
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str]]:
     w = build_world(tmp_path_factory.mktemp("srv"), nodes=2, leased=0)
     w.ctx.fabrics_settings = lambda: SETTINGS  # the server's fabrics.yaml
-    server = uvicorn.Server(uvicorn.Config(create_app(w.ctx), host="127.0.0.1", port=0, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield w, f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    server.should_exit = True
-    t.join(10)
+    with live_api(w.ctx) as base:
+        yield w, base
     w.store.close()
-
-
-def _gf(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUFABRIC_")}
-    return subprocess.run([GF, *args], env={**base, "GPUFABRIC_HOME": str(home), **env}, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
 
 
 def test_a_kind_format_through_the_api_reads_as_on_a_local_store(served: tuple[World, str], tmp_path: Path) -> None:
@@ -58,22 +39,22 @@ def test_a_kind_format_through_the_api_reads_as_on_a_local_store(served: tuple[W
     remote.mkdir()
     before = {n.name for n in w.store.nodes()}
     args = ("--api", base, "inventory", "import", str(TOPO), "--format", "ibnetdiscover", "--json")
-    refused = _gf(remote, *args, GPUFABRIC_TOKEN=w.tokens["lessee-alpha"])
+    refused = gf(remote, *args, GPUFABRIC_TOKEN=w.tokens["lessee-alpha"])
     assert refused.returncode == 2 and json.loads(refused.stdout)["error"]["message"] == "role lessee may not create nodes"
     assert {n.name for n in w.store.nodes()} == before  # nothing written
     local = tmp_path / "local"
     local.mkdir()
     (local / "fabrics.yaml").write_text(f"sm_port_guids: ['{SM_PORT_GUID}']\n")
-    here = _gf(local, *args[2:])
+    here = gf(local, *args[2:])
     assert here.returncode == 0, here.stderr
-    there = _gf(remote, *args, GPUFABRIC_TOKEN=w.tokens["admin"])
+    there = gf(remote, *args, GPUFABRIC_TOKEN=w.tokens["admin"])
     assert there.returncode == 0, there.stderr
     doc = json.loads(there.stdout)
     assert doc == json.loads(here.stdout)  # one shape, one reading: the server's fabrics.yaml and store
     assert doc["sm_hosts"] == ["sm-01"] and doc["held"]["sm-01"] and doc["result"]["added"] == doc["nodes"] == 7
     sm = w.store.node("sm-01")
     assert sm.state.value == "maintenance" and SM_PORT_GUID in {str(p.port_guid) for p in sm.ib}
-    again = _gf(remote, *args[:-1], GPUFABRIC_TOKEN=w.tokens["admin"])  # the person's form: no repr
+    again = gf(remote, *args[:-1], GPUFABRIC_TOKEN=w.tokens["admin"])  # the person's form: no repr
     assert again.returncode == 0 and "through the API: 0 added, 0 updated, 7 unchanged" in again.stdout, again.stdout
     assert "sm-01 " in again.stdout and "ImportResult(" not in again.stdout
 

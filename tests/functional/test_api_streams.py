@@ -6,7 +6,6 @@ of 5 times a second."""
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -14,29 +13,20 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from gpufabric.api.app import create_app
 from gpufabric.api.limits import ApiLimits
 
 from support.api_world import World, build_world
+from support.live_api import live_api
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str, int]]:
     w = build_world(tmp_path_factory.mktemp("streams"), nodes=4, leased=2)
-    server = uvicorn.Server(uvicorn.Config(create_app(w.ctx), host="127.0.0.1", port=0, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    move = httpx.post(f"http://127.0.0.1:{port}/api/v1/moves", json={"node": "gpu-0003", "to_tenant": "beta"},
-                      headers=w.headers("admin")).json()  # fmt: skip
-    yield w, f"http://127.0.0.1:{port}", move["id"]  # pending for ever: no worker runs here
-    server.should_exit = True
-    t.join(10)
+    with live_api(w.ctx) as base:
+        move = httpx.post(f"{base}/api/v1/moves", json={"node": "gpu-0003", "to_tenant": "beta"},
+                          headers=w.headers("admin")).json()  # fmt: skip
+        yield w, base, move["id"]  # pending for ever: no worker runs here
     w.store.close()
 
 

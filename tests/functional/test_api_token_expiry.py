@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from alembic import command
 from fastapi.testclient import TestClient
 
@@ -28,8 +23,7 @@ from gpufabric.store.auth import Tokens
 from gpufabric.store.core import Store
 
 from support.api_world import World, build_world
-
-GF = str(Path(sys.executable).parent / "gpufabric")
+from support.live_api import gf, live_api
 
 
 @pytest.fixture
@@ -143,22 +137,9 @@ def test_expires_takes_a_duration_or_an_iso_time() -> None:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str, Path]]:
     home = tmp_path_factory.mktemp("cli")
     w = build_world(home, nodes=2, leased=0)
-    server = uvicorn.Server(uvicorn.Config(create_app(w.ctx), host="127.0.0.1", port=0, log_level="warning"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield w, f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}", home
-    server.should_exit = True
-    t.join(10)
+    with live_api(w.ctx) as base:
+        yield w, base, home
     w.store.close()
-
-
-def _gf(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUFABRIC_")}
-    return subprocess.run([GF, *args], env={**base, "GPUFABRIC_HOME": str(home), **env}, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
 
 
 def test_the_cli_reads_its_token_from_a_0600_file(served: tuple[World, str, Path], tmp_path: Path) -> None:
@@ -166,33 +147,33 @@ def test_the_cli_reads_its_token_from_a_0600_file(served: tuple[World, str, Path
     f = tmp_path / "token"
     f.write_text(w.tokens["lessee-alpha"] + "\n")
     f.chmod(0o600)
-    by_env = _gf(home, "--api", base, "tenant", "list", "--json", GPUFABRIC_TOKEN_FILE=str(f))
+    by_env = gf(home, "--api", base, "tenant", "list", "--json", GPUFABRIC_TOKEN_FILE=str(f))
     assert by_env.returncode == 0, by_env.stderr
     assert [t["name"] for t in json.loads(by_env.stdout)] == ["alpha"]
-    by_opt = _gf(home, "--api", base, "--token-file", str(f), "tenant", "list", "--json")
+    by_opt = gf(home, "--api", base, "--token-file", str(f), "tenant", "list", "--json")
     assert by_opt.returncode == 0 and json.loads(by_opt.stdout) == json.loads(by_env.stdout), by_opt.stderr
     f.chmod(0o644)
-    loose = _gf(home, "--api", base, "--token-file", str(f), "tenant", "list")
+    loose = gf(home, "--api", base, "--token-file", str(f), "tenant", "list")
     assert loose.returncode == 2 and "token_file" in loose.stderr and "0600" in loose.stderr
     assert len(loose.stderr.strip().splitlines()) == 1
-    both = _gf(home, "--api", base, "--token", "x", "--token-file", str(f), "tenant", "list")
+    both = gf(home, "--api", base, "--token", "x", "--token-file", str(f), "tenant", "list")
     assert both.returncode == 2 and "one of --token or --token-file" in both.stderr
 
 
 def test_the_cli_makes_an_expiring_token_and_refuses_a_bad_expiry(served: tuple[World, str, Path]) -> None:
     w, base, home = served
     before = datetime.now(UTC)
-    made = _gf(home, "--api", base, "token", "create", "--role", "lessee", "--tenant", "beta", "--expires", "1h",
+    made = gf(home, "--api", base, "token", "create", "--role", "lessee", "--tenant", "beta", "--expires", "1h",
                "--json", GPUFABRIC_TOKEN=w.tokens["admin"])  # fmt: skip
     assert made.returncode == 0, made.stderr
     until = datetime.fromisoformat(json.loads(made.stdout)["expires_at"])
     assert before + timedelta(minutes=59) < until < datetime.now(UTC) + timedelta(hours=1)
-    local = _gf(home, "token", "create", "--role", "admin", "--name", "local", "--expires", "2030-06-01T00:00:00Z",
+    local = gf(home, "token", "create", "--role", "admin", "--name", "local", "--expires", "2030-06-01T00:00:00Z",
                 "--json")  # fmt: skip
     assert local.returncode == 0 and json.loads(local.stdout)["expires_at"].startswith("2030-06-01T00:00:00"), local.stderr
-    bad = _gf(home, "token", "create", "--role", "admin", "--expires", "tomorrow")
+    bad = gf(home, "token", "create", "--role", "admin", "--expires", "tomorrow")
     assert bad.returncode == 2 and "expires" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
-    past = _gf(home, "token", "create", "--role", "admin", "--expires", "2020-01-01T00:00:00Z")
+    past = gf(home, "token", "create", "--role", "admin", "--expires", "2020-01-01T00:00:00Z")
     assert past.returncode == 2 and "expires" in past.stderr
     names = [t["name"] for t in httpx.get(f"{base}/api/v1/tokens", headers=w.headers("admin")).json()["items"]]
     assert names.count("admin") == 0 and "local" in names

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from importlib import import_module
 from pathlib import Path
@@ -24,6 +22,8 @@ from typer.testing import CliRunner
 
 from gpufabric.cli import fast
 from gpufabric.cli.main import GROUPS, _global
+
+from support.cli_probe import probe
 
 SAMPLE: dict[Any, list[str]] = {str: ["s1", "s2"], int: ["7", "12"], float: ["0.5", "2.25"], Path: ["p/x", "q"]}
 FAST_NEEDED = ("node list", "node show", "node move", "lease list", "move list", "tenant list", "network list",
@@ -157,33 +157,11 @@ def test_lines_the_fast_path_leaves_to_typer(argv: list[str]) -> None:
         fast.resolve(GROUPS, argv)
 
 
-PROBE = """
-import json, sys
-sys.argv = ["gpufabric", *json.loads(sys.argv[1])]
-from gpufabric.cli.main import main
-try:
-    main()
-except SystemExit as e:
-    code = e.code
-else:
-    code = 0
-sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
-"""
-
-
-def _probe(*args: str) -> tuple[int, list[str], str]:
-    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
-                       timeout=60, env={"PATH": "/usr/bin:/bin", "GPUFABRIC_HOME": "/nonexistent"})  # fmt: skip
-    head, _, tail = p.stderr.rpartition("\nMODULES ")
-    doc = json.loads(tail)
-    return doc["code"], doc["modules"], p.stdout + head
-
-
 def test_a_command_through_the_api_runs_without_pydantic_and_help_still_comes_from_typer() -> None:
-    code, modules, out = _probe("--api", "http://127.0.0.1:9", "--token", "x", "node", "list", "--json")
+    code, modules, out = probe("--api", "http://127.0.0.1:9", "--token", "x", "node", "list", "--json")
     assert code == 2 and json.loads(out)["error"]["field"] == "api"
     assert not [m for m in modules if m == "pydantic" or m.startswith(("pydantic.", "typer._adapters"))]
-    code, modules, out = _probe("node", "list", "--help")
+    code, modules, out = probe("node", "list", "--help")
     assert code == 0 and "--wide" in out and "pydantic" in modules  # the typer app, as before
-    code, _, out = _probe("--api", "http://127.0.0.1:9", "--token", "x", "node", "list", "--nope")
+    code, _, out = probe("--api", "http://127.0.0.1:9", "--token", "x", "node", "list", "--nope")
     assert code == 2 and "No such option: --nope" in out

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,28 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from support.cli_probe import probe
+
 FORBIDDEN = ("sqlalchemy", "httpx", "httpcore", "alembic", "fastapi", "gpufabric.fabrics", "gpufabric.service",
              "gpufabric.lab", "yaml")  # fmt: skip
-PROBE = """
-import json, sys
-sys.argv = ["gpufabric", *json.loads(sys.argv[1])]
-from gpufabric.cli.main import main
-try:
-    main()
-except SystemExit as e:
-    code = e.code
-else:
-    code = 0
-sys.stderr.write("\\nMODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
-"""
-
-
-def run(*args: str, home: str = "/nonexistent") -> tuple[int, list[str], str]:
-    p = subprocess.run([sys.executable, "-c", PROBE, json.dumps(list(args))], capture_output=True, text=True,
-                       timeout=60, env={"PATH": "/usr/bin:/bin", "GPUFABRIC_HOME": home})  # fmt: skip
-    head, _, tail = p.stderr.rpartition("\nMODULES ")
-    doc = json.loads(tail)
-    return doc["code"], doc["modules"], p.stdout + head
+run = probe
 
 
 def forbidden(modules: list[str]) -> list[str]:
