@@ -200,9 +200,14 @@ def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
 
 
 def _follow(r: Any, move_id: int, json_out: bool) -> dict[str, Any]:
-    """Follow a move's server-sent events (progress shown) until it ends; its detail."""
+    """Follow a move's server-sent events (progress shown) until it ends; its detail: the stream
+    carries every event and the move's last row, so a finished move needs no GET of it."""
     import json
 
+    from gpufabric.domain.move_json import FINISHED, move_detail
+
+    events: list[dict[str, Any]] = []
+    row: dict[str, Any] | None = None
     with phase_progress(not json_out) as progress, r.stream(f"/moves/{move_id}/events") as resp:
         kind = ""
         for line in resp.iter_lines():
@@ -210,8 +215,13 @@ def _follow(r: Any, move_id: int, json_out: bool) -> dict[str, Any]:
                 kind = line[7:]
             elif line.startswith("data: ") and kind == "progress":
                 e = json.loads(line[6:])
+                events.append(e)
                 progress(e["phase"], e["message"])  # type: ignore[operator]
-    detail: dict[str, Any] = r.get(f"/moves/{move_id}")
+            elif line.startswith("data: ") and kind == "move":
+                row = json.loads(line[6:])
+    if row is not None and row.get("status") in FINISHED:
+        return move_detail(row, events)  # what GET /moves/{id} answers (api/v1/moves.detail)
+    detail: dict[str, Any] = r.get(f"/moves/{move_id}")  # the stream timed out or was cut
     return detail
 
 

@@ -20,6 +20,10 @@ RUN_KEYS = ("moves", "phases", "total_seconds", "plans")
 PHASE_KEYS = ("phase", "seconds", "changes", "devices", "observed_first")
 
 
+FINISHED = ("done", "failed", "cancelled")
+"""Statuses a move's event stream ends with (an offer stays open until it is answered)."""
+
+
 def move_detail(row: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """A move row (``MoveOut``) with its progress events and its per-phase timings."""
     timings = {str(e["phase"]): float(e["seconds"]) for e in events if e.get("seconds") is not None}

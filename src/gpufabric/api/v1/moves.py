@@ -32,12 +32,11 @@ from gpufabric.api.v1.schemas import (
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import NotFoundError
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.domain.move_json import move_detail
+from gpufabric.domain.move_json import FINISHED, move_detail
 
 router = APIRouter(tags=["moves"])
 MoveId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
-FINISHED = ("done", "failed", "cancelled")  # a stream ends with its move (an offer stays open until answered)
 
 
 def detail(c: ApiContext, p: Principal, move_id: int) -> dict[str, Any]:
