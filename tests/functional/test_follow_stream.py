@@ -43,14 +43,15 @@ class Counting(Remote):
 
 
 def _run_move(w: World, move_id: int) -> None:
-    """A worker's run of the move: claimed, two phases timed, done."""
+    """A worker's run of the move: claimed, its phases, done with the phase timings in the same
+    transaction as the end (as engine/moves.py records them)."""
     time.sleep(0.3)  # the client is following by now
     ledger = MoveLedger(w.store)
     (m,) = ledger.claim("w:1")
     assert m.id == move_id
-    m = ledger.set_phases([m], MovePhase.QUARANTINE, [("quarantine", "quarantined", 0.125)])[0]
-    m = ledger.set_phases([m], MovePhase.JOIN, [("join", "joined", 0.25)])[0]
-    ledger.set_phase(m, MovePhase.DONE)
+    m = ledger.set_phases([m], MovePhase.QUARANTINE, [("quarantine", "quarantining", None)])[0]
+    m = ledger.set_phase(m, MovePhase.JOIN)
+    ledger.set_phases([m], MovePhase.DONE, [("quarantine", "quarantined", 0.125), ("join", "joined", 0.25)])
 
 
 def test_a_finished_move_s_detail_comes_from_its_stream(live: tuple[World, str]) -> None:
@@ -74,3 +75,30 @@ def test_a_stream_that_ends_before_its_move_falls_back_to_the_get(live: tuple[Wo
     r = Counting(base, w.tokens["admin"])
     got = _follow(r, move["id"], json_out=True)  # no worker: the stream times out after 3 s
     assert r.gets == [f"/moves/{move['id']}"] and got["status"] == "pending"
+
+
+def test_the_timings_that_commit_with_the_end_between_the_stream_s_two_reads_are_sent(
+    live: tuple[World, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream reads a move's new events, then its row. The worker's end commits the timings and
+    the status together; here that commit falls between the two reads, on the first pass."""
+    w, base = live
+    h = w.headers("admin")
+    move = httpx.post(f"{base}/api/v1/moves", json={"node": "gpu-0000", "to_tenant": "beta"}, headers=h).json()
+    ledger = MoveLedger(w.store)
+    (m,) = ledger.claim("w:1")
+    m = ledger.set_phase(m, MovePhase.JOIN)
+    rows = w.ctx.reader.moves
+    calls: list[int] = []
+
+    def finish_then_read(*a: Any, **kw: Any) -> Any:
+        calls.append(1)  # 1: the 404 check before the stream; 2: the stream's first row read
+        if len(calls) == 2:
+            ledger.set_phases([m], MovePhase.DONE, [("quarantine", "quarantined", 0.125), ("join", "joined", 0.25)])
+        return rows(*a, **kw)
+
+    monkeypatch.setattr(w.ctx.reader, "moves", finish_then_read)
+    r = Counting(base, w.tokens["admin"])
+    got = _follow(r, move["id"], json_out=True)
+    assert r.gets == [] and got["status"] == "done"
+    assert got["timings"] == {"quarantine": 0.125, "join": 0.25}

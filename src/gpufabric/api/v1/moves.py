@@ -160,6 +160,10 @@ async def _progress(c: ApiContext, p: Principal, move_id: int, request: Request)
                 yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
             items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
             m = items[0]
+            if m["status"] in FINISHED:  # its last events (the timings) commit with its end: read once more
+                for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
+                    last = e["id"]
+                    yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
             if (m["phase"], m["status"]) != state:
                 state, changed = (m["phase"], m["status"]), True
                 yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"
