@@ -39,8 +39,6 @@ DEBT: dict[str, int] = {
     "domain/moves.py": 2,  # MoveRequest.gpus (the move-request value object; Move.gpus beside it)
     "domain/segments.py": 22,
     "domain/state.py": 8,
-    "engine/columns.py": 2,
-    "engine/fabrics.py": 1,
     "engine/isolation.py": 2,
     "engine/moves.py": 3,
     "store/convert.py": 47,
@@ -50,7 +48,6 @@ DEBT: dict[str, int] = {
     "store/moves.py": 2,
     "store/nodes.py": 24,
     "store/queries.py": 19,
-    "store/registry.py": 2,
     "store/tables.py": 8,
     "workflow/actions.py": 7,
     "workflow/inventory.py": 26,

@@ -214,6 +214,9 @@ class FabricKind(ABC, Generic[D, S]):
     process."""
 
     name: ClassVar[str]
+    order: ClassVar[int] = 100
+    """Where this kind's instances come among the kinds (columns, phases, listings): lower first;
+    kinds of one order by name. The Ethernet and InfiniBand kinds set theirs below the default."""
     ports_section: bool = False
     """True: this kind keeps a node's ports in the generic table, read from the node entries'
     ``fabrics: {<instance>: [...]}`` section of the inventory (``parse_ports``/``dump_ports``)."""

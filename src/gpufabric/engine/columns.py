@@ -63,9 +63,8 @@ def configured_kinds(fabrics_file: Path) -> tuple[FabricKind[Any, Any], ...] | N
     from gpufabric.store.registry import Registry
 
     raw = yaml.safe_load(fabrics_file.read_text()) or {}
-    first = ["ethernet", "infiniband"]
     kinds = configured_instances(raw, Registry.from_entry_points(drivers=False)).values()  # no driver imported
-    return tuple(sorted(kinds, key=lambda k: (first.index(k.name) if k.name in first else 2, k.instance)))
+    return tuple(sorted(kinds, key=lambda k: (k.order, k.instance)))
 
 
 def view_tenancy(store: Any, nodes: Iterable[Node], now: datetime | None = None) -> Tenancy:

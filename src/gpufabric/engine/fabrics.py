@@ -125,10 +125,10 @@ class Fabrics:
     # ---- built-in fabrics, by role (reconcile's rogue-SM containment, CLI tables)
     @property
     def switches(self) -> dict[str, EthernetSwitchDriver]:
-        """Every switch of every Ethernet instance."""
+        """Every switch of every instance whose backend drives switches (the Ethernet ones)."""
         out: dict[str, EthernetSwitchDriver] = {}
-        for name in self.instances_of("ethernet"):
-            out.update(getattr(self.backends[name], "switches", {}))
+        for b in self.backends.values():
+            out.update(getattr(b, "switches", {}))
         return out
 
     @property

@@ -55,6 +55,5 @@ class Registry:
             raise NotFoundError("fabric", f"{name} (known: {', '.join(sorted(self.kinds)) or 'none'})") from None
 
     def ordered_kinds(self) -> list[FabricKind[Any, Any]]:
-        """Every registered kind, in a stable order (Ethernet, InfiniBand first)."""
-        first = ["ethernet", "infiniband"]
-        return sorted(self.kinds.values(), key=lambda k: (first.index(k.name) if k.name in first else 2, k.name))
+        """Every registered kind, in a stable order: each kind's ``order``, then its name."""
+        return sorted(self.kinds.values(), key=lambda k: (k.order, k.name))

@@ -126,6 +126,7 @@ def _joined(seen: SwitchState, want: EthernetPortConfig) -> bool:
 
 class EthernetKind(FabricKind[EthState, EthState]):
     name = "ethernet"
+    order = 10  # first among the kinds
 
     def port_namings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, PortNaming]:
         """switch -> the port naming of its CLI dialect (the ovsdb driver's: ``ovs``)."""

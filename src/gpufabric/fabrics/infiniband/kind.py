@@ -178,6 +178,7 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 
 class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     name = "infiniband"
+    order = 20  # after Ethernet, before the kinds of the default order
 
     def import_formats(self) -> Sequence[ImportFormat]:
         """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`, imported only then)."""
