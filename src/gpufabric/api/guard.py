@@ -73,9 +73,9 @@ class Guard:
                             f"rate limit: at most {rate}; retry after {math.ceil(wait)} s",
                             retry_after=max(1, math.ceil(wait)),
                         )
-            inventory = path == INVENTORY or path.startswith(INVENTORY + "/")  # a file, or a kind's format
-            cap = limits.max_inventory_body if inventory and method == "POST" else limits.max_body
-            receive = await self._capped(headers, receive, cap, path)
+            inventory = method == "POST" and (path == INVENTORY or path.startswith(INVENTORY + "/"))  # a file, a format
+            cap, field = (limits.max_inventory_body, "max_inventory_body") if inventory else (limits.max_body, "max_body")
+            receive = await self._capped(headers, receive, cap, field)
         except UnauthorizedError as e:
             await JSONResponse(error_body(e), 401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
             return
@@ -85,8 +85,9 @@ class Guard:
         await self.app(scope, receive, send)
 
     @staticmethod
-    async def _capped(headers: list[tuple[bytes, bytes]], receive: Receive, cap: int, path: str) -> Receive:
-        """``receive`` unchanged when there is no body; else the body read up to ``cap`` (413 past it)."""
+    async def _capped(headers: list[tuple[bytes, bytes]], receive: Receive, cap: int, field: str) -> Receive:
+        """``receive`` unchanged when there is no body; else the body read up to ``cap`` (413 past it,
+        naming the limit ``field``)."""
         length: str | None = None
         chunked = False
         for k, v in headers:
@@ -96,7 +97,6 @@ class Guard:
                 chunked = b"chunked" in v.lower()
         if length is None and not chunked:
             return receive
-        field = "max_inventory_body" if path == INVENTORY or path.startswith(INVENTORY + "/") else "max_body"
 
         def too_large(seen: int | str) -> LimitExceeded:
             return LimitExceeded(413, field, seen, f"at most {cap} bytes",

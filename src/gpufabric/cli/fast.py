@@ -116,7 +116,10 @@ def specs(fn: Callable[..., Any]) -> list[Spec]:
 
 def parse(fn: Callable[..., Any], argv: list[str]) -> dict[str, Any]:
     """The keyword arguments typer would call ``fn`` with for ``argv``; Decline where typer reads it."""
-    params = specs(fn)
+    return _read(specs(fn), argv)
+
+
+def _read(params: list[Spec], argv: list[str]) -> dict[str, Any]:
     by_name: dict[str, tuple[Spec, bool]] = {}
     for s in params:
         by_name.update({n: (s, True) for n in s.names})
@@ -178,7 +181,7 @@ def resolve(groups: dict[str, tuple[str, str, str | None]], argv: list[str]) -> 
     """(root callback, its kwargs, command function, its kwargs) for ``argv``; Decline otherwise."""
     from gpufabric.cli.main import _global
 
-    glob = [s for s in specs(_global)]
+    glob = specs(_global)
     names = {n: s for s in glob for n in s.names}
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
@@ -187,7 +190,7 @@ def resolve(groups: dict[str, tuple[str, str, str | None]], argv: list[str]) -> 
         i += 2
     if i >= len(argv) or argv[i] not in groups:
         raise Decline("no core command")
-    gkw = parse(_global, argv[:i])
+    gkw = _read(glob, argv[:i])
     module, attr, text = groups[argv[i]]
     obj: Any = getattr(import_module(f"gpufabric.cli.{module}"), attr)
     rest = argv[i + 1 :]

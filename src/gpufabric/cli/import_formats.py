@@ -45,9 +45,9 @@ def parse(value: str) -> str:
 
 def kind_formats() -> dict[str, ImportFormat]:
     """Every registered kind's import formats by name (imports the kinds)."""
-    from gpufabric.workflow.kind_import import kind_formats as registered
+    from gpufabric.workflow import kind_import
 
-    return registered()
+    return kind_import.kind_formats()
 
 
 def find(name: str) -> ImportFormat:

@@ -18,7 +18,6 @@ from gpufabric.domain.models import Node
 from gpufabric.domain.values import PortNaming
 
 if TYPE_CHECKING:
-    from gpufabric.domain.hooks import ImportReport
     from gpufabric.store.registry import Registry
 
 app = typer.Typer(no_args_is_help=True)
@@ -53,34 +52,28 @@ def import_(
     r = backend()
     if r and kind_format is not None:  # read by the server, against its fabrics.yaml and store
         text = file.read_text(errors="replace")
-        res = r.post_text(f"/inventory/{name}", text, fabric=subnet, strict="true" if strict else None)
-        if json_out:
-            emit_json(res)
-            return
-        for line in res["lines"]:
-            console.print(escape(line))
-        console.print(f"imported {res['nodes']} nodes from {escape(str(file))} ({name}) through the API: "
-                      f"{escape(import_line(res['result']))}")  # fmt: skip
-        for h, why in res["held"].items():
-            console.print(f"{escape(h)} {escape(why)}")
+        doc = r.post_text(f"/inventory/{name}", text, fabric=subnet, strict="true" if strict else None)
+        _kind_import_done(doc, file, " through the API", json_out)
         return
     fabrics = fabrics_yaml()
-    report: ImportReport | None = None
-    if subnet is not None and kind_format is None:
-        kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
-        raise ValidationError("--fabric", subnet, f"only with --format {kinds} (a YAML/JSON port names its instance)")
     registry = _registry(fabrics)
-    instances = _instances(fabrics, registry)
     if kind_format is not None:
         from gpufabric.workflow import kind_import
+        from gpufabric.workflow.actions import Actions
 
         text = file.read_text(errors="replace")  # the store is read only if the text is not refused first
-        report = kind_import.read(kind_format, text, fabrics, lambda: open_store().nodes(), subnet, strict)
-        inv = report.inventory
-    else:
-        inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)
-        if not r and any(n.fabric_ports for n in inv.nodes):
-            check_port_keys(inv, open_store().nodes(), instances)
+        known = lambda: open_store().nodes()  # noqa: E731
+        report = kind_import.read(kind_format, text, fabrics, known, subnet, strict, registry)
+        result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, report.inventory)
+        _kind_import_done(kind_import.document(name, report, result), file, "", json_out)
+        return
+    if subnet is not None:
+        kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
+        raise ValidationError("--fabric", subnet, f"only with --format {kinds} (a YAML/JSON port names its instance)")
+    instances = _instances(fabrics, registry)
+    inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)
+    if not r and any(n.fabric_ports for n in inv.nodes):
+        check_port_keys(inv, open_store().nodes(), instances)
     if r:  # parsed and checked here, imported by the server (as the token's principal)
         res = r.post("/inventory", {"version": 1, "nodes": [_node_doc(n) for n in inv.nodes]})
         if json_out:
@@ -92,16 +85,23 @@ def import_(
     from gpufabric.workflow.actions import Actions
 
     result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, inv)
-    held = dict(report.held) if report else {}
-    if json_out:  # "sm_hosts": the nodes the import holds in maintenance (the key's name is historical)
-        emit_json({"format": name, "nodes": len(inv.nodes), "sm_hosts": list(held), "result": jsonable(result),
-                   **({"held": held, "lines": list(report.lines), **report.fields} if report else {})})  # fmt: skip
+    if json_out:
+        emit_json({"format": name, "nodes": len(inv.nodes), "sm_hosts": [], "result": jsonable(result)})
     else:
-        for line in report.lines if report else ():
-            console.print(escape(line))
         console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({name}): {result}")
-        for h, why in held.items():
-            console.print(f"{escape(h)} {escape(why)}")
+
+
+def _kind_import_done(doc: dict[str, Any], file: Path, where: str, json_out: bool) -> None:
+    """A kind format's import answer (``workflow.kind_import.document``), on the store or through the API."""
+    if json_out:
+        emit_json(doc)
+        return
+    for line in doc["messages"]:
+        console.print(escape(line))
+    console.print(f"imported {doc['nodes']} nodes from {escape(str(file))} ({doc['format']}){where}: "
+                  f"{escape(import_line(doc['result']))}")  # fmt: skip
+    for h, why in doc["held"].items():
+        console.print(f"{escape(h)} {escape(why)}")
 
 
 def import_line(res: Any) -> str:

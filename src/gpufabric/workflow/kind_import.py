@@ -1,42 +1,58 @@
 """Inventory import in a fabric kind's format (:meth:`FabricKind.import_formats`, e.g. real
 discovery output), one path for ``gpufabric inventory import --format NAME`` on the store and
 ``POST /api/v1/inventory/{format}`` behind ``serve``: the registered kinds' formats, the fabric
-instances of ``fabrics.yaml`` the text's ports are read with, and the read. No kind is named."""
+instances of ``fabrics.yaml`` the text's ports are read with, the read, and the answer's
+document (the API's body and the CLI's ``--json`` alike). No kind is named."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.hooks import ImportFormat, ImportReport, ImportRequest
 from gpufabric.domain.models import Node
+from gpufabric.domain.serial import jsonable
 
-
-def kind_formats() -> dict[str, ImportFormat]:
-    """Every registered kind's import format by name (the kinds load; no driver does)."""
+if TYPE_CHECKING:
     from gpufabric.store.registry import Registry
 
-    kinds = Registry.from_entry_points(drivers=False).ordered_kinds()
-    return {f.name: f for k in kinds for f in k.import_formats()}
+
+def registered() -> Registry:
+    """The registered kinds, no driver imported (what a kind's format is read with)."""
+    from gpufabric.store.registry import Registry
+
+    return Registry.from_entry_points(drivers=False)
 
 
-def find(name: str) -> ImportFormat:
+def kind_formats(registry: Registry | None = None) -> dict[str, ImportFormat]:
+    """Every registered kind's import format by name (the kinds load; no driver does)."""
+    return {f.name: f for k in (registry or registered()).ordered_kinds() for f in k.import_formats()}
+
+
+def find(name: str, registry: Registry | None = None) -> ImportFormat:
     """The kind format ``name``; ValidationError naming the registered ones otherwise."""
-    found = kind_formats()
+    found = kind_formats(registry)
     if name not in found:
         raise ValidationError("format", name, " or ".join(sorted(found)) or "a format a fabric kind adds")
     return found[name]
 
 
 def read(fmt: ImportFormat, text: str, settings: Mapping[str, Any], known: Callable[[], Sequence[Node]],
-         instance: str | None = None, strict: bool = False) -> ImportReport:  # fmt: skip
+         instance: str | None = None, strict: bool = False, registry: Registry | None = None) -> ImportReport:  # fmt: skip
     """``text`` read in ``fmt`` against the instances ``settings`` (fabrics.yaml's mapping; empty:
     none) configures. ``known`` reads the store's nodes only when the text is not refused first."""
     instances: dict[str, Any] = {}
     if settings:
         from gpufabric.engine.fabrics import configured_instances
-        from gpufabric.store.registry import Registry
 
-        instances = configured_instances(settings, Registry.from_entry_points(drivers=False))
+        instances = configured_instances(settings, registry or registered())
     return fmt.read(ImportRequest(text, known, instances, settings, instance, strict))
+
+
+def document(name: str, report: ImportReport, result: object) -> dict[str, Any]:
+    """The import's answer: the format, the nodes written, those held in maintenance (``sm_hosts``:
+    the key's name is historical) and why, the store's counts, the format's messages (``ImportReport.lines``, what the CLI prints) and fields."""
+    held = dict(report.held)
+    return {"format": name, "nodes": len(report.inventory.nodes), "sm_hosts": list(held), "held": held,
+            "result": jsonable(result), "messages": list(report.lines), **jsonable(dict(report.fields))}  # fmt: skip

@@ -105,16 +105,14 @@ def import_format(
     from gpufabric.workflow import kind_import
 
     p.require("node", Verb.CREATE)
-    found = kind_import.find(fmt)
+    registry = kind_import.registered()  # once: the format's lookup and the instances it reads with
+    found = kind_import.find(fmt, registry)
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValidationError("body", f"byte {e.start}", "UTF-8 text") from None
-    report = kind_import.read(found, text, c.fabrics_settings(), c.store.nodes, fabric, strict)
-    r = c.actions.import_inventory(p, report.inventory)
-    return json({"format": fmt, "nodes": len(report.inventory.nodes), "sm_hosts": list(report.held),
-                 "held": dict(report.held), "result": jsonable(r), "lines": list(report.lines),
-                 **jsonable(dict(report.fields))})  # fmt: skip
+    report = kind_import.read(found, text, c.fabrics_settings(), c.store.nodes, fabric, strict, registry)
+    return json(kind_import.document(fmt, report, c.actions.import_inventory(p, report.inventory)))
 
 
 @router.put("/nodes/{node}/owner", summary="Set the tenant that owns a node (may lease it out)",

@@ -192,7 +192,7 @@ class FormatImportOut(BaseModel):
     sm_hosts: list[str] = Field(description="Nodes the import holds in maintenance (never leasable)")
     held: dict[str, str] = Field(description="node -> why it is held in maintenance")
     result: ImportOut
-    lines: list[str] = Field(description="What the format reports, as a person reads it (the CLI prints them)")
+    messages: list[str] = Field(description="What the format reports, as a person reads it (the CLI prints them)")
 
 
 class OwnerIn(Strict):
