@@ -52,7 +52,9 @@ class World:
                 name = f"n{i}"
                 parts: dict[str, Any] = {}
                 for c in self.cases.values():
-                    parts |= c.node(draw, name, i)
+                    own = dict(c.node(draw, name, i))
+                    own["fabric_ports"] = (*parts.get("fabric_ports", ()), *own.get("fabric_ports", ()))
+                    parts |= own
                 nodes.append(Node(name, **parts))
             return tuple(nodes)
 

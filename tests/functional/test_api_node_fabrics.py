@@ -12,7 +12,7 @@ from gpufabric.api.app import create_app
 
 from support.api_world import World, build_world
 
-OLD_FIELDS = {"name", "offering", "state", "owner", "tenant", "lease", "ports", "gpus", "dpus"}
+OLD_FIELDS = {"name", "offering", "state", "owner", "tenant", "lease", "ports", "gpus"}  # dpus: now fabrics.dpu.dpus
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ fresh VLAN and PKey, the revision counters move).
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,9 +24,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, MetaData, select, text
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Role
-from gpufabric.domain.models import Fabric, NodeState
+from gpufabric.domain.models import DpuMode, Fabric, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.fabrics.dpu.entries import Dpu
+from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.store import db
 from gpufabric.store.auth import TOKEN_PREFIX, Tokens
 from gpufabric.store.core import Store
@@ -105,7 +108,11 @@ def seed(conn: Connection, revision: str) -> Seeded:
                 node_guid=f"0x0002c9030001010{i}", switch_guid="0x0002c90300f00001", switch_port=i)  # fmt: skip
     for m in (1, 2):
         ins.add("gpus", node_id=ids["n1"], module_id=m, pci_bus_id=f"0000:{0x1B + m:02x}:00.0")
-    ins.add("dpus", node_id=ids["n2"], name="bf3-0", mode="dpu-host")
+    if ins.has("dpus"):  # its own table until 0012 (details since 0003), then the generic one
+        ins.add("dpus", node_id=ids["n2"], name="bf3-0", mode="dpu-host", details={"pf": "ens1f0", "vfs": 16})
+    else:
+        ins.add("node_fabric_ports", node_id=ids["n2"], instance="dpu",
+                data=[{"name": "bf3-0", "mode": "dpu-host", "pf": "ens1f0", "vfs": "16"}])  # fmt: skip
     ins.add("offerings", name="h100-ib", description="IB-only H100 nodes", dpu_mode="full", settings=[])
     add("lease", "leases", tenant_id=ids["alpha"], node_id=ids["n1"], start=T0, end=None, offering="baremetal",
         owner="admin", created_at=T0, gpus=2)  # fmt: skip
@@ -153,7 +160,9 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert n1.state is NodeState.LEASED and n2.state is NodeState.MOVING
         assert [(p.switch, p.switch_port, str(p.mac)) for p in n1.ethernet] == [("leaf-1", "Ethernet1", "52:54:00:00:00:01")]
         assert [str(p.port_guid) for p in n2.ib] == ["0x0002c90300000102"]
-        assert [g.module_id.value for g in n1.gpus] == [1, 2] and [d.name for d in n2.dpus] == ["bf3-0"]
+        assert [g.module_id.value for g in n1.gpus] == [1, 2]
+        details = (("pf", "ens1f0"), ("vfs", "16")) if "details" in seeded.columns.get("dpus", {"details"}) else ()
+        assert node_dpus(n2) == (Dpu("gpu-a02", "bf3-0", DpuMode.DPU_HOST, details),)
         assert [t.name for t in s.tenants()] == ["alpha", "beta"]
         net = s.network("alpha-net", "alpha")
         eth, ib = net.segment(Fabric.ETHERNET), net.segment(Fabric.INFINIBAND)
@@ -206,3 +215,30 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         with s.engine.connect() as c:
             assert c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar() > inv_before
             assert c.execute(select(text("count(*)")).select_from(text("tenants"))).scalar() == 3
+
+
+def test_the_dpu_column_moves_into_the_generic_table_and_back(store_url: str) -> None:
+    """0012 moves a node's ``dpus`` rows into its generic-table row of the DPU kind's default
+    instance (details kept); its downgrade puts them back; upgrading again reads the same DPU."""
+    _at_revision(store_url, "0011")
+    want = (Dpu("gpu-a02", "bf3-0", DpuMode.DPU_HOST, (("pf", "ens1f0"), ("vfs", "16"))),)
+    with Store.open(store_url) as s:
+        assert node_dpus(s.node("gpu-a02")) == want
+        with s.engine.connect() as c:
+            assert c.execute(text("SELECT instance FROM node_fabric_ports")).scalars().all() == ["dpu"]
+    engine = db.make_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            cfg = db._config()
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0011")
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT name, mode, details FROM dpus")).all()
+            assert [(r[0], r[1]) for r in rows] == [("bf3-0", "dpu-host")]
+            details = rows[0][2] if isinstance(rows[0][2], dict) else json.loads(rows[0][2])
+            assert details == {"pf": "ens1f0", "vfs": "16"}
+            assert conn.execute(text("SELECT count(*) FROM node_fabric_ports")).scalar() == 0
+    finally:
+        engine.dispose()
+    with Store.open(store_url) as s:
+        assert node_dpus(s.node("gpu-a02")) == want

@@ -15,7 +15,6 @@ from sqlalchemy import create_engine, text
 
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
 from gpufabric.domain.models import (
-    Dpu,
     DpuMode,
     EthernetPort,
     Fabric,
@@ -29,6 +28,8 @@ from gpufabric.domain.models import (
 )
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
+from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
 from gpufabric.store.tables import Base
@@ -51,7 +52,7 @@ def node(i: int, *, nics: int = 2, hcas: int = 2, switch: str = "leaf1") -> Node
             for k in range(hcas)
         ),
         gpus=tuple(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in range(1, 3)),
-        dpus=(Dpu(name, "bf3", DpuMode.DPU_HOST),) if i == 1 else (),
+        fabric_ports=dpu_ports(Dpu(name, "bf3", DpuMode.DPU_HOST)) if i == 1 else (),
     )
 
 
@@ -103,7 +104,7 @@ def test_upsert_inventory_is_idempotent_and_round_trips(store: Store) -> None:
     got = store.node("gpu01")
     assert got == node(1)
     assert got.ib[1].port_guid == Guid(0x0002C90300000011)
-    assert got.dpus == (Dpu("gpu01", "bf3", DpuMode.DPU_HOST),)
+    assert node_dpus(got) == (Dpu("gpu01", "bf3", DpuMode.DPU_HOST),)
     assert [n.name for n in store.nodes()] == ["gpu01", "gpu02"]
 
 

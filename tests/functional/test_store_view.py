@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Lease, Node, NodeState, Offering
+from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
@@ -71,6 +71,9 @@ def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes
     changes = [
         lambda: store.upsert_inventory(Inventory((_node(1, port="p9"),))),  # a port moved
         lambda: store.upsert_inventory(Inventory((_node(5),))),  # a new node
+        # a node with ports in the generic table only, then a change to them (its revision triggers came with 0012)
+        lambda: store.upsert_inventory(Inventory((Node("n6", fabric_ports=(FabricPorts.of("mem-a", ["m1"]),)),))),
+        lambda: store.upsert_inventory(Inventory((Node("n6", fabric_ports=(FabricPorts.of("mem-a", ["m2"]),)),))),
         lambda: store.create_network("ta-net2", "ta", CFG),
         lambda: store.create_offering(Offering("gpu-burst", "short jobs")),
         lambda: store.create_tenant("tb"),
@@ -80,3 +83,4 @@ def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes
         assert _got(reader) == _expected(store)
         assert reader.refreshed == i
     assert {p.switch_port for n in reader.read()[0].nodes for p in n.ethernet if n.name == "n1"} == {"p9"}
+    assert [n.fabric_ports for n in reader.read()[0].nodes if n.name == "n6"] == [(FabricPorts.of("mem-a", ["m2"]),)]

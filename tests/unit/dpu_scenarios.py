@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, Dpu, DpuMode, Lease, Node, Offering
+from gpufabric.domain.models import BUILTIN_OFFERINGS, DpuMode, Lease, Node, Offering
+from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 OFFERINGS = {o.name: o for o in BUILTIN_OFFERINGS} | {
@@ -15,7 +16,7 @@ OFFERINGS = {o.name: o for o in BUILTIN_OFFERINGS} | {
 
 def dpu_node(name: str, **details: str) -> Node:
     d = {"pf": "ens1f0", "mgmt_vf": "ens1f0v0", "representors": "pf0vf1", "nic_model": "BlueField-2"} | details
-    return Node(name, dpus=(Dpu(name, "bf0", DpuMode.DPU, tuple(sorted(d.items()))),))
+    return Node(name, fabric_ports=dpu_ports(Dpu(name, "bf0", DpuMode.DPU, tuple(sorted(d.items())))))
 
 
 def tenancy(nodes: list[Node], owners: dict[str, tuple[str, str] | None]) -> Tenancy:

@@ -1,15 +1,16 @@
 """DPU inventory view: defaults, validation errors naming the field and the allowed values,
-and the inventory importer's detail keys matching the fabric's."""
+and the inventory importer reading a node's ``dpus:`` through the DPU kind."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Dpu, DpuMode, Node
-from gpufabric.fabrics.dpu.info import DETAIL_KEYS, DpuInfo, dpu_inventory, node_dpu
+from gpufabric.domain.models import DpuMode, Node
+from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.info import DpuInfo, dpu_inventory, node_dpu, node_dpus
 from gpufabric.fabrics.dpu.sriov import sriov_policy
-from gpufabric.workflow.inventory import DPU_DETAIL_KEYS, parse_inventory
+from gpufabric.workflow.inventory import parse_inventory
 
 
 def _dpu(**d: str) -> Dpu:
@@ -57,14 +58,14 @@ def test_bad_details_name_field_and_allowed(details: dict[str, str], field: str,
 
 
 def test_two_dpus_on_a_node_are_refused() -> None:
-    n = Node("gpu-a01", dpus=(Dpu("gpu-a01", "bf0"), Dpu("gpu-a01", "bf1")))
+    n = Node("gpu-a01", fabric_ports=dpu_ports(Dpu("gpu-a01", "bf0"), Dpu("gpu-a01", "bf1")))
     with pytest.raises(ValidationError, match="at most one DPU"):
         node_dpu(n)
 
 
 def test_dpu_node_names_unique() -> None:
-    a = Node("a", dpus=(Dpu("a", "bf0", details=(("dpu_node", "bf"),)),))
-    b = Node("b", dpus=(Dpu("b", "bf0", details=(("dpu_node", "bf"),)),))
+    a = Node("a", fabric_ports=dpu_ports(Dpu("a", "bf0", details=(("dpu_node", "bf"),))))
+    b = Node("b", fabric_ports=dpu_ports(Dpu("b", "bf0", details=(("dpu_node", "bf"),))))
     with pytest.raises(ValidationError, match="unique"):
         dpu_inventory((a, b))
 
@@ -77,7 +78,7 @@ nodes:
       - {name: bf0, mode: dpu, pf: ens1f0, vfs: 16, mgmt_vf: ens1f0v0, representors: [pf0vf1, pf0vf2], nic_model: BlueField-2}
 """
     inv = parse_inventory(text, "yaml")
-    d = inv.nodes[0].dpus[0]
+    d = node_dpus(inv.nodes[0])[0]
     assert dict(d.details) == {"pf": "ens1f0", "vfs": "16", "mgmt_vf": "ens1f0v0", "representors": "pf0vf1,pf0vf2",
                                "nic_model": "BlueField-2"}
     assert DpuInfo.from_dpu(d).representors == ("pf0vf1", "pf0vf2")
@@ -87,10 +88,6 @@ def test_inventory_import_refuses_unknown_dpu_key() -> None:
     with pytest.raises(ValidationError) as e:
         parse_inventory("nodes:\n  - name: a\n    dpus: [{name: bf0, colour: red}]\n", "yaml")
     assert e.value.field == "nodes[0].dpus[0].colour"
-
-
-def test_inventory_keys_are_the_fabric_keys() -> None:
-    assert DPU_DETAIL_KEYS == DETAIL_KEYS
 
 
 def test_sriov_policy_excludes_vf0() -> None:

@@ -11,8 +11,10 @@ import pytest
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
+from gpufabric.fabrics.dpu.entries import Dpu
+from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.infiniband.inventory_import import check_guid_moves, mark_sm_hosts
 from gpufabric.workflow.inventory import inventory_from_dict, load_inventory, parse_inventory
 
@@ -34,9 +36,9 @@ def test_example_parses_with_concrete_values() -> None:
     )
     assert [g.module_id.value for g in n1.gpus] == list(range(1, 9))
     assert n1.gpus[0] == Gpu("gpu-h100-01", ModuleId(1), "0000:18:00.0")
-    assert n1.dpus == ()
+    assert node_dpus(n1) == () and n1.fabric_ports == ()
     assert inv.nodes[2].offering == "openshift"
-    assert inv.nodes[2].dpus == (Dpu("gpu-h100-03", "bf3-0", DpuMode.DPU_HOST),)
+    assert node_dpus(inv.nodes[2]) == (Dpu("gpu-h100-03", "bf3-0", DpuMode.DPU_HOST),)
     guids = [p.port_guid for n in inv.nodes for p in n.ib]
     assert len(guids) == 24 and len(set(guids)) == 24
 
@@ -195,7 +197,7 @@ def test_bad_input_names_its_field(data: Any, field: str, allowed: str) -> None:
 def test_good_base_is_valid() -> None:  # the BAD cases each break exactly one thing of this
     inv = inventory_from_dict(_good())
     assert [n.name for n in inv.nodes] == ["n1", "n2"]
-    assert inv.nodes[0].dpus == (Dpu("n1", "bf3", DpuMode.FULL),)
+    assert node_dpus(inv.nodes[0]) == (Dpu("n1", "bf3", DpuMode.FULL),)
 
 
 @pytest.mark.parametrize(

@@ -97,10 +97,11 @@ class _Dpu:
 
 
 def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
-    from gpufabric.domain.models import Dpu, Node
+    from gpufabric.domain.models import Node
+    from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
     from gpufabric.fabrics.dpu.site_check import dpu_site_checks
 
-    nodes = (Node("gpu-a01"), Node("gpu-a02", dpus=(Dpu("gpu-a02", "bf3-0"),)))
+    nodes = (Node("gpu-a01"), Node("gpu-a02", fabric_ports=dpu_ports(Dpu("gpu-a02", "bf3-0"))))
     got = [(c.id, c.level, c.subject) for c in dpu_site_checks(_Dpu(), SiteContext(nodes=nodes))]
     assert got == [("DPU-REACH", CheckLevel.OK, "ovs:gpu-a01"), ("DPU-REACH", CheckLevel.ERROR, "ovn_nb"),
                    ("DPU-INVENTORY", CheckLevel.ERROR, "gpu-a02")]  # fmt: skip

@@ -144,6 +144,5 @@ def _node_doc(n: Node) -> dict[str, object]:
                 **({"instance": p.instance} if p.instance else {})} for p in n.ib],
         "gpus": [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})}
                  for g in n.gpus],
-        "dpus": [{"name": d.name, "mode": d.mode.value, **dict(d.details)} for d in n.dpus],
         **({"fabrics": {p.instance: p.entries for p in n.fabric_ports}} if n.fabric_ports else {}),
     }

@@ -76,8 +76,9 @@ def show(name: str, json_out: bool = JSON_OPT) -> None:
     )
     if n["gpus"]:
         table("GPUs", ["module id", "PCI bus id"], [(g["module_id"], g["pci_bus_id"]) for g in n["gpus"]])
-    if n["dpus"]:
-        table("DPUs", ["name", "mode"], [(d["name"], d["mode"]) for d in n["dpus"]])
+    cells = [(name, view["summary"]) for name, view in (n.get("fabrics") or {}).items() if view.get("summary")]
+    if cells:  # every fabric's own summary (the node table's cells), e.g. a DPU and its role
+        table("Fabrics", ["fabric", "summary"], cells)
 
 
 @app.command("owner")

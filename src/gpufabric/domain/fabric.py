@@ -220,6 +220,10 @@ class FabricKind(ABC, Generic[D, S]):
     ports_section: bool = False
     """True: this kind keeps a node's ports in the generic table, read from the node entries'
     ``fabrics: {<instance>: [...]}`` section of the inventory (``parse_ports``/``dump_ports``)."""
+    inventory_key: ClassVar[str | None] = None
+    """A node entry's own key of the inventory that holds this kind's entries on its default
+    instance (the DPU kind's ``dpus``, from before ``fabrics:`` existed: those files keep
+    working). None: only ``fabrics: {<instance>: [...]}``. Needs ``ports_section``."""
 
     # ---- instances
     @property

@@ -121,16 +121,6 @@ class Gpu:
     pci_bus_id: str = ""
 
 
-@dataclass(frozen=True)
-class Dpu:
-    """A DPU/SmartNIC paired with its x86 host node."""
-
-    node: str  # the host it sits in
-    name: str
-    mode: DpuMode = DpuMode.FULL
-    details: tuple[tuple[str, str], ...] = ()  # fabric-specific pairing facts (PF, VFs, mgmt VF, ...)
-
-
 @dataclass(frozen=True, order=True)
 class FabricPorts:
     """A node's ports on one fabric instance whose kind has no typed table: the entries its kind
@@ -160,7 +150,6 @@ class Node:
     ethernet: tuple[EthernetPort, ...] = ()
     ib: tuple[IbPort, ...] = ()
     gpus: tuple[Gpu, ...] = ()
-    dpus: tuple[Dpu, ...] = ()
     fabric_ports: tuple[FabricPorts, ...] = ()  # sorted by instance, one per instance
 
     def __post_init__(self) -> None:
@@ -169,7 +158,7 @@ class Node:
         if len(set(instances)) != len(instances):
             raise ValidationError("node.fabric_ports", ", ".join(instances), "one entry per fabric instance")
         owners: list[str] = [p.node for p in self.ethernet] + [p.node for p in self.ib]
-        owners += [g.node for g in self.gpus] + [d.node for d in self.dpus]
+        owners += [g.node for g in self.gpus]
         for owner in owners:
             if owner != self.name:
                 raise ValidationError("node.port.node", owner, f"the node's own name {self.name!r}")

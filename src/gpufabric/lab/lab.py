@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.models import DpuMode, EthernetPort, FabricPorts, IbPort, Inventory, Node
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
+from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
@@ -136,15 +137,16 @@ class LabStatus:
                     ),
                     ib=n.ib,
                     gpus=lab_gpus(n.name, self.gpus_per_node),
-                    dpus=lab_dpus(n.name) if n.name in self.dpu_hosts else (),
+                    fabric_ports=lab_dpus(n.name) if n.name in self.dpu_hosts else (),
                 )
                 for n in self.nodes
             )
         )
 
 
-def lab_dpus(node: str) -> tuple[Dpu, ...]:
-    return (Dpu(node, DPU_NAME, DpuMode.DPU, dpu_details(node)),)
+def lab_dpus(node: str) -> tuple[FabricPorts, ...]:
+    """``node``'s lab DPU as the DPU kind keeps it: its entries on the kind's default instance."""
+    return dpu_ports(Dpu(node, DPU_NAME, DpuMode.DPU, dpu_details(node)))
 
 
 class Lab:

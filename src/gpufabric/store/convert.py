@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterable
 
 from gpufabric.domain.models import (
-    Dpu,
     DpuMode,
     EthernetPort,
     FabricPorts,
@@ -22,7 +21,6 @@ from gpufabric.domain.models import (
 )
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.store.tables import (
-    DpuRow,
     EthernetPortRow,
     GpuRow,
     IbPortRow,
@@ -40,22 +38,21 @@ def _guid(text: str | None) -> Guid | None:
 
 
 def ordered(
-    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort], gpus: Iterable[Gpu], dpus: Iterable[Dpu]
-) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...]]:
-    """A node's ports, GPUs and DPUs in the order the store returns them."""
+    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort], gpus: Iterable[Gpu]
+) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...]]:
+    """A node's ports and GPUs in the order the store returns them."""
     return (
         tuple(sorted(ethernet, key=lambda p: p.name)),
         tuple(sorted(ib, key=lambda p: (p.device, p.port_num))),
         tuple(sorted(gpus, key=lambda g: g.module_id.value)),
-        tuple(sorted(dpus, key=lambda d: d.name)),
     )
 
 
 def canonical(node: Node) -> Node:
-    """``node`` with its ports, GPUs and DPUs in the order the store returns them."""
-    eth, ib, gpus, dpus = ordered(node.ethernet, node.ib, node.gpus, node.dpus)
+    """``node`` with its ports, GPUs and generic-table ports in the order the store returns them."""
+    eth, ib, gpus = ordered(node.ethernet, node.ib, node.gpus)
     fp = tuple(sorted(node.fabric_ports))
-    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, dpus=dpus, fabric_ports=fp)
+    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, fabric_ports=fp)
 
 
 def node_to_domain(r: NodeRow) -> Node:
@@ -80,7 +77,6 @@ def node_to_domain(r: NodeRow) -> Node:
                 for p in r.ib
             ),
             gpus=tuple(Gpu(n, ModuleId(g.module_id), g.pci_bus_id) for g in r.gpus),
-            dpus=tuple(Dpu(n, d.name, DpuMode(d.mode), tuple(sorted((str(k), str(v)) for k, v in (d.details or {}).items()))) for d in r.dpus),
             fabric_ports=tuple(FabricPorts.of(f.instance, f.data) for f in r.fabric_ports),
         )
     )
@@ -106,7 +102,6 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
         for p in node.ib
     )
     row.gpus.extend(GpuRow(module_id=g.module_id.value, pci_bus_id=g.pci_bus_id) for g in node.gpus)
-    row.dpus.extend(DpuRow(name=d.name, mode=d.mode.value, details=dict(d.details)) for d in node.dpus)
     row.fabric_ports.extend(NodeFabricPortsRow(instance=f.instance, data=f.entries) for f in node.fabric_ports)
 
 

@@ -68,7 +68,6 @@ _NODE_LOAD: Final = (
     selectinload(NodeRow.ethernet),
     selectinload(NodeRow.ib),
     selectinload(NodeRow.gpus),
-    selectinload(NodeRow.dpus),
     selectinload(NodeRow.fabric_ports),
 )
 
@@ -203,7 +202,6 @@ class Store:
                     row.ethernet.clear()
                     row.ib.clear()
                     row.gpus.clear()
-                    row.dpus.clear()
                     row.fabric_ports.clear()
                     changed.append((row, node))
                     updated += 1

@@ -1,26 +1,25 @@
-"""Reading every node with its ports, GPUs, DPUs and generic-table ports in six plain SELECTs (SQLAlchemy Core
+"""Reading every node with its ports, GPUs and generic-table ports in five plain SELECTs (SQLAlchemy Core
 rows, no ORM identity map): what a worker reads before each converge phase. The result is
 exactly ``[node_to_domain(row) for row in ...]`` over the ORM rows, sorted by name — at about
 a tenth of the cost for a thousand nodes. Heads (id, name, offering, state) and bodies (ports,
-GPUs, DPUs) are read apart, so that a warm worker can keep the bodies while the inventory
+GPUs) are read apart, so that a warm worker can keep the bodies while the inventory
 revision stands (:mod:`gpufabric.store.view`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Node, NodeState
+from gpufabric.domain.models import EthernetPort, FabricPorts, Gpu, IbPort, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.store.convert import ordered
 from gpufabric.store.fabric_ports import read_fabric_ports
-from gpufabric.store.tables import DpuRow, EthernetPortRow, GpuRow, IbPortRow, NodeRow
+from gpufabric.store.tables import EthernetPortRow, GpuRow, IbPortRow, NodeRow
 
-Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[Dpu, ...], tuple[FabricPorts, ...]]
-"""A node's ports, GPUs, DPUs and generic-table ports, each in the order the store returns them."""
+Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[FabricPorts, ...]]
+"""A node's typed-table ports and GPUs and its generic-table ports, each in the order the store returns them."""
 Head = tuple[int, str, str, str]
 """A node's id, name, offering and state."""
 
@@ -42,12 +41,12 @@ def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
 
 def node_from(head: Head, bodies: dict[int, Body]) -> Node:
     nid, name, offering, state = head
-    eth, ib, gpus, dpus, fabric_ports = bodies.get(nid, ((), (), (), (), ()))
-    return Node(name, offering, NodeState(state), eth, ib, gpus, dpus, fabric_ports)
+    eth, ib, gpus, fabric_ports = bodies.get(nid, ((), (), (), ()))
+    return Node(name, offering, NodeState(state), eth, ib, gpus, fabric_ports)
 
 
 def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
-    """The ports, GPUs, DPUs and generic-table ports of the nodes ``names`` (id -> name) in five SELECTs."""
+    """The ports, GPUs and generic-table ports of the nodes ``names`` (id -> name) in four SELECTs."""
     eth: dict[int, list[EthernetPort]] = defaultdict(list)
     for nid, pname, switch, sport, mac, bond, mode in s.execute(
         select(EthernetPortRow.node_id, EthernetPortRow.name, EthernetPortRow.switch, EthernetPortRow.switch_port,
@@ -67,12 +66,5 @@ def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
     for nid, module, bus in s.execute(select(GpuRow.node_id, GpuRow.module_id, GpuRow.pci_bus_id)):
         if nid in names:
             gpus[nid].append(Gpu(names[nid], ModuleId(module), bus))
-    dpus: dict[int, list[Dpu]] = defaultdict(list)
-    for nid, dname, mode, details in s.execute(select(DpuRow.node_id, DpuRow.name, DpuRow.mode, DpuRow.details)):
-        if nid in names:
-            d: dict[str, Any] = details or {}
-            dpus[nid].append(
-                Dpu(names[nid], dname, DpuMode(mode), tuple(sorted((str(k), str(v)) for k, v in d.items())))
-            )
     generic = read_fabric_ports(s, names)
-    return {nid: (*ordered(eth[nid], ib[nid], gpus[nid], dpus[nid]), generic.get(nid, ())) for nid in names}
+    return {nid: (*ordered(eth[nid], ib[nid], gpus[nid]), generic.get(nid, ())) for nid in names}

@@ -19,7 +19,6 @@ from gpufabric.domain.models import QUARANTINE, lease_active
 from gpufabric.store.convert import segment_options
 from gpufabric.store.core import Store
 from gpufabric.store.tables import (
-    DpuRow,
     EthernetPortRow,
     EventRow,
     GpuRow,
@@ -29,6 +28,7 @@ from gpufabric.store.tables import (
     MoveEventRow,
     MoveRow,
     NetworkRow,
+    NodeFabricPortsRow,
     NodeRow,
     OfferingRow,
     RevisionRow,
@@ -109,8 +109,10 @@ class Reader:
                 q = q.where(N.c.id.in_(select(EthernetPortRow.node_id)))
             elif fabric == "infiniband":
                 q = q.where(N.c.id.in_(select(IbPortRow.node_id)))
-            elif fabric is not None:
-                q = q.where(N.c.id.in_(select(DpuRow.node_id) if fabric == "dpu" else select(GpuRow.node_id)))
+            elif fabric == "nvlink":
+                q = q.where(N.c.id.in_(select(GpuRow.node_id)))
+            elif fabric is not None:  # a kind of the generic table: its instance's rows
+                q = q.where(N.c.id.in_(select(NodeFabricPortsRow.node_id).where(NodeFabricPortsRow.instance == fabric)))
             cur = self._current(c, now)
             if tenant is not None:
                 ids = [i for i, (t, _l) in cur.items() if t == tenant]
@@ -128,7 +130,6 @@ class Reader:
         eth: dict[int, list[dict[str, Any]]] = {}
         ib: dict[int, list[dict[str, Any]]] = {}
         gpus: dict[int, list[dict[str, Any]]] = {}
-        dpus: dict[int, list[dict[str, Any]]] = {}
         if ids:
             wanted = set(ids)
 
@@ -156,9 +157,6 @@ class Reader:
             G = GpuRow.__table__
             for nid, mid, bus in children(G, G.c.module_id, G.c.pci_bus_id, order=(G.c.module_id,)):
                 gpus.setdefault(nid, []).append({"module_id": mid, "pci_bus_id": bus})
-            D = DpuRow.__table__
-            for nid, name, mode in children(D, D.c.name, D.c.mode, order=(D.c.name,)):
-                dpus.setdefault(nid, []).append({"name": name, "mode": mode})
         return [
             {
                 "name": r.name,
@@ -169,7 +167,6 @@ class Reader:
                 "lease": cur.get(r.id, (QUARANTINE, None))[1],
                 "ports": {"ethernet": eth.get(r.id, []), "infiniband": ib.get(r.id, [])},
                 "gpus": gpus.get(r.id, []),
-                "dpus": dpus.get(r.id, []),
             }
             for r in rows
         ]

@@ -81,9 +81,6 @@ class NodeRow(Base):
     gpus: Mapped[list[GpuRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="GpuRow.module_id"
     )
-    dpus: Mapped[list[DpuRow]] = relationship(
-        back_populates="node", cascade="all, delete-orphan", order_by="DpuRow.name"
-    )
     fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"
     )
@@ -152,19 +149,6 @@ class GpuRow(Base):
     pci_bus_id: Mapped[str] = mapped_column(String(32), default="")
 
     node: Mapped[NodeRow] = relationship(back_populates="gpus")
-
-
-class DpuRow(Base):
-    __tablename__ = "dpus"
-    __table_args__ = (UniqueConstraint("node_id", "name", name="uq_dpus_node_name"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(63))
-    mode: Mapped[str] = mapped_column(String(16))
-    details: Mapped[dict[str, object]] = mapped_column(JSON, default=dict, server_default="{}")  # 0003
-
-    node: Mapped[NodeRow] = relationship(back_populates="dpus")
 
 
 class TenantRow(Base):

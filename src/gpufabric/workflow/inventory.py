@@ -12,7 +12,10 @@ whose kind has no typed table (``FabricKind.ports_section``): each is handed to 
 ``parse_ports`` (the kind's own validation, fields under ``nodes[i].fabrics.<instance>``),
 dumped back as canonical JSON (:class:`~gpufabric.domain.models.FabricPorts`), and its
 ``port_keys`` checked unique across the file. ``instances`` (instance -> bound kind, from
-``fabrics.yaml``) says which instances exist; without it such a section is refused.
+``fabrics.yaml``) says which instances exist, and each registered kind with such a section
+adds its default instance when none of that name is configured; any other is refused. A kind's
+``inventory_key`` (the DPU kind's ``dpus``) is a node entry's own key for the entries of that
+kind's default instance, read the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -27,7 +31,7 @@ import yaml
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
-from gpufabric.domain.models import Dpu, DpuMode, EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node
+from gpufabric.domain.models import EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node
 from gpufabric.domain.values import Guid, ModuleId, PortNaming, check_mac, check_name, check_port_name
 
 FORMATS: Final = ("yaml", "json")
@@ -37,6 +41,24 @@ _PCI_RE: Final = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 T = TypeVar("T")
 Instances = Mapping[str, FabricKind[Any, Any]]
 """Fabric instance name -> its bound kind (the instances of ``fabrics.yaml``)."""
+NODE_KEYS: Final = frozenset({"name", "offering", "ethernet", "ib", "gpus", "fabrics"})
+"""A node entry's own keys; each registered kind's ``inventory_key`` comes beside them."""
+
+
+@lru_cache(maxsize=1)
+def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
+    """Every registered kind (entry points; no driver imported), in the registry's order."""
+    from gpufabric.store.registry import Registry
+
+    return tuple(Registry.from_entry_points(drivers=False).ordered_kinds())
+
+
+def port_instances(instances: Instances, kinds: Iterable[FabricKind[Any, Any]] | None = None) -> dict[str, FabricKind[Any, Any]]:
+    """The instances a node's ports may name: ``instances``, and the default instance of each
+    of ``kinds`` (default: the registered ones) that keeps ports in the generic table, unless
+    an instance of that name is configured."""
+    extra = {k.name: k for k in (registered_kinds() if kinds is None else kinds) if k.ports_section}
+    return {**{n: k for n, k in extra.items() if n not in instances}, **instances}
 
 
 class _Yaml12Loader(yaml.SafeLoader):
@@ -68,7 +90,8 @@ def load_inventory(
 
 
 def parse_inventory(
-    text: str, fmt: str = "yaml", dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None
+    text: str, fmt: str = "yaml", dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None,
+    kinds: Iterable[FabricKind[Any, Any]] | None = None,
 ) -> Inventory:
     """Parse inventory text (pure); ``dialects`` (switch -> its dialect's port naming) checks port names per dialect."""
     if fmt == "json":
@@ -85,26 +108,29 @@ def parse_inventory(
             raise ValidationError("inventory", where, "valid YAML", str(getattr(e, "problem", e))) from None
     else:
         raise ValidationError("format", fmt, "yaml or json")
-    return inventory_from_dict(data, dialects, instances)
+    return inventory_from_dict(data, dialects, instances, kinds)
 
 
 def inventory_from_dict(
-    data: Any, dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None
+    data: Any, dialects: Mapping[str, PortNaming] | None = None, instances: Instances | None = None,
+    kinds: Iterable[FabricKind[Any, Any]] | None = None,
 ) -> Inventory:
     """Build an Inventory from decoded YAML/JSON data (pure); see docs/inventory.md.
 
     ``dialects`` maps switch names to their CLI dialect's port naming (the dialect from fabrics.yaml, its
     ``port_names`` from the dialect's own file): a port name the switch's dialect would not accept is
-    refused here, not later at render time."""
+    refused here, not later at render time. ``kinds``: the registered kinds (default: the entry
+    points'), whose default instances and inventory keys a node entry may use."""
     top = _mapping("inventory", data, {"version", "nodes"})
     version = top.get("version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise ValidationError("version", version, str(SCHEMA_VERSION))
     raw_nodes = _list("nodes", top.get("nodes", []))
+    named = port_instances(instances or {}, kinds)
     nodes: list[Node] = []
     first: dict[tuple[str, Any], str] = {}  # unique key -> path of its first use
     for i, raw in enumerate(raw_nodes):
-        node = _node(f"nodes[{i}]", raw, dialects or {}, instances or {}, first)
+        node = _node(f"nodes[{i}]", raw, dialects or {}, named, first)
         _unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
         for k, p in enumerate(node.ethernet):
             path = f"nodes[{i}].ethernet[{k}]"
@@ -125,15 +151,14 @@ def inventory_from_dict(
         for k, g in enumerate(node.gpus):
             path = f"nodes[{i}].gpus[{k}].module_id"
             _unique(first, ("gpu", (node.name, g.module_id)), path, g.module_id.value, "module ids per node")
-        for k, d in enumerate(node.dpus):
-            _unique(first, ("dpu", (node.name, d.name)), f"nodes[{i}].dpus[{k}].name", d.name, "DPU names per node")
         nodes.append(node)
     return Inventory(tuple(nodes))
 
 
 # ---------------------------------------------------------------------- one node
 def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: Instances, first: dict[tuple[str, Any], str]) -> Node:
-    m = _mapping(path, raw, {"name", "offering", "ethernet", "ib", "gpus", "dpus", "fabrics"})
+    keyed = {k.inventory_key: k for k in instances.values() if k.inventory_key and k.instance == k.name}
+    m = _mapping(path, raw, set(NODE_KEYS | keyed.keys()))
     name = _name(f"{path}.name", _required(path, m, "name"))
     offering = m.get("offering", "")
     if offering != "":
@@ -144,8 +169,7 @@ def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: In
         ethernet=tuple(_ethernet(f"{path}.ethernet[{k}]", name, r, dialects) for k, r in _items(path, m, "ethernet")),
         ib=tuple(_ib(f"{path}.ib[{k}]", name, r) for k, r in _items(path, m, "ib")),
         gpus=tuple(_gpu(f"{path}.gpus[{k}]", name, r) for k, r in _items(path, m, "gpus")),
-        dpus=tuple(_dpu(f"{path}.dpus[{k}]", name, r) for k, r in _items(path, m, "dpus")),
-        fabric_ports=_fabric_ports(f"{path}.fabrics", name, m.get("fabrics"), instances, first),
+        fabric_ports=_fabric_ports(path, name, m, instances, keyed, first),
     )
 
 
@@ -177,25 +201,29 @@ def _check_bonds(path: str, node: Node, first: dict[tuple[str, Any], str]) -> No
 
 
 def _fabric_ports(
-    path: str, node: str, raw: Any, instances: Instances, first: dict[tuple[str, Any], str]
+    path: str, node: str, m: Mapping[str, Any], instances: Instances, keyed: Instances, first: dict[tuple[str, Any], str]
 ) -> tuple[FabricPorts, ...]:
-    """The node's ``fabrics`` section: one entry per instance, parsed by the instance's kind."""
-    if raw is None:
-        return ()
+    """The node's ``fabrics`` section (one entry per instance, parsed by the instance's kind) and
+    its kinds' own keys (``keyed``: inventory key -> the kind's default instance)."""
+    raw = m.get("fabrics")
     sections = {n: k for n, k in instances.items() if k.ports_section}
     allowed = ", ".join(sorted(sections)) or "none configured"
-    if not isinstance(raw, Mapping):
-        raise ValidationError(path, _short(raw), f"a mapping of fabric instance to its ports ({allowed})")
-    out: list[FabricPorts] = []
-    for instance, entries in sorted(raw.items(), key=lambda kv: str(kv[0])):
-        kind = sections.get(instance)
+    if raw is not None and not isinstance(raw, Mapping):
+        raise ValidationError(f"{path}.fabrics", _short(raw), f"a mapping of fabric instance to its ports ({allowed})")
+    found = [(f"{path}.fabrics.{i}", str(i), e, sections.get(i)) for i, e in sorted((raw or {}).items(), key=lambda kv: str(kv[0]))]
+    found += [(f"{path}.{key}", k.instance, m[key], k) for key, k in sorted(keyed.items()) if m.get(key)]
+    out: dict[str, FabricPorts] = {}
+    for where, instance, entries, kind in found:
         if kind is None:
-            raise ValidationError(f"{path}.{instance}", _short(entries), f"a fabric instance with an inventory section: {allowed}")
-        ports = kind.parse_ports(node, entries, f"{path}.{instance}")
+            raise ValidationError(where, _short(entries), f"a fabric instance with an inventory section: {allowed}")
+        if instance in out:
+            raise ValidationError(where, _short(entries), f"the node's ports on {instance} in one place: "
+                                  f"{kind.inventory_key} or fabrics.{instance}, not both")  # fmt: skip
+        ports = kind.parse_ports(node, entries, where)
         for key in kind.port_keys(ports):
-            _unique(first, ("fabric", (instance, key)), f"{path}.{instance}", key, f"ports on fabric {instance}")
-        out.append(FabricPorts.of(instance, kind.dump_ports(ports)))
-    return tuple(out)
+            _unique(first, ("fabric", (instance, key)), where, key, f"ports on fabric {instance}")
+        out[instance] = FabricPorts.of(instance, kind.dump_ports(ports))
+    return tuple(out[i] for i in sorted(out))
 
 
 def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, PortNaming]) -> EthernetPort:
@@ -246,31 +274,6 @@ def _gpu(path: str, node: str, raw: Any) -> Gpu:
         if not _PCI_RE.fullmatch(pci):
             raise ValidationError(f"{path}.pci_bus_id", m["pci_bus_id"], PCI_ALLOWED)
     return Gpu(node, ModuleId(module), pci)
-
-
-DPU_DETAIL_KEYS = frozenset(
-    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop", "mst_device"}
-)
-"""Pairing facts a DPU entry may carry next to name/mode (the DPU fabric validates their values)."""
-
-
-def _dpu(path: str, node: str, raw: Any) -> Dpu:
-    m = _mapping(path, raw, {"name", "mode"} | DPU_DETAIL_KEYS)
-    name = _name(f"{path}.name", _required(path, m, "name"))
-    mode_raw = m.get("mode", DpuMode.FULL.value)
-    try:
-        mode = DpuMode(mode_raw)
-    except ValueError:
-        raise ValidationError(f"{path}.mode", mode_raw, " or ".join(x.value for x in DpuMode)) from None
-    details: list[tuple[str, str]] = []
-    for key in sorted(DPU_DETAIL_KEYS & set(m)):
-        value = m[key]
-        if isinstance(value, list) and all(isinstance(x, str) for x in value):
-            value = ",".join(value)  # representors: a list of netdev names
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ValidationError(f"{path}.{key}", _short(value), "a string or an integer (representors: a list)")
-        details.append((key, str(value)))
-    return Dpu(node, name, mode, tuple(details))
 
 
 # ---------------------------------------------------------------------- field helpers

@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, QUARANTINE, Dpu, DpuMode, Offering
+from gpufabric.domain.models import BUILTIN_OFFERINGS, QUARANTINE, DpuMode, Offering
+from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.fabrics.dpu.info import dpu_inventory
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, OvsSetting, item_object
@@ -29,7 +30,7 @@ def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
     details = {"pf": "ens1f0", "representors": draw(st.sampled_from(["pf0vf1", "pf0vf1,pf0vf2"])), "nic_model": "BlueField-2"}
     if draw(st.booleans()):
         details |= {"gw_interface": "p0", "gw_nexthop": f"192.0.2.{i + 1}"}
-    return {"dpus": (Dpu(name, "bf0", DpuMode.DPU, tuple(sorted(details.items()))),)}
+    return {"fabric_ports": dpu_ports(Dpu(name, "bf0", DpuMode.DPU, tuple(sorted(details.items()))))}
 
 
 def observed(draw: st.DrawFn, tenancy: Tenancy) -> DpuState:

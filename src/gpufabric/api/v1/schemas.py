@@ -92,11 +92,6 @@ class GpuOut(BaseModel):
     pci_bus_id: str
 
 
-class DpuOut(BaseModel):
-    name: str
-    mode: str
-
-
 class FabricViewOut(BaseModel):
     """One fabric's part of a node: ``summary`` (its table cell) and the kind's ``node_view``."""
 
@@ -117,7 +112,6 @@ class NodeOut(BaseModel):
     lease: int | None
     ports: Ports
     gpus: list[GpuOut]
-    dpus: list[DpuOut]
     fabrics: dict[str, FabricViewOut] = Field(
         default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
     )
@@ -154,18 +148,12 @@ class GpuIn(Strict):
     pci_bus_id: str | None = Field(None, max_length=32, pattern=r"^[0-9a-fA-F:.]*$")
 
 
-class DpuIn(Strict):
-    name: Name
-    mode: Literal["full", "dpu", "dpu-host"] = "full"
-
-
 class NodeIn(Strict):
     name: Name
     offering: Name | None = None
     ethernet: list[EthernetPortIn] = Field(default_factory=list, max_length=16)
     ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
     gpus: list[GpuIn] = Field(default_factory=list, max_length=64)
-    dpus: list[DpuIn] = Field(default_factory=list, max_length=8)
     fabrics: dict[str, list[dict[str, Any]]] | None = Field(
         None, description="Ports on fabric instances whose kind has an inventory section (validated by the kind)"
     )

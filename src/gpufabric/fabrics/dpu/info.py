@@ -1,4 +1,4 @@
-"""A typed view of one DPU's inventory facts (``Dpu.details``), validated with clear errors.
+"""A typed view of one DPU's inventory facts (``Dpu.details``, :mod:`.entries`), validated with clear errors.
 
 Keys (all strings in the inventory's ``dpus:`` entries):
 
@@ -26,15 +26,12 @@ from functools import lru_cache
 from typing import Final
 
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.models import Dpu, DpuMode, Node
+from gpufabric.domain.models import DpuMode, FabricPorts, Node
 from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import check_name
+from gpufabric.fabrics.dpu.entries import DETAIL_KEYS, KIND, Dpu, parse_dpus
 
 NEEDS = "a node with a DPU in the inventory"  # what a node must have for a DPU command
-
-DETAIL_KEYS: Final = frozenset(
-    {"dpu_node", "pf", "vfs", "mgmt_vf", "representors", "nic_model", "ovsdb", "gw_interface", "gw_nexthop", "mst_device"}
-)
 NETDEV_ALLOWED: Final = "a netdev name: 1-15 chars of A-Z a-z 0-9 _ . -"
 _NETDEV_RE: Final = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 _REMOTE_RE: Final = re.compile(r"^(unix:/\S+|(tcp|ssl):\S+:\d{1,5})$")
@@ -135,21 +132,35 @@ def _parse(dpu: Dpu) -> DpuInfo:
     return DpuInfo._from_dpu(dpu)
 
 
-def node_dpu(node: Node) -> DpuInfo | None:
+@lru_cache(maxsize=1 << 16)
+def _entries(node: str, found: FabricPorts) -> tuple[Dpu, ...]:
+    return parse_dpus(node, found.entries, f"nodes[{node}].fabrics.{found.instance}")
+
+
+def node_dpus(node: Node, instance: str = KIND) -> tuple[Dpu, ...]:
+    """``node``'s DPU entries on DPU instance ``instance``; a node without entries of its own
+    there has those of the kind's default instance (its ``dpus:`` key), as every DPU instance
+    did when DPUs had a table of their own."""
+    found = node.ports_on(instance) or (node.ports_on(KIND) if instance != KIND else None)
+    return () if found is None else _entries(node.name, found)
+
+
+def node_dpu(node: Node, instance: str = KIND) -> DpuInfo | None:
     """The DPU of ``node`` (None: it has none). One DPU per node is supported."""
-    if not node.dpus:
+    dpus = node_dpus(node, instance)
+    if not dpus:
         return None
-    if len(node.dpus) > 1:
-        raise ValidationError(f"nodes[{node.name}].dpus", [d.name for d in node.dpus], "at most one DPU per node")
-    return DpuInfo.from_dpu(node.dpus[0])
+    if len(dpus) > 1:
+        raise ValidationError(f"nodes[{node.name}].dpus", [d.name for d in dpus], "at most one DPU per node")
+    return DpuInfo.from_dpu(dpus[0])
 
 
-def dpu_inventory(nodes: tuple[Node, ...]) -> dict[str, DpuInfo]:
+def dpu_inventory(nodes: tuple[Node, ...], instance: str = KIND) -> dict[str, DpuInfo]:
     """host node -> its DPU, for every node that has one; DPU node names must be unique."""
     out: dict[str, DpuInfo] = {}
     seen: dict[str, str] = {}
     for n in nodes:
-        info = node_dpu(n)
+        info = node_dpu(n, instance)
         if info is None:
             continue
         if info.dpu_node in seen:

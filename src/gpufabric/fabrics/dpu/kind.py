@@ -46,6 +46,7 @@ from gpufabric.domain.views import ApiHost, CliGroup
 from gpufabric.fabrics.dpu import checks, diff, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
+from gpufabric.fabrics.dpu.entries import KIND, Dpu, dump_dpus, parse_dpus
 from gpufabric.fabrics.dpu.info import NEEDS, check_remote, node_dpu
 from gpufabric.fabrics.dpu.k8s import SplitK8sDriver
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
@@ -96,7 +97,16 @@ def section_tls(section: Mapping[str, Any], remotes: Iterable[str]) -> TlsFiles 
 
 
 class DpuKind(FabricKind[DpuState, DpuState]):
-    name: ClassVar[str] = "dpu"
+    name: ClassVar[str] = KIND
+    ports_section = True
+    inventory_key: ClassVar[str | None] = "dpus"
+
+    # ---- its column of the inventory (the generic port table; entries.py)
+    def parse_ports(self, node: str, raw: Any, where: str) -> tuple[Dpu, ...]:
+        return parse_dpus(node, raw, where)
+
+    def dump_ports(self, ports: tuple[Any, ...]) -> list[Any]:
+        return dump_dpus(ports)
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[DpuState]:
         if not isinstance(section, Mapping):
@@ -165,13 +175,13 @@ class DpuKind(FabricKind[DpuState, DpuState]):
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
         """``<dpu> <role>``: the DPU and its OVN-Kubernetes role in the node's offering now
         (``none`` in quarantine; its inventory mode when who holds the node is unknown)."""
-        info = node_dpu(node)
+        info = node_dpu(node, self.instance)
         if info is None:
             return ""
         return f"{info.name} {info.mode.value if tenancy is None else dpu_role(node, tenancy)}"
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
-        info = node_dpu(node)
+        info = node_dpu(node, self.instance)
         if info is None:
             return {"dpus": []}
         role = None if tenancy is None else dpu_role(node, tenancy)

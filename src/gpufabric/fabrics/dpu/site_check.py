@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, device_check, transport_checks
+from gpufabric.fabrics.dpu.info import node_dpus
 
 
 def dpu_site_checks(backend: Any, ctx: SiteContext) -> list[SiteCheck]:
@@ -18,7 +19,7 @@ def dpu_site_checks(backend: Any, ctx: SiteContext) -> list[SiteCheck]:
         out.append(device_check("DPU-REACH", "kubernetes", backend.k8s.read, "Kubernetes API (fabrics.yaml dpu.kubernetes)"))
     out += transport_checks("DPU-TRANSPORT", "fabrics.yaml dpu", backend)
     for n in ctx.nodes:
-        if n.dpus and n.name not in backend.ovs:
+        if node_dpus(n) and n.name not in backend.ovs:
             out.append(SiteCheck("DPU-INVENTORY", CheckLevel.ERROR, f"inventory node {n.name} has a DPU but no "
                                  f"fabrics.yaml dpu.ovsdb.{n.name} remote", n.name))  # fmt: skip
     return out
