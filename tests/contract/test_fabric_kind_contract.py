@@ -30,8 +30,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufabric.domain.models import QUARANTINE, Gpu, Lease, Node
+from gpufabric.domain.models import QUARANTINE, Lease, Node
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.planning.plan import as_observed, tenants_seen
 
 from contract.kind_world import T0, World
@@ -162,6 +163,6 @@ def check_moves(cases: Any, data: st.DataObject) -> None:
 def test_a_direct_move_is_observable_on_nvlink() -> None:
     nvlink = next(c for c in CASES if c.name == "nvlink")
     w = World([nvlink, next(c for c in CASES if c.name == "memory")])
-    node = Node("n0", gpus=tuple(Gpu("n0", ModuleId(m)) for m in range(1, 9)))
+    node = Node("n0", fabric_ports=gpu_ports(*(Gpu("n0", ModuleId(m)) for m in range(1, 9))))
     start = as_observed(w.kinds, w.desired((node,), [Lease("ta", "n0", T0, networks=("ta-n0",))]))
     w.assert_never_split(w.desired((node,), [Lease("tb", "n0", T0, networks=("tb-n0",))]), [start], "direct")

@@ -12,7 +12,8 @@ from gpufabric.api.app import create_app
 
 from support.api_world import World, build_world
 
-OLD_FIELDS = {"name", "offering", "state", "owner", "tenant", "lease", "ports", "gpus"}  # dpus: now fabrics.dpu.dpus
+OLD_FIELDS = {"name", "offering", "state", "owner", "tenant", "lease", "ports"}
+MOVED = {"gpus": "nvlink", "dpus": "dpu"}  # issue 19: each kind's own column, under fabrics.<kind> only
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,8 @@ def client(world: World) -> Iterator[TestClient]:
 
 def test_a_node_has_every_fabric_with_its_cell_and_view(world: World, client: TestClient) -> None:
     n = client.get("/api/v1/nodes/gpu-0000", headers=world.headers("admin")).json()
-    assert set(n) > OLD_FIELDS  # additive: every field it had is still there
+    assert set(n) > OLD_FIELDS  # every field it had is still there but the kinds' own columns
+    assert not set(n) & set(MOVED) and all(field in n["fabrics"][kind] for field, kind in MOVED.items())
     f = n["fabrics"]
     assert list(f) == ["ethernet", "infiniband", "dpu", "nvlink"]
     assert f["ethernet"]["summary"] == "leaf-0-0/Ethernet1\nleaf-1-0/Ethernet1"

@@ -29,6 +29,7 @@ from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.dpu.entries import Dpu
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.nvlink.entries import node_gpus
 from gpufabric.store import db
 from gpufabric.store.auth import TOKEN_PREFIX, Tokens
 from gpufabric.store.core import Store
@@ -106,8 +107,12 @@ def seed(conn: Connection, revision: str) -> Seeded:
                 mac=f"52:54:00:00:00:0{i}")  # fmt: skip
         ins.add("ib_ports", node_id=ids[node], device="mlx5_0", port_num=1, port_guid=f"0x0002c9030000010{i}",
                 node_guid=f"0x0002c9030001010{i}", switch_guid="0x0002c90300f00001", switch_port=i)  # fmt: skip
-    for m in (1, 2):
-        ins.add("gpus", node_id=ids["n1"], module_id=m, pci_bus_id=f"0000:{0x1B + m:02x}:00.0")
+    if ins.has("gpus"):  # its own table until 0013, then the generic one
+        for m in (1, 2):
+            ins.add("gpus", node_id=ids["n1"], module_id=m, pci_bus_id=f"0000:{0x1B + m:02x}:00.0")
+    else:
+        ins.add("node_fabric_ports", node_id=ids["n1"], instance="nvlink",
+                data=[{"module_id": m, "pci_bus_id": f"0000:{0x1B + m:02x}:00.0"} for m in (1, 2)])  # fmt: skip
     if ins.has("dpus"):  # its own table until 0012 (details since 0003), then the generic one
         ins.add("dpus", node_id=ids["n2"], name="bf3-0", mode="dpu-host", details={"pf": "ens1f0", "vfs": 16})
     else:
@@ -160,7 +165,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert n1.state is NodeState.LEASED and n2.state is NodeState.MOVING
         assert [(p.switch, p.switch_port, str(p.mac)) for p in n1.ethernet] == [("leaf-1", "Ethernet1", "52:54:00:00:00:01")]
         assert [str(p.port_guid) for p in n2.ib] == ["0x0002c90300000102"]
-        assert [g.module_id.value for g in n1.gpus] == [1, 2]
+        assert [(g.module_id.value, g.pci_bus_id) for g in node_gpus(n1)] == [(1, "0000:1c:00.0"), (2, "0000:1d:00.0")]
         details = (("pf", "ens1f0"), ("vfs", "16")) if "details" in seeded.columns.get("dpus", {"details"}) else ()
         assert node_dpus(n2) == (Dpu("gpu-a02", "bf3-0", DpuMode.DPU_HOST, details),)
         assert [t.name for t in s.tenants()] == ["alpha", "beta"]
@@ -217,15 +222,23 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
             assert c.execute(select(text("count(*)")).select_from(text("tenants"))).scalar() == 3
 
 
-def test_the_dpu_column_moves_into_the_generic_table_and_back(store_url: str) -> None:
-    """0012 moves a node's ``dpus`` rows into its generic-table row of the DPU kind's default
-    instance (details kept); its downgrade puts them back; upgrading again reads the same DPU."""
+def test_the_dpu_and_nvlink_columns_move_into_the_generic_table_and_back(store_url: str) -> None:
+    """0012 and 0013 move a node's ``dpus`` and ``gpus`` rows into its generic-table rows of the
+    two kinds' default instances (details and PCI addresses kept); their downgrades put them
+    back; upgrading again reads the same DPU and GPUs."""
     _at_revision(store_url, "0011")
     want = (Dpu("gpu-a02", "bf3-0", DpuMode.DPU_HOST, (("pf", "ens1f0"), ("vfs", "16"))),)
-    with Store.open(store_url) as s:
-        assert node_dpus(s.node("gpu-a02")) == want
-        with s.engine.connect() as c:
-            assert c.execute(text("SELECT instance FROM node_fabric_ports")).scalars().all() == ["dpu"]
+    gpus = [(1, "0000:1c:00.0"), (2, "0000:1d:00.0")]
+
+    def read_back() -> None:
+        with Store.open(store_url) as s:
+            assert node_dpus(s.node("gpu-a02")) == want
+            assert [(g.module_id.value, g.pci_bus_id) for g in node_gpus(s.node("gpu-a01"))] == gpus
+            with s.engine.connect() as c:
+                q = text("SELECT instance FROM node_fabric_ports ORDER BY instance")
+                assert c.execute(q).scalars().all() == ["dpu", "nvlink"]
+
+    read_back()
     engine = db.make_engine(store_url)
     try:
         with engine.begin() as conn:
@@ -237,8 +250,8 @@ def test_the_dpu_column_moves_into_the_generic_table_and_back(store_url: str) ->
             assert [(r[0], r[1]) for r in rows] == [("bf3-0", "dpu-host")]
             details = rows[0][2] if isinstance(rows[0][2], dict) else json.loads(rows[0][2])
             assert details == {"pf": "ens1f0", "vfs": "16"}
+            assert [tuple(r) for r in conn.execute(text("SELECT module_id, pci_bus_id FROM gpus ORDER BY module_id"))] == gpus
             assert conn.execute(text("SELECT count(*) FROM node_fabric_ports")).scalar() == 0
     finally:
         engine.dispose()
-    with Store.open(store_url) as s:
-        assert node_dpus(s.node("gpu-a02")) == want
+    read_back()

@@ -9,14 +9,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Gpu, Inventory, Lease, Node
+from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.core import Store
 from gpufabric.store.move_cancel import cancel
 from gpufabric.store.moves import MoveLedger
+from gpufabric.workflow.tenancy import TenantWorkflow
 
 CFG = SegmentConfig.default()
 
@@ -26,7 +29,7 @@ def store(store_url: str) -> Store:
     s = Store.open(url=store_url)
     nodes = [Node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in range(1, 5)]
     nodes.append(Node("g1", ethernet=(EthernetPort("g1", "eth0", "leaf1", "p9"),),
-                      gpus=tuple(Gpu("g1", ModuleId(m)) for m in (1, 2))))  # fmt: skip
+                      fabric_ports=gpu_ports(*(Gpu("g1", ModuleId(m)) for m in (1, 2)))))  # fmt: skip
     s.upsert_inventory(Inventory(tuple(nodes)))
     for t in ("ta", "tb"):
         s.create_tenant(t)
@@ -43,6 +46,7 @@ def _nothing_recorded(store: Store, ledger: MoveLedger) -> None:
 
 def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: Store) -> None:
     ledger = MoveLedger(store)
+    flow = TenantWorkflow(store)
     refusals = [
         (lambda: ledger.request("n1", MoveRequest("ta", networks=("nope",))),
          "invalid networks: 'nope'; allowed: networks of tenant ta: ta-net, ta-two"),
@@ -53,12 +57,14 @@ def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: 
         (lambda: ledger.request("n1", MoveRequest(QUARANTINE, networks=("ta-net",))),
          "invalid networks: 'ta-net'; allowed: none (quarantine joins no network)"),
         (lambda: ledger.request("n1", MoveRequest("ta", "nosuch", ("ta-net",))), "invalid offering: 'nosuch'; allowed: baremetal, "),
-        (lambda: ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=4)),
+        # a GPU count is the NVLink kind's to refuse (FabricKind.check_request), asked by the workflow
+        (lambda: flow.move(LOCAL_ADMIN, "n1", "ta", ("ta-net",), gpus=4),
          "invalid gpus: 4; allowed: unset (node n1 has no GPUs in the inventory)"),
-        (lambda: ledger.request("g1", MoveRequest("ta", networks=("ta-net",), gpus=4)),
+        (lambda: flow.move(LOCAL_ADMIN, "g1", "ta", ("ta-net",), gpus=4),
          "invalid gpus: 4; allowed: 1-2 (the GPUs of node g1), or unset for all"),
-        (lambda: ledger.request("g1", MoveRequest("ta", networks=("ta-net",), gpus=4, grant=True)),  # a grant: the same checks
-         "invalid gpus: 4"),
+        (lambda: flow.grant(LOCAL_ADMIN, "ta", "g1", ("ta-net",), gpus=4), "invalid gpus: 4"),  # a grant: the same checks
+        (lambda: flow.move_many(LOCAL_ADMIN, ["g1", "n1"], "ta", ("ta-net",), gpus=2),  # all or none
+         "invalid gpus: 2; allowed: unset (node n1 has no GPUs in the inventory)"),
         (lambda: ledger.request_many(["n1", "n2"], MoveRequest("ta", networks=("ta-net", "nope"))),  # all or none
          "invalid networks: 'nope'"),
     ]  # fmt: skip
@@ -68,7 +74,7 @@ def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: 
         assert message in e.value.message
         assert "\n" not in e.value.message
         _nothing_recorded(store, ledger)
-    ok = ledger.request("g1", MoveRequest("ta", "openshift", ("ta-two",), gpus=2))
+    ok = flow.move(LOCAL_ADMIN, "g1", "ta", ("ta-two",), "openshift", gpus=2)
     assert (ok.networks, ok.offering, ok.gpus, ok.status) == (("ta-two",), "openshift", 2, MoveStatus.PENDING)
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Gpu, Lease, Node
+from gpufabric.domain.models import Lease, Node
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver, FmpmError
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
 from gpufabric.fabrics.nvlink.model import NvlinkPlan, PartitionChange
@@ -44,7 +45,7 @@ def driver(socks: dict[str, Path]) -> FmpmDriver:
 
 
 def tenancy(**owners: tuple[str, int | None] | None) -> Tenancy:
-    nodes = tuple(Node(n, gpus=tuple(Gpu(n, ModuleId(m)) for m in range(1, 9))) for n in owners)
+    nodes = tuple(Node(n, fabric_ports=gpu_ports(*(Gpu(n, ModuleId(m)) for m in range(1, 9)))) for n in owners)
     leases = {n: (Lease(o[0], n, T0, gpus=o[1]) if o else None) for n, o in owners.items()}
     return Tenancy(nodes=nodes, owners=leases, networks={})
 

@@ -18,7 +18,6 @@ from gpufabric.domain.models import (
     DpuMode,
     EthernetPort,
     Fabric,
-    Gpu,
     IbPort,
     Inventory,
     Lease,
@@ -30,6 +29,7 @@ from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
 from gpufabric.store.tables import Base
@@ -51,8 +51,10 @@ def node(i: int, *, nics: int = 2, hcas: int = 2, switch: str = "leaf1") -> Node
             IbPort(name, f"mlx5_{k}", 1, Guid(0x0002C90300000000 + i * 16 + k), Guid(0x0002C90300100000 + i * 16 + k))
             for k in range(hcas)
         ),
-        gpus=tuple(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in range(1, 3)),
-        fabric_ports=dpu_ports(Dpu(name, "bf3", DpuMode.DPU_HOST)) if i == 1 else (),
+        fabric_ports=(
+            *(dpu_ports(Dpu(name, "bf3", DpuMode.DPU_HOST)) if i == 1 else ()),
+            *gpu_ports(*(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in range(1, 3))),
+        ),
     )
 
 

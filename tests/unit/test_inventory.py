@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import DpuMode, EthernetPort, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
 from gpufabric.fabrics.dpu.entries import Dpu
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.infiniband.inventory_import import check_guid_moves, mark_sm_hosts
+from gpufabric.fabrics.nvlink.entries import Gpu, node_gpus
 from gpufabric.workflow.inventory import inventory_from_dict, load_inventory, parse_inventory
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inventory.yaml"
@@ -34,9 +35,9 @@ def test_example_parses_with_concrete_values() -> None:
     assert n1.ib[1] == IbPort(
         "gpu-h100-01", "mlx5_1", 1, Guid(0x0002C90300000101), Guid(0x0002C90300010101), Guid(0x0002C90300F00001), 9
     )
-    assert [g.module_id.value for g in n1.gpus] == list(range(1, 9))
-    assert n1.gpus[0] == Gpu("gpu-h100-01", ModuleId(1), "0000:18:00.0")
-    assert node_dpus(n1) == () and n1.fabric_ports == ()
+    assert [g.module_id.value for g in node_gpus(n1)] == list(range(1, 9))
+    assert node_gpus(n1)[0] == Gpu("gpu-h100-01", ModuleId(1), "0000:18:00.0")
+    assert node_dpus(n1) == () and [p.instance for p in n1.fabric_ports] == ["nvlink"]  # its GPUs only
     assert inv.nodes[2].offering == "openshift"
     assert node_dpus(inv.nodes[2]) == (Dpu("gpu-h100-03", "bf3-0", DpuMode.DPU_HOST),)
     guids = [p.port_guid for n in inv.nodes for p in n.ib]
@@ -83,7 +84,7 @@ nodes:
     )
     n = inv.nodes[0]
     assert (n.ethernet[0].mac, n.ethernet[0].switch_port) == ("52:54:00:12:34:56", "7")
-    assert n.gpus[0].pci_bus_id == "0000:1a:00.0"
+    assert node_gpus(n)[0].pci_bus_id == "0000:1a:00.0"
     assert (n.ib[0].port_num, n.ib[0].port_guid, n.ib[0].node_guid) == (
         1,
         Guid(0x0002C90300000001),

@@ -13,11 +13,12 @@ import pytest
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ApplyError, ConflictError, ForbiddenError, ValidationError
-from gpufabric.domain.models import QUARANTINE, Gpu, Inventory
+from gpufabric.domain.models import QUARANTINE, Inventory
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.values import ModuleId
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.planning.plan import plan
 from gpufabric.store.auth import EventLog
 from gpufabric.store.core import Store
@@ -129,8 +130,8 @@ def _nvlink_engine(tmp_path: Path) -> MoveEngine:
     fabrics = Fabrics.from_config(cfg, reg, quarantine_vlan=CFG.quarantine_vlan.value)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     inv = inventory()
-    gpus = {n: tuple(Gpu(n, ModuleId(m)) for m in range(1, 9)) for n in ("n1", "n2")}
-    store.upsert_inventory(Inventory(tuple(dataclasses.replace(x, gpus=gpus.get(x.name, ())) for x in inv.nodes)))
+    gpus = {n: gpu_ports(*(Gpu(n, ModuleId(m)) for m in range(1, 9))) for n in ("n1", "n2")}
+    store.upsert_inventory(Inventory(tuple(dataclasses.replace(x, fabric_ports=gpus.get(x.name, ())) for x in inv.nodes)))
     for t in ("ta", "tb"):
         store.create_tenant(t)
         store.create_network(f"{t}-net", t, CFG, kinds=fabrics.kind_list())

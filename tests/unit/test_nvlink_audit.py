@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import QUARANTINE, Gpu, Lease, Node
+from gpufabric.domain.models import QUARANTINE, Lease, Node
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
 from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NvlinkState
 from gpufabric.fabrics.nvlink.tables import table
@@ -21,7 +22,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def tenancy(owner: tuple[str, int | None] | None) -> Tenancy:
-    n = Node("a", gpus=tuple(Gpu("a", ModuleId(m)) for m in range(1, 9)))
+    n = Node("a", fabric_ports=gpu_ports(*(Gpu("a", ModuleId(m)) for m in range(1, 9))))
     return Tenancy(nodes=(n,), owners={"a": Lease(owner[0], "a", T0, gpus=owner[1]) if owner else None}, networks={})
 
 

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Gpu, Lease, Node
+from gpufabric.domain.models import Lease, Node
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink import standin
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
 from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NvlinkPlan, NvlinkState
@@ -43,7 +44,7 @@ def test_plan_applies_under_fm_rules_and_converges(
 ) -> None:
     state = _state(order[:n_active])
     gpus = tuple(GpuInfo(m, failed_ports=(1,) if m in sick else ()) for m in range(1, 9))
-    node = Node("a", gpus=tuple(Gpu("a", ModuleId(m)) for m in range(1, 9)))
+    node = Node("a", fabric_ports=gpu_ports(*(Gpu("a", ModuleId(m)) for m in range(1, 9))))
     t = Tenancy((node,), {"a": Lease(lease[0], "a", T0, gpus=lease[1]) if lease else None}, {})
 
     def observed() -> NvlinkState:

@@ -9,8 +9,9 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, Tenancy
-from gpufabric.domain.models import QUARANTINE, Gpu, Lease, Node
+from gpufabric.domain.models import QUARANTINE, Lease, Node
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
 from gpufabric.fabrics.nvlink.kind import NvlinkKind, lease_gpus
 from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NvlinkPlan, NvlinkState
@@ -22,7 +23,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def node(name: str, modules: range | tuple[int, ...] = range(1, 9)) -> Node:
-    return Node(name, gpus=tuple(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in modules))
+    return Node(name, fabric_ports=gpu_ports(*(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in modules)))
 
 
 def tenancy(owners: dict[str, tuple[str, int | None] | None], nodes: tuple[Node, ...] | None = None) -> Tenancy:

@@ -109,12 +109,13 @@ def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
 
 
 def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
-    from gpufabric.domain.models import Gpu, Node
+    from gpufabric.domain.models import Node
+    from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
     from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
     from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
 
     drv = FmpmDriver({"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)
-    nodes = (Node("gpu-a02", gpus=(Gpu("gpu-a02", ModuleId(1)),)),)
+    nodes = (Node("gpu-a02", fabric_ports=gpu_ports(Gpu("gpu-a02", ModuleId(1)))),)
     got = [(c.id, c.level, c.subject) for c in nvlink_site_checks(drv, SiteContext(nodes=nodes))]
     assert got == [("NVLINK-REACH", CheckLevel.ERROR, "gpu-a01"), ("NVLINK-INVENTORY", CheckLevel.ERROR, "gpu-a02")]
 

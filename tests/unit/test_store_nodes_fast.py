@@ -6,9 +6,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from gpufabric.domain.models import DpuMode, EthernetPort, Gpu, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import DpuMode, EthernetPort, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.convert import node_to_domain
 from gpufabric.store.core import _NODE_LOAD, Store
 from gpufabric.store.tables import NodeRow
@@ -25,8 +26,10 @@ def _node(i: int) -> Node:
                    Guid(0xAAAA) if k else None, k or None)
             for k in (1, 0)
         ),
-        gpus=tuple(Gpu(n, ModuleId(m), f"0000:{m:02x}:00.0") for m in (2, 1)) if i % 3 == 0 else (),
-        fabric_ports=dpu_ports(Dpu(n, "bf3", DpuMode.DPU, (("pf", "p0"), ("vfs", "8")))) if i % 4 == 0 else (),
+        fabric_ports=(
+            *(dpu_ports(Dpu(n, "bf3", DpuMode.DPU, (("pf", "p0"), ("vfs", "8")))) if i % 4 == 0 else ()),
+            *(gpu_ports(*(Gpu(n, ModuleId(m), f"0000:{m:02x}:00.0") for m in (2, 1))) if i % 3 == 0 else ()),
+        ),
     )
 
 
@@ -40,7 +43,7 @@ def test_nodes_equal_orm_conversion(tmp_path: Path) -> None:
             slow = [node_to_domain(r) for r in s.scalars(select(NodeRow).options(*_NODE_LOAD).order_by(NodeRow.name))]
     assert fast == slow
     assert [n.name for n in fast] == ["n000", "n003", "n005", "n008", "n012"]
-    assert fast[1].state is NodeState.LEASED and fast[0].fabric_ports and fast[0].gpus
+    assert fast[1].state is NodeState.LEASED and len(fast[0].fabric_ports) == 2
 
 
 def test_leases_equal_orm_conversion(tmp_path: Path) -> None:

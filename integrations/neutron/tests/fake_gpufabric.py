@@ -179,7 +179,7 @@ class FakeGpufabric:
                  for inst, (kind, _, _) in s.instances.items() if kind == "infiniband"}  # fmt: skip
         return {"name": node, "offering": "baremetal", "state": "leased" if lease else "available", "owner": None,
                 "tenant": s.node_tenant.get(node, "quarantine"), "lease": lease,
-                "ports": {"ethernet": eth, "infiniband": ib}, "gpus": [], "dpus": [], "fabrics": views}  # fmt: skip
+                "ports": {"ethernet": eth, "infiniband": ib}, "fabrics": views}  # fmt: skip
 
     def _attachment(self, method: str, p: list[str], body: Any) -> tuple[int, Any]:
         s = self.state

@@ -142,7 +142,5 @@ def _node_doc(n: Node) -> dict[str, object]:
                 **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
                 **({"switch_port": p.switch_port} if p.switch_port else {}),
                 **({"instance": p.instance} if p.instance else {})} for p in n.ib],
-        "gpus": [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})}
-                 for g in n.gpus],
         **({"fabrics": {p.instance: p.entries for p in n.fabric_ports}} if n.fabric_ports else {}),
     }

@@ -74,8 +74,6 @@ def show(name: str, json_out: bool = JSON_OPT) -> None:
         [(p["device"], p["port_num"], p["port_guid"], p["node_guid"], p["switch_guid"] or "-", p["switch_port"] or "-")
          for p in ib],
     )
-    if n["gpus"]:
-        table("GPUs", ["module id", "PCI bus id"], [(g["module_id"], g["pci_bus_id"]) for g in n["gpus"]])
     cells = [(name, view["summary"]) for name, view in (n.get("fabrics") or {}).items() if view.get("summary")]
     if cells:  # every fabric's own summary (the node table's cells), e.g. a DPU and its role
         table("Fabrics", ["fabric", "summary"], cells)

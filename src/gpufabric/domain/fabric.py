@@ -17,10 +17,9 @@ A deployment runs named *instances* of the kinds (``ib-compute`` and ``ib-storag
 ``infiniband``): :meth:`FabricKind.bind` gives the kind object of one instance, whose
 :attr:`FabricKind.instance` keys its desired/observed slices, plans, read-backs, segments,
 findings and ports (an unbound kind is its own default instance, named after the kind).
-A kind without a typed table keeps a node's ports in the generic ``node_fabric_ports``
-table: it names its inventory section (``ports_section``), parses and dumps a node's entries
-(``parse_ports``/``dump_ports``, with its own validation) and reads them back with
-:meth:`FabricKind.ports`.
+A kind keeps a node's ports in the generic ``node_fabric_ports`` table (``ports_section``;
+the DPU and NVLink kinds do): it parses and dumps a node's entries (``parse_ports``/``dump_ports``,
+with its own validation; :meth:`FabricKind.ports` reads them back).
 
 Kinds are registered under the ``gpufabric.fabrics`` entry-point group (name = fabric name),
 drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, Type
 from gpufabric.domain.errors import ConfigError, GpufabricError, ValidationError
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, FabricPorts, Lease, Network, Node, Offering, Segment
-from gpufabric.domain.moves import Move
+from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import check_name
 
@@ -221,9 +220,8 @@ class FabricKind(ABC, Generic[D, S]):
     """True: this kind keeps a node's ports in the generic table, read from the node entries'
     ``fabrics: {<instance>: [...]}`` section of the inventory (``parse_ports``/``dump_ports``)."""
     inventory_key: ClassVar[str | None] = None
-    """A node entry's own key of the inventory that holds this kind's entries on its default
-    instance (the DPU kind's ``dpus``, from before ``fabrics:`` existed: those files keep
-    working). None: only ``fabrics: {<instance>: [...]}``. Needs ``ports_section``."""
+    """A node entry's own inventory key for this kind's entries on its default instance (the DPU
+    kind's ``dpus``: files from before ``fabrics:`` keep working). Needs ``ports_section``."""
 
     # ---- instances
     @property
@@ -266,6 +264,13 @@ class FabricKind(ABC, Generic[D, S]):
         """``node``'s ports on this instance (its generic-table entries, parsed)."""
         found = node.ports_on(self.instance)
         return () if found is None else _parsed(self, node.name, found)
+
+    request_fields: ClassVar[frozenset[str]] = frozenset()
+    """The :class:`MoveRequest` fields ``check_request`` reads: asked only when one is set."""
+
+    def check_request(self, node: Node, request: MoveRequest) -> None:
+        """Refuse, before anything is written, a move of ``node`` this kind could not carry out (a
+        ValidationError naming the field, e.g. a ``gpus`` count the node has not got). Default: none."""
 
     def import_formats(self) -> Sequence[ImportFormat]:
         """Inventory import formats of this kind's own (``inventory import --format NAME``,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId, check_mac, check_name
+from gpufabric.domain.values import Guid, PKey, VlanId, check_mac, check_name
 
 MAX_GPU_COUNT = 16  # GPUs one lease may name: Fabric Manager's FM_MAX_NUM_GPUS per partition (the one source)
 GPU_COUNT_ALLOWED = f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node"
@@ -114,13 +114,6 @@ class IbPort:
             raise ValidationError("ib_port.switch_port", self.switch_port, "1-254")
 
 
-@dataclass(frozen=True)
-class Gpu:
-    node: str
-    module_id: ModuleId
-    pci_bus_id: str = ""
-
-
 @dataclass(frozen=True, order=True)
 class FabricPorts:
     """A node's ports on one fabric instance whose kind has no typed table: the entries its kind
@@ -149,7 +142,6 @@ class Node:
     state: NodeState = NodeState.AVAILABLE
     ethernet: tuple[EthernetPort, ...] = ()
     ib: tuple[IbPort, ...] = ()
-    gpus: tuple[Gpu, ...] = ()
     fabric_ports: tuple[FabricPorts, ...] = ()  # sorted by instance, one per instance
 
     def __post_init__(self) -> None:
@@ -158,7 +150,6 @@ class Node:
         if len(set(instances)) != len(instances):
             raise ValidationError("node.fabric_ports", ", ".join(instances), "one entry per fabric instance")
         owners: list[str] = [p.node for p in self.ethernet] + [p.node for p in self.ib]
-        owners += [g.node for g in self.gpus]
         for owner in owners:
             if owner != self.name:
                 raise ValidationError("node.port.node", owner, f"the node's own name {self.name!r}")

@@ -37,6 +37,7 @@ from gpufabric.domain.errors import LabError
 from gpufabric.domain.models import DpuMode, EthernetPort, FabricPorts, IbPort, Inventory, Node
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.nvlink.entries import gpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
@@ -136,8 +137,10 @@ class LabStatus:
                         for e in n.ethernet
                     ),
                     ib=n.ib,
-                    gpus=lab_gpus(n.name, self.gpus_per_node),
-                    fabric_ports=lab_dpus(n.name) if n.name in self.dpu_hosts else (),
+                    fabric_ports=tuple(sorted((
+                        *gpu_ports(*lab_gpus(n.name, self.gpus_per_node)),
+                        *(lab_dpus(n.name) if n.name in self.dpu_hosts else ()),
+                    ))),
                 )
                 for n in self.nodes
             )

@@ -10,7 +10,6 @@ from gpufabric.domain.models import (
     DpuMode,
     EthernetPort,
     FabricPorts,
-    Gpu,
     IbPort,
     Lease,
     Network,
@@ -19,10 +18,9 @@ from gpufabric.domain.models import (
     Offering,
     Segment,
 )
-from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
+from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.store.tables import (
     EthernetPortRow,
-    GpuRow,
     IbPortRow,
     LeaseRow,
     NetworkRow,
@@ -38,21 +36,20 @@ def _guid(text: str | None) -> Guid | None:
 
 
 def ordered(
-    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort], gpus: Iterable[Gpu]
-) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...]]:
-    """A node's ports and GPUs in the order the store returns them."""
+    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort]
+) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...]]:
+    """A node's typed-table ports in the order the store returns them."""
     return (
         tuple(sorted(ethernet, key=lambda p: p.name)),
         tuple(sorted(ib, key=lambda p: (p.device, p.port_num))),
-        tuple(sorted(gpus, key=lambda g: g.module_id.value)),
     )
 
 
 def canonical(node: Node) -> Node:
-    """``node`` with its ports, GPUs and generic-table ports in the order the store returns them."""
-    eth, ib, gpus = ordered(node.ethernet, node.ib, node.gpus)
+    """``node`` with its typed-table and generic-table ports in the order the store returns them."""
+    eth, ib = ordered(node.ethernet, node.ib)
     fp = tuple(sorted(node.fabric_ports))
-    return dataclasses.replace(node, ethernet=eth, ib=ib, gpus=gpus, fabric_ports=fp)
+    return dataclasses.replace(node, ethernet=eth, ib=ib, fabric_ports=fp)
 
 
 def node_to_domain(r: NodeRow) -> Node:
@@ -76,7 +73,6 @@ def node_to_domain(r: NodeRow) -> Node:
                 )
                 for p in r.ib
             ),
-            gpus=tuple(Gpu(n, ModuleId(g.module_id), g.pci_bus_id) for g in r.gpus),
             fabric_ports=tuple(FabricPorts.of(f.instance, f.data) for f in r.fabric_ports),
         )
     )
@@ -101,7 +97,6 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
         )
         for p in node.ib
     )
-    row.gpus.extend(GpuRow(module_id=g.module_id.value, pci_bus_id=g.pci_bus_id) for g in node.gpus)
     row.fabric_ports.extend(NodeFabricPortsRow(instance=f.instance, data=f.entries) for f in node.fabric_ports)
 
 

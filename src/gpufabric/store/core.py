@@ -67,7 +67,6 @@ ALLOCATION_ATTEMPTS: Final = 50
 _NODE_LOAD: Final = (
     selectinload(NodeRow.ethernet),
     selectinload(NodeRow.ib),
-    selectinload(NodeRow.gpus),
     selectinload(NodeRow.fabric_ports),
 )
 
@@ -201,7 +200,6 @@ class Store:
                     row.offering = node.offering
                     row.ethernet.clear()
                     row.ib.clear()
-                    row.gpus.clear()
                     row.fabric_ports.clear()
                     changed.append((row, node))
                     updated += 1
@@ -216,9 +214,9 @@ class Store:
         with self._tx() as s:
             return list_nodes(s)
 
-    def node(self, name: str) -> Node:
-        with self._tx() as s:
-            return node_to_domain(_node_row(s, name))
+    def node(self, name: str, tx: Tx | None = None) -> Node:
+        with self.tx(tx) as t:
+            return node_to_domain(_node_row(t.session, name))
 
     def set_node_state(self, name: str, state: NodeState) -> Node:
         state = NodeState(state)

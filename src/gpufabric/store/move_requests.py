@@ -18,7 +18,6 @@ from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationErro
 from gpufabric.domain.models import QUARANTINE, NodeState, check_gpu_count
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.store.tables import (
-    GpuRow,
     LeaseRow,
     MoveRow,
     NetworkRow,
@@ -86,7 +85,6 @@ class RequestChecks:
     active: dict[int, LeaseRow]  # node id -> its lease active now
     networks: frozenset[str] = frozenset()  # the target tenant's networks
     offerings: frozenset[str] = frozenset()
-    gpus: dict[int, int] | None = None  # node id -> GPUs in the inventory
 
     @staticmethod
     def read(s: Session, nodes: Sequence[str], to_tenant: str, now: datetime) -> RequestChecks:
@@ -107,11 +105,6 @@ class RequestChecks:
         nets = s.scalars(
             select(NetworkRow.name).join(TenantRow, NetworkRow.tenant_id == TenantRow.id).where(TenantRow.name == to_tenant)
         )
-        gpus = s.execute(
-            select(GpuRow.node_id, func.count())
-            .where(GpuRow.node_id.in_([r.id for r in rows.values()]))
-            .group_by(GpuRow.node_id)
-        )
         return RequestChecks(
             rows,
             {m.node: m for m in moves},
@@ -119,13 +112,12 @@ class RequestChecks:
             {x.node_id: x for x in active},
             frozenset(nets) if to_tenant != QUARANTINE else frozenset(),
             frozenset(s.scalars(select(OfferingRow.name))),
-            {node_id: int(n) for node_id, n in gpus},
         )
 
-    def check_target(self, node: NodeRow, to_tenant: str, offering: str, networks: tuple[str, ...],
-                     gpus: int | None) -> None:  # fmt: skip
+    def check_target(self, node: NodeRow, to_tenant: str, offering: str, networks: tuple[str, ...]) -> None:
         """What the lease swap needs of a move of ``node``, refused now with the field and what is
-        allowed: the networks (the target tenant's own), the offering, the GPU count (the node's)."""
+        allowed: the networks (the target tenant's own), the offering (what the fabric kinds need
+        of the node, e.g. its GPUs for a GPU count, the workflow asks them: FabricKind.check_request)."""
         if offering not in self.offerings:
             raise ValidationError("offering", offering, listing(self.offerings) or "none (no offering is defined)")
         if to_tenant == QUARANTINE:
@@ -137,12 +129,6 @@ class RequestChecks:
                 have = f"networks of tenant {to_tenant}: {listing(self.networks)}" if self.networks else (
                     f"none yet (tenant {to_tenant} has no networks: create one first)")  # fmt: skip
                 raise ValidationError("networks", ",".join(unknown)[:200], have)
-        if gpus is not None and to_tenant != QUARANTINE:
-            count = (self.gpus or {}).get(node.id, 0)
-            if not count:
-                raise ValidationError("gpus", gpus, f"unset (node {node.name} has no GPUs in the inventory)")
-            if not 1 <= gpus <= count:
-                raise ValidationError("gpus", gpus, f"1-{count} (the GPUs of node {node.name}), or unset for all")
 
 
 def new_move(
@@ -184,7 +170,7 @@ def new_move(
         )
     if not known.tenant_exists:  # after the node's own refusals: a leased node says so whatever tenant is named
         raise NotFoundError("tenant", to_tenant)
-    known.check_target(row, to_tenant, offering, networks, req.gpus)
+    known.check_target(row, to_tenant, offering, networks)
     from_tenant = current.tenant.name if current else QUARANTINE
     if req.release_ended and current is None:
         from_tenant = _ended_tenant(s, row, now)

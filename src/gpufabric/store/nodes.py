@@ -1,8 +1,8 @@
-"""Reading every node with its ports, GPUs and generic-table ports in five plain SELECTs (SQLAlchemy Core
+"""Reading every node with its typed-table and generic-table ports in four plain SELECTs (SQLAlchemy Core
 rows, no ORM identity map): what a worker reads before each converge phase. The result is
 exactly ``[node_to_domain(row) for row in ...]`` over the ORM rows, sorted by name — at about
 a tenth of the cost for a thousand nodes. Heads (id, name, offering, state) and bodies (ports,
-GPUs) are read apart, so that a warm worker can keep the bodies while the inventory
+generic-table entries) are read apart, so that a warm worker can keep the bodies while the inventory
 revision stands (:mod:`gpufabric.store.view`)."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpufabric.domain.models import EthernetPort, FabricPorts, Gpu, IbPort, Node, NodeState
-from gpufabric.domain.values import Guid, ModuleId
+from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Node, NodeState
+from gpufabric.domain.values import Guid
 from gpufabric.store.convert import ordered
 from gpufabric.store.fabric_ports import read_fabric_ports
-from gpufabric.store.tables import EthernetPortRow, GpuRow, IbPortRow, NodeRow
+from gpufabric.store.tables import EthernetPortRow, IbPortRow, NodeRow
 
-Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[Gpu, ...], tuple[FabricPorts, ...]]
-"""A node's typed-table ports and GPUs and its generic-table ports, each in the order the store returns them."""
+Body = tuple[tuple[EthernetPort, ...], tuple[IbPort, ...], tuple[FabricPorts, ...]]
+"""A node's typed-table ports and its generic-table ports, each in the order the store returns them."""
 Head = tuple[int, str, str, str]
 """A node's id, name, offering and state."""
 
@@ -41,12 +41,12 @@ def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
 
 def node_from(head: Head, bodies: dict[int, Body]) -> Node:
     nid, name, offering, state = head
-    eth, ib, gpus, fabric_ports = bodies.get(nid, ((), (), (), ()))
-    return Node(name, offering, NodeState(state), eth, ib, gpus, fabric_ports)
+    eth, ib, fabric_ports = bodies.get(nid, ((), (), ()))
+    return Node(name, offering, NodeState(state), eth, ib, fabric_ports)
 
 
 def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
-    """The ports, GPUs and generic-table ports of the nodes ``names`` (id -> name) in four SELECTs."""
+    """The typed-table and generic-table ports of the nodes ``names`` (id -> name) in three SELECTs."""
     eth: dict[int, list[EthernetPort]] = defaultdict(list)
     for nid, pname, switch, sport, mac, bond, mode in s.execute(
         select(EthernetPortRow.node_id, EthernetPortRow.name, EthernetPortRow.switch, EthernetPortRow.switch_port,
@@ -62,9 +62,5 @@ def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:
         if nid in names:
             sw = None if sguid is None else Guid.parse(sguid)
             ib[nid].append(IbPort(names[nid], dev, num, Guid.parse(pguid), Guid.parse(nguid), sw, swport, inst or ""))
-    gpus: dict[int, list[Gpu]] = defaultdict(list)
-    for nid, module, bus in s.execute(select(GpuRow.node_id, GpuRow.module_id, GpuRow.pci_bus_id)):
-        if nid in names:
-            gpus[nid].append(Gpu(names[nid], ModuleId(module), bus))
     generic = read_fabric_ports(s, names)
-    return {nid: (*ordered(eth[nid], ib[nid], gpus[nid]), generic.get(nid, ())) for nid in names}
+    return {nid: (*ordered(eth[nid], ib[nid]), generic.get(nid, ())) for nid in names}

@@ -21,7 +21,6 @@ from gpufabric.store.core import Store
 from gpufabric.store.tables import (
     EthernetPortRow,
     EventRow,
-    GpuRow,
     IbPortRow,
     LeaseNetworkRow,
     LeaseRow,
@@ -109,8 +108,6 @@ class Reader:
                 q = q.where(N.c.id.in_(select(EthernetPortRow.node_id)))
             elif fabric == "infiniband":
                 q = q.where(N.c.id.in_(select(IbPortRow.node_id)))
-            elif fabric == "nvlink":
-                q = q.where(N.c.id.in_(select(GpuRow.node_id)))
             elif fabric is not None:  # a kind of the generic table: its instance's rows
                 q = q.where(N.c.id.in_(select(NodeFabricPortsRow.node_id).where(NodeFabricPortsRow.instance == fabric)))
             cur = self._current(c, now)
@@ -129,7 +126,6 @@ class Reader:
         ids = [r.id for r in rows]
         eth: dict[int, list[dict[str, Any]]] = {}
         ib: dict[int, list[dict[str, Any]]] = {}
-        gpus: dict[int, list[dict[str, Any]]] = {}
         if ids:
             wanted = set(ids)
 
@@ -154,9 +150,6 @@ class Reader:
                     {"device": dev, "port_num": num, "port_guid": pg, "node_guid": ng, "switch_guid": sg,
                      "switch_port": sp}
                 )
-            G = GpuRow.__table__
-            for nid, mid, bus in children(G, G.c.module_id, G.c.pci_bus_id, order=(G.c.module_id,)):
-                gpus.setdefault(nid, []).append({"module_id": mid, "pci_bus_id": bus})
         return [
             {
                 "name": r.name,
@@ -166,7 +159,6 @@ class Reader:
                 "tenant": cur.get(r.id, (QUARANTINE, None))[0],
                 "lease": cur.get(r.id, (QUARANTINE, None))[1],
                 "ports": {"ethernet": eth.get(r.id, []), "infiniband": ib.get(r.id, [])},
-                "gpus": gpus.get(r.id, []),
             }
             for r in rows
         ]

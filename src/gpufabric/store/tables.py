@@ -78,9 +78,6 @@ class NodeRow(Base):
     ib: Mapped[list[IbPortRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by=lambda: (IbPortRow.device, IbPortRow.port_num)
     )
-    gpus: Mapped[list[GpuRow]] = relationship(
-        back_populates="node", cascade="all, delete-orphan", order_by="GpuRow.module_id"
-    )
     fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"
     )
@@ -137,18 +134,6 @@ class IbPortRow(Base):
     instance: Mapped[str | None] = mapped_column(String(63))  # NULL: the kind's default instance (migration 0009)
 
     node: Mapped[NodeRow] = relationship(back_populates="ib")
-
-
-class GpuRow(Base):
-    __tablename__ = "gpus"
-    __table_args__ = (UniqueConstraint("node_id", "module_id", name="uq_gpus_node_module"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
-    module_id: Mapped[int] = mapped_column(Integer)
-    pci_bus_id: Mapped[str] = mapped_column(String(32), default="")
-
-    node: Mapped[NodeRow] = relationship(back_populates="gpus")
 
 
 class TenantRow(Base):

@@ -43,7 +43,7 @@ class Actions:
         self.store = store
         self.cfg = cfg
         self.quota = quota
-        self.network_kinds = network_kinds  # the fabric instances a new network spans (None: every kind)
+        self.network_kinds = network_kinds  # the fabric instances: a new network spans them, a request is checked by them (None: every kind)
         self.events = EventLog(store)
         self.tokens = Tokens(store)
         self.on_change = on_change or (lambda _what: None)
@@ -167,7 +167,7 @@ class Actions:
             try:
                 with self.store.tx() as tx:  # quotas counted, move requested, ok event: one commit per grant
                     quotas.check(tx, self.quota(), p, tenant, "leases", "open_moves")
-                    move = TenantWorkflow(self.store).grant(
+                    move = TenantWorkflow(self.store, self.network_kinds).grant(
                         p, tenant, node, networks, offering, gpus=gpus, start=start, end=end, tx=tx
                     )
                     self.events.record(p, "lease.create", node, True, "", tenant, tx=tx)
@@ -188,7 +188,7 @@ class Actions:
                 with self.store.tx() as tx:  # quotas, permission, status and the ok event: one transaction
                     if accept and p.tenant is not None:  # the offer counts against the tenant once accepted
                         quotas.check(tx, self.quota(), p, p.tenant, "leases", "open_moves")
-                    move = TenantWorkflow(self.store).decide(p, move_id, accept, tx=tx)
+                    move = TenantWorkflow(self.store, self.network_kinds).decide(p, move_id, accept, tx=tx)
                     self.events.record(p, action, str(move_id), True, "", p.tenant, tx=tx)
             except GpufabricError as e:
                 self._refused(p, action, str(move_id), e, p.tenant)
@@ -211,7 +211,7 @@ class Actions:
             raise NotFoundError("lease", str(lease_id))
 
         def run() -> tuple[Lease, Move | None]:
-            ended = TenantWorkflow(self.store).end(p, lease_id)
+            ended = TenantWorkflow(self.store, self.network_kinds).end(p, lease_id)
             self.on_change("moves")
             return ended
 
@@ -248,7 +248,7 @@ class Actions:
         with self._write_lock:
             try:
                 with self.store.tx() as tx:  # the ok events commit with the moves
-                    moves = TenantWorkflow(self.store).move_many(p, nodes, to_tenant, networks, offering, gpus, tx=tx)
+                    moves = TenantWorkflow(self.store, self.network_kinds).move_many(p, nodes, to_tenant, networks, offering, gpus, tx=tx)
                     for node in nodes:
                         self.events.record(p, "move.create", node, True, "", tenant, tx=tx)
             except GpufabricError as e:
@@ -299,7 +299,7 @@ class Actions:
                 )  # fmt: skip
             with self.store.tx() as tx:  # counted in the move request's transaction
                 quotas.check(tx, self.quota(), p, tenant, "open_moves", "leases")
-                move = TenantWorkflow(self.store).move(p, node, tenant, (network,), "baremetal", tx=tx)
+                move = TenantWorkflow(self.store, self.network_kinds).move(p, node, tenant, (network,), "baremetal", tx=tx)
             self.on_change("moves")
             return move, None
 
@@ -321,7 +321,7 @@ class Actions:
                 lease = tenant_admin.set_lease_networks(self.store, current.id, rest)
                 self.on_change("converge")
                 return None, lease
-            move = TenantWorkflow(self.store).move(p, node, QUARANTINE)
+            move = TenantWorkflow(self.store, self.network_kinds).move(p, node, QUARANTINE)
             self.on_change("moves")
             return move, None
 

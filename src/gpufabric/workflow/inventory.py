@@ -31,17 +31,15 @@ import yaml
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
-from gpufabric.domain.models import EthernetPort, FabricPorts, Gpu, IbPort, Inventory, Node
-from gpufabric.domain.values import Guid, ModuleId, PortNaming, check_mac, check_name, check_port_name
+from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Node
+from gpufabric.domain.values import Guid, PortNaming, check_mac, check_name, check_port_name
 
 FORMATS: Final = ("yaml", "json")
 SCHEMA_VERSION: Final = 1
-PCI_ALLOWED: Final = "a PCI address DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0"
-_PCI_RE: Final = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 T = TypeVar("T")
 Instances = Mapping[str, FabricKind[Any, Any]]
 """Fabric instance name -> its bound kind (the instances of ``fabrics.yaml``)."""
-NODE_KEYS: Final = frozenset({"name", "offering", "ethernet", "ib", "gpus", "fabrics"})
+NODE_KEYS: Final = frozenset({"name", "offering", "ethernet", "ib", "fabrics"})
 """A node entry's own keys; each registered kind's ``inventory_key`` comes beside them."""
 
 
@@ -148,9 +146,6 @@ def inventory_from_dict(
                 raise ValidationError(
                     f"{path}.node_guid", str(q.node_guid), f"node GUIDs unique per node (also on node {owner})", "duplicate"
                 )
-        for k, g in enumerate(node.gpus):
-            path = f"nodes[{i}].gpus[{k}].module_id"
-            _unique(first, ("gpu", (node.name, g.module_id)), path, g.module_id.value, "module ids per node")
         nodes.append(node)
     return Inventory(tuple(nodes))
 
@@ -168,7 +163,6 @@ def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: In
         offering=offering,
         ethernet=tuple(_ethernet(f"{path}.ethernet[{k}]", name, r, dialects) for k, r in _items(path, m, "ethernet")),
         ib=tuple(_ib(f"{path}.ib[{k}]", name, r) for k, r in _items(path, m, "ib")),
-        gpus=tuple(_gpu(f"{path}.gpus[{k}]", name, r) for k, r in _items(path, m, "gpus")),
         fabric_ports=_fabric_ports(path, name, m, instances, keyed, first),
     )
 
@@ -263,17 +257,6 @@ def _ib(path: str, node: str, raw: Any) -> IbPort:
     if instance:
         _checked(f"{path}.instance", instance, lambda: check_name(f"{path}.instance", instance))
     return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance)
-
-
-def _gpu(path: str, node: str, raw: Any) -> Gpu:
-    m = _mapping(path, raw, {"module_id", "pci_bus_id"})
-    module = _int(f"{path}.module_id", _required(path, m, "module_id"), 1, 64)
-    pci = m.get("pci_bus_id", "")
-    if pci != "":
-        pci = _text(f"{path}.pci_bus_id", pci, PCI_ALLOWED).lower()
-        if not _PCI_RE.fullmatch(pci):
-            raise ValidationError(f"{path}.pci_bus_id", m["pci_bus_id"], PCI_ALLOWED)
-    return Gpu(node, ModuleId(module), pci)
 
 
 # ---------------------------------------------------------------------- field helpers

@@ -19,11 +19,13 @@ touches a fabric directly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.values import check_id, check_name
@@ -32,6 +34,7 @@ from gpufabric.store.moves import MoveLedger
 from gpufabric.store.offers import decide_offer
 from gpufabric.store.tenants import node_owner
 from gpufabric.store.tx import Tx
+from gpufabric.workflow.inventory import registered_kinds
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
@@ -51,11 +54,26 @@ def who(p: Principal) -> str:
 
 
 class TenantWorkflow:
-    """The workflow over a store; ``ledger`` records moves for a worker to run."""
+    """The workflow over a store; ``ledger`` records moves for a worker to run. ``kinds``: the
+    fabric instances asked to refuse a request (:meth:`FabricKind.check_request`; None: the
+    registered kinds' default instances)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, kinds: Callable[[], Sequence[FabricKind[Any, Any]] | None] = lambda: None) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
+        self.kinds = kinds
+
+    def _check(self, nodes: Sequence[str], req: MoveRequest, tx: Tx | None) -> None:
+        """Each fabric instance's refusal of ``req`` for each of ``nodes``, before anything is
+        written; only kinds that check a field the request sets are asked (and the nodes read)."""
+        if not any(getattr(req, f) is not None for k in registered_kinds() for f in k.request_fields):
+            return
+        asked = [k for k in self.kinds() or registered_kinds() if any(getattr(req, f) is not None for f in k.request_fields)]
+        with self.store.tx(tx) as t:
+            for name in dict.fromkeys(nodes):
+                node = self.store.node(name, t)
+                for k in asked:
+                    k.check_request(node, req)
 
     def grant(
         self,
@@ -82,6 +100,7 @@ class TenantWorkflow:
             tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, requested_by=who(principal),
             not_before=start if start is not None and start > now else None, offered=offers_into(principal, tenant),
         )  # fmt: skip
+        self._check([node], req, tx)
         return self.ledger.request(node, req, tx=tx)
 
     @staticmethod
@@ -140,6 +159,7 @@ class TenantWorkflow:
         caller's): the worker claims them together and runs them as one batch."""
         nets = self._networks(principal, to_tenant, networks)
         req = MoveRequest(to_tenant, offering, nets, gpus=gpus, requested_by=who(principal))
+        self._check(nodes, req, tx)
         return self.ledger.request_many(nodes, req, tx=tx)
 
     def end(self, principal: Principal, lease_id: int) -> tuple[Lease, Move | None]:

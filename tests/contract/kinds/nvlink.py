@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import Gpu, Node
+from gpufabric.domain.models import Node
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports, node_gpus
 from gpufabric.fabrics.nvlink.kind import NvlinkKind, lease_gpus
 from gpufabric.fabrics.nvlink.model import NodeFm, NvlinkPlan, NvlinkState
 from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, table
@@ -27,7 +28,7 @@ BOARDS = ((), tuple(range(1, 9)), (1, 2, 3, 4), (5, 6, 7, 8))
 
 def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
     modules = draw(st.sampled_from(BOARDS))
-    return {"gpus": tuple(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in modules)}
+    return {"fabric_ports": gpu_ports(*(Gpu(name, ModuleId(m), f"0000:{m:02x}:00.0") for m in modules))}
 
 
 def lease(draw: st.DrawFn, n: Node) -> Mapping[str, Any]:
@@ -44,7 +45,7 @@ def lease(draw: st.DrawFn, n: Node) -> Mapping[str, Any]:
 def observed(draw: st.DrawFn, tenancy: Tenancy) -> NvlinkState:
     nodes: dict[str, NodeFm] = {}
     for n in tenancy.nodes:
-        if not n.gpus or not draw(st.booleans() | st.just(True)):  # mostly read
+        if not node_gpus(n) or not draw(st.booleans() | st.just(True)):  # mostly read
             continue
         active: list[int] = []
         busy: set[int] = set()

@@ -87,11 +87,6 @@ class Ports(BaseModel):
     infiniband: list[IbPortOut]
 
 
-class GpuOut(BaseModel):
-    module_id: int
-    pci_bus_id: str
-
-
 class FabricViewOut(BaseModel):
     """One fabric's part of a node: ``summary`` (its table cell) and the kind's ``node_view``."""
 
@@ -111,7 +106,6 @@ class NodeOut(BaseModel):
     tenant: str = Field(description="The tenant holding the node now, or quarantine")
     lease: int | None
     ports: Ports
-    gpus: list[GpuOut]
     fabrics: dict[str, FabricViewOut] = Field(
         default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
     )
@@ -143,17 +137,11 @@ class IbPortIn(Strict):
     switch_port: int | None = Field(None, ge=1, le=254)
 
 
-class GpuIn(Strict):
-    module_id: int = Field(ge=1, le=64)
-    pci_bus_id: str | None = Field(None, max_length=32, pattern=r"^[0-9a-fA-F:.]*$")
-
-
 class NodeIn(Strict):
     name: Name
     offering: Name | None = None
     ethernet: list[EthernetPortIn] = Field(default_factory=list, max_length=16)
     ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
-    gpus: list[GpuIn] = Field(default_factory=list, max_length=64)
     fabrics: dict[str, list[dict[str, Any]]] | None = Field(
         None, description="Ports on fabric instances whose kind has an inventory section (validated by the kind)"
     )

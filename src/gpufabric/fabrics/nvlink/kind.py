@@ -27,8 +27,10 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, Node
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.fabrics.nvlink import audit as nvaudit
 from gpufabric.fabrics.nvlink.allocator import allocate, assign
+from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_gpus, parse_gpus
 from gpufabric.fabrics.nvlink.model import (
     FABRIC,
     NodeFm,
@@ -47,13 +49,14 @@ def lease_gpus(node: Node, gpus: int | None, board: str = DEFAULT_BOARD) -> int:
     """The GPU count a lease of ``node`` asks for (None: all its GPUs), checked against the
     baseboard's partitions and the node's GPUs in the inventory (ValidationError naming
     ``gpus`` and listing what is possible). For the CLI/API at lease creation."""
-    if not node.gpus:
+    mine = node_gpus(node)
+    if not mine:
         if gpus is None:
             return 0
         raise ValidationError("gpus", gpus, "none (node has no GPUs in the inventory)", f"node {node.name}")
-    k = len(node.gpus) if gpus is None else gpus
+    k = len(mine) if gpus is None else gpus
     parts = table(board)
-    mids = frozenset(g.module_id.value for g in node.gpus)
+    mids = frozenset(g.module_id.value for g in mine)
     every = frozenset().union(*(p.gpus for p in parts))
     allocate(parts, k, unavailable=every - mids, where=f"node {node.name}")
     return k
@@ -61,6 +64,26 @@ def lease_gpus(node: Node, gpus: int | None, board: str = DEFAULT_BOARD) -> int:
 
 class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
     name: ClassVar[str] = FABRIC
+    ports_section = True
+    inventory_key: ClassVar[str | None] = "gpus"
+    request_fields: ClassVar[frozenset[str]] = frozenset({"gpus"})
+
+    # ---- its column of the inventory (the generic port table; entries.py)
+    def parse_ports(self, node: str, raw: Any, where: str) -> tuple[Gpu, ...]:
+        return parse_gpus(node, raw, where)
+
+    def dump_ports(self, ports: tuple[Any, ...]) -> list[Any]:
+        return dump_gpus(ports)
+
+    def check_request(self, node: Node, request: MoveRequest) -> None:
+        """A GPU count (``gpus``) must be one the node has: 1 to its GPUs in the inventory."""
+        if request.gpus is None or request.to_tenant == QUARANTINE:
+            return
+        count = len(node_gpus(node, self.instance))
+        if not count:
+            raise ValidationError("gpus", request.gpus, f"unset (node {node.name} has no GPUs in the inventory)")
+        if not 1 <= request.gpus <= count:
+            raise ValidationError("gpus", request.gpus, f"1-{count} (the GPUs of node {node.name}), or unset for all")
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[NvlinkState]:
         if not isinstance(section, Mapping) or "driver" not in section:
@@ -82,14 +105,15 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         parts = table(str(tenancy.settings.get(BOARD_SETTING, DEFAULT_BOARD)))
         wants: dict[str, NodeWant] = {}
         for node in tenancy.nodes:
-            if not node.gpus:
+            mine = node_gpus(node, self.instance)
+            if not mine:
                 continue
-            mids = frozenset(g.module_id.value for g in node.gpus)
+            mids = frozenset(g.module_id.value for g in mine)
             lease = tenancy.owners.get(node.name)
             if lease is None:
                 wants[node.name] = NodeWant(node.name, QUARANTINE, 0, parts, mids)
             else:
-                k = len(node.gpus) if lease.gpus is None else lease.gpus
+                k = len(mine) if lease.gpus is None else lease.gpus
                 wants[node.name] = NodeWant(node.name, lease.tenant, k, parts, mids)
         return NvlinkDesired(wants)
 
@@ -139,18 +163,20 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
         """``K/N GPUs``: the size of the partition the node's lease holds (0 in quarantine) of
         its N GPUs; ``N GPUs`` when who holds it is unknown."""
-        if not node.gpus:
+        mine = node_gpus(node, self.instance)
+        if not mine:
             return ""
         k = partition_gpus(node, tenancy)
-        return f"{len(node.gpus)} GPUs" if k is None else f"{k}/{len(node.gpus)} GPUs"
+        return f"{len(mine)} GPUs" if k is None else f"{k}/{len(mine)} GPUs"
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
         """The node's GPUs and ``partition_gpus``, the size of the NVLink partition its lease
         holds (0: none, in quarantine; null: unknown). The partition id is the diff's to pick
         against Fabric Manager, so it is not shown here."""
+        mine = node_gpus(node, self.instance)
         return {
-            "gpus": [{"module_id": g.module_id.value, "pci_bus_id": g.pci_bus_id} for g in node.gpus],
-            "partition_gpus": partition_gpus(node, tenancy) if node.gpus else 0,
+            "gpus": [{"module_id": g.module_id.value, "pci_bus_id": g.pci_bus_id} for g in mine],
+            "partition_gpus": partition_gpus(node, tenancy) if mine else 0,
         }
 
 
@@ -161,7 +187,7 @@ def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:
     lease = tenancy.owners.get(node.name)
     if lease is None:
         return 0
-    return len(node.gpus) if lease.gpus is None else lease.gpus
+    return len(node_gpus(node)) if lease.gpus is None else lease.gpus
 
 
 def partition_of(observed: NvlinkState, node: str) -> tuple[Partition, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, device_check, transport_checks
+from gpufabric.fabrics.nvlink.entries import node_gpus
 
 
 def nvlink_site_checks(driver: Any, ctx: SiteContext) -> list[SiteCheck]:
@@ -17,7 +18,7 @@ def nvlink_site_checks(driver: Any, ctx: SiteContext) -> list[SiteCheck]:
     out: list[SiteCheck] = list(driver._parallel(driver.fm, one).values())
     out += transport_checks("NVLINK-TRANSPORT", "fabrics.yaml nvlink", driver)
     for n in ctx.nodes:
-        if n.gpus and n.name not in driver.fm:
-            out.append(SiteCheck("NVLINK-INVENTORY", CheckLevel.ERROR, f"inventory node {n.name} has {len(n.gpus)} "
+        if (gpus := node_gpus(n)) and n.name not in driver.fm:
+            out.append(SiteCheck("NVLINK-INVENTORY", CheckLevel.ERROR, f"inventory node {n.name} has {len(gpus)} "
                                  f"GPU(s) but no fabrics.yaml nvlink.options.fm.{n.name} entry", n.name))  # fmt: skip
     return out

@@ -1,0 +1,97 @@
+"""A node's GPUs in the inventory: the NVLink kind's own column of the generic port table.
+
+A node's GPUs come from its ``gpus: [...]`` key (:attr:`NvlinkKind.inventory_key`, the kind's
+default instance ``nvlink``) or from ``fabrics: {<instance>: [...]}``. Each entry is a mapping
+with ``module_id`` (Fabric Manager's physical module id, 1-64, unique on the node) and an
+optional ``pci_bus_id`` (``DOMAIN:BUS:DEVICE.FUNCTION``, kept in lower case). ``parse_gpus``
+checks them and ``dump_gpus`` writes back what it reads (the stored JSON)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import FabricPorts, Node
+from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.model import FABRIC
+
+KEYS: Final = frozenset({"module_id", "pci_bus_id"})
+PCI_ALLOWED: Final = "a PCI address DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0"
+_PCI_RE: Final = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of a node, by the module id Fabric Manager partitions name it by."""
+
+    node: str
+    module_id: ModuleId
+    pci_bus_id: str = ""
+
+
+def _short(raw: Any) -> Any:
+    text = repr(raw)
+    return raw if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_gpu(path: str, node: str, raw: Any) -> Gpu:
+    """One entry at ``path`` (e.g. ``nodes[2].gpus[0]``) of node ``node``."""
+    if not isinstance(raw, Mapping):
+        raise ValidationError(path, _short(raw), f"a mapping with keys {', '.join(sorted(KEYS))}")
+    for k in raw:
+        if k not in KEYS:
+            raise ValidationError(f"{path}.{k}", _short(raw[k]), f"known keys only: {', '.join(sorted(KEYS))}")
+    module = raw.get("module_id")
+    if module is None:
+        raise ValidationError(f"{path}.module_id", None, "a value (required)", "missing")
+    if isinstance(module, bool) or not isinstance(module, int) or not 1 <= module <= 64:
+        raise ValidationError(f"{path}.module_id", module, "an integer 1-64")
+    pci = raw.get("pci_bus_id", "")
+    if pci != "":
+        if not isinstance(pci, str) or not _PCI_RE.fullmatch(pci.strip().lower()):
+            raise ValidationError(f"{path}.pci_bus_id", raw["pci_bus_id"], PCI_ALLOWED)
+        pci = pci.strip().lower()
+    return Gpu(node, ModuleId(module), pci)
+
+
+def parse_gpus(node: str, raw: Any, where: str) -> tuple[Gpu, ...]:
+    """A node's entries at ``where`` (a list), each checked, module ids unique on the node; by module id."""
+    if not isinstance(raw, list):
+        raise ValidationError(where, _short(raw), "a list")
+    out: dict[int, Gpu] = {}
+    at: dict[int, int] = {}
+    for k, entry in enumerate(raw):
+        g = parse_gpu(f"{where}[{k}]", node, entry)
+        if g.module_id.value in out:
+            raise ValidationError(f"{where}[{k}].module_id", g.module_id.value,
+                                  f"unique module ids per node (also at {where}[{at[g.module_id.value]}].module_id)",
+                                  "duplicate")  # fmt: skip
+        out[g.module_id.value], at[g.module_id.value] = g, k
+    return tuple(out[m] for m in sorted(out))
+
+
+def dump_gpus(gpus: tuple[Gpu, ...]) -> list[dict[str, Any]]:
+    """The JSON entries ``parse_gpus`` reads back as ``gpus``."""
+    return [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})} for g in gpus]
+
+
+def gpu_ports(*gpus: Gpu, instance: str = FABRIC) -> tuple[FabricPorts, ...]:
+    """A node's ``fabric_ports`` holding ``gpus`` on ``instance`` (none: no entry)."""
+    return (FabricPorts.of(instance, dump_gpus(tuple(sorted(gpus, key=lambda g: g.module_id.value)))),) if gpus else ()
+
+
+@lru_cache(maxsize=1 << 16)
+def _entries(node: str, found: FabricPorts) -> tuple[Gpu, ...]:
+    return parse_gpus(node, found.entries, f"nodes[{node}].fabrics.{found.instance}")
+
+
+def node_gpus(node: Node, instance: str = FABRIC) -> tuple[Gpu, ...]:
+    """``node``'s GPUs on NVLink instance ``instance``; a node without entries of its own there
+    has those of the kind's default instance (its ``gpus:`` key), as every NVLink instance did
+    when GPUs had a table of their own."""
+    found = node.ports_on(instance) or (node.ports_on(FABRIC) if instance != FABRIC else None)
+    return () if found is None else _entries(node.name, found)
