@@ -248,3 +248,13 @@ def test_the_move_request_parameters_live_in_one_value() -> None:
     assert req.networks == ("a", "b") and MoveRequest("ta", networks=None).networks is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         req.gpus = 2  # type: ignore[misc]
+
+
+def test_the_open_statuses_have_one_source() -> None:
+    """``move list --open`` (CLI, local and remote) and the store's open moves read one tuple."""
+    from gpufabric.domain.move_json import FINISHED, OPEN
+    from gpufabric.domain.moves import MoveStatus
+    from gpufabric.store import move_requests
+
+    assert move_requests.OPEN is OPEN
+    assert set(OPEN) == {s.value for s in MoveStatus} - {"done", "cancelled"} and not set(OPEN) & (set(FINISHED) - {"failed"})

@@ -3,14 +3,14 @@ and lessee); an owner's lease into another tenant is an offer that tenant accept
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
 
 from gpufabric.cli.backend import ALL, backend, items
 from gpufabric.cli.common import JSON_OPT, actions, open_engine, open_store, reader
-from gpufabric.cli.output import console, emit_json, escape, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ValidationError
 
@@ -99,7 +99,7 @@ def list_leases(json_out: bool = JSON_OPT) -> None:
 def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
     """End a lease now: its node goes to quarantine on every fabric (verified); the lease is kept, ended."""
     from gpufabric.cli.move_cmd import follow_remote, run_requested
-    from gpufabric.domain.move_json import run_json
+    from gpufabric.domain.move_json import lease_out, run_json
     from gpufabric.domain.values import check_id
 
     check_id("lease_id", lease_id)
@@ -114,8 +114,8 @@ def delete(lease_id: int, json_out: bool = JSON_OPT) -> None:
         return
     lease, move = actions().end_lease(LOCAL_ADMIN, lease_id)
     if move is None:
-        if json_out:
-            emit_json({"lease": jsonable(lease), **run_json([])})
+        if json_out:  # the lease as DELETE /leases/{id} answers it
+            emit_json({"lease": lease_out(lease, datetime.now(UTC)), **run_json([])})
         else:
             console.print(f"lease {lease.id} ({escape(lease.node)}, {escape(lease.tenant)}) needs no release")
         return
@@ -146,7 +146,9 @@ def _decide(move_id: int, accept: bool, json_out: bool) -> None:
     if r:
         m = r.post(f"/offers/{move_id}/{'accept' if accept else 'decline'}", {})
     else:
-        m = jsonable(actions().decide_offer(LOCAL_ADMIN, move_id, accept))
+        from gpufabric.domain.move_json import move_out
+
+        m = move_out(actions().decide_offer(LOCAL_ADMIN, move_id, accept))  # as the API answers it
     if json_out:
         emit_json(m)
     else:

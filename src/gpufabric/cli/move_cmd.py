@@ -8,9 +8,9 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.backend import backend, items
+from gpufabric.cli.backend import ALL, backend, items
 from gpufabric.cli.common import JSON_OPT, actions, open_engine, open_store, reader
-from gpufabric.cli.output import console, emit_json, escape, jsonable, table
+from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import GpufabricError, ValidationError
@@ -257,43 +257,19 @@ def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: boo
 
 @app.command("list")
 def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
-    r = backend()
-    if r:
-        data = items(r.get("/moves", limit=1000))
-        if open_only:
-            data = [m for m in data if m["status"] != "done"]
-        emit_json(data) if json_out else table(
-            f"{len(data)} moves",
-            ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
-            [
-                (
-                    m["id"],
-                    m["node"],
-                    m["from_tenant"],
-                    m["to_tenant"],
-                    m["phase"],
-                    m["status"],
-                    m["attempts"],
-                    m["error"][:60],
-                )
-                for m in data
-            ],
-        )
-        return
-    from gpufabric.store.moves import MoveLedger
+    """Every move, newest first, as ``GET /moves`` shows it (``--open``: pending, running, failed or offered)."""
+    from gpufabric.domain.move_json import OPEN
 
-    ms = MoveLedger(open_store()).moves(open_only)
-    if json_out:
-        emit_json(jsonable(ms))
-    else:
-        table(
-            f"{len(ms)} moves",
-            ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
-            [
-                (m.id, m.node, m.from_tenant, m.to_tenant, m.phase.value, m.status.value, m.attempts, m.error[:60])
-                for m in ms
-            ],
-        )
+    r = backend()
+    data = items(r.get("/moves", limit=1000)) if r else reader().moves(LOCAL_ADMIN, ALL, 0)[0]
+    if open_only:
+        data = [m for m in data if m["status"] in OPEN]
+    emit_json(data) if json_out else table(
+        f"{len(data)} moves",
+        ["id", "node", "from", "to", "phase", "status", "attempts", "error"],
+        [(m["id"], m["node"], m["from_tenant"], m["to_tenant"], m["phase"], m["status"], m["attempts"], m["error"][:60])
+         for m in data],
+    )  # fmt: skip
 
 
 @app.command("retry")

@@ -14,7 +14,12 @@ retry|resume``), whether the CLI ran them itself or a server's worker did (``--a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufabric.domain.models import Lease
+    from gpufabric.domain.moves import Move
 
 RUN_KEYS = ("moves", "phases", "total_seconds", "plans")
 PHASE_KEYS = ("phase", "seconds", "changes", "devices", "observed_first")
@@ -22,6 +27,27 @@ PHASE_KEYS = ("phase", "seconds", "changes", "devices", "observed_first")
 
 FINISHED = ("done", "failed", "cancelled")
 """Statuses a move's event stream ends with (an offer stays open until it is answered)."""
+OPEN = ("pending", "running", "failed", "offered")
+"""Statuses of a move still open: waiting, running, stopped to be retried, or an offer (``move list --open``)."""
+
+
+def move_out(m: Move) -> dict[str, Any]:
+    """A move as the API's ``MoveOut`` row, straight from the workflow's answer (visible to its
+    requester before the node is its tenant's; the times are the store's: null here)."""
+    return {
+        "id": m.id, "node": m.node, "from_tenant": m.from_tenant, "to_tenant": m.to_tenant, "offering": m.offering,
+        "networks": list(m.networks), "phase": m.phase.value, "status": m.status.value, "attempts": m.attempts,
+        "error": m.error, "created_at": None, "updated_at": None, "claimed_by": m.claimed_by,
+    }  # fmt: skip
+
+
+def lease_out(lease: Lease, now: datetime) -> dict[str, Any]:
+    """A lease as the API's lease rows show it (``GET /leases``), ``active`` at ``now``."""
+    return {
+        "id": lease.id, "tenant": lease.tenant, "node": lease.node, "start": lease.start.astimezone(UTC).isoformat(),
+        "end": lease.end.astimezone(UTC).isoformat() if lease.end else None, "networks": sorted(lease.networks),
+        "offering": lease.offering, "owner": lease.owner, "gpus": lease.gpus, "active": lease.active_at(now),
+    }  # fmt: skip
 
 
 def move_detail(row: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

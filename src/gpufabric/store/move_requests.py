@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from gpufabric.domain import move_json
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, NodeState, check_gpu_count
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
@@ -29,7 +30,7 @@ from gpufabric.store.tables import (
 )
 from gpufabric.store.tx import Tx
 
-OPEN = (MoveStatus.PENDING.value, MoveStatus.RUNNING.value, MoveStatus.FAILED.value, MoveStatus.OFFERED.value)
+OPEN = move_json.OPEN  # the statuses of an open move (one source: domain/move_json)
 """Statuses of a move that holds its node (one open move per node); an offer reserves it too."""
 _SHOWN = 12  # names listed in a refusal's allowed values
 _COUNTED = tuple(x for x in OPEN if x != MoveStatus.OFFERED.value)  # an offer counts once accepted

@@ -23,7 +23,7 @@ from gpufabric.api.v1.schemas import (
 )
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import NotFoundError
-from gpufabric.domain.moves import Move
+from gpufabric.domain.move_json import lease_out, move_out
 
 router = APIRouter(tags=["leases"])
 NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
@@ -59,16 +59,6 @@ async def show_lease(request: Request, lease_id: LeaseId, p: Principal = PRINCIP
     return await c.cached(request, (p.role, p.tenant), build)
 
 
-def move_out(m: Move) -> dict[str, Any]:
-    """A move as ``MoveOut`` (straight from the workflow's answer: visible to its requester even
-    before the node is its tenant's)."""
-    return {
-        "id": m.id, "node": m.node, "from_tenant": m.from_tenant, "to_tenant": m.to_tenant, "offering": m.offering,
-        "networks": list(m.networks), "phase": m.phase.value, "status": m.status.value, "attempts": m.attempts,
-        "error": m.error, "created_at": None, "updated_at": None, "claimed_by": m.claimed_by,
-    }  # fmt: skip
-
-
 @router.post(
     "/leases",
     status_code=202,
@@ -92,19 +82,7 @@ def create_lease(body: LeaseIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -
 def end_lease(lease_id: LeaseId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     lease, move = c.actions.end_lease(p, lease_id)
     now = datetime.now(UTC)
-    return json(
-        {
-            "lease": {
-                "id": lease.id, "tenant": lease.tenant, "node": lease.node,
-                "start": lease.start.astimezone(UTC).isoformat(),
-                "end": lease.end.astimezone(UTC).isoformat() if lease.end else None,
-                "networks": list(lease.networks), "offering": lease.offering, "owner": lease.owner,
-                "gpus": lease.gpus, "active": lease.active_at(now),
-            },
-            "move": move_out(move) if move is not None else None,
-        },
-        202,
-    )  # fmt: skip
+    return json({"lease": lease_out(lease, now), "move": move_out(move) if move is not None else None}, 202)
 
 
 @router.get("/offers", responses={200: {"model": MovePage}, **errors(304)})
