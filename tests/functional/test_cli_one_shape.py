@@ -63,3 +63,27 @@ def test_local_and_remote_print_one_shape(tmp_path: Path) -> None:
         _same_shape(here, there, {"lease"})
         _same_shape(here["lease"], there["lease"], {"id", "node"})
         assert here["lease"]["active"] is False and here["moves"] == []
+
+
+def test_a_dry_run_prints_the_same_plans_here_and_through_the_api_with_every_term(tmp_path: Path) -> None:
+    """``node move --dry-run`` through ``--api`` printed the API's plan objects as Python dicts
+    and left out ``--offering`` and ``--gpus``; now both paths print each phase's plan lines."""
+    from gpufabric.domain.segments import SegmentConfig
+    from gpufabric.engine.fabrics import Fabrics
+    from gpufabric.engine.moves import MoveEngine
+
+    w = build_world(tmp_path, nodes=2, leased=0)
+    w.ctx.engine = lambda: MoveEngine(w.store, Fabrics(), SegmentConfig.default())  # no devices: empty plans
+    remote_home = tmp_path / "remote"
+    remote_home.mkdir()
+    (tmp_path / "fabrics.yaml").write_text("{}\n")  # here too: no fabric configured
+    move = ("node", "move", "gpu-0000", "--to-tenant", "alpha", "--offering", "openstack", "--dry-run")
+    with live_api(w.ctx) as base:
+        token = {"GPUFABRIC_TOKEN": w.tokens["admin"]}
+        there, here = gf(remote_home, "--api", base, *move, **token), gf(tmp_path, *move)
+        assert there.returncode == here.returncode == 0, there.stderr + here.stderr
+        assert there.stdout == here.stdout and "{" not in there.stdout
+        assert [line for line in there.stdout.splitlines() if line] == ["quarantine", "no changes", "join", "no changes"]
+        assert _json(gf(remote_home, "--api", base, *move, "--json", **token)) == _json(gf(tmp_path, *move, "--json"))
+        bad = gf(remote_home, "--api", base, *move, "--gpus", "99", **token)  # sent now: the server refuses it
+        assert bad.returncode == 2 and "gpus" in bad.stdout + bad.stderr, bad.stdout + bad.stderr

@@ -25,15 +25,18 @@ NAME = re.compile(r"(?i)^(ethernet|infiniband|nvlink|dpu)$|(^|_)(eth|ib|dpu|dpus
 EXEMPT = ("fabrics", "lab")  # a fabric's own folder; the lab models a site with every fabric
 
 DEBT: dict[str, int] = {
-    "api/v1/leases.py": 2,
+    "api/v1/leases.py": 1,
     "api/v1/moves.py": 4,
     "api/v1/nodes.py": 4,
     "api/v1/schemas.py": 10,
+    "cli/backend.py": 3,  # Terms.gpus: the lease's GPU count, as the API's move and lease bodies carry it
+    "cli/local.py": 4,  # the same count handed to the workflow
+    "domain/move_json.py": 1,  # lease_out: the lease's GPU count (Lease.gpus)
     "cli/inventory_cmd.py": 3,  # _node_doc: the typed ports of the API import body (Node.ethernet/ib)
     "cli/lab_cmd.py": 24,  # the lab's own command (lab/ is exempt); +1: up(ib_subnets=) of the two-subnet lab, passed twice
-    "cli/lease_cmd.py": 7,
-    "cli/move_cmd.py": 7,
-    "cli/node_cmd.py": 9,
+    "cli/lease_cmd.py": 2,
+    "cli/move_cmd.py": 2,
+    "cli/node_cmd.py": 8,
     "domain/drivers.py": 2,
     "domain/models.py": 18,
     "domain/moves.py": 2,  # MoveRequest.gpus (the move-request value object; Move.gpus beside it)

@@ -135,3 +135,17 @@ class AuditReport:
             },
             "violations": [v.to_dict() for v in self.violations],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AuditReport:
+        """The report ``to_dict`` wrote (the API's audit, read by the CLI through ``--api``)."""
+        return cls(datetime.fromisoformat(d["generated_at"]), float(d["duration_seconds"]),
+                   tuple(d["checked_invariants"]), tuple(Violation.from_dict(v) for v in d["violations"]))  # fmt: skip
+
+    def only(self, invariants: tuple[str, ...]) -> AuditReport:
+        """This report narrowed to ``invariants`` (``audit --only``); all of it when none given."""
+        if not invariants:
+            return self
+        return AuditReport(self.generated_at, self.duration_seconds, tuple(i for i in self.checked if i in invariants),
+                           tuple(v for v in self.violations if v.invariant in invariants),
+                           tuple(a for a in self.about if a.id in invariants))  # fmt: skip

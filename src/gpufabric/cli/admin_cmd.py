@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import typer
 
-from gpufabric.cli.backend import backend, items
-from gpufabric.cli.common import JSON_OPT, actions, open_store, reader
+from gpufabric.cli.backend import backend
+from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.output import console, emit_json, table
-from gpufabric.domain.auth import LOCAL_ADMIN, Role
+from gpufabric.domain.auth import Role
 from gpufabric.domain.errors import ValidationError
 
 token_app = typer.Typer(no_args_is_help=True)
@@ -51,13 +51,7 @@ def create_token(
     """Create an API token. Its secret is printed once; only its sha256 is stored."""
     name = name or (role.value if tenant is None else f"{role.value}-{tenant}")
     expires_at = parse_expires(expires)
-    r = backend()
-    if r:
-        body = {"name": name, "role": role.value, "tenant": tenant}
-        out = r.post("/tokens", {**body, "expires_at": expires_at.isoformat()} if expires_at else body)
-    else:
-        info, secret = actions().create_token(LOCAL_ADMIN, name, role.value, tenant, expires_at)
-        out = {**info.to_dict(), "secret": secret}
+    out = backend().create_token(name, role.value, tenant, expires_at)
     if json_out:
         emit_json(out)
         return
@@ -71,13 +65,7 @@ def create_token(
 
 @token_app.command("list")
 def list_tokens(json_out: bool = JSON_OPT) -> None:
-    r = backend()
-    if r:
-        ts = items(r.get("/tokens"))
-    else:
-        from gpufabric.store.auth import Tokens
-
-        ts = [t.to_dict() for t in Tokens(open_store()).list()]
+    ts = backend().tokens()
     if json_out:
         emit_json(ts)
         return
@@ -89,8 +77,7 @@ def list_tokens(json_out: bool = JSON_OPT) -> None:
 @token_app.command("revoke")
 def revoke_token(token_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
     """Revoke a token (kept in the list, never accepted again)."""
-    r = backend()
-    out = r.delete(f"/tokens/{token_id}") if r else actions().revoke_token(LOCAL_ADMIN, token_id).to_dict()
+    out = backend().revoke_token(token_id)
     emit_json(out) if json_out else console.print(f"token {out['id']} revoked", highlight=False)
 
 
@@ -100,8 +87,7 @@ def events(
     json_out: bool = JSON_OPT,
 ) -> None:
     """The event log: every write (CLI and API), who, what, when, outcome — newest first."""
-    r = backend()
-    evs = items(r.get("/events", limit=limit, action=action)) if r else reader().events(LOCAL_ADMIN, limit, 0, action)[0]
+    evs = backend().events(limit, action)
     if json_out:
         emit_json(evs)
         return

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.common import JSON_OPT, open_engine
+from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.output import console, emit_json
 from gpufabric.domain.errors import ValidationError
 
@@ -25,27 +25,11 @@ def audit(
         threshold = Severity(fail_on)
     except ValueError:
         raise ValidationError("fail-on", fail_on, "critical, high, medium or low") from None
-    from gpufabric.cli.backend import backend
-
-    r = backend()
-    if r:  # through a running server: its audit, printed as JSON (human: one line per violation)
-        data = r.post("/audit")["report"]
-        if json_out:
-            emit_json(data)
-        else:
-            for v in data.get("violations", []):
-                console.print(f"{v.get('severity')}: {v.get('invariant')}: {v.get('message')}", markup=False)
-            console.print(f"{len(data.get('violations', []))} violation(s)")
-        order = ["critical", "high", "medium", "low"]
-        worst = [order.index(v["severity"]) for v in data.get("violations", []) if v.get("severity") in order]
-        if worst and min(worst) <= order.index(threshold.value):
-            raise typer.Exit(1)
-        return
     from gpufabric.audit import exit_code, render_html
     from gpufabric.cli.audit_view import print_report
-    from gpufabric.engine.audit_run import audit
+    from gpufabric.cli.backend import backend
 
-    report = audit(open_engine(), only=only or None)
+    report = backend().audit(tuple(only))  # here: this command reads the fabrics; --api: the server's audit
     if html is not None:
         html.write_text(render_html(report))
     if json_out:

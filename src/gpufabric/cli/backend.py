@@ -7,8 +7,8 @@ command prints the same output and ``--json`` either way.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpufabric.domain.errors import (
     ConflictError,
@@ -23,16 +23,33 @@ from gpufabric.domain.errors import (
 if TYPE_CHECKING:
     import http.client
     import ssl
+    from datetime import datetime
+
+    from gpufabric.audit import AuditReport
+    from gpufabric.cli.local import Local
+    from gpufabric.domain.models import Inventory
 
 ALL = 100_000
 
 
-class Backend(Protocol):
-    remote: bool
+class Terms(NamedTuple):
+    """What a move or lease request asks for (the API's move/lease body; ``domain.moves.MoveRequest``
+    once recorded): the target, its networks (None: every network of the tenant), offering, the
+    new lease's GPU count and, for a lease, its start and end."""
 
-    def get(self, path: str, **params: Any) -> Any: ...
-    def post(self, path: str, body: dict[str, Any] | None = None) -> Any: ...
-    def delete(self, path: str) -> Any: ...
+    to_tenant: str
+    networks: tuple[str, ...] | None = None
+    offering: str = "baremetal"
+    gpus: int | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The API's body of these terms (a count only when given)."""
+        return {"networks": None if self.networks is None else list(self.networks), "offering": self.offering,
+                **({"gpus": self.gpus} if self.gpus is not None else {})}  # fmt: skip
+
+
 
 
 class Answer:
@@ -212,6 +229,131 @@ class Remote:
         return _Stream(conn, resp)
 
 
+    # ---- each step of a command, as the API does it (cli/local.Local has the same methods)
+    def nodes(self, tenant: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
+        return items(self.get("/nodes", tenant=tenant, state=state, limit=1000))
+
+    def node(self, name: str) -> dict[str, Any]:
+        n: dict[str, Any] = self.get(f"/nodes/{name}")
+        return n
+
+    def set_owner(self, name: str, tenant: str | None) -> None:
+        self._do("PUT", f"/nodes/{name}/owner", json={"owner": tenant})
+
+    def tenants(self) -> list[dict[str, Any]]:
+        return items(self.get("/tenants", limit=1000))
+
+    def create_tenant(self, name: str) -> dict[str, Any]:
+        t: dict[str, Any] = self.post("/tenants", {"name": name})
+        return t
+
+    def delete_tenant(self, name: str) -> dict[str, Any]:
+        t: dict[str, Any] = self.delete(f"/tenants/{name}")
+        return t
+
+    def networks(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        return items(self.get("/networks", tenant=tenant, limit=1000))
+
+    def create_network(self, name: str, tenant: str, fabrics: list[str] | None,
+                       options: dict[str, dict[str, int | bool]] | None) -> dict[str, Any]:  # fmt: skip
+        body: dict[str, Any] = {"name": name, "tenant": tenant}
+        if fabrics is not None:
+            body["fabrics"] = fabrics
+        if options:
+            body["options"] = options
+        n: dict[str, Any] = self.post("/networks", body)
+        return n
+
+    def delete_network(self, name: str, tenant: str) -> dict[str, Any]:
+        n: dict[str, Any] = self.delete(f"/networks/{tenant}/{name}")
+        return n
+
+    def offerings(self) -> list[dict[str, Any]]:
+        return items(self.get("/offerings", limit=1000))
+
+    def offering(self, name: str) -> dict[str, Any]:
+        o: dict[str, Any] = self.get(f"/offerings/{name}")
+        return o
+
+    def leases(self) -> list[dict[str, Any]]:
+        return items(self.get("/leases", limit=1000))
+
+    def offers(self) -> list[dict[str, Any]]:
+        return items(self.get("/offers", limit=1000))
+
+    def decide_offer(self, move_id: int, accept: bool) -> dict[str, Any]:
+        m: dict[str, Any] = self.post(f"/offers/{move_id}/{'accept' if accept else 'decline'}", {})
+        return m
+
+    def moves(self) -> list[dict[str, Any]]:
+        return items(self.get("/moves", limit=1000))
+
+    def move(self, move_id: int) -> dict[str, Any]:
+        d: dict[str, Any] = self.get(f"/moves/{move_id}")
+        return d
+
+    def cancel_move(self, move_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        d: dict[str, Any] = self.post(f"/moves/{move_id}/cancel", {})
+        return d, list(self.get(f"/moves/{move_id}")["events"])
+
+    def preview(self, node: str, terms: Terms, progress: Any = None) -> dict[str, Any]:
+        p: dict[str, Any] = self.post("/moves/preview", {"node": node, "to_tenant": terms.to_tenant, **terms.body()})
+        return p
+
+    def request_moves(self, nodes: Sequence[str], terms: Terms) -> list[int]:
+        body = {"to_tenant": terms.to_tenant, **terms.body()}
+        if len(nodes) == 1:
+            return [int(self.post("/moves", {**body, "node": nodes[0]})["id"])]
+        return [int(m["id"]) for m in self.post("/moves/batch", {**body, "nodes": list(nodes)})["items"]]
+
+    def create_lease(self, node: str, terms: Terms) -> list[int]:
+        when = {k: t.isoformat() if t else None for k, t in (("start", terms.start), ("end", terms.end))}
+        return [int(self.post("/leases", {"tenant": terms.to_tenant, "node": node, **terms.body(), **when})["id"])]
+
+    def end_lease(self, lease_id: int) -> tuple[dict[str, Any], list[int]]:
+        ended = self.delete(f"/leases/{lease_id}")
+        return ended["lease"], [int(ended["move"]["id"])] if ended.get("move") else []
+
+    def run(self, move_ids: list[int], json_out: bool, window: float = 0.0) -> None:
+        """Follow the moves the server's worker runs (their progress shown), then print them."""
+        from gpufabric.cli.move_cmd import follow_remote
+
+        follow_remote(self, move_ids, json_out)
+
+    def import_inventory(self, inv: Inventory, instances: Any = None) -> dict[str, Any]:
+        """An inventory parsed and checked here, imported by the server (as the token's principal)."""
+        from gpufabric.cli.inventory_cmd import node_doc
+
+        r: dict[str, Any] = self.post("/inventory", {"version": 1, "nodes": [node_doc(n) for n in inv.nodes]})
+        return r
+
+    def import_format(self, name: str, fmt: Any, text: str, fabric: str | None, strict: bool) -> dict[str, Any]:
+        """A kind format's text, read by the server against its own fabrics.yaml and store."""
+        doc: dict[str, Any] = self.post_text(f"/inventory/{name}", text, fabric=fabric, strict="true" if strict else None)
+        return doc
+
+    def audit(self, only: tuple[str, ...] = ()) -> AuditReport:
+        """The server's audit of its fabrics, run now (``--only``: narrowed to those invariants here)."""
+        from gpufabric.audit import AuditReport
+
+        return AuditReport.from_dict(self.post("/audit")["report"]).only(only)
+
+    def tokens(self) -> list[dict[str, Any]]:
+        return items(self.get("/tokens"))
+
+    def create_token(self, name: str, role: str, tenant: str | None, expires_at: datetime | None) -> dict[str, Any]:
+        body = {"name": name, "role": role, "tenant": tenant}
+        t: dict[str, Any] = self.post("/tokens", {**body, "expires_at": expires_at.isoformat()} if expires_at else body)
+        return t
+
+    def revoke_token(self, token_id: int) -> dict[str, Any]:
+        t: dict[str, Any] = self.delete(f"/tokens/{token_id}")
+        return t
+
+    def events(self, limit: int, action: str | None) -> list[dict[str, Any]]:
+        return items(self.get("/events", limit=limit, action=action))
+
+
 def api_url() -> str:
     return os.environ.get("GPUFABRIC_API", "")
 
@@ -228,10 +370,15 @@ def api_token() -> str:
     return secret_file("token", path).reveal()
 
 
-def backend() -> Remote | None:
-    """The remote backend when ``--api``/``$GPUFABRIC_API`` is set, else None (act locally)."""
+def backend() -> Remote | Local:
+    """The remote backend when ``--api``/``$GPUFABRIC_API`` is set, else the local one (the store
+    here, :mod:`gpufabric.cli.local`, imported only then): the same methods either way."""
     url = api_url()
-    return Remote(url, api_token()) if url else None
+    if url:
+        return Remote(url, api_token())
+    from gpufabric.cli.local import Local
+
+    return Local()
 
 
 def items(data: Any) -> list[dict[str, Any]]:

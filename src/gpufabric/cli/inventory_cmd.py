@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpufabric.cli import import_formats as formats
-from gpufabric.cli.common import JSON_OPT, fabrics_yaml, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, escape, jsonable
-from gpufabric.domain.auth import LOCAL_ADMIN
+from gpufabric.cli.common import JSON_OPT, fabrics_yaml
+from gpufabric.cli.output import console, emit_json, escape
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Node
 from gpufabric.domain.values import PortNaming
@@ -46,49 +45,27 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
-    from gpufabric.workflow.inventory import check_port_keys, load_inventory
+    from gpufabric.workflow.inventory import load_inventory
 
     name, kind_format = formats.resolve(file, fmt)
-    r = backend()
-    if r and kind_format is not None:  # read by the server, against its fabrics.yaml and store
-        text = file.read_text(errors="replace")
-        doc = r.post_text(f"/inventory/{name}", text, fabric=subnet, strict="true" if strict else None)
-        _kind_import_done(doc, file, " through the API", json_out)
-        return
-    fabrics = fabrics_yaml()
-    registry = _registry(fabrics)
-    if kind_format is not None:
-        from gpufabric.workflow import kind_import
-        from gpufabric.workflow.actions import Actions
-
-        text = file.read_text(errors="replace")  # the store is read only if the text is not refused first
-        known = lambda: open_store().nodes()  # noqa: E731
-        report = kind_import.read(kind_format, text, fabrics, known, subnet, strict, registry)
-        result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, report.inventory)
-        _kind_import_done(kind_import.document(name, report, result), file, "", json_out)
+    b = backend()
+    where = " through the API" if b.remote else ""
+    if kind_format is not None:  # read against fabrics.yaml and the store of whoever answers (here or the server)
+        doc = b.import_format(name, kind_format, file.read_text(errors="replace"), subnet, strict)
+        _kind_import_done(doc, file, where, json_out)
         return
     if subnet is not None:
         kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
         raise ValidationError("--fabric", subnet, f"only with --format {kinds} (a YAML/JSON port names its instance)")
+    fabrics = fabrics_yaml()
+    registry = _registry(fabrics)
     instances = _instances(fabrics, registry)
-    inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)
-    if not r and any(n.fabric_ports for n in inv.nodes):
-        check_port_keys(inv, open_store().nodes(), instances)
-    if r:  # parsed and checked here, imported by the server (as the token's principal)
-        res = r.post("/inventory", {"version": 1, "nodes": [_node_doc(n) for n in inv.nodes]})
-        if json_out:
-            emit_json({"format": name, "nodes": len(inv.nodes), "result": res})
-        else:
-            console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({name}) through the API: "
-                          f"{escape(import_line(res))}")  # fmt: skip
-        return
-    from gpufabric.workflow.actions import Actions
-
-    result = Actions(open_store(), segment_config).import_inventory(LOCAL_ADMIN, inv)
+    inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)  # parsed and checked here
+    res = b.import_inventory(inv, instances)
     if json_out:
-        emit_json({"format": name, "nodes": len(inv.nodes), "sm_hosts": [], "result": jsonable(result)})
+        emit_json({"format": name, "nodes": len(inv.nodes), "result": res})
     else:
-        console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({name}): {result}")
+        console.print(f"imported {len(inv.nodes)} nodes from {escape(str(file))} ({name}){where}: {escape(import_line(res))}")
 
 
 def _kind_import_done(doc: dict[str, Any], file: Path, where: str, json_out: bool) -> None:
@@ -131,7 +108,7 @@ def _port_namings(fabrics: dict[str, Any], registry: Registry | None) -> dict[st
     return {device: naming for k in kinds for device, naming in k.port_namings(fabrics).items()}
 
 
-def _node_doc(n: Node) -> dict[str, object]:
+def node_doc(n: Node) -> dict[str, object]:
     """A node as an inventory document entry (the API's import body)."""
     return {
         "name": n.name,

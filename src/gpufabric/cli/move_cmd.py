@@ -8,8 +8,8 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.backend import ALL, backend, items
-from gpufabric.cli.common import JSON_OPT, actions, open_engine, open_store, reader
+from gpufabric.cli.backend import Terms, backend
+from gpufabric.cli.common import JSON_OPT, open_engine
 from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.auth import LOCAL_ADMIN
@@ -58,7 +58,7 @@ def _print_result(engine: Any, result: Any, json_out: bool) -> None:
     console.print(f"total {data['total_seconds']:.3f} s")
 
 
-def move_node(
+def move_nodes(
     nodes: list[str],
     to_tenant: str,
     networks: list[str],
@@ -68,28 +68,28 @@ def move_node(
     window: float,
     gpus: int | None = None,
 ) -> None:
-    from gpufabric.domain.models import QUARANTINE
-
-    store = open_store()
-    for node in nodes:
-        store.node(node)  # "node not found" before anything needs the fabrics
+    """``node move``: requested here or through the server (``--api``: its worker runs them),
+    then run or followed to their end; ``--dry-run``: each phase's plan, nothing changed."""
+    b = backend()
+    terms = Terms(to_tenant, tuple(networks) or None, offering, gpus)  # no --network: every network of the tenant
     if dry_run:
         node = _one(nodes)
         with phase_progress(not json_out) as progress:
-            engine = open_engine(progress=progress)
-            nets = (
-                tuple(networks) or tuple(n.name for n in store.networks(to_tenant)) if to_tenant != QUARANTINE else ()
-            )
-            plans = engine.preview(node, to_tenant, nets, gpus=gpus, offering=offering)
-        if json_out:
-            emit_json({k: v.to_dict() for k, v in plans.items()})
-        else:
-            for phase, p in plans.items():
-                console.print(f"[bold]{phase}[/]\n{escape(str(p))}")
+            plans = b.preview(node, terms, progress=progress)
+        print_plans(plans, json_out)
         return
-    engine = open_engine()
-    moves = actions().request_moves(LOCAL_ADMIN, nodes, to_tenant, tuple(networks) or None, offering, gpus)
-    run_requested(engine, [m.id for m in moves if m.id is not None], json_out, window)
+    b.run(b.request_moves(nodes, terms), json_out, window)
+
+
+def print_plans(plans: dict[str, Any], json_out: bool, phase: str | None = None) -> None:
+    """A preview (``POST /moves/preview``'s answer): each phase's plan, or the one ``phase``."""
+    if json_out:
+        emit_json(plans["phases"] if phase is None else plans["phases"][phase])
+        return
+    for k, lines in plans["lines"].items():
+        if phase is None or k == phase:
+            text = escape("\n".join(lines) or "no changes")
+            console.print(text if phase is not None else f"[bold]{k}[/]\n{text}", highlight=False)
 
 
 def _one(nodes: list[str]) -> str:
@@ -147,37 +147,10 @@ def _print_moves(engine: Any, ms: list[Any], json_out: bool) -> None:
                       f"[bold]{m.status.value}[/]{when} (worker {escape(m.claimed_by or '-')})", highlight=False)  # fmt: skip
 
 
-def move_remote(
-    r: Any,
-    nodes: list[str],
-    to_tenant: str,
-    networks: list[str],
-    offering: str,
-    dry_run: bool,
-    json_out: bool,
-    gpus: int | None = None,
-) -> None:
-    """``node move`` through a running server: request it (the server's worker runs it) and
-    follow its progress over server-sent events until it is done or failed."""
-
-    if dry_run:
-        node = _one(nodes)
-        plans = r.post("/moves/preview", {"node": node, "to_tenant": to_tenant, "networks": networks or None})["phases"]
-        if json_out:
-            emit_json(plans)
-        else:
-            for k, v in plans.items():
-                console.print(f"[bold]{k}[/]\n{v}")
-        return
-    body: dict[str, Any] = {"to_tenant": to_tenant, "networks": networks or None, "offering": offering}
-    if gpus is not None:
-        body["gpus"] = gpus
-    if len(nodes) == 1:
-        follow_remote(r, r.post("/moves", {**body, "node": nodes[0]})["id"], json_out)
-        return
-    ids = [m["id"] for m in r.post("/moves/batch", {**body, "nodes": nodes})["items"]]
-    details = [_follow(r, i, json_out) for i in ids]
-    if json_out:
+def follow_remote(r: Any, move_ids: list[int], json_out: bool) -> None:
+    """Show the moves' phases as the server's worker runs them (server-sent events), then their end."""
+    details = [_follow(r, i, json_out) for i in move_ids]
+    if json_out:  # the run as the local CLI prints it (who ran it decides only what is known)
         from gpufabric.domain.move_json import run_json
 
         emit_json(run_json(details))
@@ -185,18 +158,6 @@ def move_remote(
         for d in details:
             _print_detail(d)
     _raise_failed(details)
-
-
-def follow_remote(r: Any, move_id: int, json_out: bool) -> None:
-    """Show a move's phases as the server's worker runs it (server-sent events), then its end."""
-    detail = _follow(r, move_id, json_out)
-    if json_out:  # the run as the local CLI prints it (who ran it decides only what is known)
-        from gpufabric.domain.move_json import run_json
-
-        emit_json(run_json([detail]))
-    else:
-        _print_detail(detail)
-    _raise_failed([detail])
 
 
 def _follow(r: Any, move_id: int, json_out: bool) -> dict[str, Any]:
@@ -242,16 +203,7 @@ def _print_detail(d: dict[str, Any]) -> None:
 @app.command("show")
 def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
     """One move with its phases, progress messages and timings."""
-    from gpufabric.domain.errors import NotFoundError
-
-    r = backend()
-    if r:
-        d = r.get(f"/moves/{move_id}")
-    else:
-        found = local_details(open_store(), [move_id])  # as GET /moves/{id} answers it
-        if not found:
-            raise NotFoundError("move", str(move_id))
-        d = found[0]
+    d = backend().move(move_id)
     emit_json(d) if json_out else _print_detail(d)
 
 
@@ -260,8 +212,7 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
     """Every move, newest first, as ``GET /moves`` shows it (``--open``: pending, running, failed or offered)."""
     from gpufabric.domain.move_json import OPEN
 
-    r = backend()
-    data = items(r.get("/moves", limit=1000)) if r else reader().moves(LOCAL_ADMIN, ALL, 0)[0]
+    data = backend().moves()
     if open_only:
         data = [m for m in data if m["status"] in OPEN]
     emit_json(data) if json_out else table(
@@ -288,14 +239,7 @@ def cancel(move_id: int, json_out: bool = JSON_OPT) -> None:
     """Cancel a pending (or scheduled) or failed move; a running one is refused. Never started:
     its node stays in its tenant. Started (failed): its node returns to quarantine."""
     check_id("move_id", move_id)
-    r = backend()
-    if r:
-        d = r.post(f"/moves/{move_id}/cancel", {})
-        events = r.get(f"/moves/{move_id}")["events"]
-    else:
-        m = actions().cancel_move(LOCAL_ADMIN, move_id)
-        rd = reader()
-        d, events = rd.moves(LOCAL_ADMIN, 1, 0, move_id=m.id)[0][0], rd.move_events(move_id)
+    d, events = backend().cancel_move(move_id)
     said = next((e["message"] for e in reversed(events) if e["phase"] == "cancel"), "")
     if json_out:
         emit_json({**d, "message": said})

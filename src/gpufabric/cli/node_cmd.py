@@ -3,32 +3,13 @@ through the API (``--api``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
-from gpufabric.cli.backend import ALL, backend, items
-from gpufabric.cli.common import JSON_OPT, actions, reader
+from gpufabric.cli.backend import backend
+from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.output import console, emit_json, escape, node_table, table
-from gpufabric.domain.auth import LOCAL_ADMIN
-from gpufabric.domain.errors import NotFoundError
 
 app = typer.Typer(no_args_is_help=True)
-
-
-def _node(name: str) -> dict[str, Any]:
-    r = backend()
-    if r:
-        n: dict[str, Any] = r.get(f"/nodes/{name}")
-        return n
-    rd = reader()
-    found = rd.nodes(LOCAL_ADMIN, 1, 0, name=name)[0]
-    if not found:
-        raise NotFoundError("node", name)
-    from gpufabric.cli.common import fabrics_path
-    from gpufabric.engine.columns import configured_kinds, with_fabrics
-
-    return with_fabrics(found, rd.store, configured_kinds(fabrics_path()))[0]
 
 
 @app.command("list")
@@ -39,15 +20,7 @@ def list_nodes(
     json_out: bool = JSON_OPT,
 ) -> None:
     """List nodes with their tenant, state and one column per fabric (``--wide``: every port)."""
-    r = backend()
-    if r:
-        nodes = items(r.get("/nodes", tenant=tenant, state=state, limit=1000))
-    else:
-        from gpufabric.cli.common import fabrics_path
-        from gpufabric.engine.columns import configured_kinds, with_fabrics
-
-        rd = reader()
-        nodes = with_fabrics(rd.nodes(LOCAL_ADMIN, ALL, 0, tenant, state)[0], rd.store, configured_kinds(fabrics_path()))
+    nodes = backend().nodes(tenant, state)
     if json_out:
         emit_json(nodes)
         return
@@ -57,7 +30,7 @@ def list_nodes(
 @app.command("show")
 def show(name: str, json_out: bool = JSON_OPT) -> None:
     """Show one node with every port on every fabric."""
-    n = _node(name)
+    n = backend().node(name)
     if json_out:
         emit_json(n)
         return
@@ -86,12 +59,9 @@ def owner(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Set which tenant owns a node (ESI owner)."""
-    r = backend()
-    if r:
-        r._do("PUT", f"/nodes/{name}/owner", json={"owner": tenant})
-    else:
-        actions().set_owner(LOCAL_ADMIN, name, tenant)
-    n = _node(name)
+    b = backend()
+    b.set_owner(name, tenant)
+    n = b.node(name)
     emit_json(n) if json_out else console.print(f"node {name} owner: {n['owner'] or '-'}", highlight=False)
 
 
@@ -108,13 +78,9 @@ def move(
 ) -> None:
     """Move nodes to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric.
     Several nodes are requested in one transaction (all or none) and run as one batch."""
-    from gpufabric.cli.move_cmd import move_node, move_remote
+    from gpufabric.cli.move_cmd import move_nodes
 
-    r = backend()
-    if r:
-        move_remote(r, names, to_tenant, network, offering, dry_run, json_out, gpus)
-        return
-    move_node(names, to_tenant, network, offering, dry_run, json_out, window, gpus)
+    move_nodes(names, to_tenant, network, offering, dry_run, json_out, window, gpus)
 
 
 @app.command("power-cycled")

@@ -7,11 +7,10 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.backend import ALL, backend, items
-from gpufabric.cli.common import JSON_OPT, actions, reader
+from gpufabric.cli.backend import backend
+from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.output import console, emit_json, table
-from gpufabric.domain.auth import LOCAL_ADMIN
-from gpufabric.domain.errors import NotFoundError, ValidationError
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Network, Tenant
 
 tenant_app = typer.Typer(no_args_is_help=True)
@@ -23,19 +22,13 @@ offering_app = typer.Typer(no_args_is_help=True)
 def create_tenant(name: str, json_out: bool = JSON_OPT) -> None:
     """Create a tenant."""
     Tenant(name)  # validate before touching the store
-    r = backend()
-    if r:
-        t = r.post("/tenants", {"name": name})
-    else:
-        actions().create_tenant(LOCAL_ADMIN, name)
-        t = reader().tenants(LOCAL_ADMIN, 1, 0, name)[0][0]
+    t = backend().create_tenant(name)
     emit_json(t) if json_out else console.print(f"tenant [bold]{t['name']}[/] created", highlight=False)
 
 
 @tenant_app.command("list")
 def list_tenants(json_out: bool = JSON_OPT) -> None:
-    r = backend()
-    ts = items(r.get("/tenants", limit=1000)) if r else reader().tenants(LOCAL_ADMIN, ALL, 0)[0]
+    ts = backend().tenants()
     if json_out:
         emit_json(ts)
     else:
@@ -45,8 +38,7 @@ def list_tenants(json_out: bool = JSON_OPT) -> None:
 @tenant_app.command("delete")
 def delete_tenant(name: str, json_out: bool = JSON_OPT) -> None:
     """Delete a tenant; refused while leases or networks use it (they are named)."""
-    r = backend()
-    t = r.delete(f"/tenants/{name}") if r else {"name": actions().delete_tenant(LOCAL_ADMIN, name).name}
+    t = backend().delete_tenant(name)
     emit_json(t) if json_out else console.print(f"tenant [bold]{t['name']}[/] deleted", highlight=False)
 
 
@@ -119,18 +111,8 @@ def create_network(
     Network(name, tenant)  # validate names before touching the store
     fabrics = list(dict.fromkeys(fabric)) if fabric else None
     options = parse_options(option or [])
-    r = backend()
     try:
-        if r:
-            body: dict[str, Any] = {"name": name, "tenant": tenant}
-            if fabrics is not None:
-                body["fabrics"] = fabrics
-            if options:
-                body["options"] = options
-            n = r.post("/networks", body)
-        else:
-            actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics, options=options or None)
-            n = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0][0]
+        n = backend().create_network(name, tenant, fabrics, options)
     except ValidationError as e:
         raise as_option(as_option(e, "fabrics", "--fabric"), "options", "--option") from None
     if json_out:
@@ -151,8 +133,7 @@ def as_option(e: ValidationError, field: str, option: str) -> ValidationError:
 
 @network_app.command("list")
 def list_networks(tenant: str = typer.Option(None, "--tenant"), json_out: bool = JSON_OPT) -> None:
-    r = backend()
-    ns = items(r.get("/networks", tenant=tenant, limit=1000)) if r else reader().networks(LOCAL_ADMIN, ALL, 0, tenant)[0]
+    ns = backend().networks(tenant)
     if json_out:
         emit_json(ns)
     else:
@@ -164,22 +145,13 @@ def delete_network(
     name: str, tenant: str = typer.Option(..., "--tenant", help="Owning tenant."), json_out: bool = JSON_OPT
 ) -> None:
     """Delete a network and free its segments; refused while leases use it (they are named)."""
-    r = backend()
-    if r:
-        n = r.delete(f"/networks/{tenant}/{name}")
-    else:
-        found = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0]
-        if not found:
-            raise NotFoundError("network", f"{tenant}/{name}")
-        actions().delete_network(LOCAL_ADMIN, name, tenant)
-        n = found[0]
+    n = backend().delete_network(name, tenant)
     emit_json(n) if json_out else console.print(f"network {tenant}/{name} deleted", highlight=False)
 
 
 @offering_app.command("list")
 def list_offerings(json_out: bool = JSON_OPT) -> None:
-    r = backend()
-    os_ = items(r.get("/offerings", limit=1000)) if r else reader().offerings(ALL, 0)[0]
+    os_ = backend().offerings()
     if json_out:
         emit_json(os_)
     else:
@@ -189,14 +161,7 @@ def list_offerings(json_out: bool = JSON_OPT) -> None:
 
 @offering_app.command("show")
 def show_offering(name: str, json_out: bool = JSON_OPT) -> None:
-    r = backend()
-    if r:
-        o = r.get(f"/offerings/{name}")
-    else:
-        found = reader().offerings(1, 0, name)[0]
-        if not found:
-            raise NotFoundError("offering", name)
-        o = found[0]
+    o = backend().offering(name)
     if json_out:
         emit_json(o)
         return

@@ -57,3 +57,9 @@ class Violation:
             "resource": self.resource,
             "message": self.message,
         }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Violation:
+        """The violation ``to_dict`` wrote (e.g. read back from the API's audit)."""
+        return cls(d["invariant"], Severity(d["severity"]), d["message"], d.get("fabric"), d.get("device", ""),
+                   d.get("port", ""), d.get("node", ""), tuple(d.get("tenants") or ()), d.get("resource", ""))  # fmt: skip

@@ -194,4 +194,4 @@ def preview(body: PreviewIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> R
     if nets is None:  # as a move request: every network of the tenant (the caller is an admin here)
         nets = () if body.to_tenant == QUARANTINE else tuple(n.name for n in c.store.networks(body.to_tenant))
     plans = engine.preview(body.node, body.to_tenant, nets, gpus=body.gpus, offering=body.offering)
-    return json({"phases": {k: v.to_dict() for k, v in plans.items()}})
+    return json({"phases": {k: v.to_dict() for k, v in plans.items()}, "lines": {k: v.lines() for k, v in plans.items()}})

@@ -392,3 +392,4 @@ class PreviewIn(Strict):
 
 class PreviewOut(BaseModel):
     phases: dict[str, Any]
+    lines: dict[str, list[str]] = Field(description="Each phase's plan as the CLI prints it, one change per line")
