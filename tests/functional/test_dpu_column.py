@@ -83,13 +83,19 @@ def test_local_api_and_remote_imports_store_the_same_dpu(served: tuple[World, st
     assert got["fabrics"]["dpu"]["dpus"] == here["fabrics"]["dpu"]["dpus"]
 
 
-def test_the_api_takes_dpus_in_the_fabrics_section_and_refuses_the_old_field(served: tuple[World, str]) -> None:
+def test_the_api_takes_the_kinds_own_keys_and_the_fabrics_section_alike(served: tuple[World, str]) -> None:
+    """``POST /inventory`` takes a node's DPUs under the DPU kind's own key (``dpus``, its field of
+    the API's schema) or under ``fabrics.dpu``: the same stored entries; any other key is refused."""
     w, _ = served
     with TestClient(create_app(w.ctx)) as client:
-        body = {"nodes": [{"name": "d2", "fabrics": {"dpu": [ENTRY]}}]}
-        r = client.post("/api/v1/inventory", json=body, headers=w.headers("admin"))
-        assert r.status_code == 200 and r.json()["added"] == 1, r.text
-        assert [d.name for d in node_dpus(w.store.node("d2"))] == ["bf3"]
-        r = client.post("/api/v1/inventory", json={"nodes": [{"name": "d3", "dpus": [ENTRY]}]}, headers=w.headers("admin"))
-        assert r.status_code == 422 and "dpus" in r.text, r.text
-        assert "d3" not in {n.name for n in w.store.nodes()}  # nothing written
+        for node, entry in (("d2", {"fabrics": {"dpu": [ENTRY]}}), ("d3", {"dpus": [ENTRY]})):
+            r = client.post("/api/v1/inventory", json={"nodes": [{"name": node, **entry}]}, headers=w.headers("admin"))
+            assert r.status_code == 200 and r.json()["added"] == 1, r.text
+        facts = [[(d.name, d.mode, d.details) for d in node_dpus(w.store.node(n))] for n in ("d2", "d3")]
+        assert facts[0] == facts[1] == [(WANT.name, WANT.mode, WANT.details)]
+        bad = {"nodes": [{"name": "d4", "dpus": [{**ENTRY, "mode": "smart"}]}, {"name": "d5", "colour": "red"}]}
+        r = client.post("/api/v1/inventory", json=bad, headers=w.headers("admin"))
+        assert r.status_code == 422, r.text
+        assert "d4" not in {n.name for n in w.store.nodes()}  # nothing written
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["NodeIn"]["properties"]
+        assert {"dpus", "gpus", "fabrics"} <= set(schema)  # each kind's own field, from the kind

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model, field_validator
 
 from gpufabric.domain.models import MAX_GPU_COUNT
 
@@ -137,7 +137,7 @@ class IbPortIn(Strict):
     switch_port: int | None = Field(None, ge=1, le=254)
 
 
-class NodeIn(Strict):
+class _NodeIn(Strict):
     name: Name
     offering: Name | None = None
     ethernet: list[EthernetPortIn] = Field(default_factory=list, max_length=16)
@@ -145,6 +145,22 @@ class NodeIn(Strict):
     fabrics: dict[str, list[dict[str, Any]]] | None = Field(
         None, description="Ports on fabric instances whose kind has an inventory section (validated by the kind)"
     )
+
+
+def _kind_keys() -> dict[str, Any]:
+    """Each registered kind's own key of a node entry (``FabricKind.inventory_key``, e.g. the GPUs
+    and the DPUs): its entries on the kind's default instance, checked by the kind as in files."""
+    from gpufabric.workflow.inventory import registered_kinds
+
+    return {k.inventory_key: (list[dict[str, Any]] | None, Field(None, max_length=64, description=(
+        f"The {k.name} fabric kind's entries of this node (its default instance), as in inventory files")))
+        for k in registered_kinds() if k.inventory_key}  # fmt: skip
+
+
+if TYPE_CHECKING:
+    NodeIn = _NodeIn
+else:  # the core's fields and each kind's own key
+    NodeIn = create_model("NodeIn", __base__=_NodeIn, **_kind_keys())
 
 
 class InventoryIn(Strict):
