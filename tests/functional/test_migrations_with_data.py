@@ -36,6 +36,8 @@ from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 from gpufabric.store.queries import Reader
 
+from support.migrate import alembic
+
 REVISIONS = [r.revision for r in reversed(list(ScriptDirectory.from_config(db._config()).walk_revisions()))]
 SECRET = TOKEN_PREFIX + "migration-test-secret-0123456789abcdef"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -239,12 +241,9 @@ def test_the_dpu_and_nvlink_columns_move_into_the_generic_table_and_back(store_u
                 assert c.execute(q).scalars().all() == ["dpu", "nvlink"]
 
     read_back()
+    alembic(store_url, "downgrade", "0011")
     engine = db.make_engine(store_url)
     try:
-        with engine.begin() as conn:
-            cfg = db._config()
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0011")
         with engine.connect() as conn:
             rows = conn.execute(text("SELECT name, mode, details FROM dpus")).all()
             assert [(r[0], r[1]) for r in rows] == [("bf3-0", "dpu-host")]

@@ -207,18 +207,16 @@ def test_backup_refuses_an_existing_file_and_restore_a_foreign_one(store_url: st
 def test_restore_migrates_an_older_backup_and_refuses_a_newer_one(
     store_url: str, fresh_url: str, tmp_path: Path
 ) -> None:
-    from alembic import command
     from sqlalchemy import text
 
     from gpufabric.store import db
     from gpufabric.store.backup import restore
 
+    from support.migrate import alembic
+
+    alembic(store_url, "upgrade", "0003")
     engine = db.make_engine(store_url)
     try:
-        with engine.begin() as conn:
-            cfg = db._config()
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "0003")
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO tenants (name, created_at) VALUES ('old', :t)"),
                          {"t": "2026-01-01 00:00:00" if store_url.startswith("sqlite") else "2026-01-01T00:00:00Z"})

@@ -29,6 +29,7 @@ from typing import Any, Final, TypeVar
 
 import yaml
 
+from gpufabric.domain.entries import listed, mapping, required, short
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Node
@@ -119,11 +120,11 @@ def inventory_from_dict(
     ``port_names`` from the dialect's own file): a port name the switch's dialect would not accept is
     refused here, not later at render time. ``kinds``: the registered kinds (default: the entry
     points'), whose default instances and inventory keys a node entry may use."""
-    top = _mapping("inventory", data, {"version", "nodes"})
+    top = mapping("inventory", data, {"version", "nodes"})
     version = top.get("version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise ValidationError("version", version, str(SCHEMA_VERSION))
-    raw_nodes = _list("nodes", top.get("nodes", []))
+    raw_nodes = listed("nodes", top.get("nodes", []))
     named = port_instances(instances or {}, kinds)
     nodes: list[Node] = []
     first: dict[tuple[str, Any], str] = {}  # unique key -> path of its first use
@@ -153,8 +154,8 @@ def inventory_from_dict(
 # ---------------------------------------------------------------------- one node
 def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: Instances, first: dict[tuple[str, Any], str]) -> Node:
     keyed = {k.inventory_key: k for k in instances.values() if k.inventory_key and k.instance == k.name}
-    m = _mapping(path, raw, set(NODE_KEYS | keyed.keys()))
-    name = _name(f"{path}.name", _required(path, m, "name"))
+    m = mapping(path, raw, set(NODE_KEYS | keyed.keys()))
+    name = _name(f"{path}.name", required(path, m, "name"))
     offering = m.get("offering", "")
     if offering != "":
         _name(f"{path}.offering", offering)
@@ -203,15 +204,15 @@ def _fabric_ports(
     sections = {n: k for n, k in instances.items() if k.ports_section}
     allowed = ", ".join(sorted(sections)) or "none configured"
     if raw is not None and not isinstance(raw, Mapping):
-        raise ValidationError(f"{path}.fabrics", _short(raw), f"a mapping of fabric instance to its ports ({allowed})")
+        raise ValidationError(f"{path}.fabrics", short(raw), f"a mapping of fabric instance to its ports ({allowed})")
     found = [(f"{path}.fabrics.{i}", str(i), e, sections.get(i)) for i, e in sorted((raw or {}).items(), key=lambda kv: str(kv[0]))]
     found += [(f"{path}.{key}", k.instance, m[key], k) for key, k in sorted(keyed.items()) if m.get(key)]
     out: dict[str, FabricPorts] = {}
     for where, instance, entries, kind in found:
         if kind is None:
-            raise ValidationError(where, _short(entries), f"a fabric instance with an inventory section: {allowed}")
+            raise ValidationError(where, short(entries), f"a fabric instance with an inventory section: {allowed}")
         if instance in out:
-            raise ValidationError(where, _short(entries), f"the node's ports on {instance} in one place: "
+            raise ValidationError(where, short(entries), f"the node's ports on {instance} in one place: "
                                   f"{kind.inventory_key} or fabrics.{instance}, not both")  # fmt: skip
         ports = kind.parse_ports(node, entries, where)
         for key in kind.port_keys(ports):
@@ -221,12 +222,12 @@ def _fabric_ports(
 
 
 def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, PortNaming]) -> EthernetPort:
-    m = _mapping(path, raw, {"name", "switch", "switch_port", "mac", "bond", "bond_mode"})
-    nic = _text(f"{path}.name", _required(path, m, "name"), "the NIC name on the host, e.g. eth0")
+    m = mapping(path, raw, {"name", "switch", "switch_port", "mac", "bond", "bond_mode"})
+    nic = _text(f"{path}.name", required(path, m, "name"), "the NIC name on the host, e.g. eth0")
     nic = _checked(f"{path}.name", m["name"], lambda: check_port_name(f"{path}.name", nic))
-    switch = _text(f"{path}.switch", _required(path, m, "switch"), "the switch name")
+    switch = _text(f"{path}.switch", required(path, m, "switch"), "the switch name")
     switch = _checked(f"{path}.switch", m["switch"], lambda: check_port_name(f"{path}.switch", switch))
-    port = _required(path, m, "switch_port")
+    port = required(path, m, "switch_port")
     if isinstance(port, int) and not isinstance(port, bool):
         port = str(port)
     port = _text(f"{path}.switch_port", port, "the switch port name, e.g. Ethernet12 or 1/1/12")
@@ -246,11 +247,11 @@ def _ethernet(path: str, node: str, raw: Any, dialects: Mapping[str, PortNaming]
 
 
 def _ib(path: str, node: str, raw: Any) -> IbPort:
-    m = _mapping(path, raw, {"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance"})
-    device = _text(f"{path}.device", _required(path, m, "device"), "the HCA device name, e.g. mlx5_0")
+    m = mapping(path, raw, {"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance"})
+    device = _text(f"{path}.device", required(path, m, "device"), "the HCA device name, e.g. mlx5_0")
     port_num = _int(f"{path}.port_num", m.get("port_num", 1), 1, 254)
-    port_guid = _guid(f"{path}.port_guid", _required(path, m, "port_guid"))
-    node_guid = _guid(f"{path}.node_guid", _required(path, m, "node_guid"))
+    port_guid = _guid(f"{path}.port_guid", required(path, m, "port_guid"))
+    node_guid = _guid(f"{path}.node_guid", required(path, m, "node_guid"))
     sw_guid = None if m.get("switch_guid") is None else _guid(f"{path}.switch_guid", m["switch_guid"])
     sw_port = None if m.get("switch_port") is None else _int(f"{path}.switch_port", m["switch_port"], 1, 254)
     instance = m.get("instance") or ""  # the IB fabric instance (subnet); "": the default one
@@ -260,31 +261,11 @@ def _ib(path: str, node: str, raw: Any) -> IbPort:
 
 
 # ---------------------------------------------------------------------- field helpers
-def _mapping(path: str, raw: Any, keys: set[str]) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise ValidationError(path, _short(raw), f"a mapping with keys {', '.join(sorted(keys))}")
-    prefix = "" if path == "inventory" else f"{path}."  # top-level keys are named bare
-    for k in raw:
-        if k not in keys:
-            raise ValidationError(f"{prefix}{k}", _short(raw[k]), f"known keys only: {', '.join(sorted(keys))}")
-    return raw
-
-
-def _list(path: str, raw: Any) -> list[Any]:
-    if not isinstance(raw, list):
-        raise ValidationError(path, _short(raw), "a list")
-    return raw
 
 
 def _items(path: str, m: Mapping[str, Any], key: str) -> list[tuple[int, Any]]:
     raw = m.get(key)
-    return [] if raw is None else list(enumerate(_list(f"{path}.{key}", raw)))
-
-
-def _required(path: str, m: Mapping[str, Any], key: str) -> Any:
-    if m.get(key) is None:
-        raise ValidationError(f"{path}.{key}", None, "a value (required)", "missing")
-    return m[key]
+    return [] if raw is None else list(enumerate(listed(f"{path}.{key}", raw)))
 
 
 def _text(path: str, raw: Any, allowed: str) -> str:
@@ -324,11 +305,6 @@ def _unique(first: dict[tuple[str, Any], str], key: tuple[str, Any], path: str, 
     if key in first:
         raise ValidationError(path, value, f"unique {what} (also at {first[key]})", "duplicate")
     first[key] = path
-
-
-def _short(raw: Any) -> Any:
-    text = repr(raw)
-    return raw if len(text) <= 60 else text[:57] + "..."
 
 
 # ---------------------------------------------------------------------- imports against the store

@@ -10,10 +10,10 @@ the fabric uses them (:class:`gpufabric.fabrics.dpu.info.DpuInfo`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gpufabric.domain.entries import listed, mapping, required, short
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import DpuMode, FabricPorts
 from gpufabric.domain.values import check_name
@@ -37,20 +37,10 @@ class Dpu:
     details: tuple[tuple[str, str], ...] = ()  # pairing facts (PF, VFs, mgmt VF, ...), sorted by key
 
 
-def _short(raw: Any) -> Any:
-    text = repr(raw)
-    return raw if len(text) <= 60 else text[:57] + "..."
-
-
 def parse_dpu(path: str, node: str, raw: Any) -> Dpu:
     """One entry at ``path`` (e.g. ``nodes[2].dpus[0]``) of host ``node``."""
-    if not isinstance(raw, Mapping):
-        raise ValidationError(path, _short(raw), f"a mapping with keys {', '.join(sorted(KEYS))}")
-    for k in raw:
-        if k not in KEYS:
-            raise ValidationError(f"{path}.{k}", _short(raw[k]), f"known keys only: {', '.join(sorted(KEYS))}")
-    if raw.get("name") is None:
-        raise ValidationError(f"{path}.name", None, "a value (required)", "missing")
+    raw = mapping(path, raw, KEYS)
+    required(path, raw, "name")
     try:
         name = check_name(f"{path}.name", raw["name"])
     except ValidationError as e:
@@ -66,18 +56,16 @@ def parse_dpu(path: str, node: str, raw: Any) -> Dpu:
         if isinstance(value, list) and all(isinstance(x, str) for x in value):
             value = ",".join(value)  # representors: a list of netdev names
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ValidationError(f"{path}.{key}", _short(value), "a string or an integer (representors: a list)")
+            raise ValidationError(f"{path}.{key}", short(value), "a string or an integer (representors: a list)")
         details.append((key, str(value)))
     return Dpu(node, name, mode, tuple(details))
 
 
 def parse_dpus(node: str, raw: Any, where: str) -> tuple[Dpu, ...]:
     """A node's entries at ``where`` (a list), each checked, names unique on the node; sorted by name."""
-    if not isinstance(raw, list):
-        raise ValidationError(where, _short(raw), "a list")
     out: dict[str, Dpu] = {}
     at: dict[str, int] = {}
-    for k, entry in enumerate(raw):
+    for k, entry in enumerate(listed(where, raw)):
         d = parse_dpu(f"{where}[{k}]", node, entry)
         if d.name in out:
             raise ValidationError(f"{where}[{k}].name", d.name, f"unique DPU names per node (also at {where}[{at[d.name]}].name)",

@@ -9,11 +9,11 @@ checks them and ``dump_gpus`` writes back what it reads (the stored JSON)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
 
+from gpufabric.domain.entries import listed, mapping, required
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node
 from gpufabric.domain.values import ModuleId
@@ -33,21 +33,10 @@ class Gpu:
     pci_bus_id: str = ""
 
 
-def _short(raw: Any) -> Any:
-    text = repr(raw)
-    return raw if len(text) <= 60 else text[:57] + "..."
-
-
 def parse_gpu(path: str, node: str, raw: Any) -> Gpu:
     """One entry at ``path`` (e.g. ``nodes[2].gpus[0]``) of node ``node``."""
-    if not isinstance(raw, Mapping):
-        raise ValidationError(path, _short(raw), f"a mapping with keys {', '.join(sorted(KEYS))}")
-    for k in raw:
-        if k not in KEYS:
-            raise ValidationError(f"{path}.{k}", _short(raw[k]), f"known keys only: {', '.join(sorted(KEYS))}")
-    module = raw.get("module_id")
-    if module is None:
-        raise ValidationError(f"{path}.module_id", None, "a value (required)", "missing")
+    raw = mapping(path, raw, KEYS)
+    module = required(path, raw, "module_id")
     if isinstance(module, bool) or not isinstance(module, int) or not 1 <= module <= 64:
         raise ValidationError(f"{path}.module_id", module, "an integer 1-64")
     pci = raw.get("pci_bus_id", "")
@@ -60,11 +49,9 @@ def parse_gpu(path: str, node: str, raw: Any) -> Gpu:
 
 def parse_gpus(node: str, raw: Any, where: str) -> tuple[Gpu, ...]:
     """A node's entries at ``where`` (a list), each checked, module ids unique on the node; by module id."""
-    if not isinstance(raw, list):
-        raise ValidationError(where, _short(raw), "a list")
     out: dict[int, Gpu] = {}
     at: dict[int, int] = {}
-    for k, entry in enumerate(raw):
+    for k, entry in enumerate(listed(where, raw)):
         g = parse_gpu(f"{where}[{k}]", node, entry)
         if g.module_id.value in out:
             raise ValidationError(f"{where}[{k}].module_id", g.module_id.value,
