@@ -122,7 +122,8 @@ def _segments() -> list[str]:
     d = SegmentConfig.default()
     rows += ["", f"Defaults as validated: user VLANs {d.user_vlans}, tenant VLANs {d.ethernet_vlans}, quarantine VLAN "
              f"{d.quarantine_vlan}, InfiniBand seg ids {d.ib.seg_range} -> PKeys 0x{d.ib.pkey_range().start:04x}-"
-             f"0x{d.ib.pkey_range().end:04x} ({d.ib.mode.value}), NVLink partitions {d.nvlink_partitions}."]  # fmt: skip
+             f"0x{d.ib.pkey_range().end:04x} ({d.ib.mode.value}). Any other key is refused, naming it (NVLink "
+             "partitions are not pooled here: each node's come from its baseboard's table)."]  # fmt: skip
     return rows
 
 

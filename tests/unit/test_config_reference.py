@@ -63,6 +63,24 @@ def test_a_new_driver_option_appears(gen: ModuleType) -> None:
 def test_segment_keys_come_from_the_validator_source(gen: ModuleType) -> None:
     keys = dict(gen.segment_keys())
     assert set(keys) == {"user_vlan_range", "ethernet.vlan_range", "ethernet.quarantine_vlan", "infiniband.seg_range",
-                         "infiniband.mapping.mode", "infiniband.mapping.base", "infiniband.mapping.table",
-                         "nvlink.partition_range"}  # fmt: skip
+                         "infiniband.mapping.mode", "infiniband.mapping.base", "infiniband.mapping.table"}  # fmt: skip
     assert keys["ethernet.vlan_range"] == "'2000-2999'"
+
+
+def test_the_segments_parser_refuses_every_key_it_does_not_read(gen: ModuleType) -> None:
+    """The keys ``SegmentConfig.from_dict`` accepts are exactly those its ``.get`` calls read (the
+    reference lists), and any other is a ConfigError naming it: a typo no longer leaves a default
+    silently in force, and the unused ``nvlink.partition_range`` (never read by the NVLink kind) is gone."""
+    from gpufabric.domain.errors import ConfigError
+    from gpufabric.domain.segments import MAPPING_KEYS, POOL_KEYS, SECTION_KEYS, VLAN_KEYS, SegmentConfig
+
+    read = {k for k, _ in gen.segment_keys()}
+    accepted = {k for k in SECTION_KEYS if k == "user_vlan_range"} | {f"ethernet.{k}" for k in VLAN_KEYS}
+    accepted |= {f"infiniband.{k}" for k in POOL_KEYS if k != "mapping"} | {f"infiniband.mapping.{k}" for k in MAPPING_KEYS}
+    assert accepted == read
+    for raw, field in (({"nvlink": {"partition_range": "0-63"}}, "segments.nvlink"),
+                       ({"ethernet": {"vlan_rnage": "5-9"}}, "segments.ethernet.vlan_rnage"),
+                       ({"infiniband": {"mapping": {"bsae": "0x0b00"}}}, "segments.infiniband.mapping.bsae")):  # fmt: skip
+        with pytest.raises(ConfigError) as e:
+            SegmentConfig.from_dict(raw)
+        assert e.value.field == field and "known keys only" in e.value.allowed

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from gpufabric.domain.errors import ConfigError, ExhaustedError, ValidationError
 from gpufabric.domain.values import PKey, VlanId
@@ -167,6 +167,21 @@ class PKeyMapping:
             raise ConfigError(field, "{}", "at least one 'seg_id: pkey' entry")
 
 
+SECTION_KEYS: Final = ("user_vlan_range", "ethernet", "infiniband")
+VLAN_KEYS: Final = ("vlan_range", "quarantine_vlan")
+POOL_KEYS: Final = ("seg_range", "mapping")
+MAPPING_KEYS: Final = ("mode", "base", "table")
+"""The keys of config.yaml's ``segments:`` (tests/unit/test_config_reference.py holds them to the
+keys its parser reads, which docs/config-reference.md lists)."""
+
+
+def _known(where: str, raw: Any, keys: tuple[str, ...]) -> None:
+    """A ConfigError naming ``where.<key>`` for a key of ``raw`` not in ``keys`` (a non-mapping is its parser's to refuse)."""
+    for k in raw if isinstance(raw, Mapping) else ():
+        if k not in keys:
+            raise ConfigError(f"{where}.{k}", raw[k], f"known keys only: {', '.join(sorted(keys))}")
+
+
 @dataclass(frozen=True)
 class SegmentConfig:
     """Validated pools: user VLANs (left to users/Neutron), tenant Ethernet VLANs, the
@@ -176,7 +191,6 @@ class SegmentConfig:
     ethernet_vlans: IdRange
     quarantine_vlan: VlanId
     ib: PKeyMapping
-    nvlink_partitions: IdRange
 
     @classmethod
     def default(cls) -> SegmentConfig:
@@ -184,9 +198,15 @@ class SegmentConfig:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> SegmentConfig:
+        """The ``segments:`` section of config.yaml; a key it does not know is refused (a typo
+        would silently leave a default in force). NVLink partitions are not pooled here: each
+        node's come from its baseboard's table (``nvlink_baseboard``)."""
+        _known("segments", raw, SECTION_KEYS)
         eth = raw.get("ethernet", {}) or {}
         ib = raw.get("infiniband", {}) or {}
-        nv = raw.get("nvlink", {}) or {}
+        _known("segments.ethernet", eth, VLAN_KEYS)
+        _known("segments.infiniband", ib, POOL_KEYS)
+        _known("segments.infiniband.mapping", ib.get("mapping") or {}, MAPPING_KEYS)
         user = IdRange.parse("user_vlan_range", raw.get("user_vlan_range", "2-1999"))
         vlans = IdRange.parse("ethernet.vlan_range", eth.get("vlan_range", "2000-2999"))
         qv = eth.get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)
@@ -195,8 +215,7 @@ class SegmentConfig:
         except ValidationError as e:
             raise ConfigError(e.field, e.value, e.allowed) from None
         pool = PKeyMapping.from_dict("infiniband", ib, DEFAULT_IB_SEG_RANGE)
-        nvr = IdRange.parse("nvlink.partition_range", nv.get("partition_range", "0-63"))
-        cfg = cls(user, vlans, quarantine, pool, nvr)
+        cfg = cls(user, vlans, quarantine, pool)
         cfg.validate()
         return cfg
 
