@@ -12,15 +12,14 @@ from gpufabric.cli.backend import Terms, backend
 from gpufabric.cli.common import JSON_OPT, open_engine
 from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.cli.progress import phase_progress
-from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import GpufabricError, ValidationError
-from gpufabric.domain.values import check_id
 
 app = typer.Typer(no_args_is_help=True)
 
 
 def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
     """The moves ``move_ids`` as ``GET /moves/{id}`` answers them (the one move shape)."""
+    from gpufabric.domain.auth import LOCAL_ADMIN
     from gpufabric.domain.move_json import move_detail
     from gpufabric.store.queries import Reader
 
@@ -226,6 +225,8 @@ def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, 
 @app.command("retry")
 def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
     """Re-queue a failed move and run it from the phase where it stopped."""
+    from gpufabric.domain.values import check_id  # (not at import: node move through --api never needs it)
+
     check_id("move_id", move_id)
     with phase_progress(not json_out) as progress:
         engine = open_engine(progress=progress)
@@ -238,6 +239,8 @@ def retry(move_id: int, json_out: bool = JSON_OPT) -> None:
 def cancel(move_id: int, json_out: bool = JSON_OPT) -> None:
     """Cancel a pending (or scheduled) or failed move; a running one is refused. Never started:
     its node stays in its tenant. Started (failed): its node returns to quarantine."""
+    from gpufabric.domain.values import check_id  # (not at import: node move through --api never needs it)
+
     check_id("move_id", move_id)
     d, events = backend().cancel_move(move_id)
     said = next((e["message"] for e in reversed(events) if e["phase"] == "cancel"), "")
