@@ -48,7 +48,8 @@ def test_up_after_a_failover_restarts_the_pair_as_made_and_down_leaves_nothing(t
         assert st.sm_pair is not None and (st.sm_pair.master, st.sm_pair.master_state) == ("sm-01 mlx5_0", "SMINFO_MASTER")
         assert sms.standby_pid != standby and sms.log_has(offset, "Entering STANDBY state")  # sm-02 standby again
         assert [read_pid(s.run_dir / "sshd.pid") for s in sms.sshd.values()] == sshd  # the sshds were kept
-        assert again < 20
+        # no timed assertion (bench/ measures speed): the old defect waited 60 s for a SUBNET UP and
+        # failed, which `st.running` and the master above catch (a bound of 20 s flaked at 25 s under load)
         print(f"\nkill -9 of sm-01: sm-02 master in {took:.2f} s; lab up again: sm-01 master in {again:.2f} s")
     finally:
         lab.down()

@@ -134,12 +134,9 @@ def test_observe_of_32_bridges_one_connection(ovs: Ovs) -> None:
     before = ovs.sessions()
     drivers = [OvsdbSwitchDriver(br, ovs.ovs.remote, Q, 10, pool=pool) for br in ovs.bridges]
     try:
-        t0 = time.monotonic()
         states = [d.observe() for d in drivers]
-        seconds = time.monotonic() - t0
         assert [sorted(p.port for p in s.ports) for s in states] == [sorted(ovs.ports(b)) for b in ovs.bridges]
-        assert ovs.sessions() == before + 1
-        assert seconds < 5.0, seconds
+        assert ovs.sessions() == before + 1  # one connection for all 32 (its speed is bench/'s to measure)
     finally:
         pool.close()
 
