@@ -1,13 +1,16 @@
 """The checks every inventory entry gets, and the errors they give: one source for the core's
 inventory reader (:mod:`gpufabric.workflow.inventory`) and each fabric kind's own entries (e.g.
-``fabrics/dpu/entries.py``), so a bad entry reads the same whoever parses it."""
+``fabrics/dpu/entries.py``), so a bad entry reads the same whoever parses it; and a node's
+stored entries of a kind, parsed once (:func:`node_entries`, behind ``FabricKind.ports``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
 from typing import Any
 
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import FabricPorts, Node
 
 
 def short(raw: Any) -> Any:
@@ -39,3 +42,20 @@ def required(path: str, m: Mapping[str, Any], key: str) -> Any:
     if m.get(key) is None:
         raise ValidationError(f"{path}.{key}", None, "a value (required)", "missing")
     return m[key]
+
+
+Parse = Callable[[str, Any, str], tuple[Any, ...]]
+"""A kind's entry parser: (node, raw entries, where) -> immutable port values (``parse_ports``)."""
+
+
+def node_entries(node: Node, instance: str, parse: Parse, default: str | None = None) -> tuple[Any, ...]:
+    """``node``'s generic-table entries on ``instance``, read by ``parse`` once per distinct entry;
+    a node with none there has those of ``default`` (a kind's default instance: its
+    ``inventory_key``'s entries, which every instance of the kind saw before instances)."""
+    found = node.ports_on(instance) or (node.ports_on(default) if default and default != instance else None)
+    return () if found is None else _parsed(parse, node.name, found)
+
+
+@lru_cache(maxsize=1 << 16)
+def _parsed(parse: Parse, node: str, found: FabricPorts) -> tuple[Any, ...]:
+    return parse(node, found.entries, f"{node}.fabrics.{found.instance}")

@@ -32,12 +32,12 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
+from gpufabric.domain.entries import node_entries
 from gpufabric.domain.errors import ConfigError, GpufabricError, ValidationError
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import QUARANTINE, FabricPorts, Lease, Network, Node, Offering, Segment
+from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
 from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import check_name
@@ -261,9 +261,9 @@ class FabricKind(ABC, Generic[D, S]):
         return ()
 
     def ports(self, node: Node) -> tuple[Any, ...]:
-        """``node``'s ports on this instance (its generic-table entries, parsed)."""
-        found = node.ports_on(self.instance)
-        return () if found is None else _parsed(self, node.name, found)
+        """``node``'s ports on this instance (its generic-table entries, parsed; a kind with an
+        ``inventory_key``: its default instance's when the node has none of its own here)."""
+        return node_entries(node, self.instance, self.parse_ports, self.name if self.inventory_key else None)
 
     request_fields: ClassVar[frozenset[str]] = frozenset()
     """The :class:`MoveRequest` fields ``check_request`` reads: asked only when one is set."""
@@ -408,11 +408,6 @@ class FabricKind(ABC, Generic[D, S]):
         """A FastAPI ``APIRouter`` of this kind's own routes, mounted under ``/api/v1`` (None:
         none; the default)."""
         return None
-
-
-@lru_cache(maxsize=4096)
-def _parsed(kind: FabricKind[Any, Any], node: str, found: FabricPorts) -> tuple[Any, ...]:
-    return kind.parse_ports(node, found.entries, f"{node}.fabrics.{found.instance}")
 
 
 def build_driver(

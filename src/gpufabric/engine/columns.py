@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from functools import lru_cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.fabric import FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.serial import jsonable
+from gpufabric.store.registry import registered_kinds as registered_kinds  # (re-exported: the one cache)
 
 Kinds = Sequence[FabricKind[Any, Any]]
 
@@ -38,18 +37,6 @@ def fabric_views(node: Node, kinds: Kinds, tenancy: Tenancy | None = None) -> di
         column: {"summary": cell, **jsonable(dict(by_kind[column].node_view(node, tenancy)))}
         for column, cell in fabric_cells(node, kinds, tenancy)
     }
-
-
-@lru_cache(maxsize=1)
-def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
-    """Every kind of the ``gpufabric.fabrics`` entry points (Ethernet, InfiniBand first), loaded
-    once; their drivers are not imported."""
-    from gpufabric.store.registry import KINDS_GROUP, Registry
-
-    reg = Registry()
-    for ep in entry_points(group=KINDS_GROUP):
-        reg.register_kind(ep.load()())
-    return tuple(reg.ordered_kinds())
 
 
 def configured_kinds(fabrics_file: Path) -> tuple[FabricKind[Any, Any], ...] | None:

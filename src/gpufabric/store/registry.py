@@ -8,6 +8,7 @@ start-up and asks it for a driver class or the fabric kinds by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -57,3 +58,10 @@ class Registry:
     def ordered_kinds(self) -> list[FabricKind[Any, Any]]:
         """Every registered kind, in a stable order: each kind's ``order``, then its name."""
         return sorted(self.kinds.values(), key=lambda k: (k.order, k.name))
+
+
+@lru_cache(maxsize=1)
+def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
+    """Every kind of the ``gpufabric.fabrics`` entry points, in the registry's order, loaded once
+    per process (no driver imported): the one source for whoever needs the kinds unconfigured."""
+    return tuple(Registry.from_entry_points(drivers=False).ordered_kinds())

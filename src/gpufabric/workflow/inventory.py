@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -34,6 +33,7 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Node
 from gpufabric.domain.values import Guid, PortNaming, check_mac, check_name, check_port_name
+from gpufabric.store.registry import registered_kinds
 
 FORMATS: Final = ("yaml", "json")
 SCHEMA_VERSION: Final = 1
@@ -42,14 +42,6 @@ Instances = Mapping[str, FabricKind[Any, Any]]
 """Fabric instance name -> its bound kind (the instances of ``fabrics.yaml``)."""
 NODE_KEYS: Final = frozenset({"name", "offering", "ethernet", "ib", "fabrics"})
 """A node entry's own keys; each registered kind's ``inventory_key`` comes beside them."""
-
-
-@lru_cache(maxsize=1)
-def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
-    """Every registered kind (entry points; no driver imported), in the registry's order."""
-    from gpufabric.store.registry import Registry
-
-    return tuple(Registry.from_entry_points(drivers=False).ordered_kinds())
 
 
 def port_instances(instances: Instances, kinds: Iterable[FabricKind[Any, Any]] | None = None) -> dict[str, FabricKind[Any, Any]]:
@@ -126,10 +118,11 @@ def inventory_from_dict(
         raise ValidationError("version", version, str(SCHEMA_VERSION))
     raw_nodes = listed("nodes", top.get("nodes", []))
     named = port_instances(instances or {}, kinds)
+    keyed = {k.inventory_key: k for k in named.values() if k.inventory_key and k.instance == k.name}  # once per file
     nodes: list[Node] = []
     first: dict[tuple[str, Any], str] = {}  # unique key -> path of its first use
     for i, raw in enumerate(raw_nodes):
-        node = _node(f"nodes[{i}]", raw, dialects or {}, named, first)
+        node = _node(f"nodes[{i}]", raw, dialects or {}, named, keyed, first)
         _unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
         for k, p in enumerate(node.ethernet):
             path = f"nodes[{i}].ethernet[{k}]"
@@ -152,9 +145,10 @@ def inventory_from_dict(
 
 
 # ---------------------------------------------------------------------- one node
-def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: Instances, first: dict[tuple[str, Any], str]) -> Node:
-    keyed = {k.inventory_key: k for k in instances.values() if k.inventory_key and k.instance == k.name}
-    m = mapping(path, raw, set(NODE_KEYS | keyed.keys()))
+def _node(path: str, raw: Any, dialects: Mapping[str, PortNaming], instances: Instances, keyed: Instances,
+          first: dict[tuple[str, Any], str]) -> Node:  # fmt: skip
+    """One node entry; ``keyed``: each kind's own key of a node entry -> that kind's default instance."""
+    m = mapping(path, raw, NODE_KEYS | keyed.keys())
     name = _name(f"{path}.name", required(path, m, "name"))
     offering = m.get("offering", "")
     if offering != "":

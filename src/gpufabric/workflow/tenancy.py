@@ -32,9 +32,9 @@ from gpufabric.domain.values import check_id, check_name
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 from gpufabric.store.offers import decide_offer
+from gpufabric.store.registry import registered_kinds
 from gpufabric.store.tenants import node_owner
 from gpufabric.store.tx import Tx
-from gpufabric.workflow.inventory import registered_kinds
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
@@ -66,9 +66,12 @@ class TenantWorkflow:
     def _check(self, nodes: Sequence[str], req: MoveRequest, tx: Tx | None) -> None:
         """Each fabric instance's refusal of ``req`` for each of ``nodes``, before anything is
         written; only kinds that check a field the request sets are asked (and the nodes read)."""
-        if not any(getattr(req, f) is not None for k in registered_kinds() for f in k.request_fields):
+        def asks(k: FabricKind[Any, Any]) -> bool:
+            return any(getattr(req, f) is not None for f in k.request_fields)
+
+        if not any(asks(k) for k in registered_kinds()):  # (the configured instances read only then)
             return
-        asked = [k for k in self.kinds() or registered_kinds() if any(getattr(req, f) is not None for f in k.request_fields)]
+        asked = [k for k in self.kinds() or registered_kinds() if asks(k)]
         with self.store.tx(tx) as t:
             for name in dict.fromkeys(nodes):
                 node = self.store.node(name, t)

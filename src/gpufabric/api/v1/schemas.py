@@ -150,7 +150,7 @@ class _NodeIn(Strict):
 def _kind_keys() -> dict[str, Any]:
     """Each registered kind's own key of a node entry (``FabricKind.inventory_key``, e.g. the GPUs
     and the DPUs): its entries on the kind's default instance, checked by the kind as in files."""
-    from gpufabric.workflow.inventory import registered_kinds
+    from gpufabric.store.registry import registered_kinds
 
     return {k.inventory_key: (list[dict[str, Any]] | None, Field(None, max_length=64, description=(
         f"The {k.name} fabric kind's entries of this node (its default instance), as in inventory files")))

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
+from gpufabric.domain.entries import node_entries
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.models import DpuMode, FabricPorts, Node
+from gpufabric.domain.models import DpuMode, Node
 from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import check_name
 from gpufabric.fabrics.dpu.entries import DETAIL_KEYS, KIND, Dpu, parse_dpus
@@ -132,17 +133,10 @@ def _parse(dpu: Dpu) -> DpuInfo:
     return DpuInfo._from_dpu(dpu)
 
 
-@lru_cache(maxsize=1 << 16)
-def _entries(node: str, found: FabricPorts) -> tuple[Dpu, ...]:
-    return parse_dpus(node, found.entries, f"nodes[{node}].fabrics.{found.instance}")
-
-
 def node_dpus(node: Node, instance: str = KIND) -> tuple[Dpu, ...]:
-    """``node``'s DPU entries on DPU instance ``instance``; a node without entries of its own
-    there has those of the kind's default instance (its ``dpus:`` key), as every DPU instance
-    did when DPUs had a table of their own."""
-    found = node.ports_on(instance) or (node.ports_on(KIND) if instance != KIND else None)
-    return () if found is None else _entries(node.name, found)
+    """``node``'s DPU entries on DPU instance ``instance`` (those of its ``dpus:`` key when it
+    has none of its own there: :func:`~gpufabric.domain.fabric.node_entries`)."""
+    return node_entries(node, instance, parse_dpus, KIND)
 
 
 def node_dpu(node: Node, instance: str = KIND) -> DpuInfo | None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Final
 
-from gpufabric.domain.entries import listed, mapping, required
+from gpufabric.domain.entries import listed, mapping, node_entries, required
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node
 from gpufabric.domain.values import ModuleId
@@ -71,14 +70,7 @@ def gpu_ports(*gpus: Gpu, instance: str = FABRIC) -> tuple[FabricPorts, ...]:
     return (FabricPorts.of(instance, dump_gpus(tuple(sorted(gpus, key=lambda g: g.module_id.value)))),) if gpus else ()
 
 
-@lru_cache(maxsize=1 << 16)
-def _entries(node: str, found: FabricPorts) -> tuple[Gpu, ...]:
-    return parse_gpus(node, found.entries, f"nodes[{node}].fabrics.{found.instance}")
-
-
 def node_gpus(node: Node, instance: str = FABRIC) -> tuple[Gpu, ...]:
-    """``node``'s GPUs on NVLink instance ``instance``; a node without entries of its own there
-    has those of the kind's default instance (its ``gpus:`` key), as every NVLink instance did
-    when GPUs had a table of their own."""
-    found = node.ports_on(instance) or (node.ports_on(FABRIC) if instance != FABRIC else None)
-    return () if found is None else _entries(node.name, found)
+    """``node``'s GPUs on NVLink instance ``instance`` (those of its ``gpus:`` key when it has
+    none of its own there: :func:`~gpufabric.domain.fabric.node_entries`)."""
+    return node_entries(node, instance, parse_gpus, FABRIC)
