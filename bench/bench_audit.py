@@ -42,23 +42,21 @@ from pathlib import Path
 
 from gpufabric.audit import AuditInput, registry_for, run_audit
 from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
-from gpufabric.domain.state import (
-    EthernetPortConfig,
-    FabricState,
+from gpufabric.domain.state import FabricState
+from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.plan import IbDesired
+from gpufabric.fabrics.infiniband.state import (
     IbFabricState,
     Partition,
     PartitionLayout,
     PartitionMember,
     PkeyTable,
-    PortMode,
     SmSeen,
     SmState,
-    SwitchState,
 )
-from gpufabric.domain.values import Guid, PKey, VlanId
-from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.plan import IbDesired
 
 BUILTIN = registry_for([EthernetKind(), InfinibandKind()])  # the two kinds the synthetic clusters have
 

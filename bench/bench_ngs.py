@@ -37,10 +37,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.lab.ovs import OvsServer
 

@@ -15,11 +15,11 @@ import pytest
 
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Segment
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from contract.ethernet_targets import DOUBLE_DIALECTS

@@ -13,10 +13,10 @@ import pytest
 
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Segment
-from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.ssh_double import double_driver, port_names

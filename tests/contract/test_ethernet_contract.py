@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from contract.ethernet_targets import ETHERNET_TARGETS, MIN_PORTS, EthernetTarget, EthernetTargetFactory
 

@@ -16,10 +16,10 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.planning.desired import tenancy_of
 
 from contract.sm_targets import MIN_PORTS, PKEYS, SM_TARGETS, SmTarget, SmTargetFactory

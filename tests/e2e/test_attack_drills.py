@@ -27,7 +27,7 @@ import pytest
 
 from gpufabric.audit import AuditInput, registry_for, run_audit
 from gpufabric.domain.errors import GpufabricError
-from gpufabric.domain.state import FabricState, SmSeen
+from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
@@ -37,11 +37,13 @@ from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portin
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
+from gpufabric.fabrics.infiniband.state import SmSeen
 from gpufabric.lab.lab import Lab
 from gpufabric.store.registry import Registry
 
 from e2e.conftest import LabEnv
 from e2e.test_move import nets_of
+from support import drivers
 
 pytestmark = pytest.mark.root
 LAB_NODES = 10  # gpu-a06..a10: one fresh rogue host per run of the serve-watch drill
@@ -145,7 +147,7 @@ class Forged:
 def forged_rogue(lab: LabEnv) -> Iterator[Forged]:
     """A real rogue OpenSM on gpu-a05; the driver under test reads the lab's fabric."""
     fabrics = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points())
-    drv = fabrics.sm
+    drv = drivers.sm(fabrics)
     assert isinstance(drv, OpenSMDriver)
     rogue = Guid.parse(lab.guids("gpu-a05")[0])
     t0 = time.monotonic()
@@ -177,7 +179,7 @@ def test_sm_claiming_the_trusted_sm_guid_is_flagged_at_its_own_lid(lab: LabEnv, 
         f.driver.reader = inner
     impostor = [s for s in ib.sms if s.lid == f.rogue_lid]
     assert [(s.guid, s.port_guid) for s in impostor] == [(f.trusted, f.rogue)]  # kept apart from the real one
-    assert _audit_mismatch(f, FabricState(ib=ib)) == [str(f.rogue)]
+    assert _audit_mismatch(f, FabricState(slices={"infiniband": ib})) == [str(f.rogue)]
     found = find_rogue_sms(ib, [f.trusted])
     assert [(x.lid, x.port_guid) for x in found] == [(f.rogue_lid, f.rogue)]
     REPORT.append(("SM reporting the trusted SM's GUID", "detected", took, "nothing (not contained here)"))
@@ -391,7 +393,7 @@ class DecoyReader:
 
 def test_decoy_finding_does_not_stop_containment_of_the_real_rogue(lab: LabEnv) -> None:
     fabrics = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points())
-    drv = fabrics.sm
+    drv = drivers.sm(fabrics)
     assert isinstance(drv, OpenSMDriver)
     fab = Lab(lab.home).ib_fabric()
     layout = parse_partitions_conf(fab.partitions_conf.read_text())

@@ -35,6 +35,7 @@ from gpufabric.lab.smpair import COMPUTE_PAIR, STORAGE_PAIR
 from gpufabric.store.registry import Registry
 
 from e2e.conftest import LabEnv
+from support import drivers
 from support.ib_pair import Sampler, port_lids, port_pkeys, sminfo_master, wait_sminfo_master
 
 pytestmark = pytest.mark.root
@@ -110,7 +111,7 @@ def diverged_now(lab: LabEnv) -> list[tuple[str, str]]:
     fabrics = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points())
     try:
         out = []
-        for name, sm in fabrics.sms.items():
+        for name, sm in drivers.sms(fabrics).items():
             assert isinstance(sm, OpenSMDriver)
             out += [(name, v.device) for v in sm_file_violations(sm.observe())]
         return out

@@ -32,6 +32,7 @@ from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger, prepared_ids
 
 from functional.test_store_backup import fresh_url  # noqa: F401  (the fixture)
+from support import drivers
 from support.workers import memory_fabrics, observe, owner_map, seed
 from unit.test_engine_memory import CFG, NODES, inventory
 
@@ -150,7 +151,7 @@ def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later
         expected = {n for n in NODES if now[n] != desired_then[n]}
         assert all(now[n] == t for n, t in last_later.items())
 
-        applies = (fabrics.switches["leaf1"].applies, fabrics.sm.applies, fabrics.backends["memory"].applies)
+        applies = (drivers.switches(fabrics)["leaf1"].applies, drivers.sm(fabrics).applies, fabrics.backends["memory"].applies)
         eng2 = MoveEngine(restored, fabrics, CFG, worker="restored:1", heartbeat_every=60)
         res = reconcile_once(eng2, Policy.REPORT)
         lines = res.drift.lines()
@@ -158,7 +159,7 @@ def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later
               f" {len(moves_then) - len(done_then)} open; drift on {sorted(_drift_nodes(lines))}: {len(lines)} line(s)")  # fmt: skip
         assert _drift_nodes(lines) == expected
         assert not res.repaired and res.moves_resumed == 0
-        assert (fabrics.switches["leaf1"].applies, fabrics.sm.applies, fabrics.backends["memory"].applies) == applies
+        assert (drivers.switches(fabrics)["leaf1"].applies, drivers.sm(fabrics).applies, fabrics.backends["memory"].applies) == applies
         assert _devices_owner(fabrics, store) == now  # the report changed nothing
     finally:
         restored.close()

@@ -26,10 +26,10 @@ import pytest
 
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import EthernetPort, Fabric, Lease, Network, Node, Segment
-from gpufabric.domain.state import PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.errors import ApplyError, CapacityError, FabricError
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import parse_opensm_log
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, render_partitions_conf
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

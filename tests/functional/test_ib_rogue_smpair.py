@@ -18,10 +18,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.domain.values import PKey
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, check_rogue_sms, contain_rogue_sms
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair

@@ -50,6 +50,8 @@ from gpufabric.runtime.loops import RogueWatch
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
+from support import drivers
+
 pytestmark = pytest.mark.root
 
 SM_C = hca_port_guid(0, 0)
@@ -163,7 +165,7 @@ def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> N
     assert {p.port_guid for p in a01.ib} == {*C_A01, S_A01}
     pkey = {s.fabric: s.pkey.value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if s.pkey is not None}
     assert set(pkey) == {"ib-compute", "ib-storage"} and pkey["ib-compute"] != pkey["ib-storage"]
-    assert set(site.fabrics.sms) == {"ib-compute", "ib-storage"}
+    assert set(drivers.sms(site.fabrics)) == {"ib-compute", "ib-storage"}
 
     site.engine.ledger.request("gpu-a01", MoveRequest("ta", networks=("ta-net",)))
     batch = site.engine.run_pending()
@@ -173,8 +175,8 @@ def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> N
     assert on_c == {C_A01[0]: {pkey["ib-compute"]}, C_A01[1]: {pkey["ib-compute"]}, hca_port_guid(2, 0): frozenset()}
     on_s = smp_tables(site.storage, STORAGE_SM_NODE, [S_A01, S_A02])
     assert on_s == {S_A01: {pkey["ib-storage"]}, S_A02: frozenset()}
-    storage_sm = site.fabrics.sm_for("ib-storage")
-    assert isinstance(storage_sm, OpenSMDriver) and storage_sm is not site.fabrics.sm_for("ib-compute")
+    storage_sm = drivers.sm_for(site.fabrics, "ib-storage")
+    assert isinstance(storage_sm, OpenSMDriver) and storage_sm is not drivers.sm_for(site.fabrics, "ib-compute")
     assert C_A01[0] not in storage_sm.ports() and S_A01 in storage_sm.ports()  # no compute port on storage
     on_c_groups, on_s_groups = (
         ipoib_groups(site.compute, "gpu-a01 mlx5_0"),
@@ -199,10 +201,10 @@ def test_a_rogue_sm_on_the_storage_subnet_is_contained_there_only(site: Site, tm
     that port on the storage subnet's switch; the compute subnet, its SM and gpu-a02's compute
     ports are untouched."""
     for name, fab in (("ib-compute", site.compute), ("ib-storage", site.storage)):
-        drv = site.fabrics.sm_for(name)
+        drv = drivers.sm_for(site.fabrics, name)
         assert isinstance(drv, OpenSMDriver)
         drv.restart_hook = lambda fab=fab: restart_trusted(fab)  # type: ignore[misc]
-    storage_sm, compute_sm = site.fabrics.sm_for("ib-storage"), site.fabrics.sm_for("ib-compute")
+    storage_sm, compute_sm = drivers.sm_for(site.fabrics, "ib-storage"), drivers.sm_for(site.fabrics, "ib-compute")
     assert isinstance(storage_sm, OpenSMDriver) and isinstance(compute_sm, OpenSMDriver)
     compute_before = {g: frozenset(t.entries) for g, t in ((t.port_guid, t) for t in compute_sm.observe().tables)}
     assert RogueWatch(wake=lambda: None).run(site.fabrics.backends) == ()  # both subnets quiet

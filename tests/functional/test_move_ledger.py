@@ -13,10 +13,10 @@ from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationErro
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.state import PortMode
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.store.core import Store
 from gpufabric.store.moves import ClaimLostError, MoveLedger, worker_dead
 from gpufabric.store.tables import LeaseRow

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 from gpufabric.store.registry import Registry

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import dialect_from_dict
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer, free_port
 

@@ -15,6 +15,7 @@ from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.moves import BatchResult, MoveEngine
 
 from functional.test_worker_takeover import BEAT, two  # noqa: F401  (the fixture)
+from support import drivers
 from support.workers import freeze_before_apply
 from unit.test_engine_memory import owners
 
@@ -38,7 +39,7 @@ def test_a_worker_woken_after_its_move_was_taken_over_writes_nothing(
         assert time.monotonic() - t0 < 30 * BEAT, "not taken over"
     assert [(x.id, x.status) for x in batch.moves] == [(m.id, MoveStatus.DONE)]
     assert owners(b)["n1"] == {"tb"}
-    applies = {k: d.applies for k, d in (("sw", b.fabrics.switches["leaf1"]), ("sm", b.fabrics.sm))}
+    applies = {k: d.applies for k, d in (("sw", drivers.switches(b.fabrics)["leaf1"]), ("sm", drivers.sm(b.fabrics)))}
     assert ta.resume() == BatchResult([], [])
     assert owners(b)["n1"] == {"tb"}  # before the fix (phase quarantine): {"quarantine"}
-    assert {k: d.applies for k, d in (("sw", b.fabrics.switches["leaf1"]), ("sm", b.fabrics.sm))} == applies
+    assert {k: d.applies for k, d in (("sw", drivers.switches(b.fabrics)["leaf1"]), ("sm", drivers.sm(b.fabrics)))} == applies

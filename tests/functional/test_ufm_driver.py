@@ -14,12 +14,13 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError, VerifyError
 from gpufabric.domain.secrets import Secret, TransportNote
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.hardening import SETTINGS_UNREADABLE
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
 
+from support import drivers
 from support.ufm_server import UfmServer, ufm_server
 
 F, L = Membership.FULL, Membership.LIMITED
@@ -381,9 +382,9 @@ def test_built_from_fabrics_yaml_options(ufm: UfmServer) -> None:
     fabrics = Fabrics.from_config(
         {"infiniband": {"driver": "ufm", "options": options}, "trusted_sm_guids": ["0x0002c90300000001"]}, reg
     )
-    assert isinstance(fabrics.sm, UfmDriver)
-    fabrics.sm.apply(TWO_TENANTS)
-    assert fabrics.observe().ib.tables == expected_tables(TWO_TENANTS)
+    assert isinstance(drivers.sm(fabrics), UfmDriver)
+    drivers.sm(fabrics).apply(TWO_TENANTS)
+    assert fabrics.observe().get("infiniband").tables == expected_tables(TWO_TENANTS)
 
 
 class _Recording(httpx.BaseTransport):

@@ -18,11 +18,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpufabric.domain.errors import LabError
-from gpufabric.domain.state import PartitionLayout
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.state import PartitionLayout
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.labib import SMINFO
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid

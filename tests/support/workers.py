@@ -32,6 +32,7 @@ from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
+from support import drivers
 from support.memfabric import register
 from unit.test_engine_memory import CFG, fabrics_config, inventory
 
@@ -64,7 +65,7 @@ def memory_fabrics(device_delay: float = 0.0) -> Fabrics:
 
 def devices(f: Fabrics) -> dict[str, Any]:
     """The world's devices by role: ``switch``, ``sm``, ``memory``."""
-    return {"switch": f.switches["leaf1"], "sm": f.sm, "memory": f.backends["memory"]}
+    return {"switch": drivers.switches(f)["leaf1"], "sm": drivers.sm(f), "memory": f.backends["memory"]}
 
 
 def observe(f: Fabrics) -> Observed:

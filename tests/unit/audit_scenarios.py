@@ -26,24 +26,22 @@ from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
 from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
-from gpufabric.domain.state import (
-    EthernetPortConfig,
-    FabricState,
+from gpufabric.domain.state import FabricState
+from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.plan import IbDesired
+from gpufabric.fabrics.infiniband.state import (
     IbFabricState,
     Partition,
     PartitionLayout,
     PartitionMember,
     PkeyTable,
-    PortMode,
     SmFileSeen,
     SmSeen,
     SmState,
-    SwitchState,
 )
-from gpufabric.domain.values import Guid, PKey, VlanId
-from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.plan import IbDesired
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 REGISTRY: InvariantRegistry = registry_for([EthernetKind(), InfinibandKind()])
@@ -224,11 +222,11 @@ class Scenario:
         desired: dict[str, list[EthernetPortConfig]] = {}
         for cfg in self.desired_eth().values():
             desired.setdefault(cfg.switch, []).append(cfg)
-        observed = FabricState(
-            switches=tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
-            ib=IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master,
-                             sm_files=tuple(self.sm_files)),
-        )
+        observed = FabricState(slices={
+            "ethernet": tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
+            "infiniband": IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master,
+                                        sm_files=tuple(self.sm_files)),
+        })
         want = {
             "ethernet": tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items())),
             "infiniband": IbDesired(self.desired_layout(), ()),

@@ -28,6 +28,7 @@ from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
+from support import drivers
 from support.memfabric import DRIFT_ID_MEMORY, MemoryKind, register
 from unit import test_engine_memory as memory_engine
 from unit.audit_scenarios import REGISTRY, T0, Scenario, guid
@@ -128,7 +129,7 @@ def engine(tmp_path: Path) -> Iterator[MoveEngine]:
 def test_the_sms_transport_notes_are_named_infiniband(engine: MoveEngine) -> None:
     """The SM driver's transport notes (e.g. UFM over http) reach the audit through its
     backend (``InfinibandBackend.transport_notes``), named after the backend's fabric."""
-    sm: Any = engine.fabrics.sm
+    sm: Any = drivers.sm(engine.fabrics)
     sm.transport_notes = lambda: (TransportNote("ufm", "http", "UFM at http://ufm:80 over plain http"),)
     found = [v for v in audit(engine).violations if v.invariant == "TRANSPORT-INSECURE"]
     assert [(v.fabric, v.device, v.resource) for v in found] == [("infiniband", "ufm", "transport:http")]

@@ -104,15 +104,16 @@ def test_result_does_not_depend_on_input_order() -> None:
     s.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF)
     inp = s.build()
     obs = inp.observed
+    ib = obs.get("infiniband")
     shuffled = replace(
         inp,
         nodes=inp.nodes[::-1],
         leases=inp.leases[::-1],
         networks=inp.networks[::-1],
-        observed=FabricState(
-            switches=tuple(replace(sw, ports=sw.ports[::-1]) for sw in obs.switches[::-1]),
-            ib=replace(obs.ib, tables=obs.ib.tables[::-1], sms=obs.ib.sms[::-1]),
-        ),
+        observed=FabricState(slices={
+            "ethernet": tuple(replace(sw, ports=sw.ports[::-1]) for sw in obs.get("ethernet")[::-1]),
+            "infiniband": replace(ib, tables=ib.tables[::-1], sms=ib.sms[::-1]),
+        }),
     )
     a, b = run_audit(inp, now=T0, registry=REGISTRY), run_audit(shuffled, now=T0, registry=REGISTRY)
     assert len(a.violations) == 7  # b1: shared, split, drift; q1 port: foreign, shared, split, drift

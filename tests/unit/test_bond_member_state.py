@@ -15,12 +15,12 @@ import pytest
 from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import DOWN_ID, MEMBER_ID, OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.memfabric.ethernet import MemorySwitchDriver

@@ -12,12 +12,12 @@ import pytest
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID, aggregate_key
 from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
 KIND = EthernetKind()

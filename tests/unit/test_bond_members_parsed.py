@@ -11,12 +11,12 @@ import pytest
 
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Fabric, Lease, Network, Segment
-from gpufabric.domain.state import PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.workflow.inventory import inventory_from_dict
 
 KIND = EthernetKind()

@@ -16,15 +16,16 @@ from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Node
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.planning.plan import tenants_seen
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
+from support import drivers
 from support.memfabric import MemorySwitchDriver
 
 CFG = SegmentConfig.default()
@@ -95,7 +96,7 @@ def engine(tmp_path: Path) -> Iterator[MoveEngine]:
 
 
 def switch(e: MoveEngine) -> BondingSwitch:
-    d = e.fabrics.switches["leaf1"]
+    d = drivers.switches(e.fabrics)["leaf1"]
     assert isinstance(d, BondingSwitch)
     return d
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.jsonread import json_documents, ports_of, read_nxos_json
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.real_outputs import manifest, real_output
 from support.ssh_double import double_driver, port_names

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import Dialect, cli_port, find_errors, load_dialect, render_batch, render_lines
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngs"
 SCENARIOS = ("add_network", "plug_port", "unplug_port", "plug_bond")

@@ -17,18 +17,19 @@ from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Node
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import Guid
 from gpufabric.engine.audit_run import SPLIT_ID, audit
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.planning.plan import merge, plan, tenants_seen
 from gpufabric.store.core import Store
 from gpufabric.store.lock import read_epoch
 from gpufabric.store.queries import Reader
 from gpufabric.store.registry import Registry
 
+from support import drivers
 from support.memfabric import DRIFT_ID_MEMORY, MemoryBackend, MemorySubnetManager, MemorySwitchDriver, register
 
 CFG = SegmentConfig.default()
@@ -75,13 +76,13 @@ def engine(tmp_path: Path) -> Iterator[MoveEngine]:
 
 
 def switch(e: MoveEngine) -> MemorySwitchDriver:
-    d = e.fabrics.switches["leaf1"]
+    d = drivers.switches(e.fabrics)["leaf1"]
     assert isinstance(d, MemorySwitchDriver)
     return d
 
 
 def sm(e: MoveEngine) -> MemorySubnetManager:
-    d = e.fabrics.sm
+    d = drivers.sm(e.fabrics)
     assert isinstance(d, MemorySubnetManager)
     return d
 

@@ -12,10 +12,10 @@ import pytest
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import EthernetPort, Fabric, Inventory, Lease, Network, Node, Segment
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.store.core import Store
 from gpufabric.workflow.inventory import inventory_from_dict
 

@@ -13,6 +13,8 @@ from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.store.registry import Registry
 
+from support import drivers
+
 REG = Registry.from_entry_points()
 
 
@@ -37,9 +39,9 @@ def test_builds_switches_sm_and_guids() -> None:
         },
         REG,
     )
-    assert sorted(f.switches) == ["leaf1", "leaf2"]
-    assert all(isinstance(d, OvsdbSwitchDriver) for d in f.switches.values())
-    assert isinstance(f.sm, UfmDriver)
+    assert sorted(drivers.switches(f)) == ["leaf1", "leaf2"]
+    assert all(isinstance(d, OvsdbSwitchDriver) for d in drivers.switches(f).values())
+    assert isinstance(drivers.sm(f), UfmDriver)
     assert f.sm_port_guids == f.trusted_sm_guids == (Guid(0x0002C90300000001),)
 
 

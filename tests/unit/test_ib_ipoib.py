@@ -17,7 +17,6 @@ import pytest
 from gpufabric.domain.errors import CapacityError, ConfigError, ExhaustedError
 from gpufabric.domain.models import Fabric, Network, Segment
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.ipoib import (
     IPOIB_PARTITION_LIMIT,
@@ -33,6 +32,7 @@ from gpufabric.fabrics.infiniband.ipoib import (
 )
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, render_partitions_conf
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 G1 = Guid(0x0002C90310000101)

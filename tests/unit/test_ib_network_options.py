@@ -14,7 +14,6 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import IbPort, Lease, Network, Node, Segment
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.infiniband.ipoib import (
@@ -26,6 +25,7 @@ from gpufabric.fabrics.infiniband.ipoib import (
 )
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.partitions import render_partitions_conf
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import parse_ufm_pkey, plan_ufm
 from gpufabric.planning.desired import tenancy_of

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.parsers import (
     parse_opensm_log,
@@ -16,6 +15,7 @@ from gpufabric.fabrics.infiniband.parsers import (
     parse_smpquery_pkeys,
     parse_smpquery_portinfo,
 )
+from gpufabric.fabrics.infiniband.state import SmState
 
 DIAGS = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 OSM = Path(__file__).parent.parent / "fixtures" / "opensm"

@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.errors import CapacityError, ValidationError
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.partitions import (
     changed_ports,
@@ -21,6 +20,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     partition_name,
     render_partitions_conf,
 )
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 FIX = Path(__file__).parent.parent / "fixtures" / "opensm"
 SM = Guid(0x0002C90310000001)

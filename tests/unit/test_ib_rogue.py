@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError, FabricError
-from gpufabric.domain.state import IbFabricState, SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.rogue import containment_targets, find_rogue_sms
+from gpufabric.fabrics.infiniband.state import IbFabricState, SmSeen, SmState
 
 TRUSTED = Guid(0x0002C90310000001)
 ROGUE = Guid(0x0002C90310000401)

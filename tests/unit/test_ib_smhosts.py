@@ -15,12 +15,12 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, ValidationError
 from gpufabric.domain.severity import Severity
-from gpufabric.domain.state import IbFabricState, SmFileSeen
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_sm_hosts
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet
+from gpufabric.fabrics.infiniband.state import IbFabricState, SmFileSeen
 
 from unit.audit_scenarios import Scenario
 

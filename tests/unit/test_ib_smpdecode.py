@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import SmState
 from gpufabric.fabrics.infiniband import smpdecode as d
 from gpufabric.fabrics.infiniband.parsers import (
     PkeyDump,
@@ -27,6 +26,7 @@ from gpufabric.fabrics.infiniband.parsers import (
     parse_smpquery_portinfo,
 )
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, decode
+from gpufabric.fabrics.infiniband.state import SmState
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "infiniband-diags" / "smpbatch.json"
 ROWS: list[dict[str, Any]] = json.loads(FIXTURE.read_text())["rows"]

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.smcontrol import choose_master
 from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_sm_hosts, restart_script
+from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 
 from unit.test_ib_smhosts import GOOD, host
 

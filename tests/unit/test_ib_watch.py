@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import FabricError, GpufabricError
-from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.parsers import PortInfo
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpValue
+from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 from gpufabric.fabrics.infiniband.watch import SmWatch, suspicions
 from gpufabric.runtime.loops import RogueWatch
 

@@ -10,7 +10,6 @@ import json
 import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import dialect_from_dict, load_dialect, render_json_read
 from gpufabric.fabrics.ethernet.jsonread import (
@@ -21,6 +20,7 @@ from gpufabric.fabrics.ethernet.jsonread import (
     read_nxos_json,
 )
 from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.real_outputs import Manifest, manifests, real_output
 from support.ssh_double import double_driver, sample

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ovs_columns import (
     ALL_VLANS,
@@ -15,6 +14,7 @@ from gpufabric.fabrics.ethernet.ovs_columns import (
     config_from_columns,
     normalized,
 )
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 Q = VlanId(4000)
 SW = "leaf1"

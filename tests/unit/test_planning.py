@@ -5,19 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
-from gpufabric.domain.state import (
-    EthernetPortConfig,
-    FabricState,
-    IbFabricState,
-    PkeyTable,
-    PortMode,
-    SwitchState,
-)
+from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, PkeyAction, pkey_partition_name
+from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 from gpufabric.planning.desired import DesiredState, tenancy_of
 from gpufabric.planning.desired import derive_desired as derive
 from gpufabric.planning.plan import Plan, merge, plan, tenants_seen
@@ -117,8 +112,8 @@ def test_two_networks_make_a_trunk_with_only_those_vlans() -> None:
 def test_plan_lists_only_differences_and_removes_before_adds() -> None:
     d = derive_desired(NODES, LEASES, NETS)
     # observed: p1 still on quarantine; p2 already right; gpu-a01's ports still in tb's key
-    observed = FabricState(
-        switches=(
+    observed = FabricState(slices={
+        "ethernet": (
             SwitchState(
                 "leaf1",
                 (
@@ -128,7 +123,7 @@ def test_plan_lists_only_differences_and_removes_before_adds() -> None:
                 ),
             ),
         ),
-        ib=IbFabricState(
+        "infiniband": IbFabricState(
             tables=(
                 PkeyTable(Guid(0x1010), (0x7FFF, 0x8A01)),
                 PkeyTable(Guid(0x1011), (0x7FFF,)),
@@ -136,7 +131,7 @@ def test_plan_lists_only_differences_and_removes_before_adds() -> None:
                 PkeyTable(Guid(0x1021), (0x7FFF, 0x8A01)),
             )
         ),
-    )
+    })
     p = plan(KINDS, d, observed)
     assert [(c.after.port, c.after.vlan) for c in eth(p).changes] == [("p1", VlanId(2000))]
     assert [(c.action, c.pkey, c.guid) for c in ib(p).changes] == [
@@ -171,7 +166,7 @@ def test_plan_is_empty_when_observed_equals_desired() -> None:
         )
         for g in (Guid(x) for x in (0x1010, 0x1011, 0x1020, 0x1021, 0x1030, 0x1031))
     )
-    observed = FabricState(switches=d.get("ethernet"), ib=IbFabricState(tables=tables))
+    observed = FabricState(slices={"ethernet": d.get("ethernet"), "infiniband": IbFabricState(tables=tables)})
     p = plan(KINDS, d, observed)
     assert p.empty and ib(p).layout is None and str(p) == "no changes"
 
@@ -180,7 +175,7 @@ def test_ports_the_fabric_does_not_show_are_left_out_of_the_layout() -> None:
     d = derive_desired(NODES, LEASES, NETS)
     # gpu-a01's ports are gone from the fabric (e.g. its switch port was disabled)
     observed = FabricState(
-        ib=IbFabricState(tables=(PkeyTable(Guid(0x1020), (0x7FFF,)), PkeyTable(Guid(0x1021), (0x7FFF,))))
+        slices={"infiniband": IbFabricState(tables=(PkeyTable(Guid(0x1020), (0x7FFF,)), PkeyTable(Guid(0x1021), (0x7FFF,))))}
     )
     p = plan(KINDS, d, observed)
     layout = ib(p).layout
@@ -192,7 +187,7 @@ def test_ports_the_fabric_does_not_show_are_left_out_of_the_layout() -> None:
 def test_a_host_that_is_a_full_member_of_the_default_partition_is_drift() -> None:
     d = derive_desired(NODES, [], NETS)
     tables = tuple(PkeyTable(g, (0xFFFF if g == Guid(0x1010) else 0x7FFF,)) for g in (Guid(x) for x in (0x1010, 0x1011, 0x1020, 0x1021, 0x1030, 0x1031)))
-    p = plan(KINDS, d, FabricState(switches=d.get("ethernet"), ib=IbFabricState(tables=tables)))
+    p = plan(KINDS, d, FabricState(slices={"ethernet": d.get("ethernet"), "infiniband": IbFabricState(tables=tables)}))
     assert [(c.action, c.entry, c.guid) for c in ib(p).changes] == [
         (PkeyAction.REMOVE, 0xFFFF, Guid(0x1010)),
         (PkeyAction.ADD, 0x7FFF, Guid(0x1010)),
@@ -209,13 +204,13 @@ def test_partition_names_come_from_the_pkey_not_from_user_names() -> None:
 
 def test_merge_replaces_only_what_was_read_back_and_tenants_seen_names_every_owner() -> None:
     d = derive_desired(NODES, LEASES, NETS)
-    observed = FabricState(switches=d.get("ethernet"), ib=IbFabricState(tables=(PkeyTable(Guid(0x1010), (0x7FFF, 0x8A00)),)))
+    observed = FabricState(slices={"ethernet": d.get("ethernet"), "infiniband": IbFabricState(tables=(PkeyTable(Guid(0x1010), (0x7FFF, 0x8A00)),))})
     read_back = {"ethernet": (SwitchState("leaf1", (EthernetPortConfig("leaf1", "p3", PortMode.ACCESS, VlanId(2001)),)),),
                  "infiniband": IbFabricState(tables=(PkeyTable(Guid(0x1030), (0x7FFF, 0x8A00)),))}  # fmt: skip
     merged = merge(KINDS, observed, read_back)
-    ports = {p.port: p for p in merged.switches[0].ports}
+    ports = {p.port: p for p in merged.get("ethernet")[0].ports}
     assert ports["p3"].vlan == VlanId(2001) and ports["p1"].vlan == VlanId(2000)
-    assert {t.port_guid for t in merged.ib.tables} == {Guid(0x1010), Guid(0x1030)}
+    assert {t.port_guid for t in merged.get("infiniband").tables} == {Guid(0x1010), Guid(0x1030)}
     seen = tenants_seen(KINDS, d, merged)
     assert seen["gpu-a01"] == {"ta"}
     assert seen["gpu-a03"] == {"tb", "ta"}  # p3 on tb's VLAN while its HCA holds ta's PKey: split

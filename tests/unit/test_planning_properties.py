@@ -20,12 +20,14 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricKind, FabricPlan
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
-from gpufabric.domain.state import EthernetPortConfig, FabricState, IbFabricState, PkeyTable, PortMode, SwitchState
+from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan, merge_switches
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, expected_tables
+from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, plan
 
@@ -113,7 +115,7 @@ def observed_states(draw: st.DrawFn, nodes: tuple[Node, ...]) -> FabricState:
         for i in range(2)
         if draw(st.booleans())
     }
-    return FabricState(switches, IbFabricState(tuple(tables)), slices={"memory": MemState.of(tags)})
+    return FabricState(slices={"ethernet": switches, "infiniband": IbFabricState(tuple(tables)), "memory": MemState.of(tags)})
 
 
 # --------------------------------------------------------------------------- the simulators
@@ -123,10 +125,10 @@ def apply_part(state: FabricState, name: str, part: FabricPlan) -> FabricState:
         return state
     if isinstance(part, EthernetPlan):
         changed = tuple(SwitchState(sw, ps) for sw, ps in part.by_switch().items())
-        return state.with_slice(name, merge_switches(state.switches, changed))
+        return state.with_slice(name, merge_switches(state.get("ethernet", ()), changed))
     if isinstance(part, IbPlan):
         assert part.layout is not None
-        ib = state.ib
+        ib = state.get("infiniband")
         want = expected_tables(part.layout, [t.port_guid for t in ib.tables])  # OpenSM: every port on the fabric
         tables = tuple(dataclasses.replace(t, entries=tuple(sorted(want[t.port_guid]))) for t in ib.tables)
         return state.with_slice(name, dataclasses.replace(ib, tables=tables))

@@ -5,25 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
-from gpufabric.domain.state import (
-    EthernetPortConfig,
-    IbFabricState,
-    PkeyTable,
-    PortMode,
-    SmFileSeen,
-    SmSeen,
-    SmState,
-    SwitchState,
-)
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
+from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
 from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, standby_files, trusted_sms
+from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmFileSeen, SmSeen, SmState
 
 SM, ROGUE = Guid(0x0002C90310000001), Guid(0x0002C903100000AA)
 

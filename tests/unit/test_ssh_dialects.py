@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import (
     DIALECTS,
@@ -25,6 +24,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_read,
 )
 from gpufabric.fabrics.ethernet.parsers import ALL_VLANS, parse_running_config, parse_vlan_list
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ssh"
 Q = VlanId(999)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import DIALECTS, load_dialect
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.ssh_double import AGGREGATE, OVS_BRIDGE, double_driver, port_names, sample
 

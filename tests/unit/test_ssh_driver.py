@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
 from gpufabric.fabrics.ethernet.sshio import CommandResult
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.ssh_double import make_double
 from support.ssh_double.iosjson import JSON_SHOW

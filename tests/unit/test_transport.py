@@ -37,6 +37,7 @@ from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
+from support import drivers
 from support.memfabric import register
 from unit import test_engine_memory as memory_engine
 
@@ -150,7 +151,7 @@ def test_fabrics_yaml_ethernet_options_reach_the_driver(files: dict[str, str]) -
     entry = {"driver": "ovsdb", "options": {"switch": "leaf-1", "remote": "ssl:192.0.2.1:6640", **tls_opts(files)}}
     tcp = {"driver": "ovsdb", "options": {"switch": "leaf-2", "remote": "tcp:192.0.2.2:6640"}}
     f = Fabrics.from_config({"ethernet": [entry, tcp]}, reg)
-    assert f.switches["leaf-1"].tls == load_tls("", **tls_opts(files))  # type: ignore[attr-defined]
+    assert drivers.switches(f)["leaf-1"].tls == load_tls("", **tls_opts(files))  # type: ignore[attr-defined]
     assert [v.device for v in transport_violations(f.backends.items())] == ["leaf-2"]
     other = {"driver": "ovsdb", "options": {"switch": "leaf-3", "remote": "ssl:192.0.2.3:6640",
                                             "private_key": files["key2"], "certificate": files["cert2"],

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import FabricError, ValidationError
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.fabrics.infiniband.ufm_plan import (
     REMOVE_CHUNK,
     PKeyRange,

@@ -32,8 +32,7 @@ from typing import Any
 
 import yaml
 
-from gpufabric.domain.drivers import EthernetSwitchDriver, SubnetManagerDriver
-from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
+from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
@@ -121,37 +120,6 @@ class Fabrics:
     def summaries(self, node: Node) -> dict[str, str]:
         """instance -> its kind's table cell of ``node`` (every instance, in order)."""
         return {name: k.summary(node) for name, k in self.kinds.items()}
-
-    # ---- built-in fabrics, by role (reconcile's rogue-SM containment, CLI tables)
-    @property
-    def switches(self) -> dict[str, EthernetSwitchDriver]:
-        """Every switch of every instance whose backend drives switches (the Ethernet ones)."""
-        out: dict[str, EthernetSwitchDriver] = {}
-        for b in self.backends.values():
-            out.update(getattr(b, "switches", {}))
-        return out
-
-    @property
-    def sms(self) -> dict[str, SubnetManagerDriver]:
-        """instance -> its subnet manager driver, for every instance driven through one (each
-        InfiniBand subnet has its own), in the engine's order."""
-        out: dict[str, SubnetManagerDriver] = {}
-        for name, b in self.backends.items():
-            if isinstance(sm := getattr(b, "sm", None), SubnetManagerDriver):
-                out[name] = sm
-        return out
-
-    def sm_for(self, instance: str) -> SubnetManagerDriver:
-        """The subnet manager of ``instance``; NotFoundError naming the instances that have one."""
-        sms = self.sms
-        if instance not in sms:
-            raise NotFoundError("subnet", f"{instance} (instances with a subnet manager: {', '.join(sms) or 'none'})")
-        return sms[instance]
-
-    @property
-    def sm(self) -> SubnetManagerDriver | None:
-        """The subnet manager of the first instance with one (a one-subnet site; several: :attr:`sms`)."""
-        return next(iter(self.sms.values()), None)
 
     # ---- I/O
     def observe(self, audit: bool = True) -> FabricState:

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import EthernetPort, Fabric, Segment
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan, EthState
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 from contract.kinds import KindCase
 

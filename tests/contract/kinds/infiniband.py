@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import Fabric, IbPort, Segment
-from gpufabric.domain.state import IbFabricState, PkeyTable
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, expected_tables
+from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 
 from contract.kinds import KindCase
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ApplyError, ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import validate_change
+from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 from support.memfabric.faults import Faults
 

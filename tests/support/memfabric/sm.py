@@ -13,12 +13,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import FabricError
-from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable, SmSeen, SmState
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
+from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.partitions import check_layout, layout_guids
 from gpufabric.fabrics.infiniband.plan import expected_tables
+from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable, SmSeen, SmState
 
 from support.memfabric.faults import Faults
 

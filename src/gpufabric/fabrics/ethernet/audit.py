@@ -19,8 +19,8 @@ from gpufabric.domain.fabric import InvariantSpec, PortSeen, Tenancy
 from gpufabric.domain.findings import DRIFT, Violation
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric
 from gpufabric.domain.severity import Severity
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 ETH: Final = Fabric.ETHERNET
 

@@ -22,7 +22,7 @@ from gpufabric.domain.fabric import InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import EthernetPort
 from gpufabric.domain.severity import Severity
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 MEMBER_ID = "ETH-BOND-MEMBER-VLAN"
 SPLIT_ID = "ETH-BOND-SPLIT"

@@ -35,11 +35,11 @@ from typing import Any, Final
 import yaml
 
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import PORT_ALLOWED, PortNaming, VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
 from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
 DIALECTS: Final = tuple(sorted(p.stem for p in DIALECT_DIR.glob("*.yaml")))  # one source: the files

@@ -50,10 +50,10 @@ from functools import lru_cache
 from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.portcfg import ALL_SET, NOT_PORTS, parse_vlan_list
 from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 DEFAULT_VLAN: Final = 1
 _EOS_SHORT: Final = (("Et", "Ethernet"), ("Po", "Port-Channel"), ("Ma", "Management"))

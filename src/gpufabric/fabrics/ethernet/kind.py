@@ -18,7 +18,6 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError, VerifyError
 from gpufabric.domain.fabric import (
     DriverLookup,
@@ -36,10 +35,10 @@ from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
-from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
+from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.plan import (
     EthernetPlan,
@@ -51,6 +50,7 @@ from gpufabric.fabrics.ethernet.plan import (
     tenants_seen,
 )
 from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 
 
 class EthernetBackend(FabricBackend[EthState]):

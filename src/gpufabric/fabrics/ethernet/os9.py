@@ -30,10 +30,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.fabrics.ethernet.ios import BondMember
 from gpufabric.fabrics.ethernet.portcfg import NOT_PORTS, parse_vlan_list
 from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 _IFACE: Final = re.compile(r"^interface\s+([A-Za-z][A-Za-z-]*)\s*(\d[\d/]*)\s*$")
 _MEMBER_PC: Final = re.compile(r"^port-channel\s+(\d+)\s+mode\s+(active|passive)$")

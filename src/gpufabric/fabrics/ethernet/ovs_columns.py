@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 FORBIDDEN_VLAN: Final = 1
 ALL_VLANS: Final = tuple(VlanId(v) for v in range(VlanId.MIN, VlanId.MAX + 1))

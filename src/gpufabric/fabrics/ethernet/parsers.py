@@ -52,7 +52,6 @@ from typing import Any, Final
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import Dialect
 from gpufabric.fabrics.ethernet.ios import BondMember, parse_ios, parse_ios_bonds
@@ -60,6 +59,7 @@ from gpufabric.fabrics.ethernet.os9 import interface_names_os9, parse_os9, parse
 from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_columns
 from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS, NO_QUARANTINE, NOT_PORTS, parse_vlan_list
 from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 # --------------------------------------------------------------------------- junos
 _JUNOS_VLAN_LIST: Final = re.compile(r"(?i:all|none|\d+(?:-\d+)?)")

@@ -33,9 +33,9 @@ from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE, Fabric
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
-from gpufabric.domain.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 EthState = tuple[SwitchState, ...]
 

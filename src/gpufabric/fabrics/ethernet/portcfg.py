@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import EthernetPortConfig, PortMode
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 ALL_VLANS: Final = tuple(VlanId(v) for v in range(VlanId.MIN, VlanId.MAX + 1))
 ALL_SET: Final = frozenset(range(VlanId.MIN, VlanId.MAX + 1))

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
-from gpufabric.domain.state import PortMode, SwitchState
+from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver, _bridge_ports
+from gpufabric.fabrics.ethernet.state import PortMode, SwitchState
 
 OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
 

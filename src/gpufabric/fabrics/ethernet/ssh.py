@@ -41,10 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from gpufabric.domain.drivers import EthernetSwitchDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
 from gpufabric.domain.secrets import Secret, TransportNote, load_secret
-from gpufabric.domain.state import EthernetPortConfig, SwitchState
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import (
     Dialect,
@@ -56,6 +54,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_lines,
     render_read,
 )
+from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.jsonread import JSON_READERS, ports_of
 from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
 from gpufabric.fabrics.ethernet.parsers import (
@@ -65,6 +64,7 @@ from gpufabric.fabrics.ethernet.parsers import (
     parse_running_config,
 )
 from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 
 _SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SLOTS_LOCK = threading.Lock()

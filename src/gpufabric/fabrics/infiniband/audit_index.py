@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import IbPort
-from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
+from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
 
 UNOWNED: Final = "(unowned)"
 """Owner label of a PKey that no network claims."""

@@ -28,7 +28,6 @@ from typing import TypeVar
 
 from gpufabric.domain.errors import FabricError, GpufabricError
 from gpufabric.domain.secrets import Secret
-from gpufabric.domain.state import SmSeen
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.parsers import (
@@ -40,6 +39,7 @@ from gpufabric.fabrics.infiniband.parsers import (
     parse_smpquery_pkeys,
     parse_smpquery_portinfo,
 )
+from gpufabric.fabrics.infiniband.state import SmSeen
 
 T = TypeVar("T")
 R = TypeVar("R")

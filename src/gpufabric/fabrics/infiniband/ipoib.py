@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import CapacityError, ConfigError, ValidationError
-from gpufabric.domain.state import PartitionLayout
+from gpufabric.fabrics.infiniband.state import PartitionLayout
 
 DEFAULT_SCOPE: Final = 2  # link-local, what IPoIB uses unless told otherwise
 MCAST_FDB_CAP_DEFAULT: Final = 1024  # ibsim's switches (and ConnectX/Quantum defaults seen in docs)

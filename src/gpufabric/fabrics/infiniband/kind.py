@@ -36,7 +36,6 @@ import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ConfigError, ConflictError, ExhaustedError, ValidationError
 from gpufabric.domain.fabric import (
     Containment,
@@ -54,10 +53,10 @@ from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import PKeyMapping, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
-from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
+from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions, network_options
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
@@ -77,6 +76,7 @@ from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, f
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
+from gpufabric.fabrics.infiniband.state import IbFabricState
 from gpufabric.fabrics.infiniband.watch import SmWatch
 
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpufabric.domain.errors import GpufabricError
-from gpufabric.domain.state import PartitionLayout
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.partitions import (
     changed_entries,
@@ -24,6 +23,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     layout_guids,
     parse_partitions_conf,
 )
+from gpufabric.fabrics.infiniband.state import PartitionLayout
 
 
 @dataclass(frozen=True)

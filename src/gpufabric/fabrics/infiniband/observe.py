@@ -22,11 +22,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from gpufabric.domain.errors import FabricError, GpufabricError
-from gpufabric.domain.state import IbFabricState, PkeyTable, SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.parsers import PkeyDump, PortInfo
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader
+from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmSeen, SmState
 
 
 def observe_fabric(reader: SmpReader, ports: dict[Guid, CaPort]) -> IbFabricState:

@@ -52,11 +52,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError
-from gpufabric.domain.state import IbFabricState, PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
+from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
 from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget, group_qos
 from gpufabric.fabrics.infiniband.knownfile import KnownFile, affected_ports, parse_known
@@ -77,6 +76,7 @@ from gpufabric.fabrics.infiniband.smcontrol import choose_master, sm_states, wai
 from gpufabric.fabrics.infiniband.smhosts import SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
 from gpufabric.fabrics.infiniband.smpread import SmpReader, keep_warm, make_reader, read_pkeys
+from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
 
 FABRIC = "infiniband"
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gpufabric.domain.errors import GpufabricError, VerifyError
-from gpufabric.domain.state import PartitionLayout, PkeyTable
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.smpread import SmpReader, read_pkeys
+from gpufabric.fabrics.infiniband.state import PartitionLayout, PkeyTable
 
 FABRIC = "infiniband"
 

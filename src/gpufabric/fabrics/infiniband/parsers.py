@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 
 IS_SM: Final = 0x2  # PortInfo.CapabilityMask bit 1
 _ROW_RE: Final = re.compile(r"^\s*(\d+):((?:\s+0x[0-9a-fA-F]{4})+)\s*$")

@@ -34,9 +34,9 @@ from itertools import pairwise
 from typing import Final
 
 from gpufabric.domain.errors import CapacityError, ValidationError
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.ipoib import IpoibOptions, partition_flags
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 DEFAULT_NAME: Final = "Default"
 DEFAULT_CAPACITY: Final = 64  # PartitionCap of ibsim HCAs; ConnectX reports 128

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE, Fabric, IbPort, Node
-from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.partitions import entries_by_port
+from gpufabric.fabrics.infiniband.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 
 DEFAULT_INSTANCE = Fabric.INFINIBAND.value  # the default instance's name (stored segments and ports keep it)
 

@@ -31,11 +31,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpufabric.domain.errors import FabricError
-from gpufabric.domain.state import IbFabricState, PartitionLayout, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import check_layout
+from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, SmState
 
 
 class RoguePolicy(enum.StrEnum):

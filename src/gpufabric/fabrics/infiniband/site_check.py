@@ -18,13 +18,13 @@ from typing import Any
 
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
-from gpufabric.domain.state import IbFabricState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
 from gpufabric.fabrics.infiniband.smhosts_audit import INVARIANT as SM_FILES
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
+from gpufabric.fabrics.infiniband.state import IbFabricState
 
 OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
 SUBJECT = "infiniband"

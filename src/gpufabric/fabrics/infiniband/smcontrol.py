@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gpufabric.domain.errors import ApplyError, GpufabricError
-from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag
 from gpufabric.fabrics.infiniband.parsers import OpenSMLogScan, parse_opensm_log
 from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost
+from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 
 FABRIC = "infiniband"
 SWEEP_POLL_S = 0.004

@@ -14,7 +14,7 @@ from gpufabric.domain.fabric import InvariantSpec
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Fabric
 from gpufabric.domain.severity import Severity
-from gpufabric.domain.state import IbFabricState
+from gpufabric.fabrics.infiniband.state import IbFabricState
 
 INVARIANT = "IB-SM-CONFIG-DIVERGED"
 SPEC = InvariantSpec(

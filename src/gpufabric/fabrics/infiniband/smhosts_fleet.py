@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError, GpufabricError
-from gpufabric.domain.state import SmFileSeen
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.fabrics.infiniband.smhosts import LocalSmHost, SmHost, SshSmHost, sha256
+from gpufabric.fabrics.infiniband.state import SmFileSeen
 
 FABRIC = "infiniband"
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.parsers import NodeInfo, PkeyDump, PortInfo
+from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 
 SMP_DATA_SIZE: Final = 64
 PKEYS_PER_BLOCK: Final = 32

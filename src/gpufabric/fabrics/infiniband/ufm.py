@@ -40,13 +40,13 @@ from typing import Any, Final
 
 import httpx
 
-from gpufabric.domain.drivers import SubnetManagerDriver
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError, VerifyError
 from gpufabric.domain.secrets import Secret, TransportNote, load_secret
-from gpufabric.domain.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.domain.values import Guid, Membership
+from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.hardening import unreadable_settings
 from gpufabric.fabrics.infiniband.ipoib import RANGES, IpoibOptions
+from gpufabric.fabrics.infiniband.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.fabrics.infiniband.ufm_plan import (
     FABRIC,
     MANAGEMENT_PKEY,

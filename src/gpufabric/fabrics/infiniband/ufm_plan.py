@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import FabricError, ValidationError
-from gpufabric.domain.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.domain.values import Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 FABRIC: Final = "infiniband"
 MANAGEMENT_PKEY: Final = 0x7FFF

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpufabric.domain.state import SmSeen, SmState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import PortInfo
 from gpufabric.fabrics.infiniband.smpread import SmpQuery
+from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 
 DEFAULT_SAMPLE = 64
 

@@ -8,7 +8,7 @@ import pytest
 
 from gpufabric.audit import Severity, Violation, run_audit
 from gpufabric.domain.models import Fabric
-from gpufabric.domain.state import SmFileSeen, SmSeen, SmState
+from gpufabric.fabrics.infiniband.state import SmFileSeen, SmSeen, SmState
 
 from unit.audit_scenarios import (
     REGISTRY,
