@@ -41,11 +41,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpufabric.audit import AuditInput, registry_for, run_audit
-from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.infiniband.entries import IbPort, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbDesired
 from gpufabric.fabrics.infiniband.state import (
@@ -122,7 +124,7 @@ def make_cluster(n: int) -> Cluster:
         leaf = f"leaf{i // PORTS_PER_LEAF:03d}"
         eth = tuple(EthernetPort(name, f"eth{k}", leaf, f"Eth1/{2 * (i % PORTS_PER_LEAF) + k + 1}") for k in range(2))
         ib = tuple(IbPort(name, f"mlx5_{k}", 1, _guid(i, k), Guid(_guid(i, k).value | 1 << 48)) for k in range(8))
-        nodes.append(Node(name, ethernet=eth, ib=ib))
+        nodes.append(with_ib(with_ethernet(Node(name), *eth), *ib))
         if t is None:
             desired_eth += [EthernetPortConfig(leaf, p.switch_port, PortMode.ACCESS, VlanId(QVLAN)) for p in eth]
             tables += [PkeyTable(p.port_guid, (0x7FFF,), 64) for p in ib]
@@ -141,7 +143,7 @@ def make_cluster(n: int) -> Cluster:
     observed_eth = {(c.switch, c.port): c for c in desired_eth}
     obs_tables = {tb.port_guid: tb for tb in tables}
     # ---- injected violations (see EXPECTED)
-    n0, n1 = nodes[0].ethernet[0], nodes[1].ethernet[0]
+    n0, n1 = ethernet_ports(nodes[0])[0], ethernet_ports(nodes[1])[0]
     observed_eth[(n0.switch, n0.switch_port)] = EthernetPortConfig(n0.switch, n0.switch_port, PortMode.ACCESS,
                                                                    VlanId(2000))  # fmt: skip
     t1 = tenant_of[11] or 1
@@ -225,7 +227,7 @@ def core_observed(c: AuditInput, desired: object, kinds: list[object]) -> Fabric
 
     obs = as_observed(kinds, desired)  # type: ignore[arg-type]
     eth = {(p.switch, p.port): p for s in obs.get("ethernet") for p in s.ports}
-    n0, n1 = c.nodes[0].ethernet[0], c.nodes[1].ethernet[0]
+    n0, n1 = ethernet_ports(c.nodes[0])[0], ethernet_ports(c.nodes[1])[0]
     eth[(n0.switch, n0.switch_port)] = EthernetPortConfig(n0.switch, n0.switch_port, PortMode.ACCESS, VlanId(2000))
     t1 = 1 if c.leases[0].tenant != "t01" else 2
     eth[(n1.switch, n1.switch_port)] = EthernetPortConfig(n1.switch, n1.switch_port, PortMode.ACCESS, VlanId(2000 + t1))

@@ -39,6 +39,8 @@ from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.moves import MoveRequest
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
 from gpufabric.lab.netfile import SM_NODE
 from gpufabric.store.core import Store
@@ -98,14 +100,14 @@ class Sampler(threading.Thread):
             try:
                 before = self._ovs()
                 pick = rng.sample(names, 8)
-                ib = {n: set().union(*(self._pkeys(str(p.port_guid)) for p in self.nodes[n].ib)) for n in pick}
+                ib = {n: set().union(*(self._pkeys(str(p.port_guid)) for p in all_ib_ports(self.nodes[n]))) for n in pick}
                 after = self._ovs()
             except Exception as e:  # the sampler must not die: record and go on
                 self.errors.append(str(e)[:200])
                 continue
             self.rounds += 1
             for n in pick:
-                port = self.nodes[n].ethernet[0].switch_port
+                port = ethernet_ports(self.nodes[n])[0].switch_port
                 eth = before.get(port)
                 if eth is None or eth != after.get(port) or eth == "quarantine":
                     continue

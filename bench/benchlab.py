@@ -21,10 +21,12 @@ from typing import Any
 
 import yaml
 
-from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.models import Inventory, Node
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.ethernet.entries import EthernetPort, with_ethernet
+from gpufabric.fabrics.infiniband.entries import IbPort, with_ib
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_node_guid, hca_port_guid, node_name
 from gpufabric.lab.ovs import OvsServer
@@ -95,13 +97,9 @@ def start(home: Path, nodes: int, hcas_per_node: int, per_leaf: int = 32) -> Ben
             args += ["--", "add-port", leaf, port, "--", "set", "interface", port, "type=internal"]
             name = node_name(i)
             inv.append(
-                Node(
-                    name,
-                    ethernet=(EthernetPort(name, "eth0", leaf, port),),
-                    ib=tuple(
-                        IbPort(name, f"mlx5_{h}", 1, hca_port_guid(i, h), hca_node_guid(i, h))
-                        for h in range(hcas_per_node)
-                    ),
+                with_ib(
+                    with_ethernet(Node(name), EthernetPort(name, "eth0", leaf, port)),
+                    *(IbPort(name, f"mlx5_{h}", 1, hca_port_guid(i, h), hca_node_guid(i, h)) for h in range(hcas_per_node)),
                 )
             )
         ovs.vsctl(*args[1:], timeout=600)

@@ -55,7 +55,7 @@ class World:
                     own = dict(c.node(draw, name, i))
                     own["fabric_ports"] = (*parts.get("fabric_ports", ()), *own.get("fabric_ports", ()))
                     parts |= own
-                nodes.append(Node(name, **parts))
+                nodes.append(Node(name, fabric_ports=tuple(sorted(parts.get("fabric_ports", ())))))
             return tuple(nodes)
 
         return draw_nodes()

@@ -15,14 +15,16 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Lease, Network, Segment
 from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.planning.desired import tenancy_of
 
 from contract.sm_targets import MIN_PORTS, PKEYS, SM_TARGETS, SmTarget, SmTargetFactory
+from support.ports import port_node
 
 
 @pytest.fixture(scope="module", params=SM_TARGETS)
@@ -109,7 +111,7 @@ def test_the_fabric_plan_is_empty_after_apply(target: SmTarget, request: pytest.
     reason = target.known_gaps.get(request.node.originalname)
     if reason:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-    nodes = [Node(f"h{i}", ib=(IbPort(f"h{i}", "mlx5_0", 1, g, Guid(g.value + 0x1000)),)) for i, g in enumerate(target.guids)]
+    nodes = [port_node(f"h{i}", ib=(IbPort(f"h{i}", "mlx5_0", 1, g, Guid(g.value + 0x1000)),)) for i, g in enumerate(target.guids)]
     nets = [Network(f"{t}-net", t, (Segment(Fabric.INFINIBAND, i, pkey=PKey(PKEYS[i])),)) for i, t in enumerate(("ta", "tb"))]
     now = datetime.now(UTC)
     leases = [Lease("ta", "h0", now, networks=("ta-net",)), Lease("ta", "h1", now, networks=("ta-net",)),

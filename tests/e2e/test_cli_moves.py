@@ -9,13 +9,15 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gpufabric.domain.models import EthernetPort, Inventory, Lease, Node, NodeState
+from gpufabric.domain.models import Inventory, Lease, NodeState
 from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 
 from e2e.conftest import GF
+from support.ports import port_node
 
 
 def _gf(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -25,7 +27,7 @@ def _gf(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_move_cancel_prints_what_happened_to_the_node_and_refuses_a_running_move(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path / 'gpufabric.db'}")
-    nodes = tuple(Node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in (1, 2, 3))
+    nodes = tuple(port_node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in (1, 2, 3))
     store.upsert_inventory(Inventory(nodes))
     for t in ("ta", "tb"):
         store.create_tenant(t)

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from gpufabric.api.app import create_app
 from gpufabric.api.limits import ApiLimits
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 
 from support.api_world import World, build_world, clone_world
 from support.live_api import gf, live_api
@@ -53,7 +54,7 @@ def test_a_kind_format_through_the_api_reads_as_on_a_local_store(served: tuple[W
     assert doc == json.loads(here.stdout)  # one shape, one reading: the server's fabrics.yaml and store
     assert doc["sm_hosts"] == ["sm-01"] and doc["held"]["sm-01"] and doc["result"]["added"] == doc["nodes"] == 7
     sm = w.store.node("sm-01")
-    assert sm.state.value == "maintenance" and SM_PORT_GUID in {str(p.port_guid) for p in sm.ib}
+    assert sm.state.value == "maintenance" and SM_PORT_GUID in {str(p.port_guid) for p in all_ib_ports(sm)}
     again = gf(remote, *args[:-1], GPUFABRIC_TOKEN=w.tokens["admin"])  # the person's form: no repr
     assert again.returncode == 0 and "through the API: 0 added, 0 updated, 7 unchanged" in again.stdout, again.stdout
     assert "sm-01 " in again.stdout and "ImportResult(" not in again.stdout

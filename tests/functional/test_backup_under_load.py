@@ -28,6 +28,8 @@ from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger, prepared_ids
 
@@ -63,7 +65,7 @@ def _leased(store: Store) -> dict[str, str]:
 def _drift_nodes(lines: list[str]) -> set[str]:
     """The nodes a drift plan's lines name (memory tags ``n1/m0``, switch ports, port GUIDs)."""
     inv = inventory()
-    keys = {n.name: [f"{n.name}/m", *(f" {p.switch_port}" for p in n.ethernet), *(str(p.port_guid) for p in n.ib)]
+    keys = {n.name: [f"{n.name}/m", *(f" {p.switch_port}" for p in ethernet_ports(n)), *(str(p.port_guid) for p in all_ib_ports(n))]
             for n in inv.nodes}  # fmt: skip
     out = {n for line in lines for n, ks in keys.items() if any(k in line for k in ks)}
     assert lines == [] or out, lines

@@ -25,13 +25,16 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import EthernetPort, Fabric, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
+
+from support.ports import port_node
 
 pytestmark = pytest.mark.root
 
@@ -55,9 +58,9 @@ class Bonded:
 
     def nodes(self) -> tuple[Node, ...]:
         p = self.p
-        bonded = Node("bonded", ethernet=tuple(
+        bonded = port_node("bonded", ethernet=tuple(
             EthernetPort("bonded", f"eth{i}", f"{p}L", f"{p}l{i + 1}", "", f"{p}lb", "lacp") for i in range(2)))
-        return bonded, Node("plain", ethernet=(EthernetPort("plain", "eth0", f"{p}L", f"{p}pa"),))  # fmt: skip
+        return bonded, port_node("plain", ethernet=(EthernetPort("plain", "eth0", f"{p}L", f"{p}pa"),))  # fmt: skip
 
     def move(self, tenant_of: dict[str, str | None]) -> list[tuple[str, PortMode]]:
         """Plan against the switch's real state and apply through the backend; the changes."""

@@ -18,14 +18,17 @@ import pytest
 
 from gpufabric.domain.errors import CapacityError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Lease, Network, Segment
 from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import desired_ib
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
+
+from support.ports import port_node
 
 pytestmark = pytest.mark.root
 
@@ -57,7 +60,7 @@ def groups_seen_by(fab: IbFabric, host: str) -> set[str]:
 
 def tenancy(leased: bool) -> Tenancy:
     net = Network("alpha-net", "alpha", (Segment(Fabric.INFINIBAND, 3000, pkey=PKey(PK)),))
-    nodes = tuple(Node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
+    nodes = tuple(port_node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
     owners = {
         "gpu-a01": Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("alpha-net",))
         if leased
@@ -163,7 +166,7 @@ def test_a_networks_own_options_reach_its_group_and_ipoib_false_makes_none(fab: 
         ("beta", "beta-net"): Network("beta-net", "beta", (
             Segment("infiniband", 3001, pkey=PKey(pk_b), options=(("ipoib", False),)),)),
     }  # fmt: skip
-    nodes = tuple(Node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
+    nodes = tuple(port_node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
     start = datetime(2026, 1, 1, tzinfo=UTC)
     owners = {"gpu-a01": Lease("alpha", "gpu-a01", start, networks=("alpha-net",)),
               "gpu-a02": Lease("beta", "gpu-a02", start, networks=("beta-net",))}  # fmt: skip

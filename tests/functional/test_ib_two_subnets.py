@@ -33,6 +33,7 @@ from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
@@ -157,12 +158,12 @@ S_A01, S_A02 = storage_guid(hca_port_guid(1, 0)), storage_guid(hca_port_guid(2, 
 
 def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> None:
     a01 = site.store.node("gpu-a01")
-    assert [(p.device, p.instance) for p in a01.ib] == [
+    assert [(p.device, p.instance) for p in all_ib_ports(a01)] == [
         ("mlx5_0", "ib-compute"),
         ("mlx5_1", "ib-compute"),
         ("mlx5_8", "ib-storage"),
     ]  # the storage import kept the compute ports
-    assert {p.port_guid for p in a01.ib} == {*C_A01, S_A01}
+    assert {p.port_guid for p in all_ib_ports(a01)} == {*C_A01, S_A01}
     pkey = {s.fabric: s.pkey.value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if s.pkey is not None}
     assert set(pkey) == {"ib-compute", "ib-storage"} and pkey["ib-compute"] != pkey["ib-storage"]
     assert set(drivers.sms(site.fabrics)) == {"ib-compute", "ib-storage"}

@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.lab_cmd import app as lab_app
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.infiniband.ibnetdiscover import ib_ports_from_topology, parse_ibnetdiscover
 from gpufabric.lab.lab import Lab, LabStatus
 from gpufabric.lab.netfile import generate_netfile
@@ -58,8 +60,8 @@ def test_status_is_complete(first: LabStatus, home: Path) -> None:
     inv = first.inventory()
     a05 = inv.node("gpu-a05")
     assert a05 is not None
-    assert (a05.ethernet[0].switch, a05.ethernet[0].switch_port) == (f"{first.prefix}-leaf02", f"{first.prefix}n005p0")
-    assert [(p.device, p.port_guid) for p in a05.ib] == [
+    assert (ethernet_ports(a05)[0].switch, ethernet_ports(a05)[0].switch_port) == (f"{first.prefix}-leaf02", f"{first.prefix}n005p0")
+    assert [(p.device, p.port_guid) for p in all_ib_ports(a05)] == [
         ("mlx5_0", Guid(0x0002C90310000501)),
         ("mlx5_1", Guid(0x0002C90310000511)),
     ]

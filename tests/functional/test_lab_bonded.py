@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN as QUARANTINE_VLAN
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.lab.bondhost import host_ovs
 from gpufabric.lab.lab import Lab, LabStatus
 from gpufabric.lab.netns import list_netns
@@ -65,7 +66,7 @@ def test_bonded_node_has_both_sides_of_the_bond(lab: Lab) -> None:
     a01 = st.node("gpu-a01")
     assert a01 is not None and [(e.nic, e.bond) for e in a01.ethernet] == [("eth0", "")]
     assert not (lab.dir / "hosts" / "gpu-a01").exists()
-    inv = {p.name: (p.switch_port, p.bond, p.bond_mode) for p in st.inventory().node("gpu-a03").ethernet}
+    inv = {p.name: (p.switch_port, p.bond, p.bond_mode) for p in ethernet_ports(st.inventory().node("gpu-a03"))}
     assert inv == {"eth0": (f"{st.prefix}n003p0", bond, "lacp"), "eth1": (f"{st.prefix}n003p1", bond, "lacp")}
 
 

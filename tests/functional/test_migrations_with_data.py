@@ -29,6 +29,8 @@ from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.dpu.entries import Dpu
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.nvlink.entries import node_gpus
 from gpufabric.store import db
 from gpufabric.store.auth import TOKEN_PREFIX, Tokens
@@ -165,8 +167,8 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert [n.name for n in s.nodes()] == ["gpu-a01", "gpu-a02"]
         n1, n2 = s.node("gpu-a01"), s.node("gpu-a02")
         assert n1.state is NodeState.LEASED and n2.state is NodeState.MOVING
-        assert [(p.switch, p.switch_port, str(p.mac)) for p in n1.ethernet] == [("leaf-1", "Ethernet1", "52:54:00:00:00:01")]
-        assert [str(p.port_guid) for p in n2.ib] == ["0x0002c90300000102"]
+        assert [(p.switch, p.switch_port, str(p.mac)) for p in ethernet_ports(n1)] == [("leaf-1", "Ethernet1", "52:54:00:00:00:01")]
+        assert [str(p.port_guid) for p in all_ib_ports(n2)] == ["0x0002c90300000102"]
         assert [(g.module_id.value, g.pci_bus_id) for g in node_gpus(n1)] == [(1, "0000:1c:00.0"), (2, "0000:1d:00.0")]
         details = (("pf", "ens1f0"), ("vfs", "16")) if "details" in seeded.columns.get("dpus", {"details"}) else ()
         assert node_dpus(n2) == (Dpu("gpu-a02", "bf3-0", DpuMode.DPU_HOST, details),)

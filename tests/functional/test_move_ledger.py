@@ -10,16 +10,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
+from gpufabric.domain.models import QUARANTINE, Inventory, Lease
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.store.core import Store
 from gpufabric.store.moves import ClaimLostError, MoveLedger, worker_dead
 from gpufabric.store.tables import LeaseRow
+
+from support.ports import port_node
 
 CFG = SegmentConfig.default()
 
@@ -27,7 +30,7 @@ CFG = SegmentConfig.default()
 @pytest.fixture
 def store(store_url: str) -> Store:
     s = Store.open(url=store_url)
-    nodes = tuple(Node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in range(1, 7))
+    nodes = tuple(port_node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in range(1, 7))
     s.upsert_inventory(Inventory(nodes))
     for t in ("ta", "tb"):
         s.create_tenant(t)

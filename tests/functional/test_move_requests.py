@@ -11,15 +11,18 @@ import pytest
 
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
+from gpufabric.domain.models import QUARANTINE, Inventory, Lease
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.core import Store
 from gpufabric.store.move_cancel import cancel
 from gpufabric.store.moves import MoveLedger
 from gpufabric.workflow.tenancy import TenantWorkflow
+
+from support.ports import port_node
 
 CFG = SegmentConfig.default()
 
@@ -27,8 +30,8 @@ CFG = SegmentConfig.default()
 @pytest.fixture
 def store(store_url: str) -> Store:
     s = Store.open(url=store_url)
-    nodes = [Node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in range(1, 5)]
-    nodes.append(Node("g1", ethernet=(EthernetPort("g1", "eth0", "leaf1", "p9"),),
+    nodes = [port_node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in range(1, 5)]
+    nodes.append(port_node("g1", ethernet=(EthernetPort("g1", "eth0", "leaf1", "p9"),),
                       fabric_ports=gpu_ports(*(Gpu("g1", ModuleId(m)) for m in (1, 2)))))  # fmt: skip
     s.upsert_inventory(Inventory(tuple(nodes)))
     for t in ("ta", "tb"):

@@ -8,7 +8,6 @@ and the exit code of its level. The command runs as an operator runs it (its own
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -22,10 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.models import Inventory
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.ethernet.entries import EthernetPort
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.lab.sshd import SshServer
 from gpufabric.store.core import Store
+
+from support.ports import port_node, replace_ports
 
 pytestmark = pytest.mark.root
 GPUFABRIC = str(Path(sys.executable).parent / "gpufabric")
@@ -153,7 +156,7 @@ def test_inventory_port_not_on_its_fabric(home: Path, fabrics: dict[str, Any], t
     shutil.copy(home / "gpufabric.db", tmp_path / "g.db")
     url = f"sqlite:///{tmp_path / 'g.db'}"
     leaf = fabrics["ethernet"][0]["options"]["switch"]
-    ghost = Node("gpu-zz9", ethernet=(EthernetPort("gpu-zz9", "eth0", leaf, "no-such-port"),),
+    ghost = port_node("gpu-zz9", ethernet=(EthernetPort("gpu-zz9", "eth0", leaf, "no-such-port"),),
                  ib=(IbPort("gpu-zz9", "mlx5_0", 1, Guid(0x0002C903100099AA), Guid(0x0002C903100099A0)),))  # fmt: skip
     with Store.open(url) as s:
         s.upsert_inventory(Inventory((*s.nodes(), ghost)))
@@ -180,8 +183,8 @@ def test_fabric_port_of_a_known_host_not_in_the_inventory(home: Path, tmp_path: 
     url = f"sqlite:///{tmp_path / 'g.db'}"
     with Store.open(url) as s:
         a01 = s.node("gpu-a01")
-        s.upsert_inventory(Inventory((dataclasses.replace(a01, ib=a01.ib[:1]),)))
-        dropped = a01.ib[1]
+        s.upsert_inventory(Inventory((replace_ports(a01, ib=all_ib_ports(a01)[:1]),)))
+        dropped = all_ib_ports(a01)[1]
     rc, checks = site_check(home, GPUFABRIC_DB=url)
     assert rc == 1
     [c] = bad(checks)

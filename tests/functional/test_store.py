@@ -14,25 +14,19 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
-from gpufabric.domain.models import (
-    DpuMode,
-    EthernetPort,
-    Fabric,
-    IbPort,
-    Inventory,
-    Lease,
-    Node,
-    NodeState,
-    Offering,
-)
+from gpufabric.domain.models import DpuMode, Fabric, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
 from gpufabric.store.tables import Base
+
+from support.ports import port_node, replace_ports
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -40,7 +34,7 @@ H = timedelta(hours=1)
 
 def node(i: int, *, nics: int = 2, hcas: int = 2, switch: str = "leaf1") -> Node:
     name = f"gpu{i:02d}"
-    return Node(
+    return port_node(
         name,
         offering="baremetal",
         ethernet=tuple(
@@ -105,7 +99,7 @@ def test_upsert_inventory_is_idempotent_and_round_trips(store: Store) -> None:
     assert again == ImportResult(unchanged=2) and str(again) == "0 added, 0 updated, 2 unchanged"  # no repr for people
     got = store.node("gpu01")
     assert got == node(1)
-    assert got.ib[1].port_guid == Guid(0x0002C90300000011)
+    assert all_ib_ports(got)[1].port_guid == Guid(0x0002C90300000011)
     assert node_dpus(got) == (Dpu("gpu01", "bf3", DpuMode.DPU_HOST),)
     assert [n.name for n in store.nodes()] == ["gpu01", "gpu02"]
 
@@ -118,17 +112,17 @@ def test_upsert_updates_ports_and_keeps_state(store: Store) -> None:
     got = store.node("gpu02")
     assert got.state is NodeState.MAINTENANCE
     assert got.offering == "openstack"
-    assert [p.name for p in got.ethernet] == ["eth0"]
-    assert [p.device for p in got.ib] == ["mlx5_0", "mlx5_1", "mlx5_2"]
+    assert [p.name for p in ethernet_ports(got)] == ["eth0"]
+    assert [p.device for p in all_ib_ports(got)] == ["mlx5_0", "mlx5_1", "mlx5_2"]
 
 
 def test_port_moving_between_nodes_in_one_import_is_not_a_conflict(store: Store) -> None:
     store.upsert_inventory(Inventory((node(1), node(2))))
     a, b = node(1), node(2)
-    swapped = (dataclasses.replace(a, ethernet=(dataclasses.replace(b.ethernet[0], node="gpu01"),)),
-               dataclasses.replace(b, ethernet=(dataclasses.replace(a.ethernet[0], node="gpu02"),)))  # fmt: skip
+    swapped = (replace_ports(a, ethernet=(dataclasses.replace(ethernet_ports(b)[0], node="gpu01"),)),
+               replace_ports(b, ethernet=(dataclasses.replace(ethernet_ports(a)[0], node="gpu02"),)))  # fmt: skip
     assert store.upsert_inventory(Inventory(swapped)) == ImportResult(updated=2)
-    assert store.node("gpu01").ethernet[0].switch_port == "Ethernet20"
+    assert ethernet_ports(store.node("gpu01"))[0].switch_port == "Ethernet20"
 
 
 @pytest.mark.parametrize(
@@ -143,9 +137,9 @@ def test_conflicting_port_writes_nothing(store: Store, what: str, match: str) ->
     store.upsert_inventory(Inventory((node(1),)))
     thief = node(9)
     if what == "switch_port":
-        thief = dataclasses.replace(thief, ethernet=(dataclasses.replace(node(1).ethernet[0], node="gpu09"),))
+        thief = replace_ports(thief, ethernet=(dataclasses.replace(ethernet_ports(node(1))[0], node="gpu09"),))
     else:
-        thief = dataclasses.replace(thief, ib=(dataclasses.replace(node(1).ib[0], node="gpu09"),))
+        thief = replace_ports(thief, ib=(dataclasses.replace(all_ib_ports(node(1))[0], node="gpu09"),))
     with pytest.raises(ConflictError, match=match):
         store.upsert_inventory(Inventory((node(5), thief)))
     assert [n.name for n in store.nodes()] == ["gpu01"]  # gpu05 (valid) was not written either

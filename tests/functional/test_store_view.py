@@ -8,21 +8,25 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Lease, Node, NodeState, Offering
+from gpufabric.domain.models import FabricPorts, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.store.core import Store
 from gpufabric.store.lock import bump_epoch
 from gpufabric.store.moves import MoveLedger, prepared_ids
 from gpufabric.store.view import ViewReader
+
+from support.ports import port_node
 
 CFG = SegmentConfig.default()
 
 
 def _node(i: int, port: str = "") -> Node:
     name = f"n{i}"
-    return Node(
+    return port_node(
         name,
         ethernet=(EthernetPort(name, "eth0", "leaf1", port or f"p{i}"),),
         ib=(IbPort(name, "mlx5_0", 1, Guid(0x1000 + i), Guid(0x2000 + i)),),
@@ -82,5 +86,5 @@ def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes
         change()
         assert _got(reader) == _expected(store)
         assert reader.refreshed == i
-    assert {p.switch_port for n in reader.read()[0].nodes for p in n.ethernet if n.name == "n1"} == {"p9"}
+    assert {p.switch_port for n in reader.read()[0].nodes for p in ethernet_ports(n) if n.name == "n1"} == {"p9"}
     assert [n.fabric_ports for n in reader.read()[0].nodes if n.name == "n6"] == [(FabricPorts.of("mem-a", ["m2"]),)]

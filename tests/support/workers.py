@@ -29,6 +29,8 @@ from sqlalchemy import text
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import BatchResult, MoveEngine
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
@@ -92,8 +94,8 @@ def owner_map(store: Store) -> OwnerOf:
             if seg.pkey is not None:
                 pkey[seg.pkey.value & 0x7FFF] = net.tenant
     inv = inventory()
-    eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in n.ethernet}
-    ib_of = {p.port_guid: n.name for n in inv.nodes for p in n.ib}
+    eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in ethernet_ports(n)}
+    ib_of = {p.port_guid: n.name for n in inv.nodes for p in all_ib_ports(n)}
 
     def owner_of(raw: Observed) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {n.name: set() for n in inv.nodes}

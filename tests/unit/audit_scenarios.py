@@ -25,11 +25,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
-from gpufabric.domain.models import EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbDesired
 from gpufabric.fabrics.infiniband.state import (
@@ -42,6 +44,8 @@ from gpufabric.fabrics.infiniband.state import (
     SmSeen,
     SmState,
 )
+
+from support.ports import port_node
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 REGISTRY: InvariantRegistry = registry_for([EthernetKind(), InfinibandKind()])
@@ -76,7 +80,7 @@ def nodes(bonded: bool = False) -> tuple[Node, ...]:
         if bonded and name == "a2":
             eth = tuple(EthernetPort(name, f"eth{i}", s, p, "", BOND, "lacp") for i, (s, p) in enumerate(BOND_MEMBERS))
         ib = tuple(IbPort(name, f"mlx5_{i}", 1, guid(name, i), Guid(guid(name, i).value | 1 << 40)) for i in range(2))
-        out.append(Node(name, ethernet=eth, ib=ib))
+        out.append(port_node(name, ethernet=eth, ib=ib))
     return tuple(out)
 
 

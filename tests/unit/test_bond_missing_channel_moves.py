@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConflictError
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Node
+from gpufabric.domain.models import QUARANTINE, Inventory
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.planning.plan import tenants_seen
 from gpufabric.store.core import Store
@@ -27,6 +28,7 @@ from gpufabric.store.registry import Registry
 
 from support import drivers
 from support.memfabric import MemorySwitchDriver
+from support.ports import port_node
 
 CFG = SegmentConfig.default()
 BONDS = {"n1": ("po1", "p1", "p2"), "n2": ("po2", "p3", "p4")}
@@ -69,7 +71,7 @@ def inventory() -> Inventory:
         eth = tuple(
             EthernetPort(name, f"eth{k}", "leaf1", m, bond=bond, bond_mode="lacp") for k, m in enumerate(members)
         )
-        nodes.append(Node(name, ethernet=eth))
+        nodes.append(port_node(name, ethernet=eth))
     return Inventory(tuple(nodes))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Node
+from gpufabric.domain.models import QUARANTINE, Inventory
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
@@ -22,7 +22,9 @@ from gpufabric.engine.audit_run import SPLIT_ID, audit
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.planning.plan import merge, plan, tenants_seen
 from gpufabric.store.core import Store
 from gpufabric.store.lock import read_epoch
@@ -31,6 +33,7 @@ from gpufabric.store.registry import Registry
 
 from support import drivers
 from support.memfabric import DRIFT_ID_MEMORY, MemoryBackend, MemorySubnetManager, MemorySwitchDriver, register
+from support.ports import port_node
 
 CFG = SegmentConfig.default()
 SM = Guid(0x0002C90300FF0001)
@@ -46,14 +49,14 @@ def inventory() -> Inventory:
     for i, name in enumerate(NODES, start=1):
         eth = tuple(EthernetPort(name, f"eth{k}", "leaf1", f"p{2 * i + k - 1}") for k in range(2))
         ib = tuple(IbPort(name, f"mlx5_{k}", 1, guid(i, k), guid(i, 8 + k)) for k in range(2))
-        nodes.append(Node(name, ethernet=eth, ib=ib))
+        nodes.append(port_node(name, ethernet=eth, ib=ib))
     return Inventory(tuple(nodes))
 
 
 def fabrics_config() -> dict[str, Any]:
     return {
         "ethernet": [{"driver": "mem-switch", "options": {"switch": "leaf1", "ports": 8}}],
-        "infiniband": {"driver": "mem-sm", "options": {"ports": [str(p.port_guid) for n in inventory().nodes for p in n.ib]}},
+        "infiniband": {"driver": "mem-sm", "options": {"ports": [str(p.port_guid) for n in inventory().nodes for p in all_ib_ports(n)]}},
         "sm_port_guids": [str(SM)],
         "memory": {"driver": "mem-tags", "options": {}},
     }

@@ -11,13 +11,16 @@ import pytest
 
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import EthernetPort, Fabric, Inventory, Lease, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Inventory, Lease, Network, Node, Segment
 from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet.dialects import load_dialect
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.store.core import Store
 from gpufabric.workflow.inventory import inventory_from_dict
+
+from support.ports import port_node
 
 KIND = EthernetKind()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -43,10 +46,10 @@ def _tenancy(nodes: tuple[Node, ...], tenant: str | None, vlan: int = 2001) -> T
 
 def test_inventory_reads_bonds_with_lacp_default() -> None:
     (node,) = _inv(_mlag()).nodes
-    assert [(p.switch_port, p.bond, p.bond_mode, p.managed_port) for p in node.ethernet] == [
+    assert [(p.switch_port, p.bond, p.bond_mode, p.managed_port) for p in ethernet_ports(node)] == [
         ("Ethernet1", "Port-Channel10", "lacp", "Port-Channel10"), ("Ethernet1", "Port-Channel10", "lacp", "Port-Channel10")]
     (ab,) = _inv(_mlag(bond_mode="active-backup")).nodes
-    assert {p.bond_mode for p in ab.ethernet} == {"active-backup"}
+    assert {p.bond_mode for p in ethernet_ports(ab)} == {"active-backup"}
 
 
 @pytest.mark.parametrize(
@@ -138,8 +141,8 @@ def test_store_keeps_bonds_and_refuses_another_nodes_aggregate(tmp_path: Path) -
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
         store.upsert_inventory(_inv(_mlag()))
         (node,) = store.nodes()
-        assert {(p.bond, p.bond_mode) for p in node.ethernet} == {("Port-Channel10", "lacp")}
-        other = Inventory((Node("gpu-b02", ethernet=(EthernetPort("gpu-b02", "eth0", "leaf01", "Ethernet9", "",
+        assert {(p.bond, p.bond_mode) for p in ethernet_ports(node)} == {("Port-Channel10", "lacp")}
+        other = Inventory((port_node("gpu-b02", ethernet=(EthernetPort("gpu-b02", "eth0", "leaf01", "Ethernet9", "",
                                                                   "Port-Channel10", "lacp"),)),))  # fmt: skip
         with pytest.raises(ConflictError, match="Port-Channel10"):
             store.upsert_inventory(other)

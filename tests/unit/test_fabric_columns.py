@@ -14,11 +14,15 @@ from rich.console import Console
 from gpufabric.cli import output
 from gpufabric.cli.output import compact, node_table
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, DpuMode, EthernetPort, IbPort, Lease, Node
+from gpufabric.domain.models import BUILTIN_OFFERINGS, DpuMode, Lease, Node
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.engine.columns import fabric_cells, fabric_views, registered_kinds
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.ethernet.entries import EthernetPort
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
+
+from support.ports import port_node
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GUIDS = ("0x0002c90310000101", "0x0002c90310000111")
@@ -29,7 +33,7 @@ def lab_node(name: str, dpu: bool = True) -> Node:
     ib = tuple(IbPort(name, f"mlx5_{i}", 1, Guid.parse(g), Guid.parse(g[:-1] + "0")) for i, g in enumerate(GUIDS))
     gpus = gpu_ports(*(Gpu(name, ModuleId(m), f"00000000:{m:02x}:00.0") for m in range(1, 9)))
     dpus = dpu_ports(Dpu(name, "bf3", DpuMode.DPU, (("nic_model", "BlueField-3"),))) if dpu else ()
-    return Node(name, ethernet=eth, ib=ib, fabric_ports=(*dpus, *gpus))
+    return port_node(name, ethernet=eth, ib=ib, fabric_ports=(*dpus, *gpus))
 
 
 A, B, C = lab_node("gpu-a01"), lab_node("gpu-a02"), lab_node("gpu-a03", dpu=False)

@@ -137,7 +137,7 @@ def test_inventory_section_is_parsed_by_its_kind_and_stored_in_the_generic_table
     [
         ("mem-a: [{name: m0, link: 0}]", "nodes[0].fabrics.mem-a[0].link", "an integer 1-4096"),
         ("mem-a: [{name: M_0, link: 1}]", "nodes[0].fabrics.mem-a[0].name", "1-15 chars"),
-        ("mem-c: [{name: m0, link: 1}]", "nodes[0].fabrics.mem-c", "a fabric instance with an inventory section: dpu, mem-a, mem-b, nvlink"),
+        ("mem-c: [{name: m0, link: 1}]", "nodes[0].fabrics.mem-c", "a fabric instance with an inventory section: dpu, ethernet, infiniband, mem-a, mem-b, nvlink"),
         ("mem-a: [{name: m0, link: 5}]\n  - name: n2\n    fabrics:\n      mem-a: [{name: m0, link: 5}]",
          "nodes[1].fabrics.mem-a", "unique ports on fabric mem-a (also at nodes[0].fabrics.mem-a)"),
     ],
@@ -153,7 +153,7 @@ def test_a_generic_section_without_configured_instances_is_refused() -> None:
     """Only the registered kinds' default instances (``dpu``, ``nvlink``) are there unconfigured."""
     with pytest.raises(ValidationError) as e:
         parse_inventory("nodes: [{name: n1, fabrics: {mem-a: []}}]")
-    assert e.value.field == "nodes[0].fabrics.mem-a" and e.value.allowed == "a fabric instance with an inventory section: dpu, nvlink"
+    assert e.value.field == "nodes[0].fabrics.mem-a" and e.value.allowed == "a fabric instance with an inventory section: dpu, ethernet, infiniband, nvlink"
     with pytest.raises(ValidationError) as e:
         parse_inventory("nodes: [{name: n1, fabrics: {mem-a: []}}]", kinds=())
     assert e.value.allowed == "a fabric instance with an inventory section: none configured"

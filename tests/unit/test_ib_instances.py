@@ -18,15 +18,17 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import QUARANTINE, EthernetPort, IbPort, Inventory, Lease, Network, Node, Segment
+from gpufabric.domain.models import QUARANTINE, Inventory, Lease, Network, Segment
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kinds
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance, ports_off
 from gpufabric.fabrics.infiniband.inventory_import import merge_ib_ports
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
@@ -39,6 +41,7 @@ from gpufabric.workflow.inventory import parse_inventory
 
 from support import drivers
 from support.memfabric import MemorySubnetManager, register
+from support.ports import port_node
 
 CFG = SegmentConfig.default()
 SM_C, SM_S = Guid(0x0002C90300FF0001), Guid(0x0002C90300FF0002)
@@ -55,12 +58,12 @@ def inventory() -> Inventory:
     for i, name in enumerate(NODES, start=1):
         compute = tuple(IbPort(name, f"mlx5_{k}", 1, guid(i, k), guid(i, 128 + k), instance="ib-compute") for k in range(2))
         storage = IbPort(name, "mlx5_8", 1, guid(i, 8), guid(i, 136), instance="ib-storage")
-        nodes.append(Node(name, ib=(*compute, storage)))
+        nodes.append(port_node(name, ib=(*compute, storage)))
     return Inventory(tuple(nodes))
 
 
 def ports_of(instance: str) -> list[str]:
-    return [str(p.port_guid) for n in inventory().nodes for p in n.ib if p.instance == instance]
+    return [str(p.port_guid) for n in inventory().nodes for p in all_ib_ports(n) if p.instance == instance]
 
 
 def config() -> dict[str, Any]:
@@ -126,8 +129,8 @@ def test_a_network_gets_one_segment_per_ib_instance_with_pkeys_disjoint_across_t
 
 def test_the_store_keeps_each_ib_port_on_its_instance(engine: MoveEngine) -> None:
     n1 = engine.store.node("n1")
-    assert [(p.device, p.instance) for p in n1.ib] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_8", "ib-storage")]
-    assert {p.instance for n in engine.store.nodes() for p in n.ib} == {"ib-compute", "ib-storage"}
+    assert [(p.device, p.instance) for p in all_ib_ports(n1)] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_8", "ib-storage")]
+    assert {p.instance for n in engine.store.nodes() for p in all_ib_ports(n)} == {"ib-compute", "ib-storage"}
 
 
 def test_a_move_programs_each_subnet_with_the_tenants_own_pkey_there(engine: MoveEngine) -> None:
@@ -169,8 +172,8 @@ def test_the_pure_kind_sees_only_its_instances_ports_and_segment() -> None:
 
 def test_an_unnamed_port_is_on_the_default_instance() -> None:
     p = IbPort("n1", "mlx5_0", 1, guid(1, 0), guid(1, 128))
-    assert instance_ports(Node("n1", ib=(p,))) == (p,)
-    assert instance_ports(Node("n1", ib=(p,)), "ib-compute") == ()
+    assert instance_ports(port_node("n1", ib=(p,))) == (p,)
+    assert instance_ports(port_node("n1", ib=(p,)), "ib-compute") == ()
 
 
 def test_an_import_onto_the_default_instance_stores_ports_as_before_instances() -> None:
@@ -263,9 +266,9 @@ def test_an_ibnetdiscover_import_names_a_configured_ib_instance() -> None:
 def test_importing_one_subnet_keeps_the_nodes_ports_on_the_others() -> None:
     known = list(inventory().nodes)
     new = IbPort("n1", "mlx5_9", 1, guid(1, 9), guid(1, 137), instance="ib-storage")
-    found = Inventory((Node("n1", ib=(new,)),))
+    found = Inventory((port_node("n1", ib=(new,)),))
     merged = merge_ib_ports(known, found, lambda n: ports_off(n, "ib-storage")).nodes[0]
-    assert [(p.device, p.instance) for p in merged.ib] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_9", "ib-storage")]
+    assert [(p.device, p.instance) for p in all_ib_ports(merged)] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_9", "ib-storage")]
 
 
 def test_an_inventory_file_names_a_ports_instance() -> None:
@@ -277,7 +280,7 @@ nodes:
       - {device: mlx5_8, port_guid: "0x0002c90300000181", node_guid: "0x0002c90300000180", instance: ib-storage}
 """
     node = parse_inventory(text).nodes[0]
-    assert [(p.device, p.instance) for p in node.ib] == [("mlx5_0", ""), ("mlx5_8", "ib-storage")]
+    assert [(p.device, p.instance) for p in all_ib_ports(node)] == [("mlx5_0", ""), ("mlx5_8", "ib-storage")]
     with pytest.raises(ValidationError) as e:
         parse_inventory(text.replace("instance: ib-storage", "instance: 'Bad Name'"))
     assert e.value.field == "nodes[0].ib[1].instance"
@@ -286,7 +289,7 @@ nodes:
 def test_the_ethernet_kind_reads_its_instances_segment() -> None:
     """The built-in Ethernet kind, bound to an instance, carries the network's VLAN on that
     instance (not the default instance's), allocates under its instance name and audits it."""
-    node = Node("n1", ethernet=(EthernetPort("n1", "eth0", "leaf1", "p1"),))
+    node = port_node("n1", ethernet=(EthernetPort("n1", "eth0", "leaf1", "p1"),))
     net = Network("n", "t", (Segment("ethernet", 2000, vlan=VlanId(2000)), Segment("eth-b", 2001, vlan=VlanId(2001))))
     tenancy = Tenancy((node,), {"n1": Lease("t", "n1", datetime.now(UTC), networks=("n",))}, {("t", "n"): net},
                       settings={"quarantine_vlan": 4000})  # fmt: skip

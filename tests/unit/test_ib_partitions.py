@@ -22,6 +22,8 @@ from gpufabric.fabrics.infiniband.partitions import (
 )
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
+from support.ports import port_node
+
 FIX = Path(__file__).parent.parent / "fixtures" / "opensm"
 SM = Guid(0x0002C90310000001)
 A1, A2, B1, B2 = (Guid(0x0002C90310000000 | n << 8 | 1) for n in (1, 2, 3, 4))
@@ -244,12 +246,13 @@ def test_tenant_partitions_are_rendered_with_ipoib() -> None:
     from datetime import UTC, datetime
 
     from gpufabric.domain.fabric import Tenancy
-    from gpufabric.domain.models import Fabric, IbPort, Lease, Network, Node, Segment
+    from gpufabric.domain.models import Fabric, Lease, Network, Segment
+    from gpufabric.fabrics.infiniband.entries import IbPort
     from gpufabric.fabrics.infiniband.plan import desired_ib
 
     g = Guid(0x0002C90310000101)
     net = Network("n", "alpha", (Segment(Fabric.INFINIBAND, 3000, pkey=PKey(0x0A00)),))
-    node = Node("gpu-a01", ib=(IbPort("gpu-a01", "mlx5_0", 1, g, g),))
+    node = port_node("gpu-a01", ib=(IbPort("gpu-a01", "mlx5_0", 1, g, g),))
     lease = Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("n",))
     layout = desired_ib(Tenancy((node,), {"gpu-a01": lease}, {("alpha", "n"): net}), ()).layout
     assert [(p.pkey.value & 0x7FFF, p.ipoib) for p in layout.partitions] == [(0x0A00, True)]

@@ -11,13 +11,17 @@ import pytest
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import DpuMode, EthernetPort, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import DpuMode, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
 from gpufabric.fabrics.dpu.entries import Dpu
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.fabrics.infiniband.inventory_import import check_guid_moves, mark_sm_hosts
 from gpufabric.fabrics.nvlink.entries import Gpu, node_gpus
 from gpufabric.workflow.inventory import inventory_from_dict, load_inventory, parse_inventory
+
+from support.ports import port_node
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "inventory.yaml"
 
@@ -27,20 +31,20 @@ def test_example_parses_with_concrete_values() -> None:
     assert [n.name for n in inv.nodes] == ["gpu-h100-01", "gpu-h100-02", "gpu-h100-03"]
     n1 = inv.nodes[0]
     assert n1.offering == "baremetal"
-    assert n1.ethernet == (
+    assert ethernet_ports(n1) == (
         EthernetPort("gpu-h100-01", "eth0", "leaf-eth-1", "Ethernet1", "52:54:00:a1:00:00"),
         EthernetPort("gpu-h100-01", "eth1", "leaf-eth-2", "Ethernet1", "52:54:00:a1:00:01"),
     )
-    assert [p.device for p in n1.ib] == [f"mlx5_{k}" for k in range(8)]
-    assert n1.ib[1] == IbPort(
+    assert [p.device for p in all_ib_ports(n1)] == [f"mlx5_{k}" for k in range(8)]
+    assert all_ib_ports(n1)[1] == IbPort(
         "gpu-h100-01", "mlx5_1", 1, Guid(0x0002C90300000101), Guid(0x0002C90300010101), Guid(0x0002C90300F00001), 9
     )
     assert [g.module_id.value for g in node_gpus(n1)] == list(range(1, 9))
     assert node_gpus(n1)[0] == Gpu("gpu-h100-01", ModuleId(1), "0000:18:00.0")
-    assert node_dpus(n1) == () and [p.instance for p in n1.fabric_ports] == ["nvlink"]  # its GPUs only
+    assert node_dpus(n1) == () and [p.instance for p in n1.fabric_ports] == ["ethernet", "infiniband", "nvlink"]  # no DPU
     assert inv.nodes[2].offering == "openshift"
     assert node_dpus(inv.nodes[2]) == (Dpu("gpu-h100-03", "bf3-0", DpuMode.DPU_HOST),)
-    guids = [p.port_guid for n in inv.nodes for p in n.ib]
+    guids = [p.port_guid for n in inv.nodes for p in all_ib_ports(n)]
     assert len(guids) == 24 and len(set(guids)) == 24
 
 
@@ -83,9 +87,9 @@ nodes:
 """
     )
     n = inv.nodes[0]
-    assert (n.ethernet[0].mac, n.ethernet[0].switch_port) == ("52:54:00:12:34:56", "7")
+    assert (ethernet_ports(n)[0].mac, ethernet_ports(n)[0].switch_port) == ("52:54:00:12:34:56", "7")
     assert node_gpus(n)[0].pci_bus_id == "0000:1a:00.0"
-    assert (n.ib[0].port_num, n.ib[0].port_guid, n.ib[0].node_guid) == (
+    assert (all_ib_ports(n)[0].port_num, all_ib_ports(n)[0].port_guid, all_ib_ports(n)[0].node_guid) == (
         1,
         Guid(0x0002C90300000001),
         Guid(0x0002C90300000002),
@@ -182,7 +186,7 @@ BAD: list[tuple[str, Any, str, str]] = [
     ("node-guid-zero", _set([*_IB0, "node_guid"], 0), "nodes[0].ib[0].node_guid", "not 0"),
     ("port-guid-all-ones", _set([*_IB0, "port_guid"], "0x" + "f" * 16), "nodes[0].ib[0].port_guid", "not 0"),
     ("node-name-trailing-newline", _set(["nodes", 1, "name"], "n2\n"), "nodes[1].name", "1-63 chars"),
-    ("dup-node-guid-across-nodes", _set(["nodes", 1, "ib", 0, "node_guid"], "0x2"), "nodes[1].ib[0].node_guid", "unique per node"),
+    ("dup-node-guid-across-nodes", _set(["nodes", 1, "ib", 0, "node_guid"], "0x2"), "nodes[1].ib[0].node_guid", "unique node GUIDs per node (also at nodes[0].ib[0].node_guid)"),
 ]
 
 
@@ -248,7 +252,7 @@ def _namings(dialect: str) -> dict[str, PortNaming]:
 def test_port_names_checked_per_dialect(dialect: str, port: str, ok: bool) -> None:
     data = _set([*_ETH0, "switch_port"], port)
     if ok:
-        assert inventory_from_dict(data, _namings(dialect)).nodes[0].ethernet[0].switch_port == port
+        assert ethernet_ports(inventory_from_dict(data, _namings(dialect)).nodes[0])[0].switch_port == port
     else:
         with pytest.raises(ValidationError) as e:
             inventory_from_dict(data, _namings(dialect))
@@ -263,7 +267,7 @@ def test_hostile_value_gives_one_short_line() -> None:
 
 
 def _ibnode(name: str, guid: int) -> Node:
-    return Node(name, ib=(IbPort(name, "mlx5_0", 1, Guid(guid), Guid(guid + 0x100)),))
+    return port_node(name, ib=(IbPort(name, "mlx5_0", 1, Guid(guid), Guid(guid + 0x100)),))
 
 
 def test_reimport_refuses_a_description_moving_a_known_guid() -> None:

@@ -100,7 +100,7 @@ def test_inventory_network_move_audit_api_and_node_list_through_the_memory_colum
     assert engine.fabrics.kinds["memory"].ports(engine.store.node("n3"))[0].link == 4
     bad = http.post("/api/v1/inventory", headers=auth, json={"version": 1, "nodes": [
         {"name": "n4", "fabrics": {"memory": [{"name": "m0", "link": 4}]}}]})  # fmt: skip
-    assert bad.status_code == 422 and "node n3 has it" in bad.text, bad.text  # the kind's key, unique store-wide
+    assert bad.status_code == 409 and "already belongs to node n3" in bad.text, bad.text  # the kind's key, unique store-wide
     assert http.get("/api/v1/nodes/n4", headers=auth).status_code == 404  # nothing written
 
     listed = cli("node", "list")

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN, SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpufabric"
@@ -223,7 +224,7 @@ def test_inventory_import_checks_port_names_with_the_dialect_files_naming() -> N
         node = {"name": "n1", "ethernet": [{"name": "eth0", "switch": "leaf1", "switch_port": port}]}
         return inventory_from_dict({"version": 1, "nodes": [node]}, namings)
 
-    assert inv("Ethernet1/12").nodes[0].ethernet[0].switch_port == "Ethernet1/12"
+    assert ethernet_ports(inv("Ethernet1/12").nodes[0])[0].switch_port == "Ethernet1/12"
     with pytest.raises(ValidationError, match="a nxos interface name, e.g. Ethernet1/12"):
         inv("swp12")
 

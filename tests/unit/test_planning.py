@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import QUARANTINE, Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, PkeyAction, pkey_partition_name
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 from gpufabric.planning.desired import DesiredState, tenancy_of
 from gpufabric.planning.desired import derive_desired as derive
 from gpufabric.planning.plan import Plan, merge, plan, tenants_seen
+
+from support.ports import port_node
 
 KINDS = [EthernetKind(), InfinibandKind()]
 
@@ -49,7 +53,7 @@ Q = VlanId(4000)
 
 def node(i: int) -> Node:
     name = f"gpu-a{i:02d}"
-    return Node(
+    return port_node(
         name,
         ethernet=(EthernetPort(name, "eth0", "leaf1", f"p{i}"),),
         ib=tuple(IbPort(name, f"mlx5_{k}", 1, Guid(0x1000 + i * 16 + k), Guid(0x2000 + i * 16 + k)) for k in range(2)),

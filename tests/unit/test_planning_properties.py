@@ -19,12 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricKind, FabricPlan
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric, IbPort, Lease, Network, Node, Segment
+from gpufabric.domain.models import QUARANTINE, Fabric, Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan, merge_switches
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, expected_tables
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
@@ -32,6 +34,7 @@ from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, plan
 
 from support.memfabric import MemoryKind, MemoryPlan, MemState
+from support.ports import port_node
 
 KINDS: list[FabricKind[Any, Any]] = [EthernetKind(), InfinibandKind(), MemoryKind()]
 SM = Guid(0x0002C90300FF0001)
@@ -64,7 +67,7 @@ def inventories(draw: st.DrawFn) -> tuple[Node, ...]:
         name = f"n{i}"
         eth = tuple(EthernetPort(name, f"eth{k}", f"s{k % 2}", f"{name}p{k}") for k in range(draw(st.integers(0, 2))))
         ib = tuple(IbPort(name, f"mlx5_{k}", 1, Guid(0x100 + 16 * i + k), Guid(0x900 + 16 * i + k)) for k in range(draw(st.integers(0, 2))))
-        nodes.append(Node(name, ethernet=eth, ib=ib))
+        nodes.append(port_node(name, ethernet=eth, ib=ib))
     return tuple(nodes)
 
 
@@ -99,14 +102,14 @@ def port_configs(draw: st.DrawFn, switch: str, port: str) -> EthernetPortConfig:
 def observed_states(draw: st.DrawFn, nodes: tuple[Node, ...]) -> FabricState:
     ports: dict[str, list[EthernetPortConfig]] = {}
     for n in nodes:
-        for p in n.ethernet:
+        for p in ethernet_ports(n):
             if draw(st.booleans()) or draw(st.booleans()):  # mostly present
                 ports.setdefault(p.switch, []).append(draw(port_configs(p.switch, p.switch_port)))
     switches = tuple(SwitchState(s, tuple(sorted(ps))) for s, ps in sorted(ports.items()))
     entries = st.sampled_from([0x7FFF, 0xFFFF, 0x0B05, 0x8B05, *PKEYS, *(k | 0x8000 for k in PKEYS)])
     tables = [PkeyTable(SM, tuple(sorted(set(draw(st.lists(entries, max_size=3))))))]  # the SM port is always on the fabric
     for n in nodes:
-        for p in n.ib:
+        for p in all_ib_ports(n):
             if draw(st.booleans()) or draw(st.booleans()):
                 tables.append(PkeyTable(p.port_guid, tuple(sorted(set(draw(st.lists(entries, max_size=4)))))))
     tags = {

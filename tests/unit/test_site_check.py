@@ -6,16 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
+from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
 from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, standby_files, trusted_sms
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmFileSeen, SmSeen, SmState
+
+from support.ports import port_node
 
 SM, ROGUE = Guid(0x0002C90310000001), Guid(0x0002C903100000AA)
 
@@ -89,7 +92,6 @@ class _Dpu:
 
 
 def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
-    from gpufabric.domain.models import Node
     from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
     from gpufabric.fabrics.dpu.site_check import dpu_site_checks
 
@@ -101,7 +103,6 @@ def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
 
 
 def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
-    from gpufabric.domain.models import Node
     from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
     from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
     from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
@@ -136,7 +137,7 @@ def _access(port: str) -> EthernetPortConfig:
 def test_ethernet_switch_ports_trunks_and_unknown_ports() -> None:
     up = EthernetPortConfig("leaf9", "up1", PortMode.TRUNK, None, tuple(VlanId(v) for v in range(2000, 2500)))
     drv = _Switch((up, _access("p1"), _access("p2"), _access("p3")))
-    node = Node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf9", "p1"), EthernetPort("gpu-b01", "eth1", "leaf9", "p7")))
+    node = port_node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf9", "p1"), EthernetPort("gpu-b01", "eth1", "leaf9", "p7")))
     ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default(), settings={"quarantine_vlan": 4000})
     got = {(c.id, c.level, c.subject): c.message for c in ethernet_site_checks({"leaf9": drv}, ctx)}
     assert set(got) == {("ETH-REACH", CheckLevel.OK, "leaf9"), ("ETH-TRUNK-VLANS", CheckLevel.ERROR, "leaf9/up1"),
@@ -148,7 +149,7 @@ def test_ethernet_switch_ports_trunks_and_unknown_ports() -> None:
 
 def test_ethernet_switch_not_reachable_or_not_configured() -> None:
     down = _Switch((), ApplyError("SSH host key of 10.0.0.9:22 is unknown", fabric="ethernet", device="leaf9"))
-    node = Node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf8", "p1"),))
+    node = port_node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf8", "p1"),))
     ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default())
     got = [(c.id, c.level, c.subject) for c in ethernet_site_checks({"leaf9": down}, ctx)]
     assert got == [("ETH-HOSTKEY", CheckLevel.CRITICAL, "leaf9"), ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf8/p1")]

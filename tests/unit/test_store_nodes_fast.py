@@ -6,18 +6,22 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from gpufabric.domain.models import DpuMode, EthernetPort, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import DpuMode, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.ethernet.entries import EthernetPort
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.convert import node_to_domain
 from gpufabric.store.core import _NODE_LOAD, Store
 from gpufabric.store.tables import NodeRow
 
+from support.ports import port_node
+
 
 def _node(i: int) -> Node:
     n = f"n{i:03d}"
-    return Node(
+    return port_node(
         n,
         offering="baremetal" if i % 2 else "",
         ethernet=tuple(EthernetPort(n, f"eth{k}", f"leaf{i % 3}", f"p{i}-{k}", f"02:00:00:00:{i:02x}:{k:02x}") for k in (1, 0)),
@@ -43,7 +47,7 @@ def test_nodes_equal_orm_conversion(tmp_path: Path) -> None:
             slow = [node_to_domain(r) for r in s.scalars(select(NodeRow).options(*_NODE_LOAD).order_by(NodeRow.name))]
     assert fast == slow
     assert [n.name for n in fast] == ["n000", "n003", "n005", "n008", "n012"]
-    assert fast[1].state is NodeState.LEASED and len(fast[0].fabric_ports) == 2
+    assert fast[1].state is NodeState.LEASED and [p.instance for p in fast[0].fabric_ports] == ["dpu", "ethernet", "infiniband", "nvlink"]
 
 
 def test_leases_equal_orm_conversion(tmp_path: Path) -> None:

@@ -16,19 +16,22 @@ from gpufabric.cli import common
 from gpufabric.cli.main import app
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import QuotaError
-from gpufabric.domain.models import EthernetPort, Inventory, Node
+from gpufabric.domain.models import Inventory
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.store import db
 from gpufabric.store.auth import EventLog
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 from gpufabric.workflow.actions import Actions
 
+from support.ports import port_node
+
 
 def _store(tmp_path: Path) -> Store:
     store = Store.open(f"sqlite:///{tmp_path / 'uow.db'}")
-    nodes = tuple(Node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in (1, 2, 3))
+    nodes = tuple(port_node(f"n{i}", ethernet=(EthernetPort(f"n{i}", "eth0", "leaf1", f"p{i}"),)) for i in (1, 2, 3))
     store.upsert_inventory(Inventory(nodes))
     for t in ("ta", "tb"):
         store.create_tenant(t)

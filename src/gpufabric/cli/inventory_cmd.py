@@ -109,15 +109,9 @@ def _port_namings(fabrics: dict[str, Any], registry: Registry | None) -> dict[st
 
 
 def node_doc(n: Node) -> dict[str, object]:
-    """A node as an inventory document entry (the API's import body)."""
+    """A node as an inventory document entry (the API's import body): its ports per instance."""
     return {
         "name": n.name,
         **({"offering": n.offering} if n.offering else {}),
-        "ethernet": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, **({"mac": p.mac} if p.mac else {}),
-                      **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})} for p in n.ethernet],
-        "ib": [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
-                **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
-                **({"switch_port": p.switch_port} if p.switch_port else {}),
-                **({"instance": p.instance} if p.instance else {})} for p in n.ib],
         **({"fabrics": {p.instance: p.entries for p in n.fabric_ports}} if n.fabric_ports else {}),
     }

@@ -166,13 +166,9 @@ class Local:
 
     # ---- inventory
     def import_inventory(self, inv: Inventory, instances: Any = None) -> dict[str, Any]:
-        """An inventory parsed here, imported on the store (its generic-table port keys checked
-        against the store's other nodes first)."""
+        """An inventory parsed here, imported on the store (which refuses a port key another node holds)."""
         from gpufabric.cli.output import jsonable
-        from gpufabric.workflow.inventory import check_port_keys
 
-        if any(n.fabric_ports for n in inv.nodes):
-            check_port_keys(inv, open_store().nodes(), instances or {})
         out: dict[str, Any] = jsonable(actions().import_inventory(LOCAL_ADMIN, inv))
         return out
 

@@ -39,14 +39,9 @@ def show(name: str, json_out: bool = JSON_OPT) -> None:
         f"  owner={n['owner'] or '-'}",
         highlight=False,
     )
-    eth, ib = n["ports"]["ethernet"], n["ports"]["infiniband"]
-    table("Ethernet", ["nic", "switch", "port", "mac"], [(p["name"], p["switch"], p["switch_port"], p["mac"]) for p in eth])
-    table(
-        "InfiniBand",
-        ["device", "port", "port GUID", "node GUID", "switch GUID", "switch port"],
-        [(p["device"], p["port_num"], p["port_guid"], p["node_guid"], p["switch_guid"] or "-", p["switch_port"] or "-")
-         for p in ib],
-    )
+    for kind, ports in (n.get("ports") or {}).items():  # every port, as each kind lists them
+        cols = list(dict.fromkeys(k for q in ports for k in q))
+        table(kind, cols, [tuple("-" if q.get(c) in (None, "") else str(q[c]) for c in cols) for q in ports])
     cells = [(name, view["summary"]) for name, view in (n.get("fabrics") or {}).items() if view.get("summary")]
     if cells:  # every fabric's own summary (the node table's cells), e.g. a DPU and its role
         table("Fabrics", ["fabric", "summary"], cells)

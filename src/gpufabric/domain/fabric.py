@@ -28,18 +28,20 @@ drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
 from __future__ import annotations
 
 import copy
-import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
+from gpufabric.domain.drivers import DriverLookup as DriverLookup
+from gpufabric.domain.drivers import build_driver as build_driver
 from gpufabric.domain.entries import node_entries
 from gpufabric.domain.errors import ConfigError, GpufabricError, ValidationError
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
+from gpufabric.domain.models import FabricPorts, Network, Node, PortKey, Segment
 from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.site_check import SiteCheck, SiteContext
+from gpufabric.domain.tenancy import Tenancy as Tenancy
 from gpufabric.domain.values import check_name
 
 if TYPE_CHECKING:
@@ -49,36 +51,6 @@ if TYPE_CHECKING:
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
-
-
-@dataclass(frozen=True)
-class Tenancy:
-    """The pure input every fabric derives its desired slice from: who owns each node now.
-
-    ``owners`` maps every node to the lease that owns it now, or ``None`` (quarantine).
-    ``settings`` are deployment-wide facts fabrics may need (e.g. ``quarantine_vlan``,
-    ``sm_port_guids``), each with one source (``Fabrics``/``SegmentConfig``)."""
-
-    nodes: tuple[Node, ...]
-    owners: Mapping[str, Lease | None]
-    networks: Mapping[tuple[str, str], Network]  # by (tenant, name): names are unique per tenant
-    offerings: Mapping[str, Offering] = field(default_factory=dict)
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    def owner(self, node: str) -> str:
-        lease = self.owners.get(node)
-        return lease.tenant if lease is not None else QUARANTINE
-
-    def lease_networks(self, node: str) -> tuple[Network, ...]:
-        """The networks of the lease that owns ``node`` now (none in quarantine)."""
-        lease = self.owners.get(node)
-        if lease is None:
-            return ()
-        return tuple(n for name in lease.networks if (n := self.networks.get((lease.tenant, name))) is not None)
-
-    def offering(self, node: str) -> Offering | None:
-        lease = self.owners.get(node)
-        return self.offerings.get(lease.offering) if lease is not None else None
 
 
 class FabricPlan(ABC):
@@ -203,10 +175,6 @@ class FabricBackend(ABC, Generic[S]):
         return ()
 
 
-DriverLookup = Callable[[str], type]
-"""Driver class by name (the ``gpufabric.drivers`` registry)."""
-
-
 class FabricKind(ABC, Generic[D, S]):
     """The pure side of one fabric kind. Objects are stateless but for the instance they are
     bound to and its ``fabrics.yaml`` section (:meth:`bind`); one per configured instance per
@@ -256,9 +224,43 @@ class FabricKind(ABC, Generic[D, S]):
         """The JSON-able entries ``parse_ports`` reads back as ``ports``."""
         return []
 
-    def port_keys(self, ports: tuple[Any, ...]) -> Iterable[Any]:
-        """Keys that must be unique across every node's ports on one instance (default: none)."""
+    def port_keys(self, ports: tuple[Any, ...]) -> Iterable[PortKey | Any]:
+        """What ``ports`` (one node's, on this instance) hold that no other node may: each a
+        :class:`PortKey`, once per node (the store keeps them unique with a database constraint
+        and finds a port's node by them). A plain value ``v`` means
+        ``PortKey(<instance>, str(v))``: unique on this instance. Default: none."""
         return ()
+
+    def keys(self, ports: tuple[Any, ...]) -> tuple[PortKey, ...]:
+        """:meth:`port_keys` as :class:`PortKey` values (a plain value: unique on this instance)."""
+        out: dict[tuple[str, str], PortKey] = {}
+        for k in self.port_keys(ports):
+            key = k if isinstance(k, PortKey) else PortKey(self.instance, str(k), "", f"ports on fabric {self.instance}",
+                                                           f"port {k} on fabric {self.instance}")  # fmt: skip
+            out.setdefault((key.scope, key.key), key)
+        return tuple(out.values())
+
+    def stored(self, node: str, ports: tuple[Any, ...]) -> FabricPorts:
+        """``node``'s entries on this instance as the store keeps them: ``ports`` dumped, with their keys."""
+        return FabricPorts.of(self.instance, self.dump_ports(ports), self.keys(ports))
+
+    def for_inventory(self, namings: Mapping[str, PortNaming]) -> Self:
+        """This kind reading an inventory file whose devices name their ports by ``namings``
+        (device -> naming, from every kind's :meth:`port_namings`): a kind whose entries name
+        device ports checks them against it in :meth:`parse_ports`. Default: itself."""
+        return self
+
+    def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]] | None:
+        """Every port of ``node`` on this kind's default instance and its ``instances`` (the
+        configured ones), as the API's node answer lists them under ``ports.<kind>`` (what
+        integrations such as the Neutron driver match a port binding against); None: the kind
+        lists none there. Default: None."""
+        return None
+
+    def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
+        """The :class:`PortKey` the port lookup ``query`` (``GET /api/v1/ports/lookup``'s
+        parameters) names on this kind, or None when it names none of this kind's ports."""
+        return None
 
     def ports(self, node: Node) -> tuple[Any, ...]:
         """``node``'s ports on this instance (its generic-table entries, parsed; a kind with an
@@ -408,38 +410,3 @@ class FabricKind(ABC, Generic[D, S]):
         """A FastAPI ``APIRouter`` of this kind's own routes, mounted under ``/api/v1`` (None:
         none; the default)."""
         return None
-
-
-def build_driver(
-    drivers: DriverLookup,
-    where: str,
-    entry: Any,
-    extra: Mapping[str, Any],
-    optional: Mapping[str, Any] | None = None,
-    expect: tuple[type, str] | None = None,
-) -> object:
-    """A driver instance from a ``{driver, options}`` entry; ``extra`` options are injected
-    (a conflicting value in the entry is refused); ``optional`` ones only into drivers
-    that take them. ``expect``: (base class, what to call it) the driver must be."""
-    if not isinstance(entry, Mapping) or "driver" not in entry:
-        raise ConfigError(where, entry, "a mapping with 'driver' and 'options'")
-    options = dict(entry.get("options") or {})
-    for k, v in extra.items():
-        if k in options and str(options[k]) != str(v):
-            raise ConfigError(f"{where}.options.{k}", options[k], f"{v} (set once, in config.yaml / fabrics.yaml top level)")
-        options[k] = v
-    cls = drivers(str(entry["driver"]))
-    if expect is not None and not (isinstance(cls, type) and issubclass(cls, expect[0])):
-        raise ConfigError(f"{where}.driver", entry.get("driver"), expect[1])
-    if optional:
-        params = inspect.signature(cls).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        for k, v in optional.items():
-            if k in options and str(options[k]) != str(v):
-                raise ConfigError(f"{where}.options.{k}", options[k], f"{v} (set once, at the top level)")
-            if takes_any or k in params:
-                options[k] = v
-    try:
-        return cls(**options)
-    except TypeError as e:
-        raise ConfigError(f"{where}.options", entry.get("options"), f"the options of driver {entry['driver']}", str(e)) from None

@@ -3,8 +3,8 @@ tenants, networks with one segment per fabric instance, offerings and leases.
 
 A fabric *instance* is a named fabric of one kind in a deployment (``fabrics.yaml``); the
 default instance of a kind is named after it, so the :class:`Fabric` values are also the
-default instance names. Kinds without a typed table keep a node's ports as
-:class:`FabricPorts` (their own validated entries, per instance)."""
+default instance names. Every kind keeps a node's ports as :class:`FabricPorts` (its own
+validated entries, per instance, with the :class:`PortKey` values no other node may hold)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.values import Guid, PKey, VlanId, check_mac, check_name
+from gpufabric.domain.values import PKey, VlanId, check_name
 
 MAX_GPU_COUNT = 16  # GPUs one lease may name: Fabric Manager's FM_MAX_NUM_GPUS per partition (the one source)
 GPU_COUNT_ALLOWED = f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node"
@@ -53,82 +53,48 @@ QUARANTINE = "quarantine"
 """The pseudo-tenant that owns every port not in a lease."""
 
 
-BOND_MODES = ("lacp", "active-backup")
+@dataclass(frozen=True, order=True)
+class PortKey:
+    """One thing a node's port holds that no other node may (``FabricKind.port_keys``): unique per
+    ``scope`` across the deployment, kept by the store with a database constraint
+    (``node_port_keys``), so two replicas never hand one switch port or GUID to two nodes.
 
+    ``scope`` names what is unique, by the kind that owns it (e.g. the Ethernet kind's switch
+    ports); ``key`` is its canonical text. ``at`` is where it is in the node's entries of the
+    kind (``[0].switch_port``: an error names the file's field), ``what`` says what is unique in
+    an error ("switch ports") and ``label`` names this one ("switch port leaf1/Ethernet10 (node
+    gpu09 eth0)"). A node holds a key once (a kind gives a key its ports share, e.g. a bond's
+    aggregate, once)."""
 
-@dataclass(frozen=True)
-class EthernetPort:
-    """A node NIC cabled to a switch port. A bonded NIC's switch port is a member of the
-    switch's aggregate interface ``bond`` (port-channel, ``ae``, OVS bond): the VLANs are set on
-    the aggregate, never on the member; the members of one node with the same ``bond`` name on
-    one switch, or on an MLAG/vPC pair of two switches, are one bond."""
-
-    node: str
-    name: str  # the NIC name on the host, e.g. eth0
-    switch: str
-    switch_port: str
-    mac: str = ""
-    bond: str = ""  # the switch's aggregate interface this port is a member of ("" = not bonded)
-    bond_mode: str = ""  # lacp | active-backup (with bond only)
-
-    def __post_init__(self) -> None:
-        check_name("ethernet_port.node", self.node)
-        if not self.switch or not self.switch_port:
-            raise ValidationError(
-                "ethernet_port.switch", f"{self.switch}/{self.switch_port}", "non-empty switch and port"
-            )
-        if self.bond and self.bond == self.switch_port:
-            raise ValidationError("ethernet_port.bond", self.bond, f"an aggregate interface other than the member {self.switch_port}")
-        if (self.bond_mode or self.bond) and self.bond_mode not in BOND_MODES:
-            what = ", ".join(BOND_MODES) if self.bond else "empty (no bond)"
-            raise ValidationError("ethernet_port.bond_mode", self.bond_mode, what)
-
-    @property
-    def managed_port(self) -> str:
-        """The switch interface that carries this NIC's VLANs: the aggregate when bonded."""
-        return self.bond or self.switch_port
-        if self.mac:
-            object.__setattr__(self, "mac", check_mac("ethernet_port.mac", self.mac))
-
-
-@dataclass(frozen=True)
-class IbPort:
-    """An HCA port on the InfiniBand fabric, matched to its node by node description."""
-
-    node: str
-    device: str  # e.g. mlx5_0
-    port_num: int
-    port_guid: Guid
-    node_guid: Guid
-    switch_guid: Guid | None = None
-    switch_port: int | None = None
-    instance: str = ""  # the fabric instance (subnet) it is cabled to; "": the kind's default instance
+    scope: str
+    key: str
+    at: str = field(default="", compare=False)
+    what: str = field(default="", compare=False)
+    label: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        check_name("ib_port.node", self.node)
-        if self.instance:
-            check_name("ib_port.instance", self.instance)
-        if not 1 <= self.port_num <= 254:
-            raise ValidationError("ib_port.port_num", self.port_num, "1-254")
-        if self.switch_port is not None and not 1 <= self.switch_port <= 254:
-            raise ValidationError("ib_port.switch_port", self.switch_port, "1-254")
+        if not self.scope or not self.key:
+            raise ValidationError("port_key", f"{self.scope}:{self.key}", "a non-empty scope and key")
 
 
 @dataclass(frozen=True, order=True)
 class FabricPorts:
-    """A node's ports on one fabric instance whose kind has no typed table: the entries its kind
-    validated (``FabricKind.parse_ports``) and dumped (``dump_ports``), as canonical JSON text
-    (immutable and comparable; stored as is in ``node_fabric_ports``)."""
+    """A node's ports on one fabric instance: the entries its kind validated
+    (``FabricKind.parse_ports``) and dumped (``dump_ports``), as canonical JSON text (immutable
+    and comparable; stored as is in ``node_fabric_ports``), and the :class:`PortKey` values the
+    kind gave them (``keys``: written beside them for the database's uniqueness; not part of the
+    value's identity, and not read back with a node)."""
 
     instance: str
     data: str = "[]"
+    keys: tuple[PortKey, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_name("fabric_ports.instance", self.instance)
 
     @staticmethod
-    def of(instance: str, entries: object) -> FabricPorts:
-        return FabricPorts(instance, json.dumps(entries, sort_keys=True, separators=(",", ":")))
+    def of(instance: str, entries: object, keys: tuple[PortKey, ...] = ()) -> FabricPorts:
+        return FabricPorts(instance, json.dumps(entries, sort_keys=True, separators=(",", ":")), keys)
 
     @property
     def entries(self) -> object:
@@ -137,11 +103,12 @@ class FabricPorts:
 
 @dataclass(frozen=True)
 class Node:
+    """A server of the inventory: its ports on every fabric instance are its kinds' entries
+    (``fabric_ports``, one per instance; each kind reads its own through ``FabricKind.ports``)."""
+
     name: str
     offering: str = ""
     state: NodeState = NodeState.AVAILABLE
-    ethernet: tuple[EthernetPort, ...] = ()
-    ib: tuple[IbPort, ...] = ()
     fabric_ports: tuple[FabricPorts, ...] = ()  # sorted by instance, one per instance
 
     def __post_init__(self) -> None:
@@ -149,14 +116,18 @@ class Node:
         instances = [p.instance for p in self.fabric_ports]
         if len(set(instances)) != len(instances):
             raise ValidationError("node.fabric_ports", ", ".join(instances), "one entry per fabric instance")
-        owners: list[str] = [p.node for p in self.ethernet] + [p.node for p in self.ib]
-        for owner in owners:
-            if owner != self.name:
-                raise ValidationError("node.port.node", owner, f"the node's own name {self.name!r}")
 
     def ports_on(self, instance: str) -> FabricPorts | None:
-        """This node's generic-table ports on fabric instance ``instance`` (None: none)."""
+        """This node's ports on fabric instance ``instance`` (None: none)."""
         return next((p for p in self.fabric_ports if p.instance == instance), None)
+
+    def with_ports(self, *ports: FabricPorts) -> Node:
+        """This node with ``ports`` in place of its entries on their instances (an empty list of
+        entries removes the instance's)."""
+        mine = {p.instance: p for p in self.fabric_ports}
+        mine.update({p.instance: p for p in ports})
+        kept = tuple(mine[i] for i in sorted(mine) if mine[i].data != "[]")
+        return Node(self.name, self.offering, self.state, kept)
 
 
 @dataclass(frozen=True)

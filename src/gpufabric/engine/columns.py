@@ -1,5 +1,6 @@
-"""A node's fabric columns, in one place: one cell per fabric from each kind's ``summary()``
-and the ``fabrics`` object of a node's JSON from each kind's ``node_view()``.
+"""A node's fabric columns, in one place: one cell per fabric from each kind's ``summary()``,
+the ``fabrics`` object of a node's JSON from each kind's ``node_view()`` and its ``ports``
+object from each kind's ``listed_ports()``.
 
 ``node list`` (its table and ``--json``), ``GET /api/v1/nodes[/N]`` and the dashboard's
 fabric map all take their per-fabric columns from :func:`fabric_cells` (through
@@ -63,9 +64,27 @@ def view_tenancy(store: Any, nodes: Iterable[Node], now: datetime | None = None)
     return Tenancy(nodes, owners, {}, {o.name: o for o in store.offerings()})
 
 
+def listed_ports(node: Node, kinds: Kinds) -> dict[str, list[Any]]:
+    """The ``ports`` object of ``node``'s JSON: kind -> every port of the node on the kind's
+    instances (``FabricKind.listed_ports``; kinds that list none left out), in the kinds' order."""
+    out: dict[str, list[Any]] = {}
+    for name, group in _by_kind(kinds).items():
+        listed = group[0].listed_ports(node, [k.instance for k in group])
+        if listed is not None:
+            out[name] = jsonable(list(listed))
+    return out
+
+
+def _by_kind(kinds: Kinds) -> dict[str, list[FabricKind[Any, Any]]]:
+    out: dict[str, list[FabricKind[Any, Any]]] = {}
+    for k in kinds:
+        out.setdefault(k.name, []).append(k)
+    return out
+
+
 def with_fabrics(items: Sequence[Mapping[str, Any]], store: Any, kinds: Kinds | None = None) -> list[dict[str, Any]]:
-    """Node dicts (the API v1 shape, by name) with their ``fabrics`` object added. One read of
-    the nodes and leases for a page; a single node reads only itself."""
+    """Node dicts (the API v1 shape, by name) with their ``ports`` and ``fabrics`` objects added.
+    One read of the nodes and leases for a page; a single node reads only itself."""
     if not items:
         return []
     kinds = registered_kinds() if kinds is None else kinds
@@ -74,6 +93,7 @@ def with_fabrics(items: Sequence[Mapping[str, Any]], store: Any, kinds: Kinds | 
     by_name = {n.name: n for n in nodes}
     tenancy = view_tenancy(store, nodes)
     return [
-        {**i, "fabrics": fabric_views(by_name[i["name"]], kinds, tenancy)} if i["name"] in by_name else dict(i)
+        {**i, "ports": listed_ports(n, kinds), "fabrics": fabric_views(n, kinds, tenancy)}
+        if (n := by_name.get(i["name"])) is not None else dict(i)
         for i in items
     ]

@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
-from gpufabric.domain.models import DpuMode, EthernetPort, FabricPorts, IbPort, Inventory, Node
+from gpufabric.domain.models import DpuMode, FabricPorts, Inventory, Node
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.ethernet.entries import EthernetPort, with_ethernet
+from gpufabric.fabrics.infiniband.entries import IbPort, with_ib
 from gpufabric.fabrics.nvlink.entries import gpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
@@ -130,18 +132,13 @@ class LabStatus:
         """The lab's nodes as the domain inventory (Ethernet switch = OVS bridge, port = OVS port)."""
         return Inventory(
             tuple(
-                Node(
+                with_ib(with_ethernet(Node(
                     name=n.name,
-                    ethernet=tuple(
-                        EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode)
-                        for e in n.ethernet
-                    ),
-                    ib=n.ib,
                     fabric_ports=tuple(sorted((
                         *gpu_ports(*lab_gpus(n.name, self.gpus_per_node)),
                         *(lab_dpus(n.name) if n.name in self.dpu_hosts else ()),
                     ))),
-                )
+                ), *(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode) for e in n.ethernet)), *n.ib)
                 for n in self.nodes
             )
         )

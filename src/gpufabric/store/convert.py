@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
 
 from gpufabric.domain.models import (
     DpuMode,
-    EthernetPort,
     FabricPorts,
-    IbPort,
     Lease,
     Network,
     Node,
@@ -18,86 +15,40 @@ from gpufabric.domain.models import (
     Offering,
     Segment,
 )
-from gpufabric.domain.values import Guid, PKey, VlanId
+from gpufabric.domain.values import PKey, VlanId
 from gpufabric.store.tables import (
-    EthernetPortRow,
-    IbPortRow,
     LeaseRow,
     NetworkRow,
     NodeFabricPortsRow,
+    NodePortKeyRow,
     NodeRow,
     OfferingRow,
     SegmentRow,
 )
 
 
-def _guid(text: str | None) -> Guid | None:
-    return None if text is None else Guid.parse(text)
-
-
-def ordered(
-    ethernet: Iterable[EthernetPort], ib: Iterable[IbPort]
-) -> tuple[tuple[EthernetPort, ...], tuple[IbPort, ...]]:
-    """A node's typed-table ports in the order the store returns them."""
-    return (
-        tuple(sorted(ethernet, key=lambda p: p.name)),
-        tuple(sorted(ib, key=lambda p: (p.device, p.port_num))),
-    )
-
-
 def canonical(node: Node) -> Node:
-    """``node`` with its typed-table and generic-table ports in the order the store returns them."""
-    eth, ib = ordered(node.ethernet, node.ib)
-    fp = tuple(sorted(node.fabric_ports))
-    return dataclasses.replace(node, ethernet=eth, ib=ib, fabric_ports=fp)
+    """``node`` with its ports in the order the store returns them (by instance)."""
+    return dataclasses.replace(node, fabric_ports=tuple(sorted(node.fabric_ports)))
 
 
 def node_to_domain(r: NodeRow) -> Node:
-    n = r.name
     return canonical(
         Node(
-            name=n,
+            name=r.name,
             offering=r.offering,
             state=NodeState(r.state),
-            ethernet=tuple(EthernetPort(n, p.name, p.switch, p.switch_port, p.mac, p.bond, p.bond_mode) for p in r.ethernet),
-            ib=tuple(
-                IbPort(
-                    n,
-                    p.device,
-                    p.port_num,
-                    Guid.parse(p.port_guid),
-                    Guid.parse(p.node_guid),
-                    _guid(p.switch_guid),
-                    p.switch_port,
-                    p.instance or "",
-                )
-                for p in r.ib
-            ),
             fabric_ports=tuple(FabricPorts.of(f.instance, f.data) for f in r.fabric_ports),
         )
     )
 
 
 def fill_node_children(row: NodeRow, node: Node) -> None:
-    """Append rows for every port, GPU and DPU of ``node`` to ``row``."""
-    row.ethernet.extend(
-        EthernetPortRow(name=p.name, switch=p.switch, switch_port=p.switch_port, mac=p.mac, bond=p.bond,
-                        bond_mode=p.bond_mode)
-        for p in node.ethernet
-    )
-    row.ib.extend(
-        IbPortRow(
-            device=p.device,
-            port_num=p.port_num,
-            port_guid=str(p.port_guid),
-            node_guid=str(p.node_guid),
-            switch_guid=None if p.switch_guid is None else str(p.switch_guid),
-            switch_port=p.switch_port,
-            instance=p.instance or None,
-        )
-        for p in node.ib
-    )
+    """Append the rows of every port of ``node`` to ``row``: its entries per instance and the
+    keys they hold (a key once per node)."""
     row.fabric_ports.extend(NodeFabricPortsRow(instance=f.instance, data=f.entries) for f in node.fabric_ports)
+    keys = {(k.scope, k.key) for f in node.fabric_ports for k in f.keys}
+    row.port_keys.extend(NodePortKeyRow(scope=scope, key=key) for scope, key in sorted(keys))
 
 
 def segment_row(instance: str, seg: Segment) -> SegmentRow:

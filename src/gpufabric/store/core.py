@@ -34,6 +34,7 @@ from gpufabric.domain.models import (
     Node,
     NodeState,
     Offering,
+    PortKey,
     Segment,
     Tenant,
     lease_not_over,
@@ -50,6 +51,7 @@ from gpufabric.store.convert import (
     offering_to_domain,
     segment_row,
 )
+from gpufabric.store.fabric_ports import key_holders
 from gpufabric.store.nodes import list_nodes
 from gpufabric.store.registry import Registry
 from gpufabric.store.tables import (
@@ -64,11 +66,7 @@ from gpufabric.store.tables import (
 from gpufabric.store.tx import Tx
 
 ALLOCATION_ATTEMPTS: Final = 50
-_NODE_LOAD: Final = (
-    selectinload(NodeRow.ethernet),
-    selectinload(NodeRow.ib),
-    selectinload(NodeRow.fabric_ports),
-)
+_NODE_LOAD: Final = (selectinload(NodeRow.fabric_ports), selectinload(NodeRow.port_keys))
 
 
 @dataclass(frozen=True)
@@ -162,8 +160,8 @@ class Store:
         """Add new nodes and replace the ports/GPUs/DPUs/offering of known ones, in one
         transaction. A node's state is kept. Nodes not in ``inv`` are left alone.
 
-        Raises ConflictError (and writes nothing) when a switch port or port GUID is
-        claimed by another node or twice in ``inv``, or when a node that is leased or moving would
+        Raises ConflictError (and writes nothing) when a port key (a switch port, a port GUID, ...:
+        ``FabricKind.port_keys``) is held by another node or by two in ``inv``, or when a node that is leased or moving would
         change: its ports are in a tenant, and rewriting them in place (or handing one to another
         listed node) would let the next converge pass a port from one tenant to another directly.
         """
@@ -171,7 +169,7 @@ class Store:
         try:
             with self._tx() as s:
                 rows = {r.name: r for r in s.scalars(select(NodeRow).options(*_NODE_LOAD))}
-                _check_claims(inv, rows)
+                _check_claims(s, inv)
                 changed: list[tuple[NodeRow, Node]] = []
                 for node in inv.nodes:
                     row = rows.get(node.name)
@@ -198,9 +196,8 @@ class Store:
                             node=node.name, state=current.state.value,
                         )  # fmt: skip
                     row.offering = node.offering
-                    row.ethernet.clear()
-                    row.ib.clear()
                     row.fabric_ports.clear()
+                    row.port_keys.clear()
                     changed.append((row, node))
                     updated += 1
                 s.flush()  # delete every replaced child first: a port may move between nodes
@@ -399,47 +396,29 @@ def _network_row(s: Session, name: str, tenant: str) -> NetworkRow:
     return row
 
 
-def _check_claims(inv: Inventory, rows: dict[str, NodeRow]) -> None:
-    """Raise ConflictError for a switch port or port GUID that ``inv`` gives to a node
-    while another node (in the store but not in ``inv``, or earlier in ``inv``) has it."""
+def _check_claims(s: Session, inv: Inventory) -> None:
+    """Raise ConflictError for a node listed twice in ``inv``, or a port key that ``inv`` gives
+    to a node while another node has it (in the store but not in ``inv``, or earlier in ``inv``):
+    before the database's own constraint would, naming the key and its holder."""
     mine = {n.name for n in inv.nodes}
-    eth: dict[tuple[str, str], str] = {}
-    guids: dict[str, str] = {}
-    for r in rows.values():
-        if r.name not in mine:
-            eth.update({(p.switch, p.switch_port): r.name for p in r.ethernet})
-            eth.update({(p.switch, p.bond): r.name for p in r.ethernet if p.bond})
-            guids.update({p.port_guid: r.name for p in r.ib})
+    first: dict[tuple[str, str], str] = {}
+    wanted: list[tuple[str, PortKey]] = []
     seen: set[str] = set()
     for n in inv.nodes:
         if n.name in seen:
             raise ConflictError(f"node {n.name} is listed twice in the inventory", node=n.name)
         seen.add(n.name)
-        for p in n.ethernet:
-            if p.bond and eth.get((p.switch, p.bond), n.name) != n.name:
-                raise ConflictError(
-                    f"aggregate {p.switch}/{p.bond} (node {n.name} {p.name}) is node {eth[(p.switch, p.bond)]}'s",
-                    node=n.name, switch=p.switch, switch_port=p.bond, owner=eth[(p.switch, p.bond)],
-                )  # fmt: skip
-            key = (p.switch, p.switch_port)
-            if key in eth:
-                raise ConflictError(
-                    f"switch port {p.switch}/{p.switch_port} (node {n.name} {p.name}) is already cabled to node {eth[key]}",
-                    node=n.name,
-                    switch=p.switch,
-                    switch_port=p.switch_port,
-                    owner=eth[key],
-                )
-            eth[key] = n.name
-            if p.bond:
-                eth[(p.switch, p.bond)] = n.name
-        for q in n.ib:
-            g = str(q.port_guid)
-            if g in guids:
-                raise ConflictError(
-                    f"port GUID {g} (node {n.name} {q.device}/{q.port_num}) already belongs to node {guids[g]}",
-                    node=n.name,
-                    port_guid=g,
-                    owner=guids[g],
-                )
-            guids[g] = n.name
+        for k in (k for f in n.fabric_ports for k in f.keys):
+            owner = first.setdefault((k.scope, k.key), n.name)
+            if owner != n.name:
+                raise _taken(n.name, k, owner)
+            wanted.append((n.name, k))
+    held = key_holders(s, first, but=mine)
+    for name, k in wanted:
+        if (holder := held.get((k.scope, k.key))) is not None:
+            raise _taken(name, k, holder)
+
+
+def _taken(node: str, k: PortKey, owner: str) -> ConflictError:
+    return ConflictError(f"{k.label or f'{k.scope} {k.key}'} already belongs to node {owner}",
+                         node=node, scope=k.scope, key=k.key, owner=owner)  # fmt: skip

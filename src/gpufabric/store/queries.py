@@ -7,7 +7,7 @@ behind writers; the store is in WAL mode), so reads and lease writes run side by
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,15 +19,14 @@ from gpufabric.domain.models import QUARANTINE, lease_active
 from gpufabric.store.convert import segment_options
 from gpufabric.store.core import Store
 from gpufabric.store.tables import (
-    EthernetPortRow,
     EventRow,
-    IbPortRow,
     LeaseNetworkRow,
     LeaseRow,
     MoveEventRow,
     MoveRow,
     NetworkRow,
     NodeFabricPortsRow,
+    NodePortKeyRow,
     NodeRow,
     OfferingRow,
     RevisionRow,
@@ -94,9 +93,11 @@ class Reader:
         offset: int,
         tenant: str | None = None,
         state: str | None = None,
-        fabric: str | None = None,
+        fabric: Collection[str] | None = None,
         name: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
+        """A page of nodes as the API shows them, less their fabric columns (``engine.columns``);
+        ``fabric``: only nodes with ports on a row of one of these instances."""
         now = datetime.now(UTC)
         with self.engine.connect() as c:
             q = self._node_filter(select(N.c.id, N.c.name, N.c.offering, N.c.state, N.c.owner), p, now)
@@ -104,12 +105,8 @@ class Reader:
                 q = q.where(N.c.name == name)
             if state is not None:
                 q = q.where(N.c.state == state)
-            if fabric == "ethernet":
-                q = q.where(N.c.id.in_(select(EthernetPortRow.node_id)))
-            elif fabric == "infiniband":
-                q = q.where(N.c.id.in_(select(IbPortRow.node_id)))
-            elif fabric is not None:  # a kind of the generic table: its instance's rows
-                q = q.where(N.c.id.in_(select(NodeFabricPortsRow.node_id).where(NodeFabricPortsRow.instance == fabric)))
+            if fabric is not None:
+                q = q.where(N.c.id.in_(select(NodeFabricPortsRow.node_id).where(NodeFabricPortsRow.instance.in_(list(fabric)))))
             cur = self._current(c, now)
             if tenant is not None:
                 ids = [i for i, (t, _l) in cur.items() if t == tenant]
@@ -123,33 +120,6 @@ class Reader:
         return {r[0]: (r[1], r[2]) for r in c.execute(q)}
 
     def _node_dicts(self, c: Connection, rows: Sequence[Any], cur: dict[int, tuple[str, int]]) -> list[dict[str, Any]]:
-        ids = [r.id for r in rows]
-        eth: dict[int, list[dict[str, Any]]] = {}
-        ib: dict[int, list[dict[str, Any]]] = {}
-        if ids:
-            wanted = set(ids)
-
-            def children(table: Any, *cols: Any, order: tuple[Any, ...] = ()) -> list[Any]:
-                q = select(table.c.node_id, *cols)
-                if len(ids) < 200:  # a page: filter in SQL; a big list: read all, filter here
-                    q = q.where(table.c.node_id.in_(ids))
-                return [r for r in c.execute(q.order_by(*order)).all() if r[0] in wanted]
-
-            E = EthernetPortRow.__table__
-            for nid, name, sw, sp, mac, bond, mode in children(
-                E, E.c.name, E.c.switch, E.c.switch_port, E.c.mac, E.c.bond, E.c.bond_mode, order=(E.c.name,)
-            ):
-                eth.setdefault(nid, []).append({"name": name, "switch": sw, "switch_port": sp, "mac": mac,
-                                                "bond": bond, "bond_mode": mode})
-            B = IbPortRow.__table__
-            for nid, dev, num, pg, ng, sg, sp in children(
-                B, B.c.device, B.c.port_num, B.c.port_guid, B.c.node_guid, B.c.switch_guid, B.c.switch_port,
-                order=(B.c.device, B.c.port_num),
-            ):
-                ib.setdefault(nid, []).append(
-                    {"device": dev, "port_num": num, "port_guid": pg, "node_guid": ng, "switch_guid": sg,
-                     "switch_port": sp}
-                )
         return [
             {
                 "name": r.name,
@@ -158,20 +128,16 @@ class Reader:
                 "owner": r.owner,
                 "tenant": cur.get(r.id, (QUARANTINE, None))[0],
                 "lease": cur.get(r.id, (QUARANTINE, None))[1],
-                "ports": {"ethernet": eth.get(r.id, []), "infiniband": ib.get(r.id, [])},
             }
             for r in rows
         ]
 
-    def lookup_port(self, p: Principal, switch: str | None, port: str | None, guid: str | None) -> str | None:
-        """The node name cabled to switch/port or owning an IB port GUID (None: no such port)."""
+    def lookup_port(self, p: Principal, scope: str, key: str) -> str | None:
+        """The name of the node whose ports hold the key ``scope``/``key`` (None: no such port,
+        or not one ``p`` may see)."""
         with self.engine.connect() as c:
-            if guid is not None:
-                q = select(N.c.name).join(IbPortRow.__table__, IbPortRow.node_id == N.c.id)
-                q = q.where(IbPortRow.port_guid == guid.lower())
-            else:
-                E = EthernetPortRow.__table__
-                q = select(N.c.name).join(E, E.c.node_id == N.c.id).where(E.c.switch == switch, E.c.switch_port == port)
+            K = NodePortKeyRow.__table__
+            q = select(N.c.name).join(K, K.c.node_id == N.c.id).where(K.c.scope == scope, K.c.key == key)
             q = self._node_filter(q, p, datetime.now(UTC))
             return c.execute(q).scalar()
 

@@ -7,13 +7,13 @@ file); ``Base.metadata`` is only used by tests that compare the two.
 
 Uniqueness that protects isolation lives in the database, not in Python, so that two
 replicas can never hand out the same switch port, GUID, VLAN or PKey:
-``ethernet_ports (switch, switch_port)``, ``ib_ports.port_guid``,
-``segments (fabric, seg_id)``, ``segments.vlan`` and ``segments.pkey``.
+``node_port_keys (scope, key)``, ``segments (fabric, seg_id)``, ``segments.vlan`` and
+``segments.pkey``.
 
-``node_fabric_ports`` is the one generic table of the fabric kinds without typed tables
-(``FabricKind.ports_section``): one row per (node, fabric instance), ``data`` the entries the
-kind validated (JSON list). The kind's own uniqueness (``FabricKind.port_keys``) is checked by
-the import across every node; the database keeps one row per node and instance.
+``node_fabric_ports`` holds every fabric kind's ports: one row per (node, fabric instance),
+``data`` the entries the kind validated (JSON list). ``node_port_keys`` holds what a node's
+ports hold that no other node may (``FabricKind.port_keys``: a switch interface, a port GUID,
+...), one row per key, written with the node's ports; a port's node is found by its key.
 """
 
 from __future__ import annotations
@@ -72,19 +72,14 @@ class NodeRow(Base):
     state: Mapped[str] = mapped_column(String(16))
     owner: Mapped[str | None] = mapped_column(String(63), nullable=True)  # owning tenant (ESI owner), 0004
 
-    ethernet: Mapped[list[EthernetPortRow]] = relationship(
-        back_populates="node", cascade="all, delete-orphan", order_by="EthernetPortRow.name"
-    )
-    ib: Mapped[list[IbPortRow]] = relationship(
-        back_populates="node", cascade="all, delete-orphan", order_by=lambda: (IbPortRow.device, IbPortRow.port_num)
-    )
     fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"
     )
+    port_keys: Mapped[list[NodePortKeyRow]] = relationship(back_populates="node", cascade="all, delete-orphan")
 
 
 class NodeFabricPortsRow(Base):
-    """A node's ports on one fabric instance of a kind without a typed table (migration 0007)."""
+    """A node's ports on one fabric instance (migrations 0008, 0012, 0013, 0015)."""
 
     __tablename__ = "node_fabric_ports"
     __table_args__ = (UniqueConstraint("node_id", "instance", name="uq_node_fabric_ports_node_instance"),)
@@ -97,43 +92,18 @@ class NodeFabricPortsRow(Base):
     node: Mapped[NodeRow] = relationship(back_populates="fabric_ports")
 
 
-class EthernetPortRow(Base):
-    __tablename__ = "ethernet_ports"
-    __table_args__ = (
-        UniqueConstraint("switch", "switch_port", name="uq_ethernet_ports_switch_port"),
-        UniqueConstraint("node_id", "name", name="uq_ethernet_ports_node_name"),
-    )
+class NodePortKeyRow(Base):
+    """One key a node's ports hold (``FabricKind.port_keys``), unique per scope (migration 0015)."""
+
+    __tablename__ = "node_port_keys"
+    __table_args__ = (UniqueConstraint("scope", "key", name="uq_node_port_keys_scope_key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(63))
-    switch: Mapped[str] = mapped_column(String(255))
-    switch_port: Mapped[str] = mapped_column(String(255))
-    mac: Mapped[str] = mapped_column(String(17), default="")
-    bond: Mapped[str] = mapped_column(String(255), default="", server_default="")
-    bond_mode: Mapped[str] = mapped_column(String(16), default="", server_default="")
+    scope: Mapped[str] = mapped_column(String(63))
+    key: Mapped[str] = mapped_column(String(255))
 
-    node: Mapped[NodeRow] = relationship(back_populates="ethernet")
-
-
-class IbPortRow(Base):
-    """GUIDs are stored in their canonical text form (``0x`` + 16 hex digits): a
-    64-bit unsigned value does not fit a signed BIGINT."""
-
-    __tablename__ = "ib_ports"
-    __table_args__ = (UniqueConstraint("node_id", "device", "port_num", name="uq_ib_ports_node_device_port"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
-    device: Mapped[str] = mapped_column(String(63))
-    port_num: Mapped[int] = mapped_column(Integer)
-    port_guid: Mapped[str] = mapped_column(String(18), unique=True)
-    node_guid: Mapped[str] = mapped_column(String(18))
-    switch_guid: Mapped[str | None] = mapped_column(String(18))
-    switch_port: Mapped[int | None] = mapped_column(Integer)
-    instance: Mapped[str | None] = mapped_column(String(63))  # NULL: the kind's default instance (migration 0009)
-
-    node: Mapped[NodeRow] = relationship(back_populates="ib")
+    node: Mapped[NodeRow] = relationship(back_populates="port_keys")
 
 
 class TenantRow(Base):

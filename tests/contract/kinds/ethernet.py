@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import EthernetPort, Fabric, Segment
+from gpufabric.domain.models import Fabric, Node, Segment
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan, EthState
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
@@ -23,7 +24,8 @@ Q = 4000
 
 def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
     n = draw(st.integers(0, 2))
-    return {"ethernet": tuple(EthernetPort(name, f"eth{k}", f"s{k % 2}", f"{name}p{k}") for k in range(n))}
+    ports = tuple(EthernetPort(name, f"eth{k}", f"s{k % 2}", f"{name}p{k}") for k in range(n))
+    return {"fabric_ports": with_ethernet(Node(name), *ports).fabric_ports}
 
 
 def segment(i: int) -> Segment:
@@ -46,7 +48,7 @@ def observed(draw: st.DrawFn, tenancy: Tenancy) -> EthState:
     vlans = sorted(s.seg_id for n in tenancy.networks.values() for s in n.segments if s.fabric is Fabric.ETHERNET)
     ports: dict[str, list[EthernetPortConfig]] = {}
     for n in tenancy.nodes:
-        for p in n.ethernet:
+        for p in ethernet_ports(n):
             if draw(st.booleans()) or draw(st.booleans()):  # mostly present
                 ports.setdefault(p.switch, []).append(draw(port_config(p.switch, p.switch_port, vlans)))
     return tuple(SwitchState(s, tuple(sorted(ps))) for s, ps in sorted(ports.items()))

@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import Fabric, IbPort, Segment
+from gpufabric.domain.models import Fabric, Node, Segment
 from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, expected_tables
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
@@ -24,7 +25,8 @@ SM = Guid(0x0002C90300FF0001)
 
 def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
     n = draw(st.integers(0, 2))
-    return {"ib": tuple(IbPort(name, f"mlx5_{k}", 1, Guid(0x100 + 16 * i + k), Guid(0x900 + 16 * i + k)) for k in range(n))}
+    ports = tuple(IbPort(name, f"mlx5_{k}", 1, Guid(0x100 + 16 * i + k), Guid(0x900 + 16 * i + k)) for k in range(n))
+    return {"fabric_ports": with_ib(Node(name), *ports).fabric_ports}
 
 
 def segment(i: int) -> Segment:
@@ -36,7 +38,7 @@ def observed(draw: st.DrawFn, tenancy: Tenancy) -> IbFabricState:
     entries = st.sampled_from([0x7FFF, 0xFFFF, 0x0B05, 0x8B05, *pkeys, *(k | 0x8000 for k in pkeys)])
     tables = [PkeyTable(SM, tuple(sorted(set(draw(st.lists(entries, max_size=3))))))]
     for n in tenancy.nodes:
-        for p in n.ib:
+        for p in all_ib_ports(n):
             if draw(st.booleans()) or draw(st.booleans()):
                 tables.append(PkeyTable(p.port_guid, tuple(sorted(set(draw(st.lists(entries, max_size=4)))))))
     return IbFabricState(tuple(tables))

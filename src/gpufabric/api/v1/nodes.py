@@ -26,12 +26,12 @@ from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Verb
 from gpufabric.domain.errors import NotFoundError, ValidationError
 from gpufabric.domain.moves import Move
 from gpufabric.domain.serial import jsonable
-from gpufabric.engine.columns import with_fabrics
+from gpufabric.engine.columns import registered_kinds, with_fabrics
 
 router = APIRouter(tags=["nodes"])
 NodeName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
 StateQ = Literal["available", "leased", "moving", "maintenance"]
-FabricQ = Literal["ethernet", "infiniband", "nvlink", "dpu"]
+FabricQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN, description="A fabric instance or kind: nodes with ports on it")]
 
 
 @router.get("/nodes", summary="List nodes with their ports on every fabric", responses={200: {"model": NodePage}, **errors(304)})
@@ -42,13 +42,26 @@ async def list_nodes(
     pg: Page = PAGE,
     tenant: Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)] = None,
     state: StateQ | None = None,
-    fabric: FabricQ | None = None,
+    fabric: FabricQ = None,
 ) -> Response:
+    rows = None if fabric is None else _rows(c, fabric)
+
     def build() -> dict[str, Any]:
-        items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, fabric)
+        items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, rows)
         return paged(with_fabrics(items, c.store, c.view_kinds()), total, pg)
 
     return await c.cached(request, (p.role, p.tenant), build)
+
+
+def _rows(c: ApiContext, fabric: str) -> tuple[str, ...]:
+    """The port rows a ``fabric`` filter matches: the instance's own, and its kind's default
+    instance's (which an instance without entries of its own reads); a ValidationError naming
+    the known instances and kinds for any other."""
+    kinds = c.view_kinds() or registered_kinds()
+    kind_of = {k.name: k.name for k in kinds} | {k.instance: k.name for k in kinds}
+    if fabric not in kind_of:
+        raise ValidationError("fabric", fabric, f"a fabric instance or kind: {', '.join(sorted(kind_of))}")
+    return tuple(sorted({fabric, kind_of[fabric]}))
 
 
 @router.get("/nodes/{node}", summary="One node", responses={200: {"model": NodeOut}, **errors(304, 404)})
@@ -73,15 +86,13 @@ def import_inventory(
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
 ) -> Response:
-    from gpufabric.workflow.inventory import check_port_keys, inventory_from_dict
+    from gpufabric.workflow.inventory import inventory_from_dict
 
     p.require("node", Verb.CREATE)
-    generic = any(n.fabrics for n in body.nodes)  # ports on instances of kinds without typed tables
-    instances = c.engine().fabrics.kinds if generic and c.engine is not None else {}
+    named = any(n.fabrics for n in body.nodes)  # ports on named instances: those of fabrics.yaml
+    instances = c.engine().fabrics.kinds if named and c.engine is not None else {}
     inv = inventory_from_dict(body.model_dump(exclude_none=True), instances=instances)
-    if generic:
-        check_port_keys(inv, c.store.nodes(), instances)
-    r = c.actions.import_inventory(p, inv)
+    r = c.actions.import_inventory(p, inv)  # the store refuses a port key another node holds (409)
     return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
 
 
@@ -172,11 +183,11 @@ def lookup(
     port: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
     guid: Annotated[str | None, Query(pattern=r"^0x[0-9a-fA-F]{16}$")] = None,
 ) -> Response:
-    from gpufabric.domain.errors import ValidationError
-
-    if guid is None and (switch is None or port is None):
+    query = {k: v for k, v in (("switch", switch), ("port", port), ("guid", guid)) if v is not None}
+    key = next((k for kind in registered_kinds() if (k := kind.lookup_key(query)) is not None), None)
+    if key is None:
         raise ValidationError("switch", switch, "switch and port, or guid")
-    name = c.reader.lookup_port(p, switch, port, guid)
+    name = c.reader.lookup_port(p, key.scope, key.key)
     if name is None:
         raise NotFoundError("port", guid or f"{switch}/{port}")
     return json({"node": name})

@@ -64,29 +64,6 @@ RETRY_AFTER = {"Retry-After": {"description": "Seconds until the limit allows th
 
 
 # ---------------------------------------------------------------- nodes
-class EthernetPortOut(BaseModel):
-    name: str
-    switch: str
-    switch_port: str
-    mac: str
-    bond: str = Field("", description="The switch's aggregate interface this port is a member of ('' = not bonded)")
-    bond_mode: Literal["", "lacp", "active-backup"] = ""
-
-
-class IbPortOut(BaseModel):
-    device: str
-    port_num: int
-    port_guid: str
-    node_guid: str
-    switch_guid: str | None
-    switch_port: int | None
-
-
-class Ports(BaseModel):
-    ethernet: list[EthernetPortOut]
-    infiniband: list[IbPortOut]
-
-
 class FabricViewOut(BaseModel):
     """One fabric's part of a node: ``summary`` (its table cell) and the kind's ``node_view``."""
 
@@ -105,7 +82,11 @@ class NodeOut(BaseModel):
     owner: str | None
     tenant: str = Field(description="The tenant holding the node now, or quarantine")
     lease: int | None
-    ports: Ports
+    ports: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict, description="Every port of the node, by fabric kind (each kind's own entries, on all its "
+        "instances): ethernet `name, switch, switch_port, mac[, bond, bond_mode]`, infiniband `device, port_num, "
+        "port_guid, node_guid, switch_guid, switch_port`"
+    )
     fabrics: dict[str, FabricViewOut] = Field(
         default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
     )
@@ -118,32 +99,11 @@ class NodePage(BaseModel):
     offset: int
 
 
-class EthernetPortIn(Strict):
-    name: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,62}$")
-    switch: Name
-    switch_port: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,62}$")
-    mac: str | None = Field(None, pattern=r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
-
-
-GuidStr = Annotated[str, Field(pattern=r"^0x[0-9a-f]{16}$")]
-
-
-class IbPortIn(Strict):
-    device: str = Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9_.-]+$")
-    port_num: int = Field(ge=1, le=254)
-    port_guid: GuidStr
-    node_guid: GuidStr
-    switch_guid: GuidStr | None = None
-    switch_port: int | None = Field(None, ge=1, le=254)
-
-
 class _NodeIn(Strict):
     name: Name
     offering: Name | None = None
-    ethernet: list[EthernetPortIn] = Field(default_factory=list, max_length=16)
-    ib: list[IbPortIn] = Field(default_factory=list, max_length=32)
     fabrics: dict[str, list[dict[str, Any]]] | None = Field(
-        None, description="Ports on fabric instances whose kind has an inventory section (validated by the kind)"
+        None, description="Ports on fabric instances, by instance (validated by the instance's kind)"
     )
 
 

@@ -17,8 +17,9 @@ from typing import Any, Final
 
 from gpufabric.domain.fabric import InvariantSpec, PortSeen, Tenancy
 from gpufabric.domain.findings import DRIFT, Violation
-from gpufabric.domain.models import QUARANTINE, EthernetPort, Fabric
+from gpufabric.domain.models import QUARANTINE, Fabric
 from gpufabric.domain.severity import Severity
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
@@ -82,12 +83,13 @@ class EthAudit:
     vlans: Mapping[EthKey, frozenset[int]]
     desired: Mapping[EthKey, EthernetPortConfig] | None
     quarantine_vlan: int
+    instance: str = ETH
 
     @classmethod
     def build(
         cls, tenancy: Tenancy, desired: Iterable[SwitchState] | None, observed: Iterable[SwitchState], instance: str = ETH
     ) -> EthAudit:
-        eth = {(p.switch, p.managed_port): p for n in tenancy.nodes for p in n.ethernet}  # a bond: its aggregate
+        eth = {(p.switch, p.managed_port): p for n in tenancy.nodes for p in ethernet_ports(n, instance)}  # a bond: its aggregate
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
         qv = settings_quarantine_vlan(tenancy.settings)
         obs = {(c.switch, c.port): c for s in observed for c in s.ports}
@@ -102,6 +104,7 @@ class EthAudit:
             vlans=dict(zip(columns[0], columns[2], strict=True)),
             desired=None if desired is None else {(c.switch, c.port): c for s in desired for c in s.ports},
             quarantine_vlan=qv,
+            instance=instance,
         )
 
     def owner_set(self, vlan: int) -> frozenset[str]:
@@ -130,7 +133,7 @@ def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState], instance: str 
     """Every observed port cabled to an inventory node, with the owners of its VLANs (ports
     whose VLANs nobody owns, shut-down ports, left out)."""
     owners = vlan_owner_sets(tenancy, instance)
-    where = {(p.switch, p.managed_port): p.node for n in tenancy.nodes for p in n.ethernet}
+    where = {(p.switch, p.managed_port): p.node for n in tenancy.nodes for p in ethernet_ports(n, instance)}
     memo: dict[frozenset[int], frozenset[str]] = {}
     for s in observed:
         for c in s.ports:
@@ -193,7 +196,7 @@ def unleased_not_quarantined(a: EthAudit) -> Iterator[Violation]:
     for node in a.tenancy.nodes:
         if a.tenancy.owners.get(node.name) is not None:
             continue
-        for p in {(p.switch, p.managed_port): p for p in node.ethernet}.values():  # a bond's members: once
+        for p in {(p.switch, p.managed_port): p for p in ethernet_ports(node, a.instance)}.values():  # a bond's members: once
             key = (p.switch, p.managed_port)
             cfg = a.observed.get(key)
             if cfg is None or cfg.mode is PortMode.SHUTDOWN:

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 from gpufabric.domain.fabric import InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import EthernetPort
 from gpufabric.domain.severity import Severity
+from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 MEMBER_ID = "ETH-BOND-MEMBER-VLAN"
@@ -56,7 +56,7 @@ def _vlans(c: EthernetPortConfig | None) -> str:
     return ",".join(str(v) for v in sorted(c.vlans())) or "none" if c is not None else "unread"
 
 
-def audit(tenancy: Tenancy, observed: tuple[SwitchState, ...]) -> Iterator[Violation]:
+def audit(tenancy: Tenancy, observed: tuple[SwitchState, ...], instance: str = KIND) -> Iterator[Violation]:
     seen = {s.switch: s for s in observed}
 
     def cfg(switch: str, port: str) -> EthernetPortConfig | None:
@@ -65,7 +65,7 @@ def audit(tenancy: Tenancy, observed: tuple[SwitchState, ...]) -> Iterator[Viola
 
     for node in tenancy.nodes:
         bonds: dict[str, list[EthernetPort]] = {}
-        for p in node.ethernet:
+        for p in ethernet_ports(node, instance):
             if p.bond:
                 bonds.setdefault(p.bond, []).append(p)
         for bond, members in sorted(bonds.items()):

@@ -14,9 +14,10 @@ The quarantine VLAN has one source, ``config.yaml``'s ``segments.ethernet.quaran
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError, VerifyError
 from gpufabric.domain.fabric import (
@@ -30,7 +31,7 @@ from gpufabric.domain.fabric import (
     build_driver,
 )
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import Network, Node, Segment
+from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import SegmentConfig, allocate
@@ -39,6 +40,15 @@ from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.entries import (
+    KIND,
+    SWITCH_PORT,
+    EthernetPort,
+    dump_ethernet,
+    ethernet_keys,
+    ethernet_ports,
+    parse_ethernet,
+)
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.plan import (
     EthernetPlan,
@@ -59,9 +69,11 @@ class EthernetBackend(FabricBackend[EthState]):
     capabilities = frozenset({"observe", "apply"})
 
     def __init__(
-        self, switches: Mapping[str, EthernetSwitchDriver], verify_timeout: float = 10.0, pool: OvsdbPool | None = None
+        self, switches: Mapping[str, EthernetSwitchDriver], verify_timeout: float = 10.0, pool: OvsdbPool | None = None,
+        instance: str = KIND,
     ) -> None:
         self.switches = dict(switches)
+        self.instance = instance  # the fabric instance it drives (whose inventory ports its site check reads)
         self.verify_timeout = verify_timeout
         self.pool = pool  # the OVSDB connections the switches share (closed with the backend)
 
@@ -99,7 +111,7 @@ class EthernetBackend(FabricBackend[EthState]):
             time.sleep(0.05)
 
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
-        return ethernet_site_checks(self.switches, context)
+        return ethernet_site_checks(self.switches, context, self.instance)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What every switch driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
@@ -125,8 +137,42 @@ def _joined(seen: SwitchState, want: EthernetPortConfig) -> bool:
 
 
 class EthernetKind(FabricKind[EthState, EthState]):
-    name = "ethernet"
+    name = KIND
     order = 10  # first among the kinds
+    ports_section = True
+    inventory_key: ClassVar[str | None] = "ethernet"
+
+    # ---- the kind's column of the inventory (:mod:`.entries`)
+    def parse_ports(self, node: str, raw: Any, where: str) -> tuple[EthernetPort, ...]:
+        return parse_ethernet(node, raw, where, self.__dict__.get("_namings"))
+
+    def dump_ports(self, ports: tuple[Any, ...]) -> list[Any]:
+        return dump_ethernet(ports)
+
+    def port_keys(self, ports: tuple[Any, ...]) -> Iterable[PortKey]:
+        return ethernet_keys(ports)
+
+    def ports(self, node: Node) -> tuple[EthernetPort, ...]:
+        return ethernet_ports(node, self.instance)
+
+    def for_inventory(self, namings: Mapping[str, PortNaming]) -> Self:
+        """This kind checking each port name against its switch's dialect (``namings``)."""
+        other = copy.copy(self)
+        other.__dict__["_namings"] = dict(namings)
+        return other
+
+    def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
+        """Every NIC of ``node`` (the default instance's and ``instances``' own), once per switch port."""
+        seen: dict[tuple[str, str], EthernetPort] = {}
+        for instance in (KIND, *sorted(set(instances) - {KIND})):
+            for p in ethernet_ports(node, instance):
+                seen.setdefault((p.switch, p.switch_port), p)
+        return [_port_json(p) for p in sorted(seen.values(), key=lambda p: p.name)]
+
+    def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
+        """``switch`` and ``port``: that switch interface (a member port or an aggregate)."""
+        switch, port = query.get("switch"), query.get("port")
+        return PortKey(SWITCH_PORT, f"{switch}/{port}") if switch and port else None
 
     def port_namings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, PortNaming]:
         """switch -> the port naming of its CLI dialect (the ovsdb driver's: ``ovs``)."""
@@ -149,7 +195,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
             if drv.switch in switches:
                 raise ConfigError(f"ethernet[{i}].options.switch", drv.switch, "each switch once")
             switches[drv.switch] = drv
-        return EthernetBackend(switches, pool=pool)
+        return EthernetBackend(switches, pool=pool, instance=self.instance)
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         cfg: SegmentConfig = config
@@ -190,16 +236,21 @@ class EthernetKind(FabricKind[EthState, EthState]):
         return (*eth_audit.INVARIANTS, *bonds.INVARIANTS)
 
     def audit(self, tenancy: Tenancy, desired: EthState | None, observed: EthState) -> Iterable[Violation]:
-        return [*eth_audit.EthAudit.build(tenancy, desired, observed, self.instance).violations(), *bonds.audit(tenancy, observed)]
+        return [*eth_audit.EthAudit.build(tenancy, desired, observed, self.instance).violations(),
+                *bonds.audit(tenancy, observed, self.instance)]
 
     def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
         return eth_audit.ports_seen(tenancy, observed, self.instance)
 
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
-        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in node.ethernet)
+        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in self.ports(node))
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
-        return {"ports": [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, "mac": p.mac,
-                           **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})}
-                          for p in node.ethernet]}  # fmt: skip
+        return {"ports": [_port_json(p) for p in self.ports(node)]}
+
+
+def _port_json(p: EthernetPort) -> dict[str, str]:
+    """One NIC as the API shows it (``mac`` always; ``bond``/``bond_mode`` when bonded)."""
+    return {"name": p.name, "switch": p.switch, "switch_port": p.switch_port, "mac": p.mac,
+            **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})}  # fmt: skip

@@ -35,6 +35,7 @@ from gpufabric.domain.models import QUARANTINE, Fabric
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
+from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 EthState = tuple[SwitchState, ...]
@@ -137,7 +138,7 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     modes: dict[tuple[str, str], str] = {}
     for node in tenancy.nodes:
         vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and s.vlan]
-        for p in node.ethernet:  # a bond's members share their aggregate: set once, on it
+        for p in ethernet_ports(node, instance):  # a bond's members share their aggregate: set once, on it
             cfg = port_config(p.switch, p.managed_port, vlans)
             ports.setdefault(p.switch, []).append(replace(cfg, node=node.name) if p.bond else cfg)
             if p.bond:  # ... which lists its members on this switch
@@ -235,7 +236,7 @@ def tenants_seen(
     observed: EthState, tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_INSTANCE
 ) -> dict[str, frozenset[str]]:
     owners = vlan_owners(tenancy, quarantine_vlan, instance)
-    where = {(p.switch, p.managed_port): n.name for n in tenancy.nodes for p in n.ethernet}
+    where = {(p.switch, p.managed_port): n.name for n in tenancy.nodes for p in ethernet_ports(n, instance)}
     out: dict[str, set[str]] = {}
     for sw in observed:
         for cfg in sw.ports:

@@ -16,6 +16,7 @@ from typing import Any
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver, _bridge_ports
 from gpufabric.fabrics.ethernet.state import PortMode, SwitchState
 
@@ -56,7 +57,7 @@ def trunks_of(drv: EthernetSwitchDriver, state: SwitchState) -> dict[str, frozen
     return seen or None
 
 
-def _one_switch(drv: EthernetSwitchDriver, ctx: SiteContext) -> list[SiteCheck]:
+def _one_switch(drv: EthernetSwitchDriver, ctx: SiteContext, instance: str) -> list[SiteCheck]:
     sw = drv.switch
     try:
         state = drv.observe()
@@ -70,14 +71,14 @@ def _one_switch(drv: EthernetSwitchDriver, ctx: SiteContext) -> list[SiteCheck]:
     notes: Any = getattr(drv, "transport_notes", None)
     for n in notes() if callable(notes) else ():
         out.append(SiteCheck("ETH-TRANSPORT", WARN, f"fabrics.yaml ethernet switch {sw} options.{n.setting}: {n.message}", sw))
-    out += _pool_on_trunks(drv, state, ctx)
-    out += _inventory(state, ctx)
+    out += _pool_on_trunks(drv, state, ctx, instance)
+    out += _inventory(state, ctx, instance)
     return out
 
 
-def _pool_on_trunks(drv: EthernetSwitchDriver, state: SwitchState, ctx: SiteContext) -> list[SiteCheck]:
+def _pool_on_trunks(drv: EthernetSwitchDriver, state: SwitchState, ctx: SiteContext, instance: str) -> list[SiteCheck]:
     sw = drv.switch
-    inv = {f"{p.switch}/{p.switch_port}" for n in ctx.nodes for p in n.ethernet}
+    inv = {f"{p.switch}/{p.switch_port}" for n in ctx.nodes for p in ethernet_ports(n, instance)}
     try:
         trunks = trunks_of(drv, state)
     except Exception as e:
@@ -101,10 +102,10 @@ def _pool_on_trunks(drv: EthernetSwitchDriver, state: SwitchState, ctx: SiteCont
     return out
 
 
-def _inventory(state: SwitchState, ctx: SiteContext) -> list[SiteCheck]:
+def _inventory(state: SwitchState, ctx: SiteContext, instance: str) -> list[SiteCheck]:
     sw = state.switch
     seen = {p.port for p in state.ports}
-    want = [p for n in ctx.nodes for p in n.ethernet if p.switch == sw]
+    want = [p for n in ctx.nodes for p in ethernet_ports(n, instance) if p.switch == sw]
     out = []
     missing = [p for p in want if p.switch_port not in seen]
     for m in missing:
@@ -121,15 +122,15 @@ def _inventory(state: SwitchState, ctx: SiteContext) -> list[SiteCheck]:
     return out
 
 
-def ethernet_site_checks(switches: Mapping[str, EthernetSwitchDriver], ctx: SiteContext) -> list[SiteCheck]:
+def ethernet_site_checks(switches: Mapping[str, EthernetSwitchDriver], ctx: SiteContext, instance: str = KIND) -> list[SiteCheck]:
     """Every switch checked in parallel (one thread each); then inventory switches not configured."""
     out: list[SiteCheck] = []
     def job(d: EthernetSwitchDriver) -> Callable[[], list[SiteCheck]]:
-        return lambda: _one_switch(d, ctx)
+        return lambda: _one_switch(d, ctx, instance)
 
     for checks in run_parallel({n: job(d) for n, d in switches.items()}).values():
         out += checks
-    for p in (p for n in ctx.nodes for p in n.ethernet):
+    for p in (p for n in ctx.nodes for p in ethernet_ports(n, instance)):
         if p.switch not in switches:
             out.append(SiteCheck("ETH-INVENTORY-PORT", ERR, f"inventory port {p.switch_port} ({p.node} {p.name}): "
                                  f"switch {p.switch} is not in fabrics.yaml ethernet", f"{p.switch}/{p.switch_port}"))  # fmt: skip

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import IbPort
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
 

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import IbPort, Node
+from gpufabric.domain.models import Node
 from gpufabric.domain.values import Guid, check_name, check_node_description
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.fabrics.infiniband.ibnetdiscover import (
     DESCRIPTION_ALLOWED,
     IbNode,
@@ -40,7 +41,7 @@ from gpufabric.fabrics.infiniband.ibnetdiscover import (
     NodeKind,
     OutputFormat,
 )
-from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE
 
 SHARP_AN_DESCRIPTION: Final = "Mellanox Technologies Aggregation Node"
 # "HOST DEVICE": mlx5_0, HCA-1, ibp11s0f0, qib0, hfi1_0 ... (a device ends in a digit)
@@ -215,5 +216,4 @@ def on_instance(port: IbPort, instance: str) -> IbPort:
 
 def ports_off(node: Node, instance: str) -> tuple[IbPort, ...]:
     """``node``'s HCA ports on every IB instance but ``instance`` (kept by an import of ``instance``)."""
-    on = set(instance_ports(node, instance))
-    return tuple(p for p in node.ib if p not in on)
+    return tuple(p for p in all_ib_ports(node) if p.subnet != instance)

@@ -36,8 +36,8 @@ from functools import cached_property
 from typing import Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import IbPort
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.entries import IbPort
 
 
 class NodeKind(enum.StrEnum):

@@ -19,8 +19,9 @@ from typing import Any
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.hooks import ImportEntry, ImportFormat, ImportReport, ImportRequest
-from gpufabric.domain.models import IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
 from gpufabric.fabrics.infiniband.ib_match import (
     CaMatch,
     FabricMatch,
@@ -69,7 +70,7 @@ def match_text(
     by_node: dict[str, list[IbPort]] = {}
     for p in ports:
         by_node.setdefault(p.node, []).append(on_instance(p, instance))
-    nodes = tuple(Node(name, ib=tuple(by_node[name])) for name in sorted(by_node))
+    nodes = tuple(with_ib(Node(name), *by_node[name]) for name in sorted(by_node))
     return Inventory(nodes), m, lambda node: ports_off(node, instance)
 
 
@@ -81,16 +82,16 @@ def merge_ib_ports(existing: Iterable[Node], ib_inventory: Inventory, kept: Kept
     for found in ib_inventory.nodes:
         old = by_name.get(found.name)
         keep = () if old is None or kept is None else kept(old)
-        merged.append(dataclasses.replace(old, ib=(*keep, *found.ib)) if old else found)
+        merged.append(with_ib(old, *keep, *all_ib_ports(found)) if old else found)
     return Inventory(tuple(merged))
 
 
 def check_guid_moves(found: Inventory, known: Iterable[Node]) -> None:
     """Refuse an import (ibnetdiscover: names come from node descriptions, which root on a
     host can rewrite) that would give a port GUID the store knows to another node."""
-    owner = {q.port_guid: n.name for n in known for q in n.ib}
+    owner = {q.port_guid: n.name for n in known for q in all_ib_ports(n)}
     for n in found.nodes:
-        for q in n.ib:
+        for q in all_ib_ports(n):
             was = owner.get(q.port_guid)
             if was is not None and was != n.name:
                 raise ValidationError(
@@ -104,7 +105,7 @@ def check_guid_moves(found: Inventory, known: Iterable[Node]) -> None:
 def mark_sm_hosts(inv: Inventory, sm_guids: Iterable[Guid]) -> tuple[Inventory, tuple[str, ...]]:
     """Nodes holding a trusted SM's port GUID are the SM host: never leasable (maintenance)."""
     sm = frozenset(sm_guids)
-    hosts = tuple(sorted(n.name for n in inv.nodes if any(q.port_guid in sm for q in n.ib)))
+    hosts = tuple(sorted(n.name for n in inv.nodes if any(q.port_guid in sm for q in all_ib_ports(n))))
     nodes = tuple(dataclasses.replace(n, state=NodeState.MAINTENANCE) if n.name in hosts else n for n in inv.nodes)
     return Inventory(nodes), hosts
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpufabric.domain.errors import ConfigError, ConflictError, ExhaustedError, ValidationError
 from gpufabric.domain.fabric import (
@@ -49,7 +49,7 @@ from gpufabric.domain.fabric import (
     build_driver,
 )
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import Network, Node, Segment
+from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import PKeyMapping, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
@@ -57,6 +57,16 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
+from gpufabric.fabrics.infiniband.entries import (
+    KIND,
+    PORT_GUID,
+    IbPort,
+    all_ib_ports,
+    dump_ib,
+    ib_keys,
+    ib_ports,
+    parse_ib,
+)
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions, network_options
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import (
@@ -158,12 +168,10 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        mine = tuple(dataclasses.replace(n, ib=instance_ports(n, self.instance)) for n in context.nodes)
-        ctx = dataclasses.replace(context, nodes=mine)
         if self.pool is None or context.segments is None:
-            return infiniband_site_checks(self.sm, trusted, ctx)
-        ctx = dataclasses.replace(ctx, segments=dataclasses.replace(context.segments, ib=self.pool))
-        return infiniband_site_checks(self.sm, trusted, ctx, pool_field(self.instance))
+            return infiniband_site_checks(self.sm, trusted, context, instance=self.instance)
+        ctx = dataclasses.replace(context, segments=dataclasses.replace(context.segments, ib=self.pool))
+        return infiniband_site_checks(self.sm, trusted, ctx, pool_field(self.instance), self.instance)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
@@ -177,8 +185,33 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 
 
 class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
-    name = "infiniband"
+    name = KIND
     order = 20  # after Ethernet, before the kinds of the default order
+    ports_section = True
+    inventory_key: ClassVar[str | None] = "ib"
+
+    # ---- the kind's column of the inventory (:mod:`.entries`)
+    def parse_ports(self, node: str, raw: Any, where: str) -> tuple[IbPort, ...]:
+        return parse_ib(node, raw, where, self.instance)
+
+    def dump_ports(self, ports: tuple[Any, ...]) -> list[Any]:
+        return dump_ib(ports)
+
+    def port_keys(self, ports: tuple[Any, ...]) -> Iterable[PortKey]:
+        return ib_keys(ports)
+
+    def ports(self, node: Node) -> tuple[IbPort, ...]:
+        """``node``'s HCA ports on this subnet: its entries here and the ``ib:`` entries naming it."""
+        return ib_ports(node, self.instance)
+
+    def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
+        """Every HCA port of ``node``, on every instance (its instance not named)."""
+        return [_port_json(p) for p in all_ib_ports(node)]
+
+    def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
+        """``guid``: the HCA port of that port GUID."""
+        guid = query.get("guid")
+        return PortKey(PORT_GUID, str(Guid.parse(guid))) if guid else None
 
     def import_formats(self) -> Sequence[ImportFormat]:
         """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`, imported only then)."""
@@ -312,13 +345,13 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
-        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in instance_ports(node, self.instance))
+        return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in self.ports(node))
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
-        return {
-            "ports": [
-                {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
-                 "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}
-                for p in instance_ports(node, self.instance)
-            ]
-        }  # fmt: skip
+        return {"ports": [_port_json(p) for p in self.ports(node)]}
+
+
+def _port_json(p: IbPort) -> dict[str, Any]:
+    """One HCA port as the API shows it."""
+    return {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
+            "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}  # fmt: skip

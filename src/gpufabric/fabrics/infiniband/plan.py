@@ -22,17 +22,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import QUARANTINE, Fabric, IbPort, Node
+from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
+from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
 from gpufabric.fabrics.infiniband.partitions import entries_by_port
 from gpufabric.fabrics.infiniband.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 
-DEFAULT_INSTANCE = Fabric.INFINIBAND.value  # the default instance's name (stored segments and ports keep it)
-
-
-def instance_ports(node: Node, instance: str = DEFAULT_INSTANCE) -> tuple[IbPort, ...]:
-    """``node``'s HCA ports on the IB instance (subnet) ``instance``."""
-    return tuple(p for p in node.ib if (p.instance or DEFAULT_INSTANCE) == instance)
+DEFAULT_INSTANCE = KIND  # the default instance's name (stored segments and ports keep it)
+instance_ports = ib_ports  # a node's HCA ports on one IB instance (subnet)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
@@ -117,8 +118,8 @@ def pkey_pool(
                              f"{len(set(used) - owned)} partition(s) gpufabric did not write", SUBJECT)]  # fmt: skip
 
 
-def inventory_ports(sm: Any, state: IbFabricState, ctx: SiteContext, skip: frozenset[Guid]) -> list[SiteCheck]:
-    want = {str(p.port_guid): p for n in ctx.nodes for p in n.ib}
+def inventory_ports(sm: Any, state: IbFabricState, ctx: SiteContext, skip: frozenset[Guid], instance: str = KIND) -> list[SiteCheck]:
+    want = {str(p.port_guid): p for n in ctx.nodes for p in ib_ports(n, instance)}
     ports: dict[Guid, str] = {t.port_guid: "" for t in state.tables}
     if isinstance(sm, OpenSMDriver):
         ports.update({g: p.description for g, p in sm.ports().items()})
@@ -159,9 +160,10 @@ def ipoib_readback(config: Any, device: str) -> list[SiteCheck]:
 
 
 def infiniband_site_checks(
-    sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL
+    sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL, instance: str = KIND
 ) -> list[SiteCheck]:
-    """Every check of one subnet; ``pool``: where its segment pool (``ctx.segments.ib``) is configured."""
+    """Every check of one subnet (``instance``: whose inventory ports it looks for); ``pool``: where
+    its segment pool (``ctx.segments.ib``) is configured."""
     device = type(sm).__name__.removesuffix("Driver").lower() or SUBJECT
     try:
         state: IbFabricState = sm.observe()
@@ -188,7 +190,7 @@ def infiniband_site_checks(
     out += pkey_pool(state, ctx, foreign, pool)
     skip = frozenset(trusted) | frozenset(Guid.parse(str(g)) for g in ctx.settings.get("sm_port_guids", ()))
     try:
-        out += inventory_ports(sm, state, ctx, skip)
+        out += inventory_ports(sm, state, ctx, skip, instance)
     except Exception as e:
         out.append(SiteCheck("IB-INVENTORY-PORT", ERR, f"{device}: discovery failed: {_msg(e)}", device))
     return out

@@ -1,0 +1,148 @@
+"""A node's InfiniBand entries in the inventory: the InfiniBand kind's own column of the node port table.
+
+A node's HCA ports, on every InfiniBand instance (subnet), come from its ``ib: [...]`` key
+(:attr:`InfinibandKind.inventory_key`; ``fabrics: {infiniband: [...]}`` is the same list) and
+are kept in one row, on the kind's default instance ``infiniband``. Each entry is a mapping with
+``device`` (e.g. ``mlx5_0``), ``port_guid`` and ``node_guid`` (required), ``port_num`` (default
+1), ``switch_guid``/``switch_port`` (where it is cabled) and ``instance``: the subnet the port is
+on (unset: the default instance). A ``fabrics: {<ib-instance>: [...]}`` section is refused,
+naming the ``ib:`` form: one list says where every HCA port of a node is, so one port can never
+be listed on two subnets. :func:`ib_ports` gives a node's ports on one subnet. What no two nodes
+may share, the port GUIDs and the node GUIDs of their HCAs, are the node's :func:`ib_keys`
+(unique in the store by a database constraint)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gpufabric.domain.entries import listed, mapping, node_entries, required
+from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.models import FabricPorts, Node, PortKey
+from gpufabric.domain.values import Guid, check_name
+
+KIND: Final = "infiniband"
+"""The kind's name (:attr:`InfinibandKind.name`): its default instance, where ``ib:`` entries are kept."""
+KEYS: Final = frozenset({"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance"})
+PORT_GUID: Final = f"{KIND}.port_guid"
+NODE_GUID: Final = f"{KIND}.node_guid"
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """An HCA port on the InfiniBand fabric, matched to its node by node description."""
+
+    node: str
+    device: str  # e.g. mlx5_0
+    port_num: int
+    port_guid: Guid
+    node_guid: Guid
+    switch_guid: Guid | None = None
+    switch_port: int | None = None
+    instance: str = ""  # the fabric instance (subnet) it is cabled to; "": the kind's default instance
+
+    def __post_init__(self) -> None:
+        check_name("ib_port.node", self.node)
+        if self.instance:
+            check_name("ib_port.instance", self.instance)
+        if not 1 <= self.port_num <= 254:
+            raise ValidationError("ib_port.port_num", self.port_num, "1-254")
+        if self.switch_port is not None and not 1 <= self.switch_port <= 254:
+            raise ValidationError("ib_port.switch_port", self.switch_port, "1-254")
+
+    @property
+    def subnet(self) -> str:
+        """The instance this port is on (its ``instance``, else the default one)."""
+        return self.instance or KIND
+
+
+# ---------------------------------------------------------------------- reading entries
+def parse_ib(node: str, raw: Any, where: str, instance: str = KIND) -> tuple[IbPort, ...]:
+    """A node's entries at ``where`` (a list), each checked, one entry per device/port_num; sorted
+    by device and port. ``instance``: the instance whose section ``where`` is (only the default
+    one keeps entries)."""
+    if instance != KIND:
+        raise ValidationError(where, "...", f"the node's ib: list, with instance: {instance} on each of its ports "
+                              "(one list holds a node's HCA ports on every InfiniBand instance)")  # fmt: skip
+    out: dict[tuple[str, int], IbPort] = {}
+    at: dict[tuple[str, int], str] = {}
+    for k, r in enumerate(listed(where, raw)):
+        path = f"{where}[{k}]"
+        p = _entry(path, node, r)
+        key = (p.device, p.port_num)
+        if key in out:
+            raise ValidationError(f"{path}.device", f"{p.device}/{p.port_num}",
+                                  f"unique device/port_num per node (also at {at[key]}.device)", "duplicate")  # fmt: skip
+        out[key], at[key] = p, path
+    return tuple(out[k] for k in sorted(out))
+
+
+def _entry(path: str, node: str, raw: Any) -> IbPort:
+    m = mapping(path, raw, KEYS)
+    device = required(path, m, "device")
+    if not isinstance(device, str) or not device.strip():
+        raise ValidationError(f"{path}.device", device, "a non-empty string: the HCA device name, e.g. mlx5_0")
+    port_num = _int(f"{path}.port_num", m.get("port_num", 1), 1, 254)
+    port_guid = _guid(f"{path}.port_guid", required(path, m, "port_guid"))
+    node_guid = _guid(f"{path}.node_guid", required(path, m, "node_guid"))
+    sw_guid = None if m.get("switch_guid") is None else _guid(f"{path}.switch_guid", m["switch_guid"])
+    sw_port = None if m.get("switch_port") is None else _int(f"{path}.switch_port", m["switch_port"], 1, 254)
+    instance = m.get("instance") or ""  # the IB fabric instance (subnet); "": the default one
+    if instance:
+        try:
+            check_name(f"{path}.instance", instance)
+        except ValidationError as e:
+            raise ValidationError(f"{path}.instance", instance, e.allowed) from None
+    return IbPort(node, device.strip(), port_num, port_guid, node_guid, sw_guid, sw_port, instance)
+
+
+def _int(path: str, raw: Any, lo: int, hi: int) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
+        raise ValidationError(path, raw, f"an integer {lo}-{hi}")
+    return raw
+
+
+def _guid(path: str, raw: Any) -> Guid:
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise ValidationError(path, raw, Guid.ALLOWED)
+    g = Guid.parse(raw, field=path)
+    if g.value in (0, 0xFFFF_FFFF_FFFF_FFFF):
+        raise ValidationError(path, raw, f"{Guid.ALLOWED}, not 0 and not all ones", "reserved GUID")
+    return g
+
+
+# ---------------------------------------------------------------------- stored entries
+def dump_ib(ports: tuple[IbPort, ...]) -> list[dict[str, Any]]:
+    """The JSON entries :func:`parse_ib` reads back as ``ports``."""
+    return [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
+             **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
+             **({"switch_port": p.switch_port} if p.switch_port else {}),
+             **({"instance": p.instance} if p.instance else {})} for p in ports]  # fmt: skip
+
+
+def ib_keys(ports: tuple[IbPort, ...]) -> tuple[PortKey, ...]:
+    """What ``ports`` (one node's) hold: each port GUID, and each HCA's node GUID once."""
+    out: dict[tuple[str, str], PortKey] = {}
+    for k, p in enumerate(ports):
+        g, n = str(p.port_guid), str(p.node_guid)
+        out.setdefault((PORT_GUID, g), PortKey(PORT_GUID, g, f"[{k}].port_guid", "port GUIDs",
+                                               f"port GUID {g} (node {p.node} {p.device}/{p.port_num})"))
+        out.setdefault((NODE_GUID, n), PortKey(NODE_GUID, n, f"[{k}].node_guid", "node GUIDs per node",
+                                               f"node GUID {n} (node {p.node} {p.device})"))
+    return tuple(out.values())
+
+
+def ib_ports(node: Node, instance: str = KIND) -> tuple[IbPort, ...]:
+    """``node``'s HCA ports on the IB instance (subnet) ``instance``."""
+    return tuple(p for p in all_ib_ports(node) if p.subnet == instance)
+
+
+def all_ib_ports(node: Node) -> tuple[IbPort, ...]:
+    """Every HCA port of ``node``, on every instance."""
+    return node_entries(node, KIND, parse_ib)
+
+
+def with_ib(node: Node, *ports: IbPort) -> Node:
+    """``node`` with ``ports`` as its HCA ports, on every instance (tests, the lab, importers)."""
+    mine = tuple(sorted(ports, key=lambda p: (p.device, p.port_num)))
+    return node.with_ports(FabricPorts.of(KIND, dump_ib(mine), ib_keys(mine)))
