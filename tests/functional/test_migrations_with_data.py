@@ -24,12 +24,13 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, MetaData, select, text
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Role
-from gpufabric.domain.models import DpuMode, Fabric, NodeState
+from gpufabric.domain.errors import ConflictError
+from gpufabric.domain.models import DpuMode, Fabric, Inventory, Node, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.dpu.entries import Dpu
 from gpufabric.fabrics.dpu.info import node_dpus
-from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.nvlink.entries import node_gpus
 from gpufabric.store import db
@@ -107,10 +108,18 @@ def seed(conn: Connection, revision: str) -> Seeded:
     add("n1", "nodes", name="gpu-a01", offering="baremetal", state="leased")
     add("n2", "nodes", name="gpu-a02", offering="openshift", state="moving", owner="beta")
     for i, node in enumerate(("n1", "n2"), start=1):
-        ins.add("ethernet_ports", node_id=ids[node], name="eth0", switch="leaf-1", switch_port=f"Ethernet{i}",
-                mac=f"52:54:00:00:00:0{i}")  # fmt: skip
-        ins.add("ib_ports", node_id=ids[node], device="mlx5_0", port_num=1, port_guid=f"0x0002c9030000010{i}",
-                node_guid=f"0x0002c9030001010{i}", switch_guid="0x0002c90300f00001", switch_port=i)  # fmt: skip
+        eth = {"name": "eth0", "switch": "leaf-1", "switch_port": f"Ethernet{i}", "mac": f"52:54:00:00:00:0{i}"}
+        hca = {"device": "mlx5_0", "port_num": 1, "port_guid": f"0x0002c9030000010{i}", "node_guid": f"0x0002c9030001010{i}",
+               "switch_guid": "0x0002c90300f00001", "switch_port": i}  # fmt: skip
+        if ins.has("ethernet_ports"):  # their own tables until 0015, then the one port table and its keys
+            ins.add("ethernet_ports", node_id=ids[node], **eth)
+            ins.add("ib_ports", node_id=ids[node], **hca)
+            continue
+        ins.add("node_fabric_ports", node_id=ids[node], instance="ethernet", data=[eth])
+        ins.add("node_fabric_ports", node_id=ids[node], instance="infiniband", data=[hca])
+        for scope, key in (("ethernet.switch_port", f"leaf-1/Ethernet{i}"), ("infiniband.port_guid", hca["port_guid"]),
+                           ("infiniband.node_guid", hca["node_guid"])):  # fmt: skip
+            ins.add("node_port_keys", node_id=ids[node], scope=scope, key=key)
     if ins.has("gpus"):  # its own table until 0013, then the generic one
         for m in (1, 2):
             ins.add("gpus", node_id=ids["n1"], module_id=m, pci_bus_id=f"0000:{0x1B + m:02x}:00.0")
@@ -253,6 +262,48 @@ def test_the_dpu_and_nvlink_columns_move_into_the_generic_table_and_back(store_u
             assert details == {"pf": "ens1f0", "vfs": "16"}
             assert [tuple(r) for r in conn.execute(text("SELECT module_id, pci_bus_id FROM gpus ORDER BY module_id"))] == gpus
             assert conn.execute(text("SELECT count(*) FROM node_fabric_ports")).scalar() == 0
+    finally:
+        engine.dispose()
+    read_back()
+
+
+def test_the_ethernet_and_infiniband_columns_move_into_the_port_table_with_their_keys_and_back(store_url: str) -> None:
+    """0015 moves a node's ``ethernet_ports`` and ``ib_ports`` rows into its port-table rows of the
+    two kinds' default instances and writes the keys they hold (``node_port_keys``: the store's
+    uniqueness and its port lookup); downgrade puts the rows back; upgrading again reads the same."""
+    _at_revision(store_url, "0013")
+
+    def read_back() -> None:
+        with Store.open(store_url) as s:
+            n1, n2 = s.node("gpu-a01"), s.node("gpu-a02")
+            assert [(p.name, p.switch, p.switch_port, p.mac) for p in ethernet_ports(n2)] == [
+                ("eth0", "leaf-1", "Ethernet2", "52:54:00:00:00:02")]
+            assert [(p.device, str(p.port_guid), str(p.node_guid), p.switch_port) for p in all_ib_ports(n1)] == [
+                ("mlx5_0", "0x0002c90300000101", "0x0002c90300010101", 1)]
+            with s.engine.connect() as c:
+                keys = c.execute(text("SELECT n.name, k.scope, k.key FROM node_port_keys k JOIN nodes n ON n.id = k.node_id"
+                                      " ORDER BY n.name, k.scope")).all()  # fmt: skip
+            assert [tuple(k) for k in keys] == [
+                ("gpu-a01", "ethernet.switch_port", "leaf-1/Ethernet1"), ("gpu-a01", "infiniband.node_guid", "0x0002c90300010101"),
+                ("gpu-a01", "infiniband.port_guid", "0x0002c90300000101"),
+                ("gpu-a02", "ethernet.switch_port", "leaf-1/Ethernet2"), ("gpu-a02", "infiniband.node_guid", "0x0002c90300010102"),
+                ("gpu-a02", "infiniband.port_guid", "0x0002c90300000102")]  # fmt: skip
+            assert Reader(s).lookup_port(LOCAL_ADMIN, "infiniband.port_guid", "0x0002c90300000102") == "gpu-a02"
+            thief = with_ethernet(Node("gpu-a03"), EthernetPort("gpu-a03", "eth0", "leaf-1", "Ethernet1"))
+            with pytest.raises(ConflictError, match="switch port leaf-1/Ethernet1 .*already belongs to node gpu-a01"):
+                s.upsert_inventory(Inventory((thief,)))
+
+    read_back()
+    alembic(store_url, "downgrade", "0013")
+    engine = db.make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            assert [tuple(r) for r in conn.execute(text("SELECT switch_port, mac FROM ethernet_ports ORDER BY switch_port"))] == [
+                ("Ethernet1", "52:54:00:00:00:01"), ("Ethernet2", "52:54:00:00:00:02")]
+            assert [tuple(r) for r in conn.execute(text("SELECT port_guid, switch_port, instance FROM ib_ports ORDER BY port_guid"))] == [
+                ("0x0002c90300000101", 1, None), ("0x0002c90300000102", 2, None)]
+            q = text("SELECT DISTINCT instance FROM node_fabric_ports ORDER BY instance")
+            assert conn.execute(q).scalars().all() == ["dpu", "nvlink"]
     finally:
         engine.dispose()
     read_back()
