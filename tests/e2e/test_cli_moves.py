@@ -11,9 +11,9 @@ from pathlib import Path
 
 from gpufabric.domain.models import EthernetPort, Inventory, Lease, Node, NodeState
 from gpufabric.domain.moves import MoveRequest
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.registry import parse_segments
 
 from e2e.conftest import GF
 
@@ -29,7 +29,7 @@ def test_move_cancel_prints_what_happened_to_the_node_and_refuses_a_running_move
     store.upsert_inventory(Inventory(nodes))
     for t in ("ta", "tb"):
         store.create_tenant(t)
-        store.create_network(f"{t}-net", t, SegmentConfig.default())
+        store.create_network(f"{t}-net", t, parse_segments())
     store.create_lease(Lease("ta", "n1", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
     store.set_node_state("n1", NodeState.LEASED)
     ledger = MoveLedger(store)

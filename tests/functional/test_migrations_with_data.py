@@ -26,7 +26,6 @@ from sqlalchemy import Connection, MetaData, select, text
 from gpufabric.domain.auth import LOCAL_ADMIN, Role
 from gpufabric.domain.models import DpuMode, Fabric, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.dpu.entries import Dpu
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.nvlink.entries import node_gpus
@@ -35,6 +34,7 @@ from gpufabric.store.auth import TOKEN_PREFIX, Tokens
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 from gpufabric.store.queries import Reader
+from gpufabric.store.registry import parse_segments
 
 from support.migrate import alembic
 
@@ -214,7 +214,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         with s.engine.connect() as c:
             inv_before = c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar()
         s.create_tenant("gamma")
-        fresh = s.create_network("gamma-net", "gamma", SegmentConfig.default())
+        fresh = s.create_network("gamma-net", "gamma", parse_segments())
         seg_eth, seg_ib = fresh.segment(Fabric.ETHERNET), fresh.segment(Fabric.INFINIBAND)
         assert seg_eth is not None and seg_eth.seg_id not in (2000, 2001)
         assert seg_ib is not None and seg_ib.seg_id not in (3000, 3001)

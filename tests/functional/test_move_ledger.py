@@ -12,16 +12,16 @@ import pytest
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.store.core import Store
 from gpufabric.store.moves import ClaimLostError, MoveLedger, worker_dead
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.tables import LeaseRow
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 
 
 @pytest.fixture

@@ -13,15 +13,15 @@ from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, EthernetPort, Inventory, Lease, Node
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.core import Store
 from gpufabric.store.move_cancel import cancel
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.registry import parse_segments
 from gpufabric.workflow.tenancy import TenantWorkflow
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 
 
 @pytest.fixture

@@ -25,13 +25,13 @@ from gpufabric.domain.models import (
     NodeState,
     Offering,
 )
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.tables import Base
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -171,7 +171,7 @@ def test_tenants(store: Store) -> None:
 
 
 def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
-    cfg = SegmentConfig.from_dict({"infiniband": {"seg_range": "3000-3999", "mapping": {"base": "0x0b00"}}})
+    cfg = parse_segments({"infiniband": {"seg_range": "3000-3999", "mapping": {"base": "0x0b00"}}})
     store.create_tenant("alpha")
     store.create_tenant("bravo")
     a1 = store.create_network("a-net1", "alpha", cfg)
@@ -200,8 +200,8 @@ def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
 
 
 def test_table_mapping_and_pkey_already_taken(store: Store) -> None:
-    offset = SegmentConfig.from_dict({"infiniband": {"mapping": {"base": "0x0a00"}}})
-    table = SegmentConfig.from_dict({"infiniband": {"mapping": {"mode": "table", "table": {3005: "0x0a00", 3006: "0x0a10"}}}})  # fmt: skip
+    offset = parse_segments({"infiniband": {"mapping": {"base": "0x0a00"}}})
+    table = parse_segments({"infiniband": {"mapping": {"mode": "table", "table": {3005: "0x0a00", 3006: "0x0a10"}}}})  # fmt: skip
     store.create_tenant("alpha")
     store.create_network("n1", "alpha", offset)  # seg 3000 -> 0x0a00
     n2 = store.create_network("n2", "alpha", table)  # 3005 would map to the taken 0x0a00: skipped
@@ -214,7 +214,7 @@ def test_pool_exhaustion_writes_nothing(store: Store, pool: str) -> None:
     raw = (
         {"ethernet": {"vlan_range": "2000-2001"}} if pool == "ethernet" else {"infiniband": {"seg_range": "3000-3001"}}
     )
-    cfg = SegmentConfig.from_dict(raw)
+    cfg = parse_segments(raw)
     store.create_tenant("alpha")
     store.create_network("n1", "alpha", cfg)
     store.create_network("n2", "alpha", cfg)
@@ -230,7 +230,7 @@ def leasable(store: Store) -> Store:
     store.upsert_inventory(Inventory((node(1), node(2))))
     store.create_tenant("alpha")
     store.create_tenant("bravo")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     store.create_network("a-net", "alpha", cfg)
     store.create_network("b-net", "bravo", cfg)
     return store
@@ -306,7 +306,7 @@ def test_concurrent_network_creation_never_shares_a_vlan(store_url: str) -> None
     serialises writers with BEGIN IMMEDIATE."""
     setup = Store.open(store_url)
     setup.create_tenant("alpha")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     per_thread = 15
     errors: list[BaseException] = []
     barrier = threading.Barrier(2)

@@ -10,14 +10,14 @@ import pytest
 
 from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.moves import MoveRequest
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.store.core import Store
 from gpufabric.store.lock import bump_epoch
 from gpufabric.store.moves import MoveLedger, prepared_ids
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.view import ViewReader
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 
 
 def _node(i: int, port: str = "") -> Node:

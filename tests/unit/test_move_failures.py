@@ -127,7 +127,7 @@ def _nvlink_engine(tmp_path: Path) -> MoveEngine:
     register(reg)
     cfg = {**fabrics_config(), "nvlink": {"driver": "fmpm", "options": {
         "fm": {n: f"unix:{p}" for n, p in socks.items()}, "fmpm": STANDIN}}}  # fmt: skip
-    fabrics = Fabrics.from_config(cfg, reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(cfg, reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     inv = inventory()
     gpus = {n: gpu_ports(*(Gpu(n, ModuleId(m)) for m in range(1, 9))) for n in ("n1", "n2")}

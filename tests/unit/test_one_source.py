@@ -1,8 +1,9 @@
 """Each fact has one source (issue 19): the places that used to repeat a fact now read it from one.
 
-The quarantine VLAN's default lives in ``domain/segments.py`` (``DEFAULT_QUARANTINE_VLAN``); every
-other module, the lab included, takes the configured value. A grep over the source (number tokens,
-not prose) keeps the literal from coming back.
+The quarantine VLAN's default lives in the Ethernet kind's section of ``segments:``
+(``fabrics/ethernet/segments.py``, ``DEFAULT_QUARANTINE_VLAN``); every other module, the lab
+included, takes the configured value. A grep over the source (number tokens, not prose) keeps the
+literal from coming back.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN, SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
+from gpufabric.store.registry import parse_segments
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpufabric"
 
@@ -43,7 +45,7 @@ def test_only_the_segment_config_holds_the_default_quarantine_vlan() -> None:
         n = number_count(path.read_text(), DEFAULT_QUARANTINE_VLAN)
         if n:
             found[rel] = n
-    assert found == {"domain/segments.py": 1, **OTHER_4000}
+    assert found == {"fabrics/ethernet/segments.py": 1, **OTHER_4000}
 
 
 def test_the_grep_sees_a_literal() -> None:
@@ -51,15 +53,19 @@ def test_the_grep_sees_a_literal() -> None:
 
 
 def test_every_default_is_the_config_default() -> None:
-    """Without config.yaml the engine, the Ethernet kind and the lab agree on one VLAN."""
+    """Without config.yaml the engine, the Ethernet kind and the lab agree on one VLAN (and one
+    tenant VLAN pool): the Ethernet kind's section of ``segments:`` holds both defaults."""
     from gpufabric.lab.lab import LabStatus
-    from gpufabric.lab.netns import EthPlan, plan_ethernet
+    from gpufabric.lab.netns import EthPlan, lab_vlans, plan_ethernet
 
-    want = SegmentConfig.default().quarantine_vlan.value
+    cfg = parse_segments()
+    want = cfg.settings()["quarantine_vlan"]
     assert want == DEFAULT_QUARANTINE_VLAN
-    assert Fabrics().quarantine_vlan == want
-    assert Fabrics().settings["quarantine_vlan"] == want
+    assert Fabrics(segments=cfg).settings["quarantine_vlan"] == want
+    assert "quarantine_vlan" not in Fabrics().settings  # nothing configured: the kind's own default
+    assert settings_quarantine_vlan(Fabrics().settings) == want
     assert settings_quarantine_vlan({}) == want
+    assert lab_vlans(cfg) == (EthPlan("p", "p-spine", (), ()).uplink_vlans, want) == ((2000, 2999), want)
     assert plan_ethernet("gfabcde", ["gpu-a01"]).quarantine_vlan == want
     assert EthPlan("p", "p-spine", (), ()).quarantine_vlan == want
     assert LabStatus(home="h", running=False).quarantine_vlan == want
@@ -88,6 +94,13 @@ def test_lab_up_brings_the_lab_up_on_the_configured_quarantine_vlan(
     result = CliRunner().invoke(app, ["up", "--json"])
     assert result.exit_code == 7, result.output
     assert (seen["quarantine_vlan"], seen["uplink_vlans"]) == (4001, (2100, 2199))
+
+
+def test_the_default_tenant_vlan_pool_has_one_source() -> None:
+    """The lab's uplinks trunked a hard-coded ``(2000, 2999)``: the pool's bounds now appear as code
+    nowhere but in the Ethernet kind's section default (a string there)."""
+    found = {str(p.relative_to(SRC)): n for p in sorted(SRC.rglob("*.py")) if (n := number_count(p.read_text(), 2999))}
+    assert found == {}
 
 
 # ---- GPU count limit: domain.models.MAX_GPU_COUNT

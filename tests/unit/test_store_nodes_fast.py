@@ -50,15 +50,15 @@ def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
     from datetime import UTC, datetime, timedelta
 
     from gpufabric.domain.models import Lease
-    from gpufabric.domain.segments import SegmentConfig
     from gpufabric.store.convert import lease_to_domain
     from gpufabric.store.leases import _LOAD
+    from gpufabric.store.registry import parse_segments
     from gpufabric.store.tables import LeaseRow
 
     now = datetime.now(UTC)
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
         store.upsert_inventory(Inventory(tuple(_node(i) for i in range(4))))
-        cfg = SegmentConfig.default()
+        cfg = parse_segments()
         for t in ("acme", "beta"):
             store.create_tenant(t)
             store.create_network(f"{t}-a", t, cfg)

@@ -44,6 +44,7 @@ from gpufabric.domain.values import check_name
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import ImportFormat, PowerCycled
+    from gpufabric.domain.segments import SegmentSection
     from gpufabric.domain.values import PortNaming
     from gpufabric.domain.views import ApiHost, CliGroup, FabricAccess
 
@@ -287,9 +288,13 @@ class FabricKind(ABC, Generic[D, S]):
     def check_instances(self, sections: Mapping[str, Any], config: Any = None) -> None:
         """Refuse a set of instances of this kind that cannot run side by side (``sections``:
         instance -> its ``fabrics.yaml`` section), before any is built: raise a ConfigError
-        naming the field (``fabrics.<instance>...``). ``config``: the deployment's segment
-        pools (what :meth:`allocate` is handed; None: not known here, checks against it are
-        skipped). Default: nothing to check."""
+        naming the field (``fabrics.<instance>...``). ``config``: the deployment's SegmentConfig
+        (as :meth:`allocate`'s; None: not known, checks against it skipped). Default: none."""
+
+    def segment_config(self, raw: Any, where: str) -> SegmentSection:
+        """This kind's section ``segments.<where>`` of config.yaml (None: absent) parsed with its defaults and validated
+        on its own; what the core does with it: :mod:`gpufabric.domain.segments`. Default: the kind takes none."""
+        raise ConfigError(f"segments.{where}", raw, f"a fabric kind that takes a segments section ({self.name} takes none)")
 
     @abstractmethod
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[S]:

@@ -166,7 +166,7 @@ class MoveEngine:
     ) -> DesiredState:
         v = view or self.view()
         overrides = {n: QUARANTINE for n in (*v.held_in_quarantine, *extra_quarantine)}
-        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        settings = {**self.fabrics.settings, **self.cfg.settings()}
         t = tenancy_of(v.nodes, v.leases if leases is None else leases, v.networks, v.offerings, settings, overrides)
         return derive_desired(self.kinds, t)
 
@@ -422,7 +422,7 @@ class MoveEngine:
     def tenancy(self) -> Tenancy:
         """Who owns each node now (the leases in the store, no move's quarantine hold)."""
         v = self.view()
-        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        settings = {**self.fabrics.settings, **self.cfg.settings()}
         return tenancy_of(v.nodes, v.leases, v.networks, v.offerings, settings)
 
     def _before_move(self, moves: Sequence[Move]) -> None:

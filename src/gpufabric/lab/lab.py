@@ -35,15 +35,23 @@ from typing import Any
 
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.models import DpuMode, EthernetPort, FabricPorts, IbPort, Inventory, Node
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.nvlink.entries import gpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
 from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.labib import SmPairStatus, ib_from_dict, ib_to_dict, natural, net_plan
 from gpufabric.lab.netfile import SM_NODE
-from gpufabric.lab.netns import EthPlan, EthPortPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
+from gpufabric.lab.netns import (
+    DEFAULT_UPLINK_VLANS,
+    EthPlan,
+    EthPortPlan,
+    ensure_ethernet,
+    list_netns,
+    plan_ethernet,
+    remove_ethernet,
+)
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.subnets import (
     SubnetStatus,
@@ -201,7 +209,7 @@ class Lab:
         eth_ports_per_node: int = 1,
         topology: Path | None = None,
         progress: Progress | None = None,
-        uplink_vlans: tuple[int, int] = (2000, 2999),
+        uplink_vlans: tuple[int, int] = DEFAULT_UPLINK_VLANS,
         gpus_per_node: int = 8,
         dpus: int = 0,
         bonded: tuple[str, ...] = (),

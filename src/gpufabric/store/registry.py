@@ -14,6 +14,7 @@ from typing import Any
 
 from gpufabric.domain.errors import ConfigError, NotFoundError
 from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.segments import SegmentConfig
 
 GROUP = "gpufabric.drivers"
 KINDS_GROUP = "gpufabric.fabrics"
@@ -65,3 +66,9 @@ def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
     """Every kind of the ``gpufabric.fabrics`` entry points, in the registry's order, loaded once
     per process (no driver imported): the one source for whoever needs the kinds unconfigured."""
     return tuple(Registry.from_entry_points(drivers=False).ordered_kinds())
+
+
+def parse_segments(raw: Any = None) -> SegmentConfig:
+    """config.yaml's ``segments:`` (``raw``; None: every default) split among the registered
+    kinds (:func:`registered_kinds`), each parsing its own section."""
+    return SegmentConfig.from_dict(raw, registered_kinds())
