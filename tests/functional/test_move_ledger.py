@@ -40,7 +40,7 @@ def test_request_validates_and_allows_one_open_move_per_node(store: Store) -> No
     with pytest.raises(NotFoundError, match="tenant not found: nosuch"):
         ledger.request("n1", MoveRequest("nosuch", networks=("x",)))
     with pytest.raises(ValidationError, match="gpus"):
-        ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=99))
+        ledger.request("n1", MoveRequest("ta", networks=("ta-net",), terms=(("gpus", 99),)))
     m = ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     assert (m.from_tenant, m.to_tenant, m.phase, m.status) == (
         QUARANTINE,

@@ -15,7 +15,6 @@ from sqlalchemy import create_engine, text
 
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
 from gpufabric.domain.models import (
-    DpuMode,
     EthernetPort,
     Fabric,
     IbPort,
@@ -26,8 +25,9 @@ from gpufabric.domain.models import (
     Offering,
 )
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.dpu.profiles import offering_mode
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
@@ -67,7 +67,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 def test_open_migrates_seeds_offerings_and_reopens(store: Store) -> None:
     assert [o.name for o in store.offerings()] == ["baremetal", "openshift", "openstack"]
-    assert store.offerings()[1].dpu_mode is DpuMode.DPU_HOST
+    assert offering_mode(store.offerings()[1]) is DpuMode.DPU_HOST  # the DPU kind reads the built-in openshift as dpu-host
     again = Store.open(store.url)  # second open: migration and seeding are idempotent
     try:
         assert len(again.offerings()) == 3
@@ -285,7 +285,7 @@ def test_lease_rules(leasable: Store) -> None:
     with pytest.raises(ValidationError, match="lease.start"):
         s.create_lease(Lease("alpha", "gpu01", datetime(2030, 1, 1)))
     assert s.leases() == []
-    s.create_offering(Offering("gold", "premium", DpuMode.DPU, (("k", "v"),)))
+    s.create_offering(Offering("gold", "premium", (("dpu_mode", "dpu"), ("k", "v"))))
     lease = s.create_lease(Lease("alpha", "gpu01", T0, offering="gold", networks=("a-net",)))
     with pytest.raises(ConflictError, match="network a-net of tenant alpha is used by lease"):
         s.delete_network("a-net", "alpha")
@@ -294,7 +294,7 @@ def test_lease_rules(leasable: Store) -> None:
     with pytest.raises(NotFoundError, match=f"lease not found: {lease.id}"):
         s.delete_lease(lease.id or 0)
     assert s.delete_network("a-net", "alpha").name == "a-net"
-    assert [o for o in s.offerings() if o.name == "gold"] == [Offering("gold", "premium", DpuMode.DPU, (("k", "v"),))]
+    assert [o for o in s.offerings() if o.name == "gold"] == [Offering("gold", "premium", (("dpu_mode", "dpu"), ("k", "v")))]
     with pytest.raises(ConflictError, match="offering already exists: gold"):
         s.create_offering(Offering("gold"))
 

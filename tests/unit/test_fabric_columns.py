@@ -14,10 +14,10 @@ from rich.console import Console
 from gpufabric.cli import output
 from gpufabric.cli.output import compact, node_table
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, DpuMode, EthernetPort, IbPort, Lease, Node
+from gpufabric.domain.models import BUILTIN_OFFERINGS, EthernetPort, IbPort, Lease, Node
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.engine.columns import fabric_cells, fabric_views, registered_kinds
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -35,7 +35,7 @@ def lab_node(name: str, dpu: bool = True) -> Node:
 A, B, C = lab_node("gpu-a01"), lab_node("gpu-a02"), lab_node("gpu-a03", dpu=False)
 TENANCY = Tenancy(
     (A, B, C),
-    {"gpu-a01": Lease("alpha", "gpu-a01", T0, offering="openshift", gpus=4), "gpu-a02": None,
+    {"gpu-a01": Lease("alpha", "gpu-a01", T0, offering="openshift", terms=(("gpus", 4),)), "gpu-a02": None,
      "gpu-a03": Lease("beta", "gpu-a03", T0, offering="openstack")},
     {},
     {o.name: o for o in BUILTIN_OFFERINGS},

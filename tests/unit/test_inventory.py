@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import DpuMode, EthernetPort, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
-from gpufabric.fabrics.dpu.entries import Dpu
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.infiniband.inventory_import import check_guid_moves, mark_sm_hosts
 from gpufabric.fabrics.nvlink.entries import Gpu, node_gpus

@@ -103,37 +103,43 @@ def test_the_default_tenant_vlan_pool_has_one_source() -> None:
     assert found == {}
 
 
-# ---- GPU count limit: domain.models.MAX_GPU_COUNT
+# ---- GPU count limit: the NVLink kind's lease term (fabrics/nvlink/kind.GPUS)
 def test_the_gpu_count_limit_has_one_source() -> None:
-    """The API's schemas, the store's checks and the NVLink kind's partition size all read MAX_GPU_COUNT."""
+    """The API's schemas and the store's checks read the range the NVLink kind declares for its
+    lease term, which is its partition table's FM_MAX_NUM_GPUS."""
     from gpufabric.api.v1 import schemas
     from gpufabric.domain.errors import ValidationError
-    from gpufabric.domain.models import MAX_GPU_COUNT, check_gpu_count
+    from gpufabric.domain.terms import check_terms
+    from gpufabric.fabrics.nvlink.kind import GPUS
     from gpufabric.fabrics.nvlink.tables import MAX_GPUS
+    from gpufabric.store.registry import registered_terms
 
-    assert MAX_GPUS == MAX_GPU_COUNT
+    assert (GPUS.minimum, GPUS.maximum) == (1, MAX_GPUS) and GPUS in registered_terms()
     for model in (schemas.LeaseIn, schemas.MoveIn, schemas.MovesIn, schemas.PreviewIn):
         gpus = model.model_json_schema()["properties"]["gpus"]["anyOf"][0]
-        assert (gpus["minimum"], gpus["maximum"]) == (1, MAX_GPU_COUNT), model.__name__
-    check_gpu_count("gpus", MAX_GPU_COUNT)
-    check_gpu_count("gpus", None)
+        assert (gpus["minimum"], gpus["maximum"]) == (1, MAX_GPUS), model.__name__
+    check_terms((("gpus", MAX_GPUS),), registered_terms())
+    check_terms((), registered_terms())
     with pytest.raises(ValidationError) as e:
-        check_gpu_count("lease.gpus", MAX_GPU_COUNT + 1)
-    assert (e.value.field, e.value.allowed) == ("lease.gpus", f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node")
+        check_terms((("gpus", MAX_GPUS + 1),), registered_terms(), "lease.")
+    assert (e.value.field, e.value.allowed) == ("lease.gpus", f"1-{MAX_GPUS} GPUs, or unset for the whole node")
 
 
 def test_the_store_refuses_a_lease_of_more_gpus_than_the_limit(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from gpufabric.domain.errors import ValidationError
-    from gpufabric.domain.models import MAX_GPU_COUNT, Inventory, Lease, Node
+    from gpufabric.domain.models import Inventory, Lease, Node
+    from gpufabric.fabrics.nvlink.tables import MAX_GPUS
     from gpufabric.store.core import Store
 
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
         store.upsert_inventory(Inventory((Node("n1"),)))
         store.create_tenant("acme")
-        with pytest.raises(ValidationError, match=f"1-{MAX_GPU_COUNT} GPUs"):
-            store.create_lease(Lease("acme", "n1", datetime.now(UTC), gpus=MAX_GPU_COUNT + 1))
+        with pytest.raises(ValidationError, match=f"1-{MAX_GPUS} GPUs"):
+            store.create_lease(Lease("acme", "n1", datetime.now(UTC), terms=(("gpus", MAX_GPUS + 1),)))
+        with pytest.raises(ValidationError, match="invalid lease.terms: 'colour'; allowed: gpus"):
+            store.create_lease(Lease("acme", "n1", datetime.now(UTC), terms=(("colour", 1),)))  # no kind declares it
         assert store.leases() == []
 
 
@@ -253,14 +259,14 @@ def test_the_move_request_parameters_live_in_one_value() -> None:
     from gpufabric.store.moves import MoveLedger
 
     fields = {f.name for f in dataclasses.fields(MoveRequest)}
-    assert {"to_tenant", "offering", "networks", "gpus", "lease_end", "not_before", "grant", "offered"} <= fields
+    assert {"to_tenant", "offering", "networks", "terms", "lease_end", "not_before", "grant", "offered"} <= fields
     for fn in (MoveLedger.request, MoveLedger.request_many, new_move):
         params = set(inspect.signature(fn).parameters)
         assert "req" in params and not params & fields, (fn.__qualname__, params & fields)
     req = MoveRequest("ta", networks=["a", "b"])  # type: ignore[arg-type]
     assert req.networks == ("a", "b") and MoveRequest("ta", networks=None).networks is None
     with pytest.raises(dataclasses.FrozenInstanceError):
-        req.gpus = 2  # type: ignore[misc]
+        req.terms = ()  # type: ignore[misc]
 
 
 def test_the_open_statuses_have_one_source() -> None:

@@ -13,13 +13,12 @@ A fabric package ``gpufabric.fabrics.<fabric>`` (importing only ``gpufabric.doma
   applies one plan (one transaction/session per device) and returns the *verified* read-back
   of what it changed.
 
-A deployment runs named *instances* of the kinds (``ib-compute`` and ``ib-storage``, both
-``infiniband``): :meth:`FabricKind.bind` gives the kind object of one instance, whose
-:attr:`FabricKind.instance` keys its desired/observed slices, plans, read-backs, segments,
-findings and ports (an unbound kind is its own default instance, named after the kind).
-A kind keeps a node's ports in the generic ``node_fabric_ports`` table (``ports_section``;
-the DPU and NVLink kinds do): it parses and dumps a node's entries (``parse_ports``/``dump_ports``,
-with its own validation; :meth:`FabricKind.ports` reads them back).
+A deployment runs named *instances* of the kinds (``ib-compute``, ``ib-storage``: both ``infiniband``):
+:meth:`FabricKind.bind` gives the kind object of one, whose :attr:`FabricKind.instance` keys its desired and
+observed slices, plans, read-backs, segments, findings and ports (an unbound kind: its default instance, named
+after it). A kind keeps a node's ports in the generic ``node_fabric_ports`` table (``ports_section``): it
+parses and dumps a node's entries (``parse_ports``/``dump_ports``; :meth:`FabricKind.ports` reads them back).
+A lease's terms and an offering's settings a kind reads are its own too (``lease_terms``, ``offering_settings``).
 
 Kinds are registered under the ``gpufabric.fabrics`` entry-point group (name = fabric name),
 drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
@@ -28,19 +27,22 @@ drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
 from __future__ import annotations
 
 import copy
-import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, Self, TypeVar
 
+from gpufabric.domain.drivers import DriverLookup as DriverLookup
+from gpufabric.domain.drivers import build_driver as build_driver
 from gpufabric.domain.entries import node_entries
 from gpufabric.domain.errors import ConfigError, GpufabricError, ValidationError
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering, Segment
+from gpufabric.domain.models import Network, Node, Segment
 from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.site_check import SiteCheck, SiteContext
-from gpufabric.domain.values import check_name
+from gpufabric.domain.tenancy import Tenancy as Tenancy
+from gpufabric.domain.terms import TermSpec
+from gpufabric.domain.values import PortNaming, check_name
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import ImportFormat, PowerCycled
@@ -50,36 +52,6 @@ if TYPE_CHECKING:
 
 D = TypeVar("D")  # a fabric's desired slice
 S = TypeVar("S")  # a fabric's observed slice
-
-
-@dataclass(frozen=True)
-class Tenancy:
-    """The pure input every fabric derives its desired slice from: who owns each node now.
-
-    ``owners`` maps every node to the lease that owns it now, or ``None`` (quarantine).
-    ``settings`` are deployment-wide facts fabrics may need (e.g. ``quarantine_vlan``,
-    ``sm_port_guids``), each with one source (``Fabrics``/``SegmentConfig``)."""
-
-    nodes: tuple[Node, ...]
-    owners: Mapping[str, Lease | None]
-    networks: Mapping[tuple[str, str], Network]  # by (tenant, name): names are unique per tenant
-    offerings: Mapping[str, Offering] = field(default_factory=dict)
-    settings: Mapping[str, Any] = field(default_factory=dict)
-
-    def owner(self, node: str) -> str:
-        lease = self.owners.get(node)
-        return lease.tenant if lease is not None else QUARANTINE
-
-    def lease_networks(self, node: str) -> tuple[Network, ...]:
-        """The networks of the lease that owns ``node`` now (none in quarantine)."""
-        lease = self.owners.get(node)
-        if lease is None:
-            return ()
-        return tuple(n for name in lease.networks if (n := self.networks.get((lease.tenant, name))) is not None)
-
-    def offering(self, node: str) -> Offering | None:
-        lease = self.owners.get(node)
-        return self.offerings.get(lease.offering) if lease is not None else None
 
 
 class FabricPlan(ABC):
@@ -204,10 +176,6 @@ class FabricBackend(ABC, Generic[S]):
         return ()
 
 
-DriverLookup = Callable[[str], type]
-"""Driver class by name (the ``gpufabric.drivers`` registry)."""
-
-
 class FabricKind(ABC, Generic[D, S]):
     """The pure side of one fabric kind. Objects are stateless but for the instance they are
     bound to and its ``fabrics.yaml`` section (:meth:`bind`); one per configured instance per
@@ -266,12 +234,17 @@ class FabricKind(ABC, Generic[D, S]):
         ``inventory_key``: its default instance's when the node has none of its own here)."""
         return node_entries(node, self.instance, self.parse_ports, self.name if self.inventory_key else None)
 
-    request_fields: ClassVar[frozenset[str]] = frozenset()
-    """The :class:`MoveRequest` fields ``check_request`` reads: asked only when one is set."""
+    # ---- a lease's terms and an offering's settings (domain/terms.py)
+    lease_terms: ClassVar[tuple[TermSpec, ...]] = ()
+    """The lease terms this kind reads (e.g. a count of GPUs): fields of the API's move and lease bodies and
+    answers, checked against their range and stored with the lease; ``desired()`` reads ``lease.term(name)``."""
 
     def check_request(self, node: Node, request: MoveRequest) -> None:
-        """Refuse, before anything is written, a move of ``node`` this kind could not carry out (a
-        ValidationError naming the field, e.g. a ``gpus`` count the node has not got). Default: none."""
+        """Refuse, before any write, a request of :attr:`lease_terms` ``node`` cannot hold (ValidationError)."""
+
+    offering_settings: ClassVar[Mapping[str, str]] = {}
+    """``Offering.settings`` keys this kind reads that an offering's answer shows as fields of their own,
+    each with its value when unset (the DPU kind's OVN-Kubernetes mode)."""
 
     def import_formats(self) -> Sequence[ImportFormat]:
         """Inventory import formats of this kind's own (``inventory import --format NAME``,
@@ -413,38 +386,3 @@ class FabricKind(ABC, Generic[D, S]):
         """A FastAPI ``APIRouter`` of this kind's own routes, mounted under ``/api/v1`` (None:
         none; the default)."""
         return None
-
-
-def build_driver(
-    drivers: DriverLookup,
-    where: str,
-    entry: Any,
-    extra: Mapping[str, Any],
-    optional: Mapping[str, Any] | None = None,
-    expect: tuple[type, str] | None = None,
-) -> object:
-    """A driver instance from a ``{driver, options}`` entry; ``extra`` options are injected
-    (a conflicting value in the entry is refused); ``optional`` ones only into drivers
-    that take them. ``expect``: (base class, what to call it) the driver must be."""
-    if not isinstance(entry, Mapping) or "driver" not in entry:
-        raise ConfigError(where, entry, "a mapping with 'driver' and 'options'")
-    options = dict(entry.get("options") or {})
-    for k, v in extra.items():
-        if k in options and str(options[k]) != str(v):
-            raise ConfigError(f"{where}.options.{k}", options[k], f"{v} (set once, in config.yaml / fabrics.yaml top level)")
-        options[k] = v
-    cls = drivers(str(entry["driver"]))
-    if expect is not None and not (isinstance(cls, type) and issubclass(cls, expect[0])):
-        raise ConfigError(f"{where}.driver", entry.get("driver"), expect[1])
-    if optional:
-        params = inspect.signature(cls).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        for k, v in optional.items():
-            if k in options and str(options[k]) != str(v):
-                raise ConfigError(f"{where}.options.{k}", options[k], f"{v} (set once, at the top level)")
-            if takes_any or k in params:
-                options[k] = v
-    try:
-        return cls(**options)
-    except TypeError as e:
-        raise ConfigError(f"{where}.options", entry.get("options"), f"the options of driver {entry['driver']}", str(e)) from None

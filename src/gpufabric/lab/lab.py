@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
-from gpufabric.domain.models import DpuMode, EthernetPort, FabricPorts, IbPort, Inventory, Node
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.domain.models import EthernetPort, FabricPorts, IbPort, Inventory, Node
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.nvlink.entries import gpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs

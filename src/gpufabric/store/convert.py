@@ -7,7 +7,6 @@ import json
 from collections.abc import Iterable
 
 from gpufabric.domain.models import (
-    DpuMode,
     EthernetPort,
     FabricPorts,
     IbPort,
@@ -18,6 +17,7 @@ from gpufabric.domain.models import (
     Offering,
     Segment,
 )
+from gpufabric.domain.terms import terms_of
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.store.tables import (
     EthernetPortRow,
@@ -132,7 +132,7 @@ def network_to_domain(r: NetworkRow) -> Network:
 
 
 def offering_to_domain(r: OfferingRow) -> Offering:
-    return Offering(r.name, r.description, DpuMode(r.dpu_mode), tuple((k, v) for k, v in r.settings))
+    return Offering(r.name, r.description, tuple((k, v) for k, v in r.settings))
 
 
 def lease_to_domain(r: LeaseRow) -> Lease:
@@ -145,5 +145,5 @@ def lease_to_domain(r: LeaseRow) -> Lease:
         offering=r.offering,
         owner=r.owner,
         id=r.id,
-        gpus=r.gpus,
+        terms=terms_of(r.terms),
     )
