@@ -30,9 +30,9 @@ from typing import Any
 
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.models import Lease
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.lab.serve import serving
 from gpufabric.store.core import Store
+from gpufabric.store.registry import parse_segments
 from gpufabric.workflow.actions import Actions
 from gpufabric.workflow.inventory import inventory_from_dict
 
@@ -60,7 +60,7 @@ def _inventory(n: int) -> dict[str, Any]:
 
 def _setup(url: str) -> str:
     store = Store.open(url)
-    act = Actions(store, SegmentConfig.default)
+    act = Actions(store, parse_segments)
     act.import_inventory(LOCAL_ADMIN, inventory_from_dict(_inventory(NODES)))
     for t in ("alpha", "beta", "gamma"):
         act.create_tenant(LOCAL_ADMIN, t)

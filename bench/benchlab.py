@@ -22,7 +22,6 @@ from typing import Any
 import yaml
 
 from gpufabric.domain.models import Inventory, Node
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.entries import EthernetPort, with_ethernet
@@ -31,7 +30,7 @@ from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_node_guid, hca_port_guid, node_name
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 
 
 @dataclass
@@ -64,8 +63,8 @@ class BenchFabric:
         }
 
     def engine(self, verify_timeout: float = 120) -> MoveEngine:
-        cfg = SegmentConfig.default()
-        fabrics = Fabrics.from_config(self.fabrics_raw(cfg.quarantine_vlan.value), Registry.from_entry_points())
+        cfg = parse_segments()
+        fabrics = Fabrics.from_config(self.fabrics_raw(cfg.settings()["quarantine_vlan"]), Registry.from_entry_points())
         return MoveEngine(Store.open(home=self.home), fabrics, cfg, verify_timeout=verify_timeout)
 
     def stop(self) -> None:
@@ -108,8 +107,8 @@ def start(home: Path, nodes: int, hcas_per_node: int, per_leaf: int = 32) -> Ben
         ovs.stop()
         raise
     fab = BenchFabric(home, prefix, ib, ovs, tuple(inv), leaves)
-    cfg = SegmentConfig.default()
-    (home / "fabrics.yaml").write_text(yaml.safe_dump(fab.fabrics_raw(cfg.quarantine_vlan.value)))
+    cfg = parse_segments()
+    (home / "fabrics.yaml").write_text(yaml.safe_dump(fab.fabrics_raw(cfg.settings()["quarantine_vlan"])))
     store = Store.open(home=home)
     store.upsert_inventory(Inventory(tuple(inv)))
     fab.setup_seconds = time.monotonic() - t0

@@ -1,8 +1,10 @@
 """Generate docs/config-reference.md from the validators and signatures themselves.
 
-* ``config.yaml`` ``segments:``: the keys :meth:`SegmentConfig.from_dict` reads (found in its
-  source: every ``<mapping>.get("key", default)``), their defaults (``SegmentConfig.default()``
-  rendered back) and the allowed range each one's validator states when handed a bad value;
+* ``config.yaml`` ``segments:``: the keys its parsers read (the core's ``user_vlan_range`` and each
+  registered kind's section, ``FabricKind.segment_config``), found by parsing an empty section
+  through a mapping that records every ``.get("key", default)``, with that default; the allowed
+  range each one's validator states when handed a bad value; and the defaults as validated
+  (each kind's ``SegmentSection.describe``);
 * ``quotas:``: :class:`Quotas` fields, defaults, and the range ``Quotas.from_dict`` refuses;
 * ``fabrics.yaml``: the top-level settings (``service.fabrics.TOP_LEVEL``), one section per
   registered fabric kind (entry points) with its own section keys where the kind declares
@@ -15,19 +17,17 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
 import sys
-import textwrap
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.quotas import Quotas
-from gpufabric.domain.segments import PKeyMapping, SegmentConfig
+from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import TOP_LEVEL, Fabrics
 from gpufabric.store.registry import Registry
 
@@ -59,71 +59,78 @@ def _nested(path: str, value: Any) -> dict[str, Any]:
     return out
 
 
-def segment_keys() -> Iterator[tuple[str, str]]:
-    """(dotted key, default source text) of every ``.get`` in SegmentConfig.from_dict and in
-    PKeyMapping.from_dict (the ``infiniband`` section's parser, handed its default seg range), in order."""
-    seen = _gets(SegmentConfig.from_dict, {"raw": ""}, {})
-    seen += _gets(PKeyMapping.from_dict, {"raw": "infiniband."}, {"default_range": "DEFAULT_IB_SEG_RANGE"})
-    return iter(sorted(seen))
+class _Reads(dict[str, Any]):
+    """An empty mapping that records the keys a parser ``.get``s, with their defaults: a default
+    that is None or a mapping stands for a sub-section (its own reads are recorded under
+    ``key.``), a sub-section nobody read from is a leaf with that default."""
+
+    def __init__(self, prefix: str = "", default: Any = None) -> None:
+        super().__init__()
+        self.prefix, self.default = prefix, default
+        self.leaves: dict[str, Any] = {}
+        self.subs: dict[str, _Reads] = {}
+
+    def __bool__(self) -> bool:
+        return True  # ``raw.get("mapping", {}) or {}`` keeps the recorder
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        if default is None or isinstance(default, Mapping):
+            return self.subs.setdefault(key, _Reads(f"{self.prefix}{key}.", default))
+        self.leaves[f"{self.prefix}{key}"] = default
+        return default
+
+    def keys_read(self) -> dict[str, Any]:
+        out = dict(self.leaves)
+        for key, sub in self.subs.items():
+            below = sub.keys_read()
+            if below:
+                out.update(below)
+            elif sub.default is not None:
+                out[f"{self.prefix}{key}"] = sub.default
+        return out
 
 
-def _gets(method: Any, prefix: dict[str, str], names: dict[str, str]) -> list[tuple[str, str]]:
-    """(dotted key, default) of the ``.get`` calls of ``method`` on the mappings ``prefix`` names
-    (variable -> its dotted path); ``names``: a parameter used as a default -> the module constant
-    its caller passes."""
-    fn = ast.parse(textwrap.dedent(inspect.getsource(method.__func__))).body[0]
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            call = node.value.values[0] if isinstance(node.value, ast.BoolOp) else node.value
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "get":
-                src = call.func.value
-                if isinstance(src, ast.Name) and src.id in prefix and isinstance(call.args[1], ast.Dict):
-                    key = ast.literal_eval(call.args[0])
-                    prefix[node.targets[0].id] = f"{prefix[src.id]}{key}."
-    seen: list[tuple[str, str]] = []
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
-            src = node.func.value
-            if isinstance(src, ast.Name) and src.id in prefix and len(node.args) == 2:
-                key = prefix[src.id] + ast.literal_eval(node.args[0])
-                if key + "." not in prefix.values():  # a leaf (a sub-mapping's own keys are listed)
-                    default = node.args[1]
-                    if isinstance(default, ast.Name) and default.id in names:
-                        default = ast.Name(names[default.id])
-                    seen.append((key, _default_text(default)))
-    return seen
+def _kinds(reg: Registry | None = None) -> list[Any]:
+    return (reg or Registry.from_entry_points(drivers=False)).ordered_kinds()
 
 
-def _default_text(node: ast.expr) -> str:
-    """A default as source text; a module constant (``DEFAULT_QUARANTINE_VLAN``) by its value."""
-    if isinstance(node, ast.Name):
-        return repr(getattr(sys.modules[SegmentConfig.__module__], node.id))
-    return ast.unparse(node)
+def segment_keys(reg: Registry | None = None) -> Iterator[tuple[str, str]]:
+    """(dotted key, default as source text) of every key the ``segments:`` parsers read: the
+    core's and each registered kind's (``FabricKind.segment_config``), sorted."""
+    reads = _Reads()
+    SegmentConfig.from_dict(reads, _kinds(reg))
+    return iter(sorted((k, repr(v)) for k, v in reads.keys_read().items()))
 
 
-def _allowed(key: str) -> str:
+def _allowed(key: str, kinds: list[Any]) -> str:
     """What the validator states for a malformed value, then for values out of range."""
     said: list[str] = []
     for bad in (BAD, "0-99999", 99999, 1, {"x": 1}):
         raw = _nested(key, bad)
-        if key.startswith("infiniband.mapping.") and key != "infiniband.mapping.mode":
-            raw["infiniband"]["mapping"].setdefault("mode", "table" if key.endswith(".table") else "offset")
-        a = _probe(SegmentConfig.from_dict, raw)
+        *parents, leaf = key.split(".")
+        if parents and parents[-1] == "mapping" and leaf != "mode":  # a mapping key read in the mode of its name
+            _nested_get(raw, parents).setdefault("mode", "table" if leaf == "table" else "offset")
+        a = _probe(lambda r: SegmentConfig.from_dict(r, kinds), raw)
         if a and a not in said:
             said.append(a)
     return "; ".join(said)
 
 
-def _segments() -> list[str]:
+def _nested_get(raw: dict[str, Any], path: list[str]) -> dict[str, Any]:
+    for p in path:
+        raw = raw[p]
+    return raw
+
+
+def _segments(reg: Registry | None = None) -> list[str]:
+    kinds = _kinds(reg)
     rows = ["| key | default | allowed |", "|---|---|---|"]
-    for key, default in segment_keys():
-        allowed = _allowed(key)
-        rows.append(f"| `segments.{key}` | `{default}` | {allowed} |")
-    d = SegmentConfig.default()
-    rows += ["", f"Defaults as validated: user VLANs {d.user_vlans}, tenant VLANs {d.ethernet_vlans}, quarantine VLAN "
-             f"{d.quarantine_vlan}, InfiniBand seg ids {d.ib.seg_range} -> PKeys 0x{d.ib.pkey_range().start:04x}-"
-             f"0x{d.ib.pkey_range().end:04x} ({d.ib.mode.value}). Any other key is refused, naming it (NVLink "
-             "partitions are not pooled here: each node's come from its baseboard's table)."]  # fmt: skip
+    for key, default in segment_keys(reg):
+        rows.append(f"| `segments.{key}` | `{default}` | {_allowed(key, kinds)} |")
+    d = SegmentConfig.default(kinds)
+    said = ", ".join(x for s in d.sections.values() if (x := s.describe()))
+    rows += ["", f"Defaults as validated: user VLANs {d.user_vlans}, {said}. Any other key is refused, naming it "
+             "(NVLink partitions are not pooled here: each node's come from its baseboard's table)."]  # fmt: skip
     return rows
 
 
@@ -207,7 +214,7 @@ def render(reg: Registry | None = None) -> str:
         "",
         "### `segments:`",
         "",
-        *_segments(),
+        *_segments(reg),
         "",
         "### `quotas:`",
         "",

@@ -67,9 +67,12 @@ class World:
         mine = [n.name for n in self.networks if n.tenant == tenant]
         nets = draw(st.lists(st.sampled_from(mine), min_size=1, max_size=2, unique=True))
         fields: dict[str, Any] = {"offering": draw(st.sampled_from([o.name for o in self.offerings]))}
+        terms: list[tuple[str, int]] = []
         for c in self.cases.values():
-            fields |= c.lease(draw, node)
-        return [Lease(tenant, node.name, T0, networks=tuple(sorted(nets)), **fields)]
+            own = dict(c.lease(draw, node))
+            terms += own.pop("terms", ())  # each kind's own lease terms, side by side
+            fields |= own
+        return [Lease(tenant, node.name, T0, networks=tuple(sorted(nets)), terms=tuple(terms), **fields)]
 
     def leases(self, draw: st.DrawFn, nodes: tuple[Node, ...]) -> list[Lease]:
         return [x for n in nodes for x in self.lease(draw, n, draw(st.sampled_from((QUARANTINE, *TENANTS))))]

@@ -15,6 +15,7 @@ from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.registry import parse_segments
 
 from e2e.conftest import GF
 from support.ports import port_node
@@ -31,7 +32,7 @@ def test_move_cancel_prints_what_happened_to_the_node_and_refuses_a_running_move
     store.upsert_inventory(Inventory(nodes))
     for t in ("ta", "tb"):
         store.create_tenant(t)
-        store.create_network(f"{t}-net", t, SegmentConfig.default())
+        store.create_network(f"{t}-net", t, parse_segments())
     store.create_lease(Lease("ta", "n1", datetime.now(UTC) - timedelta(hours=1), networks=("ta-net",)))
     store.set_node_state("n1", NodeState.LEASED)
     ledger = MoveLedger(store)

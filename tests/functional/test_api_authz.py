@@ -17,11 +17,10 @@ from gpufabric.api.app import create_app
 from gpufabric.api.deps import ApiContext
 from gpufabric.api.limits import ApiLimits
 from gpufabric.domain.moves import MovePhase
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import network_kinds
 from gpufabric.runtime.loops import MoveProgress
 from gpufabric.store.moves import MoveLedger
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 
 from support.api_world import World, clone_world
 
@@ -237,7 +236,7 @@ def test_neutron_adopts_one_segment_per_ib_instance(template: World, tmp_path: P
     w = clone_world(template, tmp_path)
     kinds = network_kinds({"fabrics": [{"name": "ib-compute", "kind": "infiniband"},
                                        {"name": "ib-storage", "kind": "infiniband"}]}, Registry.from_entry_points())  # fmt: skip
-    ctx = ApiContext(w.store, lambda: SegmentConfig.default(), network_kinds=lambda: kinds)
+    ctx = ApiContext(w.store, lambda: parse_segments(), network_kinds=lambda: kinds)
     svc = w.headers("service")
     with TestClient(create_app(ctx)) as client:
         body = {"name": "neutron-ib", "tenant": "beta",

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis import checks
 
 from gpufabric.api.app import create_app
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.store.registry import parse_segments
 
 from support.api_world import World, build_world
 
@@ -35,7 +35,7 @@ def _app() -> Any:
 
     w = build_world(Path(tempfile.mkdtemp(prefix="gf-schema-")), nodes=6, leased=2)
     # fabrics with no devices: preview and audit run (on an empty observed state) instead of answering 503
-    w.ctx.engine = lambda: MoveEngine(w.store, Fabrics(), SegmentConfig.default())
+    w.ctx.engine = lambda: MoveEngine(w.store, Fabrics(), parse_segments())
     _world["w"] = w
     return create_app(w.ctx)
 

@@ -21,10 +21,10 @@ GF = str(Path(sys.executable).parent / "gpufabric")
 
 
 def _home(tmp_path: Path) -> tuple[dict[str, str], dict[str, str]]:
-    from gpufabric.domain.segments import SegmentConfig
+    from gpufabric.store.registry import parse_segments
 
     with Store.open(f"sqlite:///{tmp_path}/gpufabric.db") as s:
-        act = Actions(s, SegmentConfig.default)
+        act = Actions(s, parse_segments)
         act.create_tenant(LOCAL_ADMIN, "alpha")
         admin = act.create_token(LOCAL_ADMIN, "ops", "admin", None)[1]
         lessee = act.create_token(LOCAL_ADMIN, "u", "lessee", "alpha")[1]

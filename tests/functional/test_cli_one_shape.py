@@ -68,12 +68,12 @@ def test_local_and_remote_print_one_shape(tmp_path: Path) -> None:
 def test_a_dry_run_prints_the_same_plans_here_and_through_the_api_with_every_term(tmp_path: Path) -> None:
     """``node move --dry-run`` through ``--api`` printed the API's plan objects as Python dicts
     and left out ``--offering`` and ``--gpus``; now both paths print each phase's plan lines."""
-    from gpufabric.domain.segments import SegmentConfig
     from gpufabric.engine.fabrics import Fabrics
     from gpufabric.engine.moves import MoveEngine
+    from gpufabric.store.registry import parse_segments
 
     w = build_world(tmp_path, nodes=2, leased=0)
-    w.ctx.engine = lambda: MoveEngine(w.store, Fabrics(), SegmentConfig.default())  # no devices: empty plans
+    w.ctx.engine = lambda: MoveEngine(w.store, Fabrics(), parse_segments())  # no devices: empty plans
     remote_home = tmp_path / "remote"
     remote_home.mkdir()
     (tmp_path / "fabrics.yaml").write_text("{}\n")  # here too: no fabric configured

@@ -16,8 +16,7 @@ from fastapi.testclient import TestClient
 
 from gpufabric.api.app import create_app
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import DpuMode
-from gpufabric.fabrics.dpu.entries import Dpu
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.workflow.inventory import parse_inventory
 

@@ -3,8 +3,8 @@ change to them alone is an update."""
 
 from __future__ import annotations
 
-from gpufabric.domain.models import DpuMode, Inventory, Node
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.domain.models import Inventory, Node
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import DpuInfo, node_dpus
 from gpufabric.store.core import Store
 

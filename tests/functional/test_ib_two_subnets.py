@@ -27,7 +27,6 @@ from typer.testing import CliRunner
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics
@@ -49,7 +48,7 @@ from gpufabric.lab.netfile import (
 from gpufabric.lab.procs import stop_pid
 from gpufabric.runtime.loops import RogueWatch
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 
 from support import drivers
 
@@ -142,9 +141,9 @@ def site(subnets: tuple[IbFabric, IbFabric], tmp_path_factory: pytest.TempPathFa
     gf("network", "create", "ta-net", "--tenant", "ta")
     gf("tenant", "create", "tb")
     gf("network", "create", "tb-compute", "--tenant", "tb", "--fabric", "ib-compute")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     store = Store.open(url=f"sqlite:///{home / 'gpufabric.db'}")
-    fabrics = Fabrics.load(home / "fabrics.yaml", Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
+    fabrics = Fabrics.load(home / "fabrics.yaml", Registry.from_entry_points(), cfg)
     try:
         yield Site(compute, storage, store, fabrics, MoveEngine(store, fabrics, cfg, worker="t:1", heartbeat_every=60))
     finally:

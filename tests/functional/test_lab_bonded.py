@@ -15,6 +15,7 @@ import pytest
 
 from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN as QUARANTINE_VLAN
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN as QUARANTINE_VLAN
 from gpufabric.lab.bondhost import host_ovs
 from gpufabric.lab.lab import Lab, LabStatus
 from gpufabric.lab.netns import list_netns

@@ -9,9 +9,9 @@ from alembic import command
 from sqlalchemy import create_engine, text
 
 from gpufabric.domain.models import Fabric
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.store import db
 from gpufabric.store.core import Store
+from gpufabric.store.registry import parse_segments
 
 
 def test_upgrade_from_0003_keeps_segments_and_lease_networks(tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def test_upgrade_from_0003_keeps_segments_and_lease_networks(tmp_path: Path) -> 
         assert seg is not None and seg.seg_id == 2001
         assert s.lease(1).networks == ("n1",)
         s.create_tenant("beta")
-        other = s.create_network("n1", "beta", SegmentConfig.default())  # same name, other tenant
+        other = s.create_network("n1", "beta", parse_segments())  # same name, other tenant
         assert other.tenant == "beta"
     check = create_engine(url)
     with check.connect() as c:

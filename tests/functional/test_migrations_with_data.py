@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, MetaData, select, text
+from sqlalchemy import Connection, MetaData, inspect, select, text
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Role
 from gpufabric.domain.errors import ConflictError
-from gpufabric.domain.models import DpuMode, Fabric, Inventory, Node, NodeState
+from gpufabric.domain.models import Fabric, Inventory, Node, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
-from gpufabric.fabrics.dpu.entries import Dpu
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.dpu.profiles import offering_mode
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.nvlink.entries import node_gpus
@@ -38,6 +38,7 @@ from gpufabric.store.auth import TOKEN_PREFIX, Tokens
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 from gpufabric.store.queries import Reader
+from gpufabric.store.registry import parse_segments
 
 from support.migrate import alembic
 
@@ -131,14 +132,20 @@ def seed(conn: Connection, revision: str) -> Seeded:
     else:
         ins.add("node_fabric_ports", node_id=ids["n2"], instance="dpu",
                 data=[{"name": "bf3-0", "mode": "dpu-host", "pf": "ens1f0", "vfs": "16"}])  # fmt: skip
-    ins.add("offerings", name="h100-ib", description="IB-only H100 nodes", dpu_mode="full", settings=[])
+    if ins.has("offerings", "dpu_mode"):  # a column until 0014, then the DPU kind's setting of the offering
+        ins.add("offerings", name="h100-ib", description="IB-only H100 nodes", dpu_mode="full", settings=[])
+        ins.add("offerings", name="ocp-bf", description="OpenShift on BlueField", dpu_mode="dpu", settings=[["k", "v"]])
+    else:
+        ins.add("offerings", name="h100-ib", description="IB-only H100 nodes", settings=[])
+        ins.add("offerings", name="ocp-bf", description="OpenShift on BlueField", settings=[["dpu_mode", "dpu"], ["k", "v"]])
+    terms = {"gpus": 2} if ins.has("leases", "gpus") else {"terms": {"gpus": 2}}  # the NVLink kind's lease term (0014)
     add("lease", "leases", tenant_id=ids["alpha"], node_id=ids["n1"], start=T0, end=None, offering="baremetal",
-        owner="admin", created_at=T0, gpus=2)  # fmt: skip
+        owner="admin", created_at=T0, **terms)  # fmt: skip
     ins.add("lease_networks", lease_id=ids["lease"], network_id=ids["alpha-net"])
     move = {"from_tenant": "quarantine", "offering": "baremetal", "attempts": 0, "error": "", "created_at": T0,
             "updated_at": T0, "requested_by": "admin"}  # fmt: skip
     add("m-done", "moves", node="gpu-a01", to_tenant="alpha", phase="done", status="done", networks="alpha-net",
-        gpus=2, **move)  # fmt: skip
+        **terms, **move)  # fmt: skip
     add("m-open", "moves", node="gpu-a02", to_tenant="beta", phase="swap", status="failed", networks="beta-net",
         **{**move, "attempts": 1, "error": "ib: verify timed out"})  # fmt: skip
     ins.add("fabric_epoch", id=1, epoch=7, writer="host-a:123:serve")
@@ -169,7 +176,7 @@ def _at_revision(url: str, revision: str) -> Seeded:
 def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: str, revision: str) -> None:
     seeded = _at_revision(store_url, revision)
     since = {t: t in seeded.tables for t in ("tokens", "events", "move_events", "fabric_epoch")}
-    gpus_col = "gpus" in seeded.columns["leases"]
+    gpus_col = bool({"gpus", "terms"} & seeded.columns["leases"])  # a count stored since 0003
     with Store.open(store_url) as s:  # migrates to head
         with s.engine.connect() as c:
             assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == db.head_revision()
@@ -185,10 +192,13 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         net = s.network("alpha-net", "alpha")
         eth, ib = net.segment(Fabric.ETHERNET), net.segment(Fabric.INFINIBAND)
         assert eth is not None and eth.seg_id == 2000 and ib is not None and ib.seg_id == 3000
-        assert "h100-ib" in {o.name for o in s.offerings()} and "openstack" in {o.name for o in s.offerings()}
+        offerings = {o.name: o for o in s.offerings()}
+        assert "h100-ib" in offerings and "openstack" in offerings
+        assert offerings["ocp-bf"].settings == (("dpu_mode", "dpu"), ("k", "v")) and offerings["h100-ib"].settings == ()
+        assert offering_mode(offerings["ocp-bf"]) is DpuMode.DPU and offering_mode(offerings["h100-ib"]) is DpuMode.FULL
         lease = s.lease(seeded.ids["lease"])
         assert (lease.tenant, lease.node, lease.networks, lease.end) == ("alpha", "gpu-a01", ("alpha-net",), None)
-        assert lease.gpus == (2 if gpus_col else None)
+        assert lease.terms == ((("gpus", 2),) if gpus_col else ())
         assert [x.id for x in s.leases(active_at=datetime.now(UTC))] == [seeded.ids["lease"]]
 
         moves = {m.node: m for m in MoveLedger(s).moves()}
@@ -198,7 +208,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert (done.phase, done.status, done.to_tenant) == (MovePhase.DONE, MoveStatus.DONE, "alpha")
         assert (failed.phase, failed.status, failed.error) == (MovePhase.SWAP, MoveStatus.FAILED, "ib: verify timed out")
         assert failed.networks == (("beta-net",) if has_networks else ())
-        assert done.gpus == (2 if "gpus" in seeded.columns["moves"] else None)
+        assert done.terms == ((("gpus", 2),) if {"gpus", "terms"} & seeded.columns["moves"] else ())
         assert failed.requested_by == ("admin" if "requested_by" in seeded.columns["moves"] else "")
 
         tokens = Tokens(s)
@@ -214,6 +224,11 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert api_nodes[1]["owner"] == ("beta" if "owner" in seeded.columns["nodes"] else None)
         api_leases, lease_total = reader.leases(LOCAL_ADMIN, 100, 0)
         assert lease_total == 1 and api_leases[0]["node"] == "gpu-a01"
+        assert api_leases[0]["gpus"] == (2 if gpus_col else None)  # the answer's field, as before 0014
+        api_offerings = {o["name"]: o for o in reader.offerings(100, 0)[0]}
+        assert api_offerings["ocp-bf"] == {"name": "ocp-bf", "description": "OpenShift on BlueField", "dpu_mode": "dpu",
+                                           "settings": {"k": "v"}}  # fmt: skip
+        assert api_offerings["openshift"]["dpu_mode"] == "dpu-host" and api_offerings["h100-ib"]["dpu_mode"] == "full"
         assert reader.moves(LOCAL_ADMIN, 100, 0)[1] == 2
         evs = [e["action"] for e in reader.events(LOCAL_ADMIN, 100, 0)[0]]
         assert evs == (["lease.create"] if since["events"] else [])
@@ -225,7 +240,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         with s.engine.connect() as c:
             inv_before = c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar()
         s.create_tenant("gamma")
-        fresh = s.create_network("gamma-net", "gamma", SegmentConfig.default())
+        fresh = s.create_network("gamma-net", "gamma", parse_segments())
         seg_eth, seg_ib = fresh.segment(Fabric.ETHERNET), fresh.segment(Fabric.INFINIBAND)
         assert seg_eth is not None and seg_eth.seg_id not in (2000, 2001)
         assert seg_ib is not None and seg_ib.seg_id not in (3000, 3001)
@@ -267,11 +282,68 @@ def test_the_dpu_and_nvlink_columns_move_into_the_generic_table_and_back(store_u
     read_back()
 
 
+def _app_view(url: str) -> dict[str, Any]:
+    """What the app reads of a store (opened, so migrated to head): the API's rows and the domain values."""
+    with Store.open(url) as s:
+        reader = Reader(s)
+        return {
+            "nodes": s.nodes(), "leases": s.leases(), "moves": MoveLedger(s).moves(), "offerings": s.offerings(),
+            "api_leases": reader.leases(LOCAL_ADMIN, 100, 0), "api_moves": reader.moves(LOCAL_ADMIN, 100, 0),
+            "api_offerings": reader.offerings(100, 0), "api_nodes": reader.nodes(LOCAL_ADMIN, 100, 0),
+        }  # fmt: skip
+
+
+def test_head_goes_back_to_the_previous_revision_and_up_again_with_its_data(store_url: str) -> None:
+    """head -> the revision before it -> head: the app reads the same data (whatever head is)."""
+    _at_revision(store_url, REVISIONS[-2])
+    first = _app_view(store_url)
+    alembic(store_url, "downgrade", REVISIONS[-2])
+    assert _app_view(store_url) == first
+
+
+def test_lease_terms_and_the_offering_mode_move_into_json_and_back(store_url: str) -> None:
+    """0014: the ``gpus`` columns of leases and moves become their ``terms`` (``{"gpus": n}``) and
+    ``offerings.dpu_mode`` the offering's ``dpu_mode`` setting (none for ``full``); the downgrade
+    puts both back; rows referring to leases (their networks) and the ids stay."""
+    seeded = _at_revision(store_url, "0013")
+
+    def read_back() -> None:
+        with Store.open(store_url) as s:
+            lease = s.lease(seeded.ids["lease"])
+            assert (lease.terms, lease.networks, lease.id) == ((("gpus", 2),), ("alpha-net",), seeded.ids["lease"])
+            assert {m.id: m.terms for m in MoveLedger(s).moves()} == {seeded.ids["m-done"]: (("gpus", 2),),
+                                                                     seeded.ids["m-open"]: ()}  # fmt: skip
+            offerings = {o.name: o.settings for o in s.offerings()}
+            assert offerings["ocp-bf"] == (("dpu_mode", "dpu"), ("k", "v")) and offerings["h100-ib"] == ()
+            assert offerings["openshift"] == (("dpu_mode", "dpu-host"),)
+            with s.engine.connect() as c:
+                assert "gpus" not in {col["name"] for col in inspect(c).get_columns("leases")}
+                assert "dpu_mode" not in {col["name"] for col in inspect(c).get_columns("offerings")}
+
+    read_back()
+    alembic(store_url, "downgrade", "0013")
+    engine = db.make_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT id, gpus FROM leases")).all() == [(seeded.ids["lease"], 2)]
+            assert dict(conn.execute(text("SELECT id, gpus FROM moves")).all()) == {seeded.ids["m-done"]: 2,
+                                                                                   seeded.ids["m-open"]: None}  # fmt: skip
+            modes = {r[0]: (r[1], r[2] if isinstance(r[2], list) else json.loads(r[2]))
+                     for r in conn.execute(text("SELECT name, dpu_mode, settings FROM offerings"))}  # fmt: skip
+            assert modes["ocp-bf"] == ("dpu", [["k", "v"]]) and modes["h100-ib"] == ("full", [])
+            assert modes["openshift"] == ("dpu-host", [])
+            assert conn.execute(text("SELECT count(*) FROM lease_networks")).scalar() == 1
+            assert "terms" not in {col["name"] for col in inspect(conn).get_columns("moves")}
+    finally:
+        engine.dispose()
+    read_back()
+
+
 def test_the_ethernet_and_infiniband_columns_move_into_the_port_table_with_their_keys_and_back(store_url: str) -> None:
     """0015 moves a node's ``ethernet_ports`` and ``ib_ports`` rows into its port-table rows of the
     two kinds' default instances and writes the keys they hold (``node_port_keys``: the store's
     uniqueness and its port lookup); downgrade puts the rows back; upgrading again reads the same."""
-    _at_revision(store_url, "0013")
+    _at_revision(store_url, "0014")
 
     def read_back() -> None:
         with Store.open(store_url) as s:
@@ -294,7 +366,7 @@ def test_the_ethernet_and_infiniband_columns_move_into_the_port_table_with_their
                 s.upsert_inventory(Inventory((thief,)))
 
     read_back()
-    alembic(store_url, "downgrade", "0013")
+    alembic(store_url, "downgrade", "0014")
     engine = db.make_engine(store_url)
     try:
         with engine.connect() as conn:

@@ -12,7 +12,6 @@ import pytest
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Inventory, Lease
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.entries import EthernetPort
@@ -20,11 +19,12 @@ from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.store.core import Store
 from gpufabric.store.moves import ClaimLostError, MoveLedger, worker_dead
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.tables import LeaseRow
 
 from support.ports import port_node
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_request_validates_and_allows_one_open_move_per_node(store: Store) -> No
     with pytest.raises(NotFoundError, match="tenant not found: nosuch"):
         ledger.request("n1", MoveRequest("nosuch", networks=("x",)))
     with pytest.raises(ValidationError, match="gpus"):
-        ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=99))
+        ledger.request("n1", MoveRequest("ta", networks=("ta-net",), terms=(("gpus", 99),)))
     m = ledger.request("n1", MoveRequest("ta", networks=("ta-net",)))
     assert (m.from_tenant, m.to_tenant, m.phase, m.status) == (
         QUARANTINE,

@@ -13,18 +13,18 @@ from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, Inventory, Lease
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.core import Store
 from gpufabric.store.move_cancel import cancel
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.registry import parse_segments
 from gpufabric.workflow.tenancy import TenantWorkflow
 
 from support.ports import port_node
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 
 
 @pytest.fixture
@@ -61,12 +61,12 @@ def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: 
          "invalid networks: 'ta-net'; allowed: none (quarantine joins no network)"),
         (lambda: ledger.request("n1", MoveRequest("ta", "nosuch", ("ta-net",))), "invalid offering: 'nosuch'; allowed: baremetal, "),
         # a GPU count is the NVLink kind's to refuse (FabricKind.check_request), asked by the workflow
-        (lambda: flow.move(LOCAL_ADMIN, "n1", "ta", ("ta-net",), gpus=4),
+        (lambda: flow.move(LOCAL_ADMIN, "n1", "ta", ("ta-net",), terms=(("gpus", 4),)),
          "invalid gpus: 4; allowed: unset (node n1 has no GPUs in the inventory)"),
-        (lambda: flow.move(LOCAL_ADMIN, "g1", "ta", ("ta-net",), gpus=4),
+        (lambda: flow.move(LOCAL_ADMIN, "g1", "ta", ("ta-net",), terms=(("gpus", 4),)),
          "invalid gpus: 4; allowed: 1-2 (the GPUs of node g1), or unset for all"),
-        (lambda: flow.grant(LOCAL_ADMIN, "ta", "g1", ("ta-net",), gpus=4), "invalid gpus: 4"),  # a grant: the same checks
-        (lambda: flow.move_many(LOCAL_ADMIN, ["g1", "n1"], "ta", ("ta-net",), gpus=2),  # all or none
+        (lambda: flow.grant(LOCAL_ADMIN, "ta", "g1", ("ta-net",), terms=(("gpus", 4),)), "invalid gpus: 4"),  # a grant: the same checks
+        (lambda: flow.move_many(LOCAL_ADMIN, ["g1", "n1"], "ta", ("ta-net",), terms=(("gpus", 2),)),  # all or none
          "invalid gpus: 2; allowed: unset (node n1 has no GPUs in the inventory)"),
         (lambda: ledger.request_many(["n1", "n2"], MoveRequest("ta", networks=("ta-net", "nope"))),  # all or none
          "invalid networks: 'nope'"),
@@ -77,8 +77,8 @@ def test_networks_offering_and_gpus_are_checked_when_a_move_is_requested(store: 
         assert message in e.value.message
         assert "\n" not in e.value.message
         _nothing_recorded(store, ledger)
-    ok = flow.move(LOCAL_ADMIN, "g1", "ta", ("ta-two",), "openshift", gpus=2)
-    assert (ok.networks, ok.offering, ok.gpus, ok.status) == (("ta-two",), "openshift", 2, MoveStatus.PENDING)
+    ok = flow.move(LOCAL_ADMIN, "g1", "ta", ("ta-two",), "openshift", terms=(("gpus", 2),))
+    assert (ok.networks, ok.offering, ok.term("gpus"), ok.status) == (("ta-two",), "openshift", 2, MoveStatus.PENDING)
 
 
 def test_a_lease_swap_that_fails_fails_that_move_only(store: Store) -> None:

@@ -45,7 +45,7 @@ def driver(socks: dict[str, Path]) -> FmpmDriver:
 
 def tenancy(**owners: tuple[str, int | None] | None) -> Tenancy:
     nodes = tuple(Node(n, fabric_ports=gpu_ports(*(Gpu(n, ModuleId(m)) for m in range(1, 9)))) for n in owners)
-    leases = {n: (Lease(o[0], n, T0, gpus=o[1]) if o else None) for n, o in owners.items()}
+    leases = {n: (Lease(o[0], n, T0, terms=(("gpus", o[1]),)) if o else None) for n, o in owners.items()}
     return Tenancy(nodes=nodes, owners=leases, networks={})
 
 

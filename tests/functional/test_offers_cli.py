@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from gpufabric.cli.main import app
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConflictError
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.store.core import Store
+from gpufabric.store.registry import parse_segments
 from gpufabric.workflow.actions import Actions
 from gpufabric.workflow.inventory import inventory_from_dict
 
@@ -21,7 +21,7 @@ from support.api_world import inventory
 
 def test_offers_are_listed_accepted_and_declined_from_the_cli(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path}/gpufabric.db")
-    act = Actions(store, SegmentConfig.default)
+    act = Actions(store, parse_segments)
     act.import_inventory(LOCAL_ADMIN, inventory_from_dict(inventory(2)))
     for t in ("alpha", "beta"):
         act.create_tenant(LOCAL_ADMIN, t)

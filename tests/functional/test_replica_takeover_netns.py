@@ -29,7 +29,6 @@ import yaml
 from conftest import PgCluster
 from gpufabric.domain.models import Inventory
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.entries import EthernetPort
@@ -38,7 +37,7 @@ from gpufabric.lab.procs import run
 from gpufabric.store.core import Store
 from gpufabric.store.lock import FABRIC_LOCK_KEY
 from gpufabric.store.queries import Reader
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 
 from support.ports import port_node
 
@@ -162,8 +161,8 @@ def _vlan(store: Store, network: str) -> int:
 
 def test_kill_9_of_the_replica_mid_move_the_other_finishes_it_in_three_beats(site: Site) -> None:
     store = Store.open(url=site.url)
-    fabrics = Fabrics.load(site.home / "fabrics.yaml", Registry.from_entry_points(), QUARANTINE_VLAN)
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
+    fabrics = Fabrics.load(site.home / "fabrics.yaml", Registry.from_entry_points(), cfg)
     nodes = [port_node(n, ethernet=tuple(EthernetPort(n, f"eth{i}", site.bridge, p) for i, p in enumerate(ps)))
              for n, ps in site.ports.items()]  # fmt: skip
     store.upsert_inventory(Inventory(tuple(nodes)))

@@ -10,16 +10,16 @@ import httpx
 import pytest
 
 from gpufabric.domain.secrets import Secret
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import CheckLevel, SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
+from gpufabric.store.registry import parse_segments
 
 from support.ufm_server import UfmServer, ufm_server
 
 SM = (Guid(0x0002C90310000001),)
-CTX = SiteContext(segments=SegmentConfig.default())
+CTX = SiteContext(segments=parse_segments())
 
 
 @pytest.fixture

@@ -16,14 +16,26 @@ from sqlalchemy import create_engine, text
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
 from gpufabric.domain.models import DpuMode, Fabric, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.models import (
+    EthernetPort,
+    Fabric,
+    IbPort,
+    Inventory,
+    Lease,
+    Node,
+    NodeState,
+    Offering,
+)
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
+from gpufabric.fabrics.dpu.profiles import offering_mode
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.tables import Base
 
 from support.ports import port_node, replace_ports
@@ -61,7 +73,7 @@ def store(store_url: str) -> Iterator[Store]:
 
 def test_open_migrates_seeds_offerings_and_reopens(store: Store) -> None:
     assert [o.name for o in store.offerings()] == ["baremetal", "openshift", "openstack"]
-    assert store.offerings()[1].dpu_mode is DpuMode.DPU_HOST
+    assert offering_mode(store.offerings()[1]) is DpuMode.DPU_HOST  # the DPU kind reads the built-in openshift as dpu-host
     again = Store.open(store.url)  # second open: migration and seeding are idempotent
     try:
         assert len(again.offerings()) == 3
@@ -165,7 +177,7 @@ def test_tenants(store: Store) -> None:
 
 
 def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
-    cfg = SegmentConfig.from_dict({"infiniband": {"seg_range": "3000-3999", "mapping": {"base": "0x0b00"}}})
+    cfg = parse_segments({"infiniband": {"seg_range": "3000-3999", "mapping": {"base": "0x0b00"}}})
     store.create_tenant("alpha")
     store.create_tenant("bravo")
     a1 = store.create_network("a-net1", "alpha", cfg)
@@ -194,8 +206,8 @@ def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
 
 
 def test_table_mapping_and_pkey_already_taken(store: Store) -> None:
-    offset = SegmentConfig.from_dict({"infiniband": {"mapping": {"base": "0x0a00"}}})
-    table = SegmentConfig.from_dict({"infiniband": {"mapping": {"mode": "table", "table": {3005: "0x0a00", 3006: "0x0a10"}}}})  # fmt: skip
+    offset = parse_segments({"infiniband": {"mapping": {"base": "0x0a00"}}})
+    table = parse_segments({"infiniband": {"mapping": {"mode": "table", "table": {3005: "0x0a00", 3006: "0x0a10"}}}})  # fmt: skip
     store.create_tenant("alpha")
     store.create_network("n1", "alpha", offset)  # seg 3000 -> 0x0a00
     n2 = store.create_network("n2", "alpha", table)  # 3005 would map to the taken 0x0a00: skipped
@@ -208,7 +220,7 @@ def test_pool_exhaustion_writes_nothing(store: Store, pool: str) -> None:
     raw = (
         {"ethernet": {"vlan_range": "2000-2001"}} if pool == "ethernet" else {"infiniband": {"seg_range": "3000-3001"}}
     )
-    cfg = SegmentConfig.from_dict(raw)
+    cfg = parse_segments(raw)
     store.create_tenant("alpha")
     store.create_network("n1", "alpha", cfg)
     store.create_network("n2", "alpha", cfg)
@@ -224,7 +236,7 @@ def leasable(store: Store) -> Store:
     store.upsert_inventory(Inventory((node(1), node(2))))
     store.create_tenant("alpha")
     store.create_tenant("bravo")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     store.create_network("a-net", "alpha", cfg)
     store.create_network("b-net", "bravo", cfg)
     return store
@@ -279,7 +291,7 @@ def test_lease_rules(leasable: Store) -> None:
     with pytest.raises(ValidationError, match="lease.start"):
         s.create_lease(Lease("alpha", "gpu01", datetime(2030, 1, 1)))
     assert s.leases() == []
-    s.create_offering(Offering("gold", "premium", DpuMode.DPU, (("k", "v"),)))
+    s.create_offering(Offering("gold", "premium", (("dpu_mode", "dpu"), ("k", "v"))))
     lease = s.create_lease(Lease("alpha", "gpu01", T0, offering="gold", networks=("a-net",)))
     with pytest.raises(ConflictError, match="network a-net of tenant alpha is used by lease"):
         s.delete_network("a-net", "alpha")
@@ -288,7 +300,7 @@ def test_lease_rules(leasable: Store) -> None:
     with pytest.raises(NotFoundError, match=f"lease not found: {lease.id}"):
         s.delete_lease(lease.id or 0)
     assert s.delete_network("a-net", "alpha").name == "a-net"
-    assert [o for o in s.offerings() if o.name == "gold"] == [Offering("gold", "premium", DpuMode.DPU, (("k", "v"),))]
+    assert [o for o in s.offerings() if o.name == "gold"] == [Offering("gold", "premium", (("dpu_mode", "dpu"), ("k", "v")))]
     with pytest.raises(ConflictError, match="offering already exists: gold"):
         s.create_offering(Offering("gold"))
 
@@ -300,7 +312,7 @@ def test_concurrent_network_creation_never_shares_a_vlan(store_url: str) -> None
     serialises writers with BEGIN IMMEDIATE."""
     setup = Store.open(store_url)
     setup.create_tenant("alpha")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     per_thread = 15
     errors: list[BaseException] = []
     barrier = threading.Barrier(2)

@@ -39,12 +39,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from gpufabric.domain.models import Lease
 from gpufabric.domain.moves import MoveRequest
-from gpufabric.domain.segments import SegmentConfig
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
 
 url, n, progress = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-cfg = SegmentConfig.default()
+cfg = parse_segments()
 with Store.open(url) as s:
     ledger = MoveLedger(s)
     for i in range(n):

@@ -61,7 +61,7 @@ def pg(postgres_cluster: PgCluster) -> Iterator[tuple[MoveEngine, Outage]]:
         c.execute(f'CREATE DATABASE "{name}"')
     reg = Registry.from_entry_points()
     register(reg)
-    fabrics = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(fabrics_config(), reg)
     store = Store.open(url=postgres_cluster.url(name))
     store.upsert_inventory(inventory())
     for t in ("ta", "tb"):

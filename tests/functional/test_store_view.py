@@ -10,18 +10,18 @@ import pytest
 
 from gpufabric.domain.models import FabricPorts, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.moves import MoveRequest
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.store.core import Store
 from gpufabric.store.lock import bump_epoch
 from gpufabric.store.moves import MoveLedger, prepared_ids
+from gpufabric.store.registry import parse_segments
 from gpufabric.store.view import ViewReader
 
 from support.ports import port_node
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 
 
 def _node(i: int, port: str = "") -> Node:

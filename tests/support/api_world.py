@@ -13,8 +13,8 @@ from typing import Any
 from gpufabric.api.deps import ApiContext
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.models import Lease, NodeState
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.store.core import Store
+from gpufabric.store.registry import parse_segments
 from gpufabric.workflow.actions import Actions
 from gpufabric.workflow.inventory import inventory_from_dict
 
@@ -58,7 +58,7 @@ class World:
 
 def build_world(home: Path, nodes: int = 6, leased: int = 2, url: str | None = None) -> World:
     store = Store.open(url or f"sqlite:///{home}/gpufabric.db")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     act = Actions(store, lambda: cfg)
     act.import_inventory(LOCAL_ADMIN, inventory_from_dict(inventory(nodes)))
     for t in ("alpha", "beta"):
@@ -95,5 +95,5 @@ def clone_world(template: World, dest: Path) -> World:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest / "gpufabric.db")
     store = Store.open(f"sqlite:///{dest}/gpufabric.db")
-    cfg = SegmentConfig.default()
+    cfg = parse_segments()
     return World(store, ApiContext(store, lambda: cfg), template.tokens, template.leases)

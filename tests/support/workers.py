@@ -58,7 +58,7 @@ def memory_fabrics(device_delay: float = 0.0) -> Fabrics:
     """The world's Fabrics on fresh memory devices; each device's ``apply`` takes ``device_delay`` s."""
     reg = Registry.from_entry_points()
     register(reg)
-    f = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    f = Fabrics.from_config(fabrics_config(), reg)
     if device_delay:
         for d in devices(f).values():
             slow_apply(d, device_delay)

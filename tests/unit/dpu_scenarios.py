@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, DpuMode, Lease, Node, Offering
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.domain.models import BUILTIN_OFFERINGS, Lease, Node, Offering
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 OFFERINGS = {o.name: o for o in BUILTIN_OFFERINGS} | {
-    "k8s-full": Offering("k8s-full", "plain Kubernetes", DpuMode.FULL, (("dpu_role", "full"),))
+    "k8s-full": Offering("k8s-full", "plain Kubernetes", (("dpu_role", "full"),))
 }
 
 

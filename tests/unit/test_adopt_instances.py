@@ -13,14 +13,13 @@ import pytest
 
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.models import Network
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import network_kinds
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tenants import adopt_network
 
-CFG = SegmentConfig.default()  # ethernet 2000-2999; infiniband 3000-3999 -> PKey 0x0a00 + (id - 3000)
+CFG = parse_segments()  # ethernet 2000-2999; infiniband 3000-3999 -> PKey 0x0a00 + (id - 3000)
 TWO_SUBNETS = {"fabrics": [{"name": "ib-compute", "kind": "infiniband"}, {"name": "ib-storage", "kind": "infiniband"}]}
 
 

@@ -15,7 +15,6 @@ import pytest
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.models import QUARANTINE, Inventory
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
@@ -24,13 +23,13 @@ from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.planning.plan import tenants_seen
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 
 from support import drivers
 from support.memfabric import MemorySwitchDriver
 from support.ports import port_node
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 BONDS = {"n1": ("po1", "p1", "p2"), "n2": ("po2", "p3", "p4")}
 REFUSAL = (
     "ethernet leaf1/p4: member of n2's bond po2 is read in po7, which leaf1 does not have: n2 is not given its "
@@ -81,7 +80,7 @@ def engine(tmp_path: Path) -> Iterator[MoveEngine]:
     reg.register("mem-bond-switch", BondingSwitch)
     ports = ["p1", "p2", "p3", "p4", "po1", "po2"]
     config = {"ethernet": [{"driver": "mem-bond-switch", "options": {"switch": "leaf1", "ports": ports}}]}
-    fabrics = Fabrics.from_config(config, reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(config, reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     store.upsert_inventory(inventory())
     for t in ("ta", "tb"):

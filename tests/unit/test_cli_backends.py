@@ -53,4 +53,4 @@ def test_the_command_modules_act_only_through_the_backend() -> None:
 
 def test_a_requests_terms_are_the_apis_body() -> None:
     assert Terms("acme").body() == {"networks": None, "offering": "baremetal"}
-    assert Terms("acme", ("n1",), "openshift", 4).body() == {"networks": ["n1"], "offering": "openshift", "gpus": 4}
+    assert Terms("acme", ("n1",), "openshift", (("gpus", 4),)).body() == {"networks": ["n1"], "offering": "openshift", "gpus": 4}

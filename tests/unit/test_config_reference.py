@@ -68,19 +68,36 @@ def test_segment_keys_come_from_the_validator_source(gen: ModuleType) -> None:
 
 
 def test_the_segments_parser_refuses_every_key_it_does_not_read(gen: ModuleType) -> None:
-    """The keys ``SegmentConfig.from_dict`` accepts are exactly those its ``.get`` calls read (the
-    reference lists), and any other is a ConfigError naming it: a typo no longer leaves a default
-    silently in force, and the unused ``nvlink.partition_range`` (never read by the NVLink kind) is gone."""
+    """The keys ``segments:`` accepts (the core's ``user_vlan_range`` and the keys each kind's section
+    parser lets through) are exactly those the parsers read (the reference lists), and any other is a
+    ConfigError naming it: a typo no longer leaves a default silently in force, and the unused
+    ``nvlink.partition_range`` (never read by the NVLink kind) is gone."""
     from gpufabric.domain.errors import ConfigError
-    from gpufabric.domain.segments import MAPPING_KEYS, POOL_KEYS, SECTION_KEYS, VLAN_KEYS, SegmentConfig
+    from gpufabric.domain.segments import USER_KEY
+    from gpufabric.fabrics.ethernet.segments import KEYS as VLAN_KEYS
+    from gpufabric.fabrics.infiniband.segments import MAPPING_KEYS, POOL_KEYS
+    from gpufabric.store.registry import parse_segments
 
     read = {k for k, _ in gen.segment_keys()}
-    accepted = {k for k in SECTION_KEYS if k == "user_vlan_range"} | {f"ethernet.{k}" for k in VLAN_KEYS}
+    accepted = {USER_KEY} | {f"ethernet.{k}" for k in VLAN_KEYS}
     accepted |= {f"infiniband.{k}" for k in POOL_KEYS if k != "mapping"} | {f"infiniband.mapping.{k}" for k in MAPPING_KEYS}
     assert accepted == read
     for raw, field in (({"nvlink": {"partition_range": "0-63"}}, "segments.nvlink"),
                        ({"ethernet": {"vlan_rnage": "5-9"}}, "segments.ethernet.vlan_rnage"),
                        ({"infiniband": {"mapping": {"bsae": "0x0b00"}}}, "segments.infiniband.mapping.bsae")):  # fmt: skip
         with pytest.raises(ConfigError) as e:
-            SegmentConfig.from_dict(raw)
+            parse_segments(raw)
         assert e.value.field == field and "known keys only" in e.value.allowed
+
+
+def test_a_kinds_segment_keys_come_from_its_own_parser(gen: ModuleType) -> None:
+    """A kind registered with a section of its own shows up in the reference with its keys and
+    defaults, read from its parser (no hand edit)."""
+    from support.toy_segments import ToyKind
+
+    reg = Registry.from_entry_points(drivers=False)
+    reg.register_kind(ToyKind())
+    assert {k: v for k, v in gen.segment_keys(reg) if k.startswith("toy.")} == {"toy.ids": "'4001-4049'", "toy.tag": "4050"}
+    text = gen.render(reg)
+    assert "| `segments.toy.ids` | `'4001-4049'` | 'START-END' or [start, end]; inside 1-4094 |" in text
+    assert ", toy ids 4001-4049. Any other key" in text

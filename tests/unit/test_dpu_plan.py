@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import QUARANTINE, DpuMode, Node, Offering
+from gpufabric.domain.models import QUARANTINE, Node, Offering
+from gpufabric.fabrics.dpu.entries import DpuMode
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Label, LogicalPort, OvsSetting, Taint
 from gpufabric.fabrics.dpu.profiles import HW_OFFLOAD, TENANT_KEY, offering_role, port_mac
@@ -30,7 +31,7 @@ def test_offering_roles(offering: str | None, role: str) -> None:
 
 def test_bad_role_override_is_refused() -> None:
     with pytest.raises(ValidationError, match="dpu-host or full or none"):
-        offering_role(Offering("x", dpu_mode=DpuMode.FULL, settings=(("dpu_role", "half"),)))
+        offering_role(Offering("x", settings=(("dpu_mode", DpuMode.FULL.value), ("dpu_role", "half"))))
 
 
 def test_openshift_slice() -> None:

@@ -16,7 +16,6 @@ import pytest
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import QUARANTINE, Inventory
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid
 from gpufabric.engine.audit_run import SPLIT_ID, audit
 from gpufabric.engine.fabrics import Fabrics
@@ -29,13 +28,13 @@ from gpufabric.planning.plan import merge, plan, tenants_seen
 from gpufabric.store.core import Store
 from gpufabric.store.lock import read_epoch
 from gpufabric.store.queries import Reader
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 
 from support import drivers
 from support.memfabric import DRIFT_ID_MEMORY, MemoryBackend, MemorySubnetManager, MemorySwitchDriver, register
 from support.ports import port_node
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 SM = Guid(0x0002C90300FF0001)
 NODES = ("n1", "n2", "n3")
 
@@ -66,7 +65,7 @@ def fabrics_config() -> dict[str, Any]:
 def engine(tmp_path: Path) -> Iterator[MoveEngine]:
     reg = Registry.from_entry_points()
     register(reg)
-    fabrics = Fabrics.from_config(fabrics_config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(fabrics_config(), reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     store.upsert_inventory(inventory())
     for t in ("ta", "tb"):

@@ -20,6 +20,8 @@ from gpufabric.engine.columns import fabric_cells, fabric_views, registered_kind
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.infiniband.entries import IbPort
+from gpufabric.domain.models import BUILTIN_OFFERINGS, EthernetPort, IbPort, Lease, Node
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 
 from support.ports import port_node
@@ -39,7 +41,7 @@ def lab_node(name: str, dpu: bool = True) -> Node:
 A, B, C = lab_node("gpu-a01"), lab_node("gpu-a02"), lab_node("gpu-a03", dpu=False)
 TENANCY = Tenancy(
     (A, B, C),
-    {"gpu-a01": Lease("alpha", "gpu-a01", T0, offering="openshift", gpus=4), "gpu-a02": None,
+    {"gpu-a01": Lease("alpha", "gpu-a01", T0, offering="openshift", terms=(("gpus", 4),)), "gpu-a02": None,
      "gpu-a03": Lease("beta", "gpu-a03", T0, offering="openstack")},
     {},
     {o.name: o for o in BUILTIN_OFFERINGS},

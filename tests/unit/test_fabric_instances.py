@@ -17,19 +17,18 @@ from sqlalchemy import select
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE, FabricPorts
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tables import NodeFabricPortsRow
 from gpufabric.workflow.inventory import parse_inventory
 
 from support.memfabric import DRIFT_ID_MEMORY, MemoryBackend, register
 from support.memfabric.column import MemPort
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 TWO = {"fabrics": [{"name": "mem-a", "kind": "memory", "driver": "mem-tags"},
                    {"name": "mem-b", "kind": "memory", "section": {"driver": "mem-tags", "options": {}}}]}  # fmt: skip
 INVENTORY = """
@@ -57,7 +56,7 @@ def registry(inventory: bool = True) -> Registry:
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[MoveEngine]:
     reg = registry()
-    fabrics = Fabrics.from_config(TWO, reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(TWO, reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     store.upsert_inventory(parse_inventory(INVENTORY, instances=configured_instances(TWO, reg)))
     store.create_tenant("ta")

@@ -20,7 +20,6 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, Inventory, Lease, Network, Segment
 from gpufabric.domain.moves import MoveRequest, MoveStatus
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics, configured_instances, network_kinds
@@ -35,7 +34,7 @@ from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tenants import adopt_network
 from gpufabric.workflow.inventory import parse_inventory
 
@@ -43,7 +42,7 @@ from support import drivers
 from support.memfabric import MemorySubnetManager, register
 from support.ports import port_node
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 SM_C, SM_S = Guid(0x0002C90300FF0001), Guid(0x0002C90300FF0002)
 NODES = ("n1", "n2")
 
@@ -87,7 +86,7 @@ def registry() -> Registry:
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[MoveEngine]:
     reg = registry()
-    fabrics = Fabrics.from_config(config(), reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(config(), reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     store.upsert_inventory(inventory())
     for t in ("ta", "tb"):

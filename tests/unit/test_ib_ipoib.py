@@ -16,7 +16,6 @@ import pytest
 
 from gpufabric.domain.errors import CapacityError, ConfigError, ExhaustedError
 from gpufabric.domain.models import Fabric, Network, Segment
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.ipoib import (
     IPOIB_PARTITION_LIMIT,
@@ -32,7 +31,9 @@ from gpufabric.fabrics.infiniband.ipoib import (
 )
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, render_partitions_conf
+from gpufabric.fabrics.infiniband.segments import IbSegments
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.store.registry import parse_segments
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 G1 = Guid(0x0002C90310000101)
@@ -115,7 +116,7 @@ def test_mcast_budget() -> None:
 
 
 def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
-    cfg = SegmentConfig.from_dict(
+    cfg = parse_segments(
         {
             "user_vlan_range": "2-9",
             "ethernet": {"vlan_range": "10-19"},
@@ -123,7 +124,7 @@ def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
         }
     )
     kind = InfinibandKind()
-    used = [Segment(Fabric.INFINIBAND, i, pkey=cfg.ib.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
+    used = [Segment(Fabric.INFINIBAND, i, pkey=cfg.of(IbSegments).pool.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
     seg = kind.allocate(Network("n", "t"), used, cfg)
     assert seg is not None and seg.seg_id == 100 + IPOIB_PARTITION_LIMIT - 1
     with pytest.raises(ExhaustedError, match="multicast LID") as ei:

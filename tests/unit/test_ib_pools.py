@@ -29,14 +29,15 @@ from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics, network_kinds
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.segments import IbSegments
 from gpufabric.store.core import Store
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tenants import adopt_network
 from gpufabric.workflow.actions import Actions
 
 from support.memfabric import register
 
-CFG = SegmentConfig.default()  # ethernet 2000-2999, quarantine 4000; infiniband 3000-3999 -> 0x0a00 + (id - 3000)
+CFG = parse_segments()  # ethernet 2000-2999, quarantine 4000; infiniband 3000-3999 -> 0x0a00 + (id - 3000)
 COMPUTE = {"seg_range": "3000-3499", "mapping": {"mode": "offset", "base": "0x0a00"}}
 STORAGE = {"seg_range": "3500-3999", "mapping": {"mode": "offset", "base": "0x0c00"}}
 
@@ -114,7 +115,7 @@ def test_without_own_pools_the_instances_share_the_global_pool_as_before(store: 
     with pytest.raises(ValidationError) as e:
         adopt_network(store, "n9", "ta", CFG, {"ib-storage": 4100}, shared)
     assert (e.value.field, e.value.allowed) == ("segments.ib-storage.seg_id", "3000-3999")
-    assert InfinibandKind().bind("ib-compute").pool(CFG) == (CFG.ib, "infiniband.seg_range")
+    assert InfinibandKind().bind("ib-compute").pool(CFG) == (CFG.of(IbSegments).pool, "infiniband.seg_range")
 
 
 # ---------------------------------------------------------------- checked at load
@@ -156,7 +157,7 @@ def test_a_bad_or_overlapping_pool_is_one_config_error_and_nothing_is_written(
 
 
 def test_the_vlan_pools_checked_are_config_yamls() -> None:
-    narrow = SegmentConfig.from_dict({"ethernet": {"vlan_range": "2000-2499", "quarantine_vlan": 2999},
+    narrow = parse_segments({"ethernet": {"vlan_range": "2000-2499", "quarantine_vlan": 2999},
                                       "infiniband": {"seg_range": "3000-3499"}})  # fmt: skip
     fine = fabrics_yaml(COMPUTE, {**STORAGE, "seg_range": "2500-2900"})
     assert [k.instance for k in kinds(fine, narrow) if k.name == "infiniband"] == ["ib-compute", "ib-storage"]
@@ -265,7 +266,7 @@ def test_site_check_reads_a_subnets_own_pool_against_its_tables() -> None:
 def test_the_ipoib_partition_limit_counts_each_subnets_own_partitions() -> None:
     """Each IPoIB partition takes a multicast LID on its own subnet's switches: with pools of
     their own, 1,023 partitions on ib-compute exhaust ib-compute only; ib-storage still allocates."""
-    cfg = SegmentConfig.from_dict({"user_vlan_range": "2-99", "ethernet": {"vlan_range": "100-199", "quarantine_vlan": 200},
+    cfg = parse_segments({"user_vlan_range": "2-99", "ethernet": {"vlan_range": "100-199", "quarantine_vlan": 200},
                                    "infiniband": {"seg_range": "300-399"}})  # fmt: skip
     pools = {"ib-compute": {"seg_range": "1000-2199", "mapping": {"base": "0x1000"}},
              "ib-storage": {"seg_range": "2200-3399", "mapping": {"base": "0x2000"}}}  # fmt: skip

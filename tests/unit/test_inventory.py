@@ -12,8 +12,9 @@ import yaml
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import DpuMode, Inventory, Node, NodeState
+from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
-from gpufabric.fabrics.dpu.entries import Dpu
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.lab.netfile import (
     SM_NODE,
     FabricSpec,

@@ -127,7 +127,7 @@ def _nvlink_engine(tmp_path: Path) -> MoveEngine:
     register(reg)
     cfg = {**fabrics_config(), "nvlink": {"driver": "fmpm", "options": {
         "fm": {n: f"unix:{p}" for n, p in socks.items()}, "fmpm": STANDIN}}}  # fmt: skip
-    fabrics = Fabrics.from_config(cfg, reg, quarantine_vlan=CFG.quarantine_vlan.value)
+    fabrics = Fabrics.from_config(cfg, reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     inv = inventory()
     gpus = {n: gpu_ports(*(Gpu(n, ModuleId(m)) for m in range(1, 9))) for n in ("n1", "n2")}
@@ -149,8 +149,8 @@ def test_a_join_plan_that_fails_for_one_move_fails_it_alone(tmp_path: Path) -> N
     for that move alone; the other move of the batch gets its 4-GPU partition."""
     e = _nvlink_engine(tmp_path)
     try:
-        bad = e.ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=3))
-        good = e.ledger.request("n2", MoveRequest("tb", networks=("tb-net",), gpus=4))
+        bad = e.ledger.request("n1", MoveRequest("ta", networks=("ta-net",), terms=(("gpus", 3),)))
+        good = e.ledger.request("n2", MoveRequest("tb", networks=("tb-net",), terms=(("gpus", 4),)))
         batch = e.run_pending()
         assert batch is not None
         got = {m.node: (m.status, m.phase) for m in batch.moves}
@@ -162,7 +162,7 @@ def test_a_join_plan_that_fails_for_one_move_fails_it_alone(tmp_path: Path) -> N
         assert [len(p) for p in _active(e, "n2")] == [4] and _active(e, "n1") == []  # read from FM
         assert plan(e.kinds, e.desired(), e.fabrics.observe()).empty
         _actions(e).cancel_move(LOCAL_ADMIN, bad.id or 0)
-        alone = e.ledger.request("n1", MoveRequest("ta", networks=("ta-net",), gpus=3))  # a batch of one: fails as before
+        alone = e.ledger.request("n1", MoveRequest("ta", networks=("ta-net",), terms=(("gpus", 3),)))  # a batch of one: fails as before
         with pytest.raises(ValidationError, match="no partition of 3 GPUs"):
             e.run_pending()
         assert e.ledger.get(alone.id or 0).status is MoveStatus.FAILED and owners(e)["n1"] == {QUARANTINE}

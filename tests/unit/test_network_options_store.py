@@ -19,14 +19,13 @@ from typer.testing import CliRunner
 from gpufabric.cli.main import app
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.engine.fabrics import network_kinds
 from gpufabric.store.core import Store
 from gpufabric.store.queries import Reader
-from gpufabric.store.registry import Registry
+from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tenants import adopt_network
 
-CFG = SegmentConfig.default()
+CFG = parse_segments()
 RAW = {"fabrics": [
     {"name": "ethernet", "kind": "ethernet", "driver": "ovs", "options": {}},
     {"name": "ib-compute", "kind": "infiniband", "driver": "opensm", "options": {}},

@@ -23,7 +23,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def tenancy(owner: tuple[str, int | None] | None) -> Tenancy:
     n = Node("a", fabric_ports=gpu_ports(*(Gpu("a", ModuleId(m)) for m in range(1, 9))))
-    return Tenancy(nodes=(n,), owners={"a": Lease(owner[0], "a", T0, gpus=owner[1]) if owner else None}, networks={})
+    return Tenancy(nodes=(n,), owners={"a": Lease(owner[0], "a", T0, terms=(("gpus", owner[1]),)) if owner else None}, networks={})
 
 
 def findings(owner: tuple[str, int | None] | None, active: set[int], sick: dict[int, GpuInfo] | None = None) -> list[tuple[str, str, tuple[str, ...]]]:

@@ -45,7 +45,7 @@ def test_plan_applies_under_fm_rules_and_converges(
     state = _state(order[:n_active])
     gpus = tuple(GpuInfo(m, failed_ports=(1,) if m in sick else ()) for m in range(1, 9))
     node = Node("a", fabric_ports=gpu_ports(*(Gpu("a", ModuleId(m)) for m in range(1, 9))))
-    t = Tenancy((node,), {"a": Lease(lease[0], "a", T0, gpus=lease[1]) if lease else None}, {})
+    t = Tenancy((node,), {"a": Lease(lease[0], "a", T0, terms=(("gpus", lease[1]),)) if lease else None}, {})
 
     def observed() -> NvlinkState:
         return NvlinkState({"a": NodeFm("a", HGX, frozenset(state["active"]), gpus)})  # type: ignore[arg-type]

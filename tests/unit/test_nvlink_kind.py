@@ -28,7 +28,7 @@ def node(name: str, modules: range | tuple[int, ...] = range(1, 9)) -> Node:
 
 def tenancy(owners: dict[str, tuple[str, int | None] | None], nodes: tuple[Node, ...] | None = None) -> Tenancy:
     ns = nodes or tuple(node(n) for n in owners)
-    leases = {n: (Lease(o[0], n, T0, gpus=o[1]) if o else None) for n, o in owners.items()}
+    leases = {n: (Lease(o[0], n, T0, terms=(("gpus", o[1]),)) if o else None) for n, o in owners.items()}
     return Tenancy(nodes=ns, owners=leases, networks={})
 
 

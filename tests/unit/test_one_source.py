@@ -1,8 +1,9 @@
 """Each fact has one source (issue 19): the places that used to repeat a fact now read it from one.
 
-The quarantine VLAN's default lives in ``domain/segments.py`` (``DEFAULT_QUARANTINE_VLAN``); every
-other module, the lab included, takes the configured value. A grep over the source (number tokens,
-not prose) keeps the literal from coming back.
+The quarantine VLAN's default lives in the Ethernet kind's section of ``segments:``
+(``fabrics/ethernet/segments.py``, ``DEFAULT_QUARANTINE_VLAN``); every other module, the lab
+included, takes the configured value. A grep over the source (number tokens, not prose) keeps the
+literal from coming back.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN, SegmentConfig
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
+from gpufabric.store.registry import parse_segments
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpufabric"
 
@@ -44,7 +46,7 @@ def test_only_the_segment_config_holds_the_default_quarantine_vlan() -> None:
         n = number_count(path.read_text(), DEFAULT_QUARANTINE_VLAN)
         if n:
             found[rel] = n
-    assert found == {"domain/segments.py": 1, **OTHER_4000}
+    assert found == {"fabrics/ethernet/segments.py": 1, **OTHER_4000}
 
 
 def test_the_grep_sees_a_literal() -> None:
@@ -52,15 +54,19 @@ def test_the_grep_sees_a_literal() -> None:
 
 
 def test_every_default_is_the_config_default() -> None:
-    """Without config.yaml the engine, the Ethernet kind and the lab agree on one VLAN."""
+    """Without config.yaml the engine, the Ethernet kind and the lab agree on one VLAN (and one
+    tenant VLAN pool): the Ethernet kind's section of ``segments:`` holds both defaults."""
     from gpufabric.lab.lab import LabStatus
-    from gpufabric.lab.netns import EthPlan, plan_ethernet
+    from gpufabric.lab.netns import EthPlan, lab_vlans, plan_ethernet
 
-    want = SegmentConfig.default().quarantine_vlan.value
+    cfg = parse_segments()
+    want = cfg.settings()["quarantine_vlan"]
     assert want == DEFAULT_QUARANTINE_VLAN
-    assert Fabrics().quarantine_vlan == want
-    assert Fabrics().settings["quarantine_vlan"] == want
+    assert Fabrics(segments=cfg).settings["quarantine_vlan"] == want
+    assert "quarantine_vlan" not in Fabrics().settings  # nothing configured: the kind's own default
+    assert settings_quarantine_vlan(Fabrics().settings) == want
     assert settings_quarantine_vlan({}) == want
+    assert lab_vlans(cfg) == (EthPlan("p", "p-spine", (), ()).uplink_vlans, want) == ((2000, 2999), want)
     assert plan_ethernet("gfabcde", ["gpu-a01"]).quarantine_vlan == want
     assert EthPlan("p", "p-spine", (), ()).quarantine_vlan == want
     assert LabStatus(home="h", running=False).quarantine_vlan == want
@@ -91,37 +97,50 @@ def test_lab_up_brings_the_lab_up_on_the_configured_quarantine_vlan(
     assert (seen["quarantine_vlan"], seen["uplink_vlans"]) == (4001, (2100, 2199))
 
 
-# ---- GPU count limit: domain.models.MAX_GPU_COUNT
+def test_the_default_tenant_vlan_pool_has_one_source() -> None:
+    """The lab's uplinks trunked a hard-coded ``(2000, 2999)``: the pool's bounds now appear as code
+    nowhere but in the Ethernet kind's section default (a string there)."""
+    found = {str(p.relative_to(SRC)): n for p in sorted(SRC.rglob("*.py")) if (n := number_count(p.read_text(), 2999))}
+    assert found == {}
+
+
+# ---- GPU count limit: the NVLink kind's lease term (fabrics/nvlink/kind.GPUS)
 def test_the_gpu_count_limit_has_one_source() -> None:
-    """The API's schemas, the store's checks and the NVLink kind's partition size all read MAX_GPU_COUNT."""
+    """The API's schemas and the store's checks read the range the NVLink kind declares for its
+    lease term, which is its partition table's FM_MAX_NUM_GPUS."""
     from gpufabric.api.v1 import schemas
     from gpufabric.domain.errors import ValidationError
-    from gpufabric.domain.models import MAX_GPU_COUNT, check_gpu_count
+    from gpufabric.domain.terms import check_terms
+    from gpufabric.fabrics.nvlink.kind import GPUS
     from gpufabric.fabrics.nvlink.tables import MAX_GPUS
+    from gpufabric.store.registry import registered_terms
 
-    assert MAX_GPUS == MAX_GPU_COUNT
+    assert (GPUS.minimum, GPUS.maximum) == (1, MAX_GPUS) and GPUS in registered_terms()
     for model in (schemas.LeaseIn, schemas.MoveIn, schemas.MovesIn, schemas.PreviewIn):
         gpus = model.model_json_schema()["properties"]["gpus"]["anyOf"][0]
-        assert (gpus["minimum"], gpus["maximum"]) == (1, MAX_GPU_COUNT), model.__name__
-    check_gpu_count("gpus", MAX_GPU_COUNT)
-    check_gpu_count("gpus", None)
+        assert (gpus["minimum"], gpus["maximum"]) == (1, MAX_GPUS), model.__name__
+    check_terms((("gpus", MAX_GPUS),), registered_terms())
+    check_terms((), registered_terms())
     with pytest.raises(ValidationError) as e:
-        check_gpu_count("lease.gpus", MAX_GPU_COUNT + 1)
-    assert (e.value.field, e.value.allowed) == ("lease.gpus", f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node")
+        check_terms((("gpus", MAX_GPUS + 1),), registered_terms(), "lease.")
+    assert (e.value.field, e.value.allowed) == ("lease.gpus", f"1-{MAX_GPUS} GPUs, or unset for the whole node")
 
 
 def test_the_store_refuses_a_lease_of_more_gpus_than_the_limit(tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
     from gpufabric.domain.errors import ValidationError
-    from gpufabric.domain.models import MAX_GPU_COUNT, Inventory, Lease, Node
+    from gpufabric.domain.models import Inventory, Lease, Node
+    from gpufabric.fabrics.nvlink.tables import MAX_GPUS
     from gpufabric.store.core import Store
 
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
         store.upsert_inventory(Inventory((Node("n1"),)))
         store.create_tenant("acme")
-        with pytest.raises(ValidationError, match=f"1-{MAX_GPU_COUNT} GPUs"):
-            store.create_lease(Lease("acme", "n1", datetime.now(UTC), gpus=MAX_GPU_COUNT + 1))
+        with pytest.raises(ValidationError, match=f"1-{MAX_GPUS} GPUs"):
+            store.create_lease(Lease("acme", "n1", datetime.now(UTC), terms=(("gpus", MAX_GPUS + 1),)))
+        with pytest.raises(ValidationError, match="invalid lease.terms: 'colour'; allowed: gpus"):
+            store.create_lease(Lease("acme", "n1", datetime.now(UTC), terms=(("colour", 1),)))  # no kind declares it
         assert store.leases() == []
 
 
@@ -241,14 +260,14 @@ def test_the_move_request_parameters_live_in_one_value() -> None:
     from gpufabric.store.moves import MoveLedger
 
     fields = {f.name for f in dataclasses.fields(MoveRequest)}
-    assert {"to_tenant", "offering", "networks", "gpus", "lease_end", "not_before", "grant", "offered"} <= fields
+    assert {"to_tenant", "offering", "networks", "terms", "lease_end", "not_before", "grant", "offered"} <= fields
     for fn in (MoveLedger.request, MoveLedger.request_many, new_move):
         params = set(inspect.signature(fn).parameters)
         assert "req" in params and not params & fields, (fn.__qualname__, params & fields)
     req = MoveRequest("ta", networks=["a", "b"])  # type: ignore[arg-type]
     assert req.networks == ("a", "b") and MoveRequest("ta", networks=None).networks is None
     with pytest.raises(dataclasses.FrozenInstanceError):
-        req.gpus = 2  # type: ignore[misc]
+        req.terms = ()  # type: ignore[misc]
 
 
 def test_the_open_statuses_have_one_source() -> None:

@@ -1,4 +1,8 @@
-"""Segment pools and the segmentation-id <-> PKey mapping: validation names the offending range."""
+"""Segment pools and the segmentation-id <-> PKey mapping: validation names the offending range.
+
+config.yaml's ``segments:`` is split by kind name: each registered kind parses and validates its own
+section (the Ethernet kind's VLANs, the InfiniBand kind's pool and mapping) and the core checks the
+ranges they claim against ``user_vlan_range`` and each other (``parse_segments``: the registered kinds)."""
 
 from __future__ import annotations
 
@@ -7,21 +11,24 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ConfigError, ExhaustedError
-from gpufabric.domain.segments import IdRange, MappingMode, SegmentConfig, allocate
+from gpufabric.domain.segments import IdRange, allocate
 from gpufabric.domain.values import PKey
+from gpufabric.fabrics.infiniband.segments import IbSegments, MappingMode
+from gpufabric.store.registry import parse_segments
 
 
 def test_default_config_is_valid_and_offset_maps_both_ways() -> None:
-    cfg = SegmentConfig.default()
-    assert cfg.ib.mode is MappingMode.OFFSET
-    assert cfg.ib.pkey_for(3000) == PKey(0x0A00)
-    assert cfg.ib.pkey_for(3999) == PKey(0x0A00 + 999)
-    assert cfg.ib.seg_for(PKey(0x0A05)) == 3005
-    assert not cfg.ib.seg_range.overlaps(cfg.user_vlans)
+    cfg = parse_segments()
+    ib = cfg.of(IbSegments).pool
+    assert ib.mode is MappingMode.OFFSET
+    assert ib.pkey_for(3000) == PKey(0x0A00)
+    assert ib.pkey_for(3999) == PKey(0x0A00 + 999)
+    assert ib.seg_for(PKey(0x0A05)) == 3005
+    assert not ib.seg_range.overlaps(cfg.user_vlans)
 
 
 def test_table_mode_maps_both_ways() -> None:
-    cfg = SegmentConfig.from_dict(
+    cfg = parse_segments(
         {
             "infiniband": {
                 "seg_range": "3000-3009",
@@ -29,12 +36,13 @@ def test_table_mode_maps_both_ways() -> None:
             }
         }
     )
-    assert cfg.ib.pkey_for(3001) == PKey(0x42)
-    assert cfg.ib.pkey_for(3000) == PKey(0x0001)
-    assert cfg.ib.seg_for(PKey(0x42)) == 3001
-    assert cfg.ib.seg_ids() == [3000, 3001]
+    ib = cfg.of(IbSegments).pool
+    assert ib.pkey_for(3001) == PKey(0x42)
+    assert ib.pkey_for(3000) == PKey(0x0001)
+    assert ib.seg_for(PKey(0x42)) == 3001
+    assert ib.seg_ids() == [3000, 3001]
     with pytest.raises(ConfigError, match="infiniband.seg_id"):
-        cfg.ib.pkey_for(3005)
+        ib.pkey_for(3005)
 
 
 BAD: list[tuple[str, dict[str, Any], str, str]] = [
@@ -99,7 +107,7 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
 @pytest.mark.parametrize(("raw", "field", "mention"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
 def test_invalid_config_names_field_and_range(raw: dict[str, Any], field: str, mention: str) -> None:
     with pytest.raises(ConfigError) as ei:
-        SegmentConfig.from_dict(raw)
+        parse_segments(raw)
     assert ei.value.field.startswith(field)
     assert mention in str(ei.value)
     assert "\n" not in str(ei.value)

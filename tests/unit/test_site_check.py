@@ -8,6 +8,7 @@ from pathlib import Path
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import Fabric, Network, Node, Segment
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
@@ -17,6 +18,7 @@ from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, Switc
 from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
 from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, standby_files, trusted_sms
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmFileSeen, SmSeen, SmState
+from gpufabric.store.registry import parse_segments
 
 from support.ports import port_node
 
@@ -59,7 +61,7 @@ def test_hardening_defaults_are_errors_naming_sm_key() -> None:
 
 
 def test_pkey_pool_against_foreign_partitions_and_tables() -> None:
-    cfg = SegmentConfig.default()  # PKeys 0x0a00.. for seg 3000..
+    cfg = parse_segments()  # PKeys 0x0a00.. for seg 3000..
     table = PkeyTable(Guid(0x101), (0xFFFF, 0x8A03, 0x8A07, 0x9000))  # 0x0a03 ours, 0x0a07 not, 0x1000 out of pool
     ours = Network("n", "alpha", (Segment(Fabric.INFINIBAND, 3003, pkey=PKey(0x0A03)),))
     ctx = SiteContext(networks=(ours,), segments=cfg)
@@ -138,7 +140,7 @@ def test_ethernet_switch_ports_trunks_and_unknown_ports() -> None:
     up = EthernetPortConfig("leaf9", "up1", PortMode.TRUNK, None, tuple(VlanId(v) for v in range(2000, 2500)))
     drv = _Switch((up, _access("p1"), _access("p2"), _access("p3")))
     node = port_node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf9", "p1"), EthernetPort("gpu-b01", "eth1", "leaf9", "p7")))
-    ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default(), settings={"quarantine_vlan": 4000})
+    ctx = SiteContext(nodes=(node,), segments=parse_segments(), settings={"quarantine_vlan": 4000})
     got = {(c.id, c.level, c.subject): c.message for c in ethernet_site_checks({"leaf9": drv}, ctx)}
     assert set(got) == {("ETH-REACH", CheckLevel.OK, "leaf9"), ("ETH-TRUNK-VLANS", CheckLevel.ERROR, "leaf9/up1"),
                         ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf9/p7"),
@@ -150,10 +152,10 @@ def test_ethernet_switch_ports_trunks_and_unknown_ports() -> None:
 def test_ethernet_switch_not_reachable_or_not_configured() -> None:
     down = _Switch((), ApplyError("SSH host key of 10.0.0.9:22 is unknown", fabric="ethernet", device="leaf9"))
     node = port_node("gpu-b01", ethernet=(EthernetPort("gpu-b01", "eth0", "leaf8", "p1"),))
-    ctx = SiteContext(nodes=(node,), segments=SegmentConfig.default())
+    ctx = SiteContext(nodes=(node,), segments=parse_segments())
     got = [(c.id, c.level, c.subject) for c in ethernet_site_checks({"leaf9": down}, ctx)]
     assert got == [("ETH-HOSTKEY", CheckLevel.CRITICAL, "leaf9"), ("ETH-INVENTORY-PORT", CheckLevel.ERROR, "leaf8/p1")]
-    no_trunk = ethernet_site_checks({"leaf9": _Switch((_access("p1"),))}, SiteContext(segments=SegmentConfig.default()))
+    no_trunk = ethernet_site_checks({"leaf9": _Switch((_access("p1"),))}, SiteContext(segments=parse_segments()))
     assert [c.level for c in no_trunk if c.id == "ETH-TRUNK-VLANS"] == [CheckLevel.WARNING]
 
 

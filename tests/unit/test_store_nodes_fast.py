@@ -11,6 +11,8 @@ from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.infiniband.entries import IbPort
+from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node, NodeState
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.convert import node_to_domain
 from gpufabric.store.core import _NODE_LOAD, Store
@@ -54,21 +56,21 @@ def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
     from datetime import UTC, datetime, timedelta
 
     from gpufabric.domain.models import Lease
-    from gpufabric.domain.segments import SegmentConfig
     from gpufabric.store.convert import lease_to_domain
     from gpufabric.store.leases import _LOAD
+    from gpufabric.store.registry import parse_segments
     from gpufabric.store.tables import LeaseRow
 
     now = datetime.now(UTC)
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:
         store.upsert_inventory(Inventory(tuple(_node(i) for i in range(4))))
-        cfg = SegmentConfig.default()
+        cfg = parse_segments()
         for t in ("acme", "beta"):
             store.create_tenant(t)
             store.create_network(f"{t}-a", t, cfg)
             store.create_network(f"{t}-b", t, cfg)
         store.create_lease(Lease("acme", "n000", now - timedelta(hours=2), now - timedelta(hours=1), ("acme-a",)))
-        store.create_lease(Lease("acme", "n000", now - timedelta(minutes=5), None, ("acme-b", "acme-a"), gpus=4))
+        store.create_lease(Lease("acme", "n000", now - timedelta(minutes=5), None, ("acme-b", "acme-a"), terms=(("gpus", 4),)))
         store.create_lease(Lease("beta", "n001", now - timedelta(minutes=9), now + timedelta(days=1), ()))
         store.create_lease(Lease("beta", "n002", now + timedelta(hours=1), None, ("beta-b",), "openstack"))
         for at in (None, now):
@@ -80,6 +82,6 @@ def test_leases_equal_orm_conversion(tmp_path: Path) -> None:
                     q = q.where(LeaseRow.start <= at, (LeaseRow.end.is_(None)) | (LeaseRow.end > at))
                 slow = [lease_to_domain(r) for r in s.scalars(q)]
             assert fast == slow
-        assert [(x.node, x.networks, x.gpus) for x in store.leases(active_at=now)] == [
+        assert [(x.node, x.networks, x.term("gpus")) for x in store.leases(active_at=now)] == [
             ("n001", (), None), ("n000", ("acme-a", "acme-b"), 4)
         ]

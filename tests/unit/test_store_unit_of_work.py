@@ -24,6 +24,7 @@ from gpufabric.store import db
 from gpufabric.store.auth import EventLog
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.registry import parse_segments
 from gpufabric.workflow.actions import Actions
 
 from support.ports import port_node
@@ -36,7 +37,7 @@ def _store(tmp_path: Path) -> Store:
     for t in ("ta", "tb"):
         store.create_tenant(t)
         for net in ("a", "b"):
-            store.create_network(f"{t}-{net}", t, SegmentConfig.default())
+            store.create_network(f"{t}-{net}", t, parse_segments())
     return store
 
 
@@ -84,7 +85,7 @@ def test_a_move_into_every_network_of_its_tenant_reads_the_networks_once(tmp_pat
     store = _store(tmp_path)
     try:
         seen = _count_selects(store, "networks")
-        (m,) = Actions(store, SegmentConfig.default).request_moves(LOCAL_ADMIN, ["n1"], "ta", None)
+        (m,) = Actions(store, parse_segments).request_moves(LOCAL_ADMIN, ["n1"], "ta", None)
         assert m.networks == ("ta-a", "ta-b")  # every network of the tenant, by name
         assert len(seen) == 1, seen  # was 2: the workflow's list, then the request's checks
     finally:
@@ -94,7 +95,7 @@ def test_a_move_into_every_network_of_its_tenant_reads_the_networks_once(tmp_pat
 def test_a_refused_request_writes_neither_its_moves_nor_its_ok_event(tmp_path: Path) -> None:
     store = _store(tmp_path)
     try:
-        acts = Actions(store, SegmentConfig.default, quota=lambda: Quotas.from_dict({"leases": 1}))
+        acts = Actions(store, parse_segments, quota=lambda: Quotas.from_dict({"leases": 1}))
         svc = Principal("neutron", Role.SERVICE)  # counted (only an admin is not)
         acts.create_lease(svc, "ta", "n1", ())  # a pending grant counts as a lease
         with pytest.raises(QuotaError, match="holds 1 leases of its quota 1"):
@@ -112,7 +113,7 @@ def test_an_offer_accepted_writes_its_status_and_its_event_in_one_transaction(tm
         from gpufabric.store import tenants as tenant_admin
 
         tenant_admin.set_node_owner(store, "n1", "ta")
-        acts = Actions(store, SegmentConfig.default)
+        acts = Actions(store, parse_segments)
         offer = acts.create_lease(Principal("o", Role.OWNER, "ta"), "tb", "n1", ())
         assert offer.status.value == "offered"
         commits: list[int] = []

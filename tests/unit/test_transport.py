@@ -310,7 +310,7 @@ def engine(tmp_path: Path) -> Iterator[MoveEngine]:
     """The in-memory engine of tests/unit/test_engine_memory.py (Ethernet, IB, memory fabrics)."""
     reg = Registry.from_entry_points()
     register(reg)
-    fabrics = Fabrics.from_config(memory_engine.fabrics_config(), reg, quarantine_vlan=4000)
+    fabrics = Fabrics.from_config(memory_engine.fabrics_config(), reg)
     store = Store.open(url=f"sqlite:///{tmp_path / 'g.db'}")
     store.upsert_inventory(memory_engine.inventory())
     yield MoveEngine(store, fabrics, memory_engine.CFG, worker="test:1", heartbeat_every=60)

@@ -35,19 +35,20 @@ ALL = 100_000
 class Terms(NamedTuple):
     """What a move or lease request asks for (the API's move/lease body; ``domain.moves.MoveRequest``
     once recorded): the target, its networks (None: every network of the tenant), offering, the
-    new lease's GPU count and, for a lease, its start and end."""
+    new lease's terms the fabric kinds declare (``domain.terms``: the ones given) and, for a
+    lease, its start and end."""
 
     to_tenant: str
     networks: tuple[str, ...] | None = None
     offering: str = "baremetal"
-    gpus: int | None = None
+    lease_terms: tuple[tuple[str, int], ...] = ()
     start: datetime | None = None
     end: datetime | None = None
 
     def body(self) -> dict[str, Any]:
-        """The API's body of these terms (a count only when given)."""
+        """The API's body of these terms (each lease term a field of its own, only when given)."""
         return {"networks": None if self.networks is None else list(self.networks), "offering": self.offering,
-                **({"gpus": self.gpus} if self.gpus is not None else {})}  # fmt: skip
+                **dict(self.lease_terms)}  # fmt: skip
 
 
 

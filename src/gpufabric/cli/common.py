@@ -76,11 +76,11 @@ def fabrics_yaml() -> dict[str, Any]:
 
 
 def segment_config() -> SegmentConfig:
-    """Pools and the PKey mapping from ``$GPUFABRIC_HOME/config.yaml`` (``segments:``), else defaults."""
-    from gpufabric.domain.segments import SegmentConfig
+    """The segment pools of ``$GPUFABRIC_HOME/config.yaml`` (``segments:``, each registered kind's
+    section parsed by the kind), else every default."""
+    from gpufabric.store.registry import parse_segments
 
-    section = _config_section("segments")
-    return SegmentConfig.default() if section is None else SegmentConfig.from_dict(section)
+    return parse_segments(_config_section("segments"))
 
 
 def quota_config() -> Quotas:
@@ -101,7 +101,7 @@ def open_engine(progress: Any = None, verify_timeout: float = 30.0) -> Any:
     from gpufabric.store.registry import Registry
 
     cfg = segment_config()
-    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
+    fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg)
     return MoveEngine(open_store(), fabrics, cfg, progress=progress, verify_timeout=verify_timeout)
 
 

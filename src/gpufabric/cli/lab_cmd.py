@@ -122,11 +122,11 @@ def up(
     with --ib-subnets 2 a second ibsim subnet for storage, with its own SM or pair),
     OVS leaf/spine, one netns per node, a stand-in Fabric Manager per node (NVLink) and, with
     --dpus, DPUs on a real OVN."""
+    from gpufabric.lab.netns import lab_vlans
+
     lab = _lab()
     bonds = tuple(n.strip() for n in bonded.split(",") if n.strip())
-    seg = segment_config()
-    pool, qv = seg.ethernet_vlans, seg.quarantine_vlan.value
-    uplinks = (pool.start, pool.end)
+    uplinks, qv = lab_vlans(segment_config())
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
                     gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
@@ -164,8 +164,9 @@ def converge_leases() -> int:
 def register(lab: Lab, st: LabStatus) -> object:
     """Register the lab's inventory in the store and write the fabrics.yaml its drivers use."""
     from gpufabric.lab.fabrics_config import write_fabrics_config
+    from gpufabric.lab.netns import lab_vlans
 
-    write_fabrics_config(fabrics_path(), lab, st, segment_config().quarantine_vlan.value)
+    write_fabrics_config(fabrics_path(), lab, st, lab_vlans(segment_config())[1])
     return open_store().upsert_inventory(st.inventory())
 
 

@@ -1,5 +1,11 @@
 """``gpufabric lease create|list|delete|offers|accept|decline``: leases of nodes to tenants (as in ESI: owner
-and lessee); an owner's lease into another tenant is an offer that tenant accepts or declines."""
+and lessee); an owner's lease into another tenant is an offer that tenant accepts or declines.
+
+``--gpus`` is the CLI's spelling of the NVLink kind's lease term ``gpus`` (``domain.terms``), one
+of the core's declared exceptions to naming no fabric (as ``node move --gpus``): a command through
+``--api`` loads no fabric package and starts within 8x ``python -c pass``, so the kinds cannot add
+their options when it starts. ``tests/unit/test_lease_terms.py`` holds the options to the terms the
+registered kinds declare."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from gpufabric.cli.backend import Terms, backend
 from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.terms import terms_of
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -52,7 +59,7 @@ def create(
         raise ValidationError("--no-networks", " ".join(network), "either --network or --no-networks, not both")
     chosen: tuple[str, ...] | None = tuple(network) if network else (() if no_networks else None)
     b = backend()
-    terms = Terms(tenant, chosen, offering, gpus, t0, t1)
+    terms = Terms(tenant, chosen, offering, terms_of({"gpus": gpus}), t0, t1)
     if dry_run:  # the join phase: what the lease's move would give the node
         print_plans(b.preview(node, terms), json_out, phase="join")
         return

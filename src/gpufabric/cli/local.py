@@ -130,7 +130,7 @@ class Local:
         to, nets = terms.to_tenant, terms.networks
         if nets is None:  # as a move request: every network of the tenant
             nets = () if to == QUARANTINE else tuple(n.name for n in store.networks(to))
-        plans = engine.preview(node, to, nets, gpus=terms.gpus, offering=terms.offering)
+        plans = engine.preview(node, to, nets, terms=terms.lease_terms, offering=terms.offering)
         return {"phases": {k: v.to_dict() for k, v in plans.items()}, "lines": {k: v.lines() for k, v in plans.items()}}
 
     def request_moves(self, nodes: Sequence[str], terms: Terms) -> list[int]:
@@ -139,14 +139,14 @@ class Local:
             store.node(node)  # "node not found" before anything needs the fabrics
         self.engine()  # a broken fabrics.yaml refuses before the request is recorded
         t = terms
-        moves = actions().request_moves(LOCAL_ADMIN, list(nodes), t.to_tenant, t.networks, t.offering, t.gpus)
+        moves = actions().request_moves(LOCAL_ADMIN, list(nodes), t.to_tenant, t.networks, t.offering, t.lease_terms)
         return [m.id for m in moves if m.id is not None]
 
     def create_lease(self, node: str, terms: Terms) -> list[int]:
         open_store().node(node)
         self.engine()
         t = terms
-        move = actions().create_lease(LOCAL_ADMIN, t.to_tenant, node, t.networks, t.offering, t.start, t.end, t.gpus)
+        move = actions().create_lease(LOCAL_ADMIN, t.to_tenant, node, t.networks, t.offering, t.start, t.end, t.lease_terms)
         return [move.id] if move.id is not None else []
 
     def end_lease(self, lease_id: int) -> tuple[dict[str, Any], list[int]]:
@@ -154,9 +154,11 @@ class Local:
         from datetime import UTC
 
         from gpufabric.domain.move_json import lease_out
+        from gpufabric.store.registry import registered_terms
 
         lease, move = actions().end_lease(LOCAL_ADMIN, lease_id)
-        return lease_out(lease, datetime.now(UTC)), [move.id] if move is not None and move.id is not None else []
+        out = lease_out(lease, datetime.now(UTC), [t.name for t in registered_terms()])
+        return out, [move.id] if move is not None and move.id is not None else []
 
     def run(self, move_ids: list[int], json_out: bool, window: float = 0.0) -> None:
         """Run the requested moves here (or follow them when a running worker took them first)."""

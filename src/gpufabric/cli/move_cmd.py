@@ -65,12 +65,13 @@ def move_nodes(
     dry_run: bool,
     json_out: bool,
     window: float,
-    gpus: int | None = None,
+    lease_terms: tuple[tuple[str, int], ...] = (),
 ) -> None:
     """``node move``: requested here or through the server (``--api``: its worker runs them),
-    then run or followed to their end; ``--dry-run``: each phase's plan, nothing changed."""
+    then run or followed to their end; ``--dry-run``: each phase's plan, nothing changed.
+    ``lease_terms``: the new leases' terms given (``domain.terms``)."""
     b = backend()
-    terms = Terms(to_tenant, tuple(networks) or None, offering, gpus)  # no --network: every network of the tenant
+    terms = Terms(to_tenant, tuple(networks) or None, offering, lease_terms)  # no --network: every network of the tenant
     if dry_run:
         node = _one(nodes)
         with phase_progress(not json_out) as progress:

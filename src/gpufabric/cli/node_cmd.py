@@ -73,9 +73,11 @@ def move(
 ) -> None:
     """Move nodes to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric.
     Several nodes are requested in one transaction (all or none) and run as one batch."""
+    # --gpus: the NVLink kind's lease term, a declared exception (see cli/lease_cmd.py)
     from gpufabric.cli.move_cmd import move_nodes
+    from gpufabric.domain.terms import terms_of
 
-    move_nodes(names, to_tenant, network, offering, dry_run, json_out, window, gpus)
+    move_nodes(names, to_tenant, network, offering, dry_run, json_out, window, terms_of({"gpus": gpus}))
 
 
 @app.command("power-cycled")

@@ -24,7 +24,7 @@ def power_cycled(name: str) -> list[tuple[str, PowerCycled]]:
     from gpufabric.store.registry import Registry
 
     registry, cfg = Registry.from_entry_points(), segment_config()
-    engine = MoveEngine(open_store(), Fabrics.load(fabrics_path(), registry, cfg.quarantine_vlan.value, cfg), cfg)
+    engine = MoveEngine(open_store(), Fabrics.load(fabrics_path(), registry, cfg), cfg)
     try:
         access = EngineAccess(engine)
         node = next((n for n in access.tenancy().nodes if n.name == name), None)

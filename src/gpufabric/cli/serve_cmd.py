@@ -132,7 +132,7 @@ def serve(
         from gpufabric.store.registry import Registry
 
         cfg = segment_config()
-        fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
+        fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg)
         return MoveEngine(store, fabrics, cfg, **kw)
 
     from gpufabric.engine.columns import configured_kinds

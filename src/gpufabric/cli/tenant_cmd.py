@@ -149,14 +149,24 @@ def delete_network(
     emit_json(n) if json_out else console.print(f"network {tenant}/{name} deleted", highlight=False)
 
 
+OFFERING_KEYS = ("name", "description", "settings")
+"""An offering answer's own keys; every other is a fabric kind's setting shown as a field
+(``FabricKind.offering_settings``, e.g. the DPU kind's mode): a column of its own."""
+
+
+def kind_fields(o: dict[str, object]) -> list[str]:
+    return [k for k in o if k not in OFFERING_KEYS]
+
+
 @offering_app.command("list")
 def list_offerings(json_out: bool = JSON_OPT) -> None:
     os_ = backend().offerings()
     if json_out:
         emit_json(os_)
     else:
-        table(f"{len(os_)} offerings", ["offering", "DPU mode", "description"],
-              [(o["name"], o["dpu_mode"], o["description"]) for o in os_])
+        keys = kind_fields(os_[0]) if os_ else []
+        table(f"{len(os_)} offerings", ["offering", *keys, "description"],
+              [(o["name"], *(o.get(k, "") for k in keys), o["description"]) for o in os_])  # fmt: skip
 
 
 @offering_app.command("show")
@@ -165,6 +175,7 @@ def show_offering(name: str, json_out: bool = JSON_OPT) -> None:
     if json_out:
         emit_json(o)
         return
-    console.print(f"[bold]{o['name']}[/]  DPU mode={o['dpu_mode']}\n{o['description']}", highlight=False)
+    fields = "".join(f"  {k}={o[k]}" for k in kind_fields(o))
+    console.print(f"[bold]{o['name']}[/]{fields}\n{o['description']}", highlight=False)
     if o["settings"]:
         table("settings", ["key", "value"], sorted(o["settings"].items()))

@@ -13,13 +13,12 @@ A fabric package ``gpufabric.fabrics.<fabric>`` (importing only ``gpufabric.doma
   applies one plan (one transaction/session per device) and returns the *verified* read-back
   of what it changed.
 
-A deployment runs named *instances* of the kinds (``ib-compute`` and ``ib-storage``, both
-``infiniband``): :meth:`FabricKind.bind` gives the kind object of one instance, whose
-:attr:`FabricKind.instance` keys its desired/observed slices, plans, read-backs, segments,
-findings and ports (an unbound kind is its own default instance, named after the kind).
-A kind keeps a node's ports in the generic ``node_fabric_ports`` table (``ports_section``;
-the DPU and NVLink kinds do): it parses and dumps a node's entries (``parse_ports``/``dump_ports``,
-with its own validation; :meth:`FabricKind.ports` reads them back).
+A deployment runs named *instances* of the kinds (``ib-compute``, ``ib-storage``: both ``infiniband``):
+:meth:`FabricKind.bind` gives the kind object of one, whose :attr:`FabricKind.instance` keys its desired and
+observed slices, plans, read-backs, segments, findings and ports (an unbound kind: its default instance, named
+after it). A kind keeps a node's ports in the generic ``node_fabric_ports`` table (``ports_section``): it
+parses and dumps a node's entries (``parse_ports``/``dump_ports``; :meth:`FabricKind.ports` reads them back).
+A lease's terms and an offering's settings a kind reads are its own too (``lease_terms``, ``offering_settings``).
 
 Kinds are registered under the ``gpufabric.fabrics`` entry-point group (name = fabric name),
 drivers under ``gpufabric.drivers``. ``docs/fabrics.md`` says how to add one.
@@ -42,10 +41,12 @@ from gpufabric.domain.models import FabricPorts, Network, Node, PortKey, Segment
 from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.tenancy import Tenancy as Tenancy
-from gpufabric.domain.values import check_name
+from gpufabric.domain.terms import TermSpec
+from gpufabric.domain.values import PortNaming, check_name
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import ImportFormat, PowerCycled
+    from gpufabric.domain.segments import SegmentSection
     from gpufabric.domain.values import PortNaming
     from gpufabric.domain.views import ApiHost, CliGroup, FabricAccess
 
@@ -267,12 +268,17 @@ class FabricKind(ABC, Generic[D, S]):
         ``inventory_key``: its default instance's when the node has none of its own here)."""
         return node_entries(node, self.instance, self.parse_ports, self.name if self.inventory_key else None)
 
-    request_fields: ClassVar[frozenset[str]] = frozenset()
-    """The :class:`MoveRequest` fields ``check_request`` reads: asked only when one is set."""
+    # ---- a lease's terms and an offering's settings (domain/terms.py)
+    lease_terms: ClassVar[tuple[TermSpec, ...]] = ()
+    """The lease terms this kind reads (e.g. a count of GPUs): fields of the API's move and lease bodies and
+    answers, checked against their range and stored with the lease; ``desired()`` reads ``lease.term(name)``."""
 
     def check_request(self, node: Node, request: MoveRequest) -> None:
-        """Refuse, before anything is written, a move of ``node`` this kind could not carry out (a
-        ValidationError naming the field, e.g. a ``gpus`` count the node has not got). Default: none."""
+        """Refuse, before any write, a request of :attr:`lease_terms` ``node`` cannot hold (ValidationError)."""
+
+    offering_settings: ClassVar[Mapping[str, str]] = {}
+    """``Offering.settings`` keys this kind reads that an offering's answer shows as fields of their own,
+    each with its value when unset (the DPU kind's OVN-Kubernetes mode)."""
 
     def import_formats(self) -> Sequence[ImportFormat]:
         """Inventory import formats of this kind's own (``inventory import --format NAME``,
@@ -289,9 +295,13 @@ class FabricKind(ABC, Generic[D, S]):
     def check_instances(self, sections: Mapping[str, Any], config: Any = None) -> None:
         """Refuse a set of instances of this kind that cannot run side by side (``sections``:
         instance -> its ``fabrics.yaml`` section), before any is built: raise a ConfigError
-        naming the field (``fabrics.<instance>...``). ``config``: the deployment's segment
-        pools (what :meth:`allocate` is handed; None: not known here, checks against it are
-        skipped). Default: nothing to check."""
+        naming the field (``fabrics.<instance>...``). ``config``: the deployment's SegmentConfig
+        (as :meth:`allocate`'s; None: not known, checks against it skipped). Default: none."""
+
+    def segment_config(self, raw: Any, where: str) -> SegmentSection:
+        """This kind's section ``segments.<where>`` of config.yaml (None: absent) parsed with its defaults and validated
+        on its own; what the core does with it: :mod:`gpufabric.domain.segments`. Default: the kind takes none."""
+        raise ConfigError(f"segments.{where}", raw, f"a fabric kind that takes a segments section ({self.name} takes none)")
 
     @abstractmethod
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[S]:

@@ -15,16 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from gpufabric.domain.errors import ValidationError
+from gpufabric.domain.terms import LeaseTerms, term, terms_of
 from gpufabric.domain.values import PKey, VlanId, check_name
-
-MAX_GPU_COUNT = 16  # GPUs one lease may name: Fabric Manager's FM_MAX_NUM_GPUS per partition (the one source)
-GPU_COUNT_ALLOWED = f"1-{MAX_GPU_COUNT} GPUs, or unset for the whole node"
-
-
-def check_gpu_count(field: str, n: int | None) -> None:
-    """ValidationError naming ``field`` unless ``n`` is unset or 1..MAX_GPU_COUNT."""
-    if n is not None and not 1 <= n <= MAX_GPU_COUNT:
-        raise ValidationError(field, n, GPU_COUNT_ALLOWED)
 
 
 class Fabric(enum.StrEnum):
@@ -39,14 +31,6 @@ class NodeState(enum.StrEnum):
     LEASED = "leased"
     MOVING = "moving"
     MAINTENANCE = "maintenance"
-
-
-class DpuMode(enum.StrEnum):
-    """OVN-Kubernetes ovnkube-node modes."""
-
-    FULL = "full"
-    DPU = "dpu"
-    DPU_HOST = "dpu-host"
 
 
 QUARANTINE = "quarantine"
@@ -175,22 +159,29 @@ class Network:
 
 @dataclass(frozen=True)
 class Offering:
-    """A named profile a node is handed over in (openstack, openshift, baremetal, ...)."""
+    """A named profile a node is handed over in (openstack, openshift, baremetal, ...).
+    ``settings``: what the fabric kinds read of it, each kind its own keys
+    (``FabricKind.offering_settings`` declares those shown as fields of its answer)."""
 
     name: str
     description: str = ""
-    dpu_mode: DpuMode = DpuMode.FULL
     settings: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_name("offering.name", self.name)
 
+    def setting(self, key: str) -> str | None:
+        """The value of setting ``key`` (None: unset)."""
+        return dict(self.settings).get(key)
+
 
 BUILTIN_OFFERINGS: tuple[Offering, ...] = (
     Offering("baremetal", "plain bare metal, tenant gets the host"),
     Offering("openstack", "Ironic/ESI node handed to an OpenStack project"),
-    Offering("openshift", "OpenShift worker; SmartNIC hosts run OVN-K in dpu-host mode", DpuMode.DPU_HOST),
+    Offering("openshift", "OpenShift worker; SmartNIC hosts run OVN-K in dpu-host mode", (("dpu_mode", "dpu-host"),)),
 )
+"""Seeded into every store. Their settings are data the kinds read (the DPU kind's ``dpu_mode``:
+OpenShift's SmartNIC hosts run OVN-Kubernetes in dpu-host mode)."""
 
 
 def lease_active(start: datetime, end: datetime | None, t: datetime) -> bool:
@@ -214,11 +205,12 @@ class Lease:
     offering: str = "baremetal"
     owner: str = "admin"
     id: int | None = None
-    gpus: int | None = None  # GPUs of the node in this lease (NVLink partition size); None: all
+    terms: LeaseTerms = ()  # what the fabric kinds' declared terms ask of the node (domain/terms.py)
 
     def __post_init__(self) -> None:
         check_name("lease.tenant", self.tenant)
         check_name("lease.node", self.node)
+        object.__setattr__(self, "terms", terms_of(self.terms))
         if self.end is not None and (self.end.tzinfo is None) != (self.start.tzinfo is None):
             allowed = "an ISO 8601 date-time with a timezone, e.g. 2026-12-01T09:00:00Z"
             raise ValidationError("lease.end", self.end.isoformat(), allowed, "no timezone")
@@ -227,6 +219,10 @@ class Lease:
 
     def active_at(self, t: datetime) -> bool:
         return lease_active(self.start, self.end, t)
+
+    def term(self, name: str) -> int | None:
+        """The value of the lease term ``name`` (None: unset)."""
+        return term(self.terms, name)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ retry|resume``), whether the CLI ran them itself or a server's worker did (``--a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from gpufabric.domain.terms import terms_json
 
 if TYPE_CHECKING:
     from gpufabric.domain.models import Lease
@@ -41,12 +43,13 @@ def move_out(m: Move) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def lease_out(lease: Lease, now: datetime) -> dict[str, Any]:
-    """A lease as the API's lease rows show it (``GET /leases``), ``active`` at ``now``."""
+def lease_out(lease: Lease, now: datetime, terms: Iterable[str] = ()) -> dict[str, Any]:
+    """A lease as the API's lease rows show it (``GET /leases``), ``active`` at ``now``, with
+    every declared term of ``terms`` (names; the registered kinds') beside its own fields."""
     return {
         "id": lease.id, "tenant": lease.tenant, "node": lease.node, "start": lease.start.astimezone(UTC).isoformat(),
         "end": lease.end.astimezone(UTC).isoformat() if lease.end else None, "networks": sorted(lease.networks),
-        "offering": lease.offering, "owner": lease.owner, "gpus": lease.gpus, "active": lease.active_at(now),
+        "offering": lease.offering, "owner": lease.owner, **terms_json(lease.terms, terms), "active": lease.active_at(now),
     }  # fmt: skip
 
 

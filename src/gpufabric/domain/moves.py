@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.terms import LeaseTerms, term, terms_of
 from gpufabric.domain.values import check_name
 
 
@@ -43,7 +44,7 @@ class MoveStatus(enum.StrEnum):
 class MoveRequest:
     """What a request to move node(s) asks for, one value through every layer (workflow -> ledger ->
     the request's checks): the target and the new lease's terms. The store validates it against what
-    it holds (tenant, networks, offering, GPUs, open moves) when the move is recorded.
+    it holds (tenant, networks, offering, the terms' ranges, open moves) when the move is recorded.
 
     ``networks=None``: every network of ``to_tenant``, read with the request's checks.
     ``release_ended``: a release of a node whose lease has already ended (expiry).
@@ -53,7 +54,7 @@ class MoveRequest:
     to_tenant: str  # a tenant, or QUARANTINE to release the node
     offering: str = "baremetal"
     networks: tuple[str, ...] | None = ()
-    gpus: int | None = None  # the new lease's GPU count (None: the whole node)
+    terms: LeaseTerms = ()  # the new lease's terms (domain/terms.py)
     lease_end: datetime | None = None  # the new lease's end (None: open-ended)
     release_ended: bool = False
     not_before: datetime | None = None  # not run before this time (a scheduled lease's start)
@@ -64,6 +65,11 @@ class MoveRequest:
     def __post_init__(self) -> None:
         if self.networks is not None and not isinstance(self.networks, tuple):
             object.__setattr__(self, "networks", tuple(self.networks))
+        object.__setattr__(self, "terms", terms_of(self.terms))
+
+    def term(self, name: str) -> int | None:
+        """The value of the new lease's term ``name`` (None: unset)."""
+        return term(self.terms, name)
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,7 @@ class Move:
     error: str = ""
     claimed_by: str | None = None
     id: int | None = None
-    gpus: int | None = None  # the new lease's GPU count (None: the whole node)
+    terms: LeaseTerms = ()  # the new lease's terms (domain/terms.py)
     lease_end: datetime | None = None  # the new lease's end (None: open-ended)
     not_before: datetime | None = None  # not run before this time (a scheduled lease's start)
     requested_by: str = ""  # the principal that asked for it
@@ -88,6 +94,11 @@ class Move:
         check_name("move.node", self.node)
         if self.to_tenant != QUARANTINE:
             check_name("move.to_tenant", self.to_tenant)
+        object.__setattr__(self, "terms", terms_of(self.terms))
+
+    def term(self, name: str) -> int | None:
+        """The value of the new lease's term ``name`` (None: unset)."""
+        return term(self.terms, name)
 
     @property
     def finished(self) -> bool:

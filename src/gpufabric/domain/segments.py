@@ -1,24 +1,35 @@
-"""Segment pools per fabric and the segmentation-id <-> PKey mapping.
+"""config.yaml's ``segments:``: where networks' segments come from, one section per fabric kind.
 
-Neutron (and so ESI) only knows integer segmentation ids, while InfiniBand isolates
-with 15-bit PKeys. gpufabric gives every InfiniBand segment a "fake VLAN" id from a
-range disjoint from the user VLAN range and maps it to a PKey, either by offset
-(``pkey = base + (seg - range.start)``) or by an explicit table. All of it is
-validated when loaded; every error names the offending range.
+The core reads one key itself, ``user_vlan_range`` (segmentation ids left to users and Neutron,
+never handed out), and hands every registered kind that takes one
+(:meth:`~gpufabric.domain.fabric.FabricKind.segment_config`) its own section
+``segments.<kind>``: the kind parses it, validates it on its own (one-line ConfigErrors naming
+its keys and their allowed ranges, an unknown key refused), holds its defaults and reads the
+parsed section back in ``allocate``/``adopt``/``check_instances`` (:meth:`SegmentConfig.of`)
+and through the deployment settings it sets (:meth:`SegmentSection.settings`, e.g. a VLAN that
+reaches ``Tenancy.settings``). What crosses kinds stays here and generic: every id range a
+section claims (:class:`Claim`) must be disjoint from ``user_vlan_range`` and from every other
+claim, and an error names the later key and the range it collides with.
+
+``IdRange`` (an inclusive range), :func:`check_vlan_ids` (a VLAN range's bounds),
+:func:`known_keys` (a typo refused) and :func:`allocate` (lowest free id) are the pieces the
+kinds' parsers and allocators share.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
 
-from gpufabric.domain.errors import ConfigError, ExhaustedError, ValidationError
-from gpufabric.domain.values import PKey, VlanId
+from gpufabric.domain.errors import ConfigError, ExhaustedError
+from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.values import VlanId
 
-DEFAULT_QUARANTINE_VLAN = 4000  # ``ethernet.quarantine_vlan`` when config.yaml has none: the one source
-DEFAULT_IB_SEG_RANGE = "3000-3999"  # ``infiniband.seg_range`` when config.yaml has none
+SECTION: Final = "segments"  # config.yaml's key of this section
+USER_KEY: Final = "user_vlan_range"
+DEFAULT_USER_VLANS: Final = "2-1999"  # ``user_vlan_range`` when config.yaml has none
+
 
 @dataclass(frozen=True, order=True)
 class IdRange:
@@ -59,218 +70,128 @@ class IdRange:
             raise ConfigError(field, raw, "'START-END' or [start, end]") from None
 
 
-class MappingMode(enum.StrEnum):
-    OFFSET = "offset"
-    TABLE = "table"
+def check_vlan_ids(field: str, r: IdRange) -> None:
+    """A range of ids a switch sees as VLANs: inside the VLAN id space, never VLAN 1."""
+    if r.start < VlanId.MIN or r.end > VlanId.MAX:
+        raise ConfigError(field, str(r), f"inside {VlanId.ALLOWED}")
+    if 1 in r:  # VLAN 1 is every switch's default VLAN: the audit flags any port carrying it
+        raise ConfigError(field, str(r), "inside 2-4094 (never VLAN 1, the default VLAN)")
+
+
+def known_keys(where: str, raw: Any, keys: Iterable[str]) -> None:
+    """A ConfigError naming ``where.<key>`` for a key of ``raw`` not in ``keys`` (a typo would
+    silently leave a default in force; a non-mapping is its parser's to refuse)."""
+    allowed = tuple(keys)
+    for k in raw if isinstance(raw, Mapping) else ():
+        if k not in allowed:
+            raise ConfigError(f"{where}.{k}", raw[k], f"known keys only: {', '.join(sorted(allowed))}")
 
 
 @dataclass(frozen=True)
-class PKeyMapping:
-    """Maps InfiniBand segmentation ids (fake VLANs) to PKeys and back."""
+class Claim:
+    """Segmentation ids one key of a section takes for itself: disjoint from ``user_vlan_range``
+    and from every other claim (checked by :class:`SegmentConfig`). ``name`` set: the claim is
+    one id (``ids.start``), so named in another's error ("not containing the quarantine VLAN 4000")."""
 
-    mode: MappingMode
-    seg_range: IdRange
-    base: int = 0
-    table: tuple[tuple[int, int], ...] = ()  # (seg_id, pkey value), for mode table
+    field: str  # the key, as errors name it (e.g. ``<kind>.vlan_range``)
+    ids: IdRange
+    name: str = ""
 
-    def pkey_for(self, seg_id: int) -> PKey:
-        if seg_id not in self.seg_range:
-            raise ConfigError("infiniband.seg_id", seg_id, str(self.seg_range))
-        if self.mode is MappingMode.OFFSET:
-            return PKey(self.base + (seg_id - self.seg_range.start))
-        for s, p in self.table:
-            if s == seg_id:
-                return PKey(p)
-        raise ConfigError("infiniband.seg_id", seg_id, "a segmentation id listed in infiniband.mapping.table")
+    def text(self) -> str:
+        return str(self.ids.start) if self.name else str(self.ids)
 
-    def seg_for(self, pkey: PKey) -> int:
-        if self.mode is MappingMode.OFFSET:
-            seg = pkey.value - self.base + self.seg_range.start
-            if seg in self.seg_range:
-                return seg
-        else:
-            for s, p in self.table:
-                if p == pkey.value:
-                    return s
-        raise ConfigError("infiniband.pkey", str(pkey), f"a PKey mapped from {self.seg_range}")
-
-    def seg_ids(self) -> list[int]:
-        if self.mode is MappingMode.OFFSET:
-            return list(range(self.seg_range.start, self.seg_range.end + 1))
-        return sorted(s for s, _ in self.table)
-
-    def pkey_range(self) -> IdRange:
-        if self.mode is MappingMode.OFFSET:
-            return IdRange(self.base, self.base + len(self.seg_range) - 1)
-        vals = [p for _, p in self.table]
-        return IdRange(min(vals), max(vals))
-
-    def pkeys(self) -> frozenset[int]:
-        """Every PKey value this mapping hands out."""
-        if self.mode is MappingMode.OFFSET:
-            return frozenset(range(self.base, self.base + len(self.seg_range)))
-        return frozenset(p for _, p in self.table)
-
-    @classmethod
-    def from_dict(cls, where: str, raw: Any, default_range: str | None = None) -> PKeyMapping:
-        """Parse ``{seg_range, mapping: {mode, base | table}}`` (the ``segments.infiniband``
-        section of config.yaml, ``where`` = ``infiniband``, or an InfiniBand instance's own pool
-        in fabrics.yaml, ``where`` = ``fabrics.<instance>.segments``); every error names a field
-        under ``where``. Not validated (:meth:`validate`). ``default_range`` None: seg_range
-        is required."""
-        raw = {} if raw is None else raw
-        if not isinstance(raw, Mapping):
-            raise ConfigError(where, raw, "a mapping with seg_range and mapping")
-        if default_range is None and "seg_range" not in raw:
-            raise ConfigError(f"{where}.seg_range", "missing", "'START-END' segmentation ids of this pool")
-        seg_range = IdRange.parse(f"{where}.seg_range", raw.get("seg_range", default_range))
-        m = raw.get("mapping", {}) or {}
-        if not isinstance(m, Mapping):
-            raise ConfigError(f"{where}.mapping", m, "a mapping with mode and base (offset) or table")
-        mode_raw = m.get("mode", "offset")
-        try:
-            mode = MappingMode(mode_raw)
-        except ValueError:
-            raise ConfigError(f"{where}.mapping.mode", mode_raw, "offset or table") from None
-        if mode is MappingMode.OFFSET:
-            return cls(mode, seg_range, _pkey_int(f"{where}.mapping.base", m.get("base", "0x0a00")))
-        return cls(mode, seg_range, 0, tuple(_table(f"{where}.mapping.table", m.get("table", {}))))
-
-    def validate(self, where: str) -> None:
-        """The pool on its own: ids inside the VLAN id space (never VLAN 1), PKeys valid and one
-        per id; errors name fields under ``where`` (as :meth:`from_dict`)."""
-        sr = self.seg_range
-        if sr.start < VlanId.MIN or sr.end > VlanId.MAX:
-            raise ConfigError(f"{where}.seg_range", str(sr), f"inside {VlanId.ALLOWED}")
-        if 1 in sr:  # VLAN 1 is every switch's default VLAN: the audit flags any port carrying it
-            raise ConfigError(f"{where}.seg_range", str(sr), "inside 2-4094 (never VLAN 1, the default VLAN)")
-        if self.mode is MappingMode.OFFSET:
-            pr = self.pkey_range()
-            if pr.start < PKey.MIN or pr.end > PKey.MAX:
-                raise ConfigError(
-                    f"{where}.mapping.base",
-                    f"0x{self.base:04x} (+{len(sr) - 1} = 0x{pr.end:04x})",
-                    f"PKeys inside {PKey.ALLOWED}",
-                )
+    def check_clear_of(self, earlier: Sequence[Claim]) -> None:
+        """Refuse this claim colliding with one of ``earlier`` (the error names this key)."""
+        if self.name:
+            if any(self.ids.start in e.ids for e in earlier):
+                raise ConfigError(self.field, self.ids.start, f"outside {' and '.join(e.text() for e in earlier)}")
             return
-        field = f"{where}.mapping.table"
-        seen: dict[int, int] = {}
-        for s, p in self.table:
-            if s not in sr:
-                raise ConfigError(field, s, f"segmentation ids inside {where}.seg_range {sr}")
-            if not PKey.MIN <= p <= PKey.MAX:
-                raise ConfigError(field, f"{s}: 0x{p:04x}", PKey.ALLOWED)
-            if p in seen:
-                raise ConfigError(field, f"{s}: 0x{p:04x}", f"one PKey per id (0x{p:04x} also maps {seen[p]})")
-            seen[p] = s
-        if not self.table:
-            raise ConfigError(field, "{}", "at least one 'seg_id: pkey' entry")
+        for e in earlier:
+            if self.ids.overlaps(e.ids):
+                said = f"not containing {e.name} {e.text()}" if e.name else f"disjoint from {e.field} {e.ids}"
+                raise ConfigError(self.field, str(self.ids), said)
 
 
-SECTION_KEYS: Final = ("user_vlan_range", "ethernet", "infiniband")
-VLAN_KEYS: Final = ("vlan_range", "quarantine_vlan")
-POOL_KEYS: Final = ("seg_range", "mapping")
-MAPPING_KEYS: Final = ("mode", "base", "table")
-"""The keys of config.yaml's ``segments:`` (tests/unit/test_config_reference.py holds them to the
-keys its parser reads, which docs/config-reference.md lists)."""
+class SegmentSection:
+    """A kind's parsed section of ``segments:`` (what ``FabricKind.segment_config`` returns)."""
+
+    def claims(self) -> Sequence[Claim]:
+        """The id ranges this section takes (default: none)."""
+        return ()
+
+    def settings(self) -> Mapping[str, Any]:
+        """Deployment-wide facts this section sets (``Tenancy.settings``, what a kind's ``build``
+        is handed; one source each). Default: none."""
+        return {}
+
+    def describe(self) -> str:
+        """This section's values in a phrase (the configuration reference's defaults line)."""
+        return ""
 
 
-def _known(where: str, raw: Any, keys: tuple[str, ...]) -> None:
-    """A ConfigError naming ``where.<key>`` for a key of ``raw`` not in ``keys`` (a non-mapping is its parser's to refuse)."""
-    for k in raw if isinstance(raw, Mapping) else ():
-        if k not in keys:
-            raise ConfigError(f"{where}.{k}", raw[k], f"known keys only: {', '.join(sorted(keys))}")
+S = TypeVar("S", bound=SegmentSection)
+
+
+def takes_section(kind: FabricKind[Any, Any]) -> bool:
+    """True when ``kind`` takes a section of ``segments:`` (overrides ``FabricKind.segment_config``)."""
+    return type(kind).segment_config is not FabricKind.segment_config
 
 
 @dataclass(frozen=True)
 class SegmentConfig:
-    """Validated pools: user VLANs (left to users/Neutron), tenant Ethernet VLANs, the
-    quarantine VLAN, and the InfiniBand fake-VLAN range with its PKey mapping."""
+    """``user_vlan_range`` and every kind's parsed section (kind name -> section, in the
+    kinds' order), validated against each other."""
 
     user_vlans: IdRange
-    ethernet_vlans: IdRange
-    quarantine_vlan: VlanId
-    ib: PKeyMapping
+    sections: Mapping[str, SegmentSection] = field(default_factory=dict, hash=False)
 
     @classmethod
-    def default(cls) -> SegmentConfig:
-        return cls.from_dict({})
+    def default(cls, kinds: Iterable[FabricKind[Any, Any]]) -> SegmentConfig:
+        return cls.from_dict({}, kinds)
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> SegmentConfig:
-        """The ``segments:`` section of config.yaml; a key it does not know is refused (a typo
-        would silently leave a default in force). NVLink partitions are not pooled here: each
-        node's come from its baseboard's table (``nvlink_baseboard``)."""
-        _known("segments", raw, SECTION_KEYS)
-        eth = raw.get("ethernet", {}) or {}
-        ib = raw.get("infiniband", {}) or {}
-        _known("segments.ethernet", eth, VLAN_KEYS)
-        _known("segments.infiniband", ib, POOL_KEYS)
-        _known("segments.infiniband.mapping", ib.get("mapping") or {}, MAPPING_KEYS)
-        user = IdRange.parse("user_vlan_range", raw.get("user_vlan_range", "2-1999"))
-        vlans = IdRange.parse("ethernet.vlan_range", eth.get("vlan_range", "2000-2999"))
-        qv = eth.get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)
-        try:
-            quarantine = VlanId.parse(qv, field="ethernet.quarantine_vlan")
-        except ValidationError as e:
-            raise ConfigError(e.field, e.value, e.allowed) from None
-        pool = PKeyMapping.from_dict("infiniband", ib, DEFAULT_IB_SEG_RANGE)
-        cfg = cls(user, vlans, quarantine, pool)
-        cfg.validate()
+    def from_dict(cls, raw: Any, kinds: Iterable[FabricKind[Any, Any]]) -> SegmentConfig:
+        """The ``segments:`` section of config.yaml, split by kind name: each of ``kinds`` (the
+        registered ones, in order) that takes a section parses its own; a key no kind takes is
+        refused naming it. Then every claim is checked against the earlier ones."""
+        raw = {} if raw is None else raw
+        if not isinstance(raw, Mapping):
+            raise ConfigError(SECTION, raw, f"a mapping with {USER_KEY} and one section per fabric kind")
+        takers = list({k.name: k for k in kinds if takes_section(k)}.values())
+        known_keys(SECTION, raw, (USER_KEY, *(k.name for k in takers)))
+        user = IdRange.parse(USER_KEY, raw.get(USER_KEY, DEFAULT_USER_VLANS))
+        check_vlan_ids(USER_KEY, user)
+        cfg = cls(user, {k.name: k.segment_config(raw.get(k.name), k.name) for k in takers})
+        claims = cfg.claims()
+        for i, c in enumerate(claims):
+            c.check_clear_of(claims[:i])
         return cfg
 
-    def validate(self) -> None:
-        """Check the pools against each other; the error names the offending range."""
-        for name, r in (
-            ("user_vlan_range", self.user_vlans),
-            ("ethernet.vlan_range", self.ethernet_vlans),
-        ):
-            if r.start < VlanId.MIN or r.end > VlanId.MAX:
-                raise ConfigError(name, str(r), f"inside {VlanId.ALLOWED}")
-            if 1 in r:  # VLAN 1 is every switch's default VLAN: the audit flags any port carrying it
-                raise ConfigError(name, str(r), "inside 2-4094 (never VLAN 1, the default VLAN)")
-        if self.ethernet_vlans.overlaps(self.user_vlans):
-            raise ConfigError(
-                "ethernet.vlan_range", str(self.ethernet_vlans), f"disjoint from user_vlan_range {self.user_vlans}"
-            )
-        q = self.quarantine_vlan.value
-        if q == 1:
-            raise ConfigError("ethernet.quarantine_vlan", q, "2-4094 (never VLAN 1)")
-        if q in self.user_vlans or q in self.ethernet_vlans:
-            raise ConfigError("ethernet.quarantine_vlan", q, f"outside {self.user_vlans} and {self.ethernet_vlans}")
-        self.ib.validate("infiniband")
-        self.check_seg_range("infiniband.seg_range", self.ib.seg_range)
+    def claims(self, besides: SegmentSection | None = None) -> list[Claim]:
+        """``user_vlan_range`` and every section's claims, in order (less those of ``besides``)."""
+        out = [Claim(USER_KEY, self.user_vlans)]
+        for s in self.sections.values():
+            out += () if s is besides else s.claims()
+        return out
 
-    def check_seg_range(self, field: str, sr: IdRange) -> None:
-        """An InfiniBand segmentation-id range (the global one, or an instance's own, ``field``)
-        must stay clear of the VLAN pools: disjoint from the user and tenant VLAN ranges, and
-        without the quarantine VLAN."""
-        if sr.overlaps(self.user_vlans):
-            raise ConfigError(field, str(sr), f"disjoint from user_vlan_range {self.user_vlans}")
-        if sr.overlaps(self.ethernet_vlans):
-            raise ConfigError(field, str(sr), f"disjoint from ethernet.vlan_range {self.ethernet_vlans}")
-        q = self.quarantine_vlan.value
-        if q in sr:
-            raise ConfigError(field, str(sr), f"not containing the quarantine VLAN {q}")
+    def check_clear(self, field: str, ids: IdRange, besides: SegmentSection | None = None) -> None:
+        """A range configured elsewhere (e.g. a fabric instance's own pool, ``field``) must stay
+        clear of ``user_vlan_range`` and of every section's claims but those of ``besides``."""
+        Claim(field, ids).check_clear_of(self.claims(besides))
 
+    def of(self, kind: type[S]) -> S:
+        """The parsed section of type ``kind`` (how a kind reads its own)."""
+        for s in self.sections.values():
+            if isinstance(s, kind):
+                return s
+        raise ConfigError(SECTION, kind.__name__, "a section of a kind registered when config.yaml was read")
 
-def _pkey_int(field: str, raw: Any) -> int:
-    """A configured PKey (hex string or int; a set full-member bit is accepted)."""
-    try:
-        return PKey.parse(raw, field=field).value
-    except ValidationError as e:
-        raise ConfigError(e.field, e.value, e.allowed) from None
-
-
-def _table(field: str, raw: Any) -> Iterable[tuple[int, int]]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(field, raw, "a mapping of seg_id: pkey")
-    for k, v in raw.items():
-        try:
-            seg = int(k)
-        except (TypeError, ValueError):
-            raise ConfigError(field, k, "integer segmentation ids") from None
-        yield seg, _pkey_int(f"{field}[{seg}]", v)
+    def settings(self) -> dict[str, Any]:
+        """Every section's deployment-wide settings (:meth:`SegmentSection.settings`)."""
+        out: dict[str, Any] = {}
+        for s in self.sections.values():
+            out.update(s.settings())
+        return out
 
 
 def allocate(pool: Iterable[int], used: Iterable[int], field: str) -> int:

@@ -17,8 +17,9 @@ working: each is migrated on load to one instance named after its kind (``Fabric
 says so; the log too). Instance names are unique; the default instances' names are the
 :class:`~gpufabric.domain.models.Fabric` values, so stored segments stay valid.
 
-Each fact has one source: the quarantine VLAN comes from ``config.yaml`` (``settings``), the
-trusted SM GUIDs from the top level here; both are handed to the drivers.
+Each fact has one source: what the kinds' sections of ``config.yaml``'s ``segments:`` set (e.g.
+the quarantine VLAN, ``SegmentConfig.settings``) comes from there, the trusted SM GUIDs from the
+top level here; both reach the kinds as ``settings`` (their builds hand them to the drivers).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
 from gpufabric.domain.parallel import run_parallel
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN, SegmentConfig
+from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, check_name
 from gpufabric.planning.plan import Plan
@@ -54,7 +55,7 @@ class Fabrics:
     backends: dict[str, FabricBackend[Any]] = field(default_factory=dict)  # instance -> its backend
     sm_port_guids: tuple[Guid, ...] = ()
     trusted_sm_guids: tuple[Guid, ...] = ()
-    quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN
+    segments: SegmentConfig | None = None  # config.yaml's segments: (None: every kind's defaults)
     notes: tuple[str, ...] = ()  # one line per legacy section migrated on load
 
     @classmethod
@@ -62,16 +63,16 @@ class Fabrics:
         cls,
         raw: Mapping[str, Any],
         registry: Registry,
-        quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
         segments: SegmentConfig | None = None,
     ) -> Fabrics:
         """The instances of ``raw`` built; ``segments`` (config.yaml's pools) is what instances'
-        own pools are checked against (None: only against each other)."""
+        own pools are checked against (None: only against each other) and what the kinds'
+        settings come from (None: each kind's own defaults)."""
         if not isinstance(raw, Mapping):
             raise ConfigError("fabrics", raw, "a mapping with a 'fabrics' list of instances and the SM settings")
         guids = tuple(Guid.parse(g, field="sm_port_guids") for g in raw.get("sm_port_guids", []) or [])
         trusted = tuple(Guid.parse(g, field="trusted_sm_guids") for g in raw.get("trusted_sm_guids", []) or [])
-        f = cls(sm_port_guids=guids or trusted, trusted_sm_guids=trusted or guids, quarantine_vlan=quarantine_vlan)
+        f = cls(sm_port_guids=guids or trusted, trusted_sm_guids=trusted or guids, segments=segments)
         specs, notes = checked_specs(raw, registry, segments)
         f.notes = tuple(notes)
         for line in notes:
@@ -88,18 +89,18 @@ class Fabrics:
         cls,
         path: Path,
         registry: Registry,
-        quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
         segments: SegmentConfig | None = None,
     ) -> Fabrics:
         if not path.exists():
             raise ConfigError("fabrics", str(path), "a fabrics.yaml (run `gpufabric lab up` or write one)")
-        return cls.from_config(yaml.safe_load(path.read_text()) or {}, registry, quarantine_vlan, segments)
+        return cls.from_config(yaml.safe_load(path.read_text()) or {}, registry, segments)
 
     @property
     def settings(self) -> dict[str, Any]:
-        """Deployment-wide facts fabric kinds derive from (one source each)."""
+        """Deployment-wide facts fabric kinds derive from (one source each): those of the kinds'
+        ``segments:`` sections (``SegmentConfig.settings``) and the SM GUIDs of the top level."""
         return {
-            "quarantine_vlan": self.quarantine_vlan,
+            **(self.segments.settings() if self.segments is not None else {}),
             "sm_port_guids": self.sm_port_guids,
             "trusted_sm_guids": self.trusted_sm_guids,
         }

@@ -64,7 +64,7 @@ def join_culprits(
         if m.id is None:
             continue
         own = [] if m.to_tenant == QUARANTINE else [
-            Lease(m.to_tenant, m.node, now, m.lease_end, m.networks, m.offering or "baremetal", gpus=m.gpus)]  # fmt: skip
+            Lease(m.to_tenant, m.node, now, m.lease_end, m.networks, m.offering or "baremetal", terms=m.terms)]  # fmt: skip
         alone = dataclasses.replace(view, held_in_quarantine=view.held_in_quarantine - {m.node})
         try:
             p = plan(kinds, desire(alone, sorted(nodes - {m.node}), [*others, *own]), state)

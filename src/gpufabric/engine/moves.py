@@ -39,6 +39,7 @@ from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MovePhase, MoveStatus
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
+from gpufabric.domain.terms import LeaseTerms
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.isolation import JoinPlanError, fail_alone, failsafe, refuse_joining
 from gpufabric.engine.resume import advance, to_prepare
@@ -166,7 +167,7 @@ class MoveEngine:
     ) -> DesiredState:
         v = view or self.view()
         overrides = {n: QUARANTINE for n in (*v.held_in_quarantine, *extra_quarantine)}
-        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        settings = {**self.fabrics.settings, **self.cfg.settings()}
         t = tenancy_of(v.nodes, v.leases if leases is None else leases, v.networks, v.offerings, settings, overrides)
         return derive_desired(self.kinds, t)
 
@@ -271,9 +272,8 @@ class MoveEngine:
             self._known = state
         return PhaseTiming(label, time.monotonic() - t0, applied, len(p), p, state, observed_first)
 
-    def preview(
-        self, node: str, to_tenant: str, networks: tuple[str, ...], gpus: int | None = None, offering: str = "baremetal"
-    ) -> dict[str, Plan]:
+    def preview(self, node: str, to_tenant: str, networks: tuple[str, ...], terms: LeaseTerms = (),
+                offering: str = "baremetal") -> dict[str, Plan]:  # fmt: skip
         """The plans a move would apply, per phase, computed without changing anything."""
         self.store.node(node)  # NotFoundError before anything else
         view = self.view()
@@ -282,7 +282,7 @@ class MoveEngine:
         first = self.desired(view, extra_quarantine=[node])
         leases = [x for x in view.leases if x.node != node]
         if to_tenant != QUARANTINE:
-            leases.append(Lease(to_tenant, node, datetime.now(UTC), None, networks, offering, gpus=gpus))
+            leases.append(Lease(to_tenant, node, datetime.now(UTC), None, networks, offering, terms=terms))
         second = self.desired(view, leases=leases)
         return {
             "quarantine": plan(self.kinds, first, observed),
@@ -422,7 +422,7 @@ class MoveEngine:
     def tenancy(self) -> Tenancy:
         """Who owns each node now (the leases in the store, no move's quarantine hold)."""
         v = self.view()
-        settings = {**self.fabrics.settings, "quarantine_vlan": self.cfg.quarantine_vlan.value}
+        settings = {**self.fabrics.settings, **self.cfg.settings()}
         return tenancy_of(v.nodes, v.leases, v.networks, v.offerings, settings)
 
     def _before_move(self, moves: Sequence[Move]) -> None:

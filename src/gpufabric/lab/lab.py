@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import LabError
-from gpufabric.domain.models import DpuMode, FabricPorts, Inventory, Node
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.domain.models import FabricPorts, Inventory, Node
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.ethernet.entries import EthernetPort, with_ethernet
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.infiniband.entries import IbPort, with_ib
 from gpufabric.fabrics.nvlink.entries import gpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
@@ -45,7 +45,15 @@ from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.labib import SmPairStatus, ib_from_dict, ib_to_dict, natural, net_plan
 from gpufabric.lab.netfile import SM_NODE
-from gpufabric.lab.netns import EthPlan, EthPortPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
+from gpufabric.lab.netns import (
+    DEFAULT_UPLINK_VLANS,
+    EthPlan,
+    EthPortPlan,
+    ensure_ethernet,
+    list_netns,
+    plan_ethernet,
+    remove_ethernet,
+)
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.subnets import (
     SubnetStatus,
@@ -198,7 +206,7 @@ class Lab:
         eth_ports_per_node: int = 1,
         topology: Path | None = None,
         progress: Progress | None = None,
-        uplink_vlans: tuple[int, int] = (2000, 2999),
+        uplink_vlans: tuple[int, int] = DEFAULT_UPLINK_VLANS,
         gpus_per_node: int = 8,
         dpus: int = 0,
         bonded: tuple[str, ...] = (),

@@ -25,10 +25,12 @@ import hashlib
 import subprocess
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from gpufabric.domain.errors import LabError, ValidationError
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
+from gpufabric.domain.segments import IdRange, SegmentConfig
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, DEFAULT_VLAN_RANGE, EthernetSegments
 from gpufabric.lab.bondhost import LACP_OPTIONS
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
@@ -50,13 +52,24 @@ class EthPortPlan:
     bond_mode: str = ""  # "lacp" with bond
 
 
+_POOL = IdRange.parse("vlan_range", DEFAULT_VLAN_RANGE)
+DEFAULT_UPLINK_VLANS: Final = (_POOL.start, _POOL.end)  # the Ethernet kind's default tenant VLAN pool
+
+
+def lab_vlans(segments: SegmentConfig) -> tuple[tuple[int, int], int]:
+    """The tenant VLAN pool the lab's uplinks trunk and the quarantine VLAN its new ports start
+    on: config.yaml's (``segments``, the Ethernet kind's section)."""
+    mine = segments.of(EthernetSegments)
+    return (mine.vlans.start, mine.vlans.end), mine.quarantine.value
+
+
 @dataclass(frozen=True)
 class EthPlan:
     prefix: str
     spine: str
     leaves: tuple[str, ...]
     ports: tuple[EthPortPlan, ...]
-    uplink_vlans: tuple[int, int] = (2000, 2999)  # inclusive: the tenant VLAN pool the uplinks carry
+    uplink_vlans: tuple[int, int] = DEFAULT_UPLINK_VLANS  # inclusive: the tenant VLAN pool the uplinks carry
     quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN  # new node ports start here; no uplink carries it
 
     @property

@@ -129,7 +129,7 @@ def run_site_check(
     found, nodes, networks = store_checks(url, clock_bound)
     checks += found
     try:
-        fabrics = Fabrics.load(fabrics_path, registry or Registry.from_entry_points(), cfg.quarantine_vlan.value, cfg)
+        fabrics = Fabrics.load(fabrics_path, registry or Registry.from_entry_points(), cfg)
     except GpufabricError as e:
         checks.append(SiteCheck("FABRICS-CONFIG", CRIT, f"{fabrics_path}: {_msg(e)}", str(fabrics_path)))
         return SiteReport(tuple(checks), time.monotonic() - t0)

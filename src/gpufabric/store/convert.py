@@ -5,16 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from gpufabric.domain.models import (
-    DpuMode,
-    FabricPorts,
-    Lease,
-    Network,
-    Node,
-    NodeState,
-    Offering,
-    Segment,
-)
+from gpufabric.domain.models import FabricPorts, Lease, Network, Node, NodeState, Offering, Segment
+from gpufabric.domain.terms import terms_of
 from gpufabric.domain.values import PKey, VlanId
 from gpufabric.store.tables import (
     LeaseRow,
@@ -83,7 +75,7 @@ def network_to_domain(r: NetworkRow) -> Network:
 
 
 def offering_to_domain(r: OfferingRow) -> Offering:
-    return Offering(r.name, r.description, DpuMode(r.dpu_mode), tuple((k, v) for k, v in r.settings))
+    return Offering(r.name, r.description, tuple((k, v) for k, v in r.settings))
 
 
 def lease_to_domain(r: LeaseRow) -> Lease:
@@ -96,5 +88,5 @@ def lease_to_domain(r: LeaseRow) -> Lease:
         offering=r.offering,
         owner=r.owner,
         id=r.id,
-        gpus=r.gpus,
+        terms=terms_of(r.terms),
     )

@@ -148,7 +148,7 @@ class Store:
 
     def _seed_offerings(self) -> None:
         rows: list[dict[str, object]] = [
-            {"name": o.name, "description": o.description, "dpu_mode": o.dpu_mode.value, "settings": []}
+            {"name": o.name, "description": o.description, "settings": [list(kv) for kv in o.settings]}
             for o in BUILTIN_OFFERINGS
         ]
         with self._tx() as s:
@@ -337,7 +337,6 @@ class Store:
                 row = OfferingRow(
                     name=o.name,
                     description=o.description,
-                    dpu_mode=o.dpu_mode.value,
                     settings=[list(kv) for kv in o.settings],
                 )
                 s.add(row)

@@ -17,10 +17,12 @@ from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, Lease, NodeState, check_gpu_count, lease_not_over
+from gpufabric.domain.models import QUARANTINE, Lease, NodeState, lease_not_over
 from gpufabric.domain.moves import MovePhase
+from gpufabric.domain.terms import check_terms, terms_of
 from gpufabric.domain.values import check_id
 from gpufabric.store.convert import lease_to_domain
+from gpufabric.store.registry import registered_terms
 from gpufabric.store.tables import (
     LeaseNetworkRow,
     LeaseRow,
@@ -109,7 +111,7 @@ def create_many(s: Session, leases: Sequence[Lease]) -> list[Lease]:
             end=lease.end,
             offering=lease.offering,
             owner=lease.owner,
-            gpus=lease.gpus,
+            terms=dict(lease.terms),
             networks=[LeaseNetworkRow(network=n) for n in mine],
         )
         s.add(row)
@@ -125,7 +127,8 @@ def _check(lease: Lease) -> None:
     _aware("lease.start", lease.start)
     if lease.end is not None:
         _aware("lease.end", lease.end)
-    check_gpu_count("lease.gpus", lease.gpus)
+    if lease.terms:  # (the kinds are loaded only for a lease with terms)
+        check_terms(lease.terms, registered_terms(), "lease.")
 
 
 def _refuse_overlap(lease: Lease, others: Sequence[LeaseRow]) -> None:
@@ -168,7 +171,7 @@ def last_ended(s: Session, node_ids: Collection[int], now: datetime) -> list[Lea
 def _select(s: Session, *where: ColumnElement[bool]) -> list[Lease]:
     q = (
         select(LeaseRow.id, TenantRow.name, NodeRow.name, LeaseRow.start, LeaseRow.end, LeaseRow.offering,
-               LeaseRow.owner, LeaseRow.gpus)
+               LeaseRow.owner, LeaseRow.terms)
         .join(TenantRow, LeaseRow.tenant_id == TenantRow.id)
         .join(NodeRow, LeaseRow.node_id == NodeRow.id)
         .order_by(LeaseRow.start, LeaseRow.id)
@@ -182,8 +185,8 @@ def _select(s: Session, *where: ColumnElement[bool]) -> list[Lease]:
         nets[lease_id].append(name)
     return [
         Lease(tenant=t, node=n, start=start, end=end, networks=tuple(sorted(nets[i])), offering=offering, owner=owner,
-              id=i, gpus=gpus)
-        for i, t, n, start, end, offering, owner, gpus in s.execute(q)
+              id=i, terms=terms_of(terms))
+        for i, t, n, start, end, offering, owner, terms in s.execute(q)
     ]
 
 
@@ -216,7 +219,7 @@ def swap(s: Session, rows: Sequence[MoveRow], nodes: dict[str, NodeRow], now: da
     s.flush()
     new = [
         Lease(r.to_tenant, r.node, now, r.lease_end, tuple(n for n in r.networks.split(",") if n),
-              r.offering or "baremetal", gpus=r.gpus)
+              r.offering or "baremetal", terms=terms_of(r.terms))
         for r in rows
         if r.to_tenant != QUARANTINE and lease_not_over(r.lease_end, now)
     ]  # fmt: skip

@@ -16,8 +16,10 @@ from sqlalchemy.orm import Session, selectinload
 
 from gpufabric.domain import move_json
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
-from gpufabric.domain.models import QUARANTINE, NodeState, check_gpu_count
+from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
+from gpufabric.domain.terms import check_terms
+from gpufabric.store.registry import registered_terms
 from gpufabric.store.tables import (
     LeaseRow,
     MoveRow,
@@ -118,7 +120,8 @@ class RequestChecks:
     def check_target(self, node: NodeRow, to_tenant: str, offering: str, networks: tuple[str, ...]) -> None:
         """What the lease swap needs of a move of ``node``, refused now with the field and what is
         allowed: the networks (the target tenant's own), the offering (what the fabric kinds need
-        of the node, e.g. its GPUs for a GPU count, the workflow asks them: FabricKind.check_request)."""
+        of the node for a lease term, e.g. its GPUs for a count of them, the workflow asks them:
+        FabricKind.check_request)."""
         if offering not in self.offerings:
             raise ValidationError("offering", offering, listing(self.offerings) or "none (no offering is defined)")
         if to_tenant == QUARANTINE:
@@ -160,7 +163,8 @@ def new_move(
         raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
     if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):
         raise ValidationError("lease.end", lease_end.isoformat(), "a timezone-aware time after the start")
-    check_gpu_count("gpus", req.gpus)
+    if req.terms:  # each in its kind's declared range (the kinds are loaded only for a request with terms)
+        check_terms(req.terms, registered_terms())
     current = known.active.get(row.id)
     if req.grant and current is not None:
         raise ConflictError(
@@ -185,7 +189,7 @@ def new_move(
         to_tenant=to_tenant,
         offering=offering,
         networks=",".join(networks),
-        gpus=req.gpus,
+        terms=dict(req.terms),
         lease_end=lease_end,
         not_before=not_before if not_before is not None and not_before > now else None,
         requested_by=req.requested_by[:255],

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import Move, MovePhase, MoveRequest, MoveStatus
+from gpufabric.domain.terms import terms_of
 from gpufabric.store.core import Store
 from gpufabric.store.leases import swap
 from gpufabric.store.liveness import HeartbeatWatch, stalled_rows
@@ -60,7 +61,7 @@ def move_to_domain(r: MoveRow) -> Move:
         error=r.error,
         claimed_by=r.claimed_by,
         id=r.id,
-        gpus=r.gpus,
+        terms=terms_of(r.terms),
         lease_end=r.lease_end,
         not_before=r.not_before,
         requested_by=r.requested_by or "",

@@ -16,8 +16,10 @@ from sqlalchemy.engine import Connection
 
 from gpufabric.domain.auth import Principal, Role
 from gpufabric.domain.models import QUARANTINE, lease_active
+from gpufabric.domain.terms import terms_json, terms_of
 from gpufabric.store.convert import segment_options
 from gpufabric.store.core import Store
+from gpufabric.store.registry import registered_offering_fields, registered_terms
 from gpufabric.store.tables import (
     EventRow,
     LeaseNetworkRow,
@@ -183,7 +185,7 @@ class Reader:
                 nq = select(LN.c.lease_id, NW.c.name).join(NW, NW.c.id == LN.c.network_id)
                 for r in c.execute(nq.where(LN.c.lease_id.in_([x.id for x in rows]))):
                     nets.setdefault(r.lease_id, []).append(r.name)
-            out = []
+            out, names = [], [t.name for t in registered_terms()]
             for r in rows:
                 start, end = _iso(r.start), _iso(r.end)
                 active = lease_active(r.start, r.end, now)
@@ -197,7 +199,7 @@ class Reader:
                         "networks": sorted(nets.get(r.id, [])),
                         "offering": r.offering,
                         "owner": r.owner,
-                        "gpus": r.gpus,
+                        **terms_json(terms_of(r.terms), names),
                         "active": active,
                     }
                 )
@@ -251,15 +253,7 @@ class Reader:
                 q = q.where(OF.c.name == name)
             total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
             rows = c.execute(q.order_by(OF.c.name).limit(limit).offset(offset)).all()
-            return [
-                {
-                    "name": r.name,
-                    "description": r.description,
-                    "dpu_mode": r.dpu_mode,
-                    "settings": {str(k): str(v) for k, v in (r.settings or [])},
-                }
-                for r in rows
-            ], total
+            return [offering_json(r.name, r.description, r.settings) for r in rows], total
 
     # ------------------------------------------------------------------ moves, events
     def moves(
@@ -351,3 +345,13 @@ def move_dict(r: Any) -> dict[str, Any]:
 
 def names(rows: Iterable[dict[str, Any]]) -> list[str]:
     return [str(r["name"]) for r in rows]
+
+
+def offering_json(name: str, description: str, settings: Any) -> dict[str, Any]:
+    """An offering as ``GET /offerings`` answers it: the settings the registered kinds declare
+    as fields (``FabricKind.offering_settings``) each its own key (its value when unset), the
+    others under ``settings``."""
+    fields = registered_offering_fields()
+    pairs = {str(k): str(v) for k, v in (settings or [])}
+    own = {k: pairs.get(k, default) for k, default in fields.items()}
+    return {"name": name, "description": description, **own, "settings": {k: v for k, v in pairs.items() if k not in fields}}

@@ -7,13 +7,17 @@ start-up and asks it for a driver class or the fabric kinds by name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.metadata import entry_points
+from types import MappingProxyType
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError, NotFoundError
 from gpufabric.domain.fabric import FabricKind
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.terms import TermSpec, declared_terms
 
 GROUP = "gpufabric.drivers"
 KINDS_GROUP = "gpufabric.fabrics"
@@ -65,3 +69,30 @@ def registered_kinds() -> tuple[FabricKind[Any, Any], ...]:
     """Every kind of the ``gpufabric.fabrics`` entry points, in the registry's order, loaded once
     per process (no driver imported): the one source for whoever needs the kinds unconfigured."""
     return tuple(Registry.from_entry_points(drivers=False).ordered_kinds())
+
+
+def parse_segments(raw: Any = None) -> SegmentConfig:
+    """config.yaml's ``segments:`` (``raw``; None: every default) split among the registered
+    kinds (:func:`registered_kinds`), each parsing its own section."""
+    return SegmentConfig.from_dict(raw, registered_kinds())
+
+
+@lru_cache(maxsize=1)
+def registered_terms() -> tuple[TermSpec, ...]:
+    """Every lease term the registered kinds declare (``FabricKind.lease_terms``), by name: the
+    fields of the API's move and lease bodies and answers, and what the store accepts."""
+    return declared_terms(registered_kinds())
+
+
+@lru_cache(maxsize=1)
+def registered_offering_fields() -> Mapping[str, str]:
+    """The offering settings the registered kinds show as an offering's fields, with their
+    value when unset (``FabricKind.offering_settings``); a key two kinds declare is a ConfigError."""
+    out: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for k in registered_kinds():
+        for key, unset in k.offering_settings.items():
+            if owner.setdefault(key, k.name) != k.name:
+                raise ConfigError(f"{k.name}.offering_settings", key, f"a key no other kind declares ({owner[key]} does)")
+            out[key] = unset
+    return MappingProxyType(out)

@@ -157,8 +157,7 @@ class OfferingRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
-    dpu_mode: Mapped[str] = mapped_column(String(16))
-    settings: Mapped[list[list[str]]] = mapped_column(JSON, default=list)
+    settings: Mapped[list[list[str]]] = mapped_column(JSON, default=list)  # [[key, value], ...]: the kinds' (0014: with dpu_mode)
 
 
 class LeaseNetworkRow(Base):
@@ -182,7 +181,7 @@ class LeaseRow(Base):
     offering: Mapped[str] = mapped_column(String(63))
     owner: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: whole node (0003)
+    terms: Mapped[dict[str, int]] = mapped_column(JSON, default=dict, server_default="{}")  # the kinds' lease terms (0014)
 
     tenant: Mapped[TenantRow] = relationship()
     node: Mapped[NodeRow] = relationship()
@@ -223,7 +222,7 @@ class MoveRow(Base):
     claimed_by: Mapped[str | None] = mapped_column(String(255))
     claimed_at: Mapped[datetime | None]
     networks: Mapped[str] = mapped_column(Text, default="", server_default="")  # comma-separated, 0002
-    gpus: Mapped[int | None] = mapped_column(Integer, nullable=True)  # 0003
+    terms: Mapped[dict[str, int]] = mapped_column(JSON, default=dict, server_default="{}")  # the new lease's terms (0014)
     heartbeat_at: Mapped[datetime | None]  # 0003
     lease_end: Mapped[datetime | None]  # 0003
     not_before: Mapped[datetime | None]  # 0003: a scheduled lease's start

@@ -19,6 +19,7 @@ from gpufabric.domain.models import QUARANTINE, Inventory, Lease, Network, Node,
 from gpufabric.domain.moves import Move
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
+from gpufabric.domain.terms import LeaseTerms
 from gpufabric.domain.values import check_id
 from gpufabric.store import tenants as tenant_admin
 from gpufabric.store.auth import EventLog, TokenInfo, Tokens
@@ -155,7 +156,7 @@ class Actions:
         offering: str = "baremetal",
         start: datetime | None = None,
         end: datetime | None = None,
-        gpus: int | None = None,
+        terms: LeaseTerms = (),
     ) -> Move:
         """Lease an available node: the move from quarantine that grants it (the one workflow).
         An owner's lease into another tenant is recorded as an offer (see :meth:`decide_offer`);
@@ -168,7 +169,7 @@ class Actions:
                 with self.store.tx() as tx:  # quotas counted, move requested, ok event: one commit per grant
                     quotas.check(tx, self.quota(), p, tenant, "leases", "open_moves")
                     move = TenantWorkflow(self.store, self.network_kinds).grant(
-                        p, tenant, node, networks, offering, gpus=gpus, start=start, end=end, tx=tx
+                        p, tenant, node, networks, offering, terms=terms, start=start, end=end, tx=tx
                     )
                     self.events.record(p, "lease.create", node, True, "", tenant, tx=tx)
             except GpufabricError as e:
@@ -225,9 +226,9 @@ class Actions:
         to_tenant: str,
         networks: tuple[str, ...] | None,
         offering: str = "baremetal",
-        gpus: int | None = None,
+        terms: LeaseTerms = (),
     ) -> Move:
-        return self.request_moves(p, [node], to_tenant, networks, offering, gpus)[0]
+        return self.request_moves(p, [node], to_tenant, networks, offering, terms)[0]
 
     def request_moves(
         self,
@@ -236,7 +237,7 @@ class Actions:
         to_tenant: str,
         networks: tuple[str, ...] | None,
         offering: str = "baremetal",
-        gpus: int | None = None,
+        terms: LeaseTerms = (),
     ) -> list[Move]:
         """Move ``nodes`` to ``to_tenant`` with one request: recorded in one transaction with their
         events (all or none), then run by the worker as one batch."""
@@ -248,7 +249,7 @@ class Actions:
         with self._write_lock:
             try:
                 with self.store.tx() as tx:  # the ok events commit with the moves
-                    moves = TenantWorkflow(self.store, self.network_kinds).move_many(p, nodes, to_tenant, networks, offering, gpus, tx=tx)
+                    moves = TenantWorkflow(self.store, self.network_kinds).move_many(p, nodes, to_tenant, networks, offering, terms, tx=tx)
                     for node in nodes:
                         self.events.record(p, "move.create", node, True, "", tenant, tx=tx)
             except GpufabricError as e:

@@ -28,6 +28,7 @@ from gpufabric.domain.errors import ConflictError, ForbiddenError, NotFoundError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import QUARANTINE, Lease
 from gpufabric.domain.moves import Move, MoveRequest
+from gpufabric.domain.terms import LeaseTerms
 from gpufabric.domain.values import check_id, check_name
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
@@ -65,11 +66,11 @@ class TenantWorkflow:
 
     def _check(self, nodes: Sequence[str], req: MoveRequest, tx: Tx | None) -> None:
         """Each fabric instance's refusal of ``req`` for each of ``nodes``, before anything is
-        written; only kinds that check a field the request sets are asked (and the nodes read)."""
+        written; only kinds that declare a term the request sets are asked (and the nodes read)."""
         def asks(k: FabricKind[Any, Any]) -> bool:
-            return any(getattr(req, f) is not None for f in k.request_fields)
+            return any(req.term(t.name) is not None for t in k.lease_terms)
 
-        if not any(asks(k) for k in registered_kinds()):  # (the configured instances read only then)
+        if not req.terms or not any(asks(k) for k in registered_kinds()):  # (the configured instances read only then)
             return
         asked = [k for k in self.kinds() or registered_kinds() if asks(k)]
         with self.store.tx(tx) as t:
@@ -86,7 +87,7 @@ class TenantWorkflow:
         networks: Sequence[str] | None,
         offering: str = "baremetal",
         *,
-        gpus: int | None = None,
+        terms: LeaseTerms = (),
         start: datetime | None = None,
         end: datetime | None = None,
         tx: Tx | None = None,
@@ -100,7 +101,7 @@ class TenantWorkflow:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
         nets = self._networks(principal, tenant, networks)
         req = MoveRequest(
-            tenant, offering, nets, gpus=gpus, lease_end=end, grant=True, requested_by=who(principal),
+            tenant, offering, nets, terms=terms, lease_end=end, grant=True, requested_by=who(principal),
             not_before=start if start is not None and start > now else None, offered=offers_into(principal, tenant),
         )  # fmt: skip
         self._check([node], req, tx)
@@ -142,11 +143,11 @@ class TenantWorkflow:
         to_tenant: str,
         networks: Sequence[str] | None = None,
         offering: str = "baremetal",
-        gpus: int | None = None,
+        terms: LeaseTerms = (),
         tx: Tx | None = None,
     ) -> Move:
         """Hand ``node`` to ``to_tenant`` (QUARANTINE releases it) through quarantine."""
-        return self.move_many(principal, [node], to_tenant, networks, offering, gpus, tx=tx)[0]
+        return self.move_many(principal, [node], to_tenant, networks, offering, terms, tx=tx)[0]
 
     def move_many(
         self,
@@ -155,13 +156,13 @@ class TenantWorkflow:
         to_tenant: str,
         networks: Sequence[str] | None = None,
         offering: str = "baremetal",
-        gpus: int | None = None,
+        terms: LeaseTerms = (),
         tx: Tx | None = None,
     ) -> list[Move]:
         """:meth:`move` for several nodes, requested in one transaction (all or none; ``tx``: the
         caller's): the worker claims them together and runs them as one batch."""
         nets = self._networks(principal, to_tenant, networks)
-        req = MoveRequest(to_tenant, offering, nets, gpus=gpus, requested_by=who(principal))
+        req = MoveRequest(to_tenant, offering, nets, terms=terms, requested_by=who(principal))
         self._check(nodes, req, tx)
         return self.ledger.request_many(nodes, req, tx=tx)
 

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, QUARANTINE, DpuMode, Offering
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.domain.models import BUILTIN_OFFERINGS, QUARANTINE, Offering
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import dpu_inventory
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, OvsSetting, item_object
@@ -21,7 +21,7 @@ from gpufabric.fabrics.dpu.profiles import HW_OFFLOAD, node_items, offering_role
 
 from contract.kinds import TENANTS, KindCase
 
-OFFERINGS = (*BUILTIN_OFFERINGS, Offering("k8s-full", "plain Kubernetes", DpuMode.FULL, (("dpu_role", "full"),)))
+OFFERINGS = (*BUILTIN_OFFERINGS, Offering("k8s-full", "plain Kubernetes", (("dpu_role", "full"),)))
 
 
 def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:

@@ -16,7 +16,7 @@ from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports, node_gpus
-from gpufabric.fabrics.nvlink.kind import NvlinkKind, lease_gpus
+from gpufabric.fabrics.nvlink.kind import GPUS, NvlinkKind, lease_gpus
 from gpufabric.fabrics.nvlink.model import NodeFm, NvlinkPlan, NvlinkState
 from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, table
 
@@ -39,7 +39,7 @@ def lease(draw: st.DrawFn, n: Node) -> Mapping[str, Any]:
             return False
         return True
 
-    return {"gpus": draw(st.sampled_from([k for k in (None, 1, 2, 4, 8) if fits(k)]))}
+    return {"terms": ((GPUS.name, draw(st.sampled_from([k for k in (None, 1, 2, 4, 8) if fits(k)]))),)}
 
 
 def observed(draw: st.DrawFn, tenancy: Tenancy) -> NvlinkState:

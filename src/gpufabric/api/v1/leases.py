@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
+from gpufabric.api.v1.kind_fields import body_terms
 from gpufabric.api.v1.schemas import (
     NAME_PATTERN,
     LeaseEndOut,
@@ -24,6 +25,7 @@ from gpufabric.api.v1.schemas import (
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import NotFoundError
 from gpufabric.domain.move_json import lease_out, move_out
+from gpufabric.store.registry import registered_terms
 
 router = APIRouter(tags=["leases"])
 NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
@@ -67,7 +69,7 @@ async def show_lease(request: Request, lease_id: LeaseId, p: Principal = PRINCIP
 )
 def create_lease(body: LeaseIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     move = c.actions.create_lease(
-        p, body.tenant, body.node, networks_arg(body.networks), body.offering, body.start, body.end, body.gpus
+        p, body.tenant, body.node, networks_arg(body.networks), body.offering, body.start, body.end, body_terms(body)
     )
     return json(move_out(move), 202)
 
@@ -82,7 +84,8 @@ def create_lease(body: LeaseIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -
 def end_lease(lease_id: LeaseId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     lease, move = c.actions.end_lease(p, lease_id)
     now = datetime.now(UTC)
-    return json({"lease": lease_out(lease, now), "move": move_out(move) if move is not None else None}, 202)
+    out = lease_out(lease, now, [t.name for t in registered_terms()])
+    return json({"lease": out, "move": move_out(move) if move is not None else None}, 202)
 
 
 @router.get("/offers", responses={200: {"model": MovePage}, **errors(304)})

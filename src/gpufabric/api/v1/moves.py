@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
 from gpufabric.api.limits import LimitExceeded, principal_key
+from gpufabric.api.v1.kind_fields import body_terms
 from gpufabric.api.v1.schemas import (
     NAME_PATTERN,
     MoveDetail,
@@ -68,7 +69,7 @@ async def list_moves(
     responses={202: {"model": MoveOut}, **errors(403, 404, 409)},
 )
 def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    move = c.actions.request_move(p, body.node, body.to_tenant, networks_arg(body.networks), body.offering, body.gpus)
+    move = c.actions.request_move(p, body.node, body.to_tenant, networks_arg(body.networks), body.offering, body_terms(body))
     assert move.id is not None
     return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0], 202)
 
@@ -80,7 +81,7 @@ def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> 
     responses={202: {"model": MoveList}, **errors(403, 404, 409)},
 )
 def create_moves(body: MovesIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    moves = c.actions.request_moves(p, body.nodes, body.to_tenant, networks_arg(body.networks), body.offering, body.gpus)
+    moves = c.actions.request_moves(p, body.nodes, body.to_tenant, networks_arg(body.networks), body.offering, body_terms(body))
     return json({"items": [c.reader.moves(p, 1, 0, move_id=m.id)[0][0] for m in moves]}, 202)
 
 
@@ -193,5 +194,5 @@ def preview(body: PreviewIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> R
     nets = networks_arg(body.networks)
     if nets is None:  # as a move request: every network of the tenant (the caller is an admin here)
         nets = () if body.to_tenant == QUARANTINE else tuple(n.name for n in c.store.networks(body.to_tenant))
-    plans = engine.preview(body.node, body.to_tenant, nets, gpus=body.gpus, offering=body.offering)
+    plans = engine.preview(body.node, body.to_tenant, nets, terms=body_terms(body), offering=body.offering)
     return json({"phases": {k: v.to_dict() for k, v in plans.items()}, "lines": {k: v.lines() for k, v in plans.items()}})

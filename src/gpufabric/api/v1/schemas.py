@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model, field_validator
 
-from gpufabric.domain.models import MAX_GPU_COUNT
+from gpufabric.api.v1.kind_fields import with_offering_fields, with_terms
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 Name = Annotated[
@@ -231,11 +231,19 @@ class NetworkPage(BaseModel):
     offset: int
 
 
-class OfferingOut(BaseModel):
+class _OfferingOut(BaseModel):
+    """An offering; the settings the fabric kinds declare as fields (``FabricKind.offering_settings``)
+    come beside these, each with its value when unset; ``settings`` holds the others."""
+
     name: str
     description: str
-    dpu_mode: str
     settings: dict[str, str]
+
+
+if TYPE_CHECKING:
+    OfferingOut = _OfferingOut
+else:
+    OfferingOut = with_offering_fields(_OfferingOut)
 
 
 class OfferingPage(BaseModel):
@@ -258,17 +266,18 @@ def networks_arg(networks: list[str] | None) -> tuple[str, ...] | None:
     return None if networks is None else tuple(networks)
 
 
-class LeaseIn(Strict):
+class _LeaseIn(Strict):
     tenant: Name
     node: Name
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
     start: AwareDatetime | None = Field(None, description="Timezone-aware; default now")
     end: AwareDatetime | None = Field(None, description="Timezone-aware; the worker releases the node to quarantine then")
-    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of the node (an NVLink partition); default all")
 
 
-class LeaseOut(BaseModel):
+class _LeaseOut(BaseModel):
+    """A lease; the fabric kinds' declared lease terms come beside these fields (null: unset)."""
+
     id: int
     tenant: str
     node: str
@@ -277,8 +286,15 @@ class LeaseOut(BaseModel):
     networks: list[str]
     offering: str
     owner: str
-    gpus: int | None
     active: bool
+
+
+if TYPE_CHECKING:
+    LeaseIn = _LeaseIn
+    LeaseOut = _LeaseOut
+else:  # the core's fields and each declared lease term
+    LeaseIn = with_terms(_LeaseIn)
+    LeaseOut = with_terms(_LeaseOut, answer=True)
 
 
 class LeasePage(BaseModel):
@@ -289,20 +305,30 @@ class LeasePage(BaseModel):
 
 
 # ---------------------------------------------------------------- moves
-class MoveIn(Strict):
+class _MoveIn(Strict):
+    """A move request; the fabric kinds' declared lease terms come beside these fields."""
+
     node: Name
     to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the node")
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
-    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of the node (an NVLink partition); default all")
 
 
-class MovesIn(Strict):
+class _MovesIn(Strict):
+    """Move requests of several nodes; the declared lease terms (each node's) come beside these fields."""
+
     nodes: list[Name] = Field(min_length=1, max_length=256, description="The nodes, each once")
     to_tenant: TenantOrQuarantine = Field(description="A tenant, or quarantine to release the nodes")
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
-    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of each node (an NVLink partition); default all")
+
+
+if TYPE_CHECKING:
+    MoveIn = _MoveIn
+    MovesIn = _MovesIn
+else:
+    MoveIn = with_terms(_MoveIn)
+    MovesIn = with_terms(_MovesIn)
 
 
 class MoveEventOut(BaseModel):
@@ -356,14 +382,19 @@ class AttachmentOut(BaseModel):
     lease: LeaseOut | None = Field(description="The lease whose networks changed (same tenant)")
 
 
-class PreviewIn(Strict):
-    """The same fields as a move request (a lease's dry run sends its offering and GPU count)."""
+class _PreviewIn(Strict):
+    """The same fields as a move request (a lease's dry run sends its offering and terms)."""
 
     node: Name
     to_tenant: TenantOrQuarantine
     networks: list[Name] | None = Field(None, max_length=16, description=NETWORKS_DOC)
     offering: Name = "baremetal"
-    gpus: int | None = Field(None, ge=1, le=MAX_GPU_COUNT, description="GPUs of the node (an NVLink partition); default all")
+
+
+if TYPE_CHECKING:
+    PreviewIn = _PreviewIn
+else:
+    PreviewIn = with_terms(_PreviewIn)
 
 
 class PreviewOut(BaseModel):

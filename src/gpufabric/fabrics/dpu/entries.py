@@ -10,12 +10,13 @@ the fabric uses them (:class:`gpufabric.fabrics.dpu.info.DpuInfo`)."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.entries import listed, mapping, required, short
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import DpuMode, FabricPorts
+from gpufabric.domain.models import FabricPorts
 from gpufabric.domain.values import check_name
 
 DETAIL_KEYS: Final = frozenset(
@@ -25,6 +26,20 @@ DETAIL_KEYS: Final = frozenset(
 KEYS: Final = frozenset({"name", "mode"}) | DETAIL_KEYS
 KIND: Final = "dpu"
 """The kind's name (:attr:`DpuKind.name`): its default instance, where ``dpus:`` entries are kept."""
+
+
+class DpuMode(enum.StrEnum):
+    """OVN-Kubernetes ovnkube-node modes: a DPU entry's ``mode`` and an offering's
+    :data:`MODE_SETTING` (the host's role, :func:`gpufabric.fabrics.dpu.profiles.offering_role`)."""
+
+    FULL = "full"
+    DPU = "dpu"
+    DPU_HOST = "dpu-host"
+
+
+MODE_SETTING: Final = "dpu_mode"
+"""The offering setting (``Offering.settings``) of its OVN-Kubernetes mode; unset: ``full``.
+Shown as the ``dpu_mode`` field of an offering's answer (:attr:`DpuKind.offering_settings`)."""
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from gpufabric.domain.views import ApiHost, CliGroup
 from gpufabric.fabrics.dpu import checks, diff, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
 from gpufabric.fabrics.dpu.capacity import parse_capacity
-from gpufabric.fabrics.dpu.entries import KIND, Dpu, dump_dpus, parse_dpus
+from gpufabric.fabrics.dpu.entries import KIND, MODE_SETTING, Dpu, DpuMode, dump_dpus, parse_dpus
 from gpufabric.fabrics.dpu.info import NEEDS, check_remote, node_dpu
 from gpufabric.fabrics.dpu.k8s import SplitK8sDriver
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
@@ -100,6 +100,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
     name: ClassVar[str] = KIND
     ports_section = True
     inventory_key: ClassVar[str | None] = "dpus"
+    offering_settings: ClassVar[Mapping[str, str]] = {MODE_SETTING: DpuMode.FULL.value}
 
     # ---- its column of the inventory (the generic port table; entries.py)
     def parse_ports(self, node: str, raw: Any, where: str) -> tuple[Dpu, ...]:

@@ -1,7 +1,8 @@
 """Offering profiles -> each node's DPU role, and the fabric's desired slice (pure).
 
-Roles (``Offering.settings`` key ``dpu_role`` overrides; otherwise ``Offering.dpu_mode``
-``dpu-host``/``dpu`` -> ``dpu-host``, ``full`` -> ``none``):
+Roles (``Offering.settings`` key ``dpu_role`` overrides; otherwise its ``dpu_mode`` setting,
+:data:`~gpufabric.fabrics.dpu.entries.MODE_SETTING`: ``dpu-host``/``dpu`` -> ``dpu-host``,
+``full`` or unset -> ``none``):
 
 * ``dpu-host``: OVN-Kubernetes split across host and DPU (OpenShift with BlueField). The host's
   Kubernetes node gets ``k8s.ovn.org/dpu-host=`` and ``network.operator.openshift.io/dpu-host=``
@@ -26,7 +27,8 @@ from typing import Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import QUARANTINE, DpuMode, Offering
+from gpufabric.domain.models import QUARANTINE, Offering
+from gpufabric.fabrics.dpu.entries import MODE_SETTING, DpuMode
 from gpufabric.fabrics.dpu.info import DpuInfo, dpu_inventory
 from gpufabric.fabrics.dpu.model import DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 
@@ -57,7 +59,18 @@ def offering_role(offering: Offering | None) -> str:
         if override not in ROLES:
             raise ValidationError(f"offerings[{offering.name}].settings.dpu_role", override, " or ".join(ROLES))
         return override
-    return "dpu-host" if offering.dpu_mode in (DpuMode.DPU_HOST, DpuMode.DPU) else "none"
+    return "dpu-host" if offering_mode(offering) in (DpuMode.DPU_HOST, DpuMode.DPU) else "none"
+
+
+def offering_mode(offering: Offering) -> DpuMode:
+    """``offering``'s OVN-Kubernetes mode, its :data:`MODE_SETTING` (unset: ``full``); a
+    ValidationError naming the setting for a value not a mode."""
+    raw = offering.setting(MODE_SETTING)
+    try:
+        return DpuMode.FULL if raw is None else DpuMode(raw)
+    except ValueError:
+        allowed = " or ".join(m.value for m in DpuMode)
+        raise ValidationError(f"offerings[{offering.name}].settings.{MODE_SETTING}", raw, allowed) from None
 
 
 def dpu_side_role(host_role: str) -> str:

@@ -34,7 +34,7 @@ from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.secrets import TransportNote
-from gpufabric.domain.segments import SegmentConfig, allocate
+from gpufabric.domain.segments import IdRange, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet import audit as eth_audit
@@ -59,6 +59,7 @@ from gpufabric.fabrics.ethernet.plan import (
     settings_quarantine_vlan,
     tenants_seen,
 )
+from gpufabric.fabrics.ethernet.segments import EthernetSegments
 from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 
@@ -197,18 +198,22 @@ class EthernetKind(FabricKind[EthState, EthState]):
             switches[drv.switch] = drv
         return EthernetBackend(switches, pool=pool, instance=self.instance)
 
+    def segment_config(self, raw: Any, where: str) -> EthernetSegments:
+        """``segments.ethernet``: the tenant VLAN pool and the quarantine VLAN (:mod:`.segments`)."""
+        return EthernetSegments.from_dict(raw, where)
+
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
-        cfg: SegmentConfig = config
+        mine: EthernetSegments = config.of(EthernetSegments)
         taken = {s.vlan.value if s.vlan else s.seg_id for s in used}
-        r = cfg.ethernet_vlans
-        vlan = allocate(range(r.start, r.end + 1), taken, "ethernet.vlan_range")
+        r = mine.vlans
+        vlan = allocate(range(r.start, r.end + 1), taken, mine.field("vlan_range"))
         return Segment(self.instance, vlan, vlan=VlanId(vlan))
 
     def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
-        """VLAN ``seg_id`` (of ``cfg.ethernet_vlans``, free on every Ethernet instance)."""
-        cfg: SegmentConfig = config
-        if seg_id not in cfg.ethernet_vlans:
-            raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(cfg.ethernet_vlans))
+        """VLAN ``seg_id`` (of the tenant VLAN pool, free on every Ethernet instance)."""
+        vlans: IdRange = config.of(EthernetSegments).vlans
+        if seg_id not in vlans:
+            raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(vlans))
         if seg_id in {s.vlan.value if s.vlan else s.seg_id for s in used}:
             raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)
         return Segment(self.instance, seg_id, vlan=VlanId(seg_id))

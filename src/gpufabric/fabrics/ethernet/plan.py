@@ -32,10 +32,10 @@ from typing import Any
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE, Fabric
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 EthState = tuple[SwitchState, ...]
@@ -250,5 +250,6 @@ def tenants_seen(
 
 
 def settings_quarantine_vlan(settings: Mapping[str, Any]) -> int:
-    v = settings.get("quarantine_vlan", DEFAULT_QUARANTINE_VLAN)
+    """The quarantine VLAN of ``settings`` (``Tenancy.settings``, a build's): config.yaml's, else the default."""
+    v = settings.get(SETTING, DEFAULT_QUARANTINE_VLAN)
     return v.value if isinstance(v, VlanId) else int(v)

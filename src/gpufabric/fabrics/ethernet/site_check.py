@@ -18,6 +18,7 @@ from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver, _bridge_ports
+from gpufabric.fabrics.ethernet.segments import EthernetSegments
 from gpufabric.fabrics.ethernet.state import PortMode, SwitchState
 
 OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
@@ -87,7 +88,7 @@ def _pool_on_trunks(drv: EthernetSwitchDriver, state: SwitchState, ctx: SiteCont
     if not trunks:
         why = "the driver reads no trunk port" if isinstance(drv, OvsdbSwitchDriver) else f"driver {type(drv).__name__} shows no trunk port"
         return [SiteCheck("ETH-TRUNK-VLANS", WARN, f"switch {sw}: VLAN pool on the uplinks not checked ({why})", sw)]
-    pool = ctx.segments.ethernet_vlans
+    pool = ctx.segments.of(EthernetSegments).vlans
     want = set(range(pool.start, pool.end + 1)) - {ctx.settings.get("quarantine_vlan", 0)}
     out = []
     for name, allowed in sorted(trunks.items()):

@@ -31,7 +31,6 @@ port (or that is a trusted SM's port) is reported as an alert, the others are st
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -51,7 +50,7 @@ from gpufabric.domain.fabric import (
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.secrets import TransportNote
-from gpufabric.domain.segments import PKeyMapping, allocate
+from gpufabric.domain.segments import allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband import audit as ib_audit
@@ -83,6 +82,7 @@ from gpufabric.fabrics.infiniband.plan import (
 )
 from gpufabric.fabrics.infiniband.pools import check_pools, own_pool, pool_field, pool_of
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
+from gpufabric.fabrics.infiniband.segments import IbSegments, PKeyMapping, global_section
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
@@ -168,10 +168,9 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
 
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        if self.pool is None or context.segments is None:
+        if self.pool is None:  # config.yaml's pool, in ctx.segments
             return infiniband_site_checks(self.sm, trusted, context, instance=self.instance)
-        ctx = dataclasses.replace(context, segments=dataclasses.replace(context.segments, ib=self.pool))
-        return infiniband_site_checks(self.sm, trusted, ctx, pool_field(self.instance), self.instance)
+        return infiniband_site_checks(self.sm, trusted, context, pool_field(self.instance), self.pool, self.instance)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
@@ -267,8 +266,12 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         pool = own_pool(self.instance, section)
         return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance, pool)
 
+    def segment_config(self, raw: Any, where: str) -> IbSegments:
+        """``segments.infiniband``: the global segmentation-id pool and its PKey mapping (:mod:`.segments`)."""
+        return IbSegments.from_dict(raw, where)
+
     def pool(self, config: Any) -> tuple[PKeyMapping, str]:
-        """This instance's pool (its own ``segments:``, else the global ``config.ib``) and the
+        """This instance's pool (its own ``segments:``, else config.yaml's) and the
         field naming its range (:mod:`.pools`); its own is parsed once per bound section (a
         copy made by :meth:`bind` with another section parses that one)."""
         cached = self.__dict__.get("_pool")
@@ -283,7 +286,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}  # every sibling's, as the store's
         # a shared pool counts every sibling's partitions (as before instances had pools); a pool of
         # its own, the subnet's own segments
-        on_subnet = used_pkeys if pool is config.ib else {
+        on_subnet = used_pkeys if pool is global_section(config).pool else {
             s.pkey.value & 0x7FFF for s in used if s.pkey is not None and s.fabric == self.instance}  # fmt: skip
         if len(on_subnet) >= IPOIB_PARTITION_LIMIT:
             raise ExhaustedError(

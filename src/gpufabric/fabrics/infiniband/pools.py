@@ -3,7 +3,7 @@ hands out, and the check that several subnets' pools stay apart.
 
 An instance's ``fabrics.yaml`` section may carry a pool of its own, in the grammar of
 config.yaml's ``segments.infiniband`` (parsed by the same
-:meth:`~gpufabric.domain.segments.PKeyMapping.from_dict`)::
+:meth:`~.segments.PKeyMapping.from_dict`)::
 
     fabrics:
       - {name: ib-compute, kind: infiniband, driver: opensm, options: {...},
@@ -11,7 +11,7 @@ config.yaml's ``segments.infiniband`` (parsed by the same
       - {name: ib-storage, kind: infiniband, driver: opensm, options: {...},
          segments: {seg_range: "3500-3999", mapping: {mode: offset, base: "0x0c00"}}}
 
-Without one the instance uses the global pool (``SegmentConfig.ib``), shared with every other
+Without one the instance uses the global pool (:class:`~.segments.IbSegments`), shared with every other
 instance without one (allocations there are kept unique across the siblings, as before).
 Checked at load (:func:`check_pools`): every pool valid on its own, each own seg_range clear of
 the VLAN pools (user, tenant Ethernet, quarantine), and the seg ranges and PKeys of the pools in
@@ -25,9 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.segments import MappingMode, PKeyMapping, SegmentConfig
-
-POOL_KEYS = ("seg_range", "mapping")
+from gpufabric.domain.segments import SegmentConfig
+from gpufabric.fabrics.infiniband.segments import POOL_KEYS, IbSegments, MappingMode, PKeyMapping, global_section
 
 
 def pool_field(instance: str) -> str:
@@ -48,11 +47,6 @@ def own_pool(instance: str, section: Any) -> PKeyMapping | None:
     return pool
 
 
-def _pkeys_text(pool: PKeyMapping) -> str:
-    r = pool.pkey_range()
-    return f"0x{r.start:04x}-0x{r.end:04x}"
-
-
 def check_pools(sections: Mapping[str, Any], cfg: SegmentConfig | None) -> None:
     """Refuse per-instance pools that overlap each other, the global pool some instance still
     uses, or (with ``cfg``) the VLAN pools: a one-line ConfigError naming the later instance's
@@ -63,10 +57,11 @@ def check_pools(sections: Mapping[str, Any], cfg: SegmentConfig | None) -> None:
     pools: list[tuple[str, str, PKeyMapping]] = []  # (field prefix, who uses it when shared, pool)
     shared = [name for name in sections if name not in own]
     if cfg is not None:
+        glob = global_section(cfg)
         for name, p in own.items():
-            cfg.check_seg_range(f"{pool_field(name)}.seg_range", p.seg_range)
+            cfg.check_clear(f"{pool_field(name)}.seg_range", p.seg_range, besides=glob)
         if shared:
-            pools.append(("infiniband", f" of config.yaml, the pool of {', '.join(shared)}", cfg.ib))
+            pools.append((glob.where, f" of config.yaml, the pool of {', '.join(shared)}", glob.pool))
     pools += [(pool_field(name), "", p) for name, p in own.items()]
     for i, (where, _, pool) in enumerate(pools):
         for other_where, other_name, other in pools[:i]:
@@ -79,9 +74,9 @@ def check_pools(sections: Mapping[str, Any], cfg: SegmentConfig | None) -> None:
             if common := pool.pkeys() & other.pkeys():
                 field = "mapping.base" if pool.mode is MappingMode.OFFSET else "mapping.table"
                 raise ConfigError(
-                    f"{where}.{field}", f"PKeys {_pkeys_text(pool)}",
+                    f"{where}.{field}", f"PKeys {pool.pkeys_text()}",
                     "PKeys disjoint from every other InfiniBand instance's pool",
-                    f"PKey 0x{min(common):04x} is also in {other_where} PKeys {_pkeys_text(other)}{other_name}",
+                    f"PKey 0x{min(common):04x} is also in {other_where} PKeys {other.pkeys_text()}{other_name}",
                 )  # fmt: skip
 
 
@@ -90,5 +85,6 @@ def pool_of(instance: str, own: PKeyMapping | None, cfg: SegmentConfig) -> tuple
     (:func:`own_pool`, ``fabrics.<instance>.segments.seg_range``), else the global one
     (``infiniband.seg_range``)."""
     if own is None:
-        return cfg.ib, "infiniband.seg_range"
+        glob: IbSegments = global_section(cfg)
+        return glob.pool, glob.field
     return own, f"{pool_field(instance)}.seg_range"

@@ -23,6 +23,7 @@ from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
+from gpufabric.fabrics.infiniband.segments import PKeyMapping, global_section
 from gpufabric.fabrics.infiniband.smhosts_audit import INVARIANT as SM_FILES
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.state import IbFabricState
@@ -97,9 +98,10 @@ def foreign_partitions(sm: Any) -> dict[int, str]:
 
 
 def pkey_pool(
-    state: IbFabricState, ctx: SiteContext, foreign: dict[int, str], where: str = GLOBAL_POOL
+    state: IbFabricState, ctx: SiteContext, foreign: dict[int, str], where: str = GLOBAL_POOL, own: PKeyMapping | None = None
 ) -> list[SiteCheck]:
-    ib = ctx.segments.ib
+    """The subnet's pool (``own``, else config.yaml's in ``ctx.segments``) against the PKeys on the subnet."""
+    ib = own or global_section(ctx.segments).pool
     pool = {ib.pkey_for(s).value & 0x7FFF: s for s in ib.seg_ids()}
     owned = {seg.pkey.value & 0x7FFF for n in ctx.networks for seg in n.segments if seg.pkey is not None}
     used: dict[int, str] = dict(foreign)
@@ -160,10 +162,12 @@ def ipoib_readback(config: Any, device: str) -> list[SiteCheck]:
 
 
 def infiniband_site_checks(
-    sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL, instance: str = KIND
+    sm: Any, trusted: tuple[Guid, ...], ctx: SiteContext, pool: str = GLOBAL_POOL, own: PKeyMapping | None = None,
+    instance: str = KIND,
 ) -> list[SiteCheck]:
     """Every check of one subnet (``instance``: whose inventory ports it looks for); ``pool``: where
-    its segment pool (``ctx.segments.ib``) is configured."""
+    its segment pool is configured, ``own`` that pool when the subnet has one of its own (else
+    config.yaml's, ``ctx.segments``; with neither known the pool is not checked)."""
     device = type(sm).__name__.removesuffix("Driver").lower() or SUBJECT
     try:
         state: IbFabricState = sm.observe()
@@ -187,7 +191,8 @@ def infiniband_site_checks(
     except Exception as e:
         out.append(SiteCheck("IB-PKEY-POOL", WARN, f"{device}: partitions.conf not readable: {_msg(e)}", device))
         foreign = {}
-    out += pkey_pool(state, ctx, foreign, pool)
+    if own is not None or ctx.segments is not None:
+        out += pkey_pool(state, ctx, foreign, pool, own)
     skip = frozenset(trusted) | frozenset(Guid.parse(str(g)) for g in ctx.settings.get("sm_port_guids", ()))
     try:
         out += inventory_ports(sm, state, ctx, skip, instance)

@@ -1,9 +1,10 @@
 """The NVLink :class:`FabricKind` (pure): desired slice from the tenancy, diff into partition
 (de)activations, previews, merge, ownership and audit.
 
-Desired state holds, per node with GPUs in the inventory, *who* wants *how many* GPUs
-(``Lease.gpus``; None = every GPU of the node = partition 0 on HGX 8-GPU; quarantine = 0), not
-partition ids: the diff picks concrete ids against the observed state with
+Desired state holds, per node with GPUs in the inventory, *who* wants *how many* GPUs (the
+kind's lease term :data:`GPUS`, ``lease.term("gpus")``; unset = every GPU of the node =
+partition 0 on HGX 8-GPU; quarantine = 0), not partition ids: the diff picks concrete ids
+against the observed state with
 :func:`~gpufabric.fabrics.nvlink.allocator.assign`, which keeps an active partition that still
 fits the lease. So desired is deterministic and stable, and a move of a node deactivates its
 old partition (removal phase) before it activates the new one (addition phase).
@@ -21,13 +22,14 @@ The baseboard table used before a node is read comes from the deployment setting
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE, Node
 from gpufabric.domain.moves import MoveRequest
+from gpufabric.domain.terms import TermSpec
 from gpufabric.fabrics.nvlink import audit as nvaudit
 from gpufabric.fabrics.nvlink.allocator import allocate, assign
 from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_gpus, parse_gpus
@@ -40,9 +42,16 @@ from gpufabric.fabrics.nvlink.model import (
     NvlinkState,
     PartitionChange,
 )
-from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, Partition, table
+from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, MAX_GPUS, Partition, table
 
 BOARD_SETTING = "nvlink_baseboard"
+GPUS: Final = TermSpec(
+    "gpus", 1, MAX_GPUS, f"1-{MAX_GPUS} GPUs, or unset for the whole node",
+    "GPUs of the node (an NVLink partition); default all",
+)  # fmt: skip
+"""The kind's lease term: how many of the node's GPUs a lease holds (unset: all of them), at
+most Fabric Manager's FM_MAX_NUM_GPUS per partition. Its name is the API bodies' and answers'
+``gpus`` field and the CLI's ``--gpus``."""
 
 
 def lease_gpus(node: Node, gpus: int | None, board: str = DEFAULT_BOARD) -> int:
@@ -66,7 +75,7 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
     name: ClassVar[str] = FABRIC
     ports_section = True
     inventory_key: ClassVar[str | None] = "gpus"
-    request_fields: ClassVar[frozenset[str]] = frozenset({"gpus"})
+    lease_terms: ClassVar[tuple[TermSpec, ...]] = (GPUS,)
 
     # ---- its column of the inventory (the generic port table; entries.py)
     def parse_ports(self, node: str, raw: Any, where: str) -> tuple[Gpu, ...]:
@@ -76,14 +85,15 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         return dump_gpus(ports)
 
     def check_request(self, node: Node, request: MoveRequest) -> None:
-        """A GPU count (``gpus``) must be one the node has: 1 to its GPUs in the inventory."""
-        if request.gpus is None or request.to_tenant == QUARANTINE:
+        """A GPU count (:data:`GPUS`) must be one the node has: 1 to its GPUs in the inventory."""
+        want = request.term(GPUS.name)
+        if want is None or request.to_tenant == QUARANTINE:
             return
         count = len(node_gpus(node, self.instance))
         if not count:
-            raise ValidationError("gpus", request.gpus, f"unset (node {node.name} has no GPUs in the inventory)")
-        if not 1 <= request.gpus <= count:
-            raise ValidationError("gpus", request.gpus, f"1-{count} (the GPUs of node {node.name}), or unset for all")
+            raise ValidationError(GPUS.name, want, f"unset (node {node.name} has no GPUs in the inventory)")
+        if not 1 <= want <= count:
+            raise ValidationError(GPUS.name, want, f"1-{count} (the GPUs of node {node.name}), or unset for all")
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[NvlinkState]:
         if not isinstance(section, Mapping) or "driver" not in section:
@@ -113,7 +123,8 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
             if lease is None:
                 wants[node.name] = NodeWant(node.name, QUARANTINE, 0, parts, mids)
             else:
-                k = len(mine) if lease.gpus is None else lease.gpus
+                want = lease.term(GPUS.name)
+                k = len(mine) if want is None else want
                 wants[node.name] = NodeWant(node.name, lease.tenant, k, parts, mids)
         return NvlinkDesired(wants)
 
@@ -187,7 +198,8 @@ def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:
     lease = tenancy.owners.get(node.name)
     if lease is None:
         return 0
-    return len(node_gpus(node)) if lease.gpus is None else lease.gpus
+    want = lease.term(GPUS.name)
+    return len(node_gpus(node)) if want is None else want
 
 
 def partition_of(observed: NvlinkState, node: str) -> tuple[Partition, ...]:

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.models import MAX_GPU_COUNT
 
 MAX_PARTITIONS: Final = 64  # FM_MAX_FABRIC_PARTITIONS
-MAX_GPUS: Final = MAX_GPU_COUNT  # FM_MAX_NUM_GPUS per partition (one source: the domain's lease limit)
+MAX_GPUS: Final = 16  # FM_MAX_NUM_GPUS per partition: also the most GPUs a lease may ask for (kind.GPUS)
 
 
 @dataclass(frozen=True, order=True)

@@ -1,0 +1,90 @@
+"""A lease's terms: what a lease (and the request and move that grant it) asks of a fabric kind
+beyond the core's tenant, networks and offering, e.g. how many of a node's GPUs it holds.
+
+The core carries them without knowing any. A kind declares each term it reads as a
+:class:`TermSpec` (``FabricKind.lease_terms``): its name (the field of the API's move, lease and
+preview bodies and of a lease's answer, the key of the stored JSON), its range and how an error
+says it. A value travels as :data:`LeaseTerms` (``(name, value)`` pairs sorted by name) on
+``Lease``, ``MoveRequest`` and ``Move``; the store keeps one JSON object per lease and per move
+(``terms``, migration 0014). :func:`check_terms` refuses a term no kind declares or a value out
+of its range, before anything is written; whether a node can hold a value is the declaring kind's
+to say (``FabricKind.check_request``), and its ``desired()`` reads it (``lease.term(name)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpufabric.domain.errors import ConfigError, ValidationError
+
+if TYPE_CHECKING:
+    from gpufabric.domain.fabric import FabricKind
+
+LeaseTerms = tuple[tuple[str, int], ...]
+"""A lease's terms: ``(name, value)`` pairs, sorted by name, unset ones left out."""
+
+
+@dataclass(frozen=True)
+class TermSpec:
+    """One term a fabric kind reads of a lease: an integer in ``minimum..maximum``, or unset."""
+
+    name: str
+    minimum: int
+    maximum: int
+    allowed: str
+    """How a ValidationError says the range (e.g. ``1-16 GPUs, or unset for the whole node``)."""
+    description: str = ""
+    """What it asks for, as the API's field and the CLI's option describe it."""
+
+    def check(self, field: str, value: object) -> int:
+        """``value`` if it is an integer in range, else a ValidationError naming ``field``."""
+        if isinstance(value, bool) or not isinstance(value, int) or not self.minimum <= value <= self.maximum:
+            raise ValidationError(field, value, self.allowed)
+        return value
+
+
+def terms_of(raw: Mapping[str, object] | Iterable[tuple[str, object]] | None) -> LeaseTerms:
+    """``raw`` (a mapping, e.g. the stored JSON, or pairs) as :data:`LeaseTerms`: sorted, unset
+    (None) values left out, integers kept as they are (checked by :func:`check_terms`)."""
+    pairs = raw.items() if isinstance(raw, Mapping) else (raw or ())
+    return tuple(sorted((str(k), v) for k, v in pairs if v is not None))  # type: ignore[misc]
+
+
+def term(terms: LeaseTerms, name: str) -> int | None:
+    """The value of term ``name`` in ``terms`` (None: unset)."""
+    return next((v for k, v in terms if k == name), None)
+
+
+def check_terms(terms: LeaseTerms, specs: Iterable[TermSpec], prefix: str = "") -> LeaseTerms:
+    """``terms`` checked against the declared ``specs``: a ValidationError naming
+    ``<prefix><name>`` and its range for a value out of it, or ``<prefix>terms`` listing the
+    declared names for a term no kind declares."""
+    by_name = {s.name: s for s in specs}
+    for name, value in terms:
+        spec = by_name.get(name)
+        if spec is None:
+            raise ValidationError(f"{prefix}terms", name, ", ".join(sorted(by_name)) or "none (no fabric kind declares a term)")
+        spec.check(f"{prefix}{name}", value)
+    return terms
+
+
+
+def terms_json(terms: LeaseTerms, names: Iterable[str]) -> dict[str, int | None]:
+    """``terms`` as a lease's answer shows them, beside its core fields: every declared term
+    (``names``) by name, null when unset (a stored term no kind declares any more: shown too)."""
+    return {**dict.fromkeys(names), **dict(terms)}
+
+
+def declared_terms(kinds: Iterable[FabricKind[Any, Any]]) -> tuple[TermSpec, ...]:
+    """Every lease term ``kinds`` declare (``FabricKind.lease_terms``), by name; a name two kinds
+    declare is a ConfigError naming both (a term has one owner)."""
+    owner: dict[str, str] = {}
+    out: dict[str, TermSpec] = {}
+    for k in kinds:
+        for spec in k.lease_terms:
+            if owner.setdefault(spec.name, k.name) != k.name:
+                raise ConfigError(f"{k.name}.lease_terms", spec.name, f"a name no other kind declares ({owner[spec.name]} does)")
+            out[spec.name] = spec
+    return tuple(out[name] for name in sorted(out))
