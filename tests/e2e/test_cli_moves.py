@@ -11,7 +11,6 @@ from pathlib import Path
 
 from gpufabric.domain.models import Inventory, Lease, NodeState
 from gpufabric.domain.moves import MoveRequest
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.segments import DEFAULT_QUARANTINE_VLAN as QUARANTINE_VLAN
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN as QUARANTINE_VLAN
 from gpufabric.lab.bondhost import host_ovs

@@ -14,24 +14,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
-from gpufabric.domain.models import DpuMode, Fabric, Inventory, Lease, Node, NodeState, Offering
-from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.models import (
-    EthernetPort,
-    Fabric,
-    IbPort,
-    Inventory,
-    Lease,
-    Node,
-    NodeState,
-    Offering,
-)
+from gpufabric.domain.models import Fabric, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.dpu.profiles import offering_mode
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
-from gpufabric.fabrics.dpu.profiles import offering_mode
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store

@@ -14,14 +14,12 @@ from rich.console import Console
 from gpufabric.cli import output
 from gpufabric.cli.output import compact, node_table
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import BUILTIN_OFFERINGS, DpuMode, Lease, Node
+from gpufabric.domain.models import BUILTIN_OFFERINGS, Lease, Node
 from gpufabric.domain.values import Guid, ModuleId
 from gpufabric.engine.columns import fabric_cells, fabric_views, registered_kinds
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.domain.models import BUILTIN_OFFERINGS, EthernetPort, IbPort, Lease, Node
-from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 
 from support.ports import port_node

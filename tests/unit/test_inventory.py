@@ -11,8 +11,7 @@ import pytest
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import DpuMode, Inventory, Node, NodeState
-from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node, NodeState
+from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus

@@ -7,8 +7,6 @@ from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import Fabric, Network, Node, Segment
-from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.models import EthernetPort, Fabric, Network, Node, Segment
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver

@@ -6,13 +6,11 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from gpufabric.domain.models import DpuMode, Inventory, Node, NodeState
+from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId
-from gpufabric.fabrics.dpu.entries import Dpu, dpu_ports
+from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.domain.models import EthernetPort, IbPort, Inventory, Node, NodeState
-from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store.convert import node_to_domain
 from gpufabric.store.core import _NODE_LOAD, Store

@@ -18,7 +18,6 @@ from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import QuotaError
 from gpufabric.domain.models import Inventory
 from gpufabric.domain.quotas import Quotas
-from gpufabric.domain.segments import SegmentConfig
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.store import db
 from gpufabric.store.auth import EventLog
