@@ -42,7 +42,7 @@ def test_the_dpus_key_and_the_fabrics_section_read_the_same() -> None:
         ({"dpus": [ENTRY, ENTRY]}, "nodes[0].dpus[1].name", "unique DPU names per node (also at nodes[0].dpus[0].name)"),
         ({"fabrics": {"dpu": [{**ENTRY, "mode": "smart"}]}}, "nodes[0].fabrics.dpu[0].mode", "full or dpu or dpu-host"),
         ({"dpus": {"name": "bf3"}}, "nodes[0].dpus", "a list"),
-        ({"fabrics": {"nosuch": []}}, "nodes[0].fabrics.nosuch", "a fabric instance with an inventory section: dpu, nvlink"),
+        ({"fabrics": {"nosuch": []}}, "nodes[0].fabrics.nosuch", "a fabric instance with an inventory section: dpu, ethernet, infiniband, nvlink"),
     ],
 )
 def test_bad_dpu_entries_name_their_field(node: dict[str, object], field: str, allowed: str) -> None:

@@ -129,7 +129,7 @@ def test_port_moving_between_nodes_in_one_import_is_not_a_conflict(store: Store)
 @pytest.mark.parametrize(
     ("what", "match"),
     [
-        ("switch_port", r"switch port leaf1/Ethernet10 .*already cabled to node gpu01"),
+        ("switch_port", r"switch port leaf1/Ethernet10 .*already belongs to node gpu01"),
         ("port_guid", r"port GUID 0x0002c90300000010 .*already belongs to node gpu01"),
     ],
     ids=["same-switch-port", "same-port-guid"],
