@@ -28,6 +28,7 @@ from gpufabric.store.registry import Registry
 
 from e2e.conftest import LabEnv, owner_of_ports
 from e2e.test_move import nets_of
+from support import drivers
 from support.ib_pair import Sampler, port_lids, port_pkeys, sminfo_master, wait_sminfo_master
 
 pytestmark = pytest.mark.root
@@ -51,7 +52,7 @@ def diverged(lab: LabEnv) -> list[tuple[str, str]]:
 def diverged_now(lab: LabEnv) -> list[tuple[str, str]]:
     """The same invariant on the OpenSM driver that the lab's fabrics.yaml configures, in this
     process (``gpufabric audit`` costs ~4 s here; this ~1 s)."""
-    sm = Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points()).sm
+    sm = drivers.sm(Fabrics.load(lab.home / "fabrics.yaml", Registry.from_entry_points()))
     assert isinstance(sm, OpenSMDriver)
     try:
         return [(v.severity.value, v.device) for v in sm_file_violations(sm.observe())]
