@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpufabric.audit import AuditInput, registry_for, run_audit
-from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
@@ -106,11 +106,11 @@ def make_cluster(n: int) -> Cluster:
         tenant_of[i] = None if i % 10 == 0 else (i * n_tenants) // n
     tenants = [f"t{t:02d}" for t in range(n_tenants)]
     networks = tuple(
-        Network(f"{name}-net", name, (Segment(Fabric.ETHERNET, 2000 + t, VlanId(2000 + t)),
-                                      Segment(Fabric.INFINIBAND, 3000 + t, pkey=PKey(0x0A01 + t))))
+        Network(f"{name}-net", name, (Segment("ethernet", 2000 + t, VlanId(2000 + t)),
+                                      Segment("infiniband", 3000 + t, pkey=PKey(0x0A01 + t))))
         for t, name in enumerate(tenants)
     ) + tuple(
-        Network(f"{name}-storage", name, (Segment(Fabric.ETHERNET, 2500 + t, VlanId(2500 + t)),))
+        Network(f"{name}-storage", name, (Segment("ethernet", 2500 + t, VlanId(2500 + t)),))
         for t, name in enumerate(tenants)
     )  # fmt: skip
     nodes: list[Node] = []

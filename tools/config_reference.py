@@ -6,7 +6,7 @@
   range each one's validator states when handed a bad value; and the defaults as validated
   (each kind's ``SegmentSection.describe``);
 * ``quotas:``: :class:`Quotas` fields, defaults, and the range ``Quotas.from_dict`` refuses;
-* ``fabrics.yaml``: the top-level settings (``service.fabrics.TOP_LEVEL``), one section per
+* ``fabrics.yaml``: the kinds' top-level settings (``FabricKind.top_level``), one section per
   registered fabric kind (entry points) with its own section keys where the kind declares
   them (``SECTION_KEYS``), and every registered driver's options from its ``__init__``
   signature (or from the options dataclass it is built from), with type and default; the
@@ -28,7 +28,7 @@ from typing import Any
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.engine.fabrics import TOP_LEVEL, Fabrics
+from gpufabric.engine.fabrics import Fabrics, top_level
 from gpufabric.store.registry import Registry
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "config-reference.md"
@@ -175,7 +175,7 @@ def driver_options(cls: type) -> list[tuple[str, str, str]]:
 
 def _fabrics(reg: Registry) -> list[str]:
     out = ["Top-level settings (besides one section per fabric):", "", "| key | allowed |", "|---|---|"]
-    for key in TOP_LEVEL:
+    for key in sorted(top_level(reg)):
         out.append(f"| `{key}` | {_probe(lambda r: Fabrics.from_config(r, reg), {key: [BAD]})} (a list) |")
     by_kind: dict[str, list[str]] = {}
     for name, cls in reg.drivers.items():

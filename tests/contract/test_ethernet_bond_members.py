@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Fabric, Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network, Segment
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect
@@ -42,7 +42,7 @@ def _tenancy(dialect: str, sw: str, members: tuple[str, ...], mode: str) -> Tena
         for i, m in enumerate(members)
     ]
     nodes = inventory_from_dict({"version": 1, "nodes": [{"name": "gpu-b01", "ethernet": eth}]}).nodes
-    net = Network("n1", "acme", (Segment(Fabric.ETHERNET, 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
     return Tenancy(nodes, {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))}, {("acme", "n1"): net},
                    settings={"quarantine_vlan": Q})  # fmt: skip
 

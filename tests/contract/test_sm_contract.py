@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Fabric, Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network, Segment
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
@@ -112,7 +112,7 @@ def test_the_fabric_plan_is_empty_after_apply(target: SmTarget, request: pytest.
     if reason:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     nodes = [port_node(f"h{i}", ib=(IbPort(f"h{i}", "mlx5_0", 1, g, Guid(g.value + 0x1000)),)) for i, g in enumerate(target.guids)]
-    nets = [Network(f"{t}-net", t, (Segment(Fabric.INFINIBAND, i, pkey=PKey(PKEYS[i])),)) for i, t in enumerate(("ta", "tb"))]
+    nets = [Network(f"{t}-net", t, (Segment("infiniband", i, pkey=PKey(PKEYS[i])),)) for i, t in enumerate(("ta", "tb"))]
     now = datetime.now(UTC)
     leases = [Lease("ta", "h0", now, networks=("ta-net",)), Lease("ta", "h1", now, networks=("ta-net",)),
               Lease("tb", "h2", now, networks=("tb-net",))]  # fmt: skip

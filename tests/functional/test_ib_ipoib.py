@@ -18,7 +18,7 @@ import pytest
 
 from gpufabric.domain.errors import CapacityError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Fabric, Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network, Segment
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
@@ -59,7 +59,7 @@ def groups_seen_by(fab: IbFabric, host: str) -> set[str]:
 
 
 def tenancy(leased: bool) -> Tenancy:
-    net = Network("alpha-net", "alpha", (Segment(Fabric.INFINIBAND, 3000, pkey=PKey(PK)),))
+    net = Network("alpha-net", "alpha", (Segment("infiniband", 3000, pkey=PKey(PK)),))
     nodes = tuple(port_node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
     owners = {
         "gpu-a01": Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("alpha-net",))

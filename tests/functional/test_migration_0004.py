@@ -8,7 +8,6 @@ from pathlib import Path
 from alembic import command
 from sqlalchemy import create_engine, text
 
-from gpufabric.domain.models import Fabric
 from gpufabric.store import db
 from gpufabric.store.core import Store
 from gpufabric.store.registry import parse_segments
@@ -34,7 +33,7 @@ def test_upgrade_from_0003_keeps_segments_and_lease_networks(tmp_path: Path) -> 
     engine.dispose()
     with Store.open(url) as s:
         net = s.network("n1", "alpha")
-        seg = net.segment(Fabric.ETHERNET)
+        seg = net.segment("ethernet")
         assert seg is not None and seg.seg_id == 2001
         assert s.lease(1).networks == ("n1",)
         s.create_tenant("beta")

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, MetaData, inspect, select, text
 
 from gpufabric.domain.auth import LOCAL_ADMIN, Role
 from gpufabric.domain.errors import ConflictError
-from gpufabric.domain.models import Fabric, Inventory, Node, NodeState
+from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus
@@ -190,7 +190,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         assert node_dpus(n2) == (Dpu("gpu-a02", "bf3-0", DpuMode.DPU_HOST, details),)
         assert [t.name for t in s.tenants()] == ["alpha", "beta"]
         net = s.network("alpha-net", "alpha")
-        eth, ib = net.segment(Fabric.ETHERNET), net.segment(Fabric.INFINIBAND)
+        eth, ib = net.segment("ethernet"), net.segment("infiniband")
         assert eth is not None and eth.seg_id == 2000 and ib is not None and ib.seg_id == 3000
         offerings = {o.name: o for o in s.offerings()}
         assert "h100-ib" in offerings and "openstack" in offerings
@@ -241,7 +241,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
             inv_before = c.execute(text("SELECT n FROM gf_revision WHERE id = 2")).scalar()
         s.create_tenant("gamma")
         fresh = s.create_network("gamma-net", "gamma", parse_segments())
-        seg_eth, seg_ib = fresh.segment(Fabric.ETHERNET), fresh.segment(Fabric.INFINIBAND)
+        seg_eth, seg_ib = fresh.segment("ethernet"), fresh.segment("infiniband")
         assert seg_eth is not None and seg_eth.seg_id not in (2000, 2001)
         assert seg_ib is not None and seg_ib.seg_id not in (3000, 3001)
         assert reader.revision() > before

@@ -14,7 +14,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
-from gpufabric.domain.models import Fabric, Inventory, Lease, Node, NodeState, Offering
+from gpufabric.domain.models import Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
@@ -172,8 +172,8 @@ def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
     a1 = store.create_network("a-net1", "alpha", cfg)
     b1 = store.create_network("b-net1", "bravo", cfg)
     a2 = store.create_network("a-net2", "alpha", cfg)
-    eth = [n.segment(Fabric.ETHERNET) for n in (a1, b1, a2)]
-    ib = [n.segment(Fabric.INFINIBAND) for n in (a1, b1, a2)]
+    eth = [n.segment("ethernet") for n in (a1, b1, a2)]
+    ib = [n.segment("infiniband") for n in (a1, b1, a2)]
     assert [s.vlan for s in eth if s] == [VlanId(2000), VlanId(2001), VlanId(2002)]
     assert [s.seg_id for s in ib if s] == [3000, 3001, 3002]
     assert [s.pkey for s in ib if s] == [PKey(0x0B00), PKey(0x0B01), PKey(0x0B02)]
@@ -190,8 +190,8 @@ def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
         store.create_network("c-net", "charlie", cfg)
     store.delete_network("b-net1", "bravo")
     again = store.create_network("b-net2", "bravo", cfg)  # the lowest free ids are reused
-    assert again.segment(Fabric.ETHERNET) == b1.segment(Fabric.ETHERNET)
-    assert again.segment(Fabric.INFINIBAND) == b1.segment(Fabric.INFINIBAND)
+    assert again.segment("ethernet") == b1.segment("ethernet")
+    assert again.segment("infiniband") == b1.segment("infiniband")
 
 
 def test_table_mapping_and_pkey_already_taken(store: Store) -> None:
@@ -200,7 +200,7 @@ def test_table_mapping_and_pkey_already_taken(store: Store) -> None:
     store.create_tenant("alpha")
     store.create_network("n1", "alpha", offset)  # seg 3000 -> 0x0a00
     n2 = store.create_network("n2", "alpha", table)  # 3005 would map to the taken 0x0a00: skipped
-    seg = n2.segment(Fabric.INFINIBAND)
+    seg = n2.segment("infiniband")
     assert seg is not None and (seg.seg_id, seg.pkey) == (3006, PKey(0x0A10))
 
 
@@ -325,8 +325,8 @@ def test_concurrent_network_creation_never_shares_a_vlan(store_url: str) -> None
     assert errors == []
     nets = setup.networks()
     setup.close()
-    vlans = [n.segment(Fabric.ETHERNET).vlan for n in nets]  # type: ignore[union-attr]
-    pkeys = [n.segment(Fabric.INFINIBAND).pkey for n in nets]  # type: ignore[union-attr]
+    vlans = [n.segment("ethernet").vlan for n in nets]  # type: ignore[union-attr]
+    pkeys = [n.segment("infiniband").pkey for n in nets]  # type: ignore[union-attr]
     assert len(nets) == 2 * per_thread
     assert sorted(v.value for v in vlans if v) == list(range(2000, 2000 + 2 * per_thread))
     assert len(set(pkeys)) == 2 * per_thread

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
-from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
@@ -86,12 +86,12 @@ def nodes(bonded: bool = False) -> tuple[Node, ...]:
 
 def networks() -> tuple[Network, ...]:
     return (
-        Network("alpha-net", "alpha", (Segment(Fabric.ETHERNET, 2001, VlanId(2001)),
-                                       Segment(Fabric.INFINIBAND, 3001, pkey=PKey(0x0A01)))),
-        Network("alpha-storage", "alpha", (Segment(Fabric.ETHERNET, 2003),)),  # VLAN from seg_id
-        Network("beta-net", "beta", (Segment(Fabric.ETHERNET, 2002, VlanId(2002)),
-                                     Segment(Fabric.INFINIBAND, 3002, pkey=PKey(0x0A02)))),
-        Network("gamma-net", "gamma", (Segment(Fabric.ETHERNET, 2010, VlanId(2010)),)),
+        Network("alpha-net", "alpha", (Segment("ethernet", 2001, VlanId(2001)),
+                                       Segment("infiniband", 3001, pkey=PKey(0x0A01)))),
+        Network("alpha-storage", "alpha", (Segment("ethernet", 2003),)),  # VLAN from seg_id
+        Network("beta-net", "beta", (Segment("ethernet", 2002, VlanId(2002)),
+                                     Segment("infiniband", 3002, pkey=PKey(0x0A02)))),
+        Network("gamma-net", "gamma", (Segment("ethernet", 2010, VlanId(2010)),)),
     )  # fmt: skip
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from gpufabric.audit import Severity, Violation, run_audit
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Fabric
 
 from unit.audit_scenarios import REGISTRY, T0, Case, Scenario, check_case, g, guid, trunk
 from unit.audit_scenarios import noop as _noop
@@ -53,7 +52,7 @@ CASES: list[Case] = [
     # ------------------------------------------------------------- TRANSPORT-INSECURE
     Case("secure-transports", "TRANSPORT-INSECURE", _noop, ()),
     Case("ssh-insecure-passed-through", "TRANSPORT-INSECURE", lambda s: s.extra.append(
-        Violation("TRANSPORT-INSECURE", Severity.HIGH, "SSH to leaf1 accepts any host key", Fabric.ETHERNET,
+        Violation("TRANSPORT-INSECURE", Severity.HIGH, "SSH to leaf1 accepts any host key", "ethernet",
                   "leaf1", resource="transport:insecure")), (("", ""),), "transport:insecure"),
 ]  # fmt: skip
 

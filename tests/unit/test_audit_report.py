@@ -23,7 +23,6 @@ from gpufabric.audit import (
     run_audit,
 )
 from gpufabric.cli.audit_view import print_report
-from gpufabric.domain.models import Fabric
 from gpufabric.domain.state import FabricState
 
 from unit.audit_scenarios import REGISTRY, T0, Scenario, guid
@@ -42,7 +41,7 @@ def broken_report() -> AuditReport:
 
 def report_of(*severities: Severity) -> AuditReport:
     vs = tuple(
-        Violation("X-DRIFT", sev, f"v{i}", Fabric.ETHERNET, "leaf1", f"p{i}") for i, sev in enumerate(severities)
+        Violation("X-DRIFT", sev, f"v{i}", "ethernet", "leaf1", f"p{i}") for i, sev in enumerate(severities)
     )
     return AuditReport(T0, 0.5, ("X-DRIFT",), vs)
 
@@ -167,7 +166,7 @@ def test_html_lists_every_violation_grouped_by_severity() -> None:
 
 
 def test_html_escapes_content() -> None:
-    evil = Violation("X-DRIFT", Severity.HIGH, "<script>alert(1)</script>", Fabric.ETHERNET, "sw&1", '"p1"', "n<1>")
+    evil = Violation("X-DRIFT", Severity.HIGH, "<script>alert(1)</script>", "ethernet", "sw&1", '"p1"', "n<1>")
     html = render_html(AuditReport(T0, 0.1, ("X-DRIFT",), (evil,)))
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -205,7 +204,7 @@ def test_cli_tables_group_by_severity() -> None:
 
 
 def test_cli_does_not_interpret_markup_in_values() -> None:
-    v = Violation("X-DRIFT", Severity.LOW, "[bold]x[/bold] on [red]p1", Fabric.ETHERNET, "leaf1", "p1")
+    v = Violation("X-DRIFT", Severity.LOW, "[bold]x[/bold] on [red]p1", "ethernet", "leaf1", "p1")
     console = Console(record=True, width=250, color_system=None)
     print_report(AuditReport(T0, 0.1, ("X-DRIFT",), (v,)), console)
     assert "[bold]x[/bold] on [red]p1" in console.export_text()

@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Fabric, Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node, Segment
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID, aggregate_key
 from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
@@ -33,7 +33,7 @@ def _nodes(bond: str = "Port-Channel10", sw: str = "leaf01", mode: str = "lacp")
 
 
 def _tenancy(nodes: tuple[Node, ...]) -> Tenancy:
-    net = Network("n1", "acme", (Segment(Fabric.ETHERNET, 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
     return Tenancy(nodes, {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))}, {("acme", "n1"): net},
                    settings={"quarantine_vlan": Q.value})  # fmt: skip
 

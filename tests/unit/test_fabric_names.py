@@ -28,7 +28,6 @@ DEBT: dict[str, int] = {
     "cli/lab_cmd.py": 23,  # the lab's own command (lab/ is exempt); +1: up(ib_subnets=) of the two-subnet lab, passed twice; -1: the lab reads its VLANs from config.yaml itself (lab.netns.lab_vlans)
     "cli/lease_cmd.py": 2,  # --gpus: the CLI's spelling of the NVLink kind's lease term, a declared exception (its docstring)
     "cli/node_cmd.py": 2,  # node move --gpus: the same declared exception as lease create --gpus
-    "domain/models.py": 8,
     "store/migrations/versions/0012_dpu_generic_ports.py": 1,  # the record of moving the DPU kind's table into the generic one
     "store/migrations/versions/0013_nvlink_generic_ports.py": 1,  # the same for the NVLink kind's GPUs
     "store/migrations/versions/0015_ports_one_table.py": 35,  # the same for the Ethernet and InfiniBand kinds' ports (frozen)

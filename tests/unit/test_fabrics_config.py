@@ -42,7 +42,7 @@ def test_builds_switches_sm_and_guids() -> None:
     assert sorted(drivers.switches(f)) == ["leaf1", "leaf2"]
     assert all(isinstance(d, OvsdbSwitchDriver) for d in drivers.switches(f).values())
     assert isinstance(drivers.sm(f), UfmDriver)
-    assert f.sm_port_guids == f.trusted_sm_guids == (Guid(0x0002C90300000001),)
+    assert f.settings["sm_port_guids"] == f.settings["trusted_sm_guids"] == (Guid(0x0002C90300000001),)
 
 
 BAD: list[tuple[str, dict[str, Any], type[Exception], str]] = [

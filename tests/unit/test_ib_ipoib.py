@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import CapacityError, ConfigError, ExhaustedError
-from gpufabric.domain.models import Fabric, Network, Segment
+from gpufabric.domain.models import Network, Segment
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.ipoib import (
     IPOIB_PARTITION_LIMIT,
@@ -124,7 +124,7 @@ def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
         }
     )
     kind = InfinibandKind()
-    used = [Segment(Fabric.INFINIBAND, i, pkey=cfg.of(IbSegments).pool.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
+    used = [Segment("infiniband", i, pkey=cfg.of(IbSegments).pool.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
     seg = kind.allocate(Network("n", "t"), used, cfg)
     assert seg is not None and seg.seg_id == 100 + IPOIB_PARTITION_LIMIT - 1
     with pytest.raises(ExhaustedError, match="multicast LID") as ei:

@@ -21,7 +21,6 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import Fabric
 from gpufabric.domain.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 from gpufabric.domain.severity import Severity
 from gpufabric.engine.audit_run import audit, transport_violations
@@ -298,9 +297,9 @@ def test_transport_violations_name_the_fabric_of_each_source() -> None:
     nv = FmpmDriver(fm={"gpu-b": "tcp:10.0.0.7"})
     got = transport_violations([("ethernet", eth), ("ethernet", None), ("dpu", dpu), ("nvlink", nv)])
     assert [(v.invariant, v.severity, v.fabric, v.device, v.resource) for v in got] == [
-        ("TRANSPORT-INSECURE", Severity.HIGH, Fabric.ETHERNET, "leaf-1", "transport:remote"),
-        ("TRANSPORT-INSECURE", Severity.HIGH, Fabric.DPU, "ovn-nb", "transport:remote"),
-        ("TRANSPORT-INSECURE", Severity.HIGH, Fabric.NVLINK, "gpu-b", "transport:fm"),
+        ("TRANSPORT-INSECURE", Severity.HIGH, "ethernet", "leaf-1", "transport:remote"),
+        ("TRANSPORT-INSECURE", Severity.HIGH, "dpu", "ovn-nb", "transport:remote"),
+        ("TRANSPORT-INSECURE", Severity.HIGH, "nvlink", "gpu-b", "transport:fm"),
     ]
     assert all(isinstance(v, Violation) for v in got)
 

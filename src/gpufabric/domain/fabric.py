@@ -292,6 +292,16 @@ class FabricKind(ABC, Generic[D, S]):
         return {}
 
     # ---- configuration
+    top_level: ClassVar[frozenset[str]] = frozenset()
+    """The top-level keys of ``fabrics.yaml`` this kind reads: deployment-wide facts beside the
+    instances (the InfiniBand kind's trusted SM GUIDs)."""
+
+    def deployment_settings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The settings this kind's :attr:`top_level` keys of ``fabrics_yaml`` give every kind
+        (``Tenancy.settings``, the ``settings`` a build gets); a ConfigError names a bad key.
+        Default: none."""
+        return {}
+
     def check_instances(self, sections: Mapping[str, Any], config: Any = None) -> None:
         """Refuse a set of instances of this kind that cannot run side by side (``sections``:
         instance -> its ``fabrics.yaml`` section), before any is built: raise a ConfigError

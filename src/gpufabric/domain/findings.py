@@ -26,7 +26,7 @@ class Violation:
     invariant: str
     severity: Severity
     message: str
-    fabric: str | None = None  # a fabric name (Fabric values for the built-in ones)
+    fabric: str | None = None  # a fabric instance name (a kind's name for its default instance)
     device: str = ""
     port: str = ""
     node: str = ""

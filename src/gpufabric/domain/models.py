@@ -2,8 +2,7 @@
 tenants, networks with one segment per fabric instance, offerings and leases.
 
 A fabric *instance* is a named fabric of one kind in a deployment (``fabrics.yaml``); the
-default instance of a kind is named after it, so the :class:`Fabric` values are also the
-default instance names. Every kind keeps a node's ports as :class:`FabricPorts` (its own
+default instance of a kind is named after it (``ethernet``, ``infiniband``, ...). Every kind keeps a node's ports as :class:`FabricPorts` (its own
 validated entries, per instance, with the :class:`PortKey` values no other node may hold)."""
 
 from __future__ import annotations
@@ -17,13 +16,6 @@ from datetime import datetime
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.terms import LeaseTerms, term, terms_of
 from gpufabric.domain.values import PKey, VlanId, check_name
-
-
-class Fabric(enum.StrEnum):
-    ETHERNET = "ethernet"
-    INFINIBAND = "infiniband"
-    NVLINK = "nvlink"
-    DPU = "dpu"
 
 
 class NodeState(enum.StrEnum):
@@ -126,8 +118,8 @@ class Tenant:
 
 @dataclass(frozen=True)
 class Segment:
-    """A network's isolation id on one fabric instance (``fabric``: the instance name; a
-    :class:`Fabric` value for a kind's default instance). ``seg_id`` is the Neutron-style integer."""
+    """A network's isolation id on one fabric instance (``fabric``: the instance name;
+    the kind's own name for its default instance). ``seg_id`` is the Neutron-style integer."""
 
     fabric: str
     seg_id: int
@@ -153,7 +145,7 @@ class Network:
         check_name("network.tenant", self.tenant)
 
     def segment(self, fabric: str) -> Segment | None:
-        """The segment on fabric instance ``fabric`` (a Fabric value names a default instance)."""
+        """The segment on fabric instance ``fabric`` (a kind's name names its default instance)."""
         return next((s for s in self.segments if s.fabric == fabric), None)
 
 

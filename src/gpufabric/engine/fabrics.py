@@ -4,7 +4,8 @@ thread per instance; inside an instance, one per device).
 
 ``fabrics.yaml`` (written by ``gpufabric lab up`` for the lab; by hand for a site) lists the
 named instances, each of a kind, with that kind's section (under ``section``, or inline
-beside ``name``/``kind`` when the section is a mapping), plus the SM facts::
+beside ``name``/``kind`` when the section is a mapping), plus the kinds' own top-level keys
+(``FabricKind.top_level``: deployment-wide facts, e.g. the InfiniBand kind's SM GUIDs)::
 
     fabrics:
       - {name: ib-compute, kind: infiniband, driver: opensm, options: {...}}
@@ -14,12 +15,13 @@ beside ``name``/``kind`` when the section is a mapping), plus the SM facts::
 
 Today's form, one top-level key per kind (``ethernet: [...]``, ``infiniband: {...}``), keeps
 working: each is migrated on load to one instance named after its kind (``Fabrics.notes``
-says so; the log too). Instance names are unique; the default instances' names are the
-:class:`~gpufabric.domain.models.Fabric` values, so stored segments stay valid.
+says so; the log too). Instance names are unique; a kind's default instance is named after the
+kind, as stored segments and ports name it.
 
 Each fact has one source: what the kinds' sections of ``config.yaml``'s ``segments:`` set (e.g.
-the quarantine VLAN, ``SegmentConfig.settings``) comes from there, the trusted SM GUIDs from the
-top level here; both reach the kinds as ``settings`` (their builds hand them to the drivers).
+the quarantine VLAN, ``SegmentConfig.settings``) comes from there, what their top-level keys
+here set from here (``FabricKind.deployment_settings``); both reach the kinds as ``settings``
+(their builds hand them to the drivers).
 """
 
 from __future__ import annotations
@@ -40,11 +42,10 @@ from gpufabric.domain.moves import Move
 from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
-from gpufabric.domain.values import Guid, check_name
+from gpufabric.domain.values import check_name
 from gpufabric.planning.plan import Plan
 from gpufabric.store.registry import Registry
 
-TOP_LEVEL = ("sm_port_guids", "trusted_sm_guids")
 INSTANCES = "fabrics"
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,7 @@ log = logging.getLogger(__name__)
 class Fabrics:
     kinds: dict[str, FabricKind[Any, Any]] = field(default_factory=dict)  # instance -> its bound kind
     backends: dict[str, FabricBackend[Any]] = field(default_factory=dict)  # instance -> its backend
-    sm_port_guids: tuple[Guid, ...] = ()
-    trusted_sm_guids: tuple[Guid, ...] = ()
+    top: Mapping[str, Any] = field(default_factory=dict)  # the settings of the kinds' top-level keys
     segments: SegmentConfig | None = None  # config.yaml's segments: (None: every kind's defaults)
     notes: tuple[str, ...] = ()  # one line per legacy section migrated on load
 
@@ -69,10 +69,11 @@ class Fabrics:
         own pools are checked against (None: only against each other) and what the kinds'
         settings come from (None: each kind's own defaults)."""
         if not isinstance(raw, Mapping):
-            raise ConfigError("fabrics", raw, "a mapping with a 'fabrics' list of instances and the SM settings")
-        guids = tuple(Guid.parse(g, field="sm_port_guids") for g in raw.get("sm_port_guids", []) or [])
-        trusted = tuple(Guid.parse(g, field="trusted_sm_guids") for g in raw.get("trusted_sm_guids", []) or [])
-        f = cls(sm_port_guids=guids or trusted, trusted_sm_guids=trusted or guids, segments=segments)
+            raise ConfigError("fabrics", raw, "a mapping with a 'fabrics' list of instances and the kinds' settings")
+        top: dict[str, Any] = {}
+        for k in registry.ordered_kinds():
+            top.update(k.deployment_settings(raw))
+        f = cls(top=top, segments=segments)
         specs, notes = checked_specs(raw, registry, segments)
         f.notes = tuple(notes)
         for line in notes:
@@ -98,12 +99,8 @@ class Fabrics:
     @property
     def settings(self) -> dict[str, Any]:
         """Deployment-wide facts fabric kinds derive from (one source each): those of the kinds'
-        ``segments:`` sections (``SegmentConfig.settings``) and the SM GUIDs of the top level."""
-        return {
-            **(self.segments.settings() if self.segments is not None else {}),
-            "sm_port_guids": self.sm_port_guids,
-            "trusted_sm_guids": self.trusted_sm_guids,
-        }
+        ``segments:`` sections (``SegmentConfig.settings``) and of their top-level keys here."""
+        return {**(self.segments.settings() if self.segments is not None else {}), **self.top}
 
     def kind_list(self) -> list[FabricKind[Any, Any]]:
         """Every configured instance's bound kind, in the engine's order."""
@@ -177,7 +174,8 @@ def instance_specs(raw: Mapping[str, Any], registry: Registry) -> tuple[list[Spe
     top-level kind section as one instance named after the kind) and a note per migrated
     section. ConfigError naming the field: unknown key or kind, bad or duplicate name."""
     kinds = ", ".join(sorted(registry.kinds))
-    known = ", ".join([INSTANCES, *sorted(registry.kinds), *TOP_LEVEL])
+    top = top_level(registry)
+    known = ", ".join([INSTANCES, *sorted(registry.kinds), *sorted(top)])
     specs: list[Spec] = []
     notes: list[str] = []
     seen: dict[str, str] = {}
@@ -200,7 +198,7 @@ def instance_specs(raw: Mapping[str, Any], registry: Registry) -> tuple[list[Spe
         section = rest["section"] if set(rest) == {"section"} else rest
         _add(specs, seen, i, str(name), registry.kinds[str(kind_name)], section, f"{where}.name")
     for j, (key, value) in enumerate(raw.items()):
-        if key in TOP_LEVEL or key == INSTANCES:
+        if key in top or key == INSTANCES:
             continue
         if key not in registry.kinds:
             raise ConfigError(f"fabrics.{key}", key, f"a registered fabric or setting: {known}")
@@ -209,6 +207,11 @@ def instance_specs(raw: Mapping[str, Any], registry: Registry) -> tuple[list[Spe
             notes.append(f"fabrics.yaml: top-level '{key}:' read as the instance {key} of kind {key}"
                          f" (the new form: fabrics: [{{name: {key}, kind: {key}, ...}}])")  # fmt: skip
     return specs, notes
+
+
+def top_level(registry: Registry) -> frozenset[str]:
+    """The top-level keys of ``fabrics.yaml`` the registered kinds read (``FabricKind.top_level``)."""
+    return frozenset().union(*(k.top_level for k in registry.kinds.values()))
 
 
 def _add(specs: list[Spec], seen: dict[str, str], pos: int, name: str, kind: FabricKind[Any, Any], section: Any, where: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import Fabric, Node, Segment
+from gpufabric.domain.models import Node, Segment
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.ethernet.kind import EthernetKind
@@ -29,7 +29,7 @@ def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
 
 
 def segment(i: int) -> Segment:
-    return Segment(Fabric.ETHERNET, 2000 + i, vlan=VlanId(2000 + i))
+    return Segment("ethernet", 2000 + i, vlan=VlanId(2000 + i))
 
 
 @st.composite
@@ -45,7 +45,7 @@ def port_config(draw: st.DrawFn, switch: str, port: str, vlans: list[int]) -> Et
 
 
 def observed(draw: st.DrawFn, tenancy: Tenancy) -> EthState:
-    vlans = sorted(s.seg_id for n in tenancy.networks.values() for s in n.segments if s.fabric is Fabric.ETHERNET)
+    vlans = sorted(s.seg_id for n in tenancy.networks.values() for s in n.segments if s.fabric == "ethernet")
     ports: dict[str, list[EthernetPortConfig]] = {}
     for n in tenancy.nodes:
         for p in ethernet_ports(n):

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import Fabric, Node, Segment
+from gpufabric.domain.models import Node, Segment
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
@@ -30,7 +30,7 @@ def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
 
 
 def segment(i: int) -> Segment:
-    return Segment(Fabric.INFINIBAND, 100 + i, pkey=PKey(0x0A00 + i))
+    return Segment("infiniband", 100 + i, pkey=PKey(0x0A00 + i))
 
 
 def observed(draw: st.DrawFn, tenancy: Tenancy) -> IbFabricState:

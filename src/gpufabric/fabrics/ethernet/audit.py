@@ -17,13 +17,13 @@ from typing import Any, Final
 
 from gpufabric.domain.fabric import InvariantSpec, PortSeen, Tenancy
 from gpufabric.domain.findings import DRIFT, Violation
-from gpufabric.domain.models import QUARANTINE, Fabric
+from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
-from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
+from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
-ETH: Final = Fabric.ETHERNET
+ETH: Final = KIND
 
 INVARIANTS: Final = (
     InvariantSpec("ETH-VLAN-SHARED", Severity.CRITICAL.value,

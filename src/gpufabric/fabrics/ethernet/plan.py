@@ -31,17 +31,17 @@ from typing import Any
 
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import QUARANTINE, Fabric
+from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
-from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
 from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 EthState = tuple[SwitchState, ...]
 
 
-DEFAULT_INSTANCE = Fabric.ETHERNET.value  # the default instance's name (stored segments keep it)
+DEFAULT_INSTANCE = KIND  # the default instance's name (stored segments keep it)
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ from typing import Final
 
 from gpufabric.domain.fabric import InvariantSpec, PortSeen, Tenancy
 from gpufabric.domain.findings import DRIFT, Violation
-from gpufabric.domain.models import Fabric
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.audit_index import IbAudit, fmt_pkeys, guids, pkey_owner_sets, split_entries
+from gpufabric.fabrics.infiniband.entries import KIND
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmState
 
-IB: Final = Fabric.INFINIBAND
+IB: Final = KIND
 HARDENING: Final = "IB-HARDENING"
 
 INVARIANTS: Final = (

@@ -93,6 +93,10 @@ if TYPE_CHECKING:
     from gpufabric.domain.hooks import ImportFormat
 
 
+SM_SETTINGS = ("sm_port_guids", "trusted_sm_guids")
+"""The top-level keys of fabrics.yaml the kind reads (:meth:`InfinibandKind.deployment_settings`)."""
+
+
 def guids_setting(settings: Mapping[str, Any], key: str) -> tuple[Guid, ...]:
     return tuple(g if isinstance(g, Guid) else Guid.parse(g, field=key) for g in settings.get(key, ()) or ())
 
@@ -188,6 +192,13 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     order = 20  # after Ethernet, before the kinds of the default order
     ports_section = True
     inventory_key: ClassVar[str | None] = "ib"
+    top_level: ClassVar[frozenset[str]] = frozenset(SM_SETTINGS)
+
+    def deployment_settings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``sm_port_guids`` (full members of the default partition) and ``trusted_sm_guids``
+        (the only SMs allowed on a subnet), each the other's default: the deployment's SM ports."""
+        guids, trusted = (tuple(Guid.parse(g, field=key) for g in fabrics_yaml.get(key, []) or []) for key in SM_SETTINGS)
+        return {"sm_port_guids": guids or trusted, "trusted_sm_guids": trusted or guids}
 
     # ---- the kind's column of the inventory (:mod:`.entries`)
     def parse_ports(self, node: str, raw: Any, where: str) -> tuple[IbPort, ...]:

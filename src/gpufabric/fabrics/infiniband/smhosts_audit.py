@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from gpufabric.domain.fabric import InvariantSpec
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.models import Fabric
 from gpufabric.domain.severity import Severity
+from gpufabric.fabrics.infiniband.entries import KIND
 from gpufabric.fabrics.infiniband.state import IbFabricState
 
 INVARIANT = "IB-SM-CONFIG-DIVERGED"
@@ -45,6 +45,6 @@ def sm_file_violations(observed: IbFabricState) -> tuple[Violation, ...]:
         else:
             continue
         out.append(
-            Violation(INVARIANT, sev, msg, fabric=Fabric.INFINIBAND, device=f.host, resource=f"sm-host:{f.host}")
+            Violation(INVARIANT, sev, msg, fabric=KIND, device=f.host, resource=f"sm-host:{f.host}")
         )
     return tuple(out)

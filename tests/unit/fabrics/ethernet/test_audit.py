@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.audit import Severity
-from gpufabric.domain.models import Fabric
 
 from unit.audit_scenarios import UPLINK, Case, audit_case, check_case
 from unit.audit_scenarios import noop as _noop
@@ -77,5 +76,5 @@ def test_invariant_case(case: Case) -> None:
 def test_severity_and_fabric_come_from_the_registry() -> None:
     violations = audit_case(CASES[2])  # beta-node-in-alpha-vlan
     assert [(v.severity, v.fabric, v.device, v.tenants) for v in violations] == [
-        (Severity.CRITICAL, Fabric.ETHERNET, "leaf1", ("alpha", "beta"))
+        (Severity.CRITICAL, "ethernet", "leaf1", ("alpha", "beta"))
     ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.audit import Severity, Violation, run_audit
-from gpufabric.domain.models import Fabric
 from gpufabric.fabrics.infiniband.state import SmFileSeen, SmSeen, SmState
 
 from unit.audit_scenarios import (
@@ -33,7 +32,7 @@ def _add_sm(s: Scenario, sm: SmSeen, master: bool = False) -> None:
 
 def _hardening(s: Scenario) -> None:
     s.extra.append(Violation("IB-HARDENING", Severity.CRITICAL, f"SM {SM_GUID} on sm1 runs with sm_key 0x0",
-                             Fabric.INFINIBAND, "sm1", str(SM_GUID), "sm1"))  # fmt: skip
+                             "infiniband", "sm1", str(SM_GUID), "sm1"))  # fmt: skip
 
 
 CASES: list[Case] = [
