@@ -69,6 +69,8 @@ def start_bench(runs: int = RUNS) -> dict[str, Any]:
     url = f"http://127.0.0.1:{_refused_port()}"
     args = ["--api", url, "--token", "x", "node", "list", "--json"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GPUFABRIC_HOME": tempfile.gettempdir() + "/gf-bench-cli"}
+    if os.environ.get("PYTHONPATH"):  # a checkout's src put first (a worktree): its code, not the installed one
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     cases: dict[str, tuple[list[str], int]] = {
         "python -c pass": ([py, "-c", "pass"], 0),
         "typer floor (one option, one command)": ([py, "-c", TYPER_FLOOR, "list"], 0),
