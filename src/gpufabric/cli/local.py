@@ -170,7 +170,7 @@ class Local:
     def import_inventory(self, inv: Inventory, instances: Any = None) -> dict[str, Any]:
         """An inventory parsed here, imported on the store (its generic-table port keys checked
         against the store's other nodes first)."""
-        from gpufabric.cli.output import jsonable
+        from gpufabric.domain.serial import jsonable
         from gpufabric.workflow.inventory import check_port_keys
 
         if any(n.fabric_ports for n in inv.nodes):
