@@ -1,5 +1,6 @@
-"""A command through ``--api`` imports neither the store (SQLAlchemy), an HTTP library (httpx),
-typer, the fabric packages nor the service layer: run in a fresh interpreter against a refused port and
+"""A command through ``--api`` imports neither the store (SQLAlchemy), an HTTP library (httpx, nor
+``http.client`` and the ``email`` package it parses headers with), typer, the fabric packages nor
+the service layer: run in a fresh interpreter against a refused port and
 against a tiny local server, then read its ``sys.modules`` (bench/bench_cli.py times it)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from support.cli_probe import probe
 
 FORBIDDEN = ("sqlalchemy", "httpx", "httpcore", "alembic", "fastapi", "gpufabric.fabrics", "gpufabric.service",
              "gpufabric.lab", "yaml")  # fmt: skip
-FAST = ("typer",)  # nor, on the fast path (cli/fast.py, cli/decl.py), these
+FAST = ("typer", "http.client", "email")  # nor, on the fast path (cli/fast.py, cli/decl.py, cli/wire.py), these
 run = probe
 
 
