@@ -117,8 +117,10 @@ class Local:
 
     def cancel_move(self, move_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         m = actions().cancel_move(LOCAL_ADMIN, move_id)
-        rd = reader()
-        return dict(rd.moves(LOCAL_ADMIN, 1, 0, move_id=m.id)[0][0]), list(rd.move_events(move_id))
+        assert m.id is not None
+        events, row = reader().move_progress(LOCAL_ADMIN, m.id)
+        assert row is not None
+        return dict(row), list(events)
 
     def preview(self, node: str, terms: Terms, progress: Any = None) -> dict[str, Any]:
         """The plans of a move per phase, as ``POST /moves/preview`` answers them."""

@@ -24,9 +24,9 @@ def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
 
     rd, out = Reader(store), []
     for i in move_ids:
-        rows = rd.moves(LOCAL_ADMIN, 1, 0, move_id=i)[0]
-        if rows:
-            out.append(move_detail(rows[0], rd.move_events(i)))
+        events, row = rd.move_progress(LOCAL_ADMIN, i)
+        if row is not None:
+            out.append(move_detail(row, events))
     return out
 
 
