@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import typer
@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Param(NamedTuple):  # (not a dataclass: dataclasses imports inspect, ~5 ms of a command's start)
-    """``typer.Option(default, *decls, **settings)`` or ``typer.Argument(default, **settings)``, unbuilt."""
+class Param:
+    """``typer.Option(default, *decls, **settings)`` or ``typer.Argument(default, **settings)``, unbuilt.
+    (Plain classes here: a dataclass imports inspect, a NamedTuple compiles one: ~1-5 ms of a start.)"""
 
-    kind: str  # "option" or "argument"
-    default: Any
-    decls: tuple[str, ...]
-    settings: dict[str, Any]
+    __slots__ = ("decls", "default", "kind", "settings")
+
+    def __init__(self, kind: str, default: Any, decls: tuple[str, ...], settings: dict[str, Any]) -> None:
+        self.kind, self.default, self.decls, self.settings = kind, default, decls, settings  # kind: option, argument
 
     def to_typer(self) -> Any:
         import typer
@@ -44,9 +45,11 @@ def Argument(default: Any = ..., *decls: str, **settings: Any) -> Any:
     return Param("argument", default, decls, settings)
 
 
-class Command(NamedTuple):
-    name: str  # as typer names it: given, else the function's name with dashes
-    fn: Callable[..., Any]
+class Command:
+    __slots__ = ("fn", "name")
+
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+        self.name, self.fn = name, fn  # name: as typer names it (given, else the function's with dashes)
 
 
 class Group:

@@ -68,9 +68,10 @@ class Connection:
         self._file: IO[bytes] | None = None
 
     def _open(self) -> IO[bytes]:
-        sock = socket.create_connection((self.host, self.port), self.timeout)
+        host: str | bytes = self.host.encode("ascii") if self.host.isascii() else self.host  # a str loads the idna codec
+        sock = socket.create_connection((host, self.port), self.timeout)  # type: ignore[arg-type]  # (getaddrinfo takes bytes)
         try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a request is two writes at most
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client does
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
