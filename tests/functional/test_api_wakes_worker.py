@@ -31,7 +31,8 @@ def test_a_move_requested_through_the_api_wakes_the_worker_which_claims_it(world
     try:
         assert passed.acquire(timeout=60) and claimed == [[]]  # the first pass, at start: nothing queued
         with TestClient(create_app(w.ctx)) as client:
-            one = client.post("/api/v1/moves", json={"node": "gpu-0003", "to_tenant": "beta"}, headers=w.headers("admin"))
+            one = client.post("/api/v1/moves", json={"node": "gpu-0003", "to_tenant": "beta"},
+                              headers=w.headers("admin"))  # fmt: skip
             assert one.status_code == 202, one.text
             assert passed.acquire(timeout=60)  # woken by the request: the poll is an hour away
             assert claimed[1] == [one.json()["id"]]

@@ -215,7 +215,9 @@ def run(groups: dict[str, tuple[str, str, str | None]], argv: list[str]) -> bool
         root, gkw, fn, kw = resolve(groups, argv)
     except Decline:
         return False
-    gc.freeze()  # what is imported by now lives as long as the process: no collection scans it again, nor the one at exit (about 5 ms of a command through --api)
+    # what is imported by now lives as long as the process: no collection scans it again, nor the
+    # one at exit (about 5 ms of a command through --api)
+    gc.freeze()
     try:  # what typer's standalone mode does with these (typer/core.py, _main)
         root(**gkw)
         fn(**kw)

@@ -33,9 +33,9 @@ def _global(
     home: Path = Option(None, "--home", help="State directory (default $GPUFABRIC_HOME or ./.gpufabric)."),
     api: str = Option("", "--api", help="Act through a running `gpufabric serve` at this URL ($GPUFABRIC_API)."),
     token: str = Option("", "--token", help="Bearer token for --api ($GPUFABRIC_TOKEN; shows in ps: "
-                              "prefer --token-file)."),
+                        "prefer --token-file)."),
     token_file: Path = Option(None, "--token-file", help="A file (mode 0600) holding the bearer token for "
-                                    "--api ($GPUFABRIC_TOKEN_FILE)."),
+                              "--api ($GPUFABRIC_TOKEN_FILE)."),
 ) -> None:
     common = sys.modules.get("gpufabric.cli.common")  # loaded only by commands that use the store
     if common is not None:

@@ -18,7 +18,7 @@ _STYLE = {"ok": "green", "warning": "yellow", "error": "red", "critical": "bold 
 @app.command("check")
 def check(
     clock_bound: float = Option(2.0, "--clock-bound", min=0.0, help="Largest clock offset (s) allowed between "
-                                      "this host and the store (PostgreSQL now())."),
+                                "this host and the store (PostgreSQL now())."),
     quiet: bool = Option(False, "--quiet", "-q", help="Print only the findings that are not ok."),
     json_out: bool = JSON_OPT,
 ) -> None:

@@ -68,8 +68,9 @@ class Connection:
         self._file: IO[bytes] | None = None
 
     def _open(self) -> IO[bytes]:
-        host: str | bytes = self.host.encode("ascii") if self.host.isascii() else self.host  # a str loads the idna codec
-        sock = socket.create_connection((host, self.port), self.timeout)  # type: ignore[arg-type]  # (getaddrinfo takes bytes)
+        # getaddrinfo takes the host's bytes too: a str host loads the idna codec for the same bytes
+        host: str | bytes = self.host.encode("ascii") if self.host.isascii() else self.host
+        sock = socket.create_connection((host, self.port), self.timeout)  # type: ignore[arg-type]
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as http.client does
             if self.tls is not None:

@@ -318,7 +318,9 @@ class Reader:
         with self.engine.connect() as c:
             return _move_events(c, move_id, after)
 
-    def move_progress(self, p: Principal, move_id: int, after: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    def move_progress(
+        self, p: Principal, move_id: int, after: int = 0
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
         """What an event stream reads each time it wakes, on one connection: the move's events after
         event ``after``, then its row (None: ``p`` may not see it); once the row says the move ended,
         its events after those once more (the last ones commit with its end)."""
@@ -361,7 +363,11 @@ class Reader:
 
 
 def _moves_select(
-    p: Principal, node: str | None = None, state: str | None = None, tenant: str | None = None, move_id: int | None = None
+    p: Principal,
+    node: str | None = None,
+    state: str | None = None,
+    tenant: str | None = None,
+    move_id: int | None = None,
 ) -> Select[Any]:
     """The moves ``p`` may see, narrowed by the filters given."""
     M = MoveRow.__table__
