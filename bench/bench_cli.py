@@ -9,7 +9,9 @@
   (``before``). Target: median ≤ 8× ``python -c pass``.
 * ``served`` (root: a bench fabric of 34 HCAs, :mod:`bench.benchlab`): the move's two-change
   floor of :func:`bench.bench_moves.floor` (its quarantine and join plans applied and verified,
-  nothing else), then ``gpufabric node move`` through a warm ``gpufabric serve``
+  nothing else: not the command's start, the HTTP requests, the worker's wake and claim, the
+  store's reads and writes, planning, the lock and epoch, nor the progress events and their
+  stream), then ``gpufabric node move`` through a warm ``gpufabric serve``
   (:func:`bench.bench_moves.served_moves`: a fresh process per move), wall time as a ratio to
   that floor. Target ≤ 3×. ``GF_BENCH_CLI_SERVED=0`` skips it.
 
