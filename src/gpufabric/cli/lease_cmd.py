@@ -16,7 +16,7 @@ from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.decl import Group, Option
 from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.terms import terms_of
+from gpufabric.domain.lease_terms import terms_of
 
 app = Group(no_args_is_help=True)
 

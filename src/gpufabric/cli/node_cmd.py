@@ -79,7 +79,7 @@ def move(
     Several nodes are requested in one transaction (all or none) and run as one batch."""
     # --gpus: the NVLink kind's lease term, a declared exception (see cli/lease_cmd.py)
     from gpufabric.cli.move_cmd import move_nodes
-    from gpufabric.domain.terms import terms_of
+    from gpufabric.domain.lease_terms import terms_of
 
     move_nodes(names, to_tenant, network, offering, dry_run, json_out, window, terms_of({"gpus": gpus}))
 
