@@ -9,7 +9,9 @@
   (``before``). Target: median ≤ 8× ``python -c pass``.
 * ``served`` (root: a bench fabric of 34 HCAs, :mod:`bench.benchlab`): the move's two-change
   floor of :func:`bench.bench_moves.floor` (its quarantine and join plans applied and verified,
-  nothing else), then ``gpufabric node move`` through a warm ``gpufabric serve``
+  nothing else: not the command's start, the HTTP requests, the worker's wake and claim, the
+  store's reads and writes, planning, the lock and epoch, nor the progress events and their
+  stream), then ``gpufabric node move`` through a warm ``gpufabric serve``
   (:func:`bench.bench_moves.served_moves`: a fresh process per move), wall time as a ratio to
   that floor. Target ≤ 3×. ``GF_BENCH_CLI_SERVED=0`` skips it.
 
@@ -69,6 +71,8 @@ def start_bench(runs: int = RUNS) -> dict[str, Any]:
     url = f"http://127.0.0.1:{_refused_port()}"
     args = ["--api", url, "--token", "x", "node", "list", "--json"]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GPUFABRIC_HOME": tempfile.gettempdir() + "/gf-bench-cli"}
+    if os.environ.get("PYTHONPATH"):  # a checkout's src put first (a worktree): its code, not the installed one
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     cases: dict[str, tuple[list[str], int]] = {
         "python -c pass": ([py, "-c", "pass"], 0),
         "typer floor (one option, one command)": ([py, "-c", TYPER_FLOOR, "list"], 0),

@@ -109,13 +109,19 @@ def command_move(fab: BenchFabric, node: str, to: str) -> dict[str, Any]:
     return {"wall_s": round(wall, 3), "engine_s": engine_s, "ratio_wall_to_engine": round(wall / engine_s, 2) if engine_s else None}
 
 
+def installed_env() -> dict[str, str]:
+    """This environment, less ``PYTHONDONTWRITEBYTECODE``: a command runs as installed, its
+    modules' bytecode cached (with it set, every run would compile the CLI's modules again)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict[str, Any]:
     """``gpufabric node move`` through a warm ``gpufabric serve`` (worker window 0, woken by the
     request): the command's wall time (a fresh process: interpreter + imports, POST, following
     the server-sent events, GET of the detail) vs the server engine's own time for that move
     (the sum of its recorded phase times), and the start of the same command against a refused port."""
     exe = str(Path(sys.executable).parent / "gpufabric")
-    env = {**os.environ, "GPUFABRIC_HOME": str(fab.home)}
+    env = {**installed_env(), "GPUFABRIC_HOME": str(fab.home)}
     token = json.loads(subprocess.run([exe, "token", "create", "--role", "admin", "--name", "bench", "--json"], env=env,
                                       capture_output=True, text=True, check=True).stdout)["secret"]  # fmt: skip
     with socket.socket() as sock:

@@ -95,19 +95,19 @@ def test_a_stream_nobody_rings_polls_the_store_with_backoff(live: tuple[World, s
     w, base, move_id = live
     w.ctx.configure(ApiLimits(stream_timeout=6.0, stream_poll_min=0.2, stream_poll_max=1.6))
     reads: list[float] = []
-    real = w.ctx.reader.move_events
+    real = w.ctx.reader.move_progress  # the stream's one read a wake (and the 404 check's before it)
 
     def counted(*a: Any) -> Any:
         reads.append(time.monotonic())
         return real(*a)
 
-    w.ctx.reader.move_events = counted  # type: ignore[method-assign]
+    w.ctx.reader.move_progress = counted  # type: ignore[method-assign]
     try:
         with httpx.stream("GET", f"{base}/api/v1/moves/{move_id}/events", headers=w.headers("admin"), timeout=20) as r:
             assert r.status_code == 200
             list(r.iter_lines())
     finally:
-        w.ctx.reader.move_events = real  # type: ignore[method-assign]
+        w.ctx.reader.move_progress = real  # type: ignore[method-assign]
     assert 5 <= len(reads) <= 8, len(reads)
     gaps = [b - a for a, b in itertools.pairwise(reads)]
     assert max(gaps) <= 1.6 + 0.5 and gaps[-2] >= 1.2, gaps  # backed off to the ceiling, never past it

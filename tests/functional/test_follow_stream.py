@@ -17,6 +17,7 @@ from gpufabric.api.limits import ApiLimits
 from gpufabric.cli.backend import Remote
 from gpufabric.cli.move_cmd import _follow
 from gpufabric.domain.moves import MovePhase
+from gpufabric.store import queries
 from gpufabric.store.moves import MoveLedger
 
 from support.api_world import World, build_world
@@ -88,16 +89,17 @@ def test_the_timings_that_commit_with_the_end_between_the_stream_s_two_reads_are
     ledger = MoveLedger(w.store)
     (m,) = ledger.claim("w:1")
     m = ledger.set_phase(m, MovePhase.JOIN)
-    rows = w.ctx.reader.moves
+    events = queries._move_events
     calls: list[int] = []
 
-    def finish_then_read(*a: Any, **kw: Any) -> Any:
-        calls.append(1)  # 1: the 404 check before the stream; 2: the stream's first row read
-        if len(calls) == 2:
+    def read_then_finish(*a: Any, **kw: Any) -> Any:
+        calls.append(1)  # 1: the 404 check before the stream; 2: the stream's first events read
+        got = events(*a, **kw)
+        if len(calls) == 2:  # after it, before the row read (Reader.move_progress)
             ledger.set_phases([m], MovePhase.DONE, [("quarantine", "quarantined", 0.125), ("join", "joined", 0.25)])
-        return rows(*a, **kw)
+        return got
 
-    monkeypatch.setattr(w.ctx.reader, "moves", finish_then_read)
+    monkeypatch.setattr(queries, "_move_events", read_then_finish)
     r = Counting(base, w.tokens["admin"])
     got = _follow(r, move["id"], json_out=True)
     assert r.gets == [] and got["status"] == "done"

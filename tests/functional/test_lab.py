@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpufabric.cli.lab_cmd import app as lab_app
+from gpufabric.cli.lab_cmd import app as lab_group
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
@@ -156,7 +156,7 @@ def test_up_again_is_a_noop(lab: Lab, first: LabStatus) -> None:
 
 
 def test_cli_status_json(home: Path, first: LabStatus) -> None:
-    r = CliRunner().invoke(lab_app, ["status", "--json"], env={**os.environ, "GPUFABRIC_HOME": str(home)})
+    r = CliRunner().invoke(lab_group.to_typer(), ["status", "--json"], env={**os.environ, "GPUFABRIC_HOME": str(home)})
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert (data["opensm_pid"], data["ibsim_sockname"], data["running"]) == (

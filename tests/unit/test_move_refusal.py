@@ -63,3 +63,22 @@ def test_a_refusal_spares_moves_already_past_quarantine(engine: MoveEngine) -> N
     assert engine.ledger.get(b.id or 0).status is MoveStatus.CANCELLED
     assert owners(engine)["n2"] == {"tb"} and owners(engine)["n1"] != {"tb"}
     assert engine.store.node("n1").state.value == "available"
+
+
+def test_a_batch_reads_the_owners_for_the_fabrics_hooks_only_when_a_fabric_has_one(engine: MoveEngine) -> None:
+    """``before_move``/``after_join`` get the owners (a read of the store); when no fabric overrides
+    them (the default does nothing), the move does not read the store for them."""
+    reads: list[int] = []
+    real = engine.tenancy
+
+    def counted() -> Tenancy:
+        reads.append(1)
+        return real()
+
+    engine.tenancy = counted  # type: ignore[method-assign]
+    move(engine, "n1", "ta")
+    assert reads == []
+    seen: list[tuple[str, str]] = []
+    refuse_node(engine, "nobody", seen)  # a before_move hook that refuses nothing
+    move(engine, "n1", "tb")
+    assert reads == [1] and seen == [("n1", "ta")]  # once, with the owners before the move

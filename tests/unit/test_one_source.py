@@ -92,7 +92,7 @@ def test_lab_up_brings_the_lab_up_on_the_configured_quarantine_vlan(
         raise SystemExit(7)  # stop before anything is made
 
     monkeypatch.setattr(Lab, "up", fake_up)
-    result = CliRunner().invoke(app, ["up", "--json"])
+    result = CliRunner().invoke(app.to_typer(), ["up", "--json"])
     assert result.exit_code == 7, result.output
     assert (seen["quarantine_vlan"], seen["uplink_vlans"]) == (4001, (2100, 2199))
 

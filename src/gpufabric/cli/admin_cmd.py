@@ -6,15 +6,14 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-import typer
-
 from gpufabric.cli.backend import backend
 from gpufabric.cli.common import JSON_OPT
+from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, table
 from gpufabric.domain.auth import Role
 from gpufabric.domain.errors import ValidationError
 
-token_app = typer.Typer(no_args_is_help=True)
+token_app = Group(no_args_is_help=True)
 _DURATION = re.compile(r"^([0-9]{1,6})([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 EXPIRES_ALLOWED = "a duration (30m, 12h, 90d, 2w) or an ISO 8601 time with a timezone (2027-01-01T00:00:00Z)"
@@ -42,10 +41,10 @@ def parse_expires(raw: str | None, now: datetime | None = None) -> datetime | No
 
 @token_app.command("create")
 def create_token(
-    role: Role = typer.Option(..., "--role", help="admin, owner (leases out the nodes its tenant owns) or lessee."),
-    tenant: str = typer.Option(None, "--tenant", help="The tenant of an owner or lessee token."),
-    name: str = typer.Option("", "--name", help="A name for the token (default: role[-tenant])."),
-    expires: str = typer.Option(None, "--expires", help=f"Refuse the token from then on: {EXPIRES_ALLOWED}."),
+    role: Role = Option(..., "--role", help="admin, owner (leases out the nodes its tenant owns) or lessee."),
+    tenant: str = Option(None, "--tenant", help="The tenant of an owner or lessee token."),
+    name: str = Option("", "--name", help="A name for the token (default: role[-tenant])."),
+    expires: str = Option(None, "--expires", help=f"Refuse the token from then on: {EXPIRES_ALLOWED}."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Create an API token. Its secret is printed once; only its sha256 is stored."""
@@ -75,15 +74,15 @@ def list_tokens(json_out: bool = JSON_OPT) -> None:
 
 
 @token_app.command("revoke")
-def revoke_token(token_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
+def revoke_token(token_id: int = Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
     """Revoke a token (kept in the list, never accepted again)."""
     out = backend().revoke_token(token_id)
     emit_json(out) if json_out else console.print(f"token {out['id']} revoked", highlight=False)
 
 
 def events(
-    limit: int = typer.Option(50, "--limit", min=1, max=1000),
-    action: str = typer.Option(None, "--action", help="Only this action, e.g. lease.create."),
+    limit: int = Option(50, "--limit", min=1, max=1000),
+    action: str = Option(None, "--action", help="Only this action, e.g. lease.create."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """The event log: every write (CLI and API), who, what, when, outcome — newest first."""

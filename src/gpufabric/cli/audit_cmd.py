@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from gpufabric.cli.common import JSON_OPT
+from gpufabric.cli.decl import Option
 from gpufabric.cli.output import console, emit_json
 from gpufabric.domain.errors import ValidationError
 
 
 def audit(
     json_out: bool = JSON_OPT,
-    html: Path = typer.Option(None, "--html", help="Also write a self-contained HTML report to this file."),
-    fail_on: str = typer.Option("low", "--fail-on", help="Exit non-zero on violations of this severity or worse."),
-    only: list[str] = typer.Option([], "--only", help="Check only these invariant ids (repeatable)."),
+    html: Path = Option(None, "--html", help="Also write a self-contained HTML report to this file."),
+    fail_on: str = Option("low", "--fail-on", help="Exit non-zero on violations of this severity or worse."),
+    only: list[str] = Option([], "--only", help="Check only these invariant ids (repeatable)."),
 ) -> None:
     """Read every fabric, check the isolation invariants against the leases, and report.
     Exit code 1 when a violation at or above --fail-on is found."""
@@ -40,4 +39,6 @@ def audit(
             console.print(f"HTML report: {html}")
     code = exit_code(report, threshold)
     if code:
+        import typer
+
         raise typer.Exit(code)

@@ -21,12 +21,13 @@ from gpufabric.domain.errors import (
 )
 
 if TYPE_CHECKING:
-    import http.client
     import ssl
     from datetime import datetime
 
     from gpufabric.audit import AuditReport
     from gpufabric.cli.local import Local
+    from gpufabric.cli.wire import Answer as WireAnswer
+    from gpufabric.cli.wire import Connection
     from gpufabric.domain.models import Inventory
 
 ALL = 100_000
@@ -114,7 +115,7 @@ def tls_context() -> ssl.SSLContext:
 class _Stream:
     """A streamed GET (server-sent events): ``iter_lines`` until the server ends it."""
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+    def __init__(self, conn: Connection, resp: WireAnswer) -> None:
         self.conn, self.resp = conn, resp
 
     def __enter__(self) -> _Stream:
@@ -129,8 +130,8 @@ class _Stream:
 
 
 class Remote:
-    """The API v1 of a running server, over ``http.client`` (a command through ``--api`` imports
-    no HTTP library: bench/bench_cli.py)."""
+    """The API v1 of a running server, over :mod:`gpufabric.cli.wire` (a command through
+    ``--api`` imports no HTTP library, nor ``http.client``: bench/bench_cli.py)."""
 
     remote = True
 
@@ -146,22 +147,19 @@ class Remote:
         self._https, self._host, self._port, self._prefix = u.scheme == "https", u.hostname, u.port, u.path
         self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         self._timeout = timeout
-        self._conn: http.client.HTTPConnection | None = None
+        self._conn: Connection | None = None
 
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        import http.client
+    def _connect(self, timeout: float | None) -> Connection:
+        from gpufabric.cli.wire import Connection
 
-        if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=tls_context())
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        return Connection(self._host, self._port, timeout, tls_context() if self._https else None)
 
-    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None,
-              content_type: str = "application/json") -> Any:  # fmt: skip
+    def _send(self, conn: Connection, method: str, path: str, body: bytes | None,
+              content_type: str = "application/json") -> WireAnswer:  # fmt: skip
         headers = dict(self._headers)
         if body is not None:
             headers["Content-Type"] = content_type
-        conn.request(method, self._prefix + path, body=body, headers=headers)
-        return conn.getresponse()
+        return conn.request(method, self._prefix + path, body, headers)
 
     def _url(self, path: str, params: dict[str, Any] | None) -> str:
         if not params:
@@ -172,8 +170,9 @@ class Remote:
 
     def _do(self, method: str, path: str, json: Any = None, params: dict[str, Any] | None = None,
             text: str | None = None) -> Any:  # fmt: skip
-        import http.client
         import json as _json
+
+        from gpufabric.cli.wire import RemoteClosed
 
         body = text.encode() if text is not None else None if json is None else _json.dumps(json).encode()
         kind = "text/plain; charset=utf-8" if text is not None else "application/json"
@@ -189,12 +188,11 @@ class Remote:
                     self._conn.close()
                     self._conn = None
                 break
-            except (OSError, http.client.HTTPException) as e:
+            except OSError as e:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
-                if reused and attempt == 0 and isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError,
-                                                              ConnectionResetError)):  # fmt: skip
+                if reused and attempt == 0 and isinstance(e, (RemoteClosed, BrokenPipeError, ConnectionResetError)):
                     continue
                 raise UnavailableError(f"cannot reach the API at {self.base}: {e}", field="api") from None
         if r.status_code >= 400:
@@ -216,17 +214,18 @@ class Remote:
         return self._do("DELETE", path)
 
     def stream(self, path: str) -> _Stream:
-        import http.client
-
+        conn: Connection | None = None
         try:
             conn = self._connect(None)
             resp = self._send(conn, "GET", path, None)
-        except (OSError, http.client.HTTPException) as e:
+            if resp.status >= 400:
+                r = Answer(resp.status, resp.read())
+                conn.close()
+                _raise(r)
+        except OSError as e:
+            if conn is not None:
+                conn.close()
             raise UnavailableError(f"cannot reach the API at {self.base}: {e}", field="api") from None
-        if resp.status >= 400:
-            r = Answer(resp.status, resp.read())
-            conn.close()
-            _raise(r)
         return _Stream(conn, resp)
 
 

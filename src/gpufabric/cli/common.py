@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
+from gpufabric.cli.decl import Option
 
 if TYPE_CHECKING:  # imported by the functions that read them: a command through --api never does
     from gpufabric.domain.quotas import Quotas
     from gpufabric.domain.segments import SegmentConfig
 
-JSON_OPT = typer.Option(False, "--json", help="Print machine-readable JSON.")
+JSON_OPT = Option(False, "--json", help="Print machine-readable JSON.")
 
 
 def home() -> Path:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import sys
 from importlib import resources
 
-import typer
-
 from gpufabric.cli.common import JSON_OPT
+from gpufabric.cli.decl import Group
 from gpufabric.cli.output import emit_json
 
 UNIT = "gpufabric-serve.service"
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 
 
 def unit_text() -> str:

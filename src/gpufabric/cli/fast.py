@@ -1,36 +1,40 @@
-"""The fast path of a core command: read ``argv`` from the command function's own typer
-signature (the one source of its options) and call the function, without building the typer
-app. Typer 0.2x coerces every value through pydantic when its app runs: about half of a
-command's start (bench/bench_cli.py).
+"""The fast path of a core command: read ``argv`` from the command function's own declaration
+(its ``Option``/``Argument`` defaults, :mod:`gpufabric.cli.decl`: the one source of its
+options) and call the function, without importing typer or building its app. Typer 0.2x
+imports click and pydantic and coerces every value through them: about half of a command's
+start (bench/bench_cli.py).
 
 It declines (``run`` returns False and ``main`` runs the typer app, which names the error or
 prints the help) for anything outside the subset it reads exactly as typer does: help, an
 unknown, repeated-short or malformed option, a value that starts with ``-``, a missing or extra
 argument, a value typer would check or transform (min/max, exists, envvar, callbacks, prompts,
-parsers, counts), a group with its own callback, a bool option whose flag would turn a true
-default off, and any type other than ``str``/``int``/``float``/``bool``/``Path``/``list[str]``
-and their optionals. A kind's command group is never read here (the kinds load with typer).
-``tests/unit/test_cli_fast.py`` holds it to typer's own reading of every core command.
+parsers, counts), a bool option whose flag would turn a true default off, and any type other
+than ``str``/``int``/``float``/``bool``/``Path``/``list[str]`` and their optionals. A kind's
+command group is never read here (the kinds load with typer). ``tests/unit/test_cli_fast.py``
+holds it to typer's own reading of every core command.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 import typing
 from collections.abc import Callable
 from importlib import import_module
-from inspect import Parameter, signature
 from pathlib import Path
 from typing import Any
 
+from gpufabric.cli.decl import Group, Param
+
 _SCALARS: dict[Any, Callable[[str], Any]] = {str: str, int: int, float: float, Path: Path}
-# OptionInfo/ArgumentInfo fields that only shape help text: any other field away from its
-# default makes typer check or transform the value, so the fast path declines the command.
+# typer.Option/Argument settings that only shape help text: any other makes typer check or
+# transform the value, so the fast path declines the command.
 _HELP_ONLY = frozenset(
-    ("default", "param_decls", "help", "metavar", "show_default", "show_choices", "show_envvar", "hidden",
-     "rich_help_panel", "autocompletion", "shell_complete", "case_sensitive", "allow_from_autoenv")
+    ("help", "metavar", "show_default", "show_choices", "show_envvar", "hidden", "rich_help_panel",
+     "autocompletion", "shell_complete", "case_sensitive", "allow_from_autoenv")
 )  # fmt: skip
+_EMPTY = object()  # a parameter without a default
 
 
 class Decline(Exception):
@@ -44,12 +48,6 @@ class Spec:
                  names: tuple[str, ...] = (), off: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.name, self.kind, self.conv, self.default, self.required = name, kind, conv, default, required
         self.names, self.off = names, off  # option names; a bool's secondary (--no-x) names
-
-
-def _neutral() -> dict[str, Any]:
-    import typer
-
-    return dict(vars(typer.Option(None)))
 
 
 def _type(hint: Any) -> tuple[Callable[[str], Any] | None, bool, bool]:
@@ -69,36 +67,44 @@ def _type(hint: Any) -> tuple[Callable[[str], Any] | None, bool, bool]:
     raise Decline(str(hint))
 
 
+def _parameters(fn: Callable[..., Any]) -> list[tuple[str, Any]]:
+    """(name, default or _EMPTY) of ``fn``'s parameters, in order; Decline for ``*args``/``**kw``
+    (read from its code object: ``inspect`` is not imported for this)."""
+    code = fn.__code__
+    if code.co_flags & 0x0C or code.co_posonlyargcount:  # CO_VARARGS | CO_VARKEYWORDS, or positional-only
+        raise Decline(fn.__name__)
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    defaults = fn.__defaults__ or ()
+    kwdefaults = fn.__kwdefaults__ or {}
+    first = code.co_argcount - len(defaults)
+    return [(n, defaults[i - first] if first <= i < code.co_argcount else kwdefaults.get(n, _EMPTY))
+            for i, n in enumerate(names)]  # fmt: skip
+
+
 def specs(fn: Callable[..., Any]) -> list[Spec]:
     """The parameters of ``fn`` as typer would make them; Decline for any the fast path does not read."""
-    from typer.models import ArgumentInfo, OptionInfo
-
     try:
         hints = typing.get_type_hints(fn)
     except Exception as e:  # a name only imported for type checking: leave it to typer
         raise Decline(str(e)) from None
-    neutral = _neutral()
     out: list[Spec] = []
-    for p in signature(fn).parameters.values():
-        if p.kind not in (Parameter.POSITIONAL_OR_KEYWORD, Parameter.KEYWORD_ONLY):
-            raise Decline(p.name)
-        conv, multiple, _ = _type(hints.get(p.name))
-        info, default = p.default, p.default
-        if isinstance(info, (OptionInfo, ArgumentInfo)):
-            if any(v != neutral.get(k) for k, v in vars(info).items() if k not in _HELP_ONLY):
-                raise Decline(p.name)
-            default = info.default
-        required = default is ... or default is Parameter.empty
-        if isinstance(info, ArgumentInfo) or (not isinstance(info, OptionInfo) and p.default is Parameter.empty):
+    for name, given in _parameters(fn):
+        conv, multiple, _ = _type(hints.get(name))
+        info = given if isinstance(given, Param) else None
+        if info is not None and set(info.settings) - _HELP_ONLY:
+            raise Decline(name)
+        default = info.default if info is not None else given
+        required = default is ... or default is _EMPTY
+        if (info is not None and info.kind == "argument") or (info is None and given is _EMPTY):
             if conv is None or any(s.kind == "args" for s in out):
-                raise Decline(p.name)  # a bool argument, or one after the list argument
-            out.append(Spec(p.name, "args" if multiple else "arg", conv, None if required else default, required))
+                raise Decline(name)  # a bool argument, or one after the list argument
+            out.append(Spec(name, "args" if multiple else "arg", conv, None if required else default, required))
             continue
-        dash = "--" + p.name.replace("_", "-")
-        decls = tuple(info.param_decls or ()) if isinstance(info, OptionInfo) else ()
+        dash = "--" + name.replace("_", "-")
+        decls = info.decls if info is not None else ()
         if conv is None:  # a bool: a flag, with a secondary --no-x when typer makes one
             if required:
-                raise Decline(p.name)
+                raise Decline(name)
             on: list[str] = []
             off: list[str] = []
             for d in decls or (f"{dash}/--no-{dash[2:]}",):
@@ -106,11 +112,11 @@ def specs(fn: Callable[..., Any]) -> list[Spec]:
                 on.append(first.strip())
                 off.extend(x.strip() for x in second.split("/") if x.strip())
             if default and not off:
-                raise Decline(p.name)  # click would make the flag turn the default off
-            out.append(Spec(p.name, "flag", bool, bool(default), False, tuple(on), tuple(off)))
+                raise Decline(name)  # click would make the flag turn the default off
+            out.append(Spec(name, "flag", bool, bool(default), False, tuple(on), tuple(off)))
             continue
         names = tuple(d.strip() for d in decls if d.strip().startswith("-")) or (dash,)
-        out.append(Spec(p.name, "many" if multiple else "opt", conv, default, required, names))
+        out.append(Spec(name, "many" if multiple else "opt", conv, default, required, names))
     return out
 
 
@@ -194,21 +200,12 @@ def resolve(groups: dict[str, tuple[str, str, str | None]], argv: list[str]) -> 
     module, attr, text = groups[argv[i]]
     obj: Any = getattr(import_module(f"gpufabric.cli.{module}"), attr)
     rest = argv[i + 1 :]
-    while text is not None:  # a typer group: its sub-command (or sub-group) by name
-        if obj.registered_callback is not None or not rest:
-            raise Decline("group callback or help")
-        sub, rest = rest[0], rest[1:]
-        cmd = next((c for c in obj.registered_commands if (c.name or c.callback.__name__.replace("_", "-")) == sub),
-                   None)  # fmt: skip
-        if cmd is not None:
-            if cmd.no_args_is_help and not rest:
-                raise Decline("help")
-            obj, text = cmd.callback, None
-            continue
-        grp = next((g for g in obj.registered_groups if g.name == sub), None)
-        if grp is None or grp.typer_instance is None:
-            raise Decline(sub)
-        obj = grp.typer_instance
+    if text is not None:  # a group: its command by name
+        assert isinstance(obj, Group)
+        cmd = next((c for c in obj.commands if rest and c.name == rest[0]), None)
+        if cmd is None:
+            raise Decline("help or an unknown command")
+        obj, rest = cmd.fn, rest[1:]
     return _global, gkw, obj, parse(obj, rest)
 
 
@@ -218,22 +215,38 @@ def run(groups: dict[str, tuple[str, str, str | None]], argv: list[str]) -> bool
         root, gkw, fn, kw = resolve(groups, argv)
     except Decline:
         return False
-    import typer
-    from typer._click.exceptions import ClickException
-
+    # what is imported by now lives as long as the process: no collection scans it again, nor the
+    # one at exit (about 5 ms of a command through --api)
+    gc.freeze()
     try:  # what typer's standalone mode does with these (typer/core.py, _main)
         root(**gkw)
         fn(**kw)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
-    except (typer.Abort, EOFError) as e:
-        print(("\n" if isinstance(e, EOFError) else "") + "Aborted!", file=sys.stderr)
+    except EOFError:
+        print("\nAborted!", file=sys.stderr)
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(1)
+    except Exception as e:
+        if "typer" not in sys.modules:  # a command that raises typer's exceptions imports typer first
+            raise
+        _typer_exit(e)
+        raise
     return True
+
+
+def _typer_exit(e: Exception) -> None:
+    """Exit as typer's standalone mode does for its own exceptions (``typer.Exit`` with its code, a
+    click error shown, ``typer.Abort``); return for any other exception."""
+    import typer
+    from typer._click.exceptions import ClickException
+
+    if isinstance(e, typer.Exit):
+        sys.exit(e.exit_code)
+    if isinstance(e, ClickException):
+        e.show()
+        sys.exit(e.exit_code)
+    if isinstance(e, typer.Abort):
+        print("Aborted!", file=sys.stderr)
+        sys.exit(1)

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import typer
-
 from gpufabric.cli import import_formats as formats
 from gpufabric.cli.common import JSON_OPT, fabrics_yaml
+from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Node
@@ -19,19 +18,19 @@ from gpufabric.domain.values import PortNaming
 if TYPE_CHECKING:
     from gpufabric.store.registry import Registry
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 FORMATS = f"<{'|'.join(formats.NAMES)}>"
 FORMAT_HELP = f"{formats.listed()} (default: by file suffix)."
 
 
 @app.command("import")
 def import_(
-    file: Path = typer.Argument(..., exists=False),
-    fmt: str | None = typer.Option(None, "--format", parser=formats.parse, metavar=FORMATS, help=FORMAT_HELP),
-    strict: bool = typer.Option(
+    file: Path = Argument(..., exists=False),
+    fmt: str | None = Option(None, "--format", parser=formats.parse, metavar=FORMATS, help=FORMAT_HELP),
+    strict: bool = Option(
         False, "--strict", help="ibnetdiscover: refuse the whole file if one CA does not match a host."
     ),
-    subnet: str | None = typer.Option(
+    subnet: str | None = Option(
         None, "--fabric", help="ibnetdiscover: the IB fabric instance (subnet) of fabrics.yaml the HCAs are on "
         "(default: the only one); the nodes' ports on other instances are kept."
     ),

@@ -8,16 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import typer
-
 from gpufabric.cli.common import JSON_OPT, fabrics_path, home, open_engine, open_store, segment_config
-from gpufabric.cli.output import console, emit_json, escape, jsonable, table
+from gpufabric.cli.decl import Group, Option
+from gpufabric.cli.output import console, emit_json, escape, table
+from gpufabric.domain.serial import jsonable
 
 if TYPE_CHECKING:
     from gpufabric.lab.lab import Lab, LabStatus
     from gpufabric.lab.labib import SmPairStatus
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 SM_PAIR_HELP = (
     "Run the subnet's trusted SMs as a master/standby OpenSM pair on two SM hosts (sm-01, sm-02; one sshd "
     "each): gpufabric writes both SMs' partitions files and finds the master by SMInfo. With --ib-subnets 2: "
@@ -101,21 +101,21 @@ def _pair_lines(p: SmPairStatus | None, ind: str = "  ") -> str:
 
 @app.command()
 def up(
-    nodes: int = typer.Option(6, "--nodes", help="GPU nodes gpu-a01.. (ignored with --topology)."),
-    hcas_per_node: int = typer.Option(2, "--hcas-per-node", help="HCAs mlx5_0.. per node."),
-    eth_ports_per_node: int = typer.Option(1, "--eth-ports-per-node", help="Ethernet NICs eth0.. per node."),
-    topology: Path = typer.Option(None, "--topology", help="Use this ibsim net file as is."),
-    gpus_per_node: int = typer.Option(
+    nodes: int = Option(6, "--nodes", help="GPU nodes gpu-a01.. (ignored with --topology)."),
+    hcas_per_node: int = Option(2, "--hcas-per-node", help="HCAs mlx5_0.. per node."),
+    eth_ports_per_node: int = Option(1, "--eth-ports-per-node", help="Ethernet NICs eth0.. per node."),
+    topology: Path = Option(None, "--topology", help="Use this ibsim net file as is."),
+    gpus_per_node: int = Option(
         8, "--gpus-per-node", help="GPUs per node (0 or 8), each node with a stand-in Fabric Manager."
     ),
-    dpus: int = typer.Option(
+    dpus: int = Option(
         0, "--dpus", help="Give the first N nodes a DPU (own OVS + ovn-controller) on a real OVN."
     ),
-    bonded: str = typer.Option(
+    bonded: str = Option(
         "", "--bonded", help="Comma-separated nodes whose eth0+eth1 are one LACP bond on their leaf."
     ),
-    sm_pair: bool = typer.Option(False, "--sm-pair", help=SM_PAIR_HELP),
-    subnets: int = typer.Option(1, "--ib-subnets", help=SUBNETS_HELP),
+    sm_pair: bool = Option(False, "--sm-pair", help=SM_PAIR_HELP),
+    subnets: int = Option(1, "--ib-subnets", help=SUBNETS_HELP),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Start (or reuse) the lab: ibsim, the trusted OpenSM (with --sm-pair a master/standby pair;
@@ -193,7 +193,7 @@ def status(json_out: bool = JSON_OPT) -> None:
 
 @app.command("restart-sm")
 def restart_sm(
-    subnet: str = typer.Option("", "--subnet", help="The subnet (ib-compute, ib-storage) of a two-subnet lab."),
+    subnet: str = Option("", "--subnet", help="The subnet (ib-compute, ib-storage) of a two-subnet lab."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Restart the lab's trusted OpenSM (the OpenSM driver's restart command in the lab). With
@@ -207,9 +207,9 @@ def restart_sm(
 
 @app.command("rogue-sm")
 def rogue_sm(
-    node: str = typer.Option(..., "--node", help="Tenant host to start the rogue SM on, e.g. gpu-a03."),
-    device: str = typer.Option("mlx5_0", "--device"),
-    subnet: str = typer.Option("", "--subnet", help="The subnet (ib-compute, ib-storage) of a two-subnet lab."),
+    node: str = Option(..., "--node", help="Tenant host to start the rogue SM on, e.g. gpu-a03."),
+    device: str = Option("mlx5_0", "--device"),
+    subnet: str = Option("", "--subnet", help="The subnet (ib-compute, ib-storage) of a two-subnet lab."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Start a rogue OpenSM on a tenant node, as a tenant with root could (for the rogue-SM defence)."""

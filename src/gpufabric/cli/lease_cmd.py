@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import typer
-
 from gpufabric.cli.backend import Terms, backend
 from gpufabric.cli.common import JSON_OPT
+from gpufabric.cli.decl import Group, Option
 from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.terms import terms_of
+from gpufabric.domain.lease_terms import terms_of
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 
 
 def parse_time(field: str, raw: str | None) -> datetime | None:
@@ -37,17 +36,17 @@ def parse_time(field: str, raw: str | None) -> datetime | None:
 
 @app.command("create")
 def create(
-    tenant: str = typer.Option(..., "--tenant"),
-    node: str = typer.Option(..., "--node"),
-    network: list[str] = typer.Option(
+    tenant: str = Option(..., "--tenant"),
+    node: str = Option(..., "--node"),
+    network: list[str] = Option(
         [], "--network", help="Tenant network(s) the node joins (default: all the tenant's, when you act in that tenant)."
     ),
-    no_networks: bool = typer.Option(False, "--no-networks", help="Join no network: ports stay shut until one attaches."),
-    offering: str = typer.Option("baremetal", "--offering"),
-    gpus: int = typer.Option(None, "--gpus", help="GPUs of the node leased (an NVLink partition; default all)."),
-    start: str = typer.Option(None, "--start", help="ISO time (default now); a later start schedules the lease."),
-    end: str = typer.Option(None, "--end", help="ISO time; when it passes the worker releases the node to quarantine."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; change nothing."),
+    no_networks: bool = Option(False, "--no-networks", help="Join no network: ports stay shut until one attaches."),
+    offering: str = Option("baremetal", "--offering"),
+    gpus: int = Option(None, "--gpus", help="GPUs of the node leased (an NVLink partition; default all)."),
+    start: str = Option(None, "--start", help="ISO time (default now); a later start schedules the lease."),
+    end: str = Option(None, "--end", help="ISO time; when it passes the worker releases the node to quarantine."),
+    dry_run: bool = Option(False, "--dry-run", help="Print the plan; change nothing."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Lease an available node to a tenant: a move from quarantine, applied and verified on every

@@ -117,8 +117,10 @@ class Local:
 
     def cancel_move(self, move_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         m = actions().cancel_move(LOCAL_ADMIN, move_id)
-        rd = reader()
-        return dict(rd.moves(LOCAL_ADMIN, 1, 0, move_id=m.id)[0][0]), list(rd.move_events(move_id))
+        assert m.id is not None
+        events, row = reader().move_progress(LOCAL_ADMIN, m.id)
+        assert row is not None
+        return dict(row), list(events)
 
     def preview(self, node: str, terms: Terms, progress: Any = None) -> dict[str, Any]:
         """The plans of a move per phase, as ``POST /moves/preview`` answers them."""
@@ -169,7 +171,7 @@ class Local:
     # ---- inventory
     def import_inventory(self, inv: Inventory, instances: Any = None) -> dict[str, Any]:
         """An inventory parsed here, imported on the store (which refuses a port key another node holds)."""
-        from gpufabric.cli.output import jsonable
+        from gpufabric.domain.serial import jsonable
 
         out: dict[str, Any] = jsonable(actions().import_inventory(LOCAL_ADMIN, inv))
         return out

@@ -9,29 +9,33 @@ import os
 import sys
 from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-
+from gpufabric.cli.decl import Option, typed
 from gpufabric.domain.errors import ConfigError, GpufabricError
+
+if TYPE_CHECKING:
+    import typer
 
 _HELP = "gpufabric: hand GPU servers between tenants, isolated on every fabric."
 
 
 def _root() -> typer.Typer:
+    import typer
+
     return typer.Typer(
         no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, help=_HELP
     )
 
 
 def _global(
-    db: str = typer.Option("", "--db", help="SQLAlchemy URL of the store (default: SQLite under --home)."),
-    home: Path = typer.Option(None, "--home", help="State directory (default $GPUFABRIC_HOME or ./.gpufabric)."),
-    api: str = typer.Option("", "--api", help="Act through a running `gpufabric serve` at this URL ($GPUFABRIC_API)."),
-    token: str = typer.Option("", "--token", help="Bearer token for --api ($GPUFABRIC_TOKEN; shows in ps: "
-                              "prefer --token-file)."),
-    token_file: Path = typer.Option(None, "--token-file", help="A file (mode 0600) holding the bearer token for "
-                                    "--api ($GPUFABRIC_TOKEN_FILE)."),
+    db: str = Option("", "--db", help="SQLAlchemy URL of the store (default: SQLite under --home)."),
+    home: Path = Option(None, "--home", help="State directory (default $GPUFABRIC_HOME or ./.gpufabric)."),
+    api: str = Option("", "--api", help="Act through a running `gpufabric serve` at this URL ($GPUFABRIC_API)."),
+    token: str = Option("", "--token", help="Bearer token for --api ($GPUFABRIC_TOKEN; shows in ps: "
+                        "prefer --token-file)."),
+    token_file: Path = Option(None, "--token-file", help="A file (mode 0600) holding the bearer token for "
+                              "--api ($GPUFABRIC_TOKEN_FILE)."),
 ) -> None:
     common = sys.modules.get("gpufabric.cli.common")  # loaded only by commands that use the store
     if common is not None:
@@ -93,7 +97,7 @@ def command_name(argv: list[str]) -> str | None:
 def build_app(only: str | None = None) -> typer.Typer:
     """The ``gpufabric`` app with every command, or only ``only`` (what a run needs)."""
     root = _root()
-    root.callback()(_global)
+    root.callback()(typed(_global))
     kinds = None
     if only not in GROUPS:  # help, a kind's group or unknown: the kinds' groups too
         from gpufabric.cli.kinds import HOST, kind_groups
@@ -106,9 +110,9 @@ def build_app(only: str | None = None) -> typer.Typer:
             continue
         obj: Any = getattr(import_module(f"gpufabric.cli.{module}"), attr)
         if text is None:
-            root.command(name)(obj)
+            root.command(name)(typed(obj))
         else:
-            root.add_typer(obj, name=name, help=text)
+            root.add_typer(obj.to_typer(), name=name, help=text)
     for name, group in (kinds or {}).items():
         if only is None or name == only:
             root.add_typer(group.build(HOST), name=name, help=group.help)

@@ -6,15 +6,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import typer
-
 from gpufabric.cli.backend import Terms, backend
 from gpufabric.cli.common import JSON_OPT, open_engine
+from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape, table
 from gpufabric.cli.progress import phase_progress
 from gpufabric.domain.errors import GpufabricError, ValidationError
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 
 
 def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
@@ -25,9 +24,9 @@ def local_details(store: Any, move_ids: list[int]) -> list[dict[str, Any]]:
 
     rd, out = Reader(store), []
     for i in move_ids:
-        rows = rd.moves(LOCAL_ADMIN, 1, 0, move_id=i)[0]
-        if rows:
-            out.append(move_detail(rows[0], rd.move_events(i)))
+        events, row = rd.move_progress(LOCAL_ADMIN, i)
+        if row is not None:
+            out.append(move_detail(row, events))
     return out
 
 
@@ -201,14 +200,14 @@ def _print_detail(d: dict[str, Any]) -> None:
 
 
 @app.command("show")
-def show(move_id: int = typer.Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
+def show(move_id: int = Argument(..., min=1, max=2**31 - 1), json_out: bool = JSON_OPT) -> None:
     """One move with its phases, progress messages and timings."""
     d = backend().move(move_id)
     emit_json(d) if json_out else _print_detail(d)
 
 
 @app.command("list")
-def list_moves(json_out: bool = JSON_OPT, open_only: bool = typer.Option(False, "--open")) -> None:
+def list_moves(json_out: bool = JSON_OPT, open_only: bool = Option(False, "--open")) -> None:
     """Every move, newest first, as ``GET /moves`` shows it (``--open``: pending, running, failed or offered)."""
     from gpufabric.domain.move_json import OPEN
 
@@ -255,9 +254,9 @@ def cancel(move_id: int, json_out: bool = JSON_OPT) -> None:
 @app.command("resume")
 def resume(
     json_out: bool = JSON_OPT,
-    stale_after: float = typer.Option(120.0, "--stale-after", help="Take over running moves claimed longer ago (s)."),
-    limit: int = typer.Option(64, "--limit", help="At most this many moves in the batch."),
-    window: float = typer.Option(0.0, "--window", help="Wait this long first so concurrent requests share the batch."),
+    stale_after: float = Option(120.0, "--stale-after", help="Take over running moves claimed longer ago (s)."),
+    limit: int = Option(64, "--limit", help="At most this many moves in the batch."),
+    window: float = Option(0.0, "--window", help="Wait this long first so concurrent requests share the batch."),
 ) -> None:
     """Run pending moves (one coalesced batch) and take over moves whose worker died (after a crash)."""
     from gpufabric.domain.move_json import run_json

@@ -3,20 +3,19 @@ through the API (``--api``)."""
 
 from __future__ import annotations
 
-import typer
-
 from gpufabric.cli.backend import backend
 from gpufabric.cli.common import JSON_OPT
+from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape, node_table, table
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 
 
 @app.command("list")
 def list_nodes(
-    tenant: str = typer.Option(None, "--tenant", help="Only nodes held by this tenant (or quarantine)."),
-    state: str = typer.Option(None, "--state"),
-    wide: bool = typer.Option(False, "--wide", help="Every port of every fabric in full (and the offering)."),
+    tenant: str = Option(None, "--tenant", help="Only nodes held by this tenant (or quarantine)."),
+    state: str = Option(None, "--state"),
+    wide: bool = Option(False, "--wide", help="Every port of every fabric in full (and the offering)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """List nodes with their tenant, state and one column per fabric (``--wide``: every port)."""
@@ -50,7 +49,7 @@ def show(name: str, json_out: bool = JSON_OPT) -> None:
 @app.command("owner")
 def owner(
     name: str,
-    tenant: str = typer.Option(None, "--tenant", help="The owning tenant (may lease the node out); omit to clear."),
+    tenant: str = Option(None, "--tenant", help="The owning tenant (may lease the node out); omit to clear."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Set which tenant owns a node (ESI owner)."""
@@ -62,20 +61,20 @@ def owner(
 
 @app.command("move")
 def move(
-    names: list[str] = typer.Argument(..., metavar="NODE...", help="One or more nodes (requested together: one batch)."),
-    to_tenant: str = typer.Option(..., "--to-tenant", help="Target tenant, or 'quarantine' to release the node."),
-    network: list[str] = typer.Option([], "--network", help="Networks to join (default: all of the tenant's)."),
-    offering: str = typer.Option("baremetal", "--offering", help="openstack, openshift, baremetal or your own."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan of each phase; change nothing."),
-    window: float = typer.Option(0.0, "--window", help="Seconds to wait so concurrent requests share one batch."),
-    gpus: int = typer.Option(None, "--gpus", help="GPUs of the node the tenant gets (an NVLink partition; default all)."),
+    names: list[str] = Argument(..., metavar="NODE...", help="One or more nodes (requested together: one batch)."),
+    to_tenant: str = Option(..., "--to-tenant", help="Target tenant, or 'quarantine' to release the node."),
+    network: list[str] = Option([], "--network", help="Networks to join (default: all of the tenant's)."),
+    offering: str = Option("baremetal", "--offering", help="openstack, openshift, baremetal or your own."),
+    dry_run: bool = Option(False, "--dry-run", help="Print the plan of each phase; change nothing."),
+    window: float = Option(0.0, "--window", help="Seconds to wait so concurrent requests share one batch."),
+    gpus: int = Option(None, "--gpus", help="GPUs of the node the tenant gets (an NVLink partition; default all)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Move nodes to another tenant: old tenant -> quarantine -> new tenant, verified on every fabric.
     Several nodes are requested in one transaction (all or none) and run as one batch."""
     # --gpus: the NVLink kind's lease term, a declared exception (see cli/lease_cmd.py)
     from gpufabric.cli.move_cmd import move_nodes
-    from gpufabric.domain.terms import terms_of
+    from gpufabric.domain.lease_terms import terms_of
 
     move_nodes(names, to_tenant, network, offering, dry_run, json_out, window, terms_of({"gpus": gpus}))
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import time
 
-import typer
-
 from gpufabric.cli.common import JSON_OPT, open_engine
+from gpufabric.cli.decl import Option
 from gpufabric.cli.output import console, emit_json, escape
 
 
 def reconcile(
-    once: bool = typer.Option(True, "--once/--loop", help="One pass (default) or loop every --interval s."),
-    policy: str = typer.Option("repair", "--policy", help="repair: fix drift; report: only print it."),
-    interval: float = typer.Option(30.0, "--interval"),
+    once: bool = Option(True, "--once/--loop", help="One pass (default) or loop every --interval s."),
+    policy: str = Option("repair", "--policy", help="repair: fix drift; report: only print it."),
+    interval: float = Option(30.0, "--interval"),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Compare desired (leases, moves) with the fabrics' real state; repair or report the drift."""

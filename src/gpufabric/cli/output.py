@@ -8,12 +8,11 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from gpufabric.domain.errors import GpufabricError
-from gpufabric.domain.serial import jsonable
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["compact", "console", "emit_json", "escape", "fail", "jsonable", "node_table", "table"]
+__all__ = ["compact", "console", "emit_json", "escape", "fail", "node_table", "table"]
 
 
 class _LazyConsole:

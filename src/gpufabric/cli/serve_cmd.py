@@ -19,8 +19,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import typer
-
 from gpufabric.cli.common import (
     JSON_OPT,
     fabrics_path,
@@ -30,6 +28,7 @@ from gpufabric.cli.common import (
     quota_config,
     segment_config,
 )
+from gpufabric.cli.decl import Option
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
 
@@ -71,26 +70,26 @@ def parse_probe_bind(raw: str) -> tuple[str, int]:
 
 
 def serve(
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8480, "--port", min=1, max=65535),
-    interval: float = typer.Option(30.0, "--interval", help="Seconds between reconcile passes (0: no loop)."),
-    policy: str = typer.Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
-    window: float = typer.Option(0.05, "--window", help="Coalescing window of the move worker (s)."),
-    poll: float = typer.Option(0.5, "--worker-poll", "--tick", help="Seconds between the worker's ticks (queued moves, ended leases)."),
-    heartbeat: float = typer.Option(5.0, "--heartbeat", min=0.05, help="Seconds between the worker's heartbeats of "
-                                    "the moves it runs; another replica takes a move over after 3 missed (s)."),
-    tls_cert: Path = typer.Option(None, "--tls-cert", help="PEM certificate (required off loopback)."),
-    tls_key: Path = typer.Option(None, "--tls-key", help="PEM private key (required off loopback)."),
-    max_body: int = typer.Option(1024 * 1024, "--max-body", help="Bytes of a request body at most (413 past it)."),
-    max_inventory_body: int = typer.Option(64 * 1024 * 1024, "--max-inventory-body",
-                                           help="Bytes of a POST /api/v1/inventory body at most."),
-    write_rate: float = typer.Option(10.0, "--write-rate", help="Writes per second per principal (0: no limit; 429)."),
-    write_burst: int = typer.Option(100, "--write-burst", help="Writes a principal may make at once."),
-    limit_admin: bool = typer.Option(False, "--limit-admin-writes", help="Rate-limit admin tokens' writes too."),
-    max_streams: int = typer.Option(8, "--max-streams", help="Open event streams per principal (429 past it)."),
-    stream_timeout: float = typer.Option(1800.0, "--stream-timeout", help="Seconds an event stream stays open at most."),
-    probe_bind: str = typer.Option("", "--probe-bind", help="HOST:PORT (loopback) of a second listener serving "
-                                   "/metrics and the detailed /readyz without a token (for Prometheus)."),
+    host: str = Option("127.0.0.1", "--host"),
+    port: int = Option(8480, "--port", min=1, max=65535),
+    interval: float = Option(30.0, "--interval", help="Seconds between reconcile passes (0: no loop)."),
+    policy: str = Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
+    window: float = Option(0.05, "--window", help="Coalescing window of the move worker (s)."),
+    poll: float = Option(0.5, "--worker-poll", "--tick", help="Seconds between the worker's ticks (queued moves, ended leases)."),
+    heartbeat: float = Option(5.0, "--heartbeat", min=0.05, help="Seconds between the worker's heartbeats of "
+                              "the moves it runs; another replica takes a move over after 3 missed (s)."),
+    tls_cert: Path = Option(None, "--tls-cert", help="PEM certificate (required off loopback)."),
+    tls_key: Path = Option(None, "--tls-key", help="PEM private key (required off loopback)."),
+    max_body: int = Option(1024 * 1024, "--max-body", help="Bytes of a request body at most (413 past it)."),
+    max_inventory_body: int = Option(64 * 1024 * 1024, "--max-inventory-body",
+                                     help="Bytes of a POST /api/v1/inventory body at most."),
+    write_rate: float = Option(10.0, "--write-rate", help="Writes per second per principal (0: no limit; 429)."),
+    write_burst: int = Option(100, "--write-burst", help="Writes a principal may make at once."),
+    limit_admin: bool = Option(False, "--limit-admin-writes", help="Rate-limit admin tokens' writes too."),
+    max_streams: int = Option(8, "--max-streams", help="Open event streams per principal (429 past it)."),
+    stream_timeout: float = Option(1800.0, "--stream-timeout", help="Seconds an event stream stays open at most."),
+    probe_bind: str = Option("", "--probe-bind", help="HOST:PORT (loopback) of a second listener serving "
+                             "/metrics and the detailed /readyz without a token (for Prometheus)."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Run the REST API v1 (OpenAPI at /openapi.json), the dashboard (/), the move worker,

@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import os
 
-import typer
-
 from gpufabric.cli.common import JSON_OPT, fabrics_path, home, segment_config
+from gpufabric.cli.decl import Group, Option
 from gpufabric.cli.output import console, emit_json, err_console, escape
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 
 _STYLE = {"ok": "green", "warning": "yellow", "error": "red", "critical": "bold red"}
 
 
 @app.command("check")
 def check(
-    clock_bound: float = typer.Option(2.0, "--clock-bound", min=0.0, help="Largest clock offset (s) allowed between "
-                                      "this host and the store (PostgreSQL now())."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the findings that are not ok."),
+    clock_bound: float = Option(2.0, "--clock-bound", min=0.0, help="Largest clock offset (s) allowed between "
+                                "this host and the store (PostgreSQL now())."),
+    quiet: bool = Option(False, "--quiet", "-q", help="Print only the findings that are not ok."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Check the configured site before go-live (devices, SMs, pools, inventory, store, clocks); changes nothing.
@@ -44,4 +43,6 @@ def check(
         counts = report.to_dict()["counts"]
         console.print(f"site check: {report.worst.value} ({', '.join(f'{n} {k}' for k, n in counts.items())}) in "
                       f"{report.seconds:.1f}s, exit {report.exit_code}", highlight=False)  # fmt: skip
+    import typer
+
     raise typer.Exit(report.exit_code)

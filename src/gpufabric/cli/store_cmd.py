@@ -7,12 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import typer
-
 from gpufabric.cli.common import JSON_OPT, home
+from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json
 
-app = typer.Typer(no_args_is_help=True)
+app = Group(no_args_is_help=True)
 
 
 def _url() -> str:
@@ -27,8 +26,8 @@ def _counts(counts: dict[str, int]) -> str:
 
 @app.command("backup")
 def backup(
-    path: Path = typer.Argument(..., help="File to write (SQLite: a database file; PostgreSQL: pg_dump custom format)."),
-    force: bool = typer.Option(False, "--force", help="Replace PATH if it exists."),
+    path: Path = Argument(..., help="File to write (SQLite: a database file; PostgreSQL: pg_dump custom format)."),
+    force: bool = Option(False, "--force", help="Replace PATH if it exists."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Copy the store to PATH, consistent while moves and API writes run (0600)."""
@@ -44,8 +43,8 @@ def backup(
 
 @app.command("restore")
 def restore(
-    path: Path = typer.Argument(..., help="A backup made by `gpufabric store backup`."),
-    force: bool = typer.Option(False, "--force", help="Replace a store that holds data."),
+    path: Path = Argument(..., help="A backup made by `gpufabric store backup`."),
+    force: bool = Option(False, "--force", help="Replace a store that holds data."),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Restore the store from PATH (stop every `gpufabric serve` first), then migrate it to head."""

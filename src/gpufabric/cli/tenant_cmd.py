@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from gpufabric.cli.backend import backend
 from gpufabric.cli.common import JSON_OPT
+from gpufabric.cli.decl import Group, Option
 from gpufabric.cli.output import console, emit_json, table
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Network, Tenant
 
-tenant_app = typer.Typer(no_args_is_help=True)
-network_app = typer.Typer(no_args_is_help=True)
-offering_app = typer.Typer(no_args_is_help=True)
+tenant_app = Group(no_args_is_help=True)
+network_app = Group(no_args_is_help=True)
+offering_app = Group(no_args_is_help=True)
 
 
 @tenant_app.command("create")
@@ -68,12 +67,12 @@ def _segments_row(n: dict[str, Any]) -> tuple[str, str, str, str, str]:
     )
 
 
-FABRIC_OPT = typer.Option(
+FABRIC_OPT = Option(
     None, "--fabric", help="A fabric instance the network spans (repeatable; default: every configured one)."
 )
 
 
-OPTION_OPT = typer.Option(
+OPTION_OPT = Option(
     None, "--option", help="The network's own setting on one instance, INSTANCE.KEY=VALUE (repeatable), e.g. "
     "ib-compute.mtu=5 or ib-compute.ipoib=false (InfiniBand: ipoib, mtu 1-5, rate 2-22, sl 0-15, scope 1-15).",
 )  # fmt: skip
@@ -101,7 +100,7 @@ def parse_options(raw: list[str]) -> dict[str, dict[str, int | bool]]:
 @network_app.command("create")
 def create_network(
     name: str,
-    tenant: str = typer.Option(..., "--tenant", help="Owning tenant."),
+    tenant: str = Option(..., "--tenant", help="Owning tenant."),
     fabric: list[str] = FABRIC_OPT,
     option: list[str] = OPTION_OPT,
     json_out: bool = JSON_OPT,
@@ -132,7 +131,7 @@ def as_option(e: ValidationError, field: str, option: str) -> ValidationError:
 
 
 @network_app.command("list")
-def list_networks(tenant: str = typer.Option(None, "--tenant"), json_out: bool = JSON_OPT) -> None:
+def list_networks(tenant: str = Option(None, "--tenant"), json_out: bool = JSON_OPT) -> None:
     ns = backend().networks(tenant)
     if json_out:
         emit_json(ns)
@@ -142,7 +141,7 @@ def list_networks(tenant: str = typer.Option(None, "--tenant"), json_out: bool =
 
 @network_app.command("delete")
 def delete_network(
-    name: str, tenant: str = typer.Option(..., "--tenant", help="Owning tenant."), json_out: bool = JSON_OPT
+    name: str, tenant: str = Option(..., "--tenant", help="Owning tenant."), json_out: bool = JSON_OPT
 ) -> None:
     """Delete a network and free its segments; refused while leases use it (they are named)."""
     n = backend().delete_network(name, tenant)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gpufabric.domain.terms import terms_json
+from gpufabric.domain.lease_terms import terms_json
 
 if TYPE_CHECKING:
     from gpufabric.domain.models import Lease

@@ -9,22 +9,24 @@ says it. A value travels as :data:`LeaseTerms` (``(name, value)`` pairs sorted b
 (``terms``, migration 0014). :func:`check_terms` refuses a term no kind declares or a value out
 of its range, before anything is written; whether a node can hold a value is the declaring kind's
 to say (``FabricKind.check_request``), and its ``desired()`` reads it (``lease.term(name)``).
+The values themselves (``LeaseTerms``, ``terms_of``, ``term``, ``terms_json``) are
+:mod:`gpufabric.domain.lease_terms`'s, re-exported here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.lease_terms import LeaseTerms as LeaseTerms
+from gpufabric.domain.lease_terms import term as term
+from gpufabric.domain.lease_terms import terms_json as terms_json
+from gpufabric.domain.lease_terms import terms_of as terms_of
 
 if TYPE_CHECKING:
     from gpufabric.domain.fabric import FabricKind
-
-LeaseTerms = tuple[tuple[str, int], ...]
-"""A lease's terms: ``(name, value)`` pairs, sorted by name, unset ones left out."""
-
 
 @dataclass(frozen=True)
 class TermSpec:
@@ -45,18 +47,6 @@ class TermSpec:
         return value
 
 
-def terms_of(raw: Mapping[str, object] | Iterable[tuple[str, object]] | None) -> LeaseTerms:
-    """``raw`` (a mapping, e.g. the stored JSON, or pairs) as :data:`LeaseTerms`: sorted, unset
-    (None) values left out, integers kept as they are (checked by :func:`check_terms`)."""
-    pairs = raw.items() if isinstance(raw, Mapping) else (raw or ())
-    return tuple(sorted((str(k), v) for k, v in pairs if v is not None))  # type: ignore[misc]
-
-
-def term(terms: LeaseTerms, name: str) -> int | None:
-    """The value of term ``name`` in ``terms`` (None: unset)."""
-    return next((v for k, v in terms if k == name), None)
-
-
 def check_terms(terms: LeaseTerms, specs: Iterable[TermSpec], prefix: str = "") -> LeaseTerms:
     """``terms`` checked against the declared ``specs``: a ValidationError naming
     ``<prefix><name>`` and its range for a value out of it, or ``<prefix>terms`` listing the
@@ -69,12 +59,6 @@ def check_terms(terms: LeaseTerms, specs: Iterable[TermSpec], prefix: str = "") 
         spec.check(f"{prefix}{name}", value)
     return terms
 
-
-
-def terms_json(terms: LeaseTerms, names: Iterable[str]) -> dict[str, int | None]:
-    """``terms`` as a lease's answer shows them, beside its core fields: every declared term
-    (``names``) by name, null when unset (a stored term no kind declares any more: shown too)."""
-    return {**dict.fromkeys(names), **dict(terms)}
 
 
 def declared_terms(kinds: Iterable[FabricKind[Any, Any]]) -> tuple[TermSpec, ...]:

@@ -151,14 +151,22 @@ class Fabrics:
 
         return run_parallel({n: job(n) for n in todo}), timings
 
-    def before_move(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
-        """Every fabric's checks and preparations before a batch's quarantine (in order)."""
-        for b in self.backends.values():
-            b.before_move(tenancy, moves)
+    def before_move(self, tenancy: Callable[[], Tenancy], moves: Sequence[Move]) -> None:
+        """Every fabric's checks and preparations before a batch's quarantine (in order), given
+        ``tenancy()``: the owners before the move, read once and only when a fabric has the hook."""
+        self._each("before_move", tenancy, moves)
 
-    def after_join(self, tenancy: Tenancy, moves: Sequence[Move]) -> None:
-        for b in self.backends.values():
-            b.after_join(tenancy, moves)
+    def after_join(self, tenancy: Callable[[], Tenancy], moves: Sequence[Move]) -> None:
+        """Every fabric's steps after a batch's join is verified, given ``tenancy()`` (the new owners)."""
+        self._each("after_join", tenancy, moves)
+
+    def _each(self, hook: str, tenancy: Callable[[], Tenancy], moves: Sequence[Move]) -> None:
+        default = getattr(FabricBackend, hook)
+        calls = [f for b in self.backends.values() if getattr(f := getattr(b, hook), "__func__", None) is not default]
+        if calls:  # no fabric overrides the hook (the default does nothing): the store is not read for it
+            owners = tenancy()
+            for f in calls:
+                f(owners, moves)
 
     def close(self) -> None:
         for b in self.backends.values():

@@ -394,7 +394,7 @@ class MoveEngine:
                     if any(m.phase is MovePhase.JOIN for m in batch):
                         timings.append(self._converge("join", ready=ready))
                         checkpoint("join:verified")
-                        self.fabrics.after_join(self.tenancy(), [m for m in batch if m.phase is MovePhase.JOIN])
+                        self.fabrics.after_join(self.tenancy, [m for m in batch if m.phase is MovePhase.JOIN])
                         done = [(t.phase, f"{t.phase} done: {t.changes} change(s)", round(t.seconds, 4)) for t in timings]
                         batch = s.set_phases(batch, MovePhase.DONE, events=done)  # the timings with the end
             except (ClaimLostError, LockLostError):
@@ -428,7 +428,7 @@ class MoveEngine:
     def _before_move(self, moves: Sequence[Move]) -> None:
         if moves:
             self.progress("prepare", f"checking and preparing {len(moves)} node(s) on every fabric")
-            self.fabrics.before_move(self.tenancy(), moves)
+            self.fabrics.before_move(self.tenancy, moves)
 
     def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
         """Claim pending (and crashed) moves, coalescing those that arrive within ``window``

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from gpufabric.domain.auth import Principal, Role
 from gpufabric.domain.models import QUARANTINE, lease_active
+from gpufabric.domain.move_json import FINISHED
 from gpufabric.domain.terms import terms_json, terms_of
 from gpufabric.store.convert import segment_options
 from gpufabric.store.core import Store
@@ -268,32 +269,34 @@ class Reader:
     ) -> tuple[list[dict[str, Any]], int]:
         M = MoveRow.__table__
         with self.engine.connect() as c:
-            q = select(M)
-            if p.role is Role.OWNER:  # its tenant's moves, and every move of the nodes it owns (its offers)
-                owned = select(N.c.name).where(N.c.owner == p.tenant)
-                q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant, M.c.node.in_(owned)))
-            elif not p.sees_all:
-                q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant))
-            if move_id is not None:
-                q = q.where(M.c.id == move_id)
-            if node is not None:
-                q = q.where(M.c.node == node)
-            if state is not None:
-                q = q.where(M.c.status == state)
-            if tenant is not None:
-                q = q.where(or_(M.c.from_tenant == tenant, M.c.to_tenant == tenant))
+            q = _moves_select(p, node, state, tenant, move_id)
             total = int(c.execute(select(func.count()).select_from(q.subquery())).scalar() or 0)
             rows = c.execute(q.order_by(M.c.id.desc()).limit(limit).offset(offset)).all()
             return [move_dict(r) for r in rows], total
 
-    def move_events(self, move_id: int, after: int = 0) -> list[dict[str, Any]]:
-        E = MoveEventRow.__table__
+    def move(self, p: Principal, move_id: int) -> dict[str, Any] | None:
+        """The move ``move_id`` as :meth:`moves` lists it, or None when ``p`` may not see it (one query)."""
         with self.engine.connect() as c:
-            q = select(E).where(E.c.move_id == move_id, E.c.id > after).order_by(E.c.id)
-            return [
-                {"id": r.id, "at": _iso(r.at), "phase": r.phase, "message": r.message, "seconds": r.seconds}
-                for r in c.execute(q)
-            ]
+            row = c.execute(_moves_select(p, move_id=move_id)).first()
+            return move_dict(row) if row is not None else None
+
+    def move_events(self, move_id: int, after: int = 0) -> list[dict[str, Any]]:
+        with self.engine.connect() as c:
+            return _move_events(c, move_id, after)
+
+    def move_progress(
+        self, p: Principal, move_id: int, after: int = 0
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """What an event stream reads each time it wakes, on one connection: the move's events after
+        event ``after``, then its row (None: ``p`` may not see it); once the row says the move ended,
+        its events after those once more (the last ones commit with its end)."""
+        with self.engine.connect() as c:
+            events = _move_events(c, move_id, after)
+            row = c.execute(_moves_select(p, move_id=move_id)).first()
+            m = move_dict(row) if row is not None else None
+            if m is not None and m["status"] in FINISHED:
+                events += _move_events(c, move_id, events[-1]["id"] if events else after)
+            return events, m
 
     def events(
         self, p: Principal, limit: int, offset: int, action: str | None = None, outcome: str | None = None
@@ -323,6 +326,39 @@ class Reader:
                 }
                 for r in rows
             ], total
+
+
+def _moves_select(
+    p: Principal,
+    node: str | None = None,
+    state: str | None = None,
+    tenant: str | None = None,
+    move_id: int | None = None,
+) -> Select[Any]:
+    """The moves ``p`` may see, narrowed by the filters given."""
+    M = MoveRow.__table__
+    q = select(M)
+    if p.role is Role.OWNER:  # its tenant's moves, and every move of the nodes it owns (its offers)
+        owned = select(N.c.name).where(N.c.owner == p.tenant)
+        q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant, M.c.node.in_(owned)))
+    elif not p.sees_all:
+        q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant))
+    if move_id is not None:
+        q = q.where(M.c.id == move_id)
+    if node is not None:
+        q = q.where(M.c.node == node)
+    if state is not None:
+        q = q.where(M.c.status == state)
+    if tenant is not None:
+        q = q.where(or_(M.c.from_tenant == tenant, M.c.to_tenant == tenant))
+    return q
+
+
+def _move_events(c: Connection, move_id: int, after: int) -> list[dict[str, Any]]:
+    E = MoveEventRow.__table__
+    q = select(E).where(E.c.move_id == move_id, E.c.id > after).order_by(E.c.id)
+    return [{"id": r.id, "at": _iso(r.at), "phase": r.phase, "message": r.message, "seconds": r.seconds}
+            for r in c.execute(q)]  # fmt: skip
 
 
 def move_dict(r: Any) -> dict[str, Any]:

@@ -41,10 +41,10 @@ NameQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)]
 
 
 def detail(c: ApiContext, p: Principal, move_id: int) -> dict[str, Any]:
-    items, _ = c.reader.moves(p, 1, 0, move_id=move_id)
-    if not items:
+    events, row = c.reader.move_progress(p, move_id)
+    if row is None:
         raise NotFoundError("move", str(move_id))
-    return move_detail(items[0], c.reader.move_events(move_id))  # the one move shape (the CLI's too)
+    return move_detail(row, events)  # the one move shape (the CLI's too)
 
 
 @router.get("/moves", responses={200: {"model": MovePage}, **errors(304)})
@@ -71,7 +71,7 @@ async def list_moves(
 def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     move = c.actions.request_move(p, body.node, body.to_tenant, networks_arg(body.networks), body.offering, body_terms(body))
     assert move.id is not None
-    return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0], 202)
+    return json(c.reader.move(p, move.id), 202)
 
 
 @router.post(
@@ -82,7 +82,7 @@ def create_move(body: MoveIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> 
 )
 def create_moves(body: MovesIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     moves = c.actions.request_moves(p, body.nodes, body.to_tenant, networks_arg(body.networks), body.offering, body_terms(body))
-    return json({"items": [c.reader.moves(p, 1, 0, move_id=m.id)[0][0] for m in moves]}, 202)
+    return json({"items": [c.reader.move(p, m.id) for m in moves if m.id is not None]}, 202)
 
 
 @router.get(
@@ -104,7 +104,7 @@ def show_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) ->
 def cancel_move(move_id: MoveId, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     move = c.actions.cancel_move(p, move_id)
     assert move.id is not None
-    return json(c.reader.moves(p, 1, 0, move_id=move.id)[0][0])
+    return json(c.reader.move(p, move.id))
 
 
 @router.get(
@@ -156,15 +156,12 @@ async def _progress(c: ApiContext, p: Principal, move_id: int, request: Request)
         while True:
             bell.clear()  # before reading: progress recorded during the read rings again
             changed = False
-            for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
+            events, m = await asyncio.to_thread(c.reader.move_progress, p, move_id, last)  # one read a wake
+            if m is None:  # no longer visible to the caller (a node's owner changed): the stream ends
+                return
+            for e in events:
                 last, changed = e["id"], True
                 yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
-            items, _ = await asyncio.to_thread(c.reader.moves, p, 1, 0, None, None, None, move_id)
-            m = items[0]
-            if m["status"] in FINISHED:  # its last events (the timings) commit with its end: read once more
-                for e in await asyncio.to_thread(c.reader.move_events, move_id, last):
-                    last = e["id"]
-                    yield b"event: progress\ndata: " + orjson.dumps(e) + b"\n\n"
             if (m["phase"], m["status"]) != state:
                 state, changed = (m["phase"], m["status"]), True
                 yield b"event: move\ndata: " + orjson.dumps(m) + b"\n\n"

@@ -137,7 +137,7 @@ def set_owner(node: NodeName, body: OwnerIn, p: Principal = PRINCIPAL, c: ApiCon
 def _attachment(c: ApiContext, node: str, move: Move | None, lease: Any) -> dict[str, Any]:
     m = None
     if move is not None and move.id is not None:  # the move it just made, as the moves endpoints show it
-        m = c.reader.moves(LOCAL_ADMIN, 1, 0, move_id=move.id)[0][0]
+        m = c.reader.move(LOCAL_ADMIN, move.id)
     lj = None
     if lease is not None:
         lj = {**jsonable(lease), "networks": list(lease.networks), "active": True}
