@@ -191,6 +191,9 @@ class FabricKind(ABC, Generic[D, S]):
     inventory_key: ClassVar[str | None] = None
     """A node entry's own inventory key for this kind's entries on its default instance (the DPU
     kind's ``dpus``: files from before ``fabrics:`` keep working). Needs ``ports_section``."""
+    entry_schema: ClassVar[Mapping[str, Any] | None] = None
+    """The JSON Schema of one of this kind's inventory entries: what the API's OpenAPI schema shows
+    for its node field (the kind's ``parse_ports`` still checks every entry). None: any mapping."""
 
     # ---- instances
     @property

@@ -113,7 +113,8 @@ def _kind_keys() -> dict[str, Any]:
     from gpufabric.store.registry import registered_kinds
 
     return {k.inventory_key: (list[dict[str, Any]] | None, Field(None, max_length=64, description=(
-        f"The {k.name} fabric kind's entries of this node (its default instance), as in inventory files")))
+        f"The {k.name} fabric kind's entries of this node (its default instance), as in inventory files"),
+        json_schema_extra={"items": dict(k.entry_schema)} if k.entry_schema else None))
         for k in registered_kinds() if k.inventory_key}  # fmt: skip
 
 

@@ -26,6 +26,18 @@ KIND: Final = "ethernet"
 """The kind's name (:attr:`EthernetKind.name`): its default instance, where ``ethernet:`` entries are kept."""
 BOND_MODES: Final = ("lacp", "active-backup")
 KEYS: Final = frozenset({"name", "switch", "switch_port", "mac", "bond", "bond_mode"})
+ENTRY_SCHEMA: Final = {
+    "type": "object", "additionalProperties": False, "required": ["name", "switch", "switch_port"],
+    "properties": {
+        "name": {"type": "string", "description": "the NIC on the host, e.g. eth0; unique per node"},
+        "switch": {"type": "string", "description": "the switch it is cabled to, as fabrics.yaml names it"},
+        "switch_port": {"type": ["string", "integer"], "description": "the port on that switch, in its dialect's form"},
+        "mac": {"type": "string", "description": "six hex octets, e.g. 52:54:00:12:34:56"},
+        "bond": {"type": "string", "description": "the switch's aggregate interface this port is a member of"},
+        "bond_mode": {"enum": list(BOND_MODES), "description": "with bond only (default lacp)"},
+    },
+}
+"""One entry as the API's OpenAPI schema shows it (:func:`parse_ethernet` checks it)."""
 SWITCH_PORT: Final = f"{KIND}.switch_port"
 """The scope of the port keys: a switch interface (a member port or an aggregate) is one node's."""
 T = TypeVar("T")

@@ -41,6 +41,7 @@ from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.entries import (
+    ENTRY_SCHEMA,
     KIND,
     SWITCH_PORT,
     EthernetPort,
@@ -142,6 +143,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
     order = 10  # first among the kinds
     ports_section = True
     inventory_key: ClassVar[str | None] = "ethernet"
+    entry_schema: ClassVar[Mapping[str, Any] | None] = ENTRY_SCHEMA
 
     # ---- the kind's column of the inventory (:mod:`.entries`)
     def parse_ports(self, node: str, raw: Any, where: str) -> tuple[EthernetPort, ...]:

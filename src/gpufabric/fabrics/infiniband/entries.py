@@ -24,6 +24,18 @@ from gpufabric.domain.values import Guid, check_name
 KIND: Final = "infiniband"
 """The kind's name (:attr:`InfinibandKind.name`): its default instance, where ``ib:`` entries are kept."""
 KEYS: Final = frozenset({"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance"})
+_GUID: Final = {"type": ["string", "integer"], "description": "64-bit GUID, e.g. 0x0002c90300000001"}
+ENTRY_SCHEMA: Final = {
+    "type": "object", "additionalProperties": False, "required": ["device", "port_guid", "node_guid"],
+    "properties": {
+        "device": {"type": "string", "description": "the HCA, e.g. mlx5_0"},
+        "port_num": {"type": "integer", "minimum": 1, "maximum": 254, "default": 1},
+        "port_guid": _GUID, "node_guid": _GUID, "switch_guid": _GUID,
+        "switch_port": {"type": "integer", "minimum": 1, "maximum": 254},
+        "instance": {"type": "string", "description": "the subnet (InfiniBand instance) it is on; unset: the default one"},
+    },
+}
+"""One entry as the API's OpenAPI schema shows it (:func:`parse_ib` checks it)."""
 PORT_GUID: Final = f"{KIND}.port_guid"
 NODE_GUID: Final = f"{KIND}.node_guid"
 

@@ -57,6 +57,7 @@ from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.entries import (
+    ENTRY_SCHEMA,
     KIND,
     PORT_GUID,
     IbPort,
@@ -192,6 +193,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     order = 20  # after Ethernet, before the kinds of the default order
     ports_section = True
     inventory_key: ClassVar[str | None] = "ib"
+    entry_schema: ClassVar[Mapping[str, Any] | None] = ENTRY_SCHEMA
     top_level: ClassVar[frozenset[str]] = frozenset(SM_SETTINGS)
 
     def deployment_settings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, Any]:
