@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node
@@ -42,6 +42,31 @@ def required(path: str, m: Mapping[str, Any], key: str) -> Any:
     if m.get(key) is None:
         raise ValidationError(f"{path}.{key}", None, "a value (required)", "missing")
     return m[key]
+
+
+T = TypeVar("T")
+
+
+def text(path: str, raw: Any, allowed: str) -> str:
+    """``raw`` at ``path``: a non-empty string (stripped); ``allowed`` says what it names."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValidationError(path, raw, f"a non-empty string: {allowed}")
+    return raw.strip()
+
+
+def checked(path: str, raw: Any, fn: Callable[[], T]) -> T:
+    """Run a domain check; re-raise its error under ``path`` with the raw value."""
+    try:
+        return fn()
+    except ValidationError as e:
+        raise ValidationError(path, raw, e.allowed) from None
+
+
+def unique(first: dict[tuple[str, Any], str], key: tuple[str, Any], path: str, value: Any, what: str) -> None:
+    """Refuse ``key`` at ``path`` when ``first`` holds it (naming where), else record it there."""
+    if key in first:
+        raise ValidationError(path, value, f"unique {what} (also at {first[key]})", "duplicate")
+    first[key] = path
 
 
 Parse = Callable[[str, Any, str], tuple[Any, ...]]

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import yaml
 
-from gpufabric.domain.entries import listed, mapping, required, short
+from gpufabric.domain.entries import checked, listed, mapping, required, short, unique
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.models import FabricPorts, Inventory, Node
@@ -39,7 +39,6 @@ from gpufabric.store.registry import registered_kinds
 
 FORMATS: Final = ("yaml", "json")
 SCHEMA_VERSION: Final = 1
-T = TypeVar("T")
 Instances = Mapping[str, FabricKind[Any, Any]]
 """Fabric instance name -> its bound kind (the instances of ``fabrics.yaml``)."""
 NODE_KEYS: Final = frozenset({"name", "offering", "fabrics"})
@@ -127,7 +126,7 @@ def inventory_from_dict(
     held: dict[tuple[str, str], tuple[str, str]] = {}  # port key -> (node, path of its first use)
     for i, raw in enumerate(raw_nodes):
         node = _node(f"nodes[{i}]", raw, named, keyed, held)
-        _unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
+        unique(first, ("node", node.name), f"nodes[{i}].name", node.name, "node names")
         nodes.append(node)
     return Inventory(tuple(nodes))
 
@@ -179,18 +178,4 @@ def _fabric_ports(
 
 
 def _name(path: str, raw: Any) -> str:
-    return _checked(path, raw, lambda: check_name(path, raw))
-
-
-def _checked(path: str, raw: Any, fn: Callable[[], T]) -> T:
-    """Run a domain check; re-raise its error under ``path`` with the raw value."""
-    try:
-        return fn()
-    except ValidationError as e:
-        raise ValidationError(path, raw, e.allowed) from None
-
-
-def _unique(first: dict[tuple[str, Any], str], key: tuple[str, Any], path: str, value: Any, what: str) -> None:
-    if key in first:
-        raise ValidationError(path, value, f"unique {what} (also at {first[key]})", "duplicate")
-    first[key] = path
+    return checked(path, raw, lambda: check_name(path, raw))

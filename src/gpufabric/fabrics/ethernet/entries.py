@@ -13,11 +13,11 @@ constraint). :func:`dump_ethernet` writes back what ``parse_ethernet`` reads."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from gpufabric.domain.entries import listed, mapping, node_entries, required
+from gpufabric.domain.entries import checked, listed, mapping, node_entries, required, text, unique
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node, PortKey
 from gpufabric.domain.values import PortNaming, check_mac, check_name, check_port_name
@@ -40,7 +40,6 @@ ENTRY_SCHEMA: Final = {
 """One entry as the API's OpenAPI schema shows it (:func:`parse_ethernet` checks it)."""
 SWITCH_PORT: Final = f"{KIND}.switch_port"
 """The scope of the port keys: a switch interface (a member port or an aggregate) is one node's."""
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -85,8 +84,8 @@ def parse_ethernet(node: str, raw: Any, where: str, namings: Mapping[str, PortNa
     found = [_entry(f"{where}[{k}]", node, r, namings or {}) for k, r in enumerate(listed(where, raw))]
     first: dict[tuple[str, Any], str] = {}
     for k, p in enumerate(found):
-        _unique(first, ("nic", p.name), f"{where}[{k}].name", p.name, "NIC names per node")
-        _unique(first, ("port", (p.switch, p.switch_port)), f"{where}[{k}].switch_port", f"{p.switch}/{p.switch_port}",
+        unique(first, ("nic", p.name), f"{where}[{k}].name", p.name, "NIC names per node")
+        unique(first, ("port", (p.switch, p.switch_port)), f"{where}[{k}].switch_port", f"{p.switch}/{p.switch_port}",
                 "switch ports")  # fmt: skip
     _check_bonds(where, found)
     return tuple(sorted(found, key=lambda p: p.name))
@@ -117,47 +116,27 @@ def _check_bonds(where: str, ports: list[EthernetPort]) -> None:
 
 def _entry(path: str, node: str, raw: Any, namings: Mapping[str, PortNaming]) -> EthernetPort:
     m = mapping(path, raw, KEYS)
-    nic = _text(f"{path}.name", required(path, m, "name"), "the NIC name on the host, e.g. eth0")
-    nic = _checked(f"{path}.name", m["name"], lambda: check_port_name(f"{path}.name", nic))
-    switch = _text(f"{path}.switch", required(path, m, "switch"), "the switch name")
-    switch = _checked(f"{path}.switch", m["switch"], lambda: check_port_name(f"{path}.switch", switch))
+    nic = text(f"{path}.name", required(path, m, "name"), "the NIC name on the host, e.g. eth0")
+    nic = checked(f"{path}.name", m["name"], lambda: check_port_name(f"{path}.name", nic))
+    switch = text(f"{path}.switch", required(path, m, "switch"), "the switch name")
+    switch = checked(f"{path}.switch", m["switch"], lambda: check_port_name(f"{path}.switch", switch))
     port = required(path, m, "switch_port")
     if isinstance(port, int) and not isinstance(port, bool):
         port = str(port)
-    port = _text(f"{path}.switch_port", port, "the switch port name, e.g. Ethernet12 or 1/1/12")
-    port = _checked(f"{path}.switch_port", m["switch_port"], lambda: check_port_name("", port, namings.get(switch)))
+    port = text(f"{path}.switch_port", port, "the switch port name, e.g. Ethernet12 or 1/1/12")
+    port = checked(f"{path}.switch_port", m["switch_port"], lambda: check_port_name("", port, namings.get(switch)))
     mac = m.get("mac", "")
     if mac != "":
         allowed = "six colon-separated hex octets as a string, e.g. 52:54:00:12:34:56"
-        mac = _checked(f"{path}.mac", mac, lambda: check_mac(f"{path}.mac", _text(f"{path}.mac", mac, allowed)))
+        mac = checked(f"{path}.mac", mac, lambda: check_mac(f"{path}.mac", text(f"{path}.mac", mac, allowed)))
     bond, mode = m.get("bond", ""), m.get("bond_mode", "")
     if bond != "":
-        bond = _text(f"{path}.bond", bond, "the switch's aggregate interface, e.g. Port-Channel10, ae3, bond0")
-        bond = _checked(f"{path}.bond", m["bond"], lambda: check_port_name("", bond, namings.get(switch)))
+        bond = text(f"{path}.bond", bond, "the switch's aggregate interface, e.g. Port-Channel10, ae3, bond0")
+        bond = checked(f"{path}.bond", m["bond"], lambda: check_port_name("", bond, namings.get(switch)))
         mode = mode or "lacp"
     if mode not in (BOND_MODES if bond else ("",)):
         raise ValidationError(f"{path}.bond_mode", mode, "lacp or active-backup" if bond else "only with bond")
     return EthernetPort(node, nic, switch, port, mac, bond, mode)
-
-
-def _text(path: str, raw: Any, allowed: str) -> str:
-    if not isinstance(raw, str) or not raw.strip():
-        raise ValidationError(path, raw, f"a non-empty string: {allowed}")
-    return raw.strip()
-
-
-def _checked(path: str, raw: Any, fn: Callable[[], T]) -> T:
-    """Run a domain check; re-raise its error under ``path`` with the raw value."""
-    try:
-        return fn()
-    except ValidationError as e:
-        raise ValidationError(path, raw, e.allowed) from None
-
-
-def _unique(first: dict[tuple[str, Any], str], key: tuple[str, Any], path: str, value: Any, what: str) -> None:
-    if key in first:
-        raise ValidationError(path, value, f"unique {what} (also at {first[key]})", "duplicate")
-    first[key] = path
 
 
 # ---------------------------------------------------------------------- stored entries

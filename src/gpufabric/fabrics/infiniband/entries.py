@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gpufabric.domain.entries import listed, mapping, node_entries, required
+from gpufabric.domain.entries import checked, listed, mapping, node_entries, required, text
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node, PortKey
 from gpufabric.domain.values import Guid, check_name
@@ -91,9 +91,7 @@ def parse_ib(node: str, raw: Any, where: str, instance: str = KIND) -> tuple[IbP
 
 def _entry(path: str, node: str, raw: Any) -> IbPort:
     m = mapping(path, raw, KEYS)
-    device = required(path, m, "device")
-    if not isinstance(device, str) or not device.strip():
-        raise ValidationError(f"{path}.device", device, "a non-empty string: the HCA device name, e.g. mlx5_0")
+    device = text(f"{path}.device", required(path, m, "device"), "the HCA device name, e.g. mlx5_0")
     port_num = _int(f"{path}.port_num", m.get("port_num", 1), 1, 254)
     port_guid = _guid(f"{path}.port_guid", required(path, m, "port_guid"))
     node_guid = _guid(f"{path}.node_guid", required(path, m, "node_guid"))
@@ -101,11 +99,8 @@ def _entry(path: str, node: str, raw: Any) -> IbPort:
     sw_port = None if m.get("switch_port") is None else _int(f"{path}.switch_port", m["switch_port"], 1, 254)
     instance = m.get("instance") or ""  # the IB fabric instance (subnet); "": the default one
     if instance:
-        try:
-            check_name(f"{path}.instance", instance)
-        except ValidationError as e:
-            raise ValidationError(f"{path}.instance", instance, e.allowed) from None
-    return IbPort(node, device.strip(), port_num, port_guid, node_guid, sw_guid, sw_port, instance)
+        checked(f"{path}.instance", instance, lambda: check_name(f"{path}.instance", instance))
+    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance)
 
 
 def _int(path: str, raw: Any, lo: int, hi: int) -> int:
