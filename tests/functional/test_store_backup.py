@@ -107,7 +107,7 @@ def _snapshot(url: str) -> dict[str, Any]:
             "nodes": sorted(n.name for n in s.nodes()),
             "tenants": sorted(t.name for t in s.tenants()),
             "networks": sorted(n.name for n in nets),
-            "segments": {n.name: sorted(f.value for f in ("ethernet", "infiniband") if n.segment(f))
+            "segments": {n.name: sorted(f for f in ("ethernet", "infiniband") if n.segment(f))
                          for n in nets},
             "leases": sorted((x.tenant, x.node, x.networks) for x in s.leases()),
             "moves": sorted((m.node, m.to_tenant, m.networks, m.status.value) for m in MoveLedger(s).moves()),
