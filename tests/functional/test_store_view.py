@@ -16,6 +16,7 @@ from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.store.core import Store
 from gpufabric.store.lock import bump_epoch
 from gpufabric.store.moves import MoveLedger, prepared_ids
+from gpufabric.store.queries import Reader
 from gpufabric.store.registry import parse_segments
 from gpufabric.store.view import ViewReader
 
@@ -88,3 +89,16 @@ def test_a_read_equals_the_stores_reads_and_keeps_the_inventory_until_it_changes
         assert reader.refreshed == i
     assert {p.switch_port for n in reader.read()[0].nodes for p in ethernet_ports(n) if n.name == "n1"} == {"p9"}
     assert [n.fabric_ports for n in reader.read()[0].nodes if n.name == "n6"] == [(FabricPorts.of("mem-a", ["m2"]),)]
+
+
+def test_a_change_of_a_nodes_ports_alone_moves_the_revision_the_api_caches_by(store: Store) -> None:
+    """The API answers from a cache per store revision (``gf_revision`` 1): a port moved on a node
+    whose other columns stay must move it (the port table's triggers of 0015), an import that
+    changes nothing must not."""
+    reader = Reader(store)
+    before = reader.revision()
+    store.upsert_inventory(Inventory((_node(1, port="p9"),)))
+    moved = reader.revision()
+    assert moved > before
+    store.upsert_inventory(Inventory((_node(1, port="p9"),)))  # the same ports: nothing written
+    assert reader.revision() == moved
