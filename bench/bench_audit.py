@@ -41,15 +41,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpufabric.audit import AuditInput, registry_for, run_audit
-from gpufabric.domain.models import Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.segments import vlan_segment
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.fabrics.infiniband.entries import IbPort, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbDesired
+from gpufabric.fabrics.infiniband.segments import pkey_segment
 from gpufabric.fabrics.infiniband.state import (
     IbFabricState,
     Partition,
@@ -106,11 +108,11 @@ def make_cluster(n: int) -> Cluster:
         tenant_of[i] = None if i % 10 == 0 else (i * n_tenants) // n
     tenants = [f"t{t:02d}" for t in range(n_tenants)]
     networks = tuple(
-        Network(f"{name}-net", name, (Segment("ethernet", 2000 + t, VlanId(2000 + t)),
-                                      Segment("infiniband", 3000 + t, pkey=PKey(0x0A01 + t))))
+        Network(f"{name}-net", name, (vlan_segment("ethernet", 2000 + t),
+                                      pkey_segment("infiniband", 3000 + t, 0x0A01 + t)))
         for t, name in enumerate(tenants)
     ) + tuple(
-        Network(f"{name}-storage", name, (Segment("ethernet", 2500 + t, VlanId(2500 + t)),))
+        Network(f"{name}-storage", name, (vlan_segment("ethernet", 2500 + t),))
         for t, name in enumerate(tenants)
     )  # fmt: skip
     nodes: list[Node] = []

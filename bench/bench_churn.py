@@ -40,8 +40,10 @@ from gpufabric.domain.moves import MoveRequest
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.lab.netfile import SM_NODE
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger
@@ -133,8 +135,8 @@ def _run(fab: BenchFabric, eng: MoveEngine, duration: float, rate: float, window
     for t in TENANTS:
         eng.store.create_tenant(t)
         nets[t] = eng.store.create_network(f"{t}-net", t, eng.cfg, eng.kinds)
-    vlans = {s.vlan.value: t for t, n in nets.items() for s in n.segments if s.vlan}
-    pkeys = {s.pkey.value & 0x7FFF: t for t, n in nets.items() for s in n.segments if s.pkey}
+    vlans = {segment_vlan(s).value: t for t, n in nets.items() for s in n.segments if segment_vlan(s)}
+    pkeys = {segment_pkey(s).value & 0x7FFF: t for t, n in nets.items() for s in n.segments if segment_pkey(s)}
     movers = [n.name for n in fab.nodes[:MOVERS]]
     where = {n: TENANTS[i % len(TENANTS)] for i, n in enumerate(movers)}
     for n in movers:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect
@@ -23,6 +23,7 @@ from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, Switc
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from contract.ethernet_targets import DOUBLE_DIALECTS
+from support.segments import segment
 from support.ssh_double import AGGREGATE, double_driver, port_names
 from support.ssh_double.base import CliDouble
 from support.ssh_double.ios import IosDouble
@@ -42,7 +43,7 @@ def _tenancy(dialect: str, sw: str, members: tuple[str, ...], mode: str) -> Tena
         for i, m in enumerate(members)
     ]
     nodes = inventory_from_dict({"version": 1, "nodes": [{"name": "gpu-b01", "ethernet": eth}]}).nodes
-    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (segment("ethernet", 2001, vlan=VlanId(2001)),))
     return Tenancy(nodes, {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))}, {("acme", "n1"): net},
                    settings={"quarantine_vlan": Q})  # fmt: skip
 

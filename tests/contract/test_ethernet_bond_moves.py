@@ -12,13 +12,14 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
+from support.segments import segment
 from support.ssh_double import double_driver, port_names
 from support.ssh_double.base import CliDouble
 from support.ssh_double.jsoncli import NvueDouble, SonicDouble
@@ -36,7 +37,7 @@ def _tenancy(sw: str, bonds: dict[str, tuple[str, tuple[str, ...], int]]) -> Ten
                                     for i, m in enumerate(ms)]} for n, (agg, ms, _) in bonds.items()]  # fmt: skip
     nodes = inventory_from_dict({"version": 1, "nodes": raw}).nodes
     nets = {
-        (f"t{v}", "n"): Network("n", f"t{v}", (Segment("ethernet", v, vlan=VlanId(v)),))
+        (f"t{v}", "n"): Network("n", f"t{v}", (segment("ethernet", v, vlan=VlanId(v)),))
         for _, _, v in bonds.values()
     }
     leases = {n: Lease(f"t{v}", n, T0, networks=("n",)) for n, (_, _, v) in bonds.items()}

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
@@ -25,6 +25,7 @@ from gpufabric.planning.desired import tenancy_of
 
 from contract.sm_targets import MIN_PORTS, PKEYS, SM_TARGETS, SmTarget, SmTargetFactory
 from support.ports import port_node
+from support.segments import segment
 
 
 @pytest.fixture(scope="module", params=SM_TARGETS)
@@ -112,7 +113,7 @@ def test_the_fabric_plan_is_empty_after_apply(target: SmTarget, request: pytest.
     if reason:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
     nodes = [port_node(f"h{i}", ib=(IbPort(f"h{i}", "mlx5_0", 1, g, Guid(g.value + 0x1000)),)) for i, g in enumerate(target.guids)]
-    nets = [Network(f"{t}-net", t, (Segment("infiniband", i, pkey=PKey(PKEYS[i])),)) for i, t in enumerate(("ta", "tb"))]
+    nets = [Network(f"{t}-net", t, (segment("infiniband", i, pkey=PKey(PKEYS[i])),)) for i, t in enumerate(("ta", "tb"))]
     now = datetime.now(UTC)
     leases = [Lease("ta", "h0", now, networks=("ta-net",)), Lease("ta", "h1", now, networks=("ta-net",)),
               Lease("tb", "h2", now, networks=("tb-net",))]  # fmt: skip

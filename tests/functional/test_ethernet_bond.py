@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
@@ -35,6 +35,7 @@ from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 
 from support.ports import port_node
+from support.segments import segment
 
 pytestmark = pytest.mark.root
 
@@ -65,7 +66,7 @@ class Bonded:
     def move(self, tenant_of: dict[str, str | None]) -> list[tuple[str, PortMode]]:
         """Plan against the switch's real state and apply through the backend; the changes."""
         nodes = self.nodes()
-        net = Network("n1", "acme", (Segment("ethernet", VLAN, vlan=VlanId(VLAN)),))
+        net = Network("n1", "acme", (segment("ethernet", VLAN, vlan=VlanId(VLAN)),))
         owners = {n.name: (Lease(t, n.name, T0, networks=("n1",)) if t else None) for n, t in
                   ((n, tenant_of[n.name]) for n in nodes)}  # fmt: skip
         t = Tenancy(nodes, owners, {("acme", "n1"): net}, settings={"quarantine_vlan": Q})

@@ -18,7 +18,7 @@ import pytest
 
 from gpufabric.domain.errors import CapacityError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
@@ -29,6 +29,7 @@ from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 
 from support.ports import port_node
+from support.segments import segment
 
 pytestmark = pytest.mark.root
 
@@ -59,7 +60,7 @@ def groups_seen_by(fab: IbFabric, host: str) -> set[str]:
 
 
 def tenancy(leased: bool) -> Tenancy:
-    net = Network("alpha-net", "alpha", (Segment("infiniband", 3000, pkey=PKey(PK)),))
+    net = Network("alpha-net", "alpha", (segment("infiniband", 3000, pkey=PKey(PK)),))
     nodes = tuple(port_node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
     owners = {
         "gpu-a01": Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("alpha-net",))
@@ -162,9 +163,9 @@ def test_a_networks_own_options_reach_its_group_and_ipoib_false_makes_none(fab: 
     pk_b = PK + 1
     nets = {
         ("alpha", "alpha-net"): Network("alpha-net", "alpha", (
-            Segment("infiniband", 3000, pkey=PKey(PK), options=(("mtu", 4), ("rate", 16))),)),
+            segment("infiniband", 3000, pkey=PKey(PK), options=(("mtu", 4), ("rate", 16))),)),
         ("beta", "beta-net"): Network("beta-net", "beta", (
-            Segment("infiniband", 3001, pkey=PKey(pk_b), options=(("ipoib", False),)),)),
+            segment("infiniband", 3001, pkey=PKey(pk_b), options=(("ipoib", False),)),)),
     }  # fmt: skip
     nodes = tuple(port_node(f"gpu-a{n:02d}", ib=(IbPort(f"gpu-a{n:02d}", "mlx5_0", 1, G[n - 1], G[n - 1]),)) for n in (1, 2))
     start = datetime(2026, 1, 1, tzinfo=UTC)

@@ -36,6 +36,7 @@ from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import (
     SM_NODE,
@@ -163,7 +164,7 @@ def test_a_node_on_both_subnets_moves_with_its_own_pkey_on_each(site: Site) -> N
         ("mlx5_8", "ib-storage"),
     ]  # the storage import kept the compute ports
     assert {p.port_guid for p in all_ib_ports(a01)} == {*C_A01, S_A01}
-    pkey = {s.fabric: s.pkey.value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if s.pkey is not None}
+    pkey = {s.fabric: segment_pkey(s).value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if segment_pkey(s) is not None}
     assert set(pkey) == {"ib-compute", "ib-storage"} and pkey["ib-compute"] != pkey["ib-storage"]
     assert set(drivers.sms(site.fabrics)) == {"ib-compute", "ib-storage"}
 
@@ -235,7 +236,7 @@ def test_a_rogue_sm_on_the_storage_subnet_is_contained_there_only(site: Site, tm
     assert compute_sm.observe().master_guid == SM_C and storage_sm.observe().master_guid == SM_S
     compute_after = {t.port_guid: frozenset(t.entries) for t in compute_sm.observe().tables}
     assert compute_after == compute_before  # the compute subnet's tables did not change
-    pkey = {s.fabric: s.pkey.value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if s.pkey is not None}
+    pkey = {s.fabric: segment_pkey(s).value & 0x7FFF for s in site.store.network("ta-net", "ta").segments if segment_pkey(s) is not None}
     assert smp_tables(site.storage, STORAGE_SM_NODE, [S_A01]) == {S_A01: {pkey["ib-storage"]}}  # restored
 
 
@@ -244,7 +245,7 @@ def test_a_network_on_the_compute_subnet_only_leaves_the_storage_hca_in_no_parti
     tb-compute, which spans ib-compute only: by SMP, its compute HCAs hold tb-compute's PKey
     from the compute pool and its storage HCA no tenant PKey at all (ta's storage PKey removed,
     nothing added); the audit of both subnets finds nothing but the SMs' unset hardening."""
-    segs = {n.name: [(s.fabric, s.seg_id, s.pkey.value) for s in n.segments if s.pkey] for n in site.store.networks()}
+    segs = {n.name: [(s.fabric, s.seg_id, segment_pkey(s).value) for s in n.segments if segment_pkey(s)] for n in site.store.networks()}
     assert segs == {"ta-net": [("ib-compute", 3000, 0x0A00), ("ib-storage", 3500, 0x0C00)],
                     "tb-compute": [("ib-compute", 3001, 0x0A01)]}  # fmt: skip
     assert smp_tables(site.storage, STORAGE_SM_NODE, [S_A01]) == {S_A01: {0x0C00}}

@@ -104,8 +104,12 @@ def seed(conn: Connection, revision: str) -> Seeded:
     add("alpha-net", "networks", name="alpha-net", tenant_id=ids["alpha"], created_at=T0)
     add("beta-net", "networks", name="beta-net", tenant_id=ids["beta"], created_at=T0)
     for net, vlan, seg, pkey in (("alpha-net", 2000, 3000, 0x0A00), ("beta-net", 2001, 3001, 0x0A01)):
-        ins.add("segments", network_id=ids[net], fabric="ethernet", seg_id=vlan, vlan=vlan)
-        ins.add("segments", network_id=ids[net], fabric="infiniband", seg_id=seg, pkey=pkey)
+        if ins.has("segments", "vlan"):  # typed columns until 0016, then the kinds' keys
+            ins.add("segments", network_id=ids[net], fabric="ethernet", seg_id=vlan, vlan=vlan)
+            ins.add("segments", network_id=ids[net], fabric="infiniband", seg_id=seg, pkey=pkey)
+        else:
+            ins.add("segments", network_id=ids[net], fabric="ethernet", seg_id=vlan, scope="ethernet.vlan", key=vlan)
+            ins.add("segments", network_id=ids[net], fabric="infiniband", seg_id=seg, scope="infiniband.pkey", key=pkey)
     add("n1", "nodes", name="gpu-a01", offering="baremetal", state="leased")
     add("n2", "nodes", name="gpu-a02", offering="openshift", state="moving", owner="beta")
     for i, node in enumerate(("n1", "n2"), start=1):
@@ -192,6 +196,7 @@ def test_upgrade_from_revision_keeps_the_data_and_the_app_reads_it(store_url: st
         net = s.network("alpha-net", "alpha")
         eth, ib = net.segment("ethernet"), net.segment("infiniband")
         assert eth is not None and eth.seg_id == 2000 and ib is not None and ib.seg_id == 3000
+        assert (eth.scope, eth.key, ib.scope, ib.key) == ("ethernet.vlan", 2000, "infiniband.pkey", 0x0A00)  # 0016
         offerings = {o.name: o for o in s.offerings()}
         assert "h100-ib" in offerings and "openstack" in offerings
         assert offerings["ocp-bf"].settings == (("dpu_mode", "dpu"), ("k", "v")) and offerings["h100-ib"].settings == ()

@@ -32,6 +32,7 @@ from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.entries import EthernetPort
+from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run
 from gpufabric.store.core import Store
@@ -154,9 +155,9 @@ class Sampler(threading.Thread):
 
 def _vlan(store: Store, network: str) -> int:
     (net,) = [n for n in store.networks() if n.name == network]
-    (seg,) = [s for s in net.segments if s.vlan is not None]
-    assert seg.vlan is not None
-    return seg.vlan.value
+    (seg,) = [s for s in net.segments if segment_vlan(s) is not None]
+    assert segment_vlan(seg) is not None
+    return segment_vlan(seg).value
 
 
 def test_kill_9_of_the_replica_mid_move_the_other_finishes_it_in_three_beats(site: Site) -> None:

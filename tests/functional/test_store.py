@@ -20,7 +20,9 @@ from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.dpu.profiles import offering_mode
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
+from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.store import db
 from gpufabric.store.core import ImportResult, Store
@@ -174,9 +176,9 @@ def test_networks_get_disjoint_vlans_and_mapped_pkeys(store: Store) -> None:
     a2 = store.create_network("a-net2", "alpha", cfg)
     eth = [n.segment("ethernet") for n in (a1, b1, a2)]
     ib = [n.segment("infiniband") for n in (a1, b1, a2)]
-    assert [s.vlan for s in eth if s] == [VlanId(2000), VlanId(2001), VlanId(2002)]
+    assert [segment_vlan(s) for s in eth if s] == [VlanId(2000), VlanId(2001), VlanId(2002)]
     assert [s.seg_id for s in ib if s] == [3000, 3001, 3002]
-    assert [s.pkey for s in ib if s] == [PKey(0x0B00), PKey(0x0B01), PKey(0x0B02)]
+    assert [segment_pkey(s) for s in ib if s] == [PKey(0x0B00), PKey(0x0B01), PKey(0x0B02)]
     assert [n.name for n in store.networks("alpha")] == ["a-net1", "a-net2"]
     assert store.network("b-net1", "bravo") == b1
     with pytest.raises(NotFoundError, match="network not found: alpha/b-net1"):
@@ -201,7 +203,7 @@ def test_table_mapping_and_pkey_already_taken(store: Store) -> None:
     store.create_network("n1", "alpha", offset)  # seg 3000 -> 0x0a00
     n2 = store.create_network("n2", "alpha", table)  # 3005 would map to the taken 0x0a00: skipped
     seg = n2.segment("infiniband")
-    assert seg is not None and (seg.seg_id, seg.pkey) == (3006, PKey(0x0A10))
+    assert seg is not None and (seg.seg_id, segment_pkey(seg)) == (3006, PKey(0x0A10))
 
 
 @pytest.mark.parametrize("pool", ["ethernet", "infiniband"])
@@ -325,8 +327,8 @@ def test_concurrent_network_creation_never_shares_a_vlan(store_url: str) -> None
     assert errors == []
     nets = setup.networks()
     setup.close()
-    vlans = [n.segment("ethernet").vlan for n in nets]  # type: ignore[union-attr]
-    pkeys = [n.segment("infiniband").pkey for n in nets]  # type: ignore[union-attr]
+    vlans = [segment_vlan(n.segment("ethernet")) for n in nets]  # type: ignore[union-attr]
+    pkeys = [segment_pkey(n.segment("infiniband")) for n in nets]  # type: ignore[union-attr]
     assert len(nets) == 2 * per_thread
     assert sorted(v.value for v in vlans if v) == list(range(2000, 2000 + 2 * per_thread))
     assert len(set(pkeys)) == 2 * per_thread

@@ -30,7 +30,9 @@ from gpufabric.domain.models import QUARANTINE
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import BatchResult, MoveEngine
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
+from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 
@@ -89,10 +91,10 @@ def owner_map(store: Store) -> OwnerOf:
     vlan, pkey = {}, {}
     for net in store.networks():
         for seg in net.segments:
-            if seg.vlan is not None:
-                vlan[seg.vlan.value] = net.tenant
-            if seg.pkey is not None:
-                pkey[seg.pkey.value & 0x7FFF] = net.tenant
+            if segment_vlan(seg) is not None:
+                vlan[segment_vlan(seg).value] = net.tenant
+            if segment_pkey(seg) is not None:
+                pkey[segment_pkey(seg).value & 0x7FFF] = net.tenant
     inv = inventory()
     eth_of = {(p.switch, p.switch_port): n.name for n in inv.nodes for p in ethernet_ports(n)}
     ib_of = {p.port_guid: n.name for n in inv.nodes for p in all_ib_ports(n)}

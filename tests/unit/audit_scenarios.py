@@ -46,6 +46,7 @@ from gpufabric.fabrics.infiniband.state import (
 )
 
 from support.ports import port_node
+from support.segments import segment
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 REGISTRY: InvariantRegistry = registry_for([EthernetKind(), InfinibandKind()])
@@ -86,12 +87,12 @@ def nodes(bonded: bool = False) -> tuple[Node, ...]:
 
 def networks() -> tuple[Network, ...]:
     return (
-        Network("alpha-net", "alpha", (Segment("ethernet", 2001, VlanId(2001)),
-                                       Segment("infiniband", 3001, pkey=PKey(0x0A01)))),
+        Network("alpha-net", "alpha", (segment("ethernet", 2001, VlanId(2001)),
+                                       segment("infiniband", 3001, pkey=PKey(0x0A01)))),
         Network("alpha-storage", "alpha", (Segment("ethernet", 2003),)),  # VLAN from seg_id
-        Network("beta-net", "beta", (Segment("ethernet", 2002, VlanId(2002)),
-                                     Segment("infiniband", 3002, pkey=PKey(0x0A02)))),
-        Network("gamma-net", "gamma", (Segment("ethernet", 2010, VlanId(2010)),)),
+        Network("beta-net", "beta", (segment("ethernet", 2002, VlanId(2002)),
+                                     segment("infiniband", 3002, pkey=PKey(0x0A02)))),
+        Network("gamma-net", "gamma", (segment("ethernet", 2010, VlanId(2010)),)),
     )  # fmt: skip
 
 

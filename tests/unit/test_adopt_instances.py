@@ -14,6 +14,8 @@ import pytest
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.models import Network
 from gpufabric.engine.fabrics import network_kinds
+from gpufabric.fabrics.ethernet.segments import segment_vlan
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry, parse_segments
@@ -36,7 +38,7 @@ def kinds() -> list[Any]:
 
 
 def segs(n: Network) -> dict[str, tuple[int, int | None, int | None]]:
-    return {s.fabric: (s.seg_id, s.vlan.value if s.vlan else None, s.pkey.value if s.pkey else None) for s in n.segments}
+    return {s.fabric: (s.seg_id, segment_vlan(s).value if segment_vlan(s) else None, segment_pkey(s).value if segment_pkey(s) else None) for s in n.segments}
 
 
 def stored(store: Store) -> dict[str, dict[str, tuple[int, int | None, int | None]]]:

@@ -14,7 +14,7 @@ import pytest
 
 from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import DOWN_ID, MEMBER_ID, OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
@@ -24,6 +24,7 @@ from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, Switc
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.memfabric.ethernet import MemorySwitchDriver
+from support.segments import segment
 
 KIND = EthernetKind()
 Q = VlanId(4000)
@@ -39,7 +40,7 @@ def _nodes(leased_bond: str = "Port-Channel10") -> tuple[Node, ...]:
 
 
 def _tenancy(leased: bool = True) -> Tenancy:
-    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (segment("ethernet", 2001, vlan=VlanId(2001)),))
     leases = {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))} if leased else {}
     return Tenancy(_nodes(), leases, {("acme", "n1"): net}, settings={"quarantine_vlan": Q.value})
 
@@ -127,7 +128,7 @@ def _two_nodes(b01_agg: EthernetPortConfig) -> tuple[Tenancy, tuple[SwitchState,
     raw = [{"name": n, "ethernet": [{"name": f"eth{i}", "switch": "leaf01", "switch_port": m, "bond": b} for i, m in enumerate(ms)]}
            for n, (b, *ms) in eth.items()]  # fmt: skip
     nodes = inventory_from_dict({"version": 1, "nodes": raw}).nodes
-    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (segment("ethernet", 2001, vlan=VlanId(2001)),))
     leases = {n: Lease("acme", n, T0, networks=("n1",)) for n in eth}
     t = Tenancy(nodes, leases, {("acme", "n1"): net}, settings={"quarantine_vlan": Q.value})
     shut = [EthernetPortConfig("leaf01", p, PortMode.SHUTDOWN) for p in ("Ethernet3", "Ethernet4", "Port-Channel20")]

@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID, aggregate_key
 from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
@@ -19,6 +19,8 @@ from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
+
+from support.segments import segment
 
 KIND = EthernetKind()
 Q = VlanId(4000)
@@ -33,7 +35,7 @@ def _nodes(bond: str = "Port-Channel10", sw: str = "leaf01", mode: str = "lacp")
 
 
 def _tenancy(nodes: tuple[Node, ...]) -> Tenancy:
-    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (segment("ethernet", 2001, vlan=VlanId(2001)),))
     return Tenancy(nodes, {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))}, {("acme", "n1"): net},
                    settings={"quarantine_vlan": Q.value})  # fmt: skip
 

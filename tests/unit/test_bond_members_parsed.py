@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect
@@ -18,6 +18,8 @@ from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.parsers import parse_running_config
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.workflow.inventory import inventory_from_dict
+
+from support.segments import segment
 
 KIND = EthernetKind()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -56,7 +58,7 @@ def _tenancy(dialect: str) -> Tenancy:
     eth = [{"name": f"eth{i}", "switch": "leaf01", "switch_port": m, "bond": agg, "bond_mode": "lacp"}
            for i, m in enumerate((m1, m2, m3))]  # fmt: skip
     nodes = inventory_from_dict({"version": 1, "nodes": [{"name": "gpu-b01", "ethernet": eth}]}).nodes
-    net = Network("n1", "acme", (Segment("ethernet", 2001, vlan=VlanId(2001)),))
+    net = Network("n1", "acme", (segment("ethernet", 2001, vlan=VlanId(2001)),))
     return Tenancy(nodes, {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))}, {("acme", "n1"): net},
                    settings={"quarantine_vlan": 4000})  # fmt: skip
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.dialects import load_dialect
@@ -22,6 +22,7 @@ from gpufabric.fabrics.ethernet.state import PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.real_outputs import manifest, real_output
+from support.segments import segment
 
 KIND = EthernetKind()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -36,7 +37,7 @@ def _read(dialect: str, text: str) -> SwitchState:
 def _tenancy(members: tuple[str, ...], bond: str, vlan: int) -> Tenancy:
     eth = [{"name": f"eth{i}", "switch": "leaf01", "switch_port": m, "bond": bond} for i, m in enumerate(members)]
     nodes = inventory_from_dict({"version": 1, "nodes": [{"name": "gpu-b01", "ethernet": eth}]}).nodes
-    net = Network("n1", "acme", (Segment("ethernet", vlan, vlan=VlanId(vlan)),))
+    net = Network("n1", "acme", (segment("ethernet", vlan, vlan=VlanId(vlan)),))
     return Tenancy(nodes, {"gpu-b01": Lease("acme", "gpu-b01", T0, networks=("n1",))}, {("acme", "n1"): net},
                    settings={"quarantine_vlan": 4000})  # fmt: skip
 

@@ -22,6 +22,7 @@ from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
 from gpufabric.fabrics.ethernet.entries import EthernetPort
+from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.planning.plan import merge, plan, tenants_seen
@@ -120,7 +121,7 @@ def test_moves_run_quarantine_swap_join_on_all_three_fabrics(engine: MoveEngine)
     engine.progress = lambda _phase, msg: seen.append(owners(engine)) if "verified" in msg else None
     assert move(engine, "n1", "ta") == ["quarantine", "swap", "join"]
     assert owners(engine)["n1"] == {"ta"}
-    ta_vlan = engine.store.network("ta-net", "ta").segments[0].vlan
+    ta_vlan = segment_vlan(engine.store.network("ta-net", "ta").segments[0])
     assert switch(engine).observe().port("p1") == EthernetPortConfig("leaf1", "p1", PortMode.ACCESS, ta_vlan)
     assert dict(mem(engine).observe().tags)["n1/m0"] == "ta"
     assert move(engine, "n1", "tb") == ["quarantine", "swap", "join"]
@@ -166,7 +167,7 @@ def test_fabrics_apply_returns_the_read_back_of_each_fabric(engine: MoveEngine) 
 def test_reconcile_repairs_drift_on_every_fabric(engine: MoveEngine) -> None:
     move(engine, "n1", "ta")
     tb = engine.store.network("tb-net", "tb").segments
-    tb_vlan = next(s.vlan for s in tb if s.vlan)
+    tb_vlan = next(segment_vlan(s) for s in tb if segment_vlan(s))
     switch(engine).set_port(EthernetPortConfig("leaf1", "p2", PortMode.ACCESS, tb_vlan))
     sm(engine).set_table(guid(2, 0), [0xFFFF])  # a host made full member of the default partition
     mem(engine).set_tag("n3/m1", "tb")

@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Inventory, Lease, Network, Node, Segment
+from gpufabric.domain.models import Inventory, Lease, Network, Node
 from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
@@ -21,6 +21,7 @@ from gpufabric.store.core import Store
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.ports import port_node
+from support.segments import segment
 
 KIND = EthernetKind()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -39,7 +40,7 @@ def _mlag(name: str = "gpu-b01", bond: str = "Port-Channel10", **extra: Any) -> 
 
 
 def _tenancy(nodes: tuple[Node, ...], tenant: str | None, vlan: int = 2001) -> Tenancy:
-    net = Network("n1", "acme", (Segment("ethernet", vlan, vlan=VlanId(vlan)),))
+    net = Network("n1", "acme", (segment("ethernet", vlan, vlan=VlanId(vlan)),))
     owners = {n.name: (Lease(tenant, n.name, T0, networks=("n1",)) if tenant else None) for n in nodes}
     return Tenancy(nodes, owners, {("acme", "n1"): net}, settings={"quarantine_vlan": Q})
 

@@ -18,7 +18,7 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import QUARANTINE, Inventory, Lease, Network, Segment
+from gpufabric.domain.models import QUARANTINE, Inventory, Lease, Network
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.engine.audit_run import audit
@@ -32,6 +32,7 @@ from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance, 
 from gpufabric.fabrics.infiniband.inventory_import import merge_ib_ports
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry, parse_segments
@@ -41,6 +42,7 @@ from gpufabric.workflow.inventory import parse_inventory
 from support import drivers
 from support.memfabric import MemorySubnetManager, register
 from support.ports import port_node
+from support.segments import segment
 
 CFG = parse_segments()
 SM_C, SM_S = Guid(0x0002C90300FF0001), Guid(0x0002C90300FF0002)
@@ -118,9 +120,9 @@ def move(e: MoveEngine, node: str, tenant: str) -> None:
 
 def test_a_network_gets_one_segment_per_ib_instance_with_pkeys_disjoint_across_them(engine: MoveEngine) -> None:
     ta, tb = engine.store.network("ta-net", "ta"), engine.store.network("tb-net", "tb")
-    by = {n.tenant: {s.fabric: s for s in n.segments if s.pkey is not None} for n in (ta, tb)}
+    by = {n.tenant: {s.fabric: s for s in n.segments if segment_pkey(s) is not None} for n in (ta, tb)}
     assert set(by["ta"]) == set(by["tb"]) == {"ib-compute", "ib-storage"}  # no segment on a default 'infiniband'
-    every = [s.pkey.value for segs in by.values() for s in segs.values() if s.pkey is not None]
+    every = [segment_pkey(s).value for segs in by.values() for s in segs.values() if segment_pkey(s) is not None]
     assert len(set(every)) == 4  # the kind's pool is shared: no PKey on two instances, nor two tenants
     assert len({s.seg_id for segs in by.values() for s in segs.values()}) == 4
     assert {s.fabric for s in ta.segments} >= {"ethernet"}  # kinds without an instance keep their default one
@@ -134,7 +136,7 @@ def test_the_store_keeps_each_ib_port_on_its_instance(engine: MoveEngine) -> Non
 
 def test_a_move_programs_each_subnet_with_the_tenants_own_pkey_there(engine: MoveEngine) -> None:
     move(engine, "n1", "ta")
-    ta = {s.fabric: s.pkey.value & 0x7FFF for s in engine.store.network("ta-net", "ta").segments if s.pkey}
+    ta = {s.fabric: segment_pkey(s).value & 0x7FFF for s in engine.store.network("ta-net", "ta").segments if segment_pkey(s)}
     compute, storage = pkeys(engine, "ib-compute"), pkeys(engine, "ib-storage")
     assert compute[guid(1, 0)] == compute[guid(1, 1)] == {ta["ib-compute"]}
     assert storage[guid(1, 8)] == {ta["ib-storage"]}
@@ -142,7 +144,7 @@ def test_a_move_programs_each_subnet_with_the_tenants_own_pkey_there(engine: Mov
     assert compute[guid(2, 0)] == storage[guid(2, 8)] == frozenset()  # n2 stays in quarantine on both
     assert audit(engine).violations == ()
     move(engine, "n1", "tb")
-    tb = {s.fabric: s.pkey.value & 0x7FFF for s in engine.store.network("tb-net", "tb").segments if s.pkey}
+    tb = {s.fabric: segment_pkey(s).value & 0x7FFF for s in engine.store.network("tb-net", "tb").segments if segment_pkey(s)}
     assert pkeys(engine, "ib-compute")[guid(1, 0)] == {tb["ib-compute"]}
     assert pkeys(engine, "ib-storage")[guid(1, 8)] == {tb["ib-storage"]}
     assert audit(engine).violations == ()
@@ -150,7 +152,7 @@ def test_a_move_programs_each_subnet_with_the_tenants_own_pkey_there(engine: Mov
 
 def test_the_audit_reads_each_subnet_against_its_own_segments(engine: MoveEngine) -> None:
     move(engine, "n1", "ta")
-    ta_compute = next(s.pkey for s in engine.store.network("ta-net", "ta").segments if s.fabric == "ib-compute")
+    ta_compute = next(segment_pkey(s) for s in engine.store.network("ta-net", "ta").segments if s.fabric == "ib-compute")
     assert ta_compute is not None
     sm(engine, "ib-storage").set_table(guid(2, 8), (0x7FFF, ta_compute.value | 0x8000))  # n2 (quarantine) on storage
     found = [(v.invariant, v.fabric, v.node) for v in audit(engine).violations if v.invariant == "IB-GUID-FOREIGN-PKEY"]
@@ -159,7 +161,7 @@ def test_the_audit_reads_each_subnet_against_its_own_segments(engine: MoveEngine
 
 def test_the_pure_kind_sees_only_its_instances_ports_and_segment() -> None:
     node = inventory().nodes[0]
-    net = Network("n", "t", (Segment("ib-compute", 3000, pkey=PKey(0x0A00)), Segment("ib-storage", 3001, pkey=PKey(0x0A01))))
+    net = Network("n", "t", (segment("ib-compute", 3000, pkey=PKey(0x0A00)), segment("ib-storage", 3001, pkey=PKey(0x0A01))))
     lease = Lease("t", "n1", datetime.now(UTC), networks=("n",))
     tenancy = Tenancy((node,), {"n1": lease}, {("t", "n"): net})
     for name, pkey, ports in (("ib-compute", 0x0A00, {guid(1, 0), guid(1, 1)}), ("ib-storage", 0x0A01, {guid(1, 8)})):
@@ -289,7 +291,7 @@ def test_the_ethernet_kind_reads_its_instances_segment() -> None:
     """The built-in Ethernet kind, bound to an instance, carries the network's VLAN on that
     instance (not the default instance's), allocates under its instance name and audits it."""
     node = port_node("n1", ethernet=(EthernetPort("n1", "eth0", "leaf1", "p1"),))
-    net = Network("n", "t", (Segment("ethernet", 2000, vlan=VlanId(2000)), Segment("eth-b", 2001, vlan=VlanId(2001))))
+    net = Network("n", "t", (segment("ethernet", 2000, vlan=VlanId(2000)), segment("eth-b", 2001, vlan=VlanId(2001))))
     tenancy = Tenancy((node,), {"n1": Lease("t", "n1", datetime.now(UTC), networks=("n",))}, {("t", "n"): net},
                       settings={"quarantine_vlan": 4000})  # fmt: skip
     for kind, vlan in ((EthernetKind(), 2000), (EthernetKind().bind("eth-b"), 2001)):
@@ -310,14 +312,14 @@ def test_a_network_on_one_subnet_leaves_the_nodes_other_subnets_ports_in_no_tena
         engine.store, "ta-compute", "ta", CFG, {}, network_kinds(config(), registry()), ["ib-compute"]
     )
     assert [s.fabric for s in only_compute.segments] == ["ib-compute"]
-    tb_storage = next(s.pkey for s in engine.store.network("tb-net", "tb").segments if s.fabric == "ib-storage")
+    tb_storage = next(segment_pkey(s) for s in engine.store.network("tb-net", "tb").segments if s.fabric == "ib-storage")
     assert tb_storage is not None
     move(engine, "n1", "tb")
     assert pkeys(engine, "ib-storage")[guid(1, 8)] == {tb_storage.value & 0x7FFF}
     engine.ledger.request("n1", MoveRequest("ta", networks=("ta-compute",)))
     batch = engine.run_pending()
     assert batch is not None and [m.status for m in batch.moves] == [MoveStatus.DONE]
-    ta_compute = only_compute.segments[0].pkey
+    ta_compute = segment_pkey(only_compute.segments[0])
     assert ta_compute is not None
     compute = pkeys(engine, "ib-compute")
     assert compute[guid(1, 0)] == compute[guid(1, 1)] == {ta_compute.value & 0x7FFF}
@@ -331,9 +333,9 @@ def test_desired_and_audit_of_a_subnet_the_leased_network_does_not_span() -> Non
     desired slice) but in no partition; its table holding the default partition only passes the
     audit, and the old tenant's PKey left on it is found."""
     node = inventory().nodes[0]
-    ta = Network("ta-compute", "ta", (Segment("ib-compute", 3000, pkey=PKey(0x0A00)),))
+    ta = Network("ta-compute", "ta", (segment("ib-compute", 3000, pkey=PKey(0x0A00)),))
     tb = Network(
-        "tb-net", "tb", (Segment("ib-compute", 3001, pkey=PKey(0x0A01)), Segment("ib-storage", 3002, pkey=PKey(0x0A02)))
+        "tb-net", "tb", (segment("ib-compute", 3001, pkey=PKey(0x0A01)), segment("ib-storage", 3002, pkey=PKey(0x0A02)))
     )
     tenancy = Tenancy((node,), {"n1": Lease("ta", "n1", datetime.now(UTC), networks=("ta-compute",))},
                       {("ta", "ta-compute"): ta, ("tb", "tb-net"): tb})  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import CapacityError, ConfigError, ExhaustedError
-from gpufabric.domain.models import Network, Segment
+from gpufabric.domain.models import Network
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.infiniband.ipoib import (
     IPOIB_PARTITION_LIMIT,
@@ -34,6 +34,8 @@ from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, rende
 from gpufabric.fabrics.infiniband.segments import IbSegments
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.store.registry import parse_segments
+
+from support.segments import segment
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 G1 = Guid(0x0002C90310000101)
@@ -124,7 +126,7 @@ def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
         }
     )
     kind = InfinibandKind()
-    used = [Segment("infiniband", i, pkey=cfg.of(IbSegments).pool.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
+    used = [segment("infiniband", i, pkey=cfg.of(IbSegments).pool.pkey_for(i)) for i in range(100, 100 + IPOIB_PARTITION_LIMIT - 1)]
     seg = kind.allocate(Network("n", "t"), used, cfg)
     assert seg is not None and seg.seg_id == 100 + IPOIB_PARTITION_LIMIT - 1
     with pytest.raises(ExhaustedError, match="multicast LID") as ei:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.models import Lease, Network, Segment
+from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.infiniband.entries import IbPort
@@ -32,6 +32,7 @@ from gpufabric.fabrics.infiniband.ufm_plan import parse_ufm_pkey, plan_ufm
 from gpufabric.planning.desired import tenancy_of
 
 from support.ports import port_node
+from support.segments import segment
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 G1, G2 = Guid(0x0002C90310000101), Guid(0x0002C90310000201)
@@ -67,7 +68,7 @@ def test_a_kind_without_network_options_refuses_any() -> None:
 def layout_for(options: tuple[tuple[str, int | bool], ...]) -> PartitionLayout:
     """The desired layout of one node leased with a network whose IB segment has ``options``."""
     node = port_node("gpu-a01", ib=(IbPort("gpu-a01", "mlx5_0", 1, G1, Guid(0x0002C90310000100)),))
-    net = Network("n1", "ta", (Segment("infiniband", 3001, pkey=PKey(0x0A01), options=options),))
+    net = Network("n1", "ta", (segment("infiniband", 3001, pkey=PKey(0x0A01), options=options),))
     lease = Lease("ta", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), None, ("n1",))
     return InfinibandKind().desired(tenancy_of([node], [lease], [net])).layout
 

@@ -23,6 +23,7 @@ from gpufabric.fabrics.infiniband.partitions import (
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 from support.ports import port_node
+from support.segments import segment
 
 FIX = Path(__file__).parent.parent / "fixtures" / "opensm"
 SM = Guid(0x0002C90310000001)
@@ -246,12 +247,12 @@ def test_tenant_partitions_are_rendered_with_ipoib() -> None:
     from datetime import UTC, datetime
 
     from gpufabric.domain.fabric import Tenancy
-    from gpufabric.domain.models import Lease, Network, Segment
+    from gpufabric.domain.models import Lease, Network
     from gpufabric.fabrics.infiniband.entries import IbPort
     from gpufabric.fabrics.infiniband.plan import desired_ib
 
     g = Guid(0x0002C90310000101)
-    net = Network("n", "alpha", (Segment("infiniband", 3000, pkey=PKey(0x0A00)),))
+    net = Network("n", "alpha", (segment("infiniband", 3000, pkey=PKey(0x0A00)),))
     node = port_node("gpu-a01", ib=(IbPort("gpu-a01", "mlx5_0", 1, g, g),))
     lease = Lease("alpha", "gpu-a01", datetime(2026, 1, 1, tzinfo=UTC), networks=("n",))
     layout = desired_ib(Tenancy((node,), {"gpu-a01": lease}, {("alpha", "n"): net}), ()).layout

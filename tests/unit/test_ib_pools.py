@@ -22,20 +22,21 @@ from typer.testing import CliRunner
 from gpufabric.cli.main import app
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import ConfigError, ConflictError, ExhaustedError, ValidationError
-from gpufabric.domain.models import Network, Segment
+from gpufabric.domain.models import Network
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics, network_kinds
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.segments import IbSegments
+from gpufabric.fabrics.infiniband.segments import IbSegments, segment_pkey
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tenants import adopt_network
 from gpufabric.workflow.actions import Actions
 
 from support.memfabric import register
+from support.segments import segment
 
 CFG = parse_segments()  # ethernet 2000-2999, quarantine 4000; infiniband 3000-3999 -> 0x0a00 + (id - 3000)
 COMPUTE = {"seg_range": "3000-3499", "mapping": {"mode": "offset", "base": "0x0a00"}}
@@ -66,7 +67,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def ib(n: Network) -> dict[str, tuple[int, int]]:
-    return {s.fabric: (s.seg_id, s.pkey.value) for s in n.segments if s.pkey is not None}
+    return {s.fabric: (s.seg_id, segment_pkey(s).value) for s in n.segments if segment_pkey(s) is not None}
 
 
 def stored(store: Store) -> list[str]:
@@ -273,9 +274,9 @@ def test_the_ipoib_partition_limit_counts_each_subnets_own_partitions() -> None:
     InfinibandKind().check_instances({n: {"segments": p} for n, p in pools.items()}, cfg)
     compute, storage = (InfinibandKind().bind(n, {"segments": p}) for n, p in pools.items())
     pool, _ = compute.pool(cfg)
-    used = [Segment("ib-compute", i, pkey=pool.pkey_for(i)) for i in range(1000, 1000 + IPOIB_PARTITION_LIMIT)]
+    used = [segment("ib-compute", i, pkey=pool.pkey_for(i)) for i in range(1000, 1000 + IPOIB_PARTITION_LIMIT)]
     with pytest.raises(ExhaustedError) as e:
         compute.allocate(Network("n", "ta"), used, cfg)
     assert e.value.fields["field"] == "fabrics.ib-compute.segments.seg_range"
     got = storage.allocate(Network("n", "ta"), used, cfg)
-    assert got is not None and (got.fabric, got.seg_id, got.pkey and got.pkey.value) == ("ib-storage", 2200, 0x2000)
+    assert got is not None and (got.fabric, got.seg_id, segment_pkey(got) and segment_pkey(got).value) == ("ib-storage", 2200, 0x2000)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Segment
+from gpufabric.domain.models import QUARANTINE, Lease, Network, Node
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
@@ -20,6 +20,7 @@ from gpufabric.planning.desired import derive_desired as derive
 from gpufabric.planning.plan import Plan, merge, plan, tenants_seen
 
 from support.ports import port_node
+from support.segments import segment
 
 KINDS = [EthernetKind(), InfinibandKind()]
 
@@ -65,13 +66,13 @@ NETS = [
     Network(
         "a-net",
         "ta",
-        (Segment("ethernet", 2000, vlan=VlanId(2000)), Segment("infiniband", 3000, pkey=PKey(0x0A00))),
+        (segment("ethernet", 2000, vlan=VlanId(2000)), segment("infiniband", 3000, pkey=PKey(0x0A00))),
     ),
-    Network("a-net2", "ta", (Segment("ethernet", 2002, vlan=VlanId(2002)),)),
+    Network("a-net2", "ta", (segment("ethernet", 2002, vlan=VlanId(2002)),)),
     Network(
         "b-net",
         "tb",
-        (Segment("ethernet", 2001, vlan=VlanId(2001)), Segment("infiniband", 3001, pkey=PKey(0x0A01))),
+        (segment("ethernet", 2001, vlan=VlanId(2001)), segment("infiniband", 3001, pkey=PKey(0x0A01))),
     ),
 ]
 LEASES = [Lease("ta", "gpu-a01", T0, networks=("a-net",)), Lease("tb", "gpu-a02", T0, networks=("b-net",))]
@@ -199,8 +200,8 @@ def test_a_host_that_is_a_full_member_of_the_default_partition_is_drift() -> Non
 
 
 def test_partition_names_come_from_the_pkey_not_from_user_names() -> None:
-    odd = [Network("a-b", "1acme", (Segment("infiniband", 3005, pkey=PKey(0x0A05)),)),
-           Network("a_b", "1acme", (Segment("infiniband", 3006, pkey=PKey(0x0A06)),))]  # fmt: skip
+    odd = [Network("a-b", "1acme", (segment("infiniband", 3005, pkey=PKey(0x0A05)),)),
+           Network("a_b", "1acme", (segment("infiniband", 3006, pkey=PKey(0x0A06)),))]  # fmt: skip
     d = derive_desired(NODES, [Lease("1acme", "gpu-a01", T0, networks=("a-b", "a_b"))], odd)
     assert [q.name for q in d.get("infiniband").layout.partitions] == ["pk_0a05", "pk_0a06"]
     assert pkey_partition_name(0x8A05) == "pk_0a05"

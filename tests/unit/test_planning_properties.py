@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricKind, FabricPlan
-from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Segment
+from gpufabric.domain.models import QUARANTINE, Lease, Network, Node
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
@@ -35,6 +35,7 @@ from gpufabric.planning.plan import Plan, plan
 
 from support.memfabric import MemoryKind, MemoryPlan, MemState
 from support.ports import port_node
+from support.segments import segment
 
 KINDS: list[FabricKind[Any, Any]] = [EthernetKind(), InfinibandKind(), MemoryKind()]
 SM = Guid(0x0002C90300FF0001)
@@ -50,7 +51,7 @@ def networks() -> tuple[Network, ...]:
     out = []
     for i, (t, k) in enumerate(itertools.product(TENANTS, range(2))):
         vlan, pkey = 2000 + i, 0x0A00 + i
-        segs = (Segment("ethernet", vlan, vlan=VlanId(vlan)), Segment("infiniband", 100 + i, pkey=PKey(pkey)))
+        segs = (segment("ethernet", vlan, vlan=VlanId(vlan)), segment("infiniband", 100 + i, pkey=PKey(pkey)))
         out.append(Network(f"{t}-n{k}", t, segs))
     return tuple(out)
 

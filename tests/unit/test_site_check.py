@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError
-from gpufabric.domain.models import Network, Node, Segment
+from gpufabric.domain.models import Network, Node
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
@@ -19,6 +19,7 @@ from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmFileS
 from gpufabric.store.registry import parse_segments
 
 from support.ports import port_node
+from support.segments import segment
 
 SM, ROGUE = Guid(0x0002C90310000001), Guid(0x0002C903100000AA)
 
@@ -61,7 +62,7 @@ def test_hardening_defaults_are_errors_naming_sm_key() -> None:
 def test_pkey_pool_against_foreign_partitions_and_tables() -> None:
     cfg = parse_segments()  # PKeys 0x0a00.. for seg 3000..
     table = PkeyTable(Guid(0x101), (0xFFFF, 0x8A03, 0x8A07, 0x9000))  # 0x0a03 ours, 0x0a07 not, 0x1000 out of pool
-    ours = Network("n", "alpha", (Segment("infiniband", 3003, pkey=PKey(0x0A03)),))
+    ours = Network("n", "alpha", (segment("infiniband", 3003, pkey=PKey(0x0A03)),))
     ctx = SiteContext(networks=(ours,), segments=cfg)
     got = pkey_pool(IbFabricState(tables=(table,)), ctx, {0x0A05: "partition storage of partitions.conf"})
     assert [(c.level, c.subject) for c in got] == [(CheckLevel.ERROR, "pkey:0x0a05"), (CheckLevel.ERROR, "pkey:0x0a07")]

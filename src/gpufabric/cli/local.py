@@ -69,19 +69,19 @@ class Local:
         return {"name": actions().delete_tenant(LOCAL_ADMIN, name).name}
 
     def networks(self, tenant: str | None = None) -> list[dict[str, Any]]:
-        return list(reader().networks(LOCAL_ADMIN, ALL, 0, tenant)[0])
+        return _labelled(reader().networks(LOCAL_ADMIN, ALL, 0, tenant)[0])
 
     def create_network(self, name: str, tenant: str, fabrics: list[str] | None,
                        options: dict[str, dict[str, int | bool]] | None) -> dict[str, Any]:  # fmt: skip
         actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics, options=options or None)
-        return dict(reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0][0])
+        return _labelled(reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0])[0]
 
     def delete_network(self, name: str, tenant: str) -> dict[str, Any]:
         found = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0]
         if not found:
             raise NotFoundError("network", f"{tenant}/{name}")
         actions().delete_network(LOCAL_ADMIN, name, tenant)
-        return dict(found[0])
+        return _labelled(found)[0]
 
     def offerings(self) -> list[dict[str, Any]]:
         return list(reader().offerings(ALL, 0)[0])
@@ -209,3 +209,10 @@ class Local:
 
     def events(self, limit: int, action: str | None) -> list[dict[str, Any]]:
         return list(reader().events(LOCAL_ADMIN, limit, 0, action)[0])
+
+
+def _labelled(items: Any) -> list[dict[str, Any]]:
+    """Network dicts with their segments labelled by the configured kinds (as the API answers them)."""
+    from gpufabric.engine.columns import configured_kinds, with_segment_views
+
+    return with_segment_views(items, configured_kinds(fabrics_path()))

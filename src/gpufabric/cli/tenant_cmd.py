@@ -41,30 +41,19 @@ def delete_tenant(name: str, json_out: bool = JSON_OPT) -> None:
     emit_json(t) if json_out else console.print(f"tenant [bold]{t['name']}[/] deleted", highlight=False)
 
 
-NETWORK_COLUMNS = ["network", "tenant", "fabrics", "VLAN", "InfiniBand"]
+NETWORK_COLUMNS = ["network", "tenant", "segments"]
 
 
-def _segments_row(n: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    """One table row: the instances the network spans (one segment each), its VLANs and its
-    segmentation ids -> PKeys (named by instance when it spans several)."""
-    segs = n["segments"]
-    vlans = [s for s in segs if s.get("vlan")]
-    pkeys = [s for s in segs if s.get("pkey")]
-
-    def on(s: dict[str, Any], many: bool) -> str:
-        return f"{s['fabric']}: " if many else ""
+def _segments_row(n: dict[str, Any]) -> tuple[str, str, str]:
+    """One table row: the network's segment on each instance it spans, as its kind labels it
+    (``ethernet: vlan 2000``, ``infiniband: seg 3000 -> pkey 0x0a00``), with its own settings."""
 
     def own(s: dict[str, Any]) -> str:  # the network's own settings there (--option)
         opts = s.get("options") or {}
         return f" ({', '.join(f'{k}={str(v).lower()}' for k, v in sorted(opts.items()))})" if opts else ""
 
-    return (
-        n["name"],
-        n["tenant"],
-        ", ".join(s["fabric"] for s in segs) or "-",
-        ", ".join(f"{on(s, len(vlans) > 1)}{s['vlan']}" for s in vlans) or "-",
-        ", ".join(f"{on(s, len(pkeys) > 1)}seg {s['seg_id']} -> pkey {s['pkey']}{own(s)}" for s in pkeys) or "-",
-    )
+    cells = [f"{s['fabric']}: {s.get('label') or 'seg ' + str(s['seg_id'])}{own(s)}" for s in n["segments"]]
+    return n["name"], n["tenant"], "\n".join(cells) or "-"
 
 
 FABRIC_OPT = Option(

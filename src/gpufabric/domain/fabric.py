@@ -344,6 +344,16 @@ class FabricKind(ABC, Generic[D, S]):
             raise ValidationError(where, ", ".join(sorted(map(str, raw))), f"no options on fabric {self.instance}")
         return ()
 
+    def segment_label(self, segment: Segment) -> str:
+        """``segment`` as a person reads it (``network list``'s cell, the API's ``label``), e.g.
+        ``vlan 2000`` or ``seg 3000 -> pkey 0x0a00``. Default: its segmentation id."""
+        return f"seg {segment.seg_id}"
+
+    def segment_view(self, segment: Segment) -> Mapping[str, Any]:
+        """This kind's own fields of ``segment`` in the API's network answer (the Ethernet kind's
+        ``vlan``, the InfiniBand kind's ``pkey``). Default: none."""
+        return {}
+
     @property
     def allocates(self) -> bool:
         """True when this kind gives networks a segment of their own (overrides :meth:`allocate`):

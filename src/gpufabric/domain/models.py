@@ -15,7 +15,7 @@ from datetime import datetime
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.terms import LeaseTerms, term, terms_of
-from gpufabric.domain.values import PKey, VlanId, check_name
+from gpufabric.domain.values import check_name
 
 
 class NodeState(enum.StrEnum):
@@ -118,13 +118,17 @@ class Tenant:
 
 @dataclass(frozen=True)
 class Segment:
-    """A network's isolation id on one fabric instance (``fabric``: the instance name;
-    the kind's own name for its default instance). ``seg_id`` is the Neutron-style integer."""
+    """A network's isolation id on one fabric instance (``fabric``: the instance name; the kind's
+    own name for its default instance). ``seg_id`` is the Neutron-style integer; ``key`` the
+    fabric's own id of the segment, which its kind gives and reads (the Ethernet kind's VLAN, the
+    InfiniBand kind's 15-bit PKey; None: the fabric has none but ``seg_id``), unique per ``scope``
+    (the kind's name for what ``key`` is, e.g. ``ethernet.vlan``) across the deployment: the store
+    keeps it so with a database constraint."""
 
     fabric: str
     seg_id: int
-    vlan: VlanId | None = None
-    pkey: PKey | None = None
+    key: int | None = None
+    scope: str = ""
     options: tuple[tuple[str, int | bool], ...] = ()
     """The network's own settings on this instance, as its kind validated them
     (:meth:`~gpufabric.domain.fabric.FabricKind.segment_options`; e.g. IPoIB ``mtu``)."""

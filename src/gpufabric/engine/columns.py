@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.fabric import FabricKind, Tenancy
-from gpufabric.domain.models import Node
+from gpufabric.domain.models import Node, Segment
 from gpufabric.domain.serial import jsonable
 from gpufabric.store.registry import registered_kinds as registered_kinds  # (re-exported: the one cache)
 
@@ -79,6 +79,25 @@ def _by_kind(kinds: Kinds) -> dict[str, list[FabricKind[Any, Any]]]:
     out: dict[str, list[FabricKind[Any, Any]]] = {}
     for k in kinds:
         out.setdefault(k.name, []).append(k)
+    return out
+
+
+def with_segment_views(items: Sequence[Mapping[str, Any]], kinds: Kinds | None = None) -> list[dict[str, Any]]:
+    """Network dicts (the API v1 shape) with each segment's ``label`` and its kind's own fields
+    (``FabricKind.segment_label``/``segment_view``: e.g. ``vlan``, ``pkey``), by the segment's
+    instance among ``kinds`` (default: the registered kinds' default instances); a segment of an
+    instance no longer configured keeps its generic fields and its segmentation id as label."""
+    by_instance = {k.name: k for k in registered_kinds()} | {k.instance: k for k in kinds or ()}
+    out = []
+    for net in items:
+        segs = []
+        for s in net.get("segments") or ():
+            kind = by_instance.get(str(s["fabric"]))
+            seg = Segment(str(s["fabric"]), int(s["seg_id"]), s.get("key"), s.get("scope") or "",
+                          tuple(sorted((s.get("options") or {}).items())))  # fmt: skip
+            extra = {**kind.segment_view(seg), "label": kind.segment_label(seg)} if kind is not None else {"label": f"seg {seg.seg_id}"}
+            segs.append({**s, **jsonable(dict(extra))})
+        out.append({**net, "segments": segs})
     return out
 
 

@@ -7,7 +7,6 @@ import json
 
 from gpufabric.domain.models import FabricPorts, Lease, Network, Node, NodeState, Offering, Segment
 from gpufabric.domain.terms import terms_of
-from gpufabric.domain.values import PKey, VlanId
 from gpufabric.store.tables import (
     LeaseRow,
     NetworkRow,
@@ -44,13 +43,12 @@ def fill_node_children(row: NodeRow, node: Node) -> None:
 
 
 def segment_row(instance: str, seg: Segment) -> SegmentRow:
-    """The row of ``seg`` on the fabric instance ``instance`` (a PKey is stored without its
-    membership bit: ``pkey & 0x7FFF``; its options as JSON, NULL when none)."""
+    """The row of ``seg`` on the fabric instance ``instance`` (its options as JSON, NULL when none)."""
     return SegmentRow(
         fabric=instance,
         seg_id=seg.seg_id,
-        vlan=seg.vlan.value if seg.vlan else None,
-        pkey=seg.pkey.value & 0x7FFF if seg.pkey else None,
+        scope=seg.scope or None if seg.key is not None else None,
+        key=seg.key,
         options=json.dumps(dict(seg.options), sort_keys=True) if seg.options else None,
     )
 
@@ -65,8 +63,8 @@ def network_to_domain(r: NetworkRow) -> Network:
         Segment(
             s.fabric,
             s.seg_id,
-            None if s.vlan is None else VlanId(s.vlan),
-            None if s.pkey is None else PKey(s.pkey),
+            s.key,
+            s.scope or "",
             segment_options(s.options),
         )
         for s in sorted(r.segments, key=lambda s: s.fabric)

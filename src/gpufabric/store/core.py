@@ -40,7 +40,7 @@ from gpufabric.domain.models import (
     lease_not_over,
 )
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.values import PKey, VlanId, check_name
+from gpufabric.domain.values import check_name
 from gpufabric.store import db
 from gpufabric.store import leases as store_leases
 from gpufabric.store.convert import (
@@ -89,8 +89,8 @@ def sibling_instances(kind: Any, kinds: Sequence[Any]) -> set[str]:
 
 def used_segments(s: Session) -> list[Segment]:
     """Every network's segments (the pools' used ids)."""
-    rows = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.vlan, SegmentRow.pkey)).all()
-    return [Segment(u.fabric, u.seg_id, VlanId(u.vlan) if u.vlan else None, PKey(u.pkey) if u.pkey else None) for u in rows]
+    rows = s.execute(select(SegmentRow.fabric, SegmentRow.seg_id, SegmentRow.key, SegmentRow.scope)).all()
+    return [Segment(u.fabric, u.seg_id, u.key, u.scope or "") for u in rows]
 
 
 class Store:

@@ -239,8 +239,8 @@ class Reader:
                         {
                             "fabric": r.fabric,
                             "seg_id": r.seg_id,
-                            "vlan": r.vlan,
-                            "pkey": None if r.pkey is None else f"0x{r.pkey:04x}",
+                            "scope": r.scope,
+                            "key": r.key,
                             **({"options": dict(segment_options(r.options))} if r.options else {}),
                         }
                     )

@@ -7,8 +7,7 @@ file); ``Base.metadata`` is only used by tests that compare the two.
 
 Uniqueness that protects isolation lives in the database, not in Python, so that two
 replicas can never hand out the same switch port, GUID, VLAN or PKey:
-``node_port_keys (scope, key)``, ``segments (fabric, seg_id)``, ``segments.vlan`` and
-``segments.pkey``.
+``node_port_keys (scope, key)``, ``segments (fabric, seg_id)`` and ``segments (scope, key)``.
 
 ``node_fabric_ports`` holds every fabric kind's ports: one row per (node, fabric instance),
 ``data`` the entries the kind validated (JSON list). ``node_port_keys`` holds what a node's
@@ -132,20 +131,22 @@ class NetworkRow(Base):
 
 
 class SegmentRow(Base):
-    """One isolation id of a network on one fabric. ``pkey`` is the 15-bit partition number."""
+    """One isolation id of a network on one fabric instance: its segmentation id, and the
+    fabric's own id of it (``key``, unique per ``scope``: the kind's, e.g. a VLAN; 0016)."""
 
     __tablename__ = "segments"
     __table_args__ = (
         UniqueConstraint("fabric", "seg_id", name="uq_segments_fabric_seg_id"),
         UniqueConstraint("network_id", "fabric", name="uq_segments_network_fabric"),
+        UniqueConstraint("scope", "key", name="uq_segments_scope_key"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     network_id: Mapped[int] = mapped_column(ForeignKey("networks.id", ondelete="CASCADE"), index=True)
     fabric: Mapped[str] = mapped_column(String(63))  # the fabric instance (0007: was 16 chars)
     seg_id: Mapped[int] = mapped_column(Integer)
-    vlan: Mapped[int | None] = mapped_column(Integer, unique=True)
-    pkey: Mapped[int | None] = mapped_column(Integer, unique=True)
+    scope: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    key: Mapped[int | None] = mapped_column(Integer, nullable=True)
     options: Mapped[str | None] = mapped_column(Text, nullable=True)  # 0011: JSON, the kind's own (Segment.options)
 
     network: Mapped[NetworkRow] = relationship(back_populates="segments")

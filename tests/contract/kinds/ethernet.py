@@ -15,6 +15,7 @@ from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.plan import EthernetPlan, EthState
+from gpufabric.fabrics.ethernet.segments import vlan_segment
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 from contract.kinds import KindCase
@@ -29,7 +30,7 @@ def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
 
 
 def segment(i: int) -> Segment:
-    return Segment("ethernet", 2000 + i, vlan=VlanId(2000 + i))
+    return vlan_segment("ethernet", 2000 + i)
 
 
 @st.composite

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import Node, Segment
-from gpufabric.domain.values import Guid, PKey
+from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, expected_tables
+from gpufabric.fabrics.infiniband.segments import pkey_segment, segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable
 
 from contract.kinds import KindCase
@@ -30,11 +31,11 @@ def node(draw: st.DrawFn, name: str, i: int) -> Mapping[str, Any]:
 
 
 def segment(i: int) -> Segment:
-    return Segment("infiniband", 100 + i, pkey=PKey(0x0A00 + i))
+    return pkey_segment("infiniband", 100 + i, 0x0A00 + i)
 
 
 def observed(draw: st.DrawFn, tenancy: Tenancy) -> IbFabricState:
-    pkeys = sorted(s.pkey.value for n in tenancy.networks.values() for s in n.segments if s.pkey is not None)
+    pkeys = sorted(segment_pkey(s).value for n in tenancy.networks.values() for s in n.segments if segment_pkey(s) is not None)
     entries = st.sampled_from([0x7FFF, 0xFFFF, 0x0B05, 0x8B05, *pkeys, *(k | 0x8000 for k in pkeys)])
     tables = [PkeyTable(SM, tuple(sorted(set(draw(st.lists(entries, max_size=3))))))]
     for n in tenancy.nodes:

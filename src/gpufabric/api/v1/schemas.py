@@ -212,10 +212,15 @@ class NetworkIn(Strict):
 
 
 class SegmentOut(BaseModel):
+    """A network's segment on one fabric instance; its kind adds fields of its own (the Ethernet
+    kind's ``vlan``, the InfiniBand kind's ``pkey``)."""
+
+    model_config = ConfigDict(extra="allow")
     fabric: str
     seg_id: int
-    vlan: int | None
-    pkey: str | None
+    scope: str | None = Field(description="What ``key`` is, by the fabric's kind (e.g. ethernet.vlan); null: no key")
+    key: int | None = Field(description="The fabric's own id of the segment (a VLAN, a 15-bit PKey), unique per scope")
+    label: str = Field(description="The segment as a person reads it, e.g. 'vlan 2000' or 'seg 3000 -> pkey 0x0a00'")
     options: dict[str, int | bool] | None = Field(None, description="The network's own settings here (when set)")
 
 

@@ -22,6 +22,7 @@ from gpufabric.api.v1.schemas import (
 )
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import NotFoundError
+from gpufabric.engine.columns import with_segment_views
 
 router = APIRouter()
 NameP = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
@@ -65,9 +66,11 @@ def delete_tenant(tenant: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) 
 async def list_networks(
     request: Request, p: Principal = PRINCIPAL, c: ApiContext = CTX, pg: Page = PAGE, tenant: NameQ = None
 ) -> Response:
-    return await c.cached(
-        request, (p.role, p.tenant), lambda: paged(*c.reader.networks(p, pg.limit, pg.offset, tenant), pg)
-    )
+    def build() -> dict[str, Any]:
+        items, total = c.reader.networks(p, pg.limit, pg.offset, tenant)
+        return paged(with_segment_views(items, c.view_kinds()), total, pg)
+
+    return await c.cached(request, (p.role, p.tenant), build)
 
 
 @router.post(
@@ -80,18 +83,12 @@ async def list_networks(
 def create_network(body: NetworkIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     segs = {s.fabric: s.seg_id for s in body.segments or []}  # one per fabric instance (NetworkIn)
     c.actions.create_network(p, body.name, body.tenant, segs, body.fabrics, body.options)
-    return json(c.reader.networks(p, 1, 0, body.tenant, body.name)[0][0], 201)
+    return json(_one(c, p, body.tenant, body.name), 201)
 
 
 @router.get("/networks/{tenant}/{name}", tags=["networks"], responses={200: {"model": NetworkOut}, **errors(304, 404)})
 async def show_network(request: Request, tenant: NameP, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
-    def build() -> dict[str, Any]:
-        items, _ = c.reader.networks(p, 1, 0, tenant, name)
-        if not items:
-            raise NotFoundError("network", f"{tenant}/{name}")
-        return items[0]
-
-    return await c.cached(request, (p.role, p.tenant), build)
+    return await c.cached(request, (p.role, p.tenant), lambda: _one(c, p, tenant, name))
 
 
 @router.delete(
@@ -101,11 +98,17 @@ async def show_network(request: Request, tenant: NameP, name: NameP, p: Principa
     responses={200: {"model": NetworkOut}, **errors(403, 404, 409)},
 )
 def delete_network(tenant: NameP, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    found = _one(c, p, tenant, name)
+    c.actions.delete_network(p, name, tenant)
+    return json(found)
+
+
+def _one(c: ApiContext, p: Principal, tenant: str, name: str) -> dict[str, Any]:
+    """The network ``tenant``/``name`` as ``p`` sees it, its segments labelled by their kinds (NotFoundError)."""
     items, _ = c.reader.networks(p, 1, 0, tenant, name)
     if not items:
         raise NotFoundError("network", f"{tenant}/{name}")
-    c.actions.delete_network(p, name, tenant)
-    return json(items[0])
+    return with_segment_views(items, c.view_kinds())[0]
 
 
 @router.get("/offerings", tags=["offerings"], responses={200: {"model": OfferingPage}, **errors(304)})

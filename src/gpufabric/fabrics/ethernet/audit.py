@@ -21,6 +21,7 @@ from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
 from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
+from gpufabric.fabrics.ethernet.segments import vlan_of
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 ETH: Final = KIND
@@ -125,7 +126,7 @@ def vlan_owner_sets(tenancy: Tenancy, instance: str = ETH) -> dict[int, frozense
     for net in tenancy.networks.values():
         for seg in net.segments:
             if seg.fabric == instance:
-                owners.setdefault(seg.vlan.value if seg.vlan else seg.seg_id, set()).add(net.tenant)
+                owners.setdefault(vlan_of(seg), set()).add(net.tenant)
     return {k: frozenset(v) for k, v in owners.items()}
 
 

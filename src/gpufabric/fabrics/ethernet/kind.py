@@ -36,7 +36,7 @@ from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import IdRange, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
-from gpufabric.domain.values import PortNaming, VlanId
+from gpufabric.domain.values import PortNaming
 from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
@@ -60,7 +60,7 @@ from gpufabric.fabrics.ethernet.plan import (
     settings_quarantine_vlan,
     tenants_seen,
 )
-from gpufabric.fabrics.ethernet.segments import EthernetSegments
+from gpufabric.fabrics.ethernet.segments import EthernetSegments, vlan_of, vlan_segment
 from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 
@@ -206,19 +206,25 @@ class EthernetKind(FabricKind[EthState, EthState]):
 
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         mine: EthernetSegments = config.of(EthernetSegments)
-        taken = {s.vlan.value if s.vlan else s.seg_id for s in used}
+        taken = {vlan_of(s) for s in used}
         r = mine.vlans
         vlan = allocate(range(r.start, r.end + 1), taken, mine.field("vlan_range"))
-        return Segment(self.instance, vlan, vlan=VlanId(vlan))
+        return vlan_segment(self.instance, vlan)
 
     def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
         """VLAN ``seg_id`` (of the tenant VLAN pool, free on every Ethernet instance)."""
         vlans: IdRange = config.of(EthernetSegments).vlans
         if seg_id not in vlans:
             raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(vlans))
-        if seg_id in {s.vlan.value if s.vlan else s.seg_id for s in used}:
+        if seg_id in {vlan_of(s) for s in used}:
             raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)
-        return Segment(self.instance, seg_id, vlan=VlanId(seg_id))
+        return vlan_segment(self.instance, seg_id)
+
+    def segment_label(self, segment: Segment) -> str:
+        return f"vlan {vlan_of(segment)}"
+
+    def segment_view(self, segment: Segment) -> Mapping[str, Any]:
+        return {"vlan": vlan_of(segment)}
 
     def desired(self, tenancy: Tenancy) -> EthState:
         return desired_switches(tenancy, self.instance)

@@ -35,7 +35,7 @@ from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
-from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING
+from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING, segment_vlan, vlan_of
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 EthState = tuple[SwitchState, ...]
@@ -137,7 +137,7 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     members: dict[tuple[str, str], list[str]] = {}
     modes: dict[tuple[str, str], str] = {}
     for node in tenancy.nodes:
-        vlans = [s.vlan for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and s.vlan]
+        vlans = [v for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and (v := segment_vlan(s))]
         for p in ethernet_ports(node, instance):  # a bond's members share their aggregate: set once, on it
             cfg = port_config(p.switch, p.managed_port, vlans)
             ports.setdefault(p.switch, []).append(replace(cfg, node=node.name) if p.bond else cfg)
@@ -228,7 +228,7 @@ def vlan_owners(tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_
     for net in tenancy.networks.values():
         seg = net.segment(instance)
         if seg is not None:
-            out[seg.vlan.value if seg.vlan else seg.seg_id] = net.tenant
+            out[vlan_of(seg)] = net.tenant
     return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.models import Segment
 from gpufabric.domain.segments import SECTION, Claim, IdRange, SegmentSection, check_vlan_ids, known_keys
 from gpufabric.domain.values import VlanId
 
@@ -26,6 +27,23 @@ DEFAULT_QUARANTINE_VLAN: Final = 4000  # ``quarantine_vlan`` when config.yaml ha
 DEFAULT_VLAN_RANGE: Final = "2000-2999"  # ``vlan_range`` when config.yaml has none
 KEYS: Final = ("vlan_range", "quarantine_vlan")
 SETTING: Final = "quarantine_vlan"  # the quarantine VLAN's key in ``Tenancy.settings`` and the drivers' options
+VLAN: Final = "ethernet.vlan"
+"""The scope of an Ethernet segment's key (its VLAN): one network's on every Ethernet instance."""
+
+
+def vlan_segment(instance: str, seg_id: int, vlan: int | None = None, options: tuple[tuple[str, int | bool], ...] = ()) -> Segment:
+    """A network's segment on the Ethernet instance ``instance``: VLAN ``vlan`` (default ``seg_id``)."""
+    return Segment(instance, seg_id, seg_id if vlan is None else vlan, VLAN, options)
+
+
+def vlan_of(seg: Segment) -> int:
+    """The VLAN an Ethernet segment takes from the pool (its key, else its segmentation id)."""
+    return seg.key if seg.key is not None and seg.scope == VLAN else seg.seg_id
+
+
+def segment_vlan(seg: Segment) -> VlanId | None:
+    """The VLAN of an Ethernet segment (None: a segment of no VLAN)."""
+    return VlanId(seg.key) if seg.key is not None and seg.scope == VLAN else None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
 
 UNOWNED: Final = "(unowned)"
@@ -98,8 +99,8 @@ def pkey_owner_sets(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> dict[
     pkeys: dict[int, set[str]] = {}
     for net in tenancy.networks.values():
         for seg in net.segments:
-            if seg.fabric == instance and seg.pkey is not None:
-                pkeys.setdefault(seg.pkey.value, set()).add(net.tenant)
+            if seg.fabric == instance and (pk := segment_pkey(seg)) is not None:
+                pkeys.setdefault(pk.value, set()).add(net.tenant)
     return {k: frozenset(v) for k, v in pkeys.items()}
 
 

@@ -83,7 +83,7 @@ from gpufabric.fabrics.infiniband.plan import (
 )
 from gpufabric.fabrics.infiniband.pools import check_pools, own_pool, pool_field, pool_of
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
-from gpufabric.fabrics.infiniband.segments import IbSegments, PKeyMapping, global_section
+from gpufabric.fabrics.infiniband.segments import IbSegments, PKeyMapping, global_section, pkey_segment, segment_pkey
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
 from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
@@ -296,11 +296,11 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def allocate(self, network: Network, used: Collection[Segment], config: Any) -> Segment | None:
         """The lowest free segmentation id of this instance's pool whose PKey is free too."""
         pool, field = self.pool(config)
-        used_pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}  # every sibling's, as the store's
+        used_pkeys = {pk.value & 0x7FFF for s in used if (pk := segment_pkey(s)) is not None}  # every sibling's, as the store's
         # a shared pool counts every sibling's partitions (as before instances had pools); a pool of
         # its own, the subnet's own segments
         on_subnet = used_pkeys if pool is global_section(config).pool else {
-            s.pkey.value & 0x7FFF for s in used if s.pkey is not None and s.fabric == self.instance}  # fmt: skip
+            pk.value & 0x7FFF for s in used if (pk := segment_pkey(s)) is not None and s.fabric == self.instance}  # fmt: skip
         if len(on_subnet) >= IPOIB_PARTITION_LIMIT:
             raise ExhaustedError(
                 f"{len(on_subnet)} InfiniBand partitions exist: each takes one multicast LID for its IPoIB "
@@ -311,7 +311,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
             )
         free = [i for i in pool.seg_ids() if pool.pkey_for(i).value not in used_pkeys]
         seg = allocate(free, {s.seg_id for s in used}, field)
-        return Segment(self.instance, seg, pkey=pool.pkey_for(seg))
+        return pkey_segment(self.instance, seg, pool.pkey_for(seg))
 
     def adopt(self, network: Network, seg_id: int, used: Collection[Segment], config: Any) -> Segment:
         """Segmentation id ``seg_id`` of this instance's pool and its PKey, both free on every
@@ -320,15 +320,23 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         if seg_id not in pool.seg_ids():
             raise ValidationError(f"segments.{self.instance}.seg_id", seg_id, str(pool.seg_range))
         pkey = pool.pkey_for(seg_id)
-        pkeys = {s.pkey.value & 0x7FFF for s in used if s.pkey is not None}
+        pkeys = {pk.value & 0x7FFF for s in used if (pk := segment_pkey(s)) is not None}
         if seg_id in {s.seg_id for s in used} or pkey.value & 0x7FFF in pkeys:
             raise ConflictError(f"{self.instance} segment {seg_id} is already used", field="segments", value=seg_id)
-        return Segment(self.instance, seg_id, pkey=pkey)
+        return pkey_segment(self.instance, seg_id, pkey)
 
     def segment_options(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int | bool], ...]:
         """A network's own IPoIB settings on this subnet: ``ipoib``, ``mtu``, ``rate``, ``sl``,
         ``scope`` (:func:`~.ipoib.network_options`)."""
         return network_options(raw, where)
+
+    def segment_label(self, segment: Segment) -> str:
+        pk = segment_pkey(segment)
+        return f"seg {segment.seg_id} -> pkey {pk}" if pk is not None else super().segment_label(segment)
+
+    def segment_view(self, segment: Segment) -> Mapping[str, Any]:
+        pk = segment_pkey(segment)
+        return {"pkey": None if pk is None else str(pk)}
 
     def desired(self, tenancy: Tenancy) -> IbDesired:
         return desired_ib(tenancy, guids_setting(tenancy.settings, "sm_port_guids"), self.instance)

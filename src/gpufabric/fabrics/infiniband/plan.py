@@ -26,6 +26,7 @@ from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
 from gpufabric.fabrics.infiniband.partitions import entries_by_port
+from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 
 DEFAULT_INSTANCE = KIND  # the default instance's name (stored segments and ports keep it)
@@ -131,10 +132,10 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = 
         guids += [p.port_guid for p in ports]
         for net in tenancy.lease_networks(node.name):
             seg = net.segment(instance)
-            if seg is None or seg.pkey is None:
+            if seg is None or (pk := segment_pkey(seg)) is None:
                 continue
-            k = seg.pkey.value & 0x7FFF
-            pkeys[k] = seg.pkey
+            k = pk.value & 0x7FFF
+            pkeys[k] = pk
             opts[k] = dict(seg.options)
             members.setdefault(k, set()).update(p.port_guid for p in ports)
     parts = tuple(
@@ -204,8 +205,8 @@ def pkey_owners(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> Mapping[i
     out: dict[int, str] = {}
     for net in tenancy.networks.values():
         seg = net.segment(instance)
-        if seg is not None and seg.pkey is not None:
-            out[seg.pkey.value & 0x7FFF] = net.tenant
+        if seg is not None and (pk := segment_pkey(seg)) is not None:
+            out[pk.value & 0x7FFF] = net.tenant
     return out
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.models import Segment
 from gpufabric.domain.segments import SECTION, Claim, IdRange, SegmentSection, check_vlan_ids, known_keys
 from gpufabric.domain.values import PKey
 
@@ -29,6 +30,19 @@ DEFAULT_SEG_RANGE: Final = "3000-3999"  # ``seg_range`` of the global pool when 
 DEFAULT_BASE: Final = "0x0a00"  # ``mapping.base`` (mode offset) when none is given
 POOL_KEYS: Final = ("seg_range", "mapping")
 MAPPING_KEYS: Final = ("mode", "base", "table")
+PKEY: Final = "infiniband.pkey"
+"""The scope of an InfiniBand segment's key (its 15-bit PKey): one network's on every subnet."""
+
+
+def pkey_segment(instance: str, seg_id: int, pkey: PKey | int, options: tuple[tuple[str, int | bool], ...] = ()) -> Segment:
+    """A network's segment on the InfiniBand instance ``instance``: segmentation id ``seg_id``
+    mapped to ``pkey`` (kept without its membership bit)."""
+    return Segment(instance, seg_id, (pkey.value if isinstance(pkey, PKey) else pkey) & 0x7FFF, PKEY, options)
+
+
+def segment_pkey(seg: Segment) -> PKey | None:
+    """The PKey of an InfiniBand segment (None: a segment of no PKey)."""
+    return PKey(seg.key) if seg.key is not None and seg.scope == PKEY else None
 
 
 class MappingMode(enum.StrEnum):

@@ -23,7 +23,7 @@ from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
-from gpufabric.fabrics.infiniband.segments import PKeyMapping, global_section
+from gpufabric.fabrics.infiniband.segments import PKeyMapping, global_section, segment_pkey
 from gpufabric.fabrics.infiniband.smhosts_audit import INVARIANT as SM_FILES
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.state import IbFabricState
@@ -103,7 +103,7 @@ def pkey_pool(
     """The subnet's pool (``own``, else config.yaml's in ``ctx.segments``) against the PKeys on the subnet."""
     ib = own or global_section(ctx.segments).pool
     pool = {ib.pkey_for(s).value & 0x7FFF: s for s in ib.seg_ids()}
-    owned = {seg.pkey.value & 0x7FFF for n in ctx.networks for seg in n.segments if seg.pkey is not None}
+    owned = {pk.value & 0x7FFF for n in ctx.networks for seg in n.segments if (pk := segment_pkey(seg)) is not None}
     used: dict[int, str] = dict(foreign)
     for t in state.tables:
         for k in sorted(t.tenant_keys()):
