@@ -68,7 +68,7 @@ async def list_networks(
 ) -> Response:
     def build() -> dict[str, Any]:
         items, total = c.reader.networks(p, pg.limit, pg.offset, tenant)
-        return paged(with_segment_views(items, c.view_kinds()), total, pg)
+        return paged(with_segment_views(items, _kinds(c)), total, pg)
 
     return await c.cached(request, (p.role, p.tenant), build)
 
@@ -108,7 +108,12 @@ def _one(c: ApiContext, p: Principal, tenant: str, name: str) -> dict[str, Any]:
     items, _ = c.reader.networks(p, 1, 0, tenant, name)
     if not items:
         raise NotFoundError("network", f"{tenant}/{name}")
-    return with_segment_views(items, c.view_kinds())[0]
+    return with_segment_views(items, _kinds(c))[0]
+
+
+def _kinds(c: ApiContext) -> Any:
+    """The fabric instances a network's segments are on (the ones new networks span)."""
+    return c.network_kinds() or c.view_kinds()
 
 
 @router.get("/offerings", tags=["offerings"], responses={200: {"model": OfferingPage}, **errors(304)})
