@@ -52,7 +52,7 @@ def _segments_row(n: dict[str, Any]) -> tuple[str, str, str]:
         opts = s.get("options") or {}
         return f" ({', '.join(f'{k}={str(v).lower()}' for k, v in sorted(opts.items()))})" if opts else ""
 
-    cells = [f"{s['fabric']}: {s.get('label') or 'seg ' + str(s['seg_id'])}{own(s)}" for s in n["segments"]]
+    cells = [f"{s['fabric']}: {s['label']}{own(s)}" for s in n["segments"]]
     return n["name"], n["tenant"], "\n".join(cells) or "-"
 
 

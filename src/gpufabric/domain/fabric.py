@@ -244,8 +244,8 @@ class FabricKind(ABC, Generic[D, S]):
             out.setdefault((key.scope, key.key), key)
         return tuple(out.values())
 
-    def stored(self, node: str, ports: tuple[Any, ...]) -> FabricPorts:
-        """``node``'s entries on this instance as the store keeps them: ``ports`` dumped, with their keys."""
+    def stored(self, ports: tuple[Any, ...]) -> FabricPorts:
+        """One node's ``ports`` on this instance as the store keeps them: dumped, with their keys."""
         return FabricPorts.of(self.instance, self.dump_ports(ports), self.keys(ports))
 
     def for_inventory(self, namings: Mapping[str, PortNaming]) -> Self:

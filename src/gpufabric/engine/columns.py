@@ -64,18 +64,20 @@ def view_tenancy(store: Any, nodes: Iterable[Node], now: datetime | None = None)
     return Tenancy(nodes, owners, {}, {o.name: o for o in store.offerings()})
 
 
-def listed_ports(node: Node, kinds: Kinds) -> dict[str, list[Any]]:
+def listed_ports(node: Node, groups: Mapping[str, Sequence[FabricKind[Any, Any]]]) -> dict[str, list[Any]]:
     """The ``ports`` object of ``node``'s JSON: kind -> every port of the node on the kind's
-    instances (``FabricKind.listed_ports``; kinds that list none left out), in the kinds' order."""
+    instances (``groups``: kind -> its instances, :func:`by_kind`; ``FabricKind.listed_ports``;
+    kinds that list none left out), in the kinds' order."""
     out: dict[str, list[Any]] = {}
-    for name, group in _by_kind(kinds).items():
+    for name, group in groups.items():
         listed = group[0].listed_ports(node, [k.instance for k in group])
         if listed is not None:
             out[name] = jsonable(list(listed))
     return out
 
 
-def _by_kind(kinds: Kinds) -> dict[str, list[FabricKind[Any, Any]]]:
+def by_kind(kinds: Kinds) -> dict[str, list[FabricKind[Any, Any]]]:
+    """kind -> its instances among ``kinds``, in order."""
     out: dict[str, list[FabricKind[Any, Any]]] = {}
     for k in kinds:
         out.setdefault(k.name, []).append(k)
@@ -111,8 +113,9 @@ def with_fabrics(items: Sequence[Mapping[str, Any]], store: Any, kinds: Kinds | 
     nodes = [store.node(next(iter(wanted)))] if len(wanted) == 1 else [n for n in store.nodes() if n.name in wanted]
     by_name = {n.name: n for n in nodes}
     tenancy = view_tenancy(store, nodes)
+    groups = by_kind(kinds)
     return [
-        {**i, "ports": listed_ports(n, kinds), "fabrics": fabric_views(n, kinds, tenancy)}
+        {**i, "ports": listed_ports(n, groups), "fabrics": fabric_views(n, kinds, tenancy)}
         if (n := by_name.get(i["name"])) is not None else dict(i)
         for i in items
     ]

@@ -51,7 +51,6 @@ from gpufabric.store.convert import (
     offering_to_domain,
     segment_row,
 )
-from gpufabric.store.fabric_ports import key_holders
 from gpufabric.store.nodes import list_nodes
 from gpufabric.store.registry import Registry
 from gpufabric.store.tables import (
@@ -66,7 +65,7 @@ from gpufabric.store.tables import (
 from gpufabric.store.tx import Tx
 
 ALLOCATION_ATTEMPTS: Final = 50
-_NODE_LOAD: Final = (selectinload(NodeRow.fabric_ports), selectinload(NodeRow.port_keys))
+_NODE_LOAD: Final = (selectinload(NodeRow.fabric_ports),)
 
 
 @dataclass(frozen=True)
@@ -168,8 +167,8 @@ class Store:
         added = updated = unchanged = 0
         try:
             with self._tx() as s:
-                rows = {r.name: r for r in s.scalars(select(NodeRow).options(*_NODE_LOAD))}
-                _check_claims(s, inv)
+                rows = {r.name: r for r in s.scalars(select(NodeRow).options(*_NODE_LOAD, selectinload(NodeRow.port_keys)))}
+                _check_claims(inv, rows)
                 changed: list[tuple[NodeRow, Node]] = []
                 for node in inv.nodes:
                     row = rows.get(node.name)
@@ -395,11 +394,13 @@ def _network_row(s: Session, name: str, tenant: str) -> NetworkRow:
     return row
 
 
-def _check_claims(s: Session, inv: Inventory) -> None:
+def _check_claims(inv: Inventory, rows: dict[str, NodeRow]) -> None:
     """Raise ConflictError for a node listed twice in ``inv``, or a port key that ``inv`` gives
-    to a node while another node has it (in the store but not in ``inv``, or earlier in ``inv``):
-    before the database's own constraint would, naming the key and its holder."""
+    to a node while another node has it (in the store — ``rows``, their keys loaded — but not in
+    ``inv``, or earlier in ``inv``): before the database's own constraint would, naming the key
+    and its holder."""
     mine = {n.name for n in inv.nodes}
+    held = {(k.scope, k.key): r.name for r in rows.values() if r.name not in mine for k in r.port_keys}
     first: dict[tuple[str, str], str] = {}
     wanted: list[tuple[str, PortKey]] = []
     seen: set[str] = set()
@@ -412,7 +413,6 @@ def _check_claims(s: Session, inv: Inventory) -> None:
             if owner != n.name:
                 raise _taken(n.name, k, owner)
             wanted.append((n.name, k))
-    held = key_holders(s, first, but=mine)
     for name, k in wanted:
         if (holder := held.get((k.scope, k.key))) is not None:
             raise _taken(name, k, holder)

@@ -163,7 +163,7 @@ def _fabric_ports(
             raise ValidationError(where, short(entries), f"the node's ports on {instance} in one place: "
                                   f"{kind.inventory_key} or fabrics.{instance}, not both")  # fmt: skip
         ports = kind.parse_ports(node, entries, where)
-        stored = FabricPorts.of(instance, kind.dump_ports(ports), kind.keys(ports))
+        stored = kind.stored(ports)
         for key in stored.keys:
             at = f"{where}{key.at}"
             owner, first = held.setdefault((key.scope, key.key), (node, at))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gpufabric.domain.entries import checked, listed, mapping, node_entries, required, text
+from gpufabric.domain.entries import checked, listed, mapping, node_entries, required, text, unique
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node, PortKey
 from gpufabric.domain.values import Guid, check_name
@@ -76,17 +76,12 @@ def parse_ib(node: str, raw: Any, where: str, instance: str = KIND) -> tuple[IbP
     if instance != KIND:
         raise ValidationError(where, "...", f"the node's ib: list, with instance: {instance} on each of its ports "
                               "(one list holds a node's HCA ports on every InfiniBand instance)")  # fmt: skip
-    out: dict[tuple[str, int], IbPort] = {}
-    at: dict[tuple[str, int], str] = {}
-    for k, r in enumerate(listed(where, raw)):
-        path = f"{where}[{k}]"
-        p = _entry(path, node, r)
-        key = (p.device, p.port_num)
-        if key in out:
-            raise ValidationError(f"{path}.device", f"{p.device}/{p.port_num}",
-                                  f"unique device/port_num per node (also at {at[key]}.device)", "duplicate")  # fmt: skip
-        out[key], at[key] = p, path
-    return tuple(out[k] for k in sorted(out))
+    found = [_entry(f"{where}[{k}]", node, r) for k, r in enumerate(listed(where, raw))]
+    first: dict[tuple[str, Any], str] = {}
+    for k, p in enumerate(found):
+        unique(first, ("hca", (p.device, p.port_num)), f"{where}[{k}].device", f"{p.device}/{p.port_num}",
+               "device/port_num per node")  # fmt: skip
+    return tuple(sorted(found, key=lambda p: (p.device, p.port_num)))
 
 
 def _entry(path: str, node: str, raw: Any) -> IbPort:
