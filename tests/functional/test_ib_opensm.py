@@ -107,6 +107,23 @@ def test_move_node_remove_then_add(fab: IbFabric, reader: str) -> None:
     assert after[G[0]] == {0x7FFF, 0x8A01}
 
 
+def test_a_file_written_but_never_loaded_is_loaded_when_applied_again(fab: IbFabric) -> None:
+    """A worker killed after writing partitions.conf and before OpenSM's reload (a crash the move
+    engine resumes from) leaves the new file on disk and the old tables on the fabric. Applying
+    the same layout again must reload it: the port it takes out of a tenant is named by neither
+    the file nor the layout any more, only by the last verified file."""
+    drv = driver_for(fab)
+    drv.apply(tenants(G[:2], G[2:]))
+    quarantined = tenants(G[:1], G[2:])  # G[1] leaves tenant-a and no partition names it
+    drv.write_partitions(quarantined)  # ... and the worker dies before the reload
+    assert entries(drv)[G[1]] == {0x7FFF, 0x8A01}  # the fabric still has the old tables
+    fresh = driver_for(fab)  # the next worker, a new process
+    fresh.apply(quarantined)
+    assert fresh.last_report.reloads == 1
+    assert entries(fresh)[G[1]] == {0x7FFF}
+    assert fab.partitions_conf.with_name("partitions.conf.last-good").read_text() == fab.partitions_conf.read_text()
+
+
 class BrokenRender(OpenSMDriver):
     def render(self, layout: PartitionLayout) -> str:
         return super().render(layout) + "this line is not a partition\n"

@@ -51,12 +51,16 @@ def parse_known(text: str | None, known: KnownFile | None) -> PartitionLayout | 
 
 
 def affected_ports(
-    old_text: str | None, old: PartitionLayout | None, new: KnownFile, known: KnownFile | None
+    old_text: str | None, old: PartitionLayout | None, new: KnownFile, known: KnownFile | None,
+    verified: PartitionLayout | None = None,
 ) -> frozenset[Guid]:
-    """Ports whose table goes from ``old`` to ``new`` (what :func:`changed_ports` gives);
-    every port of ``new`` when the file does not change (a re-apply verifies them all)."""
+    """Ports whose table goes from ``old`` to ``new`` (what :func:`changed_ports` gives).
+    When the file does not change: every port of ``new`` (a re-apply verifies them all), and
+    every port whose table differs from the last verified file's layout ``verified`` — a file
+    written but never loaded (a worker killed before the reload) names no longer the ports it
+    takes out of every partition, and only they still hold the old tables."""
     if old_text == new.text:
-        return layout_guids(new.layout)
+        return layout_guids(new.layout) | (changed_ports(verified, new.layout) if verified is not None else frozenset())
     if old is None or old.default_limited_all != new.layout.default_limited_all:
         return changed_ports(old, new.layout)
     before = known.entries if known is not None and old is known.layout else entries_by_port(old)

@@ -203,11 +203,12 @@ class OpenSMDriver(SubnetManagerDriver):
         old_text = master.read(master.partitions_conf)
         old = parse_known(old_text, self._good)
         expected = entries_by_port(new)
-        affected = affected_ports(old_text, old, KnownFile(text, new, expected), self._good)
+        last = master.read(master.last_good)
+        verified = parse_known(last, self._good) if old_text == text and last != text else None
+        affected = affected_ports(old_text, old, KnownFile(text, new, expected), self._good, verified)
         ports = self._locate(affected, required=layout_guids(new))
         report = ApplyReport(changed=old_text != text, ports_checked=len(ports))
         self.last_report = report
-        last = master.read(master.last_good)
         good_state = KnownFile(text, new, expected)
         if not report.changed and not self._mismatches(new, ports, expected) and self._standbys_hold(master, text):
             self._mark_good(master, text, last, good_state)
