@@ -128,7 +128,7 @@ class IbFabric:
             "diag_env": self.tool_env(sm_host, base={}),
             "diag_cwd": str(self.scratch),
             "sa_dump": str(self.sa_dump),
-            # ibsim does not enforce M_Key: every SMP carries it all the same (-y), as on a site
+            # ibsim does not enforce M_Key: every SMP carries it all the same (over stdin), as on a site
             **({"m_key_file": str(self.m_key_file)} if self.m_key_file.exists() else {}),
         }
 

@@ -9,11 +9,13 @@ parsing is in :mod:`.parsers` and :mod:`.ibnetdiscover`. The driver reads SMPs i
 through :mod:`.smpread` (one batch process); these per-query tools are its fallback.
 
 M_Key: with ``m_key`` (a :class:`Secret`), every tool that sends SMPs (``ibnetdiscover``,
-``smpquery``, ``sminfo``, ``ibportstate``) gets ``-y KEY`` (infiniband-diags 44:
-``--m_key``), so a fabric whose ports are M_Key-protected (level >= 2) still answers and
-accepts the containment's ``ibportstate ... disable``. The key is on the tool's command
-line (infiniband-diags take it no other way): the SM host must have no untrusted local
-users. Error messages never show it.
+``smpquery``, ``sminfo``, ``ibportstate``) reads it from its config file, which is its
+standard input: ``-z /dev/stdin`` and ``m_key=0x...`` written to the pipe (infiniband-diags
+44 read ``m_key`` from ibdiag.conf exactly as ``-y``: every SMP carries it). The key is
+never on a command line (``ps`` / ``/proc/PID/cmdline`` show it to every local user) nor in
+the environment; it crosses an ``ssh``/``sudo`` prefix on the same stdin. ``-z`` replaces
+``/etc/infiniband-diags/ibdiag.conf``: without a prefix its other settings (CA, Port,
+timeout...) are sent ahead of the key. Error messages never show it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from gpufabric.fabrics.infiniband.parsers import (
 from gpufabric.fabrics.infiniband.state import SmSeen
 
 T = TypeVar("T")
+KEY_CONFIG_ARGS = ("-z", "/dev/stdin")  # infiniband-diags: "use config file" (read for CA, Port, m_key...)
+IBDIAG_CONF = "/etc/infiniband-diags/ibdiag.conf"  # the tools' default config, which -z replaces
 R = TypeVar("R")
 
 
@@ -107,16 +111,33 @@ class Diag:
         return env
 
     def key_args(self) -> list[str]:
-        """``["-y", KEY]`` when an M_Key is configured, else ``[]``."""
-        return ["-y", self.m_key.reveal()] if self.m_key is not None else []
+        """``["-z", "/dev/stdin"]`` when an M_Key is configured (the tool reads it from the
+        config :meth:`key_config` writes to its stdin), else ``[]``."""
+        return list(KEY_CONFIG_ARGS) if self.m_key is not None else []
 
-    def _shown(self, args: Sequence[str]) -> str:
-        key = self.m_key.reveal() if self.m_key is not None else None
-        return " ".join("***" if key is not None and a == key else a for a in args)
+    def key_config(self) -> str | None:
+        """The ibdiag.conf text a tool reads on stdin: the M_Key (and, without a prefix,
+        the local ibdiag.conf's other settings, which ``-z`` would otherwise drop)."""
+        if self.m_key is None:
+            return None
+        local = ""
+        if not self.prefix:
+            try:
+                local = "".join(
+                    ln + "\n"
+                    for ln in Path(IBDIAG_CONF).read_text().splitlines()
+                    if not ln.strip().startswith("m_key")
+                )
+            except (OSError, UnicodeDecodeError):
+                local = ""
+        return f"{local}m_key={self.m_key.reveal()}\n"
 
     def run(self, args: Sequence[str], extra_env: Mapping[str, str] | None = None) -> str:
-        """Run one tool; stdout; FabricError (with stderr's last line) on failure."""
+        """Run one tool; stdout; FabricError (with stderr's last line) on failure. With an
+        M_Key the tool's stdin carries its config (:meth:`key_config`), else it gets none."""
         argv = [*self.prefix, *args]
+        config = self.key_config()
+        shown = " ".join(args)  # holds no secret: the key is on stdin
         if self.cwd is not None:
             self.cwd.mkdir(parents=True, exist_ok=True)
         try:
@@ -124,6 +145,8 @@ class Diag:
                 argv,
                 env=self._full_env(extra_env),
                 cwd=self.cwd,
+                input=config,
+                stdin=None if config is not None else subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
                 timeout=self.timeout,
@@ -134,13 +157,13 @@ class Diag:
                 f"command not found: {argv[0]} (infiniband-diags installed?)", fabric="infiniband"
             ) from None
         except subprocess.TimeoutExpired:
-            raise FabricError(f"{self._shown(args)} timed out after {self.timeout}s", fabric="infiniband") from None
+            raise FabricError(f"{shown} timed out after {self.timeout}s", fabric="infiniband") from None
         if p.returncode != 0:
             lines = (p.stderr or p.stdout).strip().splitlines()
             raise FabricError(
-                f"{self._shown(args)} failed (exit {p.returncode}): {lines[-1] if lines else ''}",
+                f"{shown} failed (exit {p.returncode}): {lines[-1] if lines else ''}",
                 fabric="infiniband",
-                command=self._shown(args).split(" "),
+                command=list(args),
                 returncode=p.returncode,
             )
         return p.stdout

@@ -27,7 +27,8 @@ the ``mcast_fdb_cap`` option); with ``sa_dump`` (OpenSM's ``opensm-sa.dump``, wr
 group of every IPoIB partition and none of a removed one.
 
 M_Key: ``m_key_file`` (a 0600 secret file holding the fabric's M_Key, ``0x...``) makes every
-SMP this driver sends carry it (``-y`` of the infiniband-diags and of the batch reader).
+SMP this driver sends carry it, handed to the tools over their stdin pipe, never on a command
+line (:mod:`.diag`: ``-z /dev/stdin``; :mod:`.smpbatch`: ``--m-key-stdin``).
 
 SM hosts (:mod:`.smhosts`, :mod:`.smhosts_fleet`): the files above live on one host (the local
 SM by default) or on every SM host of ``sm_hosts`` over SSH. Each apply finds the master by

@@ -1,6 +1,6 @@
 """Batch SMP reader process: many SMP queries through ONE libibmad port (no smpquery per query).
 
-Run as ``python -m gpufabric.fabrics.infiniband.smpbatch [--timeout-ms N] [--retries N] [-y M_KEY]``
+Run as ``python -m gpufabric.fabrics.infiniband.smpbatch [--timeout-ms N] [--retries N] [--m-key-stdin]``
 with the environment the infiniband-diags get (in the lab ``LD_PRELOAD=libumad2sim.so``,
 ``IBSIM_SOCKNAME``, ``SIM_HOST``; on a real SM host nothing: libibumad opens the first
 active local port, as smpquery does). It loads ``libibmad.so.5`` (Debian libibmad5, a
@@ -16,7 +16,10 @@ requests on stdin, one JSON line per batch::
 It issues the same SMPs in the same order as ``smpquery pkeys|portinfo|nodeinfo`` and
 ``sminfo LID`` (pkeys: NodeInfo for PartitionCap - SwitchInfo for switch ports > 0 - then
 every 32-entry P_KeyTable block) and returns the raw 64-byte attribute data as hex;
-decoding is the caller's (:mod:`.smpdecode`, pure). The first line it writes is
+decoding is the caller's (:mod:`.smpdecode`, pure). With ``--m-key-stdin`` the first line
+on stdin is ``{"m_key": "0x..."}``, read before the port opens: the M_Key every SMP carries
+(``smp_mkey_set``, what ``smpquery -y`` does) reaches this process over its stdin pipe,
+never on its command line, where ``ps`` shows it to every local user. The first line it writes is
 ``{"ready": PID}`` once the port is open, or ``{"fatal": "..."}`` (exit 2). EOF on stdin,
 or no request for ``--idle-exit`` seconds: close the port and exit 0 (umad2sim then
 disconnects from ibsim - which has only 10 client slots - and removes its ``./sys-<pid>/``).
@@ -207,16 +210,35 @@ def serve(port: SmpPort, fd: int, out: IO[str], idle_exit: float = 0.0) -> None:
         out.flush()
 
 
+def read_m_key(fd: int) -> int:
+    """The M_Key of the first line on ``fd`` (``{"m_key": "0x..."}``), read a byte at a time
+    so that nothing after it is taken from the request stream; ValueError when it is not one."""
+    line = b""
+    while not line.endswith(b"\n"):
+        b = os.read(fd, 1)
+        if not b or len(line) > 256:
+            raise ValueError("no M_Key line on stdin")
+        line += b
+    try:
+        key = int(json.loads(line)["m_key"], 0)
+    except (ValueError, KeyError, TypeError):
+        raise ValueError("the first stdin line is not {\"m_key\": \"0x...\"}") from None
+    if not 0 < key < 1 << 64:
+        raise ValueError("the M_Key is not a non-zero 64-bit key")
+    return key
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="smpbatch", description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--timeout-ms", type=int, default=0, help="MAD timeout (0: libibmad's default)")
     ap.add_argument("--retries", type=int, default=0, help="MAD retries (0: libibmad's default)")
     ap.add_argument("--idle-exit", type=float, default=0.0, help="exit after this many idle seconds (0: never)")
-    ap.add_argument("-y", "--m_key", type=lambda v: int(v, 0), default=0, help="M_Key of every SMP (as smpquery -y)")
+    ap.add_argument("--m-key-stdin", action="store_true", help='the first stdin line is {"m_key": "0x..."}')
     a = ap.parse_args(argv)
     try:
-        port = SmpPort(a.timeout_ms, a.retries, a.m_key)
-    except OSError as e:
+        m_key = read_m_key(sys.stdin.fileno()) if a.m_key_stdin else 0
+        port = SmpPort(a.timeout_ms, a.retries, m_key)
+    except (OSError, ValueError) as e:
         sys.stdout.write(json.dumps({"fatal": str(e)}) + "\n")
         sys.stdout.flush()
         return 2

@@ -106,7 +106,9 @@ def _one(b: Mapping[str, bytes | list[bytes]], key: str) -> bytes:
 class _Child:
     """The running smpbatch process (stdout read with a silence timeout)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path | None, timeout: float) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: Path | None, timeout: float, key_line: bytes = b""
+    ) -> None:
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child
         try:
@@ -120,6 +122,12 @@ class _Child:
         self.stdin: IO[bytes] = self.proc.stdin
         self.stdout: IO[bytes] = self.proc.stdout
         self._buf = b""
+        try:
+            if key_line:  # the M_Key line, on the pipe before anything else
+                self.stdin.write(key_line)
+                self.stdin.flush()
+        except OSError:
+            pass  # the child is gone: its exit is read below
         try:
             first = self.line()
         except FabricError:
@@ -192,7 +200,7 @@ class BatchSmpReader:
         idle_exit: float = 5.0,
         m_key: Secret | None = None,
     ) -> None:
-        self.m_key = m_key  # handed to the child as ``-y KEY``, like the infiniband-diags
+        self.m_key = m_key  # handed to the child on its stdin (--m-key-stdin), never on argv
         self.env = dict(env or {})
         self.prefix = tuple(prefix)
         self.cwd = cwd
@@ -230,13 +238,15 @@ class BatchSmpReader:
             argv += ["--timeout-ms", str(self.smp_timeout_ms)]
         if self.idle_exit:
             argv += ["--idle-exit", str(self.idle_exit)]
+        key_line = b""
         if self.m_key is not None:
-            argv += ["-y", self.m_key.reveal()]
+            argv.append("--m-key-stdin")
+            key_line = json.dumps({"m_key": self.m_key.reveal()}).encode() + b"\n"
         env = dict(os.environ)
         env.update(self.env)
         if self.cwd is not None:
             self.cwd.mkdir(parents=True, exist_ok=True)
-        c = self._holder[0] = _Child(argv, env, self.cwd, self.timeout)
+        c = self._holder[0] = _Child(argv, env, self.cwd, self.timeout, key_line)
         self.starts += 1
         self._last_use = time.monotonic()  # a child just started is fresh (a warm() start is kept)
         return c
