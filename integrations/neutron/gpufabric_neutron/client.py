@@ -7,7 +7,10 @@ HTTP status and gpufabric's error body (``{"error": {"code", "field", "value",
 the call's deadline; every caller treats 409 "already exists" / 404 "already gone" as
 success, so retries are idempotent. Transport: ``https://`` (verified against ``ca_file`` or
 the system CAs); ``http://`` or an unverified certificate only with ``insecure=True``, each
-logged as a ``TRANSPORT-INSECURE`` warning; anything else is refused at construction.
+logged as a ``TRANSPORT-INSECURE`` warning; anything else is refused at construction
+(:func:`transport`, which the esi-leap sync shares). A redirect is never followed
+(:class:`RedirectRefused`): urllib would re-send every header, the token included, to
+whatever origin the answer names, over whatever scheme.
 """
 
 from __future__ import annotations
@@ -31,6 +34,47 @@ LOG = logging.getLogger(__name__)
 
 class InsecureTransport(ValueError):
     """A plain-HTTP (or unknown-scheme) gpufabric url without the explicit ``insecure`` option."""
+
+
+class RedirectRefused(Exception):
+    """A server answered a request carrying a token with a redirect: not followed."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:  # fmt: skip
+        u = urllib.parse.urlsplit(newurl)
+        raise RedirectRefused(f"{req.get_method()} {req.full_url}: answered {code} to {u.scheme}://{u.netloc}: "
+                              "redirects are not followed (the token would be re-sent)")  # fmt: skip
+
+
+def opener(ctx: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    """urllib with ``ctx`` for https, following no redirect (:class:`RedirectRefused`)."""
+    return urllib.request.build_opener(_NoRedirect(), urllib.request.HTTPSHandler(context=ctx))
+
+
+def transport(url: str, what: str, secret: str, ca_file: str | None = None,
+              insecure: bool = False) -> ssl.SSLContext | None:  # fmt: skip
+    """The TLS context for ``url``: ``https://`` verified against ``ca_file`` or the system
+    CAs; ``http://`` (None) or an unverified certificate only with ``insecure``, each logged as
+    a ``TRANSPORT-INSECURE`` warning; else :class:`InsecureTransport` naming ``what``."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    ctx: ssl.SSLContext | None = None
+    if scheme == "https":
+        ctx = ssl.create_default_context(cafile=ca_file)
+        if insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            LOG.warning("TRANSPORT-INSECURE: %s url %s: TLS certificate not verified (insecure = true)", what, url)
+    elif scheme == "http" and insecure:
+        LOG.warning("TRANSPORT-INSECURE: %s url %s is plain HTTP: the %s travels in clear (insecure = true)",
+                    what, url, secret)  # fmt: skip
+    else:
+        raise InsecureTransport(
+            f"{what} url {url!r}: scheme {scheme or 'none'!r} refused; allowed: https://, "
+            "or http:// with the explicit insecure option (testing only)"
+        )
+    return ctx
 
 
 class ApiError(Exception):
@@ -103,22 +147,8 @@ class GpufabricClient:
         self.sleep = sleep
         self.clock = clock
         self._warned_worker = False
-        self.ssl: ssl.SSLContext | None = None
-        scheme = urllib.parse.urlsplit(url).scheme.lower()
-        if scheme == "https":
-            self.ssl = ssl.create_default_context(cafile=ca_file)
-            if insecure:
-                self.ssl.check_hostname = False
-                self.ssl.verify_mode = ssl.CERT_NONE
-                LOG.warning("TRANSPORT-INSECURE: gpufabric url %s: TLS certificate not verified (insecure = true)", url)
-        elif scheme == "http" and insecure:
-            LOG.warning("TRANSPORT-INSECURE: gpufabric url %s is plain HTTP: the bearer token travels in clear "
-                        "(insecure = true)", url)  # fmt: skip
-        else:
-            raise InsecureTransport(
-                f"gpufabric url {url!r}: scheme {scheme or 'none'!r} refused; allowed: https://, "
-                "or http:// with the explicit insecure option (testing only)"
-            )
+        self.ssl = transport(url, "gpufabric", "bearer token", ca_file, insecure)
+        self.opener = opener(self.ssl)
 
     # ---- transport
     def request(self, method: str, path: str, body: Any = None, *, retry_for: float | None = None) -> Any:
@@ -131,7 +161,7 @@ class GpufabricClient:
         while True:
             req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl) as r:
+                with self.opener.open(req, timeout=self.timeout) as r:
                     raw = r.read()
                     return json.loads(raw) if raw else None
             except urllib.error.HTTPError as e:

@@ -53,17 +53,23 @@ DELETE = "esi_leap.lease.delete.end"
 
 
 class EsiLeap:
-    """esi-leap's event feed (with a Keystone token, or headers when its auth is disabled)."""
+    """esi-leap's event feed (with a Keystone token, or headers when its auth is disabled).
 
-    def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 10.0) -> None:
+    ``https://`` only (verified against ``ca_file`` or the system CAs) unless ``insecure``
+    (logged ``TRANSPORT-INSECURE``), and no redirect followed: the Keystone token goes to
+    ``url``'s origin and nowhere else (:func:`gpufabric_neutron.client.transport`)."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None = None, timeout: float = 10.0, *,
+                 ca_file: str | None = None, insecure: bool = False) -> None:  # fmt: skip
         self.url = url.rstrip("/")
         self.headers = {"Accept": "application/json", **(headers or {})}
         self.timeout = timeout
+        self.opener = gf.opener(gf.transport(url, "esi-leap", "Keystone token", ca_file, insecure))
 
     def events(self, last_event_id: int) -> list[dict[str, Any]]:
         q = urllib.parse.urlencode({"last_event_id": last_event_id})
         req = urllib.request.Request(f"{self.url}/v1/events?{q}", headers=self.headers)
-        with urllib.request.urlopen(req, timeout=self.timeout) as r:
+        with self.opener.open(req, timeout=self.timeout) as r:
             body = json.loads(r.read())
         events = [e for e in body.get("events", []) if int(e.get("id", 0)) > last_event_id]
         return sorted(events, key=lambda e: int(e["id"]))
@@ -196,10 +202,11 @@ def main(argv: list[str] | None = None, sleep: Callable[[float], None] = time.sl
     ap.add_argument("--esi-leap-header", action="append", default=[], help="extra header NAME:VALUE (e.g. X-Roles:admin)")
     ap.add_argument("--gpufabric-url", required=True)
     ap.add_argument("--token-file", required=True, help="gpufabric bearer token (mode 0600)")
-    ap.add_argument("--ca-file")
+    ap.add_argument("--ca-file", help="CA bundle that signed gpufabric's certificate")
+    ap.add_argument("--esi-leap-ca-file", help="CA bundle that signed esi-leap's certificate")
     ap.add_argument("--insecure", action="store_true",
-                    help="allow an http:// gpufabric url or an unverified certificate (testing only; logged as "
-                         "TRANSPORT-INSECURE)")  # fmt: skip
+                    help="allow an http:// gpufabric or esi-leap url, or an unverified certificate (testing only; "
+                         "logged as TRANSPORT-INSECURE)")  # fmt: skip
     ap.add_argument("--node-map", help="JSON file {esi-leap resource uuid: gpufabric node name}")
     ap.add_argument("--state-file", default="/var/lib/gpufabric/esi-leap-sync.json")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between polls")
@@ -211,11 +218,12 @@ def main(argv: list[str] | None = None, sleep: Callable[[float], None] = time.sl
     if a.esi_leap_token_file:
         headers["X-Auth-Token"] = gf.read_token(a.esi_leap_token_file)
     try:
+        esi = EsiLeap(a.esi_leap_url, headers, ca_file=a.esi_leap_ca_file, insecure=a.insecure)
         client = gf.GpufabricClient(a.gpufabric_url, gf.read_token(a.token_file), ca_file=a.ca_file, insecure=a.insecure)
     except gf.InsecureTransport as e:
         ap.error(str(e))
     mirror = Mirror(
-        EsiLeap(a.esi_leap_url, headers),
+        esi,
         client,
         Path(a.state_file),
         json.loads(Path(a.node_map).read_text()) if a.node_map else {},

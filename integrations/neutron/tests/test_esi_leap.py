@@ -29,6 +29,7 @@ class Feed:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.seen_headers: list[dict[str, str]] = []
+        self.redirect_to: str | None = None  # answer 302 to this url instead
         feed = self
 
         class H(BaseHTTPRequestHandler):
@@ -37,6 +38,12 @@ class Feed:
 
             def do_GET(self) -> None:
                 feed.seen_headers.append(dict(self.headers))
+                if feed.redirect_to is not None:
+                    self.send_response(302)
+                    self.send_header("Location", feed.redirect_to + self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 q = dict(x.split("=") for x in self.path.partition("?")[2].split("&") if x)
                 last = int(q.get("last_event_id", 0))
                 raw = json.dumps({"events": [e for e in feed.events if e["id"] > last]}).encode()
@@ -67,7 +74,8 @@ def feed() -> Iterator[Feed]:
 @pytest.fixture
 def mirror(fake: FakeGpufabric, feed: Feed, tmp_path: Path) -> esi_leap.Mirror:
     client = gf.GpufabricClient(fake.url, TOKEN, retry_for=0.3, insecure=True)  # the fake is plain http on loopback
-    return esi_leap.Mirror(esi_leap.EsiLeap(feed.url, {"X-Roles": "admin"}), client, tmp_path / "state.json",
+    esi = esi_leap.EsiLeap(feed.url, {"X-Roles": "admin"}, insecure=True)  # the feed too
+    return esi_leap.Mirror(esi, client, tmp_path / "state.json",
                            {"uuid-2": "node2"}, timeout=3, interval=0.01)  # fmt: skip
 
 
@@ -208,3 +216,57 @@ def test_cli_refuses_plain_http_without_insecure(fake: FakeGpufabric, feed: Feed
     assert e.value.code == 2
     assert "scheme 'http' refused; allowed: https://" in capsys.readouterr().err
     assert fake.state.requests == [] and not (tmp_path / "s.json").exists()
+
+
+def test_plain_http_esi_leap_refused_without_insecure(fake: FakeGpufabric, feed: Feed, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The Keystone token would travel in clear: refused (exit 2, nothing read or written)."""
+    with pytest.raises(gf.InsecureTransport, match="esi-leap url .* scheme 'http' refused"):
+        esi_leap.EsiLeap(feed.url, {"X-Auth-Token": "keystone-secret"})
+    token = tmp_path / "t"
+    token.write_text(TOKEN)
+    os.chmod(token, 0o600)
+    feed.add(esi_leap.FULFILL, "node2", LESSEE_B)
+    with pytest.raises(SystemExit) as e:
+        esi_leap.main(["--esi-leap-url", feed.url, "--gpufabric-url", "https://127.0.0.1:9", "--token-file",
+                       str(token), "--state-file", str(tmp_path / "s.json"), "--once"])  # fmt: skip
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "esi-leap url" in err and "scheme 'http' refused; allowed: https://" in err
+    assert feed.seen_headers == [] and fake.state.requests == [] and not (tmp_path / "s.json").exists()
+
+
+def test_plain_http_esi_leap_with_insecure_is_reported(feed: Feed, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING"):
+        esi_leap.EsiLeap(feed.url, insecure=True).events(0)
+    assert any("TRANSPORT-INSECURE: esi-leap url" in r.getMessage() and "Keystone token travels in clear"
+               in r.getMessage() for r in caplog.records)  # fmt: skip
+
+
+def test_a_redirect_never_carries_the_keystone_token(feed: Feed) -> None:
+    """esi-leap answers 302 to another origin: not followed, the token never leaves for it
+    (urllib re-sends every header to any origin a redirect names, http:// included)."""
+    other = Feed()
+    try:
+        feed.redirect_to = other.url
+        esi = esi_leap.EsiLeap(feed.url, {"X-Auth-Token": "keystone-secret"}, insecure=True)
+        with pytest.raises(gf.RedirectRefused, match=f"answered 302 to {other.url}: redirects are not followed"):
+            esi.events(0)
+        assert [h.get("X-Auth-Token") for h in feed.seen_headers] == ["keystone-secret"]
+        assert other.seen_headers == []  # nothing reached the other origin
+    finally:
+        other.httpd.shutdown()
+        other.httpd.server_close()
+
+
+def test_the_gpufabric_client_follows_no_redirect_either(feed: Feed) -> None:
+    other = Feed()
+    try:
+        feed.redirect_to = other.url
+        client = gf.GpufabricClient(feed.url, TOKEN, insecure=True, retry_for=0)
+        with pytest.raises(gf.RedirectRefused):
+            client.request("GET", "/nodes/node1")
+        assert other.seen_headers == [] and [h.get("Authorization") for h in feed.seen_headers] == [f"Bearer {TOKEN}"]
+    finally:
+        other.httpd.shutdown()
+        other.httpd.server_close()
