@@ -69,10 +69,31 @@ def test_visibility_is_per_tenant() -> None:
     assert Principal("neutron", Role.SERVICE).sees_tenant("beta") and not Principal("neutron", Role.SERVICE).is_admin
 
 
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660])
+def test_serve_refuses_a_tls_key_group_or_others_may_read(tmp_path: Path, mode: int) -> None:
+    """--tls-key is checked like every secret file: a one-line error naming tls_key and the
+    mode required, before anything is served (the cert's mode is not a secret's)."""
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    cert.write_text("x")
+    cert.chmod(0o644)
+    key.write_text("x")
+    key.chmod(mode)
+    with pytest.raises(ConfigError) as ei:
+        check_bind("127.0.0.1", cert, key, 1)
+    assert ei.value.field == "tls_key" and f"(mode {mode:04o})" in str(ei.value)
+    assert "mode 0600 or stricter (chmod 600): not readable by group or others" in str(ei.value)
+    assert "\n" not in str(ei.value)
+    key.chmod(0o600)
+    check_bind("127.0.0.1", cert, key, 1)
+    key.chmod(0o400)
+    check_bind("10.0.0.1", cert, key, 1)
+
+
 def test_serve_refuses_non_loopback_without_tls_and_tokens(tmp_path: Path) -> None:
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
     cert.write_text("x")
     key.write_text("x")
+    key.chmod(0o600)
     check_bind("127.0.0.1", None, None, 0)
     check_bind("::1", None, None, 0)
     check_bind("localhost", None, None, 0)

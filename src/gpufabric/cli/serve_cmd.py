@@ -31,6 +31,7 @@ from gpufabric.cli.common import (
 from gpufabric.cli.decl import Option
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.secrets import owner_only
 
 LEADER_BEAT = 1.0  # seconds between a standby's tries for the loops' lock (and the leader's check it holds it)
 
@@ -45,12 +46,15 @@ def _loopback(host: str) -> bool:
 
 
 def check_bind(host: str, cert: Path | None, key: Path | None, tokens: int) -> None:
-    """Refuse a non-loopback bind without TLS and auth (at least one active token)."""
+    """Refuse a non-loopback bind without TLS and auth (at least one active token), and a
+    private key group or others may read (:func:`owner_only`)."""
     if (cert is None) != (key is None):
         raise ConfigError("tls", f"cert={cert} key={key}", "both --tls-cert and --tls-key, or neither")
     for p in (cert, key):
         if p is not None and not p.is_file():
             raise ConfigError("tls", str(p), "a readable PEM file")
+    if key is not None:
+        owner_only("tls_key", key, key.stat().st_mode)
     if _loopback(host):
         return
     if cert is None:

@@ -47,6 +47,25 @@ class Secret:
     __str__ = __repr__
 
 
+OWNER_ONLY: Final = "mode 0600 or stricter (chmod 600): not readable by group or others"
+
+
+def owner_only(field_name: str, path: str | os.PathLike[str], st_mode: int, insecure: bool = False) -> bool:
+    """Whether a file holding a secret (mode ``st_mode``) is owner-only. A file group or
+    others may access is a one-line ConfigError naming ``field_name`` and the mode required,
+    unless ``insecure`` (then False: the caller reports it, e.g. as a :class:`TransportNote`)."""
+    if not st_mode & 0o077:
+        return True
+    if insecure:
+        return False
+    raise ConfigError(field_name, str(path), OWNER_ONLY, f"mode {stat.S_IMODE(st_mode):04o}")
+
+
+def loose_note(device: str, what: str, path: str | os.PathLike[str]) -> TransportNote:
+    """The audit's note for a secret-holding file accepted with loose mode (``insecure: true``)."""
+    return TransportNote(device, "insecure", f"{what} {path} is readable by group or others (insecure: true)")
+
+
 def secret_file(field_name: str, path: str | os.PathLike[str]) -> Secret:
     """Read a secret file; refuse it unless it is a regular file with no group/other access."""
     p = Path(path)
@@ -56,10 +75,7 @@ def secret_file(field_name: str, path: str | os.PathLike[str]) -> Secret:
         raise ConfigError(f"{field_name}_file", str(p), "a readable file", e.strerror or str(e)) from None
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"{field_name}_file", str(p), "a regular file")
-    if st.st_mode & 0o077:
-        raise ConfigError(
-            f"{field_name}_file", str(p), "mode 0600 or stricter (chmod 600)", f"mode {stat.S_IMODE(st.st_mode):04o}"
-        )
+    owner_only(f"{field_name}_file", p, st.st_mode)
     try:
         value = p.read_text().strip()
     except (OSError, UnicodeDecodeError) as e:
@@ -132,8 +148,8 @@ def _tls_file(where: str, name: str, raw: object) -> str:
     if _PEM_MARK[name] not in data:
         what = "a PEM private key" if name == "private_key" else "a PEM certificate"
         raise ConfigError(f, str(p), what, "no such PEM block in the file")
-    if name == "private_key" and st.st_mode & 0o077:
-        raise ConfigError(f, str(p), "mode 0600 or stricter (chmod 600)", f"mode {stat.S_IMODE(st.st_mode):04o}")
+    if name == "private_key":
+        owner_only(f, p, st.st_mode)
     if name == "private_key" and (b"ENCRYPTED" in data):
         raise ConfigError(f, str(p), "an unencrypted PEM private key (OVS/OVN clients take no passphrase)")
     return str(p)

@@ -10,7 +10,8 @@ Transport: TLS verified by default (``ca_cert:`` names the API server's CA bundl
 system's or the kubeconfig's is not the one); ``verify_ssl: false`` is accepted and reported
 (:meth:`K8sNodeDriver.transport_notes` -> audit ``TRANSPORT-INSECURE``), as is an ``http://``
 API server other than on loopback (``kubectl proxy`` on 127.0.0.1 stays on the host). A
-``token_file`` is a secret: mode 0600 or stricter, like every secret file."""
+``token_file`` is a secret: mode 0600 or stricter, like every secret file; so is the
+``kubeconfig`` (it holds the client's token or key), unless ``insecure: true``, reported too."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
-from gpufabric.domain.secrets import TransportNote, is_loopback_host, secret_file
+from gpufabric.domain.secrets import TransportNote, is_loopback_host, loose_note, owner_only, secret_file
 from gpufabric.fabrics.dpu.model import Label, Taint
 from gpufabric.fabrics.dpu.profiles import DPU_LABELS, MANAGED_LABELS, MANAGED_TAINT_KEYS
 
-SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file", "ca_cert"})
+SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file", "ca_cert", "insecure"})
 
 
 def _api_exception() -> Any:
@@ -37,11 +38,17 @@ def _api_exception() -> Any:
 class K8sNodeDriver:
     kind = "dpu"
 
-    def __init__(self, api: Any, host: str = "", verify_ssl: bool = True, field: str = "kubernetes") -> None:
+    def __init__(self, api: Any, host: str = "", verify_ssl: bool = True, field: str = "kubernetes",
+                 loose: tuple[TransportNote, ...] = ()) -> None:  # fmt: skip
         self.api, self.host, self.verify_ssl, self.field = api, host, verify_ssl, field
+        self.loose = loose  # a kubeconfig others may read, accepted with insecure: true
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
-        """TLS not verified, or plain http to another host (bearer token in clear), for the audit."""
+        """TLS not verified, or plain http to another host (bearer token in clear), and a
+        kubeconfig group or others may read (``insecure: true``), for the audit."""
+        return self.loose + self._tls_notes()
+
+    def _tls_notes(self) -> tuple[TransportNote, ...]:
         url = urlsplit(self.host)
         if url.scheme == "http" and not is_loopback_host(url.hostname or ""):
             return (TransportNote(self.field, "host", f"Kubernetes API at {self.host} over plain http: token in clear"),)
@@ -59,10 +66,21 @@ class K8sNodeDriver:
                 raise ConfigError(f"{field}.{k}", section[k], f"known keys only: {', '.join(sorted(SECTION_KEYS))}")
         from kubernetes import client, config
 
+        insecure = section.get("insecure", False)
+        if not isinstance(insecure, bool):
+            raise ConfigError(f"{field}.insecure", insecure, "true or false (true: reported by the audit)")
         cfg = client.Configuration()
+        loose: tuple[TransportNote, ...] = ()
         if section.get("kubeconfig"):
+            kubeconfig = Path(os.path.expanduser(str(section["kubeconfig"])))
+            try:
+                mode = kubeconfig.stat().st_mode
+            except OSError as e:
+                raise ConfigError(f"{field}.kubeconfig", str(kubeconfig), "a readable file", e.strerror or str(e)) from None
+            if not owner_only(f"{field}.kubeconfig", kubeconfig, mode, insecure):  # it holds credentials
+                loose = (loose_note(field.removeprefix("dpu."), "kubeconfig", kubeconfig),)
             config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=os.path.expanduser(str(section["kubeconfig"])), client_configuration=cfg)
+                config_file=str(kubeconfig), client_configuration=cfg)
         if section.get("host"):
             cfg.host = str(section["host"]).rstrip("/")
         if not cfg.host or cfg.host == "http://localhost":
@@ -80,7 +98,7 @@ class K8sNodeDriver:
             token = secret_file(f"{field}.token", os.path.expanduser(str(section["token_file"])))
             cfg.api_key = {"authorization": "Bearer " + token.reveal()}
         return cls(client.CoreV1Api(client.ApiClient(cfg)), host=str(cfg.host), verify_ssl=verify,
-                   field=field.removeprefix("dpu."))
+                   field=field.removeprefix("dpu."), loose=loose)
 
     @staticmethod
     def _managed(node: Any) -> tuple[list[Label], list[Taint]]:

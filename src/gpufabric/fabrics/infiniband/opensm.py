@@ -51,9 +51,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError
+from gpufabric.domain.secrets import TransportNote, loose_note
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
@@ -72,7 +74,7 @@ from gpufabric.fabrics.infiniband.partitions import (
     render_checked,
     render_partitions_conf,
 )
-from gpufabric.fabrics.infiniband.smchecks import load_m_key, read_mcast_fdb_cap, wait_for_groups
+from gpufabric.fabrics.infiniband.smchecks import conf_mode_ok, load_m_key, read_mcast_fdb_cap, wait_for_groups
 from gpufabric.fabrics.infiniband.smcontrol import choose_master, sm_states, wait_subnet_up
 from gpufabric.fabrics.infiniband.smhosts import SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
@@ -120,6 +122,13 @@ class OpenSMDriver(SubnetManagerDriver):
         self._written: str | None = None  # what this driver last wrote and verified
         self._checked: tuple[PartitionLayout, PartitionLayout] | None = None  # render's (layout, check_layout)
         self._good: KnownFile | None = None  # ... kept parsed: the next apply's "old" (:mod:`.knownfile`)
+        self._loose_conf: Path | None = None  # an opensm_conf with keys others may read (insecure: true)
+        if c.opensm_conf is not None and not c.sm_hosts:  # a local one is checked now: ConfigError at load
+            try:
+                text = self.fleet.hosts[0].read(c.opensm_conf)
+            except (OSError, UnicodeDecodeError):
+                text = None  # unreadable: observe's settings() says so
+            self._conf_mode_ok(self.fleet.hosts[0], c.opensm_conf, text)
 
     def master(self) -> SmHost:
         """The SM host SMInfo names master (by its ``port_guid``). When the master SMInfo names is
@@ -385,15 +394,33 @@ class OpenSMDriver(SubnetManagerDriver):
         conf = self.config.opensm_conf
         if conf is None:
             return unreadable_settings("no opensm_conf in the driver's options")
+        host = self.fleet.hosts[0] if not self.config.sm_hosts else None
         try:
-            text = conf.read_text() if not self.config.sm_hosts else self.master().read(conf)
+            host = host or self.master()
+            text = host.read(conf)
+            if text is not None:
+                self._conf_mode_ok(host, conf, text)
         except (OSError, UnicodeDecodeError) as e:
             return unreadable_settings(f"{conf}: {getattr(e, 'strerror', None) or e}")
         except GpufabricError as e:
             return unreadable_settings(e.message)
         if text is None:
-            return unreadable_settings(f"{self.master().name}:{conf}: no such file")
+            return unreadable_settings(f"{host.name}:{conf}: no such file" if self.config.sm_hosts else f"{conf}: no such file")
         return tuple(sorted(parse_opensm_conf(text).items()))
+
+    def _conf_mode_ok(self, host: SmHost, conf: Path, text: str | None) -> None:
+        """opensm_conf holding keys must be owner-only (:func:`~.smchecks.conf_mode_ok`):
+        ConfigError, or with ``insecure`` remembered for :meth:`transport_notes`."""
+        if text is None:
+            return
+        where = conf if not self.config.sm_hosts else Path(f"{host.name}:{conf}")
+        ok = conf_mode_ok(where, parse_opensm_conf(text), host.mode(conf), self.config.insecure)
+        self._loose_conf = None if ok else where
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """An opensm_conf holding keys that group or others may read, accepted with
+        ``insecure: true`` (audit ``TRANSPORT-INSECURE``)."""
+        return (loose_note("opensm", "opensm_conf (sm_key/m_key)", self._loose_conf),) if self._loose_conf else ()
 
     def close(self) -> None:
         """Stop the batch reader's process (a later read starts a new one); close SSH connections."""

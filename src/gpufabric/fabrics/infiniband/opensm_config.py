@@ -50,6 +50,7 @@ class OpenSMConfig:
     m_key_file: Path | None = None  # the M_Key every SMP carries (secret file, mode 0600)
     sm_hosts: tuple[SmHostConfig, ...] = ()  # SM hosts over SSH; () = the local SM of partitions_conf
     lock_file: Path | None = None
+    insecure: bool = False  # accept an opensm_conf holding keys that group/others may read (reported)
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
@@ -66,6 +67,10 @@ class OpenSMConfig:
 
         def path(k: str) -> Path | None:
             return Path(o[k]) if o.get(k) else None
+
+        insecure = o.get("insecure", False)
+        if not isinstance(insecure, bool):
+            raise ConfigError("infiniband.options.insecure", insecure, "true or false (true: reported by the audit)")
 
         return cls(
             partitions_conf=path("partitions_conf"),
@@ -93,6 +98,7 @@ class OpenSMConfig:
             m_key_file=path("m_key_file"),
             sm_hosts=sm_hosts,
             lock_file=path("lock_file"),
+            insecure=insecure,
         )
 
     @property

@@ -1,5 +1,6 @@
-"""I/O helpers of the OpenSM driver beyond the PKey tables: the M_Key file, the switches'
-MulticastFDBCap (by SMP) and the wait for OpenSM's SA database to show the IPoIB groups.
+"""I/O helpers of the OpenSM driver beyond the PKey tables: the M_Key file, the mode of the
+opensm.conf holding the keys, the switches' MulticastFDBCap (by SMP) and the wait for OpenSM's
+SA database to show the IPoIB groups.
 
 Kept apart from :mod:`.opensm` so that the driver stays one screenful of apply/verify; the
 parsing they rely on is pure, in :mod:`.ipoib`.
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gpufabric.domain.errors import ConfigError, VerifyError
-from gpufabric.domain.secrets import Secret, secret_file
+from gpufabric.domain.secrets import Secret, owner_only, secret_file
 from gpufabric.fabrics.infiniband.diag import Diag
 from gpufabric.fabrics.infiniband.ipoib import (
     broadcast_mgid,
@@ -47,6 +48,33 @@ def load_m_key(path: Path | None) -> Secret | None:
     if not 0 < value <= 0xFFFF_FFFF_FFFF_FFFF:
         raise ConfigError("m_key_file", str(path), "a non-zero 64-bit M_Key (0x...)")
     return Secret(f"0x{value:016x}", key.source)
+
+
+KEY_SETTINGS = ("sm_key", "sa_key", "m_key")
+CONF_FIELD = "infiniband.options.opensm_conf"
+
+
+def conf_keys(settings: Mapping[str, str]) -> list[str]:
+    """The keys an opensm.conf sets to something other than 0 (OpenSM's defaults are 0/1:
+    a file that sets none holds no secret)."""
+    out = []
+    for k in KEY_SETTINGS:
+        try:
+            if int(settings.get(k, "0"), 0) not in (0, 1):
+                out.append(k)
+        except ValueError:
+            out.append(k)  # unparsable, but there: treat as a key
+    return out
+
+
+def conf_mode_ok(path: Path, settings: Mapping[str, str], mode: int | None, insecure: bool) -> bool:
+    """Whether the opensm.conf at ``path`` (its file ``mode``; None: unknown) may be read: it
+    sets no key, or group and others cannot access it. A key file they can read is a one-line
+    ConfigError naming ``infiniband.options.opensm_conf`` and the mode required, unless
+    ``insecure`` (then False: reported, :meth:`OpenSMDriver.transport_notes`)."""
+    if mode is None or not conf_keys(settings):
+        return True
+    return owner_only(CONF_FIELD, path, mode, insecure)
 
 
 def read_mcast_fdb_cap(diag: Diag, switch_lids: Sequence[int]) -> int:

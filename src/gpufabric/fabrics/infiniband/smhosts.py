@@ -137,6 +137,7 @@ class SmHost(Protocol):
     sa_dump: Path | None
 
     def read(self, path: Path) -> str | None: ...
+    def mode(self, path: Path) -> int | None: ...  # st_mode; None: no such file
     def write(self, path: Path, text: str) -> str: ...  # atomic; returns the sha256 read back
     def checksum(self, path: Path) -> str | None: ...
     def size(self, path: Path) -> int: ...
@@ -171,6 +172,12 @@ class LocalSmHost:
 
     def read(self, path: Path) -> str | None:
         return smfiles.read_text(path)
+
+    def mode(self, path: Path) -> int | None:
+        try:
+            return path.stat().st_mode
+        except FileNotFoundError:
+            return None
 
     def write(self, path: Path, text: str) -> str:
         smfiles.atomic_write(path, text)
@@ -235,6 +242,14 @@ class SshSmHost:
     def read(self, path: Path) -> str | None:
         status, out = self._run(read_script(path), ok=(0, 3))
         return None if status == 3 else out
+
+    def mode(self, path: Path) -> int | None:
+        q = shlex.quote(str(path))
+        status, out = self._run(f"if [ -e {q} ]; then stat -L -c %f {q}; else exit 3; fi", ok=(0, 3))
+        try:
+            return None if status == 3 else int(out.strip(), 16)
+        except ValueError:
+            return None
 
     def write(self, path: Path, text: str) -> str:
         """temp file next to ``path`` (created exclusively, 0644) + rename + sync of the file and
