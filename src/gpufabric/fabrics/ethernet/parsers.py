@@ -6,7 +6,9 @@ One parser per config family, chosen by the dialect's ``parser`` field:
 * ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.os9`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
 * ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
-* ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml)
+* ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml);
+  range and comma keys (``bond1-3``, ``swp1,51-54``) merged into each interface they name
+  (:func:`nvue_interfaces`)
 * ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
 
 Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
@@ -190,11 +192,52 @@ def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[E
 
 
 # --------------------------------------------------------------------------- nvue
-def _expand_ifnames(key: str) -> list[str]:
+_IFNAME_PART: Final = re.compile(r"(.*?)(\d+)(?:-(\d+))?")
+MAX_RANGE: Final = 4096  # interfaces one NVUE range key may name
+
+
+def expand_ifnames(key: str) -> list[str]:
+    """The interfaces an NVUE interface key names: ``swp1`` itself; a range ``bond1-3`` each of
+    bond1, bond2, bond3; a comma list each of its parts, a part without a name of its own
+    inheriting the previous part's (``swp1,51-54`` is swp1 and swp51-swp54, as NVUE prints it;
+    ``swp5-6,8``; ``vlan10,20``). Breakout ports keep their ``sN`` (``swp1s0-3``)."""
     out: list[str] = []
+    prefix = ""
     for part in key.split(","):
-        m = re.fullmatch(r"(.*?)(\d+)-(\d+)", part)
-        out += [f"{m[1]}{i}" for i in range(int(m[2]), int(m[3]) + 1)] if m else [part]
+        m = _IFNAME_PART.fullmatch(part)
+        if m is None:
+            out.append(part)
+            continue
+        prefix = m[1] or prefix
+        first, last = int(m[2]), int(m[3] or m[2])
+        if not 0 <= last - first < MAX_RANGE:
+            raise ValidationError("nvue.interface", key, f"a range of 1 to {MAX_RANGE} interfaces (swp1-4)")
+        out += [f"{prefix}{m[2]}"] if m[3] is None else [f"{prefix}{i}" for i in range(first, last + 1)]
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over``'s settings on top of ``base``'s, nested mappings merged; a ``state`` (NVUE's
+    one-of choice, ``{down: {}}``) is replaced, never merged into both."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "state":
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def nvue_interfaces(ifs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each interface's settings, its keys merged: a range or list key's settings apply to each
+    interface it names (``bond1-3``: the bonds' LACP/MLAG settings and bridge domain, beside each
+    bond's own key with its member and access VLAN), never as an interface of its own; where two
+    keys set the same value the key naming fewer interfaces wins (the member's own key)."""
+    keyed = sorted(((expand_ifnames(str(k)), v or {}) for k, v in ifs.items()), key=lambda kv: -len(kv[0]))
+    out: dict[str, dict[str, Any]] = {}
+    for names, attrs in keyed:
+        for name in names:
+            out[name] = _merge(out.get(name, {}), attrs)
     return out
 
 
@@ -235,38 +278,36 @@ def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
     else:
         cfg = doc.get("set", doc)
     domains = (cfg.get("bridge") or {}).get("domain") or {}
+    ifs = nvue_interfaces(cfg.get("interface") or {})
     ports: list[EthernetPortConfig] = []
     in_bond: dict[str, str] = {}  # member -> bond: "bondN": {"bond": {"member": {"swp1": {}}}}
-    for key, attrs in (cfg.get("interface") or {}).items():
-        for bond in _expand_ifnames(key):
-            for m in ((attrs or {}).get("bond") or {}).get("member") or {}:
-                in_bond.update({name: bond for name in _expand_ifnames(str(m))})
+    for bond, attrs in ifs.items():
+        for m in (attrs.get("bond") or {}).get("member") or {}:
+            in_bond.update({name: bond for name in expand_ifnames(str(m))})
     down: set[str] = set()
-    for key, attrs in (cfg.get("interface") or {}).items():
-        attrs = attrs or {}
-        for name in _expand_ifnames(key):
-            if name in in_bond:
-                if _link_down(attrs):
-                    down.add(name)
-                continue  # read with its bond below
+    for name, attrs in ifs.items():
+        if name in in_bond:
             if _link_down(attrs):
-                ports.append(_port(switch, name, PortMode.SHUTDOWN))
-                continue
-            doms = (attrs.get("bridge") or {}).get("domain") or {}
-            if not doms:
-                continue
-            dname, d = next(iter(doms.items()))
-            d = d or {}
-            dom = domains.get(dname) or {}
-            if d.get("access") is not None:
-                ports.append(_port(switch, name, PortMode.ACCESS, int(d["access"])))
-                continue
-            vlan_keys = d.get("vlan") or dom.get("vlan") or {}
-            vids: set[int] = set()
-            for k in vlan_keys:
-                vids |= set(parse_vlan_list(str(k)))
-            nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
-            ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
+                down.add(name)
+            continue  # read with its bond below
+        if _link_down(attrs):
+            ports.append(_port(switch, name, PortMode.SHUTDOWN))
+            continue
+        doms = (attrs.get("bridge") or {}).get("domain") or {}
+        if not doms:
+            continue
+        dname, d = next(iter(doms.items()))
+        d = d or {}
+        dom = domains.get(dname) or {}
+        if d.get("access") is not None:
+            ports.append(_port(switch, name, PortMode.ACCESS, int(d["access"])))
+            continue
+        vlan_keys = d.get("vlan") or dom.get("vlan") or {}
+        vids: set[int] = set()
+        for k in vlan_keys:
+            vids |= set(parse_vlan_list(str(k)))
+        nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
+        ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
     members = {m: (b, m in down) for m, b in in_bond.items()}
     return (*ports, *members_of(switch, members, {p.port: p for p in ports}, set(in_bond.values())))
 
@@ -324,8 +365,10 @@ def natural_key(name: str) -> tuple[tuple[int, str], ...]:
 __all__ = [
     "ALL_VLANS",
     "BondMember",
+    "expand_ifnames",
     "interface_names",
     "lists_every_interface",
+    "nvue_interfaces",
     "parse_ios",
     "parse_ios_bonds",
     "parse_junos_set",
