@@ -5,7 +5,9 @@ One parser per config family, chosen by the dialect's ``parser`` field:
 * ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (:mod:`~gpufabric.fabrics.ethernet.ios`)
 * ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.os9`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
-* ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
+* ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON), also the forms of
+  older releases: VLAN ``members`` lists, a missing ``admin_status`` read by release
+  (:func:`sonic_admin_default`: up when the release is unknown)
 * ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml);
   range and comma keys (``bond1-3``, ``swp1,51-54``) merged into each interface they name
   (:func:`nvue_interfaces`)
@@ -160,35 +162,88 @@ def members_of(
 
 
 # --------------------------------------------------------------------------- sonic
+def sonic_admin_default(db: dict[str, Any]) -> str:
+    """What a ``PORT`` / ``PORTCHANNEL`` entry without ``admin_status`` is, which depends on the
+    release. A config with a ``VERSIONS`` table (db_migrator's, SONiC 201811 and later) comes from
+    a release whose portmgrd/teammgrd default a missing admin status to ``down``. Without one the
+    release is unknown: older releases brought every port up from /etc/network/interfaces
+    (interfaces.j2 ``pre-up ifconfig EthernetN up``), and a hand-made or partial config_db says
+    nothing; the entry is then read **up**. That is the safe assumption for isolation: a port
+    read shut down is one the plan leaves alone and the audit counts as isolated, so a port that
+    may forward must never be read so; read up, its VLANs are compared with the tenants' layout
+    (any membership reported) and quarantine writes ``admin_status down`` explicitly. The cost of
+    the assumption when wrong is a shut port reported and shut again."""
+    return "down" if isinstance(db.get("VERSIONS"), dict) and db["VERSIONS"] else "up"
+
+
+def _listed(raw: Any) -> list[str]:
+    """A ``members`` field: a JSON list, or the comma-separated ``members@`` string of the
+    Redis form."""
+    if isinstance(raw, str):
+        return [m for m in raw.split(",") if m]
+    return [str(m) for m in raw or []]
+
+
+def sonic_vlan_members(db: dict[str, Any]) -> dict[str, dict[int, bool]]:
+    """port -> {VLAN id: tagged}, from ``VLAN_MEMBER`` ("Vlan10|Ethernet0", its ``tagging_mode``)
+    when the config has that table: it is what vlanmgrd applies, and a later release's ``VLAN``
+    ``members`` list beside it may be stale (``config vlan member del`` leaves it). Without the
+    table (releases before it) the ``VLAN`` entry's ``members`` list is the membership, each
+    member untagged: the list has no tagging mode, and those releases put each member in the
+    VLAN's Linux bridge untagged (interfaces.j2 ``brctl addif Vlan1000 EthernetN``)."""
+    vlans = db.get("VLAN") or {}
+
+    def vid_of(name: str) -> int:
+        return int((vlans.get(name) or {}).get("vlanid", name.removeprefix("Vlan")))
+
+    out: dict[str, dict[int, bool]] = {}
+    if "VLAN_MEMBER" in db:
+        for key, attrs in (db.get("VLAN_MEMBER") or {}).items():
+            name, _, port = key.partition("|")
+            out.setdefault(port, {})[vid_of(name)] = (attrs or {}).get("tagging_mode", "tagged") != "untagged"
+        return out
+    for name, attrs in vlans.items():
+        for port in _listed((attrs or {}).get("members")):
+            out.setdefault(port, {})[vid_of(name)] = False
+    return out
+
+
 def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
+    """CONFIG_DB as JSON: VLAN membership (:func:`sonic_vlan_members`), admin status
+    (:func:`sonic_admin_default` where an entry has none), PortChannel members
+    (``PORTCHANNEL_MEMBER`` "PortChannel10|Ethernet24", or where a config has no such table the
+    ``PORTCHANNEL`` entry's ``members`` list) read with their channel. A VLAN member without a ``PORT`` entry (an old config_db
+    listing only some ports) is read as the VLAN says."""
     db = _json(text, "SONiC running configuration")
-    members: dict[str, list[tuple[int, bool]]] = {}
-    for key, attrs in (db.get("VLAN_MEMBER") or {}).items():
-        vlan_name, _, port = key.partition("|")
-        vid = int((db.get("VLAN") or {}).get(vlan_name, {}).get("vlanid", vlan_name.removeprefix("Vlan")))
-        members.setdefault(port, []).append((vid, (attrs or {}).get("tagging_mode", "tagged") != "untagged"))
+    default = sonic_admin_default(db)
+    members = sonic_vlan_members(db)
+    port_table = db.get("PORT") or {}
+    channels = db.get("PORTCHANNEL") or {}
+    all_ports: dict[str, Any] = {**{name: None for name in members}, **port_table, **channels}
+    in_pc: dict[str, tuple[str, bool]] = {}
+    if "PORTCHANNEL_MEMBER" in db:  # the table teammgrd applies; the list beside it may be stale
+        pairs = [tuple(key.partition("|")[::2]) for key in db.get("PORTCHANNEL_MEMBER") or {}]
+    else:
+        pairs = [(pc, m) for pc, attrs in channels.items() for m in _listed((attrs or {}).get("members"))]
+    for pc, port in pairs:
+        in_pc[port] = (pc, (port_table.get(port) or {}).get("admin_status", default) != "up")
     ports: list[EthernetPortConfig] = []
-    all_ports = {**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})}
-    in_pc: dict[str, tuple[str, bool]] = {}  # PORTCHANNEL_MEMBER "PortChannel10|Ethernet24"
-    for key in db.get("PORTCHANNEL_MEMBER") or {}:
-        pc, _, port = key.partition("|")
-        in_pc[port] = (pc, ((db.get("PORT") or {}).get(port) or {}).get("admin_status", "down") != "up")
     for name, attrs in all_ports.items():
         if name in in_pc:
             continue  # read with its PortChannel below
-        ms = members.get(name, [])
-        if (attrs or {}).get("admin_status", "down") != "up":
+        ms = members.get(name, {})
+        if (attrs or {}).get("admin_status", default) != "up":
             ports.append(_port(switch, name, PortMode.SHUTDOWN))
             continue
         if not ms:
             continue
-        untagged = [v for v, t in ms if not t]
-        tagged = {v for v, t in ms if t}
+        untagged = sorted(v for v, t in ms.items() if not t)
+        tagged = {v for v, t in ms.items() if t}
         if tagged or (attrs or {}).get("mode") == "trunk":
             ports.append(_port(switch, name, PortMode.TRUNK, untagged[0] if untagged else None, tagged))
         else:
             ports.append(_port(switch, name, PortMode.ACCESS, untagged[0]))
-    return (*ports, *members_of(switch, in_pc, {p.port: p for p in ports}, set(db.get("PORTCHANNEL") or {})))
+    return (*ports, *members_of(switch, in_pc, {p.port: p for p in ports}, set(channels)))
 
 
 # --------------------------------------------------------------------------- nvue
@@ -379,6 +434,8 @@ __all__ = [
     "parse_running_config",
     "parse_sonic_json",
     "parse_vlan_list",
+    "sonic_admin_default",
+    "sonic_vlan_members",
 ]
 
 
@@ -400,7 +457,7 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
         return interface_names_os9(text)
     if dialect.parser == "sonic_json":
         db = _json(text, "SONiC running configuration")
-        return frozenset({**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
+        return frozenset({**sonic_vlan_members(db), **(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
     if dialect.parser == "ovs_json":
         docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
         if len(docs) == 2 and "name" in docs[1]["headings"]:
