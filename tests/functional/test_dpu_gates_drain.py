@@ -125,6 +125,32 @@ def test_gate_refuses_separated_and_pending_then_power_cycled_proceeds(world: Wo
     assert not world.cordoned("gpu-a01")
 
 
+def test_burned_firmware_not_yet_running_is_a_pending_power_cycle(world: World) -> None:
+    """Issue 31 item 3: a new firmware burned on gpu-a02's DPU (the stand-in's ``burn``, flint then
+    prints ``FW Version(Running)``) runs only after a power cycle: ``offload facts`` reports the
+    running firmware, the flashed one and a power cycle pending; the openshift gate refuses;
+    ``node power-cycled`` refuses until the power cycle happened."""
+    world.stub("gpu-a02", "mlxconfig", "-d", "/dev/mst/mt41686_pciconf0", "-y", "set", "INTERNAL_CPU_MODEL=1")
+    world.stub("gpu-a02", "power-cycle")
+    world.stub("gpu-a02", "burn", "24.40.1000")
+    code, out = world.cli("offload", "facts", "gpu-a02", "--json")
+    assert code == 0, out
+    f = json.loads(out)["dpus"][0]
+    assert (f["mode"], f["firmware"], f["flashed_firmware"], f["power_cycle_pending"]) == ("embedded", "24.35.1012",
+                                                                                           "24.40.1000", True)
+    assert f["pending"] == [{"key": "firmware", "current": "24.35.1012", "next_boot": "24.40.1000"}]
+    code, out = world.cli("offload", "facts", "gpu-a02")
+    assert code == 0 and "(flashed" in out and "24.40.1000" in out and "pending" in out, out  # the cell wraps
+    code, out = world.cli("node", "move", "gpu-a02", "--to-tenant", "acme", "--offering", "openshift")
+    assert code == 2 and "gpu-a02: DPU power cycle pending (firmware 24.35.1012 -> 24.40.1000)" in out, out
+    assert world.owner("gpu-a02") == "quarantine"
+    code, out = world.cli("node", "power-cycled", "gpu-a02")
+    assert code == 2 and "still reports a pending change (firmware 24.35.1012 -> 24.40.1000)" in out, out
+    world.stub("gpu-a02", "power-cycle")
+    code, out = world.cli("node", "power-cycled", "gpu-a02")
+    assert code == 0 and "firmware 24.40.1000, no change pending" in out, out
+
+
 def _dump_flows(world: World, node: str) -> int:
     out = subprocess.run(["ovs-appctl", "-t", world.lab.appctl_target(node), "dpctl/dump-flows", "-m"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip

@@ -4,18 +4,22 @@ applies to: secure by default (no reader: a move into a dpu-host offering is ref
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufabric.domain.errors import ConfigError, ConflictError
+from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.moves import Move
 from gpufabric.fabrics.dpu.dpumode import DpuFacts
+from gpufabric.fabrics.dpu.facts import facts_of
 from gpufabric.fabrics.dpu.info import DpuInfo
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.lifecycle import check_gates, tolerations
 
-from unit.dpu_scenarios import dpu_node, tenancy
+from unit.dpu_scenarios import OFFERINGS, dpu_node, tenancy
 from unit.test_dpu_config import DRIVERS, OK
 
 NODES = [dpu_node("gpu-a01"), dpu_node("gpu-a02")]
@@ -100,3 +104,41 @@ def test_drain_of_a_node_without_pods_on_a_fresh_apiserver() -> None:
         r = d.drain("gpu-a01")
         assert (r.evicted, r.kept, r.refusals) == ((), (), 0)
         assert not d.set_schedulable("gpu-a99", False)  # not registered: nothing to cordon
+
+
+@pytest.mark.parametrize("tool", ["flint", "mlxfwmanager"])
+def test_gate_decides_on_the_running_firmware_end_to_end(tool: str, tmp_path: Path) -> None:
+    """A BlueField whose new firmware is burned but not yet running (the lab's stand-in prints the
+    running one as flint's ``FW Version(Running)`` / mlxfwmanager's ``FW (Running)`` row): the
+    facts ``offload facts`` shows carry the running firmware and a power cycle pending, and the
+    openshift gate, read through the configured reader, refuses the move although the flashed
+    image meets the minimum; after the power cycle it runs that image and the move passes."""
+    import sys
+
+    from gpufabric.fabrics.dpu.mst import MstReader
+    from gpufabric.lab.mlxstub import main, write_state
+
+    st = tmp_path / "gpu-a01.json"
+    write_state(st, mode="embedded", firmware="24.35.2000")
+    assert main([str(st), "burn", "24.40.1000"]) == 0  # the lab's `flint -i fw.bin burn`
+    reader = MstReader([sys.executable, "-m", "gpufabric.lab.mlxstub", str(tmp_path / "{host}.json")], firmware=tool)
+    settings = dict(OFFERINGS["openshift"].settings) | {"dpu_min_firmware": "24.40.1000"}
+    t = Tenancy(T.nodes, T.owners, {}, OFFERINGS | {"openshift": replace(OFFERINGS["openshift"],
+                                                                         settings=tuple(settings.items()))})  # fmt: skip
+    facts = facts_of(_Backend(reader), T.nodes, ["gpu-a01"])[0]
+    assert (facts.firmware, facts.flashed_firmware, facts.power_cycle_pending) == ("24.35.2000", "24.40.1000", True)
+    assert facts.to_dict()["firmware"] == "24.35.2000" and facts.to_dict()["flashed_firmware"] == "24.40.1000"
+    with pytest.raises(ConflictError, match=r"gpu-a01: DPU power cycle pending \(firmware 24.35.2000 -> 24.40.1000\)"):
+        check_gates(t, [Move("gpu-a01", "acme", offering="openshift")], reader)
+    assert main([str(st), "power-cycle"]) == 0
+    facts = facts_of(_Backend(reader), T.nodes, ["gpu-a01"])[0]
+    assert (facts.firmware, facts.flashed_firmware, facts.power_cycle_pending) == ("24.40.1000", "24.40.1000", False)
+    check_gates(t, [Move("gpu-a01", "acme", offering="openshift")], reader)
+    write_state(st, mode="embedded", firmware="24.35.2000")  # running below the minimum, nothing pending
+    with pytest.raises(ConflictError, match=r"DPU firmware 24.35.2000 is below 24.40.1000"):
+        check_gates(t, [Move("gpu-a01", "acme", offering="openshift")], reader)
+
+
+class _Backend:
+    def __init__(self, mst: object) -> None:
+        self.mst = mst

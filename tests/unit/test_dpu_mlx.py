@@ -19,7 +19,13 @@ from gpufabric.fabrics.dpu.mlx import (
     version_key,
 )
 
-from support.real_outputs import Manifest, manifests, real_output
+from support.real_outputs import Manifest, manifest, manifests, real_output
+
+EMBEDDED = (
+    "Device type:    BlueField2\n"
+    "Configurations:                              Default         Current         Next Boot\n"
+    "         INTERNAL_CPU_MODEL                  EMBEDDED_CPU(1) EMBEDDED_CPU(1) EMBEDDED_CPU(1)\n"
+)
 
 
 @pytest.mark.parametrize("m", manifests("mlxconfig"), ids=lambda m: m.file)
@@ -43,14 +49,36 @@ def test_mlxconfig_real_outputs(m: Manifest) -> None:
 
 @pytest.mark.parametrize("m", manifests("flint"), ids=lambda m: m.file)
 def test_flint_real_outputs(m: Manifest) -> None:
+    """``version`` is what the device runs (``FW Version(Running)`` when flint prints one: a
+    burned image not yet active); ``flashed`` the image on flash (issue 31 item 3)."""
     fw = parse_flint_query(real_output(m))
-    assert (fw.version, fw.psid, fw.source) == (m.expected["version"], m.expected["psid"], "flint")
+    exp = m.expected
+    assert (fw.version, fw.psid, fw.source) == (exp["version"], exp["psid"], "flint")
+    assert (fw.flashed, fw.pending) == (exp.get("flashed", exp["version"]), "flashed" in exp)
 
 
 @pytest.mark.parametrize("m", manifests("mlxfwmanager"), ids=lambda m: m.file)
 def test_mlxfwmanager_real_outputs(m: Manifest) -> None:
+    """``version`` is the ``FW (Running)`` row when there is one (wherever it stands in the
+    Versions table), else ``FW``; ``flashed`` the ``FW`` row (issue 31 item 3)."""
     fw = parse_mlxfwmanager(real_output(m))
-    assert (fw.version, fw.psid, fw.device_type) == (m.expected["version"], m.expected["psid"], m.expected["device_type"])
+    exp = m.expected
+    assert (fw.version, fw.psid, fw.device_type) == (exp["version"], exp["psid"], exp["device_type"])
+    assert (fw.flashed, fw.pending) == (exp.get("flashed", exp["version"]), "flashed" in exp)
+
+
+def test_regression_burned_firmware_not_yet_running_is_pending() -> None:
+    """NVIDIA's BlueField-2 runbook output: FW 24.40.1000 flashed, FW (Running) 24.35.2000. The
+    facts carry the running one, report the flashed one and a power cycle pending; the
+    openshift gate refuses it even with a minimum the flashed image meets (fails on be1d2a3:
+    the FW row was read as the running firmware)."""
+    fw = parse_mlxfwmanager(real_output(manifest("mlxfwmanager", "bmm-bf2-burned-not-running.txt")))
+    f = facts_of("gpu-a01", parse_mlxconfig(EMBEDDED), fw)
+    assert (f.mode, f.firmware, f.flashed_firmware, f.power_cycle_pending) == ("embedded", "24.35.2000",
+                                                                               "24.40.1000", True)
+    assert f.to_dict()["pending"] == [{"key": "firmware", "current": "24.35.2000", "next_boot": "24.40.1000"}]
+    with pytest.raises(ConflictError, match=r"gpu-a01: DPU power cycle pending \(firmware 24.35.2000 -> 24.40.1000\)"):
+        gate(f, "openshift", {"dpu_min_firmware": "24.40.1000"})
 
 
 @pytest.mark.parametrize("m", manifests("mlxprivhost"), ids=lambda m: m.file)

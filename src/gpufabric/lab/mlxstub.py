@@ -1,7 +1,10 @@
-"""A stand-in for NVIDIA's ``mlxconfig``/``flint`` on one lab DPU (no BlueField here): answers
-``mlxconfig -d DEV -e q``, ``mlxconfig -d DEV -y set K=V`` (changes the Next Boot column only),
-``flint -d DEV q`` and ``power-cycle`` (the lab's BMC: Next Boot becomes Current) in the formats
-of the recorded real outputs (tests/fixtures/real/). State: one JSON file per DPU.
+"""A stand-in for NVIDIA's ``mlxconfig``/``flint``/``mlxfwmanager`` on one lab DPU (no BlueField
+here): answers ``mlxconfig -d DEV -e q``, ``mlxconfig -d DEV -y set K=V`` (changes the Next Boot
+column only), ``flint -d DEV q``, ``mlxfwmanager --query -d DEV``, ``burn VERSION`` (the lab's
+``flint -i fw.bin burn``: the image on flash changes, the running firmware does not) and
+``power-cycle`` (the lab's BMC: Next Boot becomes Current, the flashed image runs) in the formats
+of the recorded real outputs (tests/fixtures/real/: flint's ``FW Version(Running)`` and
+mlxfwmanager's ``FW (Running)`` row only while the two differ). State: one JSON file per DPU.
 
     python -m gpufabric.lab.mlxstub STATE.json mlxconfig -d /dev/mst/mt41686_pciconf0 -e q
 
@@ -42,15 +45,31 @@ def _mlxconfig(st: dict[str, Any], dev: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _flashed(st: dict[str, Any]) -> str:
+    return str(st.get("flashed") or st["firmware"])
+
+
 def _flint(st: dict[str, Any]) -> str:
-    return (f"Image type:            FS4\nFW Version:            {st['firmware']}\n"
-            f"Product Version:       {st['firmware']}\nPSID:                  {st['psid']}\n"
+    flashed = _flashed(st)
+    running = f"FW Version(Running):   {st['firmware']}\n" if flashed != st["firmware"] else ""
+    return (f"Image type:            FS4\nFW Version:            {flashed}\n{running}"
+            f"Product Version:       {flashed}\nPSID:                  {st['psid']}\n"
             "Security Attributes:   N/A\n")  # fmt: skip
+
+
+def _mlxfwmanager(st: dict[str, Any], dev: str) -> str:
+    flashed = _flashed(st)
+    running = f"     FW (Running)   {st['firmware']:<15}N/A\n" if flashed != st["firmware"] else ""
+    return ("Querying Mellanox devices firmware ...\n\nDevice #1:\n----------\n\n"
+            f"  Device Type:      {st['device_type']}\n  PSID:             {st['psid']}\n"
+            f"  PCI Device Name:  {dev}\n  Versions:         Current        Available\n"
+            f"     FW             {flashed:<15}N/A\n{running}\n  Status:           No matching image found\n")  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
-        print("usage: mlxstub STATE (mlxconfig -d DEV [-e] q | mlxconfig -d DEV -y set K=V | flint -d DEV q | power-cycle)",
+        print("usage: mlxstub STATE (mlxconfig -d DEV [-e] q | mlxconfig -d DEV -y set K=V | flint -d DEV q | "
+              "mlxfwmanager --query -d DEV | burn VERSION | power-cycle)",
               file=sys.stderr)  # fmt: skip
         return 2
     path, tool, args = Path(argv[0]), argv[1], argv[2:]
@@ -58,10 +77,18 @@ def main(argv: list[str]) -> int:
     dev = args[args.index("-d") + 1] if "-d" in args else ""
     if tool == "power-cycle":
         st["current"] = dict(st["next"])
+        st["firmware"] = _flashed(st)
+        path.write_text(json.dumps(st))
+        return 0
+    if tool == "burn" and len(args) == 1:
+        st["flashed"] = args[0]
         path.write_text(json.dumps(st))
         return 0
     if tool == "flint" and "q" in args:
         sys.stdout.write(_flint(st))
+        return 0
+    if tool == "mlxfwmanager" and "--query" in args:
+        sys.stdout.write(_mlxfwmanager(st, dev))
         return 0
     if tool == "mlxconfig" and ("q" in args or "query" in args):
         sys.stdout.write(_mlxconfig(st, dev))

@@ -22,6 +22,7 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.views import CliHost
 from gpufabric.fabrics.dpu.collect import load_recorded, read_node_offload
+from gpufabric.fabrics.dpu.dpumode import DpuFacts
 from gpufabric.fabrics.dpu.facts import facts_of
 from gpufabric.fabrics.dpu.info import node_dpu
 from gpufabric.fabrics.dpu.lifecycle import tolerations as tol
@@ -33,6 +34,13 @@ from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_repo
 from gpufabric.fabrics.dpu.sriov import sriov_policy
 
 FABRIC = "dpu"  # the instance the commands read (the default instance of the kind)
+
+
+def _firmware_cell(f: DpuFacts) -> str:
+    """The firmware the DPU runs, and the image burned but not yet running when they differ."""
+    if f.flashed_firmware and f.flashed_firmware != f.firmware:
+        return f"{f.firmware} (flashed {f.flashed_firmware})"
+    return f.firmware
 
 
 def _capacity(items: list[str]) -> dict[str, int]:
@@ -138,7 +146,7 @@ def build(host: CliHost) -> typer.Typer:
             host.emit_json({"dpus": [x.to_dict() for x in got]})
             return
         host.table("DPU mode and firmware", ["node", "type", "mode", "next boot", "firmware", "power cycle", "error"],
-                   [(x.host, x.device_type, x.mode, x.next_mode, x.firmware, "pending" if x.power_cycle_pending else "-",
+                   [(x.host, x.device_type, x.mode, x.next_mode, _firmware_cell(x), "pending" if x.power_cycle_pending else "-",
                      x.error) for x in got])  # fmt: skip
 
     @app.command("tolerations")

@@ -14,11 +14,15 @@ Modes (NVIDIA "BlueField Modes of Operation"), from ``mlxconfig`` keys:
 The running mode is read from the Current column (``mlxconfig -e q``); an output without it
 gives ``unknown`` (never guessed from Next Boot). A DPU whose next-boot value of any
 ``INTERNAL_CPU_*`` key differs from the current one is **power cycle pending**: mode changes take
-effect only after a power cycle of host and DPU (seed 002), not a warm reboot.
+effect only after a power cycle of host and DPU (seed 002), not a warm reboot. So is a DPU whose
+burned firmware is not the one it runs (flint's ``FW Version(Running)``, mlxfwmanager's
+``FW (Running)``): its facts carry the **running** firmware (``firmware``), the image on flash
+(``flashed_firmware``) and a ``firmware`` entry in ``pending`` (running -> flashed).
 
 Gate (:func:`gate`) for a profile whose role is ``dpu-host`` (the host's DPU runs ovnkube-node in
 ``dpu`` mode): the DPU must run in ``embedded`` or ``restricted`` mode, with no pending change,
-and its firmware at least the offering's ``dpu_min_firmware`` setting (when set)."""
+and the firmware it runs at least the offering's ``dpu_min_firmware`` setting (when set): a
+minimum met only by a flashed image not yet running does not pass."""
 
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ MODE_KEYS: Final = frozenset(
     }
 )
 DPU_MODES: Final = ("embedded", "restricted")
+FIRMWARE_KEY: Final = "firmware"  # the pending entry of a burned firmware not yet running
 MIN_FIRMWARE_SETTING: Final = "dpu_min_firmware"
 
 
@@ -67,6 +72,7 @@ class DpuFacts:
     pending: tuple[tuple[str, str, str], ...] = ()  # (key, current, next boot)
     privhost: str = ""  # mlxprivhost level when read
     error: str = ""  # why the facts could not be read ("" when they were)
+    flashed_firmware: str = ""  # the image on flash (differs from ``firmware`` until a power cycle)
 
     @property
     def power_cycle_pending(self) -> bool:
@@ -78,6 +84,7 @@ class DpuFacts:
             "mode": self.mode,
             "next_mode": self.next_mode,
             "firmware": self.firmware,
+            "flashed_firmware": self.flashed_firmware,
             "psid": self.psid,
             "device_type": self.device_type,
             "power_cycle_pending": self.power_cycle_pending,
@@ -92,9 +99,11 @@ def facts_of(host: str, cfg: MlxConfig, fw: Firmware | None, privhost: str = "")
     nxt: dict[str, str | None] = {k: v for k, v in cfg.next_boot.items() if k in MODE_KEYS}
     mode = mode_of(current, privhost) if cfg.has_current else "unknown"
     pending = tuple(sorted((k, c, n) for k, (c, n) in cfg.pending(MODE_KEYS).items()))
+    if fw is not None and fw.pending:
+        pending += ((FIRMWARE_KEY, fw.version, fw.flashed),)
     return DpuFacts(
         host, mode, mode_of(nxt, privhost), fw.version if fw else "", fw.psid if fw else "",
-        cfg.device_type or (fw.device_type if fw else ""), pending, privhost,
+        cfg.device_type or (fw.device_type if fw else ""), pending, privhost, "", fw.flashed if fw else "",
     )  # fmt: skip
 
 

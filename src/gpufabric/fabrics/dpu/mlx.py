@@ -7,7 +7,14 @@ provenance beside each).
 prints only ``Next Boot``; ``-e`` (and newer MFT) prints ``Default  Current  Next Boot``. A row
 may start with ``*`` (its next-boot value differs from the default/current one). Values read
 ``NAME(n)`` (an enum), a bare number, or ``Array[a..b]``. A key whose current value is not printed
-is ``None`` in :attr:`MlxConfig.current` (unknown, never guessed)."""
+is ``None`` in :attr:`MlxConfig.current` (unknown, never guessed).
+
+Firmware: what the device **runs** is what a gate decides on. After a burn that is not yet active
+(a power cycle or ``mlxfwreset`` away), ``flint q`` prints ``FW Version:`` (the image on flash) and
+``FW Version(Running):``, and ``mlxfwmanager --query`` an ``FW`` row (flash) and an
+``FW (Running)`` row, not always right after it (a ConnectX-3 Pro prints it after ``CLP``);
+either tool prints the running row only when the two differ. :class:`Firmware` keeps both:
+``version`` the running one, ``flashed`` the image on flash, ``pending`` when they differ."""
 
 from __future__ import annotations
 
@@ -102,10 +109,22 @@ def enum_value(raw: str | None) -> tuple[str, int | None]:
 
 @dataclass(frozen=True)
 class Firmware:
-    version: str
+    """A device's firmware as its query printed it."""
+
+    version: str  # the firmware the device runs
     psid: str = ""
     device_type: str = ""
     source: str = ""  # flint / mlxfwmanager
+    flashed: str = ""  # the image on flash ("" : the running one)
+
+    def __post_init__(self) -> None:
+        if not self.flashed:
+            object.__setattr__(self, "flashed", self.version)
+
+    @property
+    def pending(self) -> bool:
+        """A burned image is not running yet: it takes effect at the next power cycle."""
+        return self.flashed != self.version
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -120,22 +139,27 @@ def version_key(version: str, field_name: str = "firmware") -> tuple[int, ...]:
 
 
 def parse_flint_query(text: str) -> Firmware:
-    """``flint -d DEV q`` (or ``mstflint``): ``FW Version:`` and ``PSID:``."""
+    """``flint -d DEV q`` (or ``mstflint``): ``FW Version:`` (on flash), ``FW Version(Running):``
+    (printed only when it differs) and ``PSID:``."""
     fields: dict[str, str] = {}
     for line in text.splitlines():
         k, sep, v = line.partition(":")
         if sep and k and not k.startswith(" "):
             fields.setdefault(k.strip(), v.strip())
-    fw = fields.get("FW Version", "")
-    if not fw:
+    flashed = fields.get("FW Version", "")
+    running = fields.get("FW Version(Running)", "") or flashed
+    if not running:
         raise ValidationError("flint", text[:80], "a `flint -d DEV q` output with an FW Version: line")
-    version_key(fw, "flint.FW Version")
-    return Firmware(fw, fields.get("PSID", ""), "", "flint")
+    version_key(running, "flint.FW Version(Running)" if running != flashed else "flint.FW Version")
+    if flashed:
+        version_key(flashed, "flint.FW Version")
+    return Firmware(running, fields.get("PSID", ""), "", "flint", flashed)
 
 
 def parse_mlxfwmanager(text: str) -> Firmware:
-    """The first device of ``mlxfwmanager --query``: its ``FW`` current version, PSID, type."""
-    psid = dtype = fw = ""
+    """The first device of ``mlxfwmanager --query``: PSID, type and, from its Versions table (up
+    to the blank line that ends it), the ``FW`` row (on flash) and the ``FW (Running)`` row."""
+    psid = dtype = fw = running = ""
     in_versions = False
     for line in text.splitlines():
         s = line.strip()
@@ -147,13 +171,20 @@ def parse_mlxfwmanager(text: str) -> Firmware:
             psid = s.split(":", 1)[1].strip()
         elif s.startswith("Versions:"):
             in_versions = True
-        elif in_versions and s.split()[:1] == ["FW"] and len(s.split()) >= 2:
-            fw = s.split()[1]
+        elif in_versions and not s:
             in_versions = False
+        elif in_versions:
+            cells = s.split()
+            if cells[:2] == ["FW", "(Running)"] and len(cells) >= 3:
+                running = cells[2]
+            elif cells[:1] == ["FW"] and len(cells) >= 2:
+                fw = cells[1]
     if not fw:
         raise ValidationError("mlxfwmanager", text[:80], "an `mlxfwmanager --query` output with an FW version row")
     version_key(fw, "mlxfwmanager.FW")
-    return Firmware(fw, psid, dtype, "mlxfwmanager")
+    if running:
+        version_key(running, "mlxfwmanager.FW (Running)")
+    return Firmware(running or fw, psid, dtype, "mlxfwmanager", fw)
 
 
 def parse_mlxprivhost(text: str) -> str:

@@ -5,8 +5,12 @@ One parser per config family, chosen by the dialect's ``parser`` field:
 * ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (:mod:`~gpufabric.fabrics.ethernet.ios`)
 * ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.os9`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
-* ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON)
-* ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml)
+* ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON), also the forms of
+  older releases: VLAN ``members`` lists, a missing ``admin_status`` read by release
+  (:func:`sonic_admin_default`: up when the release is unknown)
+* ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml);
+  range and comma keys (``bond1-3``, ``swp1,51-54``) merged into each interface they name
+  (:func:`nvue_interfaces`)
 * ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
 
 Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
@@ -158,43 +162,137 @@ def members_of(
 
 
 # --------------------------------------------------------------------------- sonic
+def sonic_admin_default(db: dict[str, Any]) -> str:
+    """What a ``PORT`` / ``PORTCHANNEL`` entry without ``admin_status`` is, which depends on the
+    release. A config with a ``VERSIONS`` table (db_migrator's, SONiC 201811 and later) comes from
+    a release whose portmgrd/teammgrd default a missing admin status to ``down``. Without one the
+    release is unknown: older releases brought every port up from /etc/network/interfaces
+    (interfaces.j2 ``pre-up ifconfig EthernetN up``), and a hand-made or partial config_db says
+    nothing; the entry is then read **up**. That is the safe assumption for isolation: a port
+    read shut down is one the plan leaves alone and the audit counts as isolated, so a port that
+    may forward must never be read so; read up, its VLANs are compared with the tenants' layout
+    (any membership reported) and quarantine writes ``admin_status down`` explicitly. The cost of
+    the assumption when wrong is a shut port reported and shut again."""
+    return "down" if isinstance(db.get("VERSIONS"), dict) and db["VERSIONS"] else "up"
+
+
+def _listed(raw: Any) -> list[str]:
+    """A ``members`` field: a JSON list, or the comma-separated ``members@`` string of the
+    Redis form."""
+    if isinstance(raw, str):
+        return [m for m in raw.split(",") if m]
+    return [str(m) for m in raw or []]
+
+
+def sonic_vlan_members(db: dict[str, Any]) -> dict[str, dict[int, bool]]:
+    """port -> {VLAN id: tagged}, from ``VLAN_MEMBER`` ("Vlan10|Ethernet0", its ``tagging_mode``)
+    when the config has that table: it is what vlanmgrd applies, and a later release's ``VLAN``
+    ``members`` list beside it may be stale (``config vlan member del`` leaves it). Without the
+    table (releases before it) the ``VLAN`` entry's ``members`` list is the membership, each
+    member untagged: the list has no tagging mode, and those releases put each member in the
+    VLAN's Linux bridge untagged (interfaces.j2 ``brctl addif Vlan1000 EthernetN``)."""
+    vlans = db.get("VLAN") or {}
+
+    def vid_of(name: str) -> int:
+        return int((vlans.get(name) or {}).get("vlanid", name.removeprefix("Vlan")))
+
+    out: dict[str, dict[int, bool]] = {}
+    if "VLAN_MEMBER" in db:
+        for key, attrs in (db.get("VLAN_MEMBER") or {}).items():
+            name, _, port = key.partition("|")
+            out.setdefault(port, {})[vid_of(name)] = (attrs or {}).get("tagging_mode", "tagged") != "untagged"
+        return out
+    for name, attrs in vlans.items():
+        for port in _listed((attrs or {}).get("members")):
+            out.setdefault(port, {})[vid_of(name)] = False
+    return out
+
+
 def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
+    """CONFIG_DB as JSON: VLAN membership (:func:`sonic_vlan_members`), admin status
+    (:func:`sonic_admin_default` where an entry has none), PortChannel members
+    (``PORTCHANNEL_MEMBER`` "PortChannel10|Ethernet24", or where a config has no such table the
+    ``PORTCHANNEL`` entry's ``members`` list) read with their channel. A VLAN member without a ``PORT`` entry (an old config_db
+    listing only some ports) is read as the VLAN says."""
     db = _json(text, "SONiC running configuration")
-    members: dict[str, list[tuple[int, bool]]] = {}
-    for key, attrs in (db.get("VLAN_MEMBER") or {}).items():
-        vlan_name, _, port = key.partition("|")
-        vid = int((db.get("VLAN") or {}).get(vlan_name, {}).get("vlanid", vlan_name.removeprefix("Vlan")))
-        members.setdefault(port, []).append((vid, (attrs or {}).get("tagging_mode", "tagged") != "untagged"))
+    default = sonic_admin_default(db)
+    members = sonic_vlan_members(db)
+    port_table = db.get("PORT") or {}
+    channels = db.get("PORTCHANNEL") or {}
+    all_ports: dict[str, Any] = {**{name: None for name in members}, **port_table, **channels}
+    in_pc: dict[str, tuple[str, bool]] = {}
+    if "PORTCHANNEL_MEMBER" in db:  # the table teammgrd applies; the list beside it may be stale
+        pairs = [tuple(key.partition("|")[::2]) for key in db.get("PORTCHANNEL_MEMBER") or {}]
+    else:
+        pairs = [(pc, m) for pc, attrs in channels.items() for m in _listed((attrs or {}).get("members"))]
+    for pc, port in pairs:
+        in_pc[port] = (pc, (port_table.get(port) or {}).get("admin_status", default) != "up")
     ports: list[EthernetPortConfig] = []
-    all_ports = {**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})}
-    in_pc: dict[str, tuple[str, bool]] = {}  # PORTCHANNEL_MEMBER "PortChannel10|Ethernet24"
-    for key in db.get("PORTCHANNEL_MEMBER") or {}:
-        pc, _, port = key.partition("|")
-        in_pc[port] = (pc, ((db.get("PORT") or {}).get(port) or {}).get("admin_status", "down") != "up")
     for name, attrs in all_ports.items():
         if name in in_pc:
             continue  # read with its PortChannel below
-        ms = members.get(name, [])
-        if (attrs or {}).get("admin_status", "down") != "up":
+        ms = members.get(name, {})
+        if (attrs or {}).get("admin_status", default) != "up":
             ports.append(_port(switch, name, PortMode.SHUTDOWN))
             continue
         if not ms:
             continue
-        untagged = [v for v, t in ms if not t]
-        tagged = {v for v, t in ms if t}
+        untagged = sorted(v for v, t in ms.items() if not t)
+        tagged = {v for v, t in ms.items() if t}
         if tagged or (attrs or {}).get("mode") == "trunk":
             ports.append(_port(switch, name, PortMode.TRUNK, untagged[0] if untagged else None, tagged))
         else:
             ports.append(_port(switch, name, PortMode.ACCESS, untagged[0]))
-    return (*ports, *members_of(switch, in_pc, {p.port: p for p in ports}, set(db.get("PORTCHANNEL") or {})))
+    return (*ports, *members_of(switch, in_pc, {p.port: p for p in ports}, set(channels)))
 
 
 # --------------------------------------------------------------------------- nvue
-def _expand_ifnames(key: str) -> list[str]:
+_IFNAME_PART: Final = re.compile(r"(.*?)(\d+)(?:-(\d+))?")
+MAX_RANGE: Final = 4096  # interfaces one NVUE range key may name
+
+
+def expand_ifnames(key: str) -> list[str]:
+    """The interfaces an NVUE interface key names: ``swp1`` itself; a range ``bond1-3`` each of
+    bond1, bond2, bond3; a comma list each of its parts, a part without a name of its own
+    inheriting the previous part's (``swp1,51-54`` is swp1 and swp51-swp54, as NVUE prints it;
+    ``swp5-6,8``; ``vlan10,20``). Breakout ports keep their ``sN`` (``swp1s0-3``)."""
     out: list[str] = []
+    prefix = ""
     for part in key.split(","):
-        m = re.fullmatch(r"(.*?)(\d+)-(\d+)", part)
-        out += [f"{m[1]}{i}" for i in range(int(m[2]), int(m[3]) + 1)] if m else [part]
+        m = _IFNAME_PART.fullmatch(part)
+        if m is None:
+            out.append(part)
+            continue
+        prefix = m[1] or prefix
+        first, last = int(m[2]), int(m[3] or m[2])
+        if not 0 <= last - first < MAX_RANGE:
+            raise ValidationError("nvue.interface", key, f"a range of 1 to {MAX_RANGE} interfaces (swp1-4)")
+        out += [f"{prefix}{m[2]}"] if m[3] is None else [f"{prefix}{i}" for i in range(first, last + 1)]
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over``'s settings on top of ``base``'s, nested mappings merged; a ``state`` (NVUE's
+    one-of choice, ``{down: {}}``) is replaced, never merged into both."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "state":
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def nvue_interfaces(ifs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each interface's settings, its keys merged: a range or list key's settings apply to each
+    interface it names (``bond1-3``: the bonds' LACP/MLAG settings and bridge domain, beside each
+    bond's own key with its member and access VLAN), never as an interface of its own; where two
+    keys set the same value the key naming fewer interfaces wins (the member's own key)."""
+    keyed = sorted(((expand_ifnames(str(k)), v or {}) for k, v in ifs.items()), key=lambda kv: -len(kv[0]))
+    out: dict[str, dict[str, Any]] = {}
+    for names, attrs in keyed:
+        for name in names:
+            out[name] = _merge(out.get(name, {}), attrs)
     return out
 
 
@@ -235,38 +333,36 @@ def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
     else:
         cfg = doc.get("set", doc)
     domains = (cfg.get("bridge") or {}).get("domain") or {}
+    ifs = nvue_interfaces(cfg.get("interface") or {})
     ports: list[EthernetPortConfig] = []
     in_bond: dict[str, str] = {}  # member -> bond: "bondN": {"bond": {"member": {"swp1": {}}}}
-    for key, attrs in (cfg.get("interface") or {}).items():
-        for bond in _expand_ifnames(key):
-            for m in ((attrs or {}).get("bond") or {}).get("member") or {}:
-                in_bond.update({name: bond for name in _expand_ifnames(str(m))})
+    for bond, attrs in ifs.items():
+        for m in (attrs.get("bond") or {}).get("member") or {}:
+            in_bond.update({name: bond for name in expand_ifnames(str(m))})
     down: set[str] = set()
-    for key, attrs in (cfg.get("interface") or {}).items():
-        attrs = attrs or {}
-        for name in _expand_ifnames(key):
-            if name in in_bond:
-                if _link_down(attrs):
-                    down.add(name)
-                continue  # read with its bond below
+    for name, attrs in ifs.items():
+        if name in in_bond:
             if _link_down(attrs):
-                ports.append(_port(switch, name, PortMode.SHUTDOWN))
-                continue
-            doms = (attrs.get("bridge") or {}).get("domain") or {}
-            if not doms:
-                continue
-            dname, d = next(iter(doms.items()))
-            d = d or {}
-            dom = domains.get(dname) or {}
-            if d.get("access") is not None:
-                ports.append(_port(switch, name, PortMode.ACCESS, int(d["access"])))
-                continue
-            vlan_keys = d.get("vlan") or dom.get("vlan") or {}
-            vids: set[int] = set()
-            for k in vlan_keys:
-                vids |= set(parse_vlan_list(str(k)))
-            nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
-            ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
+                down.add(name)
+            continue  # read with its bond below
+        if _link_down(attrs):
+            ports.append(_port(switch, name, PortMode.SHUTDOWN))
+            continue
+        doms = (attrs.get("bridge") or {}).get("domain") or {}
+        if not doms:
+            continue
+        dname, d = next(iter(doms.items()))
+        d = d or {}
+        dom = domains.get(dname) or {}
+        if d.get("access") is not None:
+            ports.append(_port(switch, name, PortMode.ACCESS, int(d["access"])))
+            continue
+        vlan_keys = d.get("vlan") or dom.get("vlan") or {}
+        vids: set[int] = set()
+        for k in vlan_keys:
+            vids |= set(parse_vlan_list(str(k)))
+        nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
+        ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
     members = {m: (b, m in down) for m, b in in_bond.items()}
     return (*ports, *members_of(switch, members, {p.port: p for p in ports}, set(in_bond.values())))
 
@@ -324,8 +420,10 @@ def natural_key(name: str) -> tuple[tuple[int, str], ...]:
 __all__ = [
     "ALL_VLANS",
     "BondMember",
+    "expand_ifnames",
     "interface_names",
     "lists_every_interface",
+    "nvue_interfaces",
     "parse_ios",
     "parse_ios_bonds",
     "parse_junos_set",
@@ -336,6 +434,8 @@ __all__ = [
     "parse_running_config",
     "parse_sonic_json",
     "parse_vlan_list",
+    "sonic_admin_default",
+    "sonic_vlan_members",
 ]
 
 
@@ -357,7 +457,7 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
         return interface_names_os9(text)
     if dialect.parser == "sonic_json":
         db = _json(text, "SONiC running configuration")
-        return frozenset({**(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
+        return frozenset({**sonic_vlan_members(db), **(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
     if dialect.parser == "ovs_json":
         docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
         if len(docs) == 2 and "name" in docs[1]["headings"]:

@@ -33,7 +33,7 @@ import enum
 import re
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Final
+from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import Guid
@@ -165,11 +165,17 @@ _CA_PORT: Final = re.compile(
 )
 _ID_LINE: Final = re.compile(r"^(?P<key>vendid|devid|sysimgguid|switchguid|caguid|rtguid)=0x(?P<v>[0-9a-f]+)")
 _SWGUID_PORT: Final = re.compile(r"^switchguid=0x[0-9a-f]+\((?P<pg>[0-9a-f]+)\)")
-_P_LINE: Final = re.compile(
-    r"^(?P<t>SW|CA|RT)\s+(?P<lid>\d+)\s+(?P<p>\d+)\s+0x(?P<guid>[0-9a-f]{16})\s+(?P<width>\S+)\s+(?P<speed>\S+)"
-    r"(?:\s+-\s+(?P<rt>SW|CA|RT)\s+(?P<rlid>\d+)\s+(?P<rp>\d+)\s+0x(?P<rguid>[0-9a-f]{16})"
-    r"\s+\(\s'(?P<desc>.*)'\s-\s'(?P<rdesc>.*)'\s\)|\s+'(?P<odesc>.*)')\s*$"
+# A -p line: "SW 2 19 0x<guid> 4x SDR - CA 1 1 0x<guid> ( 'desc' - 'rdesc' )" or, unconnected,
+# "SW 2 19 0x<guid> 4x SDR 'desc'". The descriptions are host-set text that may hold "' - '"
+# themselves; one pattern with two unbounded .* around that separator backtracked
+# quadratically on a long line that never closed (issue 31). The fields are matched by patterns
+# without .*; the descriptions are cut with string operations (:func:`_p_line`), linear.
+_P_HEAD: Final = re.compile(
+    r"(?P<t>SW|CA|RT)\s+(?P<lid>\d+)\s+(?P<p>\d+)\s+0x(?P<guid>[0-9a-f]{16})\s+(?P<width>\S+)\s+(?P<speed>\S+)"
 )
+_P_PEER: Final = re.compile(r"\s+-\s+(?P<rt>SW|CA|RT)\s+(?P<rlid>\d+)\s+(?P<rp>\d+)\s+0x(?P<rguid>[0-9a-f]{16})\s+\(\s'")
+_P_OWN: Final = re.compile(r"\s+'")
+_P_SEP: Final = re.compile(r"(?='\s-\s')")  # each start of "' - '" (overlapping ones too)
 _P_DETECT: Final = re.compile(r"^(SW|CA|RT)\s+\d+\s+\d+\s+0x[0-9a-f]{16}\s")
 _HDR_DETECT: Final = re.compile(r"^(Switch|Ca|Rt)\s*\d+\s+\"")
 _EXPECTED = "the text printed by `ibnetdiscover` or `ibnetdiscover -p`"
@@ -277,6 +283,33 @@ def _dedup(links: list[IbLink]) -> tuple[IbLink, ...]:
     return tuple(out)
 
 
+def _p_line(line: str) -> dict[str, Any] | None:
+    """The fields of one ``-p`` line (``rt`` None when the port is not connected, its
+    description then ``odesc``), or None when it is not one. The connected form's two
+    descriptions are split at the last ``' - '`` that leaves the closing ``' )``, as a greedy
+    ``'(.*)' - '(.*)' )`` reads them."""
+    head = _P_HEAD.match(line)
+    if head is None:
+        return None
+    out: dict[str, Any] = dict.fromkeys(("rt", "rlid", "rp", "rguid", "desc", "rdesc", "odesc"))
+    out.update(head.groupdict())
+    tail = line[head.end() :].rstrip()
+    if peer := _P_PEER.match(tail):
+        body = tail[peer.end() :]
+        if len(body) < 8 or body[-1] != ")" or not body[-2].isspace() or body[-3] != "'":
+            return None
+        core = body[:-3]
+        seps = [m.start() for m in _P_SEP.finditer(core)]
+        if not seps:
+            return None
+        out.update(peer.groupdict(), desc=core[: seps[-1]], rdesc=core[seps[-1] + 5 :])
+        return out
+    if (own := _P_OWN.match(tail)) and len(tail) - own.end() >= 1 and tail[-1] == "'":
+        out["odesc"] = tail[own.end() : -1]
+        return out
+    return None
+
+
 def _parse_ports(lines: list[str]) -> IbTopology:
     nodes: list[IbNode] = []
     links: list[IbLink] = []
@@ -285,7 +318,7 @@ def _parse_ports(lines: list[str]) -> IbTopology:
     for no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        if not (m := _P_LINE.match(line)):
+        if not (m := _p_line(line)):
             if _P_DETECT.match(line) or line.lstrip()[:2] in _PKIND:
                 raise _bad(no, line, "port report line")
             continue
