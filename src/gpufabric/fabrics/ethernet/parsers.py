@@ -7,10 +7,10 @@ One parser per config family, chosen by the dialect's ``parser`` field:
 * ``junos_set``  – Junos ``show configuration ... | display set``
 * ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON), also the forms of
   older releases: VLAN ``members`` lists, a missing ``admin_status`` read by release
-  (:func:`sonic_admin_default`: up when the release is unknown)
+  (:mod:`~gpufabric.fabrics.ethernet.sonic`: a missing admin status up when the release is unknown)
 * ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml);
   range and comma keys (``bond1-3``, ``swp1,51-54``) merged into each interface they name
-  (:func:`nvue_interfaces`)
+  (:mod:`~gpufabric.fabrics.ethernet.nvue`)
 * ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
 
 Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
@@ -53,16 +53,23 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final
 
-import yaml
-
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import Dialect
 from gpufabric.fabrics.ethernet.ios import BondMember, parse_ios, parse_ios_bonds
+from gpufabric.fabrics.ethernet.nvue import expand_ifnames, nvue_interfaces, parse_nvue_json
 from gpufabric.fabrics.ethernet.os9 import interface_names_os9, parse_os9, parse_os9_bonds
 from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_columns
-from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS, NO_QUARANTINE, NOT_PORTS, parse_vlan_list
+from gpufabric.fabrics.ethernet.portcfg import (
+    ALL_VLANS,
+    NO_QUARANTINE,
+    NOT_PORTS,
+    json_doc,
+    members_of,
+    parse_vlan_list,
+)
 from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.sonic import parse_sonic_json, sonic_admin_default, sonic_vlan_members
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 # --------------------------------------------------------------------------- junos
@@ -141,232 +148,6 @@ def parse_junos_set(text: str, switch: str, options: dict[str, Any]) -> tuple[Et
     return (*ports, *members_of(switch, members, {p.port: p for p in ports}, set(ifs)))
 
 
-def members_of(
-    switch: str, members: dict[str, tuple[str, bool]], aggregates: dict[str, EthernetPortConfig], known: set[str]
-) -> list[EthernetPortConfig]:
-    """Aggregate members (name -> (aggregate, own shutdown)) read with their aggregate's VLANs and
-    ``bond`` the aggregate; a member of an aggregate the config does not have at all is read
-    SHUTDOWN (it carries no VLAN the config shows) in that aggregate, which the plan refuses and
-    the audit reports; a member of one the config has but not as a switching port (routed) is
-    not read."""
-    out: list[EthernetPortConfig] = []
-    for name, (bond, shut) in members.items():
-        agg = aggregates.get(bond)
-        if agg is None and bond in known:
-            continue
-        if agg is None or shut or agg.mode is PortMode.SHUTDOWN:
-            out.append(replace(_port(switch, name, PortMode.SHUTDOWN), bond=bond))
-        else:
-            out.append(replace(agg, port=name, bond=bond))
-    return out
-
-
-# --------------------------------------------------------------------------- sonic
-def sonic_admin_default(db: dict[str, Any]) -> str:
-    """What a ``PORT`` / ``PORTCHANNEL`` entry without ``admin_status`` is, which depends on the
-    release. A config with a ``VERSIONS`` table (db_migrator's, SONiC 201811 and later) comes from
-    a release whose portmgrd/teammgrd default a missing admin status to ``down``. Without one the
-    release is unknown: older releases brought every port up from /etc/network/interfaces
-    (interfaces.j2 ``pre-up ifconfig EthernetN up``), and a hand-made or partial config_db says
-    nothing; the entry is then read **up**. That is the safe assumption for isolation: a port
-    read shut down is one the plan leaves alone and the audit counts as isolated, so a port that
-    may forward must never be read so; read up, its VLANs are compared with the tenants' layout
-    (any membership reported) and quarantine writes ``admin_status down`` explicitly. The cost of
-    the assumption when wrong is a shut port reported and shut again."""
-    return "down" if isinstance(db.get("VERSIONS"), dict) and db["VERSIONS"] else "up"
-
-
-def _listed(raw: Any) -> list[str]:
-    """A ``members`` field: a JSON list, or the comma-separated ``members@`` string of the
-    Redis form."""
-    if isinstance(raw, str):
-        return [m for m in raw.split(",") if m]
-    return [str(m) for m in raw or []]
-
-
-def sonic_vlan_members(db: dict[str, Any]) -> dict[str, dict[int, bool]]:
-    """port -> {VLAN id: tagged}, from ``VLAN_MEMBER`` ("Vlan10|Ethernet0", its ``tagging_mode``)
-    when the config has that table: it is what vlanmgrd applies, and a later release's ``VLAN``
-    ``members`` list beside it may be stale (``config vlan member del`` leaves it). Without the
-    table (releases before it) the ``VLAN`` entry's ``members`` list is the membership, each
-    member untagged: the list has no tagging mode, and those releases put each member in the
-    VLAN's Linux bridge untagged (interfaces.j2 ``brctl addif Vlan1000 EthernetN``)."""
-    vlans = db.get("VLAN") or {}
-
-    def vid_of(name: str) -> int:
-        return int((vlans.get(name) or {}).get("vlanid", name.removeprefix("Vlan")))
-
-    out: dict[str, dict[int, bool]] = {}
-    if "VLAN_MEMBER" in db:
-        for key, attrs in (db.get("VLAN_MEMBER") or {}).items():
-            name, _, port = key.partition("|")
-            out.setdefault(port, {})[vid_of(name)] = (attrs or {}).get("tagging_mode", "tagged") != "untagged"
-        return out
-    for name, attrs in vlans.items():
-        for port in _listed((attrs or {}).get("members")):
-            out.setdefault(port, {})[vid_of(name)] = False
-    return out
-
-
-def parse_sonic_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
-    """CONFIG_DB as JSON: VLAN membership (:func:`sonic_vlan_members`), admin status
-    (:func:`sonic_admin_default` where an entry has none), PortChannel members
-    (``PORTCHANNEL_MEMBER`` "PortChannel10|Ethernet24", or where a config has no such table the
-    ``PORTCHANNEL`` entry's ``members`` list) read with their channel. A VLAN member without a ``PORT`` entry (an old config_db
-    listing only some ports) is read as the VLAN says."""
-    db = _json(text, "SONiC running configuration")
-    default = sonic_admin_default(db)
-    members = sonic_vlan_members(db)
-    port_table = db.get("PORT") or {}
-    channels = db.get("PORTCHANNEL") or {}
-    all_ports: dict[str, Any] = {**{name: None for name in members}, **port_table, **channels}
-    in_pc: dict[str, tuple[str, bool]] = {}
-    if "PORTCHANNEL_MEMBER" in db:  # the table teammgrd applies; the list beside it may be stale
-        pairs = [tuple(key.partition("|")[::2]) for key in db.get("PORTCHANNEL_MEMBER") or {}]
-    else:
-        pairs = [(pc, m) for pc, attrs in channels.items() for m in _listed((attrs or {}).get("members"))]
-    for pc, port in pairs:
-        in_pc[port] = (pc, (port_table.get(port) or {}).get("admin_status", default) != "up")
-    ports: list[EthernetPortConfig] = []
-    for name, attrs in all_ports.items():
-        if name in in_pc:
-            continue  # read with its PortChannel below
-        ms = members.get(name, {})
-        if (attrs or {}).get("admin_status", default) != "up":
-            ports.append(_port(switch, name, PortMode.SHUTDOWN))
-            continue
-        if not ms:
-            continue
-        untagged = sorted(v for v, t in ms.items() if not t)
-        tagged = {v for v, t in ms.items() if t}
-        if tagged or (attrs or {}).get("mode") == "trunk":
-            ports.append(_port(switch, name, PortMode.TRUNK, untagged[0] if untagged else None, tagged))
-        else:
-            ports.append(_port(switch, name, PortMode.ACCESS, untagged[0]))
-    return (*ports, *members_of(switch, in_pc, {p.port: p for p in ports}, set(channels)))
-
-
-# --------------------------------------------------------------------------- nvue
-_IFNAME_PART: Final = re.compile(r"(.*?)(\d+)(?:-(\d+))?")
-MAX_RANGE: Final = 4096  # interfaces one NVUE range key may name
-
-
-def expand_ifnames(key: str) -> list[str]:
-    """The interfaces an NVUE interface key names: ``swp1`` itself; a range ``bond1-3`` each of
-    bond1, bond2, bond3; a comma list each of its parts, a part without a name of its own
-    inheriting the previous part's (``swp1,51-54`` is swp1 and swp51-swp54, as NVUE prints it;
-    ``swp5-6,8``; ``vlan10,20``). Breakout ports keep their ``sN`` (``swp1s0-3``)."""
-    out: list[str] = []
-    prefix = ""
-    for part in key.split(","):
-        m = _IFNAME_PART.fullmatch(part)
-        if m is None:
-            out.append(part)
-            continue
-        prefix = m[1] or prefix
-        first, last = int(m[2]), int(m[3] or m[2])
-        if not 0 <= last - first < MAX_RANGE:
-            raise ValidationError("nvue.interface", key, f"a range of 1 to {MAX_RANGE} interfaces (swp1-4)")
-        out += [f"{prefix}{m[2]}"] if m[3] is None else [f"{prefix}{i}" for i in range(first, last + 1)]
-    return out
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over``'s settings on top of ``base``'s, nested mappings merged; a ``state`` (NVUE's
-    one-of choice, ``{down: {}}``) is replaced, never merged into both."""
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict) and k != "state":
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-def nvue_interfaces(ifs: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each interface's settings, its keys merged: a range or list key's settings apply to each
-    interface it names (``bond1-3``: the bonds' LACP/MLAG settings and bridge domain, beside each
-    bond's own key with its member and access VLAN), never as an interface of its own; where two
-    keys set the same value the key naming fewer interfaces wins (the member's own key)."""
-    keyed = sorted(((expand_ifnames(str(k)), v or {}) for k, v in ifs.items()), key=lambda kv: -len(kv[0]))
-    out: dict[str, dict[str, Any]] = {}
-    for names, attrs in keyed:
-        for name in names:
-            out[name] = _merge(out.get(name, {}), attrs)
-    return out
-
-
-def _untagged(raw: Any, default: int | None) -> int | None:
-    if raw is None:
-        return default
-    return None if str(raw) == "none" else int(raw)
-
-
-def _link_down(attrs: dict[str, Any]) -> bool:
-    """``link: state: down`` as NVUE writes it (``{"down": {}}``, the form of ``nv config show``
-    and startup.yaml) or as a bare value."""
-    state = (attrs.get("link") or {}).get("state")
-    return state == "down" or (isinstance(state, dict) and "down" in state)
-
-
-def _nvue_doc(text: str) -> Any:
-    """``nv config show -o json``, or the YAML NVUE shows by default and saves as
-    /etc/nvue.d/startup.yaml (the same tree, in a list of ``header`` / ``set`` items)."""
-    try:
-        return _json(text, "NVUE configuration")
-    except ValidationError as e:
-        try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise e from None
-        if not isinstance(doc, (list, dict)):
-            raise
-        return doc
-
-
-def parse_nvue_json(text: str, switch: str, options: dict[str, Any]) -> tuple[EthernetPortConfig, ...]:
-    doc = _nvue_doc(text)
-    cfg: dict[str, Any] = {}
-    if isinstance(doc, list):
-        for item in doc:
-            cfg.update(item.get("set") or {})
-    else:
-        cfg = doc.get("set", doc)
-    domains = (cfg.get("bridge") or {}).get("domain") or {}
-    ifs = nvue_interfaces(cfg.get("interface") or {})
-    ports: list[EthernetPortConfig] = []
-    in_bond: dict[str, str] = {}  # member -> bond: "bondN": {"bond": {"member": {"swp1": {}}}}
-    for bond, attrs in ifs.items():
-        for m in (attrs.get("bond") or {}).get("member") or {}:
-            in_bond.update({name: bond for name in expand_ifnames(str(m))})
-    down: set[str] = set()
-    for name, attrs in ifs.items():
-        if name in in_bond:
-            if _link_down(attrs):
-                down.add(name)
-            continue  # read with its bond below
-        if _link_down(attrs):
-            ports.append(_port(switch, name, PortMode.SHUTDOWN))
-            continue
-        doms = (attrs.get("bridge") or {}).get("domain") or {}
-        if not doms:
-            continue
-        dname, d = next(iter(doms.items()))
-        d = d or {}
-        dom = domains.get(dname) or {}
-        if d.get("access") is not None:
-            ports.append(_port(switch, name, PortMode.ACCESS, int(d["access"])))
-            continue
-        vlan_keys = d.get("vlan") or dom.get("vlan") or {}
-        vids: set[int] = set()
-        for k in vlan_keys:
-            vids |= set(parse_vlan_list(str(k)))
-        nat = _untagged(d.get("untagged"), _untagged(dom.get("untagged"), 1))
-        ports.append(_port(switch, name, PortMode.TRUNK, nat, vids))
-    members = {m: (b, m in down) for m, b in in_bond.items()}
-    return (*ports, *members_of(switch, members, {p.port: p for p in ports}, set(in_bond.values())))
-
-
 # --------------------------------------------------------------------------- ovs
 def _ovs_set(v: Any) -> list[Any]:
     if isinstance(v, list) and len(v) == 2 and v[0] == "set":
@@ -439,14 +220,6 @@ __all__ = [
 ]
 
 
-def _json(text: str, what: str) -> Any:
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    try:
-        return json.loads(text[start:] if start >= 0 else text)
-    except json.JSONDecodeError as e:
-        raise ValidationError(what, text[:200], "JSON", str(e)) from e
-
-
 def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
     """Every interface the switch has, from its running config, for dialects whose config
     lists them all (IOS-like ``interface`` blocks, SONiC ``PORT``, OVS ports); None for those
@@ -456,7 +229,7 @@ def interface_names(dialect: Dialect, text: str) -> frozenset[str] | None:
     if dialect.parser == "os9":
         return interface_names_os9(text)
     if dialect.parser == "sonic_json":
-        db = _json(text, "SONiC running configuration")
+        db = json_doc(text, "SONiC running configuration")
         return frozenset({**sonic_vlan_members(db), **(db.get("PORT") or {}), **(db.get("PORTCHANNEL") or {})})
     if dialect.parser == "ovs_json":
         docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]

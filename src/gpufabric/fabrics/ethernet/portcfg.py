@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
-from typing import Final
+from dataclasses import replace
+from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import VlanId
@@ -47,3 +49,32 @@ def port(
         return EthernetPortConfig(switch, name, mode)
     t = frozenset(trunks) - ({vlan} if vlan is not None else set())
     return EthernetPortConfig(switch, name, mode, VlanId(vlan) if vlan is not None else None, vids(t))
+
+
+def members_of(
+    switch: str, members: dict[str, tuple[str, bool]], aggregates: dict[str, EthernetPortConfig], known: set[str]
+) -> list[EthernetPortConfig]:
+    """Aggregate members (name -> (aggregate, own shutdown)) read with their aggregate's VLANs and
+    ``bond`` the aggregate; a member of an aggregate the config does not have at all is read
+    SHUTDOWN (it carries no VLAN the config shows) in that aggregate, which the plan refuses and
+    the audit reports; a member of one the config has but not as a switching port (routed) is
+    not read."""
+    out: list[EthernetPortConfig] = []
+    for name, (bond, shut) in members.items():
+        agg = aggregates.get(bond)
+        if agg is None and bond in known:
+            continue
+        if agg is None or shut or agg.mode is PortMode.SHUTDOWN:
+            out.append(replace(port(switch, name, PortMode.SHUTDOWN), bond=bond))
+        else:
+            out.append(replace(agg, port=name, bond=bond))
+    return out
+
+
+def json_doc(text: str, what: str) -> Any:
+    """The JSON document in ``text`` (what a CLI prints before it skipped), or a ValidationError naming ``what``."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    try:
+        return json.loads(text[start:] if start >= 0 else text)
+    except json.JSONDecodeError as e:
+        raise ValidationError(what, text[:200], "JSON", str(e)) from e
