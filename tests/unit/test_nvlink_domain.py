@@ -69,6 +69,7 @@ def test_gpus_of_one_node_in_two_domains_are_refused_naming_them(tmp_path: Path)
         (UUID, "4294967296", "CliqueId", "0-4294967295"),
         (UUID, "N/A", "CliqueId", "0-4294967295"),
         ("N/A", "-1", "CliqueId", "0-4294967295"),
+        (UUID, "\u00b2", "CliqueId", "0-4294967295"),  # a digit to str.isdigit(), not to int()
     ],
 )
 def test_a_bad_fabric_value_is_one_error_naming_the_field_and_range(

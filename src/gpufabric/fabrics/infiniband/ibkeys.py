@@ -106,7 +106,7 @@ def _key(text: str) -> int | None:
     t = text.strip().lower()
     if re.fullmatch(r"0x[0-9a-f]+", t):
         return int(t, 16)
-    return int(t) if t.isdigit() else None
+    return int(t) if re.fullmatch(r"[0-9]+", t) else None
 
 
 def key_states(settings: Mapping[str, str], defaults: Mapping[str, str]) -> tuple[KeyState, ...]:

@@ -106,6 +106,7 @@ SMI: Final = "nvidia-smi"
 BOARD: Final = "board"
 _UUID_RE: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _NONE: Final = frozenset({"", "n/a"})
+_DIGITS_RE: Final = re.compile(r"[0-9]{1,20}")  # ASCII digits only: str.isdigit() takes "²", which int() refuses
 
 
 @dataclass(frozen=True)
@@ -136,12 +137,12 @@ def fabric_id(cluster_uuid: str, clique_id: str, where: str, names: tuple[str, s
     ValidationError naming ``<where>.<names[0]>``/``.<names[1]>`` and the allowed range otherwise."""
     uuid, clique = cluster_uuid.strip().lower(), clique_id.strip().lower()
     if uuid in _NONE or uuid == ZERO_UUID:
-        if clique not in _NONE and not (clique.isdigit() and int(clique) <= CLIQUE_MAX):
+        if clique not in _NONE and not (_DIGITS_RE.fullmatch(clique) and int(clique) <= CLIQUE_MAX):
             raise ValidationError(f"{where}.{names[1]}", clique_id, CLIQUE_ALLOWED)
         return "", None
     if not _UUID_RE.fullmatch(uuid):
         raise ValidationError(f"{where}.{names[0]}", cluster_uuid, UUID_ALLOWED)
-    if not clique.isdigit() or int(clique) > CLIQUE_MAX:
+    if not _DIGITS_RE.fullmatch(clique) or int(clique) > CLIQUE_MAX:
         raise ValidationError(f"{where}.{names[1]}", clique_id, f"an integer 0-{CLIQUE_MAX} ({names[0]} {uuid} is set)")
     return uuid, int(clique)
 
