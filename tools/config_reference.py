@@ -156,6 +156,9 @@ def driver_options(cls: type) -> list[tuple[str, str, str]]:
         conf = next(a for a in typing.get_args(hints["config"]) if dataclasses.is_dataclass(a))
         out = []
         for f in dataclasses.fields(conf):
+            if "options" in f.metadata:  # a field read from options of other names (e.g. secrets' _file/_env)
+                out.extend((name, typ, "`None`") for name, typ in f.metadata["options"])
+                continue
             if f.default is not dataclasses.MISSING:
                 default = f"`{f.default!r}`"
             elif f.default_factory is not dataclasses.MISSING:

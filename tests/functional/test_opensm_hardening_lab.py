@@ -9,6 +9,7 @@ ports report ProtectBits 0 although OpenSM runs with m_key_protection_level 2, s
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from gpufabric.fabrics.infiniband.hardening import (
     SETTINGS_UNREADABLE,
     HardeningPolicy,
     check_hardening,
+    check_keys,
     parse_opensm_conf,
     render_opensm_conf_overrides,
 )
@@ -32,7 +35,8 @@ from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 pytestmark = pytest.mark.root
 
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
-POLICY = HardeningPolicy(sm_key=0x5EC2E7C0FFEE0001, sa_key=0x5A5A5A5A00C0FFEE, m_key=0x3C3C3C3CDEADBEEF)
+POLICY = HardeningPolicy(sm_key=0x5EC2E7C0FFEE0001, sa_key=0x5A5A5A5A00C0FFEE, m_key=0x3C3C3C3CDEADBEEF,
+                         cc_key=0xCC00CC00CC00CC01)  # fmt: skip
 NET = """Switch 8 "leaf-1"
 [1] "sm-node mlx5_0"[1]
 [2] "gpu-a01 mlx5_0"[1]
@@ -139,6 +143,7 @@ def test_opensm_accepts_hardened_conf(hardened_opensm: tuple[Lab, str, str]) -> 
         "Loading Cached Option:m_key = 0x3c3c3c3cdeadbeef",
         "Loading Cached Option:m_key_protection_level = 2",
         "Loading Cached Option:m_key_lease_period = 0x012c",
+        "Loading Cached Option:cc_key = 0xcc00cc00cc00cc01",
     ):
         assert line in out
     # protected M_Key leases need a live SM: OpenSM overrides "-s 0" to lease - 1
@@ -146,8 +151,9 @@ def test_opensm_accepts_hardened_conf(hardened_opensm: tuple[Lab, str, str]) -> 
     assert " ERR " not in log
     sminfo = lab.client("sminfo")
     assert re.search(r"priority 15 state 3 SMINFO_MASTER", sminfo), sminfo
-    # what we rendered is what we check as hardened
+    # what we rendered is what we check as hardened (CC_Key included)
     assert check_hardening(parse_opensm_conf(render_opensm_conf_overrides(POLICY))) == []
+    assert check_keys(parse_opensm_conf(render_opensm_conf_overrides(POLICY))) == []
 
 
 def test_ibsim_does_not_implement_m_key(hardened_opensm: tuple[Lab, str, str]) -> None:
@@ -159,7 +165,7 @@ def test_ibsim_does_not_implement_m_key(hardened_opensm: tuple[Lab, str, str]) -
     assert re.search(r"^ProtectBits:\.+0$", portinfo, re.M), portinfo
 
 
-def _driver(lab: Lab, tmp_path: Path, conf: Path) -> OpenSMDriver:
+def _driver(lab: Lab, tmp_path: Path, conf: Path, **keys: str) -> OpenSMDriver:
     return OpenSMDriver(
         partitions_conf=str(tmp_path / "partitions.conf"),
         log_path=str(tmp_path / "opensm.log"),
@@ -167,7 +173,81 @@ def _driver(lab: Lab, tmp_path: Path, conf: Path) -> OpenSMDriver:
         diag_env={"IBSIM_SOCKNAME": lab.env["IBSIM_SOCKNAME"], "LD_PRELOAD": UMAD2SIM},
         diag_cwd=str(lab.scratch),
         reader="smpquery",
+        **keys,
     )
+
+
+def _key_file(path: Path, key: int) -> str:
+    path.write_text(f"0x{key:016x}\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+def _ib_keys(tmp_path: Path, lab: Lab, keys: dict[str, str]) -> dict[str, Any]:
+    """``gpufabric ib keys --json`` (the installed CLI) over a fabrics.yaml driving this SM."""
+    from support.live_api import gf
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    options = {"partitions_conf": str(tmp_path / "partitions.conf"), "log_path": str(tmp_path / "opensm.log"),
+               "opensm_conf": str(tmp_path / "opensm.conf"), "diag_cwd": str(lab.scratch), "reader": "smpquery",
+               "diag_env": {"IBSIM_SOCKNAME": lab.env["IBSIM_SOCKNAME"], "LD_PRELOAD": UMAD2SIM}, **keys}  # fmt: skip
+    (home / "fabrics.yaml").write_text(json.dumps({"trusted_sm_guids": ["0x0002c90310000001"],
+                                                  "infiniband": {"driver": "opensm", "options": options}}))  # fmt: skip
+    p = gf(home, "ib", "keys", "--json", GF_TEST_SA_KEY=os.environ["GF_TEST_SA_KEY"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "c0ffee" not in p.stdout.lower() and "cc00cc00" not in p.stdout.lower()  # no key value shown
+    doc: dict[str, Any] = json.loads(p.stdout)
+    return doc
+
+
+def test_every_ncp_key_is_audited_configured_or_unset_on_the_running_opensm(tmp_path: Path) -> None:
+    """SDN04-05: the driver reads the running OpenSM's opensm.conf and the audit reports each key
+    the requirement names: P_Key, M_Key, SM_Key, SA_Key and CC_Key configured on a hardened SM
+    whose keys are the ones fabrics.yaml gives (m_key_file, cc_key_file, sa_key_env), no
+    IB-HARDENING finding; AM_Key, VS_Key, N2N_Key and M2N_Key not supported by OpenSM 3.3.23. The
+    same SM with cc_key left out and another CC_Key in fabrics.yaml: IB-HARD-CC-KEY-DIFFERS
+    (HIGH), no key value in any finding."""
+    from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
+    from gpufabric.fabrics.infiniband.ibkeys import key_states
+    from gpufabric.fabrics.infiniband.kind import InfinibandKind
+    from gpufabric.planning.desired import tenancy_of
+
+    kind, t = InfinibandKind(), tenancy_of([], [], [])
+    keys = {"m_key_file": _key_file(tmp_path / "m_key", POLICY.m_key), "sa_key_env": "GF_TEST_SA_KEY",
+            "cc_key_file": _key_file(tmp_path / "cc_key", POLICY.cc_key or 0)}  # fmt: skip
+    os.environ["GF_TEST_SA_KEY"] = f"0x{POLICY.sa_key:x}"
+    try:
+        with _opensm(tmp_path, render_opensm_conf_overrides(POLICY) + "force_log_flush TRUE\n") as (lab, out, _log):
+            assert "Loading Cached Option:cc_key = 0xcc00cc00cc00cc01" in out  # OpenSM took it
+            drv = _driver(lab, tmp_path, tmp_path / "opensm.conf", **keys)
+            try:
+                observed = drv.observe()
+            finally:
+                drv.close()
+            shown = _ib_keys(tmp_path, lab, keys)
+        states = {k.name: k.status for k in key_states(dict(observed.settings), OPENSM_DEFAULTS)}
+        assert {k["key"]: k["status"] for k in shown["keys"]} == states, shown  # `gpufabric ib keys --json`: the same report
+        assert states == {"P_Key": "configured", "M_Key": "configured", "SM_Key": "configured", "SA_Key": "configured",
+                          "CC_Key": "configured", "AM_Key": "not supported", "VS_Key": "not supported",
+                          "N2N_Key": "not supported", "M2N_Key": "not supported"}  # fmt: skip
+        assert [v for v in kind.audit(t, kind.desired(t), observed) if v.invariant == "IB-HARDENING"] == []
+
+        plain = render_opensm_conf_overrides(POLICY).replace(f"cc_key 0x{POLICY.cc_key:016x}\n", "")
+        other = {**keys, "cc_key_file": _key_file(tmp_path / "cc_key2", 0x0BADC0DE0BADC0DE)}
+        (tmp_path / "b").mkdir()
+        with _opensm(tmp_path / "b", plain + "force_log_flush TRUE\n") as (lab, _o, _l):
+            drv = _driver(lab, tmp_path / "b", tmp_path / "b" / "opensm.conf", **other)
+            try:
+                observed = drv.observe()
+            finally:
+                drv.close()
+    finally:
+        del os.environ["GF_TEST_SA_KEY"]
+    found = [v for v in kind.audit(t, kind.desired(t), observed) if v.invariant == "IB-HARDENING"]
+    [cc] = [v for v in found if v.resource == "setting:cc_key"]
+    assert cc.severity.value == "high" and "not the key fabrics.yaml gives" in cc.message
+    assert not any(k in v.message.lower() for v in found for k in ("0badc0de", "cc00cc00", "deadbeef", "c0ffee"))
 
 
 WEAK = [

@@ -75,9 +75,9 @@ def test_opensm_rewrote_our_overrides_unchanged() -> None:
 
 
 def test_generate_makes_distinct_valid_keys() -> None:
-    seq = iter([0, 1, 7, 7, 9, 11])
+    seq = iter([0, 1, 7, 7, 9, 11, 9, 13])
     p = HardeningPolicy.generate(lambda _bits: next(seq))
-    assert (p.sm_key, p.sa_key, p.m_key) == (7, 9, 11)
+    assert (p.sm_key, p.sa_key, p.m_key, p.cc_key) == (7, 9, 11, 13)
     real = HardeningPolicy.generate()
     assert check_hardening(parse_opensm_conf(render_opensm_conf_overrides(real))) == []
 

@@ -38,7 +38,7 @@ from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_co
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.fabrics.infiniband.ib_match import match_fabric
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, match_ca_ports, parse_ibnetdiscover
-from gpufabric.fabrics.nvlink.smi_parse import parse_smi_q
+from gpufabric.fabrics.nvlink.smi_parse import parse_pdsh, parse_smi_q, smi_domain
 
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable
 
@@ -49,6 +49,7 @@ ETH = (
 )  # fmt: skip
 FLOWS = manifests("dpu-flows")
 SMI = manifests("nvidia-smi-q")
+PDSH = manifests("nvidia-smi-pdsh")
 
 
 def test_every_redistributable_output_is_committed_beside_its_manifest_with_its_licence() -> None:
@@ -258,6 +259,31 @@ def test_smi_q_of_real_nodes_maps_module_ids_to_pci_bus_ids(m: Manifest) -> None
     assert {(g.state, g.status, g.clique_id, g.cluster_uuid) for g in gpus} == {
         (fab["state"], fab["status"], str(fab["clique_id"]), fab["cluster_uuid"])
     }
+
+
+@pytest.mark.parametrize("m", SMI, ids=[m.file for m in SMI])
+def test_real_single_node_outputs_are_their_own_board_nvlink_domain(m: Manifest) -> None:
+    """NET02-02: an HGX board (driver 565's CliqueId 0 and all-zero ClusterUUID, driver 535's
+    Fabric without the lines) and PCIe GPUs (N/A) report no multi-node NVLink domain: the node's
+    domain is its board, named after the node."""
+    d = smi_domain("gpu-a01", real_output(m))
+    assert m.expected["nvlink_domain"] == "board"
+    assert d.to_dict() == {"id": "board:gpu-a01", "cluster_uuid": None, "clique_id": None, "source": "board"}
+
+
+@pytest.mark.parametrize("m", PDSH, ids=[m.file for m in PDSH])
+def test_real_pdsh_fabric_lines_give_each_node_its_multi_node_domain(m: Manifest) -> None:
+    """NET02-02: topograph's pdsh lines of ``nvidia-smi -q | grep`` on multi-node NVLink nodes:
+    each host's ClusterUUID and CliqueId, and nodes sharing both share one domain."""
+    per_host = parse_pdsh(real_output(m))
+    assert list(per_host) == m.expected["hosts"]
+    got = {h: smi_domain(h, text) for h, text in per_host.items()}
+    assert {h: {"cluster_uuid": d.cluster_uuid, "clique_id": d.clique_id} for h, d in got.items()} == m.expected["domains"]
+    assert all(d.source == "nvidia-smi" for d in got.values())
+    together: dict[str, list[str]] = {}
+    for h, d in sorted(got.items()):
+        together.setdefault(d.id, []).append(h)
+    assert sorted(together.values()) == m.expected["together"]
 
 
 def test_real_hgx_h100_module_ids_under_platform_info_are_read() -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Inventory, Node
 
 if TYPE_CHECKING:
@@ -40,6 +41,22 @@ class ImportRequest:
     settings: Mapping[str, Any] = field(default_factory=dict)
     instance: str | None = None
     strict: bool = False
+
+
+def import_instance(name: str | None, instances: Mapping[str, Any], kind: str, label: str) -> str:
+    """The instance of ``kind`` a kind format's import writes to (``inventory import --fabric
+    NAME``): ``name``, which must be one of ``kind``'s instances in ``instances`` (fabrics.yaml;
+    the kind's default instance when it configures none), or, when not given, the only one.
+    ValidationError naming ``--fabric`` and the allowed names (``label``: the kind as a person
+    names it, e.g. "InfiniBand")."""
+    mine = [n for n, k in instances.items() if getattr(k, "name", None) == kind] or [kind]
+    if name is None:
+        if len(mine) > 1:
+            raise ValidationError("--fabric", None, f"one of the {label} instances of fabrics.yaml: {', '.join(mine)}")
+        return mine[0]
+    if name not in mine:
+        raise ValidationError("--fabric", name, f"an {label} instance of fabrics.yaml: {', '.join(mine)}")
+    return name
 
 
 @dataclass(frozen=True)

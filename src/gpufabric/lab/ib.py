@@ -7,6 +7,7 @@ Owns the processes and files under one run directory::
     <run_dir>/opensm.pid|.log   the trusted SM (log flushed after each message)
     <run_dir>/opensm.conf       its options file; partitions.conf its -P file
     <run_dir>/m_key             the M_Key opensm.conf sets (0600), the driver's ``m_key_file``
+    <run_dir>/cc_key            the CC_Key opensm.conf sets (0600), the driver's ``cc_key_file``
     <run_dir>/osm-tmp/opensm-sa.dump   OpenSM's SA database (``sa_db_dump TRUE``): IPoIB groups
     <run_dir>/osm-tmp/, osm-cache/   OSM_TMP_DIR / OSM_CACHE_DIR of this instance
     <run_dir>/scratch/          cwd of every libumad client (umad2sim writes ./sys-<pid>/ there)
@@ -75,6 +76,7 @@ class IbFabric:
         self.opensm_log = self.run_dir / "opensm.log"
         self.opensm_conf = self.run_dir / "opensm.conf"
         self.m_key_file = self.run_dir / "m_key"
+        self.cc_key_file = self.run_dir / "cc_key"
         self.partitions_conf = self.run_dir / "partitions.conf"
         self.osm_tmp = self.run_dir / "osm-tmp"
         self.osm_cache = self.run_dir / "osm-cache"
@@ -130,6 +132,7 @@ class IbFabric:
             "sa_dump": str(self.sa_dump),
             # ibsim does not enforce M_Key: every SMP carries it all the same (over stdin), as on a site
             **({"m_key_file": str(self.m_key_file)} if self.m_key_file.exists() else {}),
+            **({"cc_key_file": str(self.cc_key_file)} if self.cc_key_file.exists() else {}),
         }
 
     @property
@@ -192,9 +195,10 @@ class IbFabric:
         self.opensm_conf.touch(mode=0o600)
         self.opensm_conf.chmod(0o600)
         policy = self._policy()
-        self.m_key_file.touch(mode=0o600)
-        self.m_key_file.chmod(0o600)
-        self.m_key_file.write_text(f"0x{policy.m_key:016x}\n")
+        for f, key in ((self.m_key_file, policy.m_key), (self.cc_key_file, policy.cc_key)):
+            f.touch(mode=0o600)
+            f.chmod(0o600)
+            f.write_text(f"0x{key or 0:016x}\n")
         self.opensm_conf.write_text(
             "# written by gpufabric.lab.ib\n"
             + render_opensm_conf_overrides(policy).replace("sm_priority 15\n", "")
@@ -233,7 +237,8 @@ class IbFabric:
         sm_key/sa_key/m_key: the driver holds the M_Key file's key), else fresh random ones."""
         try:
             conf = parse_opensm_conf(self.opensm_conf.read_text())
-            return HardeningPolicy(int(conf["sm_key"], 0), int(conf["sa_key"], 0), int(conf["m_key"], 0))
+            cc = int(conf["cc_key"], 0) if "cc_key" in conf else HardeningPolicy.generate().cc_key
+            return HardeningPolicy(int(conf["sm_key"], 0), int(conf["sa_key"], 0), int(conf["m_key"], 0), cc_key=cc)
         except (OSError, KeyError, ValueError, GpufabricError):
             return HardeningPolicy.generate()
 

@@ -71,7 +71,9 @@ class FabricViewOut(BaseModel):
     summary: str = Field(
         description="The node's resources on this fabric, one line each (the node table's and the dashboard's cell; "
         "empty: none). The other keys are the fabric kind's own: ethernet and infiniband `ports`, nvlink `gpus` and "
-        "`partition_gpus` (GPUs of the partition the lease holds, 0 in quarantine), dpu `dpus` with their `role`"
+        "`partition_gpus` (GPUs of the partition the lease holds, 0 in quarantine) and `nvlink_domain` (`id`, "
+        "`cluster_uuid`, `clique_id`, `source`: `nvidia-smi` when the GPUs reported a multi-node domain, else `board`, "
+        "the node's own), dpu `dpus` with their `role`"
     )
 
 

@@ -20,7 +20,7 @@ from gpufabric.domain.severity import Severity
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.audit_index import IbAudit, fmt_pkeys, guids, pkey_owner_sets, split_entries
 from gpufabric.fabrics.infiniband.entries import KIND
-from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband.hardening import check_hardening, check_keys
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmState
 
@@ -158,9 +158,11 @@ def pkey_capacity(a: IbAudit) -> Iterator[Violation]:
 
 
 def hardening(a: IbAudit) -> Iterator[Violation]:
-    """IB-HARDENING: the trusted SM's settings (M_Key, SM_Key, ...), as its driver read them."""
+    """IB-HARDENING: the trusted SM's settings (M_Key, SM_Key, ...) and every key NCP SDN04-05
+    names (CC_Key, the keys OpenSM does not take, a key other than fabrics.yaml's), as its
+    driver read them."""
     settings = dict(a.observed.settings)
-    for f in check_hardening(settings) if settings else ():
+    for f in [*check_hardening(settings), *check_keys(settings)] if settings else ():
         yield Violation(HARDENING, f.severity, f"{f.setting} = {f.observed!r}: {f.description} (expected {f.expected})",
                         fabric=IB, device="opensm", resource=f"setting:{f.setting}")  # fmt: skip
 

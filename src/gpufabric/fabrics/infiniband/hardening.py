@@ -25,10 +25,13 @@ tests/fixtures/opensm/opensm.conf.default). Settings checked, and why:
 - ``console off`` (or ``local``) — ``socket``/``loopback`` open the unauthenticated
   OpenSM console on TCP ``console_port``, from which the SM can be reconfigured.
 - keys pairwise distinct — a host given ``sa_key`` must not thereby learn ``sm_key``/``m_key``.
+- every key NCP SDN04-05 names (:func:`check_keys`, :mod:`.ibkeys`): ``cc_key`` set (LOW when not: the CC_Key
+  OpenSM uses on Congestion Control MADs), each key fabrics.yaml gives equal to the running
+  SM's (HIGH when not; neither value shown). The keys OpenSM 3.3.23 does not take (AM_Key,
+  VS_Key, N2N_Key, M2N_Key) are ``not supported`` in the key report (:func:`.ibkeys.key_states`).
 
 Not checked: ``qos`` (service levels give performance, not security, isolation),
-``congestion_control``/``cc_key`` (off by default; switches only act on CC MADs when it is
-enabled), routing and timing options. ibsim does not implement M_Key (see
+``congestion_control`` (off by default), routing and timing options. ibsim does not implement M_Key (see
 shared/notes/ibsim-opensm.md): the M_Key settings are accepted by OpenSM there but their
 protection cannot be exercised in the lab.
 """
@@ -43,6 +46,7 @@ from typing import Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.severity import Severity
+from gpufabric.fabrics.infiniband.ibkeys import key_findings, key_states
 
 _U64: Final = 0xFFFF_FFFF_FFFF_FFFF
 _KEY_ALLOWED: Final = "64-bit value other than 0x0 and 0x1"
@@ -56,6 +60,7 @@ OPENSM_DEFAULTS: Final[Mapping[str, str]] = {
     "m_key": "0x0000000000000000",
     "m_key_protection_level": "0",
     "m_key_lease_period": "0",
+    "cc_key": "0x0000000000000000",
     "part_enforce": "both",
     "no_partition_enforcement": "FALSE",
     "allow_both_pkeys": "FALSE",
@@ -86,9 +91,10 @@ class HardeningPolicy:
     sm_priority: int = 15
     m_key_protection_level: int = 2
     m_key_lease_period: int = 300  # seconds: outlives many 10 s sweeps, lapses within minutes if the SM is gone
+    cc_key: int | None = None  # the CC_Key OpenSM uses on Congestion Control MADs (None: not rendered)
 
     def __post_init__(self) -> None:
-        for name in ("sm_key", "sa_key", "m_key"):
+        for name in ("sm_key", "sa_key", "m_key", *(("cc_key",) if self.cc_key is not None else ())):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= _U64:
                 raise ValidationError(name, v, _KEY_ALLOWED)
@@ -105,11 +111,11 @@ class HardeningPolicy:
     def generate(cls, randbits: Callable[[int], int] = secrets.randbits) -> HardeningPolicy:
         """Fresh random keys (``secrets``); ``randbits`` is injectable for tests."""
         keys: list[int] = []
-        while len(keys) < 3:
+        while len(keys) < 4:
             k = randbits(64)
             if k > 1 and k not in keys:
                 keys.append(k)
-        return cls(sm_key=keys[0], sa_key=keys[1], m_key=keys[2])
+        return cls(sm_key=keys[0], sa_key=keys[1], m_key=keys[2], cc_key=keys[3])
 
 
 def _hex64(v: int) -> str:
@@ -127,6 +133,7 @@ def render_opensm_conf_overrides(policy: HardeningPolicy) -> str:
         f"m_key {_hex64(policy.m_key)}",
         f"m_key_protection_level {policy.m_key_protection_level}",
         f"m_key_lease_period {policy.m_key_lease_period}",
+        *([f"cc_key {_hex64(policy.cc_key)}"] if policy.cc_key is not None else []),
         "part_enforce both",
         "no_partition_enforcement FALSE",
         "allow_both_pkeys FALSE",
@@ -283,3 +290,16 @@ def check_hardening(settings: Mapping[str, str]) -> list[HardeningFinding]:
             "the OpenSM console on a TCP port is unauthenticated",
         )
     return found
+
+
+def check_keys(settings: Mapping[str, str]) -> list[HardeningFinding]:
+    """The findings of :mod:`.ibkeys` for ``settings`` (parsed opensm.conf, OpenSM's defaults for
+    the rest), after :func:`check_hardening`'s: an unset CC_Key and a key that is not the one
+    fabrics.yaml gives. None for unreadable settings (check_hardening reports those)."""
+    if SETTINGS_UNREADABLE in settings:
+        return []
+    return [
+        HardeningFinding(fid, setting, observed, "the key fabrics.yaml gives" if observed == "differs" else "a key set on the SM",
+                         sev, desc)
+        for fid, setting, sev, observed, desc in key_findings(key_states(settings, OPENSM_DEFAULTS))
+    ]  # fmt: skip

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gpufabric.domain import hooks
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Node
 from gpufabric.domain.values import Guid, check_name, check_node_description
@@ -193,18 +194,9 @@ def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
 
 def import_instance(name: str | None, instances: Mapping[str, Any]) -> str:
     """The IB instance (subnet) an ``ibnetdiscover`` import assigns its HCA ports to
-    (``inventory import --fabric NAME``): ``name``, which must be an InfiniBand instance of
-    ``instances`` (fabrics.yaml; the default instance when it configures none), or, when not
-    given, the only one. ValidationError naming ``--fabric`` and the allowed names."""
-    ib = [n for n, k in instances.items() if getattr(k, "name", None) == DEFAULT_INSTANCE]
-    allowed = ib or [DEFAULT_INSTANCE]
-    if name is None:
-        if len(allowed) > 1:
-            raise ValidationError("--fabric", None, f"one of the InfiniBand instances of fabrics.yaml: {', '.join(allowed)}")
-        return allowed[0]
-    if name not in allowed:
-        raise ValidationError("--fabric", name, f"an InfiniBand instance of fabrics.yaml: {', '.join(allowed)}")
-    return name
+    (``inventory import --fabric NAME``): :func:`~gpufabric.domain.hooks.import_instance` of the
+    InfiniBand kind."""
+    return hooks.import_instance(name, instances, DEFAULT_INSTANCE, "InfiniBand")
 
 
 def on_instance(port: IbPort, instance: str) -> IbPort:

@@ -53,6 +53,7 @@ from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.values import Guid
+from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.infiniband import audit as ib_audit
 from gpufabric.fabrics.infiniband.audit_index import IbAudit
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
@@ -370,6 +371,12 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
         return "\n".join(f"{p.device}/{p.port_num} {p.port_guid}" for p in self.ports(node))
+
+    def cli_group(self) -> CliGroup:
+        """``gpufabric ib keys`` (:mod:`views`)."""
+        from gpufabric.fabrics.infiniband.views import cli_group
+
+        return cli_group()
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
         return {"ports": [_port_json(p) for p in self.ports(node)]}

@@ -60,6 +60,7 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf, unreadable_settings
+from gpufabric.fabrics.infiniband.ibkeys import KEY_DIFFERS, differing
 from gpufabric.fabrics.infiniband.ipoib import check_mcast_budget, group_qos
 from gpufabric.fabrics.infiniband.knownfile import KnownFile, affected_ports, parse_known
 from gpufabric.fabrics.infiniband.observe import observe_fabric
@@ -406,7 +407,11 @@ class OpenSMDriver(SubnetManagerDriver):
             return unreadable_settings(e.message)
         if text is None:
             return unreadable_settings(f"{host.name}:{conf}: no such file" if self.config.sm_hosts else f"{conf}: no such file")
-        return tuple(sorted(parse_opensm_conf(text).items()))
+        parsed = parse_opensm_conf(text)
+        given = dict(self.config.keys) | ({"m_key": self.diag.m_key} if self.diag.m_key is not None else {})
+        if differ := differing(given, parsed):
+            parsed[KEY_DIFFERS] = ",".join(differ)
+        return tuple(sorted(parsed.items()))
 
     def _conf_mode_ok(self, host: SmHost, conf: Path, text: str | None) -> None:
         """opensm_conf holding keys must be owner-only (:func:`~.smchecks.conf_mode_ok`):

@@ -1,6 +1,8 @@
 """The OpenSM driver's settings (fabrics.yaml ``infiniband.options`` of the ``opensm`` driver):
 where the SM's files are, how it is reloaded, who the trusted SMs are, how tables are read back,
-IPoIB options and the M_Key file. Validated when fabrics.yaml loads. Pure.
+IPoIB options, the M_Key file and the SM's other keys (``sm_key``/``sa_key``/``cc_key`` as
+``<key>_file`` or ``<key>_env``, :mod:`.ibkeys`: read and checked here). Validated when
+fabrics.yaml loads. Pure but for reading those secrets.
 
 The SM's files are either local (``partitions_conf`` + ``log_path`` + a reload option: the
 co-located SM, the default) or on SM hosts of their own (``sm_hosts``, :mod:`.smhosts`: a
@@ -16,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.secrets import Secret
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.ibkeys import SECRET_KEYS, UNSUPPORTED_OPTIONS, load_keys
 from gpufabric.fabrics.infiniband.ipoib import IpoibOptions
 from gpufabric.fabrics.infiniband.partitions import DEFAULT_CAPACITY
 from gpufabric.fabrics.infiniband.smchecks import count_option
@@ -51,12 +55,19 @@ class OpenSMConfig:
     sm_hosts: tuple[SmHostConfig, ...] = ()  # SM hosts over SSH; () = the local SM of partitions_conf
     lock_file: Path | None = None
     insecure: bool = False  # accept an opensm_conf holding keys that group/others may read (reported)
+    keys: tuple[tuple[str, Secret], ...] = field(default=(), metadata={"options": tuple(
+        (f"{k}{s}", t) for k in SECRET_KEYS for s, t in (("_file", "Path (mode 0600) \\| None"), ("_env", "str \\| None"))
+    )})  # option -> the key the running SM must hold (sm_key, sa_key, cc_key), read from <key>_file / <key>_env  # fmt: skip
 
     @classmethod
     def from_options(cls, o: Mapping[str, Any]) -> OpenSMConfig:
         """From fabrics.yaml ``options`` (strings, lists, a mapping for ``diag_env``)."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(o) - known
+        keys = load_keys(o)  # first: an inline or unsupported key is named as such, never echoed
+        if "m_key" in o:
+            raise ConfigError("infiniband.options.m_key", "*** (inline)", "m_key_file: (mode 0600)", "inline secrets are refused")
+        taken = {f"{k}{s}" for k in SECRET_KEYS for s in ("", "_file", "_env")} | UNSUPPORTED_OPTIONS
+        known = set(cls.__dataclass_fields__) - {"keys"}
+        unknown = set(o) - known - taken
         if unknown:
             raise ConfigError("infiniband.options", sorted(unknown), f"options of opensm: {', '.join(sorted(known))}")
         sm_hosts = parse_sm_hosts(o["sm_hosts"]) if o.get("sm_hosts") is not None else ()
@@ -99,6 +110,7 @@ class OpenSMConfig:
             sm_hosts=sm_hosts,
             lock_file=path("lock_file"),
             insecure=insecure,
+            keys=tuple(sorted(keys.items())),
         )
 
     @property

@@ -20,7 +20,8 @@ from gpufabric.domain.severity import Severity
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
-from gpufabric.fabrics.infiniband.hardening import check_hardening
+from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS, check_hardening, check_keys
+from gpufabric.fabrics.infiniband.ibkeys import SM_NAME, key_states
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
 from gpufabric.fabrics.infiniband.segments import PKeyMapping, global_section, segment_pkey
@@ -77,13 +78,15 @@ def hardening(state: IbFabricState, device: str) -> list[SiteCheck]:
     if not settings:
         return [SiteCheck("IB-HARDENING", WARN, f"{device}: SM settings (sm_key, M_Key) not checked: the driver "
                           "reads none (UFM keeps them)", device)]  # fmt: skip
-    found = check_hardening(settings)
+    found = [*check_hardening(settings), *check_keys(settings)]
     out = [
         SiteCheck("IB-HARDENING", ERR if f.severity.rank >= Severity.HIGH.rank else WARN,
                   f"{device} {f.setting} = {f.observed}: {f.description} (expected {f.expected})", f"{device}:{f.setting}")
         for f in found
     ]  # fmt: skip
-    return out or [SiteCheck("IB-HARDENING", OK, f"{device}: sm_key, sa_key, M_Key and partition enforcement set", device)]
+    unsupported = ", ".join(k.name for k in key_states(settings, OPENSM_DEFAULTS) if k.status == "not supported")
+    return out or [SiteCheck("IB-HARDENING", OK, f"{device}: sm_key, sa_key, M_Key, CC_Key and partition enforcement set"
+                             + (f" ({unsupported}: not supported by {SM_NAME})" if unsupported else ""), device)]  # fmt: skip
 
 
 def foreign_partitions(sm: Any) -> dict[int, str]:

@@ -3,8 +3,10 @@
 A node's GPUs come from its ``gpus: [...]`` key (:attr:`NvlinkKind.inventory_key`, the kind's
 default instance ``nvlink``) or from ``fabrics: {<instance>: [...]}``. Each entry is a mapping
 with ``module_id`` (Fabric Manager's physical module id, 1-64, unique on the node) and an
-optional ``pci_bus_id`` (``DOMAIN:BUS:DEVICE.FUNCTION``, kept in lower case). ``parse_gpus``
-checks them and ``dump_gpus`` writes back what it reads (the stored JSON)."""
+optional ``pci_bus_id`` (``DOMAIN:BUS:DEVICE.FUNCTION``, kept in lower case), and the NVLink
+domain the GPU reports (``cluster_uuid`` and ``clique_id``, both or neither: what ``inventory
+import --format nvidia-smi`` records from its Fabric section; every GPU of a node in one domain).
+``parse_gpus`` checks them and ``dump_gpus`` writes back what it reads (the stored JSON)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.model import FABRIC
+from gpufabric.fabrics.nvlink.smi_parse import CLIQUE_MAX, NvlinkDomain, fabric_id, one_domain
 
-KEYS: Final = frozenset({"module_id", "pci_bus_id"})
+KEYS: Final = frozenset({"module_id", "pci_bus_id", "cluster_uuid", "clique_id"})
 PCI_ALLOWED: Final = "a PCI address DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0"
 _PCI_RE: Final = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
@@ -30,6 +33,8 @@ class Gpu:
     node: str
     module_id: ModuleId
     pci_bus_id: str = ""
+    cluster_uuid: str = ""  # the multi-node NVLink domain it reports ("": none, its board)
+    clique_id: int | None = None
 
 
 def parse_gpu(path: str, node: str, raw: Any) -> Gpu:
@@ -43,7 +48,16 @@ def parse_gpu(path: str, node: str, raw: Any) -> Gpu:
         if not isinstance(pci, str) or not _PCI_RE.fullmatch(pci.strip().lower()):
             raise ValidationError(f"{path}.pci_bus_id", raw["pci_bus_id"], PCI_ALLOWED)
         pci = pci.strip().lower()
-    return Gpu(node, ModuleId(module), pci)
+    cluster, clique = raw.get("cluster_uuid", ""), raw.get("clique_id")
+    if cluster or clique is not None:
+        if not isinstance(cluster, str) or not cluster:
+            raise ValidationError(f"{path}.cluster_uuid", cluster, "a UUID (with clique_id)")
+        if isinstance(clique, bool) or not isinstance(clique, int) or not 0 <= clique <= CLIQUE_MAX:
+            raise ValidationError(f"{path}.clique_id", clique, f"an integer 0-{CLIQUE_MAX} (with cluster_uuid)")
+        cluster, clique = fabric_id(cluster, str(clique), path, ("cluster_uuid", "clique_id"))
+        if not cluster:
+            raise ValidationError(f"{path}.cluster_uuid", raw["cluster_uuid"], "a UUID other than the all-zero one")
+    return Gpu(node, ModuleId(module), pci, cluster, clique)
 
 
 def parse_gpus(node: str, raw: Any, where: str) -> tuple[Gpu, ...]:
@@ -57,12 +71,25 @@ def parse_gpus(node: str, raw: Any, where: str) -> tuple[Gpu, ...]:
                                   f"unique module ids per node (also at {where}[{at[g.module_id.value]}].module_id)",
                                   "duplicate")  # fmt: skip
         out[g.module_id.value], at[g.module_id.value] = g, k
-    return tuple(out[m] for m in sorted(out))
+    gpus = tuple(out[m] for m in sorted(out))
+    one_domain(node, ((f"module {g.module_id.value}", (g.cluster_uuid, g.clique_id)) for g in gpus), f"{where}[].cluster_uuid")
+    return gpus
 
 
 def dump_gpus(gpus: tuple[Gpu, ...]) -> list[dict[str, Any]]:
     """The JSON entries ``parse_gpus`` reads back as ``gpus``."""
-    return [{"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {})} for g in gpus]
+    return [
+        {"module_id": g.module_id.value, **({"pci_bus_id": g.pci_bus_id} if g.pci_bus_id else {}),
+         **({"cluster_uuid": g.cluster_uuid, "clique_id": g.clique_id} if g.cluster_uuid else {})}
+        for g in gpus
+    ]  # fmt: skip
+
+
+def node_domain(node: str, gpus: tuple[Gpu, ...]) -> NvlinkDomain:
+    """The NVLink domain of ``node`` from its GPUs' entries (parse_gpus keeps them in one): the
+    multi-node domain they report, or none: its board."""
+    first = gpus[0] if gpus else None
+    return NvlinkDomain(node, first.cluster_uuid, first.clique_id) if first is not None else NvlinkDomain(node)
 
 
 def gpu_ports(*gpus: Gpu, instance: str = FABRIC) -> tuple[FabricPorts, ...]:

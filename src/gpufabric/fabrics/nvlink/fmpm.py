@@ -17,7 +17,9 @@ tested with recorded outputs and the stand-in ``gpufabric.fabrics.nvlink.standin
 * ``replay(node)`` re-sends the last verified active set with ``--set-activated-list`` after an
   FM restart (resiliency mode); ``failed_devices(node)`` reports NVLink-failed GPUs/switches,
   which also mark GPUs unhealthy in ``observe``. ``smi`` (optional) maps node -> a command
-  printing that node's ``nvidia-smi -q`` (e.g. over ssh) for the GPUs' Fabric State/Status.
+  printing that node's ``nvidia-smi -q`` (e.g. over ssh) for the GPUs' Fabric State/Status;
+  ``domains()`` reads each node's NVLink domain (ClusterUUID/CliqueId) through the same
+  commands, and ``domains_text()`` prints them for ``inventory import --format nvidia-smi``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from gpufabric.fabrics.nvlink.fmpm_parse import (
 )
 from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.model import FABRIC, NodeFm, NvlinkPlan, NvlinkState, PartitionChange
-from gpufabric.fabrics.nvlink.smi_parse import parse_smi_q
+from gpufabric.fabrics.nvlink.smi_parse import NvlinkDomain, parse_smi_q, pdsh_text, smi_domain
 
 T = TypeVar("T")
 FM_PORT = 6666
@@ -215,6 +217,22 @@ class FmpmDriver(FabricBackend[NvlinkState]):
         if p.returncode != 0:
             raise FabricError(f"{node}: nvidia-smi -q exited {p.returncode}: {p.stderr.strip()}", fabric=FABRIC, device=node)
         return p.stdout
+
+    def smi_outputs(self) -> dict[str, str]:
+        """Each node's ``nvidia-smi -q`` through its ``smi`` command, in parallel (nodes without one left out)."""
+        return self._parallel(self.smi, self._smi)
+
+    def domains(self) -> dict[str, NvlinkDomain]:
+        """Each node's NVLink domain as its GPUs' Fabric sections report it now (the nodes with an ``smi`` command)."""
+        return {n: smi_domain(n, out) for n, out in self.smi_outputs().items()}
+
+    def domains_text(self) -> str:
+        """Every node's ``nvidia-smi -q`` as pdsh prints it (``node: line``): the text
+        ``inventory import --format nvidia-smi`` records the domains from (each checked first)."""
+        outputs = self.smi_outputs()
+        for n, out in outputs.items():
+            smi_domain(n, out)
+        return pdsh_text(sorted(outputs.items()))
 
     def observe(self) -> NvlinkState:
         nodes = self._parallel(self.fm, self.read_node)

@@ -21,18 +21,20 @@ The baseboard table used before a node is read comes from the deployment setting
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
+from gpufabric.domain.hooks import ImportFormat
 from gpufabric.domain.models import QUARANTINE, Node
 from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.terms import TermSpec
+from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.nvlink import audit as nvaudit
 from gpufabric.fabrics.nvlink.allocator import allocate, assign
-from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_gpus, parse_gpus
+from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_domain, node_gpus, parse_gpus
 from gpufabric.fabrics.nvlink.model import (
     FABRIC,
     NodeFm,
@@ -83,6 +85,12 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
 
     def dump_ports(self, ports: tuple[Any, ...]) -> list[Any]:
         return dump_gpus(ports)
+
+    def import_formats(self) -> Sequence[ImportFormat]:
+        """``inventory import --format nvidia-smi``: each node's NVLink domain (:mod:`smi_import`, imported only then)."""
+        from gpufabric.fabrics.nvlink.smi_import import import_format
+
+        return (import_format(),)
 
     def check_request(self, node: Node, request: MoveRequest) -> None:
         """A GPU count (:data:`GPUS`) must be one the node has: 1 to its GPUs in the inventory."""
@@ -173,22 +181,35 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
     # ---- display
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
         """``K/N GPUs``: the size of the partition the node's lease holds (0 in quarantine) of
-        its N GPUs; ``N GPUs`` when who holds it is unknown."""
+        its N GPUs; ``N GPUs`` when who holds it is unknown; a second line names the multi-node
+        NVLink domain its GPUs reported (none for a node that is its own board's)."""
         mine = node_gpus(node, self.instance)
         if not mine:
             return ""
         k = partition_gpus(node, tenancy)
-        return f"{len(mine)} GPUs" if k is None else f"{k}/{len(mine)} GPUs"
+        cell = f"{len(mine)} GPUs" if k is None else f"{k}/{len(mine)} GPUs"
+        domain = node_domain(node.name, mine)
+        return cell if domain.source == "board" else f"{cell}\nNVLink domain {domain.id}"
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
-        """The node's GPUs and ``partition_gpus``, the size of the NVLink partition its lease
-        holds (0: none, in quarantine; null: unknown). The partition id is the diff's to pick
-        against Fabric Manager, so it is not shown here."""
+        """The node's GPUs, ``partition_gpus``, the size of the NVLink partition its lease holds
+        (0: none, in quarantine; null: unknown), and ``nvlink_domain`` (null without GPUs): the
+        NVLink domain its GPUs reported (``id``, ``cluster_uuid``, ``clique_id``, source
+        ``nvidia-smi``) or, none recorded, its own board (source ``board``, id ``board:<node>``),
+        one value per node that its slots share. The partition id is the diff's to pick against
+        Fabric Manager, so it is not shown here."""
         mine = node_gpus(node, self.instance)
         return {
             "gpus": [{"module_id": g.module_id.value, "pci_bus_id": g.pci_bus_id} for g in mine],
             "partition_gpus": partition_gpus(node, tenancy) if mine else 0,
+            "nvlink_domain": node_domain(node.name, mine).to_dict() if mine else None,
         }
+
+    def cli_group(self) -> CliGroup:
+        """``gpufabric nvlink domains`` (:mod:`views`)."""
+        from gpufabric.fabrics.nvlink.views import cli_group
+
+        return cli_group()
 
 
 def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:

@@ -1,5 +1,14 @@
-"""Pure parsers of ``nvidia-smi -q`` (Module ID, PCI bus id, Fabric section) and
-``nvidia-smi nvlink -s`` (per-link speed or ``<inactive>``).
+"""Pure parsers of ``nvidia-smi -q`` (Module ID, PCI bus id, Fabric section), of a node's NVLink
+domain in its Fabric section (:func:`smi_domain`), of ``pdsh``/``clush`` output (``host: line``,
+:func:`parse_pdsh`) and of ``nvidia-smi nvlink -s`` (per-link speed or ``<inactive>``).
+
+A node's NVLink domain: the GPUs of a multi-node NVLink system (GB200 NVL72) print the domain
+they belong to in their Fabric section, ``ClusterUUID`` (the NVLink domain, a rack) and
+``CliqueId`` (the clique of GPUs within it that can reach each other, e.g. a partition); two
+GPUs talk over NVLink when both match (NVIDIA topograph keys its NVLink blocks the same way).
+An HGX board (H100 8-GPU) is a domain of its own: its driver prints ``N/A`` (535: no lines at
+all) or, from 565, CliqueId ``0`` and the all-zero ClusterUUID; each reads as "no multi-node
+domain", :data:`BOARD`.
 
 Module ID is the GPU's physical id, the id Fabric Manager's partitions are made of; it does
 not follow PCI (or ``nvidia-smi`` index) order, so the Module ID <-> PCI bus map of a node
@@ -16,6 +25,7 @@ identify a GPU off an HGX baseboard; leptonai/gpud: two HGX H100 8-GPU on driver
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -86,6 +96,120 @@ def parse_smi_q(text: str) -> tuple[SmiGpu, ...]:
     if not gpus and text.strip():
         raise ValidationError("nvidia-smi -q", text[:80], "nvidia-smi -q output with 'GPU <bus id>' blocks")
     return tuple(gpus)
+
+
+ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
+CLIQUE_MAX: Final = 0xFFFF_FFFF  # NVML's nvmlGpuFabricInfo_t.cliqueId is an unsigned int
+UUID_ALLOWED: Final = "a UUID (8-4-4-4-12 hex digits), or N/A"
+CLIQUE_ALLOWED: Final = f"an integer 0-{CLIQUE_MAX}, or N/A"
+SMI: Final = "nvidia-smi"
+BOARD: Final = "board"
+_UUID_RE: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_NONE: Final = frozenset({"", "n/a"})
+_DIGITS_RE: Final = re.compile(r"[0-9]{1,20}")  # ASCII digits only: str.isdigit() takes "²", which int() refuses
+
+
+@dataclass(frozen=True)
+class NvlinkDomain:
+    """The NVLink domain ``node`` is in: the multi-node one its GPUs report (``cluster_uuid`` and
+    ``clique_id``, source ``nvidia-smi``), or none reported: its own board (source ``board``).
+    ``id`` names it for every node (and, later, every slot of a node) that shares it."""
+
+    node: str
+    cluster_uuid: str = ""
+    clique_id: int | None = None
+
+    @property
+    def source(self) -> str:
+        return SMI if self.cluster_uuid else BOARD
+
+    @property
+    def id(self) -> str:
+        return f"{self.cluster_uuid}/{self.clique_id}" if self.cluster_uuid else f"{BOARD}:{self.node}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "cluster_uuid": self.cluster_uuid or None, "clique_id": self.clique_id, "source": self.source}
+
+
+def fabric_id(cluster_uuid: str, clique_id: str, where: str, names: tuple[str, str] = ("ClusterUUID", "CliqueId")) -> tuple[str, int | None]:
+    """One GPU's (ClusterUUID, CliqueId) as printed, checked: ``("", None)`` when it reports no
+    multi-node domain (N/A, absent, or the all-zero ClusterUUID of an HGX board); a
+    ValidationError naming ``<where>.<names[0]>``/``.<names[1]>`` and the allowed range otherwise."""
+    uuid, clique = cluster_uuid.strip().lower(), clique_id.strip().lower()
+    if uuid in _NONE or uuid == ZERO_UUID:
+        if clique not in _NONE and not (_DIGITS_RE.fullmatch(clique) and int(clique) <= CLIQUE_MAX):
+            raise ValidationError(f"{where}.{names[1]}", clique_id, CLIQUE_ALLOWED)
+        return "", None
+    if not _UUID_RE.fullmatch(uuid):
+        raise ValidationError(f"{where}.{names[0]}", cluster_uuid, UUID_ALLOWED)
+    if not _DIGITS_RE.fullmatch(clique) or int(clique) > CLIQUE_MAX:
+        raise ValidationError(f"{where}.{names[1]}", clique_id, f"an integer 0-{CLIQUE_MAX} ({names[0]} {uuid} is set)")
+    return uuid, int(clique)
+
+
+def one_domain(node: str, ids: Iterable[tuple[str, tuple[str, int | None]]], where: str) -> NvlinkDomain:
+    """The one NVLink domain of ``node`` from each GPU's ``(label, (cluster_uuid, clique_id))``:
+    every GPU of a node is in the same domain (a ValidationError naming ``where`` and the GPUs
+    that differ otherwise); none reported: its board."""
+    seen: dict[tuple[str, int | None], list[str]] = {}
+    for label, fid in ids:
+        seen.setdefault(fid, []).append(label)
+    if len(seen) > 1:
+        said = "; ".join(f"{', '.join(who)}: {_said(fid)}" for fid, who in seen.items())
+        raise ValidationError(where, said, "every GPU of a node in one NVLink domain", f"node {node}")
+    cluster, clique = next(iter(seen), ("", None))
+    return NvlinkDomain(node, cluster, clique)
+
+
+def _said(fid: tuple[str, int | None]) -> str:
+    return f"{fid[0]}/{fid[1]}" if fid[0] else "none"
+
+
+_FABRIC_LINE_RE: Final = re.compile(r"^\s*(?P<key>ClusterUUID|CliqueId)\s*:\s*(?P<value>.*?)\s*$")
+
+
+def smi_domain(node: str, text: str) -> NvlinkDomain:
+    """``node``'s NVLink domain from its ``nvidia-smi -q``: the whole output (each GPU's Fabric
+    section) or only its ``CliqueId``/``ClusterUUID`` lines (``nvidia-smi -q | grep -E
+    'CliqueId|ClusterUUID'``, what topograph collects), paired in order. No such lines (driver
+    535): its board. ValidationError naming the field for a bad value or GPUs that disagree."""
+    where = f"nvidia-smi -q of {node}"
+    if any(_GPU_RE.match(line) for line in text.splitlines()):
+        gpus = parse_smi_q(text)
+        return one_domain(node, ((g.pci_bus_id, fabric_id(g.cluster_uuid, g.clique_id, f"{where}: GPU {g.pci_bus_id}"))
+                                 for g in gpus), f"{where}: Fabric")  # fmt: skip
+    lines = [(m.group("key"), m.group("value")) for line in text.splitlines() if (m := _FABRIC_LINE_RE.match(line))]
+    uuids = [v for k, v in lines if k == "ClusterUUID"]
+    cliques = [v for k, v in lines if k == "CliqueId"]
+    if not lines and text.strip():
+        raise ValidationError(where, text.strip()[:80], "nvidia-smi -q output: 'GPU <bus id>' blocks or CliqueId/ClusterUUID lines")
+    if len(uuids) != len(cliques):
+        raise ValidationError(f"{where}: Fabric", f"{len(uuids)} ClusterUUID, {len(cliques)} CliqueId lines",
+                              "one CliqueId and one ClusterUUID line per GPU")  # fmt: skip
+    return one_domain(node, ((f"GPU {k}", fabric_id(u, c, f"{where}: GPU {k}")) for k, (u, c) in enumerate(zip(uuids, cliques, strict=True))),
+                      f"{where}: Fabric")  # fmt: skip
+
+
+_PDSH_RE: Final = re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9_.-]*): ?(?P<line>.*)$")
+
+
+def parse_pdsh(text: str) -> dict[str, str]:
+    """``pdsh -w HOSTS CMD`` (or ``clush -w``) output: host -> its lines, each printed as ``host: line``,
+    in order (hosts interleave). A line without a host prefix is a ValidationError naming its number."""
+    out: dict[str, list[str]] = {}
+    for k, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _PDSH_RE.match(line)
+        if m is None:
+            raise ValidationError(f"line {k}", line[:80], "pdsh/clush output: 'HOST: LINE'")
+        out.setdefault(m.group("host"), []).append(m.group("line"))
+    return {h: "\n".join(lines) + "\n" for h, lines in out.items()}
+
+
+def pdsh_text(outputs: Sequence[tuple[str, str]]) -> str:
+    """``(host, output)`` pairs as pdsh prints them (``host: line``): what :func:`parse_pdsh` reads."""
+    return "".join(f"{h}: {line}\n" for h, text in outputs for line in text.splitlines())
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ Stand-in-only flags: ``--standin-init BOARD`` (create the state: every partition
 GPUs healthy, the PCI bus map of a real HGX H100 box), ``--standin-restart`` (FM restarted:
 it no longer knows the active set; replay it with ``--set-activated-list``),
 ``--standin-set-fabric MODULE STATE STATUS`` (the GPU's ``nvidia-smi -q`` Fabric section),
+``--standin-set-domain CLUSTER_UUID CLIQUE_ID`` (the NVLink domain every GPU's Fabric section
+reports, as the GPUs of a multi-node NVLink rack print it; ``N/A N/A`` as PCIe GPUs print it;
+a fresh state prints what an HGX H100 board prints on driver 565: CliqueId 0 and the all-zero
+ClusterUUID, no multi-node domain),
 ``--standin-fail-links MODULE PORTS`` (``--get-nvlink-failed-devices``; "" clears) and
 ``--standin-nvidia-smi-q`` (print ``nvidia-smi -q`` for the GPUs). Run as
 ``python -m gpufabric.fabrics.nvlink.standin`` or ``gpufabric-fmpm-standin``.
@@ -164,8 +168,8 @@ def render_failed(state: State) -> str:
 
 def render_smi_q(state: State) -> str:
     """``nvidia-smi -q`` (the fields gpufabric reads) for the GPUs of ``state``, in PCI order."""
-    out = ["", "==============NVSMI LOG==============", "", "Driver Version                            : 550.90.07"]
-    out += ["CUDA Version                              : 12.4", "", f"Attached GPUs                             : {len(state['gpus'])}"]
+    out = ["", "==============NVSMI LOG==============", "", "Driver Version                            : 565.57.01"]
+    out += ["CUDA Version                              : 12.7", "", f"Attached GPUs                             : {len(state['gpus'])}"]
     by_bus = sorted(state["gpus"].items(), key=lambda kv: kv[1]["pciBusId"])
     for minor, (m, g) in enumerate(by_bus):
         bus = g["pciBusId"]
@@ -175,6 +179,8 @@ def render_smi_q(state: State) -> str:
         out += [f"        Bus Id                            : {bus}", "    Fabric"]
         out += [f"        State                             : {g['state']}", f"        Status                            : {g['status']}"]
         out += [f"        CliqueId                          : {g['cliqueId']}", f"        ClusterUUID                       : {g['clusterUuid']}"]
+        out += ["        Health", "            Bandwidth                     : N/A"]
+        out += ["    Processes                             : None", ""]
     return "\n".join(out) + "\n"
 
 
@@ -236,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra: list[str] = []
     i = 0
     takes = {"-a", "-d", "--set-activated-list", "--hostname", "--unix-domain-socket", "--standin-state"}
-    takes |= {"--standin-init", "--standin-fail-links", "--standin-set-fabric"}
+    takes |= {"--standin-init", "--standin-fail-links", "--standin-set-fabric", "--standin-set-domain"}
     while i < len(args):
         a = args[i]
         if a in takes and i + 1 >= len(args):
@@ -253,6 +259,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("Error: --standin-set-fabric MODULE STATE STATUS", file=sys.stderr)
                 return 1
             op, value, extra, i = a, args[i + 1], args[i + 2 : i + 4], i + 4
+        elif a == "--standin-set-domain":
+            if i + 2 >= len(args):
+                print("Error: --standin-set-domain CLUSTER_UUID CLIQUE_ID", file=sys.stderr)
+                return 1
+            op, value, i = a, args[i + 1], i + 3
+            extra = [args[i - 1]]
         elif a == "--standin-fail-links":
             if i + 2 >= len(args):
                 print("Error: --standin-fail-links MODULE PORTS", file=sys.stderr)
@@ -323,6 +335,10 @@ def _run(op: str, value: str, extra: list[str], state: State) -> int:
         return 0 if rc is FmReturn.SUCCESS else _fail("set activated partitions", rc)
     if op == "--standin-restart":
         state["active"] = []
+        return 0
+    if op == "--standin-set-domain":
+        for g in state["gpus"].values():
+            g["clusterUuid"], g["cliqueId"] = value, extra[0]
         return 0
     gpu = state["gpus"].get(value)
     if gpu is None:

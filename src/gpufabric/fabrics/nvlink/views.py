@@ -1,0 +1,48 @@
+"""``gpufabric nvlink``, the NVLink kind's own command group (through :meth:`NvlinkKind.cli_group`;
+output and the configured fabrics come from the CLI's :class:`~gpufabric.domain.views.CliHost`):
+``domains`` reads each node's NVLink domain now through the fmpm driver's per-node ``smi``
+commands (``--pdsh``: the ``nvidia-smi -q`` text ``inventory import --format nvidia-smi``
+records on the nodes, which ``node show`` and ``GET /api/v1/nodes/{name}`` then show)."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gpufabric.domain.errors import ConfigError
+from gpufabric.domain.views import CliGroup, CliHost
+from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
+from gpufabric.fabrics.nvlink.model import FABRIC
+
+
+def cli_group() -> CliGroup:
+    return CliGroup("nvlink", "NVLink domains of the nodes, read now from nvidia-smi -q.", build)
+
+
+def build(host: CliHost) -> typer.Typer:
+    """The ``nvlink`` typer app over ``host``."""
+    app = typer.Typer(no_args_is_help=True, add_completion=False)
+
+    @app.command("domains")
+    def domains(
+        fabric: str = typer.Option(FABRIC, "--fabric", help="The NVLink instance of fabrics.yaml."),
+        pdsh: bool = typer.Option(False, "--pdsh", help="Print nvidia-smi -q of every node as pdsh does, for "
+                                  "`inventory import --format nvidia-smi`."),
+        json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    ) -> None:
+        """Each node's NVLink domain (ClusterUUID/CliqueId, or its own board), read now."""
+        with host.fabrics() as f:
+            b = f.backend(fabric)
+            if not isinstance(b, FmpmDriver) or not b.smi:
+                raise ConfigError(f"fabrics.{fabric}.options.smi", None, "an fmpm driver with an smi command per node")
+            if pdsh:
+                sys.stdout.write(b.domains_text())
+                return
+            found = b.domains()
+        if json_out:
+            host.emit_json({n: d.to_dict() for n, d in sorted(found.items())})
+            return
+        host.table("NVLink domains", ["node", "domain", "source"], [(n, d.id, d.source) for n, d in sorted(found.items())])
+
+    return app
