@@ -1,0 +1,6 @@
+"""Readers: pure parsers of the platform's own outputs (``nvidia-smi topo -m``, ...).
+
+A reader takes the text a tool printed and returns immutable typed values; it runs nothing,
+reads no file and holds no state. Bad text is refused with one ``ValidationError`` naming the
+line. Each reader is held to real public outputs with provenance (tests/fixtures/real/).
+"""
