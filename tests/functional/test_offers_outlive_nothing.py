@@ -94,3 +94,8 @@ def test_a_recreated_tenant_inherits_no_offer(world: tuple[World, TestClient]) -
     assert client.get("/api/v1/offers", headers=gamma).json()["items"] == []
     assert client.post(f"/api/v1/offers/{mid}/accept", headers=gamma).status_code == 409
     assert client.get("/api/v1/nodes/gpu-0005", headers=admin).json()["state"] == "available"
+    # nor the old tenant's history: its moves and its feed are not the new one's
+    assert client.get("/api/v1/moves", headers=gamma).json()["items"] == []
+    assert client.get(f"/api/v1/moves/{mid}", headers=gamma).status_code == 404
+    feed = client.get("/api/v1/events?limit=100", headers=gamma).json()["items"]
+    assert [e["action"] for e in feed] == ["offer.accept", "token.create", "tenant.create"], feed  # its own only
