@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Connection, MetaData, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
@@ -43,6 +43,9 @@ from sqlalchemy.engine import make_url
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConfigError, ConflictError, NotFoundError, ValidationError
 from gpufabric.store import db, restore_check
+
+if TYPE_CHECKING:
+    from gpufabric.store.core import Store
 
 DATA_TABLES: Final = ("tenants", "networks", "nodes", "leases", "moves", "tokens", "events")
 """Rows in any of these make a store non-empty (offerings and counters are seeded by every open)."""
@@ -284,7 +287,7 @@ def _operator() -> Principal:
     return Principal(f"{LOCAL_ADMIN.name}:{user}"[:63], Role.ADMIN)
 
 
-def _review(store: Any, path: Path, facts: str, keep_tokens: bool) -> tuple[Mapping[str, Any], ...]:
+def _review(store: Store, path: Path, facts: str, keep_tokens: bool) -> tuple[Mapping[str, Any], ...]:
     """The restored store's live tokens (not revoked, not expired), revoked unless ``keep_tokens``,
     and the ``store.restore`` event: one transaction."""
     from gpufabric.store.auth import EventLog

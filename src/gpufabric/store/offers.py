@@ -85,7 +85,7 @@ def withdraw(
     if node is not None:
         q = q.where(MoveRow.node == node)
     if tenant is not None:
-        q = q.where((MoveRow.to_tenant == tenant) | MoveRow.requested_by.endswith(f"@{tenant}"))
+        q = q.where((MoveRow.to_tenant == tenant) | MoveRow.requested_by.endswith(f"@{tenant}", autoescape=True))
     ids = []
     for r in s.scalars(q):
         r.status, r.error = MoveStatus.CANCELLED.value, why
