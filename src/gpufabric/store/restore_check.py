@@ -74,7 +74,9 @@ def _sql(s: str | None) -> str:
 
 # ---------------------------------------------------------------------------------------- SQLite
 def _sqlite_objects(conn: Connection) -> dict[tuple[str, str], str]:
-    rows = conn.execute(text("SELECT type, name, sql FROM sqlite_master")).all()
+    """(type, name) -> SQL of every object but SQLite's own statistics (``ANALYZE``: data, no code)."""
+    q = "SELECT type, name, sql FROM sqlite_master WHERE NOT (type = 'table' AND name LIKE 'sqlite\\_stat%' ESCAPE '\\')"
+    rows = conn.execute(text(q)).all()
     return {(str(t), str(n)): _sql(s) for t, n, s in rows}
 
 
