@@ -12,7 +12,8 @@ backup's revision, compared with a store freshly migrated to that revision:
   it. The dump's SQL is never run: the schema comes from the migrations, and the rows from the
   dump's data rendered as text (``pg_restore --data-only --file=-``), whose every line is checked
   (a COPY of a known table with exactly its columns, its rows up to ``\\.``, and the dump's own
-  session settings and sequence values, read and never run); the rows go in through COPY statements gpufabric writes.
+  session settings and sequence values, read and never run); the rows go in through COPY
+  statements gpufabric writes.
 """
 
 from __future__ import annotations
