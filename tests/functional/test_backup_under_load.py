@@ -33,7 +33,6 @@ from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.store.core import Store
 from gpufabric.store.moves import MoveLedger, prepared_ids
 
-from functional.test_store_backup import fresh_url  # noqa: F401  (the fixture)
 from support import drivers
 from support.workers import memory_fabrics, observe, owner_map, seed
 from unit.test_engine_memory import CFG, NODES, inventory
@@ -74,7 +73,7 @@ def _drift_nodes(lines: list[str]) -> set[str]:
 
 def test_backup_while_moves_run_restore_then_reconcile_reports_exactly_the_later_moves(
     store_url: str,
-    fresh_url: str,  # noqa: F811
+    fresh_url: str,
     fabrics: Fabrics,
     tmp_path: Path,
 ) -> None:

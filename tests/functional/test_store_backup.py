@@ -19,11 +19,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gpufabric.store.backup import backup
 from gpufabric.store.core import Store
@@ -71,21 +68,6 @@ def _inventory(n: int) -> dict[str, Any]:
                         "node_guid": f"0x0002c904{k + 1:08x}"}],
             })  # fmt: skip
     return {"version": 1, "nodes": nodes}
-
-
-@pytest.fixture
-def fresh_url(request: pytest.FixtureRequest, store_url: str, tmp_path: Path) -> Iterator[str]:
-    """An empty store of the same backend as ``store_url``, in a fresh home / database."""
-    if store_url.startswith("sqlite"):
-        yield f"sqlite:///{tmp_path / 'restored-home' / 'gpufabric.db'}"
-        return
-    cluster = request.getfixturevalue("postgres_cluster")
-    name = f"r{os.getpid()}_{time.monotonic_ns()}"
-    with cluster.admin() as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    yield cluster.url(name)
-    with cluster.admin() as c:
-        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def _progress(path: Path) -> int:

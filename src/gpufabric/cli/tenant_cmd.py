@@ -36,7 +36,7 @@ def list_tenants(json_out: bool = JSON_OPT) -> None:
 
 @tenant_app.command("delete")
 def delete_tenant(name: str, json_out: bool = JSON_OPT) -> None:
-    """Delete a tenant; refused while leases or networks use it (they are named)."""
+    """Delete a tenant; refused while leases or networks use it or it owns nodes (they are named)."""
     t = backend().delete_tenant(name)
     emit_json(t) if json_out else console.print(f"tenant [bold]{t['name']}[/] deleted", highlight=False)
 

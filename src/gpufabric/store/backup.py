@@ -7,9 +7,15 @@ Owns how a whole store is copied out and back in, consistently, while replicas k
   store as of one commit. The copy is checked (``PRAGMA integrity_check``), made a single
   self-contained file (journal mode DELETE), 0600, and renamed into place.
 - PostgreSQL: ``pg_dump --format=custom`` inside a snapshot exported by a REPEATABLE READ
-  transaction (``pg_export_snapshot``), whose row counts are read in that same snapshot;
-  restore through ``pg_restore --single-transaction``. The password never goes on a command
-  line (``PGPASSWORD`` in the tools' environment).
+  transaction (``pg_export_snapshot``), whose row counts are read in that same snapshot. The
+  password never goes on a command line (``PGPASSWORD`` in the tools' environment).
+
+A restore trusts a backup's rows, not its code (:mod:`gpufabric.store.restore_check`): its schema
+must be exactly what the migrations make at its revision (an extra trigger, function, view, ... is
+refused, naming it); a PostgreSQL dump's SQL is never run (the store is migrated to the dump's
+revision and its rows are copied in, in one transaction: a refusal changes nothing). The tokens it
+brings back are listed and revoked unless ``keep_tokens``; a ``store.restore`` event records who
+restored which file (its sha256) and the tokens revoked or kept.
 
 Restore refuses a store that holds any data (tenants, nodes, leases, moves, tokens, ...) unless
 ``force``; after the copy the store is opened, which migrates an older backup to head.
@@ -17,6 +23,8 @@ Restore refuses a store that holds any data (tenants, nodes, leases, moves, toke
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import os
 import shutil
 import sqlite3
@@ -25,14 +33,19 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import Connection, create_engine, inspect, text
+from sqlalchemy import Connection, MetaData, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 
+from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConfigError, ConflictError, NotFoundError, ValidationError
-from gpufabric.store import db
+from gpufabric.store import db, restore_check
+
+if TYPE_CHECKING:
+    from gpufabric.store.core import Store
 
 DATA_TABLES: Final = ("tenants", "networks", "nodes", "leases", "moves", "tokens", "events")
 """Rows in any of these make a store non-empty (offerings and counters are seeded by every open)."""
@@ -62,7 +75,7 @@ class BackupReport:
 @dataclass(frozen=True)
 class RestoreReport:
     """What a restore put in place: the backup's revision, the store's revision after the open
-    that migrated it, and the row counts of the restored store."""
+    that migrated it, and the row counts of the restored store (before the restore's own event)."""
 
     path: str
     backend: str
@@ -72,11 +85,16 @@ class RestoreReport:
     counts: Mapping[str, int] = field(default_factory=dict)
     replaced: Mapping[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    sha256: str = ""
+    tokens: tuple[Mapping[str, Any], ...] = ()
+    """The tokens the backup brought back live (id, name, role, tenant, created_by, expires_at),
+    each ``kept`` or revoked by the restore."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "backend": self.backend, "store": self.store,
+        return {"path": self.path, "backend": self.backend, "store": self.store, "sha256": self.sha256,
                 "backup_revision": self.backup_revision, "revision": self.revision, "counts": dict(self.counts),
-                "replaced": dict(self.replaced), "seconds": round(self.seconds, 3)}  # fmt: skip
+                "replaced": dict(self.replaced), "tokens": [dict(t) for t in self.tokens],
+                "seconds": round(self.seconds, 3)}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- shared
@@ -208,7 +226,7 @@ def _check_revision(path: Path, revision: str | None) -> None:
                               f"its revision is {revision}")
 
 
-def _restore_sqlite(url: str, path: Path, force: bool) -> RestoreReport:
+def _restore_sqlite(url: str, path: Path, force: bool, keep_tokens: bool) -> RestoreReport:
     if _magic(path) != SQLITE_MAGIC:
         raise ValidationError("path", str(path), "a SQLite backup made by `gpufabric store backup` (this store is SQLite)")
     t0 = time.monotonic()
@@ -218,6 +236,8 @@ def _restore_sqlite(url: str, path: Path, force: bool) -> RestoreReport:
         raise ValidationError("path", str(path), "a backup that passes PRAGMA integrity_check", str(ok))
     backup_revision, _ = _sqlite_facts(path)
     _check_revision(path, backup_revision)
+    assert backup_revision is not None
+    restore_check.check_sqlite(path, backup_revision)
     target = _sqlite_path(url)
     engine = db.make_engine(url)  # creates the home 0700 and the file 0600 when new
     try:
@@ -228,23 +248,66 @@ def _restore_sqlite(url: str, path: Path, force: bool) -> RestoreReport:
     _refuse_non_empty(url, replaced, force)
     with _sqlite(path, readonly=True) as src, _sqlite(target) as dst:
         src.backup(dst)
-    return _reopen(url, path, "sqlite", backup_revision, replaced, t0)
+    return _reopen(url, path, "sqlite", backup_revision, replaced, t0, keep_tokens)
 
 
 def _reopen(url: str, path: Path, backend: str, backup_revision: str | None, replaced: Mapping[str, int],
-            t0: float) -> RestoreReport:  # fmt: skip
-    """Open the restored store (migrating it to head) and read what it holds."""
+            t0: float, keep_tokens: bool) -> RestoreReport:  # fmt: skip
+    """Open the restored store (migrating it to head), read what it holds (the backup's rows), then
+    review its tokens and record the restore."""
     from gpufabric.store.core import Store
 
-    Store.open(url).close()
-    engine = db.make_engine(url)
-    try:
-        with engine.connect() as conn:
-            revision, counts = _revision(conn), _counts(conn)
-    finally:
-        engine.dispose()
+    sha = _sha256(path)
+    with Store.open(url) as store:
+        engine = db.make_engine(url)
+        try:
+            with engine.connect() as conn:  # the backup's rows: before the restore's own event
+                revision, counts = _revision(conn), _counts(conn)
+        finally:
+            engine.dispose()
+        tokens = _review(store, path, f"sha256 {sha}, revision {backup_revision}", keep_tokens)
     return RestoreReport(str(path), backend, db.redact(url), backup_revision, revision, counts, replaced,
-                         time.monotonic() - t0)  # fmt: skip
+                         time.monotonic() - t0, sha, tokens)  # fmt: skip
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _operator() -> Principal:
+    """Who restores: the local operator, with the OS user that ran the command."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return Principal(f"{LOCAL_ADMIN.name}:{user}"[:63], Role.ADMIN)
+
+
+def _review(store: Store, path: Path, facts: str, keep_tokens: bool) -> tuple[Mapping[str, Any], ...]:
+    """The restored store's live tokens (not revoked, not expired), revoked unless ``keep_tokens``,
+    and the ``store.restore`` event: one transaction."""
+    from gpufabric.store.auth import EventLog
+    from gpufabric.store.tables import TokenRow
+
+    now = datetime.now(UTC)
+    with store.tx() as tx:
+        s = tx.session
+        rows = [r for r in s.scalars(select(TokenRow).where(TokenRow.revoked_at.is_(None)).order_by(TokenRow.id))
+                if r.expires_at is None or r.expires_at > now]  # fmt: skip
+        out = tuple({"id": r.id, "name": r.name, "role": r.role, "tenant": r.tenant, "created_by": r.created_by,
+                     "expires_at": r.expires_at.isoformat() if r.expires_at else None, "kept": keep_tokens}
+                    for r in rows)  # fmt: skip
+        if not keep_tokens:
+            for r in rows:
+                r.revoked_at = now
+        ids = ", ".join(str(r.id) for r in rows) or "none"
+        msg = f"restored from {path} ({facts}); {'kept' if keep_tokens else 'revoked'} token(s) {ids}"
+        s.add(EventLog.row(_operator(), "store.restore", str(path), True, msg, None))
+    return out
 
 
 # ------------------------------------------------------------------------------------ PostgreSQL
@@ -315,7 +378,7 @@ def _pg_dump_revision(pg_restore: str, path: Path, env: dict[str, str]) -> str |
 
 def _drop_everything(conn: Connection) -> None:
     """Empty the target schema of gpufabric's objects: every table (CASCADE: its triggers) and the
-    trigger functions (``gf_*``), so that the dump's CREATE statements meet nothing."""
+    trigger functions (``gf_*``), so that the migrations meet nothing."""
     for t in inspect(conn).get_table_names():
         conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{t}" CASCADE')
     funcs = conn.execute(text(
@@ -326,30 +389,55 @@ def _drop_everything(conn: Connection) -> None:
         conn.exec_driver_sql(f"DROP FUNCTION IF EXISTS {f} CASCADE")
 
 
-def _restore_pg(url: str, path: Path, force: bool) -> RestoreReport:
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _load(conn: Connection, blocks: Mapping[str, tuple[tuple[str, ...], list[str]]]) -> None:
+    """The dump's rows into the migrated tables (their seeds replaced), parents first, through
+    COPY statements written here; each table's id sequence then follows its rows."""
+    md = MetaData()
+    md.reflect(conn)
+    order = [t.name for t in md.sorted_tables if t.name in blocks and t.name != "alembic_version"]
+    if order:
+        conn.exec_driver_sql(f"TRUNCATE {', '.join(_quote(t) for t in order)} CASCADE")
+    raw: Any = conn.connection.driver_connection
+    for t in order:
+        cols, lines = blocks[t]
+        with raw.cursor() as cur, cur.copy(f"COPY {_quote(t)} ({', '.join(map(_quote, cols))}) FROM STDIN") as cp:
+            for line in lines:
+                cp.write(line + "\n")
+    for t in order:
+        if "id" in blocks[t][0]:
+            conn.execute(text(
+                f"SELECT setval(seq, COALESCE((SELECT max(id) FROM {_quote(t)}), 1),"
+                f" (SELECT max(id) FROM {_quote(t)}) IS NOT NULL)"
+                " FROM (SELECT pg_get_serial_sequence(:t, 'id') AS seq) s WHERE seq IS NOT NULL"
+            ), {"t": _quote(t)})  # fmt: skip
+
+
+def _restore_pg(url: str, path: Path, force: bool, keep_tokens: bool) -> RestoreReport:
     if _magic(path)[: len(PGDUMP_MAGIC)] != PGDUMP_MAGIC:
         raise ValidationError("path", str(path), "a pg_dump custom-format backup (this store is PostgreSQL)")
     pg_restore = _pg_tool("pg_restore")
-    uri, env = _pg_conninfo(url)
+    _uri, env = _pg_conninfo(url)
     t0 = time.monotonic()
-    _check_revision(path, _pg_dump_revision(pg_restore, path, env))
+    backup_revision = _pg_dump_revision(pg_restore, path, env)
+    _check_revision(path, backup_revision)
+    assert backup_revision is not None
     engine = db.make_engine(url)
     try:
-        with engine.begin() as conn:
+        with engine.begin() as conn:  # one transaction (DDL included): a refusal leaves the store as it was
             replaced = _counts(conn)
             _refuse_non_empty(url, replaced, force)
             _drop_everything(conn)
+            db.upgrade_to(conn, backup_revision)
+            catalog = restore_check.pg_catalog(conn)
+            restore_check.check_toc(pg_restore, path, env, catalog, backup_revision)
+            _load(conn, restore_check.data_blocks(pg_restore, path, env, catalog, backup_revision))
     finally:
         engine.dispose()
-    _run_pg([pg_restore, "--single-transaction", "--exit-on-error", "--no-owner", "--no-privileges",
-             f"--dbname={uri}", str(path)], env, "pg_restore")  # fmt: skip
-    engine = db.make_engine(url)
-    try:
-        with engine.connect() as conn:
-            backup_revision = _revision(conn)
-    finally:
-        engine.dispose()
-    return _reopen(url, path, "postgresql", backup_revision, replaced, t0)
+    return _reopen(url, path, "postgresql", backup_revision, replaced, t0, keep_tokens)
 
 
 # ---------------------------------------------------------------------------------------- public
@@ -358,7 +446,10 @@ def backup(url: str, path: Path, force: bool = False) -> BackupReport:
     return _backup_sqlite(url, path, force) if _backend(url) == "sqlite" else _backup_pg(url, path, force)
 
 
-def restore(url: str, path: Path, force: bool = False) -> RestoreReport:
-    """Replace the store at ``url`` by the backup at ``path``, then open it (migrating it to head).
-    A store holding any data is refused unless ``force``."""
-    return _restore_sqlite(url, path, force) if _backend(url) == "sqlite" else _restore_pg(url, path, force)
+def restore(url: str, path: Path, force: bool = False, keep_tokens: bool = False) -> RestoreReport:
+    """Replace the store at ``url`` by the backup at ``path`` once its schema is checked, then open
+    it (migrating it to head), revoke the tokens it brought back unless ``keep_tokens`` and record
+    the restore. A store holding any data is refused unless ``force``."""
+    if _backend(url) == "sqlite":
+        return _restore_sqlite(url, path, force, keep_tokens)
+    return _restore_pg(url, path, force, keep_tokens)

@@ -172,11 +172,16 @@ def upgrade(engine: Engine) -> None:
             return
     except (DBAPIError, SQLAlchemyError) as e:
         raise store_error(e, engine.url.render_as_string(hide_password=True)) from None
-    from alembic import command
-
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
-        cfg = _config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        upgrade_to(conn, "head")
+
+
+def upgrade_to(conn: Connection, revision: str) -> None:
+    """``alembic upgrade <revision>`` on ``conn``, in the caller's transaction."""
+    from alembic import command
+
+    cfg = _config()
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, revision)

@@ -6,17 +6,22 @@ refuses (ConflictError naming the status) a move that is not in a status the ver
 the new status. Offers: a lease an owner offered into another tenant (a move with status
 ``offered``), accepted (it becomes pending: the worker runs it, its node is marked moving) or
 declined (cancelled; the node never left quarantine). Cancel: :mod:`gpufabric.store.move_cancel`.
+An offer is its owner's: :func:`withdraw` cancels the open offers of a node whose owner changes,
+and those made into or by a tenant that is deleted, each with an ``offer.withdraw`` event.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import ConflictError, NotFoundError
 from gpufabric.domain.models import NodeState
 from gpufabric.domain.moves import Move, MoveStatus
+from gpufabric.store.auth import EventLog
 from gpufabric.store.move_requests import locked_nodes
 from gpufabric.store.moves import move_to_domain
 from gpufabric.store.tables import MoveRow
@@ -67,3 +72,27 @@ def decide_offer(tx: Tx, move_id: int, accept: bool) -> Move:
         r.error = "offer declined"
     s.flush()
     return move_to_domain(r)
+
+
+def withdraw(
+    s: Session, by: Principal, why: str, *, node: str | None = None, tenant: str | None = None, feed: bool = True
+) -> list[int]:
+    """Cancel the open offers of ``node`` (when its owner changes), or those made into or by
+    ``tenant`` (when it is deleted), each with ``why`` as its error and an ``offer.withdraw``
+    event by ``by`` in the receiving tenant's feed (``feed``; else the operators' only).
+    The ids withdrawn. Nothing ran for an offer: its node never left quarantine."""
+    q = select(MoveRow).where(MoveRow.status == MoveStatus.OFFERED.value).order_by(MoveRow.id).with_for_update()
+    if node is not None:
+        q = q.where(MoveRow.node == node)
+    if tenant is not None:
+        q = q.where((MoveRow.to_tenant == tenant) | MoveRow.requested_by.endswith(f"@{tenant}", autoescape=True))
+    ids = []
+    for r in s.scalars(q):
+        r.status, r.error = MoveStatus.CANCELLED.value, why
+        event = EventLog.row(by, "offer.withdraw", str(r.id), True, why, r.to_tenant)
+        if not feed:
+            event.tenant = None
+        s.add(event)
+        ids.append(r.id)
+    s.flush()
+    return ids

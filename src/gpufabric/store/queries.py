@@ -305,7 +305,7 @@ class Reader:
         with self.engine.connect() as c:
             q = select(E)
             if not p.sees_all:
-                q = q.where(E.c.tenant == p.tenant)
+                q = q.where(E.c.tenant == p.tenant, _this_tenant(p, E.c.at))
             if action is not None:
                 q = q.where(E.c.action == action)
             if outcome is not None:
@@ -328,6 +328,12 @@ class Reader:
             ], total
 
 
+def _this_tenant(p: Principal, at: Any) -> Any:
+    """SQL: a row written (``at``) since ``p``'s tenant was created. A tenant re-created under a
+    deleted one's name reads none of its moves or events (history names tenants by name)."""
+    return at >= select(T.c.created_at).where(T.c.name == p.tenant).scalar_subquery()
+
+
 def _moves_select(
     p: Principal,
     node: str | None = None,
@@ -343,6 +349,8 @@ def _moves_select(
         q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant, M.c.node.in_(owned)))
     elif not p.sees_all:
         q = q.where(or_(M.c.from_tenant == p.tenant, M.c.to_tenant == p.tenant))
+    if not p.sees_all:
+        q = q.where(_this_tenant(p, M.c.created_at))
     if move_id is not None:
         q = q.where(M.c.id == move_id)
     if node is not None:

@@ -1,7 +1,8 @@
 """Store operations the API and CLI verbs added on top of :class:`Store` (tenant admin): tenant delete
-(refused while leases or networks use it, naming them), networks adopted with explicit
+(refused while leases or networks use it or it owns nodes, naming them; the offers made into or by
+it are withdrawn, its tokens revoked: a tenant re-created under the name inherits nothing), networks adopted with explicit
 segments (the Neutron integration), lease network changes (lease ends go through the tenancy workflow),
-node owners. One transaction each; domain objects in and out.
+node owners (a change withdraws the node's open offers: they were the old owner's). One transaction each; domain objects in and out.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from gpufabric.domain.auth import LOCAL_ADMIN, Principal
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import Lease, Network, Node, Tenant
 from gpufabric.domain.segments import SegmentConfig
@@ -21,6 +23,7 @@ from gpufabric.domain.values import check_name
 from gpufabric.store.convert import lease_to_domain, network_to_domain, segment_row
 from gpufabric.store.core import Store, sibling_instances, used_segments
 from gpufabric.store.leases import _LOAD as LEASE_LOAD
+from gpufabric.store.offers import withdraw
 from gpufabric.store.registry import Registry
 from gpufabric.store.tables import (
     LeaseNetworkRow,
@@ -35,7 +38,11 @@ from gpufabric.store.tables import (
 from gpufabric.store.tx import Tx
 
 
-def delete_tenant(store: Store, name: str) -> Tenant:
+def delete_tenant(store: Store, name: str, by: Principal = LOCAL_ADMIN) -> Tenant:
+    """Delete tenant ``name``: refused (ConflictError naming them) while a live lease or a network
+    uses it or it owns nodes (give them another owner first: that withdraws its offers); its ended
+    leases go, the offers made into or by it are withdrawn (events by ``by``, in no tenant's feed:
+    a new tenant of the name reads none) and its tokens revoked."""
     with store.tx() as tx:
         s = tx.session
         row = s.scalar(select(TenantRow).where(TenantRow.name == name))
@@ -45,15 +52,18 @@ def delete_tenant(store: Store, name: str) -> Tenant:
         live = lease_not_over_at(now)
         leases = sorted(s.scalars(select(LeaseRow.id).where(LeaseRow.tenant_id == row.id, live)))
         nets = sorted(s.scalars(select(NetworkRow.name).where(NetworkRow.tenant_id == row.id)))
-        if leases or nets:
+        owned = sorted(s.scalars(select(NodeRow.name).where(NodeRow.owner == name)))
+        if leases or nets or owned:
             uses = []
             if leases:
                 uses.append(f"lease(s) {', '.join(map(str, leases))}")
             if nets:
                 uses.append(f"network(s) {', '.join(nets)}")
-            raise ConflictError(
-                f"tenant {name} is still used by {' and '.join(uses)}", tenant=name, leases=leases, networks=nets
-            )
+            what = f"is still used by {' and '.join(uses)}" if uses else ""
+            if owned:
+                what += f"{' and ' if what else ''}owns node(s) {', '.join(owned)} (set their owner first)"
+            raise ConflictError(f"tenant {name} {what}", tenant=name, leases=leases, networks=nets, nodes=owned)
+        withdraw(s, by, f"offer withdrawn: tenant {name} deleted", tenant=name, feed=False)
         for old in s.scalars(select(LeaseRow).where(LeaseRow.tenant_id == row.id)):
             s.delete(old)  # ended leases only (live ones refused above); the event log keeps the history
         s.flush()
@@ -198,14 +208,19 @@ def set_lease_networks(store: Store, lease_id: int, networks: tuple[str, ...]) -
         return lease_to_domain(row)
 
 
-def set_node_owner(store: Store, node: str, owner: str | None) -> Node:
+def set_node_owner(store: Store, node: str, owner: str | None, by: Principal = LOCAL_ADMIN) -> Node:
+    """Make ``owner`` (None: nobody) the owner of ``node``; a change withdraws the node's open
+    offers (its old owner's grants), each with an event by ``by`` in the receiving tenant's feed."""
     with store.tx() as tx:
         s = tx.session
-        row = s.scalar(select(NodeRow).where(NodeRow.name == node))
+        row = s.scalar(select(NodeRow).where(NodeRow.name == node).with_for_update())
         if row is None:
             raise NotFoundError("node", node)
         if owner is not None and s.scalar(select(TenantRow.id).where(TenantRow.name == owner)) is None:
             raise NotFoundError("tenant", owner)
+        if row.owner != owner:
+            why = f"offer withdrawn: the node's owner changed from {row.owner or 'none'} to {owner or 'none'}"
+            withdraw(s, by, why, node=node)
         row.owner = owner
     return store.node(node)
 

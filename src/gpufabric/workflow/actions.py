@@ -102,7 +102,7 @@ class Actions:
     def delete_tenant(self, p: Principal, name: str) -> Tenant:
         self._tenant_visible(p, name)
         p.require("tenant", Verb.DELETE)
-        return self._do(p, "tenant.delete", name, name, lambda: tenant_admin.delete_tenant(self.store, name))
+        return self._do(p, "tenant.delete", name, name, lambda: tenant_admin.delete_tenant(self.store, name, p))
 
     def create_network(
         self,
@@ -335,7 +335,7 @@ class Actions:
 
     def set_owner(self, p: Principal, node: str, owner: str | None) -> Node:
         p.require("node", Verb.CREATE)
-        return self._do(p, "node.owner", node, owner, lambda: tenant_admin.set_node_owner(self.store, node, owner))
+        return self._do(p, "node.owner", node, owner, lambda: tenant_admin.set_node_owner(self.store, node, owner, p))
 
     def create_token(
         self, p: Principal, name: str, role: str, tenant: str | None, expires_at: datetime | None = None

@@ -54,7 +54,8 @@ async def show_tenant(request: Request, tenant: NameP, p: Principal = PRINCIPAL,
 @router.delete(
     "/tenants/{tenant}",
     tags=["tenants"],
-    summary="Delete a tenant (refused while leases or networks use it, naming them)",
+    summary="Delete a tenant (refused while leases or networks use it or it owns nodes, naming them;"
+            " the offers into it are withdrawn)",
     responses={200: {"model": TenantOut}, **errors(403, 404, 409)},
 )
 def delete_tenant(tenant: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
