@@ -23,8 +23,6 @@ Restore refuses a store that holds any data (tenants, nodes, leases, moves, toke
 
 from __future__ import annotations
 
-import getpass
-import hashlib
 import os
 import shutil
 import sqlite3
@@ -33,19 +31,14 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from sqlalchemy import Connection, MetaData, create_engine, inspect, select, text
+from sqlalchemy import Connection, MetaData, create_engine, inspect, text
 from sqlalchemy.engine import make_url
 
-from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Role
 from gpufabric.domain.errors import ConfigError, ConflictError, NotFoundError, ValidationError
-from gpufabric.store import db, restore_check
-
-if TYPE_CHECKING:
-    from gpufabric.store.core import Store
+from gpufabric.store import db, restore_check, restore_review
 
 DATA_TABLES: Final = ("tenants", "networks", "nodes", "leases", "moves", "tokens", "events")
 """Rows in any of these make a store non-empty (offerings and counters are seeded by every open)."""
@@ -257,7 +250,7 @@ def _reopen(url: str, path: Path, backend: str, backup_revision: str | None, rep
     review its tokens and record the restore."""
     from gpufabric.store.core import Store
 
-    sha = _sha256(path)
+    sha = restore_review.sha256(path)
     with Store.open(url) as store:
         engine = db.make_engine(url)
         try:
@@ -265,49 +258,9 @@ def _reopen(url: str, path: Path, backend: str, backup_revision: str | None, rep
                 revision, counts = _revision(conn), _counts(conn)
         finally:
             engine.dispose()
-        tokens = _review(store, path, f"sha256 {sha}, revision {backup_revision}", keep_tokens)
+        tokens = restore_review.review(store, path, f"sha256 {sha}, revision {backup_revision}", keep_tokens)
     return RestoreReport(str(path), backend, db.redact(url), backup_revision, revision, counts, replaced,
                          time.monotonic() - t0, sha, tokens)  # fmt: skip
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _operator() -> Principal:
-    """Who restores: the local operator, with the OS user that ran the command."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return Principal(f"{LOCAL_ADMIN.name}:{user}"[:63], Role.ADMIN)
-
-
-def _review(store: Store, path: Path, facts: str, keep_tokens: bool) -> tuple[Mapping[str, Any], ...]:
-    """The restored store's live tokens (not revoked, not expired), revoked unless ``keep_tokens``,
-    and the ``store.restore`` event: one transaction."""
-    from gpufabric.store.auth import EventLog
-    from gpufabric.store.tables import TokenRow
-
-    now = datetime.now(UTC)
-    with store.tx() as tx:
-        s = tx.session
-        rows = [r for r in s.scalars(select(TokenRow).where(TokenRow.revoked_at.is_(None)).order_by(TokenRow.id))
-                if r.expires_at is None or r.expires_at > now]  # fmt: skip
-        out = tuple({"id": r.id, "name": r.name, "role": r.role, "tenant": r.tenant, "created_by": r.created_by,
-                     "expires_at": r.expires_at.isoformat() if r.expires_at else None, "kept": keep_tokens}
-                    for r in rows)  # fmt: skip
-        if not keep_tokens:
-            for r in rows:
-                r.revoked_at = now
-        ids = ", ".join(str(r.id) for r in rows) or "none"
-        msg = f"restored from {path} ({facts}); {'kept' if keep_tokens else 'revoked'} token(s) {ids}"
-        s.add(EventLog.row(_operator(), "store.restore", str(path), True, msg, None))
-    return out
 
 
 # ------------------------------------------------------------------------------------ PostgreSQL
