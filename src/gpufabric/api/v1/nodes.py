@@ -87,11 +87,11 @@ def import_inventory(raw: bytes = bodies.RAW, p: Principal = PRINCIPAL, c: ApiCo
     from gpufabric.workflow.inventory import inventory_from_dict, port_namings
 
     p.require("node", Verb.CREATE)
-    body = bodies.parsed(InventoryIn, raw)  # here, in a worker thread: never on the event loop
-    named = any(n.fabrics for n in body.nodes)  # ports on named instances: those of fabrics.yaml
+    doc = bodies.parsed(InventoryIn, raw, "nodes")  # here, in a worker thread, a node at a time
+    named = any(n.get("fabrics") for n in doc["nodes"])  # ports on named instances: those of fabrics.yaml
     instances = c.engine().fabrics.kinds if named and c.engine is not None else {}
     namings = port_namings(c.fabrics_settings())  # each switch's dialect: its port names, as a file's
-    inv = inventory_from_dict(body.model_dump(exclude_none=True), namings, instances)
+    inv = inventory_from_dict(doc, namings, instances)
     r = c.actions.import_inventory(p, inv)  # the store refuses a port key another node holds (409)
     return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
 
