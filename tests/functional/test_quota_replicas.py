@@ -7,11 +7,9 @@ and the tenant ends at its quota, not over it."""
 
 from __future__ import annotations
 
-import itertools
-import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +27,12 @@ from support.api_world import build_world
 
 pytestmark = pytest.mark.postgres
 SERVICE = Principal("neutron", Role.SERVICE)  # counted against quotas (an admin is not)
-_numbers = itertools.count(1)
 
 
 @pytest.fixture
-def pg(postgres_cluster: Any, tmp_path: Path) -> Iterator[str]:
-    name = f"q{os.getpid()}_{next(_numbers)}"
-    with postgres_cluster.admin() as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    url: str = postgres_cluster.url(name)
-    build_world(tmp_path, nodes=6, leased=2, url=url).store.close()  # beta: 2 networks, 1 lease (gpu-0001)
-    yield url
-    with postgres_cluster.admin() as c:
-        c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+def pg(store_url: str, tmp_path: Path) -> str:
+    build_world(tmp_path, nodes=6, leased=2, url=store_url).store.close()  # beta: 2 networks, 1 lease (gpu-0001)
+    return store_url
 
 
 def _until(what: Callable[[], bool]) -> None:
@@ -58,6 +49,7 @@ WRITES: dict[str, tuple[Quotas, Callable[[Actions, str], Any]]] = {
 }
 
 
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)  # two replicas' pools on one PostgreSQL
 @pytest.mark.parametrize("what", sorted(WRITES))
 def test_two_replicas_cannot_both_take_a_tenants_last_unit_of_quota(
     pg: str, postgres_cluster: Any, monkeypatch: pytest.MonkeyPatch, what: str
