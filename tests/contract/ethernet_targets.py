@@ -11,6 +11,7 @@ To add a driver to the suite, add ONE line to ``ETHERNET_TARGETS`` at the bottom
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -38,6 +39,11 @@ class EthernetTarget:
     @property
     def switch(self) -> str:
         return self.driver.switch
+
+    def missing(self, n: int = 0) -> str:
+        """A port the switch does not have, named as it names its ports (a name its dialect would
+        refuse never reaches it: the renderer checks it)."""
+        return re.sub(r"\d+$", str(190 + n), self.ports[0])
 
 
 EthernetTargetFactory = Callable[[Path], AbstractContextManager[EthernetTarget]]

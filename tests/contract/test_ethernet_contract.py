@@ -135,10 +135,10 @@ def test_unknown_port_fails_and_changes_nothing(target: EthernetTarget, request:
     target.driver.apply([access(target, good, 601)])
     before = target.driver.observe()
     with pytest.raises(ApplyError) as ei:
-        target.driver.apply([access(target, good, 602), access(target, "nosuchport0", 602)])
+        target.driver.apply([access(target, good, 602), access(target, target.missing(), 602)])
     assert ei.value.fabric == "ethernet"
     assert ei.value.device == target.switch
-    assert "nosuchport0" in ei.value.message
+    assert target.missing() in ei.value.message
     assert target.driver.observe() == before
     assert observed(target, good) == access(target, good, 601)
 
@@ -199,7 +199,8 @@ def test_empty_batch_is_a_no_op(target: EthernetTarget) -> None:
     assert target.driver.observe() == before
 
 
-def test_driver_errors_are_fabric_errors(target: EthernetTarget) -> None:
+def test_driver_errors_are_fabric_errors(target: EthernetTarget, request: pytest.FixtureRequest) -> None:
+    known_gap(request, target)
     with pytest.raises(FabricError) as ei:
-        target.driver.apply([access(target, "nosuchport1", 1200)])
+        target.driver.apply([access(target, target.missing(1), 1200)])
     assert ei.value.to_json()["details"]["fabric"] == "ethernet"

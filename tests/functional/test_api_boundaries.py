@@ -127,6 +127,26 @@ def test_quotas_refuse_with_429_naming_the_quota_and_change_nothing(world: tuple
     assert client.post("/api/v1/networks", json={"name": "n3", "tenant": "beta"}, headers=w.headers("admin")).status_code == 201
 
 
+def test_a_429_on_an_offer_tells_the_owner_none_of_the_other_tenants_numbers(world: tuple[World, TestClient]) -> None:
+    """Issue 31: an owner's offer into a tenant at its lease quota was refused with that tenant's
+    lease count and quota ("tenant beta holds 1 leases of its quota 1"); now the refusal names the
+    quota only, and the tenant's own token still reads its numbers."""
+    w, client = world
+    w.ctx.actions.quota = lambda: Quotas(leases=1)
+    before = _state(client, w)
+    r = client.post("/api/v1/leases", json={"tenant": "beta", "node": "gpu-0005"}, headers=w.headers("owner-alpha"))
+    assert r.status_code == 429, r.text
+    err = r.json()["error"]
+    assert err == {"code": "quota", "field": "quotas.leases", "value": None, "allowed": "within tenant beta's quota",
+                   "message": "quota exceeded: tenant beta cannot take another lease now (quotas.leases in config.yaml)"}
+    assert _state(client, w) == before
+    own = client.post("/api/v1/networks", json={"name": "n1", "tenant": "beta"}, headers=w.headers("lessee-beta"))
+    assert own.status_code == 201  # networks: within the default quota
+    w.ctx.actions.quota = lambda: Quotas(networks=3)
+    own = client.post("/api/v1/networks", json={"name": "n2", "tenant": "beta"}, headers=w.headers("lessee-beta"))
+    assert own.status_code == 429 and own.json()["error"]["value"] == 4 and own.json()["error"]["allowed"] == "at most 3"
+
+
 def test_a_refused_attempt_is_logged_in_the_callers_feed_not_the_named_tenants(world: tuple[World, TestClient]) -> None:
     w, client = world
     body = {"tenant": "beta", "node": "gpu-0005", "networks": ["beta-net"]}

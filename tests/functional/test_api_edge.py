@@ -5,13 +5,11 @@ token (or the probe listener), and nothing open tells a tenant the loops' errors
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,6 +20,7 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.runtime.loops import Loops
 
 from support.api_world import World, build_world, inventory
+from support.asgi_call import asgi_call
 
 
 @pytest.fixture(scope="module")
@@ -39,31 +38,6 @@ def client(world: World) -> Iterator[TestClient]:
     world.ctx.configure(ApiLimits())
 
 
-def _asgi(app: Any, method: str, path: str, headers: dict[str, str], chunks: list[bytes]) -> tuple[int, bytes, int]:
-    """Call ``app`` as a server would, the body arriving in ``chunks``: (status, body, chunks read)."""
-    read = [0]
-    out: dict[str, Any] = {"body": b""}
-
-    async def receive() -> dict[str, Any]:
-        if read[0] >= len(chunks):
-            await asyncio.sleep(3600)  # a client that sends nothing more
-        read[0] += 1
-        return {"type": "http.request", "body": chunks[read[0] - 1], "more_body": read[0] < len(chunks)}
-
-    async def send(m: dict[str, Any]) -> None:
-        if m["type"] == "http.response.start":
-            out["status"] = m["status"]
-        elif m["type"] == "http.response.body":
-            out["body"] += m.get("body", b"")
-
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
-             "raw_path": path.encode(), "query_string": b"", "root_path": "", "scheme": "http",
-             "server": ("testserver", 80), "client": ("127.0.0.1", 1234),
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}  # fmt: skip
-    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))
-    return out["status"], out["body"], read[0]
-
-
 # ---------------------------------------------------------------- auth before body
 def test_a_malformed_body_without_a_token_is_401_not_422(client: TestClient, world: World) -> None:
     for headers in ({}, {"Authorization": "Bearer gf_not-a-token"}, {"Authorization": "Basic YWRtaW46eA=="}):
@@ -77,7 +51,7 @@ def test_a_malformed_body_without_a_token_is_401_not_422(client: TestClient, wor
 def test_without_a_token_not_a_byte_of_the_body_is_read(world: World) -> None:
     app = create_app(world.ctx)
     body = json.dumps({"name": "gamma"}).encode()
-    status, answer, read = _asgi(app, "POST", "/api/v1/tenants",
+    status, answer, read = asgi_call(app, "POST", "/api/v1/tenants",
                                  {"content-type": "application/json", "content-length": str(len(body))}, [body])
     assert (status, read) == (401, 0), answer
     assert b"missing bearer token" in answer
@@ -103,7 +77,7 @@ def test_a_streamed_body_is_refused_as_soon_as_it_passes_the_cap(world: World) -
         app = create_app(world.ctx)
         chunks = [b"x" * 65536] * 64  # 4 MiB, chunked, no Content-Length
         headers = {**world.headers("admin"), "content-type": "application/json", "transfer-encoding": "chunked"}
-        status, answer, read = _asgi(app, "POST", "/api/v1/tenants", headers, chunks)
+        status, answer, read = asgi_call(app, "POST", "/api/v1/tenants", headers, chunks)
     finally:
         world.ctx.configure(ApiLimits())
     assert status == 413, answer

@@ -68,7 +68,7 @@ def test_serve_applies_its_limits_and_serves_probes_on_their_own_listener(tmp_pa
 def test_serve_refuses_bad_limits_and_an_open_probe_listener_off_loopback(tmp_path: Path) -> None:
     env, _ = _home(tmp_path)
     for args, field in ((("--max-body", "10"), "max_body"), (("--probe-bind", "0.0.0.0:9480"), "probe_bind"),
-                        (("--stream-timeout", "0"), "stream_timeout")):  # fmt: skip
+                        (("--stream-timeout", "0"), "stream_timeout"), (("--large-bodies", "0"), "large_bodies")):  # fmt: skip
         p = subprocess.run([GF, "serve", "--port", str(free_port()), *args], env=env, capture_output=True, text=True,
                            timeout=60, check=False)  # fmt: skip
         assert p.returncode == 2 and field in p.stderr, (args, p.stderr)

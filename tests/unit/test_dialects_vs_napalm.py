@@ -131,7 +131,7 @@ def test_nvue_batch_starts_by_dropping_what_a_failed_batch_staged() -> None:
     so the dialect's batch now starts with ``nv config detach`` and the next apply leaves the
     failed batch's port alone (tests/unit/test_ssh_double.py has the same case through the CLI)."""
     ports = port_names("nvue", 2)
-    drv, _ = double_driver("nvue", "leaf", ports, 4000)
+    drv, _ = double_driver("nvue", "leaf", ports, 4000, unchecked=True)  # the switch refuses nosuchport0
     with pytest.raises(ApplyError, match="nosuchport0"):
         drv.apply([EthernetPortConfig("leaf", ports[0], PortMode.ACCESS, VlanId(601)),
                    EthernetPortConfig("leaf", "nosuchport0", PortMode.ACCESS, VlanId(601))])  # fmt: skip

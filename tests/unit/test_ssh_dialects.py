@@ -353,3 +353,30 @@ def test_unknown_dialect() -> None:
 def test_state_helper() -> None:
     s = SwitchState("sw", (cfg("a", PortMode.ACCESS, 5),))
     assert s.port("a") == cfg("a", PortMode.ACCESS, 5)
+
+
+# a name each dialect's CLI would read as something else (a range, another vendor's name)
+FOREIGN = {"nxos": "Ethernet1/1-48", "eos": "Ethernet1-48", "junos": "ge-0/0/1-48", "os10": "ethernet1/1/1-1/1/48",
+           "os9": "TenGigabitEthernet0/1-48", "sonic": "Ethernet0-47", "nvue": "swp1-48", "ovs": "a-port-name-past-15"}
+
+
+@pytest.mark.parametrize("name", DIALECTS)
+def test_the_renderer_refuses_a_port_name_its_dialect_refuses(name: str) -> None:
+    """The renderer checks each port (and a member's aggregate) with its dialect's naming, as the
+    inventory does: a name that passed some other way in (issue 31: the API took Ethernet1/1-48
+    for an NX-OS switch) never becomes ``interface Ethernet1/1-48``."""
+    d = load_dialect(name)
+    assert d.port_naming is not None and not d.port_naming.matches(FOREIGN[name])
+    bad = EthernetPortConfig("sw", FOREIGN[name], PortMode.ACCESS, VlanId(100))
+    with pytest.raises(ValidationError) as e:
+        render_batch(d, [*batch(name)[:1], bad], quarantine=Q, current=SwitchState("sw"))
+    assert (e.value.field, e.value.value) == ("port", FOREIGN[name])
+    assert e.value.allowed.startswith(f"a {name} interface name, e.g. ")
+    assert render_batch(d, batch(name)[:1], quarantine=Q, current=SwitchState("sw"))  # its own names render
+
+
+def test_the_renderer_refuses_an_aggregate_its_dialect_refuses() -> None:
+    member = EthernetPortConfig("sw", "Ethernet1/3", PortMode.ACCESS, VlanId(100), bond="port-channel1-4")
+    with pytest.raises(ValidationError) as e:
+        render_batch(load_dialect("nxos"), [member], quarantine=Q, current=SwitchState("sw"))
+    assert (e.value.field, e.value.value) == ("bond", "port-channel1-4")

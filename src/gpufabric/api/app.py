@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
 
-from gpufabric.api import dashboard, guard
+from gpufabric.api import bodies, dashboard, guard
 from gpufabric.api.deps import PRINCIPAL, ApiContext, error_body, status_of
 from gpufabric.api.limits import LimitExceeded
 from gpufabric.api.v1 import kinds, leases, moves, nodes, ops, tenants
@@ -174,7 +174,7 @@ def create_probe_app(c: ApiContext) -> FastAPI:
 
 def _document_limits(app: FastAPI) -> None:
     """Every v1 operation may answer 413 (body cap) and every write 429 (rate limit): add both to
-    the generated schema once."""
+    the generated schema once, with the request bodies' models (:func:`bodies.add_schemas`)."""
     build = app.openapi
     lock = threading.Lock()  # `gpufabric serve` warms it in a thread while requests may come in
 
@@ -183,6 +183,7 @@ def _document_limits(app: FastAPI) -> None:
             return app.openapi_schema if app.openapi_schema is not None else _with_limits(build())
 
     def _with_limits(spec: dict[str, Any]) -> dict[str, Any]:
+        bodies.add_schemas(spec)  # the request bodies endpoints parse themselves
         ref = {"$ref": "#/components/schemas/Error"}
         for path, methods in spec["paths"].items():
             if not path.startswith(guard.API):

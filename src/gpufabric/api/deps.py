@@ -19,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from gpufabric.api.limits import ApiLimits, StreamSlots, WriteBuckets
+from gpufabric.api.limits import ApiLimits, BodySlots, StreamSlots, WriteBuckets
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import (
     ConflictError,
@@ -82,6 +82,7 @@ class ApiContext:
     reader: Reader = field(init=False)
     write_buckets: WriteBuckets = field(init=False)
     stream_slots: StreamSlots = field(init=False)
+    body_slots: BodySlots = field(init=False)
     actions: Actions = field(init=False)
     tokens: Tokens = field(init=False)
     _auth: dict[str, tuple[float, Principal]] = field(default_factory=dict)
@@ -99,10 +100,11 @@ class ApiContext:
         self.configure(self.limits)
 
     def configure(self, limits: ApiLimits) -> None:
-        """Set the limits (checked); the write buckets and stream counts start afresh."""
+        """Set the limits (checked); the write buckets, stream counts and body slots start afresh."""
         self.limits = limits.check()
         self.write_buckets = WriteBuckets(limits.write_rate, limits.write_burst)
         self.stream_slots = StreamSlots(limits.streams_per_principal)
+        self.body_slots = BodySlots(limits.large_bodies)
 
     converge_requested: bool = False
     _rev: tuple[float, int] = (0.0, -1)

@@ -5,14 +5,20 @@ byte of the body is read:
    is refused the same way). The principal is kept in the request's state for the endpoints.
 2. writes (POST, PUT, PATCH, DELETE) under ``/api/v1``: the principal's token bucket (429 with
    ``Retry-After`` naming the rate); admins are exempt unless ``limit_admin``.
-3. every request: the body cap (``max_body``, ``max_inventory_body`` for ``POST /api/v1/inventory`` and ``/inventory/{format}``):
-   413 at once when ``Content-Length`` says more, else the body is read as it streams and refused
-   as soon as it passes the cap (it is then handed to the endpoint from memory).
+3. an inventory import (``POST /api/v1/inventory`` and ``/inventory/{format}``): the principal's
+   role may import (403 otherwise: a lessee's 64 MiB body is never read nor parsed).
+4. every request: the body cap (``max_body``; ``max_inventory_body`` for an import): 413 at once
+   when ``Content-Length`` says more, else the body is read as it streams and refused as soon as
+   it passes the cap (it is then handed to the endpoint from memory). An import that may pass
+   ``max_body`` (by its ``Content-Length``, or chunked) first waits for one of the ``large_bodies``
+   slots (``ApiContext.body_slots``), held until it is answered: its body is read, then parsed by
+   the endpoint off the event loop (:mod:`gpufabric.api.bodies`), a bounded number at once.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
@@ -21,8 +27,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufabric.api.deps import ApiContext, error_body
 from gpufabric.api.limits import LimitExceeded, human_bytes, principal_key
-from gpufabric.domain.auth import Principal, Role
-from gpufabric.domain.errors import UnauthorizedError
+from gpufabric.domain.auth import Principal, Role, Verb
+from gpufabric.domain.errors import ForbiddenError, UnauthorizedError
 
 API = "/api/v1"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -60,10 +66,13 @@ class Guard:
         method: str = scope["method"]
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         limits = self.ctx.limits
+        inventory = method == "POST" and (path == INVENTORY or path.startswith(INVENTORY + "/"))  # a file, a format
         try:
             if path == API or path.startswith(API + "/"):
                 p = await authenticate(self.ctx, bearer(headers))
                 scope.setdefault("state", {})["principal"] = p
+                if inventory:
+                    p.require("node", Verb.CREATE)  # before the body: only an importer sends a large one
                 if method in WRITES and (p.role is not Role.ADMIN or limits.limit_admin):
                     wait = self.ctx.write_buckets.take(principal_key(p))
                     if wait > 0:
@@ -73,37 +82,38 @@ class Guard:
                             f"rate limit: at most {rate}; retry after {math.ceil(wait)} s",
                             retry_after=max(1, math.ceil(wait)),
                         )
-            inventory = method == "POST" and (path == INVENTORY or path.startswith(INVENTORY + "/"))  # a file, a format
-            cap, field = (limits.max_inventory_body, "max_inventory_body") if inventory else (limits.max_body, "max_body")
-            receive = await self._capped(headers, receive, cap, field)
         except UnauthorizedError as e:
             await JSONResponse(error_body(e), 401, headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+            return
+        except ForbiddenError as e:
+            await JSONResponse(error_body(e), 403)(scope, receive, send)
             return
         except LimitExceeded as e:
             await JSONResponse(e.body(), e.status, headers=e.headers())(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        cap, field = (limits.max_inventory_body, "max_inventory_body") if inventory else (limits.max_body, "max_body")
+        length, has_body = _declared(headers)
+        large = inventory and has_body and (length is None or length > limits.max_body)
+        slot: AbstractAsyncContextManager[None] = self.ctx.body_slots.hold() if large else nullcontext()
+        async with slot:
+            try:
+                receive = await self._capped(length, receive, cap, field) if has_body else receive
+            except LimitExceeded as e:
+                await JSONResponse(e.body(), e.status, headers=e.headers())(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
 
     @staticmethod
-    async def _capped(headers: list[tuple[bytes, bytes]], receive: Receive, cap: int, field: str) -> Receive:
-        """``receive`` unchanged when there is no body; else the body read up to ``cap`` (413 past it,
-        naming the limit ``field``)."""
-        length: str | None = None
-        chunked = False
-        for k, v in headers:
-            if k == b"content-length":
-                length = v.decode("latin-1")
-            elif k == b"transfer-encoding":
-                chunked = b"chunked" in v.lower()
-        if length is None and not chunked:
-            return receive
+    async def _capped(length: int | None, receive: Receive, cap: int, field: str) -> Receive:
+        """The body (of ``length`` bytes if declared) read up to ``cap`` (413 past it, naming the
+        limit ``field``), replayed to the app from memory."""
 
         def too_large(seen: int | str) -> LimitExceeded:
             return LimitExceeded(413, field, seen, f"at most {cap} bytes",
                                  f"request body too large: at most {human_bytes(cap)} ({cap} bytes, {field})")
 
-        if length is not None and length.strip().isdigit() and int(length) > cap:
-            raise too_large(int(length))
+        if length is not None and length > cap:
+            raise too_large(length)
         messages: list[Message] = []
         seen = 0
         while True:
@@ -125,6 +135,20 @@ class Guard:
             return replay.pop(0) if replay else await receive()
 
         return replayed
+
+
+def _declared(headers: list[tuple[bytes, bytes]]) -> tuple[int | None, bool]:
+    """The body's ``Content-Length`` (None: not given, or not a number) and whether there is a
+    body at all (a ``Content-Length`` or a chunked ``Transfer-Encoding``)."""
+    length: int | None = None
+    body = False
+    for k, v in headers:
+        if k == b"content-length":
+            text = v.decode("latin-1").strip()
+            length, body = (int(text) if text.isdigit() else None), True
+        elif k == b"transfer-encoding" and b"chunked" in v.lower():
+            body = True
+    return length, body
 
 
 def install(app: Any, ctx: ApiContext) -> None:

@@ -1,14 +1,18 @@
 """The API's limits on what one caller may cost the server before and after its token is
-checked: the request body cap (a larger one for inventory import), the per-principal write
-rate (a token bucket), the per-principal cap on open event streams and their lifetime and
-polling backoff. ``gpufabric serve`` sets them from its options; tests and benches build them.
+checked: the request body cap (a larger one for inventory import, for the roles that may
+import), how many such large bodies are read and parsed at once, the per-principal write rate
+(a token bucket), the per-principal cap on open event streams and their lifetime and polling
+backoff. ``gpufabric serve`` sets them from its options; tests and benches build them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from gpufabric.domain.auth import Principal
@@ -22,7 +26,8 @@ class ApiLimits:
     """Every limit, with secure defaults; :meth:`check` names the first one out of range."""
 
     max_body: int = 1 * MIB  # bytes of any request body
-    max_inventory_body: int = 64 * MIB  # bytes of POST /api/v1/inventory (a whole site's inventory)
+    max_inventory_body: int = 64 * MIB  # bytes of POST /api/v1/inventory (a whole site's inventory), for importers
+    large_bodies: int = 1  # inventory bodies past max_body read and parsed at once (~20x their size in memory)
     write_rate: float = 10.0  # writes per second per principal, refilled continuously (0: no limit)
     write_burst: int = 100  # writes a principal may make at once before the rate applies
     limit_admin: bool = False  # admins' writes are limited too (off: operators and benches run unthrottled)
@@ -35,6 +40,7 @@ class ApiLimits:
         bounds: tuple[tuple[str, float, float, float], ...] = (
             ("max_body", self.max_body, 1024, 1024 * MIB),
             ("max_inventory_body", self.max_inventory_body, 1024, 4096 * MIB),
+            ("large_bodies", self.large_bodies, 1, 64),
             ("write_rate", self.write_rate, 0, 100_000),
             ("write_burst", self.write_burst, 1, 1_000_000),
             ("streams_per_principal", self.streams_per_principal, 1, 10_000),
@@ -127,3 +133,30 @@ class StreamSlots:
     def count(self, key: str) -> int:
         with self._lock:
             return self._open.get(key, 0)
+
+
+@dataclass
+class BodySlots:
+    """At most ``cap`` large bodies read and parsed at once; the others wait their turn, their body
+    unread (:meth:`hold`, on the server's event loop). ``running``/``waiting``: how many now."""
+
+    cap: int
+    running: int = 0
+    waiting: int = 0
+    _sem: asyncio.Semaphore | None = None
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        if self._sem is None:  # made on the loop that serves (one per server process)
+            self._sem = asyncio.Semaphore(self.cap)
+        self.waiting += 1
+        try:
+            await self._sem.acquire()
+        finally:
+            self.waiting -= 1
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
+            self._sem.release()

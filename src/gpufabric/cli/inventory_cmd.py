@@ -13,7 +13,6 @@ from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Node
-from gpufabric.domain.values import PortNaming
 
 if TYPE_CHECKING:
     from gpufabric.store.registry import Registry
@@ -44,7 +43,7 @@ def import_(
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
     from gpufabric.cli.backend import backend
-    from gpufabric.workflow.inventory import load_inventory
+    from gpufabric.workflow.inventory import load_inventory, port_namings
 
     name, kind_format = formats.resolve(file, fmt)
     b = backend()
@@ -59,7 +58,8 @@ def import_(
     fabrics = fabrics_yaml()
     registry = _registry(fabrics)
     instances = _instances(fabrics, registry)
-    inv = load_inventory(file, name, _port_namings(fabrics, registry), instances)  # parsed and checked here
+    namings = port_namings(fabrics, registry.ordered_kinds() if registry is not None else ())
+    inv = load_inventory(file, name, namings, instances)  # parsed and checked here (and again by a server)
     res = b.import_inventory(inv, instances)
     if json_out:
         emit_json({"format": name, "nodes": len(inv.nodes), "result": res})
@@ -99,12 +99,6 @@ def _instances(fabrics: dict[str, Any], registry: Registry | None) -> dict[str, 
     from gpufabric.engine.fabrics import configured_instances
 
     return configured_instances(fabrics, registry) if registry is not None else {}
-
-
-def _port_namings(fabrics: dict[str, Any], registry: Registry | None) -> dict[str, PortNaming]:
-    """device -> the naming of its ports, from every registered kind's section of fabrics.yaml."""
-    kinds = registry.ordered_kinds() if registry is not None else ()
-    return {device: naming for k in kinds for device, naming in k.port_namings(fabrics).items()}
 
 
 def node_doc(n: Node) -> dict[str, object]:

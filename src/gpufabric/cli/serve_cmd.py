@@ -86,7 +86,9 @@ def serve(
     tls_key: Path = Option(None, "--tls-key", help="PEM private key (required off loopback)."),
     max_body: int = Option(1024 * 1024, "--max-body", help="Bytes of a request body at most (413 past it)."),
     max_inventory_body: int = Option(64 * 1024 * 1024, "--max-inventory-body",
-                                     help="Bytes of a POST /api/v1/inventory body at most."),
+                                     help="Bytes of a POST /api/v1/inventory body at most (admins: the roles that import)."),
+    large_bodies: int = Option(1, "--large-bodies", help="Inventory bodies past --max-body read and parsed at once "
+                               "(each takes ~20x its size in memory; the others wait)."),
     write_rate: float = Option(10.0, "--write-rate", help="Writes per second per principal (0: no limit; 429)."),
     write_burst: int = Option(100, "--write-burst", help="Writes a principal may make at once."),
     limit_admin: bool = Option(False, "--limit-admin-writes", help="Rate-limit admin tokens' writes too."),
@@ -114,7 +116,7 @@ def serve(
         pol = Policy(policy)
     except ValueError:
         raise ConfigError("policy", policy, "repair or report") from None
-    limits = ApiLimits(max_body=max_body, max_inventory_body=max_inventory_body, write_rate=write_rate,
+    limits = ApiLimits(max_body=max_body, max_inventory_body=max_inventory_body, large_bodies=large_bodies, write_rate=write_rate,
                        write_burst=write_burst, limit_admin=limit_admin, streams_per_principal=max_streams,
                        stream_timeout=stream_timeout).check()
     probe = parse_probe_bind(probe_bind) if probe_bind else None

@@ -244,11 +244,12 @@ class Store:
     # ------------------------------------------------------------------ networks
     def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None,
                        fabrics: Collection[str] | None = None, options: NetworkOptions | None = None,
-                       ) -> Network:  # fmt: skip
+                       tx: Tx | None = None) -> Network:  # fmt: skip
         """A tenant network with one segment per spanned instance whose kind allocates one
         (``FabricKind.allocate``). ``kinds``: the configured instances (default: every registered
         kind); ``fabrics``: those it spans (None: all; ids stay unique across every instance of
         ``kinds`` sharing a pool); ``options``: instance -> its segment's validated options.
+        ``tx``: the caller's transaction (its quota checked there), each attempt a savepoint of it.
         Raises NotFoundError (tenant), ConflictError (name taken), ExhaustedError (pool empty).
         """
         check_name("network.name", name)
@@ -256,6 +257,9 @@ class Store:
         last: IntegrityError | None = None
         for _ in range(ALLOCATION_ATTEMPTS):
             try:
+                if tx is not None:  # an id taken by another replica: back to the savepoint, retried on fresh data
+                    with tx.session.begin_nested():
+                        return self._create_network(tx.session, name, tenant, cfg, allocators, fabrics, options or {})
                 with self._tx() as s:
                     return self._create_network(s, name, tenant, cfg, allocators, fabrics, options or {})
             except IntegrityError as e:  # another replica took the same id (or name): retry on fresh data

@@ -45,6 +45,17 @@ def listing(names: Sequence[str] | frozenset[str]) -> str:
     return ", ".join(ordered[:_SHOWN]) + more
 
 
+def hold_quota(tx: Tx, tenant: str) -> None:
+    """Serialise the quota checks of ``tenant`` until ``tx`` ends, across processes and replicas:
+    on PostgreSQL the tenant's row is locked (``FOR NO KEY UPDATE``: rows that merely refer to the
+    tenant are still written), so another transaction's check of this tenant waits for this one
+    to commit and then counts its rows (READ COMMITTED: each count is a new snapshot); SQLite's
+    writers are serialised already (every transaction is ``BEGIN IMMEDIATE``: the database lock)."""
+    s = tx.session
+    if s.get_bind().dialect.name == "postgresql":
+        s.execute(select(TenantRow.id).where(TenantRow.name == tenant).with_for_update(key_share=True))
+
+
 def usage(tx: Tx, tenant: str, what: str) -> int:
     """How much of quota ``what`` (networks, leases, open_moves) tenant ``tenant`` holds now, read in
     the write's own transaction ``tx`` (:mod:`gpufabric.workflow.quotas` checks it against the limit):

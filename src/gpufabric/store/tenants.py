@@ -103,6 +103,7 @@ def adopt_network(
     kinds: Sequence[Any] | None = None,
     fabrics: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    tx: Tx | None = None,
 ) -> Network:
     """Create a network with exactly the given segmentation ids (fabric instance -> id, each
     checked by its kind's :meth:`~gpufabric.domain.fabric.FabricKind.adopt` against ``cfg`` and
@@ -113,7 +114,8 @@ def adopt_network(
     ids. ``kinds``: the configured fabric instances (None: every registered kind's default one).
     ``fabrics``: the instances the network spans (:func:`spanned`; None: all, or with explicit
     segments, theirs; given with segments it must name exactly theirs). ``options``: instance ->
-    the network's own settings there (:func:`checked_options`).
+    the network's own settings there (:func:`checked_options`). ``tx``: the caller's transaction
+    (where its quota was checked), the network written in a savepoint of it.
     One transaction: nothing is written on any error."""
     check_name("network.name", name)
     instances = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
@@ -121,7 +123,7 @@ def adopt_network(
     spans = set(segments) or (set(chosen) if chosen is not None else {k.instance for k in instances if k.allocates})
     opts = checked_options(instances, spans, options or {})
     if not segments:
-        return store.create_network(name, tenant, cfg, instances, chosen, opts)
+        return store.create_network(name, tenant, cfg, instances, chosen, opts, tx)
     if fabrics is not None and set(fabrics) != set(segments):
         raise ValidationError(
             "fabrics", list(fabrics), f"the instances of the explicit segments ({', '.join(segments)}), or left out"
@@ -135,8 +137,8 @@ def adopt_network(
             raise ValidationError("segments.fabric", instance, allowed or "none (no fabric takes explicit ids)")
         by_name[instance].adopt(probe, seg, (), cfg)  # range (and kind) checked before the store is read, as before
     try:
-        with store.tx() as tx:
-            s = tx.session
+        with store.tx(tx) as t_x, t_x.session.begin_nested():
+            s = t_x.session
             t = s.scalar(select(TenantRow).where(TenantRow.name == tenant))
             if t is None:
                 raise NotFoundError("tenant", tenant)

@@ -126,18 +126,19 @@ class Actions:
                 allowed="admin, service",
             )
         def run() -> Network:
-            with self.store.tx() as tx:  # counted in a transaction of its own: allocation retries its own
+            with self.store.tx() as tx:  # counted and written in one transaction: replicas' checks serialise
                 quotas.check(tx, self.quota(), p, tenant, "networks")
-            return tenant_admin.adopt_network(
-                self.store,
-                Network(name, tenant).name,
-                tenant,
-                self.cfg(),
-                segments or {},
-                self.network_kinds(),
-                fabrics,
-                options,
-            )
+                return tenant_admin.adopt_network(
+                    self.store,
+                    Network(name, tenant).name,
+                    tenant,
+                    self.cfg(),
+                    segments or {},
+                    self.network_kinds(),
+                    fabrics,
+                    options,
+                    tx,
+                )
 
         return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)
 

@@ -16,7 +16,8 @@ validation, fields under the path of the list), dumped back as canonical JSON
 no two nodes of the file may share (the store keeps them unique too). ``instances``
 (instance -> bound kind, from ``fabrics.yaml``) says which instances exist, and each registered
 kind adds its default instance when none of that name is configured; any other is refused.
-``dialects`` (device -> the naming of its ports) is handed to every kind
+``dialects`` (device -> the naming of its ports: :func:`port_namings` of ``fabrics.yaml``, for a
+file through the CLI and for the API's body alike) is handed to every kind
 (``FabricKind.for_inventory``), which checks the port names of its entries against it.
 """
 
@@ -51,6 +52,15 @@ def port_instances(instances: Instances, kinds: Iterable[FabricKind[Any, Any]] |
     an instance of that name is configured."""
     extra = {k.name: k for k in (registered_kinds() if kinds is None else kinds) if k.ports_section}
     return {**{n: k for n, k in extra.items() if n not in instances}, **instances}
+
+
+def port_namings(settings: Mapping[str, Any], kinds: Iterable[FabricKind[Any, Any]] | None = None) -> dict[str, PortNaming]:
+    """device -> the naming of its ports, from each of ``kinds``' (default: the registered ones)
+    reading of ``settings`` (fabrics.yaml's mapping; empty: none): what every way in checks an
+    inventory's port names against (``inventory import FILE``, ``POST /api/v1/inventory``)."""
+    if not settings:
+        return {}
+    return {d: n for k in (registered_kinds() if kinds is None else kinds) for d, n in k.port_namings(settings).items()}
 
 
 class _Yaml12Loader(yaml.SafeLoader):

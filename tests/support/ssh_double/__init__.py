@@ -16,9 +16,10 @@ covers for real).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from gpufabric.fabrics.ethernet.dialects import DIALECTS
+from gpufabric.fabrics.ethernet.dialects import DIALECTS, load_dialect
 from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
 from gpufabric.fabrics.ethernet.sshio import CommandResult
 
@@ -98,14 +99,17 @@ class ReplayConnection:
         pass
 
 
-def double_driver(dialect: str, switch: str, ports: tuple[str, ...], quarantine: int) -> tuple[SshSwitchDriver, CliDouble]:
-    """An :class:`SshSwitchDriver` in ``dialect`` whose connection is replayed against a double."""
+def double_driver(dialect: str, switch: str, ports: tuple[str, ...], quarantine: int,
+                  unchecked: bool = False) -> tuple[SshSwitchDriver, CliDouble]:  # fmt: skip
+    """An :class:`SshSwitchDriver` in ``dialect`` whose connection is replayed against a double;
+    ``unchecked``: its renderer does not check port names with the dialect's naming, so a name
+    the switch refuses reaches it (a test of what the switch does with a failed batch)."""
     double = make_double(dialect, ports, quarantine)
     drv = SshSwitchDriver(
         host="192.0.2.1",  # TEST-NET-1: never contacted, the connection is replaced below
         username="admin",
         key_filename="/nonexistent",
-        dialect=dialect,
+        dialect=dataclasses.replace(load_dialect(dialect), port_naming=None) if unchecked else dialect,
         switch=switch,
         quarantine_vlan=quarantine,
         bridge=OVS_BRIDGE if dialect == "ovs" else None,

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
+from gpufabric.api import bodies
 from gpufabric.api.deps import CTX, PAGE, PRINCIPAL, ApiContext, Page, json, paged
 from gpufabric.api.v1.schemas import (
     NAME_PATTERN,
@@ -80,18 +81,17 @@ async def show_node(request: Request, node: NodeName, p: Principal = PRINCIPAL, 
     status_code=200,
     summary="Import (upsert) an inventory: {nodes: [...]} as in inventory files",
     responses={200: {"model": ImportOut}, **errors(403, 409)},
+    openapi_extra=bodies.json_body(InventoryIn),
 )
-def import_inventory(
-    body: InventoryIn,
-    p: Principal = PRINCIPAL,
-    c: ApiContext = CTX,
-) -> Response:
-    from gpufabric.workflow.inventory import inventory_from_dict
+def import_inventory(raw: bytes = bodies.RAW, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    from gpufabric.workflow.inventory import inventory_from_dict, port_namings
 
     p.require("node", Verb.CREATE)
-    named = any(n.fabrics for n in body.nodes)  # ports on named instances: those of fabrics.yaml
+    doc = bodies.parsed(InventoryIn, raw, "nodes")  # here, in a worker thread, a node at a time
+    named = any(n.get("fabrics") for n in doc["nodes"])  # ports on named instances: those of fabrics.yaml
     instances = c.engine().fabrics.kinds if named and c.engine is not None else {}
-    inv = inventory_from_dict(body.model_dump(exclude_none=True), instances=instances)
+    namings = port_namings(c.fabrics_settings())  # each switch's dialect: its port names, as a file's
+    inv = inventory_from_dict(doc, namings, instances)
     r = c.actions.import_inventory(p, inv)  # the store refuses a port key another node holds (409)
     return json({"added": r.added, "updated": r.updated, "unchanged": r.unchanged})
 
@@ -101,10 +101,11 @@ def import_inventory(
     status_code=200,
     summary="Import a fabric kind's discovery output (the text as the body, e.g. ibnetdiscover's)",
     responses={200: {"model": FormatImportOut}, **errors(403, 409, 413)},
+    openapi_extra=bodies.text_body("The text, as the tool printed it"),
 )
 def import_format(
     fmt: Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN, description="A kind's format")],
-    body: Annotated[bytes, Body(media_type="text/plain", description="The text, as the tool printed it")],
+    body: bytes = bodies.RAW,
     fabric: Annotated[str | None, Query(min_length=1, max_length=63, pattern=NAME_PATTERN,
                                         description="The fabric instance the text's ports are on")] = None,
     strict: Annotated[bool, Query(description="Refuse the whole text when one device matches no node")] = False,

@@ -34,8 +34,9 @@ from typing import Any, Final
 
 import yaml
 
+from gpufabric.domain import values
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.domain.values import PORT_ALLOWED, PortNaming, VlanId
+from gpufabric.domain.values import PortNaming, VlanId
 from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
 from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
@@ -43,7 +44,6 @@ from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, Switc
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
 DIALECTS: Final = tuple(sorted(p.stem for p in DIALECT_DIR.glob("*.yaml")))  # one source: the files
-PORT_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}$")
 
 _TEMPLATE_KEYS: Final = (
     "begin",
@@ -226,17 +226,18 @@ def port_namings(fabrics_yaml: Mapping[str, Any]) -> dict[str, PortNaming]:
     return out
 
 # --------------------------------------------------------------------------- rendering
-def check_port_name(port: str) -> str:
-    if not isinstance(port, str) or not PORT_RE.fullmatch(port):
-        raise ValidationError("port", port, PORT_ALLOWED)
-    return port
+def check_port_name(port: str, naming: PortNaming | None = None, field: str = "port") -> str:
+    """A port name a switch reads as that one port: the inventory's own check (the generic safe
+    form, and with ``naming`` its dialect's form), made again where a line is rendered."""
+    return values.check_port_name(field, port, naming)
 
 
-def validate_change(c: EthernetPortConfig, quarantine: VlanId | None = None) -> None:
-    """Reject configurations a switch cannot represent unambiguously, and (with
-    ``quarantine``) any that break the VLAN policy shared with the OVSDB driver: never
-    VLAN 1, never the quarantine VLAN as a tenant VLAN, never a VLAN-less port."""
-    check_port_name(c.port)
+def validate_change(c: EthernetPortConfig, quarantine: VlanId | None = None, naming: PortNaming | None = None) -> None:
+    """Reject configurations a switch cannot represent unambiguously: a port name the switch's
+    dialect (``naming``) would read otherwise (NX-OS ``Ethernet1/1-48``: 48 ports), and (with
+    ``quarantine``) any that break the VLAN policy shared with the OVSDB driver: never VLAN 1,
+    never the quarantine VLAN as a tenant VLAN, never a VLAN-less port."""
+    check_port_name(c.port, naming)
     if quarantine is not None:
         check_port_config(c, quarantine)
     if c.mode is PortMode.ACCESS:
@@ -285,7 +286,7 @@ def render_batch(
     if dialect.needs_current and current is None:
         raise ValidationError("current", None, "the switch's current state", f"dialect {dialect.name} needs it")
     for c in changes:
-        validate_change(c, quarantine)
+        validate_change(c, quarantine, dialect.port_naming)
     # a member back into its aggregate where the dialect has no membership template (OVS, whose
     # bond members are interfaces of one port): not rendered, so the rest of the batch (a
     # quarantine) is never blocked by it; the plan keeps showing it and the audit reports it
@@ -303,7 +304,7 @@ def render_batch(
     needed: set[int] = set()
     for c in changes:
         if c.bond:
-            _check_bond(c)
+            _check_bond(c, dialect.port_naming)
             continue
         needed |= {v for v, _ in memberships(c, q)}
     if needed:
@@ -385,9 +386,9 @@ def _channel(bond: str) -> str:
     return m[1] if m else ""
 
 
-def _check_bond(c: EthernetPortConfig) -> None:
-    """A member change names its aggregate by its number (``channel-group N``)."""
-    check_port_name(c.bond)
+def _check_bond(c: EthernetPortConfig, naming: PortNaming | None) -> None:
+    """A member change names its aggregate (as its dialect names one) by its number (``channel-group N``)."""
+    check_port_name(c.bond, naming, "bond")
     if not _channel(c.bond):
         raise ValidationError("bond", c.bond, "an aggregate ending in its number, e.g. Port-Channel10, ae3, bond2")
 

@@ -128,7 +128,7 @@ class SshSwitchDriver(EthernetSwitchDriver):
         self.port_map = dict(port_map or {})
         for inv, dev in self.port_map.items():
             check_port_name(inv)
-            check_port_name(dev)
+            check_port_name(dev, self.dialect.port_naming)  # the switch's own name of the port
         self._reverse = {dev: inv for inv, dev in self.port_map.items()}
         self.variables = {**(variables or {}), **({"vsctl": command_prefix} if command_prefix else {})}
         self.bridge = bridge
