@@ -1,7 +1,8 @@
 """The move workflow: old tenant -> quarantine -> new tenant on every fabric, crash-safe.
 
-A move is a durable intent in the store. A worker claims a batch of pending moves
-(coalescing requests that arrived within a short window), then runs each phase for the
+A move is a durable intent in the store. A worker claims a batch of pending moves — those
+requested together, and all that arrived while its previous batch ran (:meth:`MoveEngine.run_pending`:
+a lone move is claimed at once) — then runs each phase for the
 whole batch over every registered fabric: one plan, split so that every removal on every
 fabric is applied and verified before any addition on any fabric; each fabric's backend
 applies its part (one transaction per switch, one SM sweep, ...) and returns the verified
@@ -431,9 +432,14 @@ class MoveEngine:
             self.fabrics.before_move(self.tenancy, moves)
 
     def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
-        """Claim pending (and crashed) moves, coalescing those that arrive within ``window``
-        seconds, and run them as one batch. None when there was nothing to do."""
-        if window:
+        """Claim pending (and crashed) moves and run them as one batch; None when there was nothing to do.
+
+        What it coalesces: the moves requested together (one request, one transaction) and every
+        move that arrived while this worker's previous batch ran — all queued by now, so a lone
+        move is claimed at once, with no wait. ``window``: when this worker's last look saw
+        another worker's batch running (a claim now would wait for the fabric lock anyway), it
+        waits this long first, so that the requests arriving meanwhile share its batch."""
+        if window and self.watch.others_running(self.worker):
             time.sleep(window)
         if self._interrupted:  # a batch the store dropped: back in the queue first (see run_batch)
             self.ledger.requeue(self._interrupted, "the store was unreachable")
