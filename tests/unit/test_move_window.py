@@ -9,6 +9,7 @@ lock anyway). The order of the worker's calls is asserted, not their time."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +17,14 @@ from typing import Any
 
 import pytest
 
+from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine import moves as moves_mod
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.runtime.loops import MoveProgress
 from gpufabric.store.core import Store
+from gpufabric.store.moves import MoveLedger
+from gpufabric.store.queries import Reader
 
 from support.workers import memory_fabrics, seed
 from unit.test_engine_memory import CFG
@@ -107,3 +112,49 @@ def test_the_window_is_spent_while_another_workers_batch_runs(engine: MoveEngine
     res = engine.run_pending(window=WINDOW)
     assert res is not None and [(m.node, m.status) for m in res.moves] == [("n2", MoveStatus.DONE)]
     assert calls == [("claim", []), ("sleep", WINDOW), ("claim", ["n2"])]
+
+
+def test_progress_is_written_off_the_engine_path_and_stored_before_the_moves_end(
+    engine: MoveEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve's MoveProgress writes the engine's messages from its own thread: the engine applies
+    without waiting for their commit (here the store's write waits for the first apply, which
+    comes first). The engine settles it (flush) before it records a phase's end, so every
+    progress event of a move is stored, before its end: a late one would find the move no
+    longer running and be dropped."""
+    write = MoveLedger.record_running_many
+    order: list[str] = []
+    applied = threading.Event()
+
+    def gated(self: MoveLedger, worker: str, events: Any) -> None:
+        applied.wait(10)  # a commit that takes its time (fsync on a busy disk)
+        write(self, worker, events)
+        order.extend(f"stored {m}" for _p, m, _s in events)
+
+    monkeypatch.setattr(MoveLedger, "record_running_many", gated)
+    progress = MoveProgress(engine.store, engine.worker)
+    given: list[str] = []
+
+    def give(phase: str, message: str) -> None:
+        given.append(message)
+        progress(phase, message)
+
+    engine.progress, engine.settle = give, progress.flush
+    apply = engine.fabrics.apply
+
+    def first(*a: Any, **k: Any) -> Any:
+        if not applied.is_set():
+            order.append("apply")
+            applied.set()
+        return apply(*a, **k)
+
+    monkeypatch.setattr(engine.fabrics, "apply", first)
+    engine.ledger.request("n1", _req("ta"))
+    res = engine.run_pending()
+    assert res is not None and res.moves[0].status is MoveStatus.DONE and res.moves[0].id is not None
+    assert order[0] == "apply" and "stored checking and preparing 1 node(s) on every fabric" in order
+    events, _ = Reader(engine.store).move_progress(LOCAL_ADMIN, res.moves[0].id)
+    reports = [e for e in events if e["message"] in given]  # (the ledger's own events besides)
+    ends = [e for e in events if e["seconds"] is not None]  # the phases' timings, written with the move's end
+    assert [e["message"] for e in reports] == given and sum("applying" in m for m in given) >= 2
+    assert ends and max(e["id"] for e in reports) < min(e["id"] for e in ends)

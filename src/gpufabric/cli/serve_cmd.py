@@ -165,7 +165,7 @@ def serve(
         """One long-lived engine for the worker and the reconcile loop: its last verified state
         spares a read of every fabric per phase (the fabric lock serialises the two)."""
         if "warm" not in engines:
-            engines["warm"] = engine(worker=worker_id, progress=progress, heartbeat_every=heartbeat)
+            engines["warm"] = engine(worker=worker_id, progress=progress, settle=progress.flush, heartbeat_every=heartbeat)
         return engines["warm"]
 
     def take_converge() -> bool:

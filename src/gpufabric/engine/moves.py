@@ -139,6 +139,7 @@ class MoveEngine:
         heartbeat_every: float = 5.0,
         store_wait: float = 60.0,
         store_poll: float = 0.25,
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
@@ -148,6 +149,7 @@ class MoveEngine:
         self.worker = worker or f"{os.uname().nodename}:{os.getpid()}"
         self.verify_timeout = verify_timeout
         self.progress = progress or (lambda _p, _m: None)
+        self.settle = settle or (lambda: None)  # waits until the progress given so far is stored (it may lag)
         self.heartbeat_every = heartbeat_every
         self.store_wait = store_wait  # how long a batch the store dropped waits for it here (s)
         self.store_poll = store_poll
@@ -228,6 +230,12 @@ class MoveEngine:
             raise
 
     def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
+        try:
+            return self._converge_once(label, extra_quarantine, ready)
+        finally:
+            self.settle()  # the phase's progress is stored before its end (or its failure) is
+
+    def _converge_once(self, label: str, extra_quarantine: Sequence[str], ready: Prepared | None) -> PhaseTiming:
         t0 = time.monotonic()
         if ready is None:
             with self.store.tx() as tx:
@@ -369,6 +377,7 @@ class MoveEngine:
                         try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
                             self._before_move(fresh)
                         except GpufabricError as e:
+                            self.settle()  # the progress reported so far, before the moves end
                             failed += s.refuse(fresh, e.message)
                             refused = {x.id for x in fresh}
                             batch = [m for m in batch if m.id not in refused]
