@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -194,8 +194,12 @@ class MoveProgress:
             self._cv.wait_for(lambda: not self._queue and not self._writing, timeout)
 
     def record(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
+        self.record_many([(move_id, phase, message, seconds)])
+
+    def record_many(self, events: Sequence[tuple[int, str, str, float | None]]) -> None:
+        """Events ``(move id, phase, message, seconds)`` of given moves, after the messages given so far (one transaction)."""
         self.flush()
-        MoveLedger(self.store).record_event(move_id, phase, message, seconds)
+        MoveLedger(self.store).record_events(events)
         self.on_record()
 
 

@@ -4,7 +4,8 @@ A pass releases the leases whose end has come, runs the converge the API asked f
 claims the queued moves and runs them as one batch (:meth:`MoveEngine.run_pending
 <gpufabric.engine.moves.MoveEngine.run_pending>`): those requested together and all that
 arrived while the previous batch ran; a lone move is claimed at once. Each move's end is
-recorded as progress. The loop (:class:`~gpufabric.runtime.loops.Loops`) runs a pass when
+recorded as progress, in one transaction, once the streams following them were told of
+their end. The loop (:class:`~gpufabric.runtime.loops.Loops`) runs a pass when
 a request wakes it, and otherwise every tick.
 """
 
@@ -43,5 +44,6 @@ class MoveWorker:
         t0 = time.monotonic()
         result = e.run_pending(window=self.window)
         if result is not None:  # each phase's timing was recorded with the move's end
-            for m in result.moves:
-                self.progress.record(m.id, m.phase.value, f"move {m.status.value} in {time.monotonic() - t0:.2f}s")
+            self.progress.on_record()  # the moves' end is stored: the streams following them read it now
+            took = f"{time.monotonic() - t0:.2f}s"
+            self.progress.record_many([(m.id, m.phase.value, f"move {m.status.value} in {took}", None) for m in result.moves])
