@@ -6,7 +6,7 @@ to tenants ``t0``..``t3``. For ``duration`` seconds (default 300; ``GF_CHURN_SEC
 * a requester thread (its own store connection, as the API or CLI would be) asks for
   ``rate`` moves per second (default 6 = 360/min, more than the target so that the worker is
   never idle; Poisson arrivals), each of a random mover with no open move, to another tenant;
-* the worker (this thread) loops ``MoveEngine.run_pending(window, limit=64)`` on ONE
+* the worker (this thread) loops ``MoveEngine.run_pending(window, limit=64)`` (idle: again after ``window``) on ONE
   long-lived engine, as ``gpufabric serve`` does;
 * an independent sampler thread reads the fabrics with the operators' tools, not with
   gpufabric's drivers: ``ovs-vsctl list Port`` (every bridge) and ``smpquery pkeys`` of the
@@ -182,7 +182,8 @@ def _run(fab: BenchFabric, eng: MoveEngine, duration: float, rate: float, window
     req.start()
     while time.monotonic() - start_t < duration:
         res = eng.run_pending(window=window, limit=64)
-        if res is None:
+        if res is None:  # idle: poll again after the window (this worker has no wake)
+            time.sleep(window)
             continue
         now = time.monotonic()
         batches.append(len(res.moves))

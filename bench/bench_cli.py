@@ -11,9 +11,10 @@
   floor of :func:`bench.bench_moves.floor` (its quarantine and join plans applied and verified,
   nothing else: not the command's start, the HTTP requests, the worker's wake and claim, the
   store's reads and writes, planning, the lock and epoch, nor the progress events and their
-  stream), then ``gpufabric node move`` through a warm ``gpufabric serve``
-  (:func:`bench.bench_moves.served_moves`: a fresh process per move), wall time as a ratio to
-  that floor. Target ≤ 3×. ``GF_BENCH_CLI_SERVED=0`` skips it.
+  stream), then ``gpufabric node move`` through a warm ``gpufabric serve`` run with its default
+  settings, as a user runs it (its worker's window, reconcile loop and rogue-SM watch included;
+  :func:`bench.bench_moves.served_moves`: a fresh process per move), wall time as a ratio to
+  that floor. Target ≤ 2× (issue 31). ``GF_BENCH_CLI_SERVED=0`` skips it.
 
 Results: ``bench/results/cli.json``. Run: ``python -m bench.bench_cli`` (``make bench``: ``BENCH_ONLY=cli``).
 """
@@ -120,7 +121,7 @@ def served_bench(runs: int = SERVED_RUNS) -> dict[str, Any]:
             fab.stop()
     fl = statistics.median(floors)
     return {"case": "node move through a warm serve, 34 HCAs", "floor": {**_stats(floors), "runs": runs},
-            "served": served, "ratio_wall_to_floor": round(served["wall_s"] / fl, 2), "target_ratio": 3.0}  # fmt: skip
+            "served": served, "ratio_wall_to_floor": round(served["wall_s"] / fl, 2), "target_ratio": 2.0}  # fmt: skip
 
 
 def run_cli_bench() -> list[dict[str, Any]]:

@@ -115,11 +115,13 @@ def installed_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict[str, Any]:
-    """``gpufabric node move`` through a warm ``gpufabric serve`` (worker window 0, woken by the
-    request): the command's wall time (a fresh process: interpreter + imports, POST, following
-    the server-sent events, GET of the detail) vs the server engine's own time for that move
-    (the sum of its recorded phase times), and the start of the same command against a refused port."""
+def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5, serve_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``gpufabric node move`` through a warm ``gpufabric serve`` run with its default settings
+    (its worker's coalescing window, its reconcile loop and rogue-SM watch: what a user gets;
+    ``serve_args`` adds options): the command's wall time (a fresh process: interpreter +
+    imports, POST, following the server-sent events, GET of the detail) vs the server engine's
+    own time for that move (the sum of its recorded phase times), and the start of the same
+    command against a refused port."""
     exe = str(Path(sys.executable).parent / "gpufabric")
     env = {**installed_env(), "GPUFABRIC_HOME": str(fab.home)}
     token = json.loads(subprocess.run([exe, "token", "create", "--role", "admin", "--name", "bench", "--json"], env=env,
@@ -127,7 +129,7 @@ def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         refused = f"http://127.0.0.1:{sock.getsockname()[1]}"  # closed again: nothing listens there
-    with serving(env, "--interval", "0", "--window", "0") as srv:
+    with serving(env, *serve_args) as srv:
         api = {**env, "GPUFABRIC_API": srv.base, "GPUFABRIC_TOKEN": token}
         walls, engines, starts = [], [], []
         for i in range(runs + 1):  # the first warms the server's engine (its first, cold observe)
@@ -150,7 +152,7 @@ def served_moves(fab: BenchFabric, node: str, where: str, runs: int = 5) -> dict
             "command_start_s": round(statistics.median(starts), 3),
             "wall_less_start_s": round(wall - statistics.median(starts), 3),
             "ratio_wall_less_start_to_engine": round((wall - statistics.median(starts)) / eng, 2),
-            "target_ratio": 2.0, "where": where}  # fmt: skip
+            "target_ratio": 2.0, "where": where, "serve_args": list(serve_args) or "defaults"}  # fmt: skip
 
 
 def bench_size(nodes: int, hcas: int, runs: int) -> dict[str, Any]:

@@ -104,7 +104,9 @@ def run_requested(engine: Any, move_ids: list[int], json_out: bool, window: floa
 
     with phase_progress(not json_out) as progress:
         engine.progress = progress
-        result = engine.run_pending(window=window)
+        if window:  # asked for: concurrent requests of other commands share this batch
+            time.sleep(window)
+        result = engine.run_pending()
         if result is not None and set(move_ids) <= {m.id for m in result.moves}:
             _print_result(engine, result, json_out)
             ms = [m for m in result.moves if m.id in move_ids]
@@ -263,7 +265,9 @@ def resume(
 
     with phase_progress(not json_out) as progress:
         engine = open_engine(progress=progress)
-        result = engine.run_pending(window=window, limit=limit, stale_after=stale_after)
+        if window:
+            time.sleep(window)
+        result = engine.run_pending(limit=limit, stale_after=stale_after)
     if result is None:
         emit_json(run_json([])) if json_out else console.print("nothing to resume")
         return

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from gpufabric.cli.decl import Option
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.secrets import owner_only
+from gpufabric.runtime.move_worker import DEFAULT_WINDOW
 
 LEADER_BEAT = 1.0  # seconds between a standby's tries for the loops' lock (and the leader's check it holds it)
 
@@ -78,7 +78,9 @@ def serve(
     port: int = Option(8480, "--port", min=1, max=65535),
     interval: float = Option(30.0, "--interval", help="Seconds between reconcile passes (0: no loop)."),
     policy: str = Option("repair", "--policy", help="Reconcile policy of the loop: repair or report."),
-    window: float = Option(0.05, "--window", help="Coalescing window of the move worker (s)."),
+    window: float = Option(DEFAULT_WINDOW, "--window", help="Seconds the move worker waits before a claim while another "
+                           "replica's batch runs, so that requests arriving meanwhile share its batch (a lone "
+                           "move is claimed at once; moves that arrive while a batch runs share the next one)."),
     poll: float = Option(0.5, "--worker-poll", "--tick", help="Seconds between the worker's ticks (queued moves, ended leases)."),
     heartbeat: float = Option(5.0, "--heartbeat", min=0.05, help="Seconds between the worker's heartbeats of "
                               "the moves it runs; another replica takes a move over after 3 missed (s)."),
@@ -107,10 +109,10 @@ def serve(
     from gpufabric.api.limits import ApiLimits
     from gpufabric.engine.reconcile import Policy, reconcile_once
     from gpufabric.runtime.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
+    from gpufabric.runtime.move_worker import MoveWorker
     from gpufabric.runtime.telemetry import Cached, Telemetry, fabric_metrics
     from gpufabric.store.auth import Tokens
     from gpufabric.store.loop_leader import LoopLeader
-    from gpufabric.workflow.tenancy import WORKER, TenantWorkflow
 
     try:
         pol = Policy(policy)
@@ -169,20 +171,14 @@ def serve(
         """One long-lived engine for the worker and the reconcile loop: its last verified state
         spares a read of every fabric per phase (the fabric lock serialises the two)."""
         if "warm" not in engines:
-            engines["warm"] = engine(worker=worker_id, progress=progress, heartbeat_every=heartbeat)
+            engines["warm"] = engine(worker=worker_id, progress=progress, settle=progress.flush, heartbeat_every=heartbeat)
         return engines["warm"]
 
-    def worker_pass() -> None:
-        e = warm()
-        TenantWorkflow(store).release_expired(WORKER)  # a lease's end is a scheduled release, on time
-        if ctx.converge_requested:
-            ctx.converge_requested = False
-            e.converge("api")
-        t0 = time.monotonic()
-        result = e.run_pending(window=window)
-        if result is not None:  # each phase's timing was recorded with the move's end
-            for m in result.moves:
-                progress.record(m.id, m.phase.value, f"move {m.status.value} in {time.monotonic() - t0:.2f}s")
+    def take_converge() -> bool:
+        asked, ctx.converge_requested = ctx.converge_requested, False
+        return asked
+
+    worker_pass = MoveWorker(store, warm, progress, window, take_converge)
 
     def reconcile_pass() -> None:
         if not leader.held:

@@ -1,7 +1,8 @@
 """The move workflow: old tenant -> quarantine -> new tenant on every fabric, crash-safe.
 
-A move is a durable intent in the store. A worker claims a batch of pending moves
-(coalescing requests that arrived within a short window), then runs each phase for the
+A move is a durable intent in the store. A worker claims a batch of pending moves — those
+requested together, and all that arrived while its previous batch ran (:meth:`MoveEngine.run_pending`:
+a lone move is claimed at once) — then runs each phase for the
 whole batch over every registered fabric: one plan, split so that every removal on every
 fabric is applied and verified before any addition on any fabric; each fabric's backend
 applies its part (one transaction per switch, one SM sweep, ...) and returns the verified
@@ -27,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +43,8 @@ from gpufabric.domain.state import FabricState
 from gpufabric.domain.terms import LeaseTerms
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.isolation import JoinPlanError, fail_alone, failsafe, refuse_joining
+from gpufabric.engine.results import BatchResult as BatchResult
+from gpufabric.engine.results import PhaseTiming as PhaseTiming
 from gpufabric.engine.resume import advance, to_prepare
 from gpufabric.planning.desired import DesiredState, derive_desired, tenancy_of
 from gpufabric.planning.plan import Plan, as_observed, merge, plan
@@ -67,55 +70,12 @@ class _Refused(Exception):
         self.error = error
 
 
-@dataclass
-class PhaseTiming:
-    phase: str
-    seconds: float
-    applied: dict[str, float] = field(default_factory=dict)
-    changes: int = 0
-    plan: Plan | None = None  # what a converge phase applied
-    observed: FabricState | None = None  # the verified state after it
-    observed_first: bool = False  # it had to read the fabrics before planning (cold or another writer)
-
-
 @dataclass(frozen=True)
 class Prepared:
     """A converge phase's desired state, and its plan when the last verified state could be used."""
 
     desired: DesiredState
     plan: Plan | None
-
-
-@dataclass
-class BatchResult:
-    moves: list[Move]
-    timings: list[PhaseTiming]
-
-    @property
-    def plans(self) -> dict[str, Plan]:
-        return {t.phase: t.plan for t in self.timings if t.plan is not None}
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "moves": [_move_dict(m) for m in self.moves],
-            "phases": [
-                {
-                    "phase": t.phase,
-                    "seconds": round(t.seconds, 4),
-                    "changes": t.changes,
-                    "devices": {k: round(v, 4) for k, v in t.applied.items()},
-                    "observed_first": t.observed_first,
-                }
-                for t in self.timings
-            ],
-            "total_seconds": round(sum(t.seconds for t in self.timings), 4),
-            "plans": {k: v.to_dict() for k, v in self.plans.items()},
-        }
-
-
-def _move_dict(m: Move) -> dict[str, object]:
-    return {"id": m.id, "node": m.node, "from": m.from_tenant, "to": m.to_tenant, "status": m.status.value,
-            "phase": m.phase.value, "error": m.error}  # fmt: skip
 
 
 def checkpoint(name: str) -> None:
@@ -138,6 +98,7 @@ class MoveEngine:
         heartbeat_every: float = 5.0,
         store_wait: float = 60.0,
         store_poll: float = 0.25,
+        settle: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.ledger = MoveLedger(store)
@@ -147,6 +108,7 @@ class MoveEngine:
         self.worker = worker or f"{os.uname().nodename}:{os.getpid()}"
         self.verify_timeout = verify_timeout
         self.progress = progress or (lambda _p, _m: None)
+        self.settle = settle or (lambda: None)  # waits until the progress given so far is stored (it may lag)
         self.heartbeat_every = heartbeat_every
         self.store_wait = store_wait  # how long a batch the store dropped waits for it here (s)
         self.store_poll = store_poll
@@ -227,6 +189,12 @@ class MoveEngine:
             raise
 
     def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
+        try:
+            return self._converge_once(label, extra_quarantine, ready)
+        finally:
+            self.settle()  # the phase's progress is stored before its end (or its failure) is
+
+    def _converge_once(self, label: str, extra_quarantine: Sequence[str], ready: Prepared | None) -> PhaseTiming:
         t0 = time.monotonic()
         if ready is None:
             with self.store.tx() as tx:
@@ -368,6 +336,7 @@ class MoveEngine:
                         try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
                             self._before_move(fresh)
                         except GpufabricError as e:
+                            self.settle()  # the progress reported so far, before the moves end
                             failed += s.refuse(fresh, e.message)
                             refused = {x.id for x in fresh}
                             batch = [m for m in batch if m.id not in refused]
@@ -431,9 +400,14 @@ class MoveEngine:
             self.fabrics.before_move(self.tenancy, moves)
 
     def run_pending(self, window: float = 0.0, limit: int = 64, stale_after: float = 120.0) -> BatchResult | None:
-        """Claim pending (and crashed) moves, coalescing those that arrive within ``window``
-        seconds, and run them as one batch. None when there was nothing to do."""
-        if window:
+        """Claim pending (and crashed) moves and run them as one batch; None when there was nothing to do.
+
+        What it coalesces: the moves requested together (one request, one transaction) and every
+        move that arrived while this worker's previous batch ran — all queued by now, so a lone
+        move is claimed at once, with no wait. ``window``: when this worker's last look saw
+        another worker's batch running (a claim now would wait for the fabric lock anyway), it
+        waits this long first, so that the requests arriving meanwhile share its batch."""
+        if window and self.watch.others_running(self.worker):
             time.sleep(window)
         if self._interrupted:  # a batch the store dropped: back in the queue first (see run_batch)
             self.ledger.requeue(self._interrupted, "the store was unreachable")

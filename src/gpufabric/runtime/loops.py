@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -144,22 +144,62 @@ class RogueWatch:
 
 
 class MoveProgress:
-    """Records a move engine's progress messages as move events of the moves its worker holds."""
+    """Records a move engine's progress messages as move events of the moves its worker holds.
+
+    A message (``progress(phase, message)``) is written by a writer thread, with those given
+    meanwhile in one transaction: the engine does not wait for a commit before it applies (an
+    event reports; a move's phases are its own transactions). :meth:`flush` waits until every
+    message given so far is stored: the engine's ``settle``, called before a phase or a move's
+    end is recorded, so a move's events come before its end. :meth:`record` (one move's event)
+    is written at once, after them."""
 
     def __init__(self, store: Store, worker: str, on_record: Callable[[], None] = lambda: None) -> None:
         self.store = store
         self.worker = worker
         self.on_record = on_record  # e.g. wake the API's event streams
+        self._queue: list[tuple[str, str, float | None]] = []
+        self._writing = False
+        self._cv = threading.Condition()
+        self._writer: threading.Thread | None = None
 
     def __call__(self, phase: str, message: str) -> None:
         self.record_running(phase, message)
 
     def record_running(self, phase: str, message: str, seconds: float | None = None) -> None:
-        MoveLedger(self.store).record_running(self.worker, phase, message, seconds)
-        self.on_record()
+        with self._cv:
+            self._queue.append((phase, message, seconds))
+            self._cv.notify_all()
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write, name="move-progress", daemon=True)
+                self._writer.start()
+
+    def _write(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: bool(self._queue))
+                batch, self._queue, self._writing = self._queue, [], True
+            try:
+                MoveLedger(self.store).record_running_many(self.worker, batch)
+                self.on_record()
+            except Exception:  # a report lost with the store: the move's phases are recorded apart
+                continue
+            finally:
+                with self._cv:
+                    self._writing = False
+                    self._cv.notify_all()
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Wait (at most ``timeout`` s) until every message given so far is stored (or lost with the store)."""
+        with self._cv:
+            self._cv.wait_for(lambda: not self._queue and not self._writing, timeout)
 
     def record(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
-        MoveLedger(self.store).record_event(move_id, phase, message, seconds)
+        self.record_many([(move_id, phase, message, seconds)])
+
+    def record_many(self, events: Sequence[tuple[int, str, str, float | None]]) -> None:
+        """Events ``(move id, phase, message, seconds)`` of given moves, after the messages given so far (one transaction)."""
+        self.flush()
+        MoveLedger(self.store).record_events(events)
         self.on_record()
 
 

@@ -115,6 +115,11 @@ class HeartbeatWatch:
             ]
         return None if not due else max(0.0, min(due) - time.monotonic())
 
+    def others_running(self, exclude: str) -> bool:
+        """Whether the last poll saw a running move held by a worker other than ``exclude``."""
+        with self._lock:
+            return any(by != exclude for (by, _), _since in self._seen.values())
+
     def forget(self, move_id: int) -> None:
         with self._lock:
             self._seen.pop(move_id, None)

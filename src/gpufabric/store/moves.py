@@ -362,15 +362,26 @@ class MoveLedger:
 
     def record_running(self, worker: str, phase: str, message: str, seconds: float | None = None) -> None:
         """A progress event on every move ``worker`` runs now (one transaction)."""
+        self.record_running_many(worker, [(phase, message, seconds)])
+
+    def record_running_many(self, worker: str, events: Sequence[tuple[str, str, float | None]]) -> None:
+        """Progress events ``(phase, message, seconds)``, in order, on every move ``worker`` runs now (one transaction)."""
         with self.store.tx() as tx:
             s = tx.session
             running = select(MoveRow.id).where(MoveRow.claimed_by == worker, MoveRow.status == MoveStatus.RUNNING.value)
-            for i in s.scalars(running).all():
-                s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
+            ids = s.scalars(running).all()
+            for phase, message, seconds in events:
+                for i in ids:
+                    s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
 
     def record_event(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
+        self.record_events([(move_id, phase, message, seconds)])
+
+    def record_events(self, events: Sequence[tuple[int, str, str, float | None]]) -> None:
+        """Events ``(move id, phase, message, seconds)`` of any moves, in one transaction."""
         with self.store.tx() as tx:
-            tx.session.add(MoveEventRow(move_id=move_id, phase=phase[:16], message=message[:2000], seconds=seconds))
+            for move_id, phase, message, seconds in events:
+                tx.session.add(MoveEventRow(move_id=move_id, phase=phase[:16], message=message[:2000], seconds=seconds))
 
     def fail(self, move: Move, error: str) -> Move:
         with self.store.tx() as tx:
