@@ -93,7 +93,9 @@ class NodeOut(BaseModel):
     ports: dict[str, list[dict[str, Any]]] = Field(
         default_factory=dict, description="Every port of the node, by fabric kind (each kind's own entries, on all its "
         "instances): ethernet `name, switch, switch_port, mac[, bond, bond_mode]`, infiniband `device, port_num, "
-        "port_guid, node_guid, switch_guid, switch_port`"
+        "port_guid, node_guid, switch_guid, switch_port`; each with its `path` up the fabric: [{tier: leaf|spine|core, "
+        "switches: [...]}, ...], its leaf first (InfiniBand: from the last ibnetdiscover; Ethernet: the uplinks "
+        "fabrics.yaml declares per switch)"
     )
     fabrics: dict[str, FabricViewOut] = Field(
         default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
