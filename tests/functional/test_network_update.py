@@ -91,6 +91,16 @@ def test_bad_input_names_the_field_and_writes_nothing(
     assert client.get("/api/v1/networks", params={"limit": 1000}, headers=w.headers("admin")).json() == before
 
 
+@pytest.mark.parametrize("raw", ['{"description": "\\ud800"}', '{"tags": ["\\udfff"]}'])
+def test_a_lone_surrogate_is_a_422_naming_the_field_not_a_500(world: tuple[World, TestClient], raw: str) -> None:
+    """JSON may escape half a UTF-16 pair, which no store (and no JSON answer) can hold: the
+    error answer echoed it and failed to encode (a 500)."""
+    w, client = world
+    r = client.patch(NET, content=raw, headers={**w.headers("admin"), "content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["field"] in ("description", "tags.0") and "\\ud" in r.json()["error"]["value"]
+
+
 @pytest.mark.parametrize(
     ("who", "status"),
     [("admin", 200), ("owner-alpha", 200), ("lessee-alpha", 200), ("service", 200), ("lessee-beta", 404), ("none", 401)],
