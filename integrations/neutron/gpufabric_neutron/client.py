@@ -217,6 +217,16 @@ class GpufabricClient:
                 return None
             raise
 
+    def update_network(self, tenant: str, name: str, changes: dict[str, Any]) -> dict[str, Any] | None:
+        """``PATCH /networks/{tenant}/{name}`` with ``changes`` (description, tags); None when
+        gpufabric has no such network (never adopted, or gone)."""
+        try:
+            return self.request("PATCH", f"/networks/{_q(tenant)}/{_q(name)}", changes)  # type: ignore[no-any-return]
+        except ApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
     def delete_network(self, tenant: str, name: str) -> None:
         try:
             self.request("DELETE", f"/networks/{_q(tenant)}/{_q(name)}")

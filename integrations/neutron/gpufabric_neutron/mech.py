@@ -115,6 +115,25 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             LOG.error("gpufabric: deleting network %s failed: %s", net["id"], e)
             raise GpufabricDriverError(reason=str(e)) from e
 
+    def update_network_postcommit(self, context: Any) -> None:
+        """A network of ours renamed, described or tagged in Neutron: its gpufabric network (named
+        by the Neutron id, so never renamed) gets the Neutron name and description as its
+        description and the Neutron tags gpufabric takes as its tags (:func:`names.about`).
+        Segments are gpufabric's at create only: a segment change is not forwarded."""
+        net, old = context.current, context.original or {}
+        if not self.physnets.gpufabric_segments(context.network_segments):
+            return
+        changes = names.about(net)
+        if old and names.about(old) == changes:
+            return
+        if dropped := names.dropped_tags(net):
+            LOG.warning("gpufabric: network %s: tags %s not forwarded (%s)", net["id"], dropped, names.TAG_ALLOWED)
+        try:
+            self.client.update_network(names.tenant_name(net["project_id"]), names.network_name(net["id"]), changes)
+        except (gf.ApiError, gf.Unreachable) as e:
+            LOG.error("gpufabric: updating network %s failed: %s", net["id"], e)
+            raise GpufabricDriverError(reason=str(e)) from e
+
     def _ensure_network(self, net: dict[str, Any], segments: list[dict[str, Any]]) -> tuple[str, str]:
         tenant = names.tenant_name(net["project_id"])
         name = names.network_name(net["id"])

@@ -11,6 +11,8 @@
   VLAN or the InfiniBand fake VLAN (gpufabric maps it to a PKey of that subnet). Every other
   segment is left to other drivers, so an Ethernet switch never receives an IB network and
   the reverse.
+- A Neutron network's name and description become its gpufabric network's description, and
+  its tags (those gpufabric's tags can hold) its tags, on every network update (:func:`about`).
 - ``binding:host_id`` (what Ironic sends: the node's UUID) names the gpufabric node: its entry
   in the operator's node map (``{host id: node name}``, the file the esi-leap sync reads too),
   else the host id itself when it is a valid gpufabric node name.
@@ -48,6 +50,28 @@ def tenant_name(project_id: str) -> str:
 
 def network_name(network_id: str) -> str:
     return NETWORK_PREFIX + network_id.lower().replace("-", "")[:12]
+
+
+DESCRIPTION_MAX = 255
+TAG_ALLOWED = "1-60 chars of A-Z a-z 0-9 . _ : = @ + -, at most 32"  # gpufabric's network tags
+_TAG_RE = re.compile(r"^[A-Za-z0-9._:=@+-]{1,60}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def about(net: Mapping[str, Any]) -> dict[str, Any]:
+    """What a Neutron network tells gpufabric's of itself (``PATCH``): ``description``, its Neutron
+    name and description (``name: description``, one line, at most 255 characters), and
+    ``tags``, the Neutron tags gpufabric's tags can hold (the first 32)."""
+    name, text = str(net.get("name") or ""), str(net.get("description") or "")
+    line = _CONTROL_RE.sub(" ", f"{name}: {text}" if name and text else name or text)
+    tags = [t for t in net.get("tags") or () if isinstance(t, str) and _TAG_RE.match(t)]
+    return {"description": line[:DESCRIPTION_MAX], "tags": list(dict.fromkeys(tags))[:32]}
+
+
+def dropped_tags(net: Mapping[str, Any]) -> list[str]:
+    """The Neutron tags :func:`about` leaves out."""
+    kept = set(about(net)["tags"])
+    return [str(t) for t in net.get("tags") or () if t not in kept]
 
 
 def node_name(host_id: str | None, node_map: Mapping[str, str]) -> str | None:

@@ -108,6 +108,12 @@ class FakeGpufabric:
                 if net is None or net["tenant"] != p[1]:
                     return _err(404, "not_found", f"network not found: {p[1]}/{p[2]}")
                 return 200, net
+            if method == "PATCH" and p[0] == "networks" and len(p) == 3:
+                net = s.networks.get(p[2])
+                if net is None or net["tenant"] != p[1]:
+                    return _err(404, "not_found", f"network not found: {p[1]}/{p[2]}")
+                net.update({k: v for k, v in body.items() if k in ("description", "tags")})
+                return 200, net
             if method == "DELETE" and p[0] == "networks" and len(p) == 3:
                 net = s.networks.get(p[2])
                 if net is None or net["tenant"] != p[1]:
@@ -302,6 +308,9 @@ def _handler(fake: FakeGpufabric) -> type[BaseHTTPRequestHandler]:
 
         def do_DELETE(self) -> None:
             self._go("DELETE")
+
+        def do_PATCH(self) -> None:
+            self._go("PATCH")
 
     return H
 

@@ -128,3 +128,26 @@ def test_driver_refuses_a_bad_node_map(conf: cfg.ConfigOpts, node_map: Path) -> 
     node_map.write_text('["not", "a", "map"]')
     with pytest.raises(Refused, match="want a JSON object"):
         GpufabricMechanismDriver().initialize()
+
+
+def test_update_network_forwards_name_description_and_tags(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    """Issue 31 item 11 (NCP SDN01-03): a Neutron network update reaches its gpufabric network
+    (PATCH): the Neutron name and description as its description, the tags gpufabric can hold."""
+    ctx = network_context([segment("physnet1", 2110)])
+    driver.create_network_postcommit(ctx)
+    ctx.original = dict(ctx.current)
+    ctx.current = {**ctx.current, "name": "vpc-a", "description": "training\nrack 4", "tags": ["env=prod", "bad tag"]}
+    driver.update_network_postcommit(ctx)
+    net = fake.state.networks[names.network_name(ctx.current["id"])]
+    assert (net["description"], net["tags"]) == ("vpc-a: training rack 4", ["env=prod"])
+    assert len([r for r in fake.state.requests if r[0] == "PATCH"]) == 1
+    ctx.original = dict(ctx.current)  # an update of something gpufabric does not keep: nothing sent
+    driver.update_network_postcommit(ctx)
+    assert len([r for r in fake.state.requests if r[0] == "PATCH"]) == 1
+
+
+def test_update_network_not_ours_sends_nothing(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    ctx = network_context([segment("physnet9", 2111)])
+    ctx.current = {**ctx.current, "description": "x"}
+    driver.update_network_postcommit(ctx)
+    assert not [r for r in fake.state.requests if r[0] == "PATCH"]

@@ -75,6 +75,8 @@ def create_app(c: ApiContext) -> FastAPI:
         loc = ".".join(str(x) for x in first.get("loc", ()) if x not in ("body", "query", "path"))
         value = first.get("input")
         text = value if isinstance(value, (int, float, bool)) or value is None else str(value)[:200]
+        if isinstance(text, str):  # a lone surrogate ("\ud800" in the JSON) is shown escaped, not a 500
+            text = text.encode("utf-8", "backslashreplace").decode()
         body = {
             "error": {
                 "code": "invalid",

@@ -255,13 +255,26 @@ class Remote:
         return items(self.get("/networks", tenant=tenant, limit=1000))
 
     def create_network(self, name: str, tenant: str, fabrics: list[str] | None,
-                       options: dict[str, dict[str, int | bool]] | None) -> dict[str, Any]:  # fmt: skip
+                       options: dict[str, dict[str, int | bool]] | None, description: str = "",
+                       tags: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
         body: dict[str, Any] = {"name": name, "tenant": tenant}
         if fabrics is not None:
             body["fabrics"] = fabrics
         if options:
             body["options"] = options
+        if description:
+            body["description"] = description
+        if tags:
+            body["tags"] = list(tags)
         n: dict[str, Any] = self.post("/networks", body)
+        return n
+
+    def update_network(self, name: str, tenant: str, new_name: str | None, description: str | None,
+                       tags: Sequence[str] | None) -> dict[str, Any]:  # fmt: skip
+        body: dict[str, Any] = {k: v for k, v in (("name", new_name), ("description", description)) if v is not None}
+        if tags is not None:
+            body["tags"] = list(tags)
+        n: dict[str, Any] = self._do("PATCH", f"/networks/{tenant}/{name}", json=body)
         return n
 
     def delete_network(self, name: str, tenant: str) -> dict[str, Any]:

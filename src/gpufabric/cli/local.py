@@ -72,9 +72,16 @@ class Local:
         return _labelled(reader().networks(LOCAL_ADMIN, ALL, 0, tenant)[0])
 
     def create_network(self, name: str, tenant: str, fabrics: list[str] | None,
-                       options: dict[str, dict[str, int | bool]] | None) -> dict[str, Any]:  # fmt: skip
-        actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics, options=options or None)
+                       options: dict[str, dict[str, int | bool]] | None, description: str = "",
+                       tags: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+        actions().create_network(LOCAL_ADMIN, name, tenant, fabrics=fabrics, options=options or None,
+                                 description=description, tags=tags)  # fmt: skip
         return _labelled(reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0])[0]
+
+    def update_network(self, name: str, tenant: str, new_name: str | None, description: str | None,
+                       tags: Sequence[str] | None) -> dict[str, Any]:  # fmt: skip
+        n = actions().update_network(LOCAL_ADMIN, name, tenant, new_name, description, tags)
+        return _labelled(reader().networks(LOCAL_ADMIN, 1, 0, tenant, n.name)[0])[0]
 
     def delete_network(self, name: str, tenant: str) -> dict[str, Any]:
         found = reader().networks(LOCAL_ADMIN, 1, 0, tenant, name)[0]

@@ -3,10 +3,13 @@ through the API (``--api``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpufabric.cli.backend import backend
 from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape, node_table, table
+from gpufabric.domain.topology import path_text
 
 app = Group(no_args_is_help=True)
 
@@ -40,10 +43,18 @@ def show(name: str, json_out: bool = JSON_OPT) -> None:
     )
     for kind, ports in (n.get("ports") or {}).items():  # every port, as each kind lists them
         cols = list(dict.fromkeys(k for q in ports for k in q))
-        table(kind, cols, [tuple("-" if q.get(c) in (None, "") else str(q[c]) for c in cols) for q in ports])
+        table(kind, cols, [tuple(_cell(q, c) for c in cols) for q in ports])
     cells = [(name, view["summary"]) for name, view in (n.get("fabrics") or {}).items() if view.get("summary")]
     if cells:  # every fabric's own summary (the node table's cells), e.g. a DPU and its role
         table("Fabrics", ["fabric", "summary"], cells)
+
+
+def _cell(port: dict[str, Any], col: str) -> str:
+    """One cell of a port row: a ``path`` (domain.topology) as ``leaf -> spine|spine``."""
+    v = port.get(col)
+    if v in (None, "", []):
+        return "-"
+    return path_text(v) if col == "path" else str(v)
 
 
 @app.command("owner")

@@ -1,4 +1,4 @@
-"""``gpufabric tenant create|list|delete``, ``network create|list|delete`` and
+"""``gpufabric tenant create|list|delete``, ``network create|list|update|delete`` and
 ``offering list|show`` — locally on the store or through the API (``--api``)."""
 
 from __future__ import annotations
@@ -11,6 +11,14 @@ from gpufabric.cli.decl import Group, Option
 from gpufabric.cli.output import console, emit_json, table
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Network, Tenant
+from gpufabric.domain.values import (
+    DESCRIPTION_ALLOWED,
+    TAG_ALLOWED,
+    TAGS_MAX,
+    check_description,
+    check_name,
+    check_tags,
+)
 
 tenant_app = Group(no_args_is_help=True)
 network_app = Group(no_args_is_help=True)
@@ -86,27 +94,73 @@ def parse_options(raw: list[str]) -> dict[str, dict[str, int | bool]]:
     return out
 
 
+DESCRIPTION_OPT = Option(None, "--description", help=f"The network's own text ({DESCRIPTION_ALLOWED}).")
+TAG_OPT = Option(None, "--tag", help=f"A tag of the network (repeatable; {TAG_ALLOWED}; at most {TAGS_MAX}).")
+
+
 @network_app.command("create")
 def create_network(
     name: str,
     tenant: str = Option(..., "--tenant", help="Owning tenant."),
     fabric: list[str] = FABRIC_OPT,
     option: list[str] = OPTION_OPT,
+    description: str = DESCRIPTION_OPT,
+    tag: list[str] = TAG_OPT,
     json_out: bool = JSON_OPT,
 ) -> None:
     """Create a tenant network: one segment per fabric instance it spans (a VLAN on Ethernet, a
-    segmentation id and its PKey on each InfiniBand subnet), with its own settings (--option)."""
-    Network(name, tenant)  # validate names before touching the store
+    segmentation id and its PKey on each InfiniBand subnet), with its own settings (--option),
+    description and tags."""
+    about = _about(Network(name, tenant), description, tag)  # validate before touching the store
     fabrics = list(dict.fromkeys(fabric)) if fabric else None
     options = parse_options(option or [])
     try:
-        n = backend().create_network(name, tenant, fabrics, options)
+        n = backend().create_network(name, tenant, fabrics, options, about.description, about.tags)
     except ValidationError as e:
         raise as_option(as_option(e, "fabrics", "--fabric"), "options", "--option") from None
     if json_out:
         emit_json(n)
     else:
         table("network created", NETWORK_COLUMNS, [_segments_row(n)])
+
+
+def _about(n: Network, description: str | None, tags: list[str] | None) -> Network:
+    """``n`` with ``description`` and ``tags`` (None: its own), each checked naming its option."""
+    return Network(
+        n.name, n.tenant,
+        description=n.description if description is None else check_description("--description", description),
+        tags=n.tags if not tags else check_tags("--tag", tags),
+    )  # fmt: skip
+
+
+@network_app.command("update")
+def update_network(
+    name: str,
+    tenant: str = Option(..., "--tenant", help="Owning tenant."),
+    new_name: str = Option(None, "--name", help="The network's new name (its segments stay)."),
+    description: str = DESCRIPTION_OPT,
+    tag: list[str] = TAG_OPT,
+    no_tags: bool = Option(False, "--no-tags", help="Remove every tag."),
+    json_out: bool = JSON_OPT,
+) -> None:
+    """Rename, describe or tag a network (what is not given stays); its tenant and segments are
+    fixed (a new segment is a new network). Every value is checked before anything is written."""
+    if no_tags and tag:
+        raise ValidationError("--no-tags", " ".join(tag), "either --tag or --no-tags, not both")
+    Network(name, tenant)
+    if new_name is not None:
+        check_name("--name", new_name)
+    _about(Network(name, tenant), description, tag)
+    tags: list[str] | None = [] if no_tags else (tag or None)
+    try:
+        n = backend().update_network(name, tenant, new_name, description, tags)
+    except ValidationError as e:
+        raise as_option(as_option(as_option(e, "name", "--name"), "description", "--description"), "tags", "--tag") from None
+    if json_out:
+        emit_json(n)
+    else:
+        table("network updated", [*NETWORK_COLUMNS, "description", "tags"],
+              [(*_segments_row(n), n.get("description") or "-", ",".join(n.get("tags") or []) or "-")])  # fmt: skip
 
 
 def as_option(e: ValidationError, field: str, option: str) -> ValidationError:

@@ -32,6 +32,7 @@ class Verb(enum.StrEnum):
 
     READ = "read"
     CREATE = "create"
+    UPDATE = "update"
     DELETE = "delete"
     ACT = "act"  # run (audit), move, attach, revoke ...
 
@@ -51,6 +52,7 @@ _MATRIX: Final[dict[str, dict[Verb, frozenset[Role]]]] = {
     "network": {
         Verb.READ: frozenset(Role),
         Verb.CREATE: frozenset(Role),
+        Verb.UPDATE: frozenset(Role),  # its name, description and tags (not its segments)
         Verb.DELETE: frozenset(Role),
     },
     "offering": {Verb.READ: frozenset(Role)},

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.terms import LeaseTerms, term, terms_of
-from gpufabric.domain.values import check_name
+from gpufabric.domain.values import check_description, check_name, check_tags
 
 
 class NodeState(enum.StrEnum):
@@ -140,13 +140,20 @@ NetworkOptions = Mapping[str, tuple[tuple[str, int | bool], ...]]
 
 @dataclass(frozen=True)
 class Network:
+    """A tenant's network: its segments (fixed once made) and its own description and tags
+    (updatable with its name: ``network update``)."""
+
     name: str
     tenant: str
     segments: tuple[Segment, ...] = ()
+    description: str = ""
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_name("network.name", self.name)
         check_name("network.tenant", self.tenant)
+        check_description("network.description", self.description)
+        object.__setattr__(self, "tags", check_tags("network.tags", self.tags))
 
     def segment(self, fabric: str) -> Segment | None:
         """The segment on fabric instance ``fabric`` (a kind's name names its default instance)."""

@@ -225,6 +225,41 @@ def check_name(field: str, raw: str) -> str:
     return raw
 
 
+DESCRIPTION_MAX: Final = 255
+DESCRIPTION_PATTERN: Final = r"^[^\x00-\x1f\x7f]*$"
+DESCRIPTION_ALLOWED: Final = f"0-{DESCRIPTION_MAX} characters, no control characters"
+TAG_PATTERN: Final = r"^[A-Za-z0-9._:=@+-]{1,60}$"
+TAGS_MAX: Final = 32
+TAG_ALLOWED: Final = "1-60 chars of A-Z a-z 0-9 . _ : = @ + -"
+TAGS_ALLOWED: Final = f"at most {TAGS_MAX} tags, each {TAG_ALLOWED}"
+_DESCRIPTION_RE: Final = re.compile(DESCRIPTION_PATTERN)
+_TAG_RE: Final = re.compile(TAG_PATTERN)
+
+
+def check_description(field: str, raw: str) -> str:
+    """A free-text description (a network's; Neutron's limit): one line of printable text."""
+    if not isinstance(raw, str) or len(raw) > DESCRIPTION_MAX or not _DESCRIPTION_RE.fullmatch(raw):
+        raise ValidationError(field, raw, DESCRIPTION_ALLOWED)
+    try:
+        raw.encode()
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800") no store can hold
+        raise ValidationError(field, raw, DESCRIPTION_ALLOWED, "not UTF-8") from None
+    return raw
+
+
+def check_tags(field: str, raw: object) -> tuple[str, ...]:
+    """A set of tags in the order given, repeats dropped (``field``: where they came from)."""
+    if isinstance(raw, str) or not isinstance(raw, (list, tuple)):
+        raise ValidationError(field, raw, TAGS_ALLOWED, "not a list")
+    tags = tuple(dict.fromkeys(raw))
+    for t in tags:
+        if not isinstance(t, str) or not _TAG_RE.fullmatch(t):
+            raise ValidationError(field, t, TAG_ALLOWED)
+    if len(tags) > TAGS_MAX:
+        raise ValidationError(field, len(tags), TAGS_ALLOWED, "too many")
+    return tags
+
+
 _MAC_RE: Final = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 
 

@@ -63,7 +63,8 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
     return {
         **extra,
         "ethernet": [
-            {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan}}
+            {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan},
+             "uplinks": [st.spine_bridge]}  # each leaf's patch pair to the spine (netns.ensure_ethernet)
             for br in st.leaf_bridges
         ],
         "sm_port_guids": sms,

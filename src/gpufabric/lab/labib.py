@@ -33,6 +33,7 @@ from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.uplinks import leaf_paths, with_paths
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import (
     SM_NODE,
@@ -190,6 +191,7 @@ def ib_up(
     say(f"{tag}discovering the InfiniBand fabric (ibnetdiscover)")
     topo = parse_ibnetdiscover(fab.run_tool(["ibnetdiscover"], sim_host=plan.sm_host))
     ib_ports, skipped = match_ca_ports(topo)
+    ib_ports = with_paths(ib_ports, leaf_paths(topo))  # each port's leaf and spines, as an import finds them
     if sm_pair:  # the master's HCA by its node description: SMInfo may name sm-02 on a reused lab
         sm_guid = next((p.port_guid for ca in topo.cas() if ca.description == plan.sm_host for p in ca.ports), None)
     else:
@@ -323,6 +325,7 @@ def ib_to_dict(p: IbPort) -> dict[str, Any]:
         "switch_guid": str(p.switch_guid) if p.switch_guid else None,
         "switch_port": p.switch_port,
         **({"instance": p.instance} if p.instance else {}),
+        **({"path": [list(t) for t in p.path]} if p.path else {}),
     }
 
 
@@ -336,6 +339,7 @@ def ib_from_dict(d: dict[str, Any]) -> IbPort:
         switch_guid=Guid.parse(d["switch_guid"]) if d.get("switch_guid") else None,
         switch_port=d.get("switch_port"),
         instance=d.get("instance", ""),
+        path=tuple(tuple(t) for t in d.get("path") or ()),
     )
 
 

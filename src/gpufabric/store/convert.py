@@ -69,7 +69,7 @@ def network_to_domain(r: NetworkRow) -> Network:
         )
         for s in sorted(r.segments, key=lambda s: s.fabric)
     )
-    return Network(r.name, r.tenant.name, segs)
+    return Network(r.name, r.tenant.name, segs, r.description or "", tuple(r.tags or ()))
 
 
 def offering_to_domain(r: OfferingRow) -> Offering:

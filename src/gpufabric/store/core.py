@@ -244,12 +244,13 @@ class Store:
     # ------------------------------------------------------------------ networks
     def create_network(self, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any] | None = None,
                        fabrics: Collection[str] | None = None, options: NetworkOptions | None = None,
-                       tx: Tx | None = None) -> Network:  # fmt: skip
+                       tx: Tx | None = None, about: Network | None = None) -> Network:  # fmt: skip
         """A tenant network with one segment per spanned instance whose kind allocates one
         (``FabricKind.allocate``). ``kinds``: the configured instances (default: every registered
         kind); ``fabrics``: those it spans (None: all; ids stay unique across every instance of
         ``kinds`` sharing a pool); ``options``: instance -> its segment's validated options.
-        ``tx``: the caller's transaction (its quota checked there), each attempt a savepoint of it.
+        ``tx``: the caller's transaction (its quota checked there), each attempt a savepoint of it;
+        ``about``: the network's own description and tags (validated as a :class:`Network`).
         Raises NotFoundError (tenant), ConflictError (name taken), ExhaustedError (pool empty).
         """
         check_name("network.name", name)
@@ -259,9 +260,9 @@ class Store:
             try:
                 if tx is not None:  # an id taken by another replica: back to the savepoint, retried on fresh data
                     with tx.session.begin_nested():
-                        return self._create_network(tx.session, name, tenant, cfg, allocators, fabrics, options or {})
+                        return self._create_network(tx.session, name, tenant, cfg, allocators, fabrics, options or {}, about)
                 with self._tx() as s:
-                    return self._create_network(s, name, tenant, cfg, allocators, fabrics, options or {})
+                    return self._create_network(s, name, tenant, cfg, allocators, fabrics, options or {}, about)
             except IntegrityError as e:  # another replica took the same id (or name): retry on fresh data
                 last = e
         raise ConflictError(
@@ -271,13 +272,13 @@ class Store:
     @staticmethod
     def _create_network(
         s: Session, name: str, tenant: str, cfg: SegmentConfig, kinds: Sequence[Any], fabrics: Collection[str] | None,
-        options: NetworkOptions,
+        options: NetworkOptions, about: Network | None = None,
     ) -> Network:  # fmt: skip
         t = _tenant_row(s, tenant)
         if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)) is not None:
             raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
         used = used_segments(s)
-        row = NetworkRow(name=name, tenant=t)
+        row = network_row(name, t, about)
         probe = Network(name, tenant)
         fresh: list[Segment] = []  # this network's segments so far (its kind's pool is shared by the instances)
         for kind in kinds:  # one segment per spanned fabric instance (kind.instance) whose kind allocates
@@ -383,6 +384,12 @@ def _tenant_row(s: Session, name: str) -> TenantRow:
     if row is None:
         raise NotFoundError("tenant", name)
     return row
+
+
+def network_row(name: str, tenant: TenantRow, about: Network | None) -> NetworkRow:
+    """A new network's row: ``about``'s description and tags (None: none)."""
+    return NetworkRow(name=name, tenant=tenant, description=about.description if about else "",
+                      tags=list(about.tags) if about else [])  # fmt: skip
 
 
 def _network_row(s: Session, name: str, tenant: str) -> NetworkRow:

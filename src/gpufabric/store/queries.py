@@ -222,7 +222,9 @@ class Reader:
         self, p: Principal, limit: int, offset: int, tenant: str | None = None, name: str | None = None
     ) -> tuple[list[dict[str, Any]], int]:
         with self.engine.connect() as c:
-            q = select(NW.c.id, NW.c.name, T.c.name.label("tenant")).join(T, T.c.id == NW.c.tenant_id)
+            q = select(NW.c.id, NW.c.name, T.c.name.label("tenant"), NW.c.description, NW.c.tags).join(
+                T, T.c.id == NW.c.tenant_id
+            )
             if not p.sees_all:
                 q = q.where(T.c.name == p.tenant)
             if tenant is not None:
@@ -244,7 +246,11 @@ class Reader:
                             **({"options": dict(segment_options(r.options))} if r.options else {}),
                         }
                     )
-            return [{"name": r.name, "tenant": r.tenant, "segments": segs.get(r.id, [])} for r in rows], total
+            return [
+                {"name": r.name, "tenant": r.tenant, "description": r.description or "", "tags": list(r.tags or []),
+                 "segments": segs.get(r.id, [])}
+                for r in rows
+            ], total  # fmt: skip
 
     def offerings(self, limit: int, offset: int, name: str | None = None) -> tuple[list[dict[str, Any]], int]:
         OF = OfferingRow.__table__

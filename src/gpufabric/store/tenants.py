@@ -18,16 +18,18 @@ from sqlalchemy.exc import IntegrityError
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal
 from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.models import Lease, Network, Node, Tenant
+from gpufabric.domain.moves import MoveStatus
 from gpufabric.domain.segments import SegmentConfig
-from gpufabric.domain.values import check_name
+from gpufabric.domain.values import check_description, check_name, check_tags
 from gpufabric.store.convert import lease_to_domain, network_to_domain, segment_row
-from gpufabric.store.core import Store, sibling_instances, used_segments
+from gpufabric.store.core import Store, network_row, sibling_instances, used_segments
 from gpufabric.store.leases import _LOAD as LEASE_LOAD
 from gpufabric.store.offers import withdraw
 from gpufabric.store.registry import Registry
 from gpufabric.store.tables import (
     LeaseNetworkRow,
     LeaseRow,
+    MoveRow,
     NetworkRow,
     NodeRow,
     TenantRow,
@@ -104,6 +106,7 @@ def adopt_network(
     fabrics: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     tx: Tx | None = None,
+    about: Network | None = None,
 ) -> Network:
     """Create a network with exactly the given segmentation ids (fabric instance -> id, each
     checked by its kind's :meth:`~gpufabric.domain.fabric.FabricKind.adopt` against ``cfg`` and
@@ -115,7 +118,7 @@ def adopt_network(
     ``fabrics``: the instances the network spans (:func:`spanned`; None: all, or with explicit
     segments, theirs; given with segments it must name exactly theirs). ``options``: instance ->
     the network's own settings there (:func:`checked_options`). ``tx``: the caller's transaction
-    (where its quota was checked), the network written in a savepoint of it.
+    (where its quota was checked), the network written in a savepoint of it. ``about``: its description and tags.
     One transaction: nothing is written on any error."""
     check_name("network.name", name)
     instances = list(kinds) if kinds is not None else Registry.from_entry_points().ordered_kinds()
@@ -123,7 +126,7 @@ def adopt_network(
     spans = set(segments) or (set(chosen) if chosen is not None else {k.instance for k in instances if k.allocates})
     opts = checked_options(instances, spans, options or {})
     if not segments:
-        return store.create_network(name, tenant, cfg, instances, chosen, opts, tx)
+        return store.create_network(name, tenant, cfg, instances, chosen, opts, tx, about)
     if fabrics is not None and set(fabrics) != set(segments):
         raise ValidationError(
             "fabrics", list(fabrics), f"the instances of the explicit segments ({', '.join(segments)}), or left out"
@@ -145,7 +148,7 @@ def adopt_network(
             if s.scalar(select(NetworkRow.id).where(NetworkRow.name == name, NetworkRow.tenant_id == t.id)):
                 raise ConflictError(f"network already exists in tenant {tenant}: {name}", network=name, tenant=tenant)
             used = used_segments(s)
-            row = NetworkRow(name=name, tenant=t)
+            row = network_row(name, t, about)
             for kind in (k for k in by_name.values() if k.instance in segments):  # the instances' order
                 siblings = sibling_instances(kind, instances)
                 got = kind.adopt(probe, segments[kind.instance], [x for x in used if x.fabric in siblings], cfg)
@@ -157,6 +160,58 @@ def adopt_network(
             return network_to_domain(row)
     except IntegrityError as e:
         raise ConflictError(f"a segment of network {name} was taken concurrently: {e.orig}", network=name) from e
+
+
+OPEN_MOVES: tuple[str, ...] = (MoveStatus.PENDING, MoveStatus.RUNNING, MoveStatus.FAILED, MoveStatus.OFFERED)
+"""The moves whose lease is still to start: they name their networks (``moves.networks``)."""
+
+
+def update_network(store: Store, name: str, tenant: str, new_name: str | None = None, description: str | None = None,
+                   tags: Sequence[str] | None = None) -> Network:  # fmt: skip
+    """Change network ``tenant``/``name``'s name, description or tags (None: keep it); its
+    segments never change. Every value is checked before anything is written; a name another
+    network of the tenant has is a ConflictError naming ``name``. A move still to start that
+    joins the network is renamed with it (a lease names its networks by row, a move by name).
+    One transaction: nothing is written on any error."""
+    with store.tx() as tx:
+        s = tx.session
+        row = s.scalar(
+            select(NetworkRow).join(TenantRow, NetworkRow.tenant_id == TenantRow.id)
+            .where(NetworkRow.name == name, TenantRow.name == tenant).with_for_update(of=NetworkRow)
+        )  # fmt: skip
+        if row is None:
+            raise NotFoundError("network", f"{tenant}/{name}")
+        new = Network(
+            check_name("name", new_name) if new_name is not None else row.name,
+            tenant,
+            description=check_description("description", description) if description is not None else row.description,
+            tags=check_tags("tags", tags) if tags is not None else tuple(row.tags or ()),
+        )  # fmt: skip
+        if new.name != row.name:
+            taken = select(NetworkRow.id).where(NetworkRow.tenant_id == row.tenant_id, NetworkRow.name == new.name)
+            if s.scalar(taken) is not None:
+                raise _taken(tenant, new.name)
+            _rename_in_moves(s, tenant, row.name, new.name)
+        row.name, row.description, row.tags = new.name, new.description, list(new.tags)
+        try:
+            s.flush()
+        except IntegrityError as e:  # another replica took the name meanwhile
+            raise _taken(tenant, new.name) from e
+        return network_to_domain(row)
+
+
+def _taken(tenant: str, name: str) -> ConflictError:
+    return ConflictError(f"network already exists in tenant {tenant}: {name}", field="name", value=name,
+                         allowed=f"a name no other network of tenant {tenant} has")  # fmt: skip
+
+
+def _rename_in_moves(s: Any, tenant: str, old: str, new: str) -> None:
+    """Moves into ``tenant`` still to start join ``new`` where they named ``old``."""
+    q = select(MoveRow).where(MoveRow.to_tenant == tenant, MoveRow.status.in_(OPEN_MOVES), MoveRow.networks != "")
+    for m in s.scalars(q):
+        names = m.networks.split(",")
+        if old in names:
+            m.networks = ",".join(new if n == old else n for n in names)
 
 
 def checked_options(

@@ -20,7 +20,7 @@ from gpufabric.domain.moves import Move
 from gpufabric.domain.quotas import Quotas
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.terms import LeaseTerms
-from gpufabric.domain.values import check_id
+from gpufabric.domain.values import check_description, check_id, check_tags
 from gpufabric.store import tenants as tenant_admin
 from gpufabric.store.auth import EventLog, TokenInfo, Tokens
 from gpufabric.store.core import ImportResult, Store
@@ -112,10 +112,12 @@ class Actions:
         segments: dict[str, int] | None = None,
         fabrics: Sequence[str] | None = None,
         options: Mapping[str, Mapping[str, Any]] | None = None,
+        description: str = "",
+        tags: Sequence[str] = (),
     ) -> Network:
         """A network of ``tenant`` spanning the instances ``fabrics`` (None: every configured one
-        that allocates), with ``segments`` adopted (admin/service only) and its own ``options``
-        per instance (validated by the instance's kind)."""
+        that allocates), with ``segments`` adopted (admin/service only), its own ``options``
+        per instance (validated by the instance's kind), ``description`` and ``tags``."""
         self._tenant_visible(p, tenant)
         p.require("network", Verb.CREATE)
         if segments and not p.sees_all:
@@ -126,11 +128,13 @@ class Actions:
                 allowed="admin, service",
             )
         def run() -> Network:
+            about = Network(name, tenant, description=check_description("description", description),
+                            tags=check_tags("tags", tags))  # fmt: skip
             with self.store.tx() as tx:  # counted and written in one transaction: replicas' checks serialise
                 quotas.check(tx, self.quota(), p, tenant, "networks")
                 return tenant_admin.adopt_network(
                     self.store,
-                    Network(name, tenant).name,
+                    about.name,
                     tenant,
                     self.cfg(),
                     segments or {},
@@ -138,9 +142,28 @@ class Actions:
                     fabrics,
                     options,
                     tx,
+                    about,
                 )
 
         return self._do(p, "network.create", f"{tenant}/{name}", tenant, run)
+
+    def update_network(
+        self,
+        p: Principal,
+        name: str,
+        tenant: str,
+        new_name: str | None = None,
+        description: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Network:
+        """Network ``tenant``/``name`` renamed, described or tagged (None: unchanged); its
+        segments stay (:func:`~gpufabric.store.tenants.update_network`)."""
+        self._tenant_visible(p, tenant)
+        p.require("network", Verb.UPDATE)
+        return self._do(
+            p, "network.update", f"{tenant}/{name}", tenant,
+            lambda: tenant_admin.update_network(self.store, name, tenant, new_name, description, tags),
+        )  # fmt: skip
 
     def delete_network(self, p: Principal, name: str, tenant: str) -> Network:
         self._tenant_visible(p, tenant)

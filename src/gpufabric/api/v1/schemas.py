@@ -7,6 +7,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictInt, create_model, field_validator
 
 from gpufabric.api.v1.kind_fields import with_offering_fields, with_terms
+from gpufabric.domain.values import (
+    DESCRIPTION_ALLOWED,
+    DESCRIPTION_MAX,
+    DESCRIPTION_PATTERN,
+    TAG_PATTERN,
+    TAGS_ALLOWED,
+    TAGS_MAX,
+)
 
 NAME_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 Name = Annotated[
@@ -87,7 +95,9 @@ class NodeOut(BaseModel):
     ports: dict[str, list[dict[str, Any]]] = Field(
         default_factory=dict, description="Every port of the node, by fabric kind (each kind's own entries, on all its "
         "instances): ethernet `name, switch, switch_port, mac[, bond, bond_mode]`, infiniband `device, port_num, "
-        "port_guid, node_guid, switch_guid, switch_port`"
+        "port_guid, node_guid, switch_guid, switch_port`; each with its `path` up the fabric: [{tier: leaf|spine|core, "
+        "switches: [...]}, ...], its leaf first (InfiniBand: from the last ibnetdiscover; Ethernet: the uplinks "
+        "fabrics.yaml declares per switch)"
     )
     fabrics: dict[str, FabricViewOut] = Field(
         default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
@@ -185,9 +195,20 @@ class SegmentIn(Strict):
     seg_id: int = Field(ge=1, le=65535)
 
 
+Description = Annotated[
+    str, Field(max_length=DESCRIPTION_MAX, pattern=DESCRIPTION_PATTERN, description=f"The network's own text: {DESCRIPTION_ALLOWED}")
+]
+Tags = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=60, pattern=TAG_PATTERN)]],
+    Field(max_length=TAGS_MAX, description=f"The network's own tags, in order, repeats dropped: {TAGS_ALLOWED}"),
+]
+
+
 class NetworkIn(Strict):
     name: Name
     tenant: Name
+    description: Description = ""
+    tags: Tags = []
     segments: list[SegmentIn] | None = Field(
         None, max_length=MAX_ADOPTED_SEGMENTS,
         description="Explicit segmentation ids to adopt (Neutron), one per fabric instance; others are allocated",
@@ -229,6 +250,8 @@ class SegmentOut(BaseModel):
 class NetworkOut(BaseModel):
     name: str
     tenant: str
+    description: str
+    tags: list[str]
     segments: list[SegmentOut]
 
 

@@ -20,6 +20,7 @@ from gpufabric.api.v1.schemas import (
     TenantPage,
     errors,
 )
+from gpufabric.api.v1.schemas_networks import NetworkPatch
 from gpufabric.domain.auth import Principal
 from gpufabric.domain.errors import NotFoundError
 from gpufabric.engine.columns import with_segment_views
@@ -83,13 +84,24 @@ async def list_networks(
 )
 def create_network(body: NetworkIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     segs = {s.fabric: s.seg_id for s in body.segments or []}  # one per fabric instance (NetworkIn)
-    c.actions.create_network(p, body.name, body.tenant, segs, body.fabrics, body.options)
+    c.actions.create_network(p, body.name, body.tenant, segs, body.fabrics, body.options, body.description, body.tags)
     return json(_one(c, p, body.tenant, body.name), 201)
 
 
 @router.get("/networks/{tenant}/{name}", tags=["networks"], responses={200: {"model": NetworkOut}, **errors(304, 404)})
 async def show_network(request: Request, tenant: NameP, name: NameP, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     return await c.cached(request, (p.role, p.tenant), lambda: _one(c, p, tenant, name))
+
+
+@router.patch(
+    "/networks/{tenant}/{name}",
+    tags=["networks"],
+    summary="Rename, describe or tag a network (its tenant and segments are not updatable)",
+    responses={200: {"model": NetworkOut}, **errors(403, 404, 409)},
+)
+def update_network(tenant: NameP, name: NameP, body: NetworkPatch, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
+    n = c.actions.update_network(p, name, tenant, body.name, body.description, body.tags)
+    return json(_one(c, p, tenant, n.name))
 
 
 @router.delete(

@@ -36,6 +36,7 @@ from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import IdRange, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
+from gpufabric.domain.topology import path_json, tiers_above
 from gpufabric.domain.values import PortNaming
 from gpufabric.fabrics.ethernet import audit as eth_audit
 from gpufabric.fabrics.ethernet import bonds
@@ -63,6 +64,7 @@ from gpufabric.fabrics.ethernet.plan import (
 from gpufabric.fabrics.ethernet.segments import EthernetSegments, vlan_of, vlan_segment
 from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
+from gpufabric.fabrics.ethernet.uplinks import declared_uplinks
 
 
 class EthernetBackend(FabricBackend[EthState]):
@@ -165,12 +167,16 @@ class EthernetKind(FabricKind[EthState, EthState]):
         return other
 
     def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
-        """Every NIC of ``node`` (the default instance's and ``instances``' own), once per switch port."""
+        """Every NIC of ``node`` (the default instance's and ``instances``' own), once per switch
+        port, with its ``path`` up the fabric (its leaf, then the uplinks this instance's
+        fabrics.yaml section declares: :mod:`.uplinks`)."""
         seen: dict[tuple[str, str], EthernetPort] = {}
         for instance in (KIND, *sorted(set(instances) - {KIND})):
             for p in ethernet_ports(node, instance):
                 seen.setdefault((p.switch, p.switch_port), p)
-        return [_port_json(p) for p in sorted(seen.values(), key=lambda p: p.name)]
+        up = declared_uplinks(self.section)
+        return [{**_port_json(p), "path": path_json(tiers_above(p.switch, up))}
+                for p in sorted(seen.values(), key=lambda p: p.name)]  # fmt: skip
 
     def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
         """``switch`` and ``port``: that switch interface (a member port or an aggregate)."""
@@ -187,6 +193,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
         if not isinstance(section, list):
             raise ConfigError("ethernet", section, "a list of {driver, options} entries, one per switch")
         qv = settings_quarantine_vlan(settings)
+        declared_uplinks(section)  # refused here, at load, not on a node's page
         switches: dict[str, EthernetSwitchDriver] = {}
         pool = OvsdbPool()  # one OVSDB connection per database server, shared by its bridges
         for i, entry in enumerate(section):

@@ -19,11 +19,12 @@ from typing import Any, Final
 from gpufabric.domain.entries import checked, listed, mapping, node_entries, required, text, unique
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node, PortKey
+from gpufabric.domain.topology import MAX_TIERS, SwitchPath, check_path
 from gpufabric.domain.values import Guid, check_name
 
 KIND: Final = "infiniband"
 """The kind's name (:attr:`InfinibandKind.name`): its default instance, where ``ib:`` entries are kept."""
-KEYS: Final = frozenset({"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance"})
+KEYS: Final = frozenset({"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance", "path"})
 _GUID: Final = {"type": ["string", "integer"], "description": "64-bit GUID, e.g. 0x0002c90300000001"}
 ENTRY_SCHEMA: Final = {
     "type": "object", "additionalProperties": False, "required": ["device", "port_guid", "node_guid"],
@@ -33,6 +34,9 @@ ENTRY_SCHEMA: Final = {
         "port_guid": _GUID, "node_guid": _GUID, "switch_guid": _GUID,
         "switch_port": {"type": "integer", "minimum": 1, "maximum": 254},
         "instance": {"type": "string", "description": "the subnet (InfiniBand instance) it is on; unset: the default one"},
+        "path": {"type": "array", "maxItems": MAX_TIERS, "items": {"type": "array", "items": {"type": "string"}},
+                 "description": "the switches above the port, tier by tier, its leaf first (an ibnetdiscover "
+                 "import finds them), e.g. [[leaf-01], [spine-01, spine-02]]"},
     },
 }
 """One entry as the API's OpenAPI schema shows it (:func:`parse_ib` checks it)."""
@@ -52,6 +56,7 @@ class IbPort:
     switch_guid: Guid | None = None
     switch_port: int | None = None
     instance: str = ""  # the fabric instance (subnet) it is cabled to; "": the kind's default instance
+    path: SwitchPath = ()  # the switches above it, tier by tier, its leaf first (uplinks.leaf_paths); (): unknown
 
     def __post_init__(self) -> None:
         check_name("ib_port.node", self.node)
@@ -95,7 +100,8 @@ def _entry(path: str, node: str, raw: Any) -> IbPort:
     instance = m.get("instance") or ""  # the IB fabric instance (subnet); "": the default one
     if instance:
         checked(f"{path}.instance", instance, lambda: check_name(f"{path}.instance", instance))
-    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance)
+    up = check_path(f"{path}.path", m["path"]) if m.get("path") is not None else ()
+    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance, up)
 
 
 def _int(path: str, raw: Any, lo: int, hi: int) -> int:
@@ -119,7 +125,8 @@ def dump_ib(ports: tuple[IbPort, ...]) -> list[dict[str, Any]]:
     return [{"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
              **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
              **({"switch_port": p.switch_port} if p.switch_port else {}),
-             **({"instance": p.instance} if p.instance else {})} for p in ports]  # fmt: skip
+             **({"instance": p.instance} if p.instance else {}),
+             **({"path": [list(t) for t in p.path]} if p.path else {})} for p in ports]  # fmt: skip
 
 
 def ib_keys(ports: tuple[IbPort, ...]) -> tuple[PortKey, ...]:

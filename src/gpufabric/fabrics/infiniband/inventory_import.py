@@ -31,6 +31,7 @@ from gpufabric.fabrics.infiniband.ib_match import (
     ports_off,
 )
 from gpufabric.fabrics.infiniband.ibnetdiscover import NodeKind, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.uplinks import leaf_paths, with_paths
 
 NAME = "ibnetdiscover"
 SM_HOST = "holds the trusted SM's port: in maintenance, never leasable"
@@ -65,8 +66,9 @@ def match_text(
     one; ValidationError naming ``--fabric`` for an unknown one). ``strict``: a CA that does not
     match is a ValidationError."""
     instance = import_instance(subnet, instances or {})
-    m = match_fabric(parse_ibnetdiscover(text))
-    ports = m.strict_ports() if strict else m.ports
+    topo = parse_ibnetdiscover(text)
+    m = match_fabric(topo)
+    ports = with_paths(m.strict_ports() if strict else m.ports, leaf_paths(topo))  # each port's leaf, spines, ...
     by_node: dict[str, list[IbPort]] = {}
     for p in ports:
         by_node.setdefault(p.node, []).append(on_instance(p, instance))

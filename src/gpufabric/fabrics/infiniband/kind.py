@@ -52,6 +52,7 @@ from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
+from gpufabric.domain.topology import SwitchPath, path_json
 from gpufabric.domain.values import Guid
 from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.infiniband import audit as ib_audit
@@ -218,8 +219,9 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         return ib_ports(node, self.instance)
 
     def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
-        """Every HCA port of ``node``, on every instance (its instance not named)."""
-        return [_port_json(p) for p in all_ib_ports(node)]
+        """Every HCA port of ``node``, on every instance (its instance not named), with its
+        ``path`` up the subnet (leaf, spines, ...: :mod:`.uplinks`)."""
+        return [{**_port_json(p), "path": path_json(_path(p))} for p in all_ib_ports(node)]
 
     def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
         """``guid``: the HCA port of that port GUID."""
@@ -386,3 +388,9 @@ def _port_json(p: IbPort) -> dict[str, Any]:
     """One HCA port as the API shows it."""
     return {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
             "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}  # fmt: skip
+
+
+def _path(p: IbPort) -> SwitchPath:
+    """``p``'s path up the subnet, as the last ibnetdiscover import found it; without one, its
+    leaf by GUID when its cabling is known."""
+    return p.path or (((str(p.switch_guid),),) if p.switch_guid is not None else ())
