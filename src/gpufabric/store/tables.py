@@ -123,8 +123,8 @@ class NetworkRow(Base):
     name: Mapped[str] = mapped_column(String(63))
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    description: Mapped[str] = mapped_column(Text, default="", server_default="")  # 0019
-    tags: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")  # 0019
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")  # 0017
+    tags: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")  # 0017
 
     tenant: Mapped[TenantRow] = relationship()
     segments: Mapped[list[SegmentRow]] = relationship(

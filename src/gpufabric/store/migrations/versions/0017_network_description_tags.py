@@ -4,7 +4,7 @@ JSON list of strings, ``[]``: none), both set by ``network create`` and ``PATCH
 /api/v1/networks/{tenant}/{name}``. Existing networks get neither. Downgrade drops both columns
 (what they held is lost: no older column holds it).
 
-Revision ID: 0019
+Revision ID: 0017
 Revises: 0016
 Create Date: 2026-12-03
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0019"
+revision: str = "0017"
 down_revision: str | None = "0016"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
