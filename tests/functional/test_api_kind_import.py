@@ -91,3 +91,25 @@ def test_an_unknown_format_a_non_utf8_body_and_an_oversize_one_are_refused(small
     assert {n.name for n in w.store.nodes()} == before
     schema = client.get("/openapi.json", headers=w.headers("admin")).json()
     assert "text/plain" in schema["paths"]["/api/v1/inventory/{fmt}"]["post"]["requestBody"]["content"]
+
+
+def test_held_changes_are_confirmed_through_the_api(served: tuple[World, str]) -> None:
+    """``?confirm=PORT_GUID=NODE`` applies what the answer's ``pending`` names; a malformed or
+    stray value is a 422 naming ``--confirm`` and writes nothing (issue 31, item 1)."""
+    w, _ = served
+    client = TestClient(create_app(w.ctx))
+    h = {**w.headers("admin"), "Content-Type": "text/plain"}
+    text = TOPO.read_text()
+    assert client.post("/api/v1/inventory/ibnetdiscover", content=text, headers=h).status_code == 200
+    moved = text.replace('"gpu-a01 mlx5_1"', '"gpu-a03 mlx5_7"')  # root on gpu-a01 rewrote its description
+    doc = client.post("/api/v1/inventory/ibnetdiscover", content=moved, headers=h).json()
+    (held,) = doc["pending"]
+    assert (held["was"], held["node"], held["change"]) == ("gpu-a01", "gpu-a03", "move") and doc["result"]["updated"] == 0
+    before = w.store.nodes()
+    for bad in ("nonsense", f"{held['port_guid']}=gpu-a02"):
+        r = client.post("/api/v1/inventory/ibnetdiscover", params={"confirm": bad}, content=moved, headers=h)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "--confirm", r.text
+    assert w.store.nodes() == before
+    r = client.post("/api/v1/inventory/ibnetdiscover", params={"confirm": held["confirm"]}, content=moved, headers=h)
+    assert r.status_code == 200 and r.json()["pending"] == [] and r.json()["result"]["updated"] == 2, r.text
+    assert held["port_guid"] in {str(p.port_guid) for p in all_ib_ports(w.store.node("gpu-a03"))}
