@@ -125,7 +125,7 @@ class ForgingReader:
     def read(self, queries: Sequence[SmpQuery]) -> list[SmpValue | GpufabricError]:
         got = self.inner.read(queries)
         return [
-            SmSeen(self.claimed, r.lid, r.priority, r.state, r.node) if q.op == "sminfo" and q.lid == self.lid and isinstance(r, SmSeen) else r
+            SmSeen(self.claimed, r.lid, r.priority, r.state, r.description) if q.op == "sminfo" and q.lid == self.lid and isinstance(r, SmSeen) else r
             for q, r in zip(queries, got, strict=True)
         ]  # fmt: skip
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,3 +132,27 @@ def test_bad_confirm_values_are_one_line_naming_the_field_and_write_nothing(lab:
     p = lab.gf("inventory", "import", str(yaml), "--confirm", "all", check=False)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--confirm" in p.stderr, p.stderr
     assert lab.gfj("node", "list") == nodes
+
+
+def test_a_rogue_sm_is_reported_on_the_node_its_port_is_stored_on(lab: LabEnv) -> None:
+    """Issue 31 item 5, last (the rogue rewrites tables until contained): root on idle gpu-a03
+    describes its HCA as gpu-a01's and runs an SM there; the audit and the containment name
+    gpu-a03, the node whose port GUID the store holds, and cut gpu-a03's switch port."""
+    rogue = hca(lab, "gpu-a03", "mlx5_0")
+    Lab(lab.home).ib_fabric().describe({"gpu-a03 mlx5_0": "gpu-a01 mlx5_0"})
+    lab.gfj("lab", "rogue-sm", "--node", "gpu-a03")  # SIM_HOST is ibsim's node id: still gpu-a03's HCA
+
+    def found() -> list[dict[str, Any]]:
+        report = json.loads(lab.gf("audit", "--json", check=False).stdout)
+        return [v for v in report["violations"] if v["invariant"] == "IB-ROGUE-SM" and v["port"] == rogue]
+
+    deadline = time.monotonic() + 40
+    while not (seen := found()):
+        assert time.monotonic() < deadline, "IB-ROGUE-SM never reported"
+        time.sleep(0.5)
+    (v,) = seen
+    assert v["node"] == "gpu-a03" and "on node gpu-a03" in v["message"], v
+    assert "on node gpu-a01" not in v["message"] and "'gpu-a01 mlx5_0'" in v["message"], v  # quoted as a claim
+    fixed = lab.gfj("reconcile", "--once", "--policy", "repair")
+    assert fixed["rogue_contained"] == [rogue], fixed
+    assert "gpu-a01" not in json.dumps(fixed).replace("'gpu-a01 mlx5_0'", ""), fixed

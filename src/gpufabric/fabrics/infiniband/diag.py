@@ -52,14 +52,10 @@ class CaPort:
     guid: Guid
     lid: int
     port_num: int
-    description: str  # node description, "gpu-a01 mlx5_0"
+    description: str  # node description, "gpu-a01 mlx5_0": set by the host, never a node's name (see places.py)
     switch_lid: int | None = None
     switch_port: int | None = None
-    switch_guid: Guid | None = None
-
-    @property
-    def host(self) -> str:
-        return self.description.split(" ", 1)[0]
+    switch_guid: Guid | None = None  # the switch's node GUID (what the inventory's switch_guid holds)
 
 
 def ca_ports(topo: IbTopology) -> dict[Guid, CaPort]:
