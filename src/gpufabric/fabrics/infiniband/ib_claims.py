@@ -138,9 +138,11 @@ def resolve(seen: Sequence[Seen], known: Sequence[Node], instance: str, confirm:
     ``confirm``: tokens of :func:`parse_confirm`; one that names no held change is a
     ValidationError naming ``--confirm`` (nothing is written)."""
     nodes = {n.name: n for n in known}
-    owner = {q.port_guid: q for n in known for q in all_ib_ports(n)}
-    ports: dict[str, dict[Guid, IbPort]] = {n.name: {q.port_guid: q for q in all_ib_ports(n)} for n in known}
+    entries = {n.name: all_ib_ports(n) for n in known}  # each node's entries read once
+    owner = {q.port_guid: q for qs in entries.values() for q in qs}
+    ports: dict[str, dict[Guid, IbPort]] = {name: {q.port_guid: q for q in qs} for name, qs in entries.items()}
     touched: set[str] = set()
+    changed: set[str] = set()  # nodes whose ports this import changes (the others are written as stored)
     held: list[Held] = []
     for s in seen:
         here = on_instance(_entry(s, s.host or _UNCLAIMED, s.device or _UNCLAIMED), instance)
@@ -153,6 +155,7 @@ def resolve(seen: Sequence[Seen], known: Sequence[Node], instance: str, confirm:
             elif _fills(stored, here) and nodes[stored.node].state not in BUSY:  # stored cabling missing: the fabric's, on a quarantined node
                 ports[stored.node][s.port_guid] = dataclasses.replace(stored, switch_guid=s.switch_guid,
                                                                       switch_port=s.switch_port)  # fmt: skip
+                changed.add(stored.node)
             continue
         if s.host is None or s.device is None:
             continue  # a skipped CA's unknown port: reported as skipped, nothing stored
@@ -165,6 +168,7 @@ def resolve(seen: Sequence[Seen], known: Sequence[Node], instance: str, confirm:
             continue
         ports.setdefault(s.host, {})[s.port_guid] = new  # a new node: a first import
         touched.add(s.host)
+        changed.add(s.host)
     seen_guids = {s.port_guid for s in seen}
     held = [_blocked(h, nodes, ports, seen_guids) for h in held]
     confirmed = _confirmed(held, frozenset(confirm))
@@ -175,11 +179,14 @@ def resolve(seen: Sequence[Seen], known: Sequence[Node], instance: str, confirm:
             ports[h.node].pop(h.replaces, None)
         ports.setdefault(h.node, {})[h.port_guid] = h.port
         touched.add(h.node)
+        changed.update(n for n in (h.was, h.node) if n)
     out = []
     for name in sorted(touched):
+        if name not in changed:
+            out.append(nodes[name])
+            continue
         mine = tuple(ports.get(name, {}).values())
-        base = nodes.get(name) or Node(name)
-        out.append(with_ib(base, *mine))
+        out.append(with_ib(nodes.get(name) or Node(name), *mine))
     missing = tuple(q for q in owner.values() if q.subnet == instance and q.port_guid not in seen_guids)
     done = {h.port_guid for h in confirmed}
     return Claims(tuple(out), tuple(h for h in held if h.port_guid not in done), missing, tuple(confirmed))
