@@ -132,7 +132,7 @@ class LabEnv:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[LabEnv]:
-    """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, one HCA each;
+    """A lab per test module: ``LAB_NODES`` in the module (default 4) nodes, ``LAB_HCAS`` (default 1) HCAs each;
     ``LAB_BONDED`` (default none) the comma-separated nodes whose eth0+eth1 are an LACP bond;
     ``LAB_SM_PAIR`` (default False) the subnet's trusted SMs as a master/standby pair (``--sm-pair``);
     ``LAB_IB_SUBNETS`` (default 1) the IB subnets (2: compute + storage, ``--ib-subnets 2``);
@@ -149,7 +149,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         extra += ("--ib-subnets", str(request.module.LAB_IB_SUBNETS))
     if hasattr(request.module, "LAB_GPUS"):
         extra += ("--gpus-per-node", str(request.module.LAB_GPUS))
-    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", "1", "--dpus", dpus, *extra)
+    hcas = str(getattr(request.module, "LAB_HCAS", 1))
+    env.status = env.gfj("lab", "up", "--nodes", nodes, "--hcas-per-node", hcas, "--dpus", dpus, *extra)
     try:
         env.gf("tenant", "create", "alpha")
         env.gf("tenant", "create", "beta")

@@ -50,8 +50,13 @@ def test_a_kind_format_through_the_api_reads_as_on_a_local_store(served: tuple[W
     assert here.returncode == 0, here.stderr
     there = gf(remote, *args, GPUFABRIC_TOKEN=w.tokens["admin"])
     assert there.returncode == 0, there.stderr
-    doc = json.loads(there.stdout)
-    assert doc == json.loads(here.stdout)  # one shape, one reading: the server's fabrics.yaml and store
+    doc, local_doc = json.loads(there.stdout), json.loads(here.stdout)
+    # the server's store has nodes of its own whose ports this fabric does not show: kept, reported
+    kept = {k["node"] for k in doc.pop("kept")}
+    assert local_doc.pop("kept") == [] and kept == {n for n in before if n.startswith("gpu-")}
+    assert doc.pop("messages")[1].startswith("16 known port(s) not on the fabric, kept")
+    local_doc.pop("messages")
+    assert doc == local_doc  # one shape, one reading: the server's fabrics.yaml and store
     assert doc["sm_hosts"] == ["sm-01"] and doc["held"]["sm-01"] and doc["result"]["added"] == doc["nodes"] == 7
     sm = w.store.node("sm-01")
     assert sm.state.value == "maintenance" and SM_PORT_GUID in {str(p.port_guid) for p in all_ib_ports(sm)}
@@ -86,3 +91,25 @@ def test_an_unknown_format_a_non_utf8_body_and_an_oversize_one_are_refused(small
     assert {n.name for n in w.store.nodes()} == before
     schema = client.get("/openapi.json", headers=w.headers("admin")).json()
     assert "text/plain" in schema["paths"]["/api/v1/inventory/{fmt}"]["post"]["requestBody"]["content"]
+
+
+def test_held_changes_are_confirmed_through_the_api(served: tuple[World, str]) -> None:
+    """``?confirm=PORT_GUID=NODE`` applies what the answer's ``pending`` names; a malformed or
+    stray value is a 422 naming ``--confirm`` and writes nothing (issue 31, item 1)."""
+    w, _ = served
+    client = TestClient(create_app(w.ctx))
+    h = {**w.headers("admin"), "Content-Type": "text/plain"}
+    text = TOPO.read_text()
+    assert client.post("/api/v1/inventory/ibnetdiscover", content=text, headers=h).status_code == 200
+    moved = text.replace('"gpu-a01 mlx5_1"', '"gpu-a03 mlx5_7"')  # root on gpu-a01 rewrote its description
+    doc = client.post("/api/v1/inventory/ibnetdiscover", content=moved, headers=h).json()
+    (held,) = doc["pending"]
+    assert (held["was"], held["node"], held["change"]) == ("gpu-a01", "gpu-a03", "move") and doc["result"]["updated"] == 0
+    before = w.store.nodes()
+    for bad in ("nonsense", f"{held['port_guid']}=gpu-a02"):
+        r = client.post("/api/v1/inventory/ibnetdiscover", params={"confirm": bad}, content=moved, headers=h)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "--confirm", r.text
+    assert w.store.nodes() == before
+    r = client.post("/api/v1/inventory/ibnetdiscover", params={"confirm": held["confirm"]}, content=moved, headers=h)
+    assert r.status_code == 200 and r.json()["pending"] == [] and r.json()["result"]["updated"] == 2, r.text
+    assert held["port_guid"] in {str(p.port_guid) for p in all_ib_ports(w.store.node("gpu-a03"))}

@@ -23,6 +23,7 @@ from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.values import PKey
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portinfo
+from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms
 from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, SmState
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.root
 
 SM = hca_port_guid(0, 0)
 G = [hca_port_guid(n, 0) for n in range(1, 5)]
+STORED = Places({g: f"gpu-a{n:02d}" for n, g in enumerate(G, start=1)})  # what the inventory holds
 ROGUE_HOST = "gpu-a04 mlx5_0"
 LAYOUT = PartitionLayout(
     (
@@ -97,7 +99,7 @@ def test_rogue_sm_detected_and_contained(fab: IbFabric, rogue: list[subprocess.P
         restart_hook=lambda: restart_trusted(fab),
     )
     drv.apply(LAYOUT)
-    assert contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN).findings == ()  # nothing to find yet
+    assert contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN, STORED).findings == ()  # nothing to find yet
     start_rogue(fab, rogue)
     # wait until the rogue has rewritten a tenant table (it runs its own sweep)
     deadline = time.monotonic() + 20
@@ -108,7 +110,7 @@ def test_rogue_sm_detected_and_contained(fab: IbFabric, rogue: list[subprocess.P
         )
         time.sleep(0.1)
 
-    alert = contain_rogue_sms(drv, LAYOUT, RoguePolicy.ALERT)
+    alert = contain_rogue_sms(drv, LAYOUT, RoguePolicy.ALERT, STORED)
     assert [f.guid for f in alert.findings] == [G[3]]
     assert alert.findings[0].node == "gpu-a04"
     assert alert.findings[0].state is SmState.MASTER
@@ -116,7 +118,7 @@ def test_rogue_sm_detected_and_contained(fab: IbFabric, rogue: list[subprocess.P
     assert alert.contained == ()
 
     rogue_port = drv.ports()[G[3]]
-    report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
+    report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN, STORED)
     assert report.contained == (G[3],)
     tables = {t.port_guid: frozenset(t.entries) for t in drv.tables([SM, G[0], G[1], G[2]])}
     assert tables == {SM: {0xFFFF}, G[0]: {0x7FFF, 0x8A01}, G[1]: {0x7FFF, 0x8A01}, G[2]: {0x7FFF, 0x8B01}}
@@ -170,7 +172,7 @@ def test_decoy_finding_does_not_stop_containment_and_the_map_is_fresh(
         time.sleep(0.1)
     drv.reader = DecoyReader(drv.reader, drv.ports()[G[0]].lid)
     drv._ports = {g: p for g, p in drv.ports().items() if g != G[3]}  # a stale map: the rogue's port not in it
-    report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
+    report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN, STORED)
     assert sorted(f.lid for f in report.findings)[-1] == 999
     assert report.contained == (G[3],), (report.findings, report.alerts)  # the real rogue is cut ...
     assert [(f.lid, "no discovered CA port" in why) for f, why in report.alerts] == [

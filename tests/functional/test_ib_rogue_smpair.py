@@ -20,6 +20,7 @@ import pytest
 
 from gpufabric.domain.values import PKey
 from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
+from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.rogue import RoguePolicy, check_rogue_sms, contain_rogue_sms
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.lab.ib import IbFabric
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.root
 
 SM = hca_port_guid(0, 0)
 G = [hca_port_guid(n, 0) for n in range(1, 5)]
+STORED = Places({g: f"gpu-a{n:02d}" for n, g in enumerate(G, start=1)})  # what the inventory holds
 LAYOUT = PartitionLayout((
     Partition("tenant-a", PKey(0x0A01), (PartitionMember(G[0]), PartitionMember(G[1]))),
     Partition("tenant-b", PKey(0x0B01), (PartitionMember(G[2]),)),
@@ -50,7 +52,7 @@ def test_rogue_sm_next_to_the_pair_is_cut_and_the_pair_stays_master_standby(lab:
         master_pid, standby_pid = fab.opensm_pid, pair.standby_pid
         t0 = time.monotonic()
         fab.start_rogue_sm("gpu-a04 mlx5_0")
-        while not (found := check_rogue_sms(drv)[0]):
+        while not (found := check_rogue_sms(drv, STORED)[0]):
             assert time.monotonic() - t0 < 15, "the rogue SM was never seen"
             time.sleep(0.05)
         detect = time.monotonic() - t0
@@ -60,7 +62,7 @@ def test_rogue_sm_next_to_the_pair_is_cut_and_the_pair_stays_master_standby(lab:
             time.sleep(0.05)
         rewrote = time.monotonic() - t0
         rogue_port = drv.ports()[G[3]]
-        report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
+        report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN, STORED)
         assert report.contained == (G[3],) and report.alerts == ()
         assert rogue_port.switch_lid is not None and rogue_port.switch_port is not None
         port = drv.diag.run(["smpquery", "portinfo", str(rogue_port.switch_lid), str(rogue_port.switch_port)])
@@ -74,7 +76,7 @@ def test_rogue_sm_next_to_the_pair_is_cut_and_the_pair_stays_master_standby(lab:
         tables = {t.port_guid: frozenset(t.entries) for t in drv.tables([G[0], G[1], G[2]])}
         assert tables == {G[0]: {0x7FFF, 0x8A01}, G[1]: {0x7FFF, 0x8A01}, G[2]: {0x7FFF, 0x8B01}}
         assert G[3] not in ports  # cut off
-        assert check_rogue_sms(drv)[0] == ()
+        assert check_rogue_sms(drv, STORED)[0] == ()
         print(f"rogue next to the SM pair: detected {detect:.2f}s after its start, tables rewritten at {rewrote:.2f}s "
               f"(observe {report.detect_seconds:.2f}s), contained + verified in {report.restore_seconds:.2f}s")  # fmt: skip
 
@@ -91,7 +93,7 @@ def test_after_a_failover_the_repair_restarts_the_standby_that_masters_not_the_f
         while {t.entries for t in drv.tables([G[0]])} != {(0xFFFF,)}:
             assert time.monotonic() - t0 < 20, "the rogue SM never rewrote a tenant's table"
             time.sleep(0.05)
-        report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN)
+        report = contain_rogue_sms(drv, LAYOUT, RoguePolicy.CONTAIN, STORED)
         assert report.contained == (G[3],)
         assert pair.standby_pid not in (None, standby_pid)  # sm-02 restarted over SSH, by its pid file
         ports = drv.ports(refresh=True)

@@ -97,7 +97,7 @@ def test_observe_is_identical_with_both_readers(fab: IbFabric) -> None:
     batch, smpquery = drv.observe(), driver(fab, "smpquery").observe()
     assert batch == smpquery
     assert batch.master_guid == SM
-    assert [(s.guid, s.node) for s in batch.sms] == [(SM, "sm-01")]
+    assert [(s.guid, s.description, s.port_guid) for s in batch.sms] == [(SM, "sm-01 mlx5_0", SM)]
     assert {t.port_guid for t in batch.tables if 0x0B01 in t.full_keys()} == set(G[2:6])
     drv.close()
 

@@ -28,8 +28,8 @@ from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
-from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance, ports_off
-from gpufabric.fabrics.infiniband.inventory_import import merge_ib_ports
+from gpufabric.fabrics.infiniband.ib_claims import Seen, resolve
+from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.fabrics.infiniband.segments import segment_pkey
@@ -265,11 +265,16 @@ def test_an_ibnetdiscover_import_names_a_configured_ib_instance() -> None:
 
 
 def test_importing_one_subnet_keeps_the_nodes_ports_on_the_others() -> None:
-    known = list(inventory().nodes)
-    new = IbPort("n1", "mlx5_9", 1, guid(1, 9), guid(1, 137), instance="ib-storage")
-    found = Inventory((port_node("n1", ib=(new,)),))
-    merged = merge_ib_ports(known, found, lambda n: ports_off(n, "ib-storage")).nodes[0]
-    assert [(p.device, p.instance) for p in all_ib_ports(merged)] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_9", "ib-storage")]
+    known = [inventory().nodes[0]]
+    seen = (Seen(guid(1, 8), guid(1, 136), 1, None, None, "n1 mlx5_8", "n1", "mlx5_8"),)
+    out = resolve(seen, known, "ib-storage")
+    assert [(p.device, p.instance) for p in all_ib_ports(out.nodes[0])] == [("mlx5_0", "ib-compute"), ("mlx5_1", "ib-compute"), ("mlx5_8", "ib-storage")]
+    assert out.held == () and out.missing == ()
+    # the same port in an import of ib-compute: it is stored on ib-storage (held), and the
+    # node's ib-compute ports the import does not show are kept
+    other = resolve(seen, known, "ib-compute")
+    assert [h.change for h in other.held] == ["cabling"] and "instance ib-storage" in other.held[0].reason
+    assert {p.device for p in other.missing} == {"mlx5_0", "mlx5_1"} and other.nodes[0] == known[0]
 
 
 def test_an_inventory_file_names_a_ports_instance() -> None:

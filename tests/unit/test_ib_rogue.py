@@ -153,3 +153,31 @@ def test_infiniband_without_trusted_sm_guids_is_a_config_error() -> None:
     assert ei.value.field == "trusted_sm_guids"
     backend = InfinibandKind().build(section, lookup, {"trusted_sm_guids": ("0x0002c90310000001",)})
     assert [str(g) for g in backend.trusted_sm_guids] == ["0x0002c90310000001"]
+
+
+def test_a_rogue_sm_is_named_by_the_port_the_store_holds_not_by_its_description() -> None:
+    """Issue 31 item 5: root on gpu-a04 described its HCA as "gpu-a01 mlx5_0"; the finding
+    named gpu-a01 (the description), the switch port cut was gpu-a04's all the same."""
+    from gpufabric.fabrics.infiniband.observe import locate_sms
+
+    lying = {**PORTS, ROGUE: CaPort(ROGUE, 7, 1, "gpu-a01 mlx5_0", SWITCH_LID, 4)}
+    sms = locate_sms([1, 7], [SmSeen(TRUSTED, 1, 15, SmState.MASTER), SmSeen(ROGUE, 7, 15, SmState.MASTER)],
+                     {p.lid: p for p in lying.values()})  # fmt: skip
+    (f,) = find_rogue_sms(IbFabricState(sms=tuple(sms), master_guid=ROGUE), [TRUSTED], {ROGUE: "gpu-a04", VICTIM: "gpu-a01"})
+    assert f.node == "gpu-a04" and "on node gpu-a04" in str(f), str(f)
+    assert "on gpu-a01" not in str(f) and "on node gpu-a01" not in str(f)
+    assert "'gpu-a01 mlx5_0'" in str(f)  # quoted as what it is: the host's claim
+
+
+def test_a_port_the_store_does_not_know_is_named_by_its_stored_cabling() -> None:
+    from gpufabric.fabrics.infiniband.entries import IbPort
+    from gpufabric.fabrics.infiniband.places import Places
+
+    leaf = Guid(0x0002C90330000001)
+    places = Places.of([IbPort("gpu-a04", "mlx5_0", 1, Guid(0x0002C90310000499), Guid(0x0002C90310000490), leaf, 4)])
+    sm = SmSeen(ROGUE, 7, 15, SmState.MASTER, "gpu-a01 mlx5_0", ROGUE, leaf, 4)  # a GUID the inventory lacks
+    (f,) = find_rogue_sms(IbFabricState(sms=(sm,), master_guid=ROGUE), [TRUSTED], places)
+    assert f.node == "gpu-a04" and "cabled where node gpu-a04's port is" in str(f) and "'gpu-a01 mlx5_0'" in str(f)
+    nowhere = find_rogue_sms(IbFabricState(sms=(SmSeen(ROGUE, 7, 15, SmState.MASTER, "gpu-a01 mlx5_0", ROGUE),)),
+                             [TRUSTED], places)  # fmt: skip
+    assert nowhere[0].node == "" and "on node" not in str(nowhere[0])

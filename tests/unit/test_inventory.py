@@ -17,7 +17,8 @@ from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.info import node_dpus
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
-from gpufabric.fabrics.infiniband.inventory_import import check_guid_moves, mark_sm_hosts
+from gpufabric.fabrics.infiniband.ib_claims import Seen, resolve
+from gpufabric.fabrics.infiniband.inventory_import import mark_sm_hosts
 from gpufabric.fabrics.nvlink.entries import Gpu, node_gpus
 from gpufabric.workflow.inventory import inventory_from_dict, load_inventory, parse_inventory
 
@@ -270,13 +271,16 @@ def _ibnode(name: str, guid: int) -> Node:
     return port_node(name, ib=(IbPort(name, "mlx5_0", 1, Guid(guid), Guid(guid + 0x100)),))
 
 
-def test_reimport_refuses_a_description_moving_a_known_guid() -> None:
+def test_reimport_holds_a_description_moving_a_known_guid() -> None:
     known = [_ibnode("gpu-a01", 0x11), _ibnode("gpu-b01", 0x22)]
-    forged = Inventory((_ibnode("gpu-b01", 0x11),))  # gpu-a01's HCA now says "gpu-b01 mlx5_0"
-    with pytest.raises(ValidationError) as e:
-        check_guid_moves(forged, known)
-    assert "0x0000000000000011" in str(e.value) and "gpu-a01" in str(e.value)
-    check_guid_moves(Inventory((_ibnode("gpu-a01", 0x11), _ibnode("gpu-c01", 0x33))), known)  # same or new: fine
+    forged = Seen(Guid(0x11), Guid(0x111), 1, None, None, "gpu-b01 mlx5_0", "gpu-b01", "mlx5_0")  # gpu-a01's HCA
+    out = resolve([forged], known, "infiniband")
+    assert out.nodes == (known[0],)  # the port stays on gpu-a01
+    (held,) = out.held
+    assert (held.change, held.was, held.node, held.token) == ("move", "gpu-a01", "gpu-b01", "0x0000000000000011=gpu-b01")
+    assert "0x0000000000000011" in held.line() and "gpu-a01" in held.line() and "--confirm" in held.line()
+    new = Seen(Guid(0x33), Guid(0x133), 1, None, None, "gpu-c01 mlx5_0", "gpu-c01", "mlx5_0")
+    assert [n.name for n in resolve([new], known, "infiniband").nodes] == ["gpu-c01"]  # a new node: added
 
 
 def test_sm_host_is_marked_maintenance() -> None:

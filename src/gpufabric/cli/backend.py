@@ -340,9 +340,11 @@ class Remote:
         r: dict[str, Any] = self.post("/inventory", {"version": 1, "nodes": [node_doc(n) for n in inv.nodes]})
         return r
 
-    def import_format(self, name: str, fmt: Any, text: str, fabric: str | None, strict: bool) -> dict[str, Any]:
+    def import_format(self, name: str, fmt: Any, text: str, fabric: str | None, strict: bool,
+                      confirm: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
         """A kind format's text, read by the server against its own fabrics.yaml and store."""
-        doc: dict[str, Any] = self.post_text(f"/inventory/{name}", text, fabric=fabric, strict="true" if strict else None)
+        doc: dict[str, Any] = self.post_text(f"/inventory/{name}", text, fabric=fabric, strict="true" if strict else None,
+                                             confirm=list(confirm) or None)  # fmt: skip
         return doc
 
     def audit(self, only: tuple[str, ...] = ()) -> AuditReport:

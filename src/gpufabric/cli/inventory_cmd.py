@@ -33,6 +33,10 @@ def import_(
         None, "--fabric", help="ibnetdiscover: the IB fabric instance (subnet) of fabrics.yaml the HCAs are on "
         "(default: the only one); the nodes' ports on other instances are kept."
     ),
+    confirm: list[str] = Option(
+        [], "--confirm", metavar="PORT_GUID=NODE", help="ibnetdiscover: apply a change the import holds, as it lists "
+        "it (repeatable; 'all': every change it holds); a node description is only a claim."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Register nodes and ports. ibnetdiscover output (its default format: `-p` output has no CA
@@ -49,12 +53,14 @@ def import_(
     b = backend()
     where = " through the API" if b.remote else ""
     if kind_format is not None:  # read against fabrics.yaml and the store of whoever answers (here or the server)
-        doc = b.import_format(name, kind_format, file.read_text(errors="replace"), subnet, strict)
+        doc = b.import_format(name, kind_format, file.read_text(errors="replace"), subnet, strict, tuple(confirm))
         _kind_import_done(doc, file, where, json_out)
         return
+    kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
     if subnet is not None:
-        kinds = formats.listed(formats.NAMES[len(formats.FILES) :] or ("a fabric kind's format",))
         raise ValidationError("--fabric", subnet, f"only with --format {kinds} (a YAML/JSON port names its instance)")
+    if confirm:
+        raise ValidationError("--confirm", confirm[0], f"only with --format {kinds} (a YAML/JSON import holds nothing)")
     fabrics = fabrics_yaml()
     registry = _registry(fabrics)
     instances = _instances(fabrics, registry)

@@ -183,7 +183,8 @@ class Local:
         out: dict[str, Any] = jsonable(actions().import_inventory(LOCAL_ADMIN, inv))
         return out
 
-    def import_format(self, name: str, fmt: Any, text: str, fabric: str | None, strict: bool) -> dict[str, Any]:
+    def import_format(self, name: str, fmt: Any, text: str, fabric: str | None, strict: bool,
+                      confirm: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
         """A kind format's text read here against fabrics.yaml and the store, then imported."""
         from gpufabric.cli.common import fabrics_yaml
         from gpufabric.store.registry import Registry
@@ -191,7 +192,7 @@ class Local:
 
         fabrics = fabrics_yaml()
         registry = Registry.from_entry_points(drivers=False) if fabrics else None
-        report = kind_import.read(fmt, text, fabrics, lambda: open_store().nodes(), fabric, strict, registry)
+        report = kind_import.read(fmt, text, fabrics, lambda: open_store().nodes(), fabric, strict, registry, confirm)
         return kind_import.document(name, report, actions().import_inventory(LOCAL_ADMIN, report.inventory))
 
     def audit(self, only: tuple[str, ...] = ()) -> AuditReport:

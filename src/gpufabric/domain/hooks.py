@@ -33,7 +33,9 @@ class ImportRequest:
     store unopened); ``instances`` are the fabric instances of fabrics.yaml (instance -> bound
     kind; empty without a fabrics.yaml) and ``settings`` its top-level mapping; ``instance`` is
     ``--fabric`` (the instance the imported ports are on; None: the format's default) and
-    ``strict`` is ``--strict`` (refuse the whole text when one device does not match)."""
+    ``strict`` is ``--strict`` (refuse the whole text when one device does not match); ``confirm``
+    is ``--confirm`` (the held changes the operator confirms, as the format names them in
+    :attr:`ImportReport.pending`)."""
 
     text: str
     known: Callable[[], Sequence[Node]]
@@ -41,6 +43,7 @@ class ImportRequest:
     settings: Mapping[str, Any] = field(default_factory=dict)
     instance: str | None = None
     strict: bool = False
+    confirm: tuple[str, ...] = ()
 
 
 def import_instance(name: str | None, instances: Mapping[str, Any], kind: str, label: str) -> str:
@@ -84,13 +87,16 @@ class ImportReport:
     the store knows that this import does not replace); ``entries``: every device of the text;
     ``held``: node -> why the import puts it in maintenance (never leasable); ``lines``: plain
     text the CLI prints before its ``imported ...`` line (the CLI escapes them); ``fields``: the
-    format's own keys of ``--json`` (e.g. a summary and every entry)."""
+    format's own keys of ``--json`` (e.g. a summary and every entry); ``pending``: the changes the
+    format holds for an operator's confirmation (not written), each a mapping whose ``confirm``
+    is what applies it."""
 
     inventory: Inventory
     entries: tuple[ImportEntry, ...] = ()
     held: Mapping[str, str] = field(default_factory=dict)
     lines: tuple[str, ...] = ()
     fields: Mapping[str, Any] = field(default_factory=dict)
+    pending: tuple[Mapping[str, Any], ...] = ()
 
 
 class ImportFormat(NamedTuple):

@@ -171,6 +171,30 @@ class IbFabric:
             raise LabError(f"ibsim exited: {_tail(self.ibsim_log)}", what="ibsim", log=str(self.ibsim_log))
         return pid
 
+    def describe(self, descriptions: Mapping[str, str]) -> None:
+        """What root on a host does with rdma-ndd or sysfs ``node_desc``: the CAs of ``descriptions``
+        (ibsim node id, e.g. ``"gpu-a01 mlx5_0"`` -> the new text) answer NodeDescription with it.
+        ibsim cannot change one while it runs (its NodeDescription is Get-only and its console has
+        no command for it), so the net file carries it the way ibsim reads it (``Hca 1 "<id>" #
+        "<description>"``) and ibsim and the trusted OpenSM are restarted on it: the node ids (the
+        ``SIM_HOST`` clients attach by) stay, OpenSM keeps its keys and programs every PKey table
+        again from partitions.conf. A ``"``, ``\\`` or newline in a description is a LabError."""
+        text = self.netfile.read_text()
+        for node_id, desc in descriptions.items():
+            if any(c in desc for c in '"\\\n'):
+                raise LabError(f"a lab node description cannot hold a quote, a backslash or a newline: {desc!r}",
+                               what="describe")  # fmt: skip
+            line = re.compile(rf'^(Hca|Ca)(\s+\d+\s+"{re.escape(node_id)}")(\s*#.*)?$', re.M)
+            if not line.search(text):
+                raise LabError(f"no CA {node_id!r} in the lab's net file", what="describe")
+            text = line.sub(f'\\1\\2 # "{desc}"', text)
+        stop_pid(self.opensm_pid)
+        self._opensm_pid.unlink(missing_ok=True)
+        stop_pid(self.ibsim_pid)
+        self._ibsim_pid.unlink(missing_ok=True)
+        self.start_ibsim(text)
+        self.start_opensm()
+
     # -- OpenSM -------------------------------------------------------------------------
     def write_partitions(self, text: str) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -39,20 +39,24 @@ def find(name: str, registry: Registry | None = None) -> ImportFormat:
 
 
 def read(fmt: ImportFormat, text: str, settings: Mapping[str, Any], known: Callable[[], Sequence[Node]],
-         instance: str | None = None, strict: bool = False, registry: Registry | None = None) -> ImportReport:  # fmt: skip
+         instance: str | None = None, strict: bool = False, registry: Registry | None = None,
+         confirm: Sequence[str] = ()) -> ImportReport:  # fmt: skip
     """``text`` read in ``fmt`` against the instances ``settings`` (fabrics.yaml's mapping; empty:
-    none) configures. ``known`` reads the store's nodes only when the text is not refused first."""
+    none) configures. ``known`` reads the store's nodes only when the text is not refused first;
+    ``confirm``: the held changes the operator confirms (``--confirm``)."""
     instances: dict[str, Any] = {}
     if settings:
         from gpufabric.engine.fabrics import configured_instances
 
         instances = configured_instances(settings, registry or registered())
-    return fmt.read(ImportRequest(text, known, instances, settings, instance, strict))
+    return fmt.read(ImportRequest(text, known, instances, settings, instance, strict, tuple(confirm)))
 
 
 def document(name: str, report: ImportReport, result: object) -> dict[str, Any]:
     """The import's answer: the format, the nodes written, those held in maintenance (``sm_hosts``:
-    the key's name is historical) and why, the store's counts, the format's messages (``ImportReport.lines``, what the CLI prints) and fields."""
+    the key's name is historical) and why, the store's counts, the format's messages (``ImportReport.lines``, what the CLI prints) and fields,
+    and the changes held for an operator's confirmation (``pending``: not written)."""
     held = dict(report.held)
     return {"format": name, "nodes": len(report.inventory.nodes), "sm_hosts": list(held), "held": held,
-            "result": jsonable(result), "messages": list(report.lines), **jsonable(dict(report.fields))}  # fmt: skip
+            "result": jsonable(result), "messages": list(report.lines), "pending": jsonable(list(report.pending)),
+            **jsonable(dict(report.fields))}  # fmt: skip

@@ -109,6 +109,8 @@ def import_format(
     fabric: Annotated[str | None, Query(min_length=1, max_length=63, pattern=NAME_PATTERN,
                                         description="The fabric instance the text's ports are on")] = None,
     strict: Annotated[bool, Query(description="Refuse the whole text when one device matches no node")] = False,
+    confirm: Annotated[list[str] | None, Query(description="Held changes to apply, as the answer's `pending` names "
+                                               "them (`PORT_GUID=NODE`), or `all` (repeatable)")] = None,
     p: Principal = PRINCIPAL,
     c: ApiContext = CTX,
 ) -> Response:
@@ -123,7 +125,7 @@ def import_format(
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValidationError("body", f"byte {e.start}", "UTF-8 text") from None
-    report = kind_import.read(found, text, c.fabrics_settings(), c.store.nodes, fabric, strict, registry)
+    report = kind_import.read(found, text, c.fabrics_settings(), c.store.nodes, fabric, strict, registry, confirm or ())
     return json(kind_import.document(fmt, report, c.actions.import_inventory(p, report.inventory)))
 
 

@@ -158,6 +158,11 @@ class FormatImportOut(BaseModel):
     held: dict[str, str] = Field(description="node -> why it is held in maintenance")
     result: ImportOut
     messages: list[str] = Field(description="What the format reports, as a person reads it (the CLI prints them)")
+    pending: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Changes held for an operator's confirmation, not written (ibnetdiscover: a node description "
+        "is a claim); each one's `confirm` is the value of the `confirm` query parameter that applies it",
+    )
 
 
 class OwnerIn(Strict):

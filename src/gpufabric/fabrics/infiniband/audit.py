@@ -21,6 +21,7 @@ from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.audit_index import IbAudit, fmt_pkeys, guids, pkey_owner_sets, split_entries
 from gpufabric.fabrics.infiniband.entries import KIND
 from gpufabric.fabrics.infiniband.hardening import check_hardening, check_keys
+from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmState
 
@@ -125,15 +126,17 @@ def rogue_sm(a: IbAudit) -> Iterator[Violation]:
     """IB-ROGUE-SM: a subnet manager (the master or any other seen) is not a trusted one."""
     master = a.observed.master_guid
     reported: set[Guid] = set()
+    places = a.places() if a.observed.sms else Places()
     for sm in a.observed.sms:
         if sm.guid in a.trusted or sm.guid in reported:
             continue
         reported.add(sm.guid)
         is_master = sm.state is SmState.MASTER or sm.guid == master
-        where = f" on node {sm.node}" if sm.node else ""
+        node = places.node(sm.port_guid, sm.switch_guid, sm.switch_port)
+        where = places.where(sm.port_guid, sm.switch_guid, sm.switch_port, sm.description)
         yield _v("IB-ROGUE-SM",
                  f"{'master' if is_master else sm.state.value} SM {sm.guid}{where} (lid {sm.lid}, "
-                 f"priority {sm.priority}) is not trusted", sm.node, str(sm.guid), sm.node)  # fmt: skip
+                 f"priority {sm.priority}) is not trusted", node, str(sm.guid), node)  # fmt: skip
     if master is not None and master not in a.trusted and master not in reported:
         yield _v("IB-ROGUE-SM", f"master SM {master} is not trusted", "", str(master))
 
@@ -171,14 +174,16 @@ def sm_guid_mismatch(a: IbAudit) -> Iterator[Violation]:
     """IB-SM-GUID-MISMATCH: an SM answers from one port (``SmSeen.port_guid``, from discovery)
     while claiming another port's GUID in SMInfo. An SM borrowing the trusted SM's GUID, or
     a victim's, is caught here even when its claim is "trusted"."""
+    places = a.places() if a.observed.sms else Places()
     for sm in a.observed.sms:
         if sm.port_guid is None or sm.port_guid == sm.guid:
             continue
         trusted = " (a trusted SM's GUID)" if sm.guid in a.trusted else ""
-        where = f" on node {sm.node}" if sm.node else ""
+        node = places.node(sm.port_guid, sm.switch_guid, sm.switch_port)
+        where = places.where(sm.port_guid, sm.switch_guid, sm.switch_port, sm.description)
         yield _v("IB-SM-GUID-MISMATCH",
                  f"SM at lid {sm.lid} (port {sm.port_guid}{where}) claims GUID {sm.guid}{trusted} in SMInfo",
-                 sm.node, str(sm.port_guid), sm.node, resource=f"lid:{sm.lid}")  # fmt: skip
+                 node, str(sm.port_guid), node, resource=f"lid:{sm.lid}")  # fmt: skip
 
 
 def _fmt_entries(entries: Iterable[int]) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Final
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
 from gpufabric.fabrics.infiniband.entries import IbPort
+from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
 from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
@@ -87,6 +88,10 @@ class IbAudit:
         audit keeps almost no per-port objects alive (less work for the garbage collector).
         """
         return zip(*self.columns, strict=True)
+
+    def places(self) -> Places:
+        """Where the inventory puts a port: by its GUID, else by its cabling (never its description)."""
+        return Places.of(self.ib_ports.values())
 
     def place(self, guid: Guid) -> tuple[str, str]:
         """(device, node) of a port GUID, empty strings when not in the inventory."""

@@ -56,13 +56,10 @@ class CaPort:
     guid: Guid
     lid: int
     port_num: int
-    description: str  # node description, "gpu-a01 mlx5_0"
+    description: str  # node description, "gpu-a01 mlx5_0": set by the host, never a node's name (see places.py)
     switch_lid: int | None = None
     switch_port: int | None = None
-
-    @property
-    def host(self) -> str:
-        return self.description.split(" ", 1)[0]
+    switch_guid: Guid | None = None  # the switch's node GUID (what the inventory's switch_guid holds)
 
 
 def ca_ports(topo: IbTopology) -> dict[Guid, CaPort]:
@@ -73,12 +70,13 @@ def ca_ports(topo: IbTopology) -> dict[Guid, CaPort]:
             if p.port_guid is None or not p.lid:
                 continue
             peer = topo.peer(p.port_guid, p.port_num)
-            sw_lid = None
+            sw_lid = sw_guid = None
             if peer is not None and peer.kind is NodeKind.SWITCH and peer.port_guid is not None:
                 sw = topo.node(peer.port_guid)
                 sw_lid = sw.lid if sw is not None else None
+                sw_guid = sw.node_guid if sw is not None and sw.node_guid is not None else peer.port_guid
             out[p.port_guid] = CaPort(
-                p.port_guid, p.lid, p.port_num, node.description, sw_lid, peer.port if peer else None
+                p.port_guid, p.lid, p.port_num, node.description, sw_lid, peer.port if peer else None, sw_guid
             )
     return out
 

@@ -32,9 +32,8 @@ from typing import Any, Final
 
 from gpufabric.domain import hooks
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Node
 from gpufabric.domain.values import Guid, check_name, check_node_description
-from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.infiniband.ibnetdiscover import (
     DESCRIPTION_ALLOWED,
     IbNode,
@@ -204,8 +203,3 @@ def on_instance(port: IbPort, instance: str) -> IbPort:
     every port imported before instances existed), so re-importing an unchanged subnet changes
     no port."""
     return dataclasses.replace(port, instance="" if instance == DEFAULT_INSTANCE else instance)
-
-
-def ports_off(node: Node, instance: str) -> tuple[IbPort, ...]:
-    """``node``'s HCA ports on every IB instance but ``instance`` (kept by an import of ``instance``)."""
-    return tuple(p for p in all_ib_ports(node) if p.subnet != instance)

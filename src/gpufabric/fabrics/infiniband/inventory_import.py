@@ -3,18 +3,20 @@ format (:meth:`InfinibandKind.import_formats`; the ``gpufabric.import_formats`` 
 names :func:`import_format`, so the command loads this module and not every kind).
 
 ibnetdiscover's default output (``-p`` output has no CA node GUIDs and is refused) adds HCA
-ports to the nodes matched by node description ``"HOSTNAME DEVICE"`` (:mod:`ib_match`), on the
+ports to the nodes named by node description ``"HOSTNAME DEVICE"`` (:mod:`ib_match`), on the
 IB instance ``--fabric`` (default: the only one); the nodes keep their ports on the other
-instances. Switches, SHARP aggregation nodes and CAs without a host description are skipped and
-reported (``--json``: every node); ``--strict`` refuses the whole file instead. An import never
-moves a port GUID the store knows to another node (node descriptions are set by root on a
-host), and a node holding a trusted SM's port (``sm_port_guids``/``trusted_sm_guids`` of
-fabrics.yaml) is put in maintenance: never leasable."""
+instances. A description is only a claim (:mod:`ib_claims`): a port GUID the store knows stays
+on its node, a skipped CA or a port gone from the fabric removes nothing, and a GUID joining or
+changing node, a device renamed or a port recabled is held and reported until ``--confirm``
+confirms it. Switches, SHARP aggregation nodes and CAs without a host description are skipped
+and reported (``--json``: every node); ``--strict`` refuses the whole file instead when such a
+CA has a port the store does not know. A node holding a trusted SM's port
+(``sm_port_guids``/``trusted_sm_guids`` of fabrics.yaml) is put in maintenance: never leasable."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.errors import ValidationError
@@ -22,21 +24,14 @@ from gpufabric.domain.hooks import ImportEntry, ImportFormat, ImportReport, Impo
 from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
-from gpufabric.fabrics.infiniband.ib_match import (
-    CaMatch,
-    FabricMatch,
-    import_instance,
-    match_fabric,
-    on_instance,
-    ports_off,
-)
-from gpufabric.fabrics.infiniband.ibnetdiscover import NodeKind, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.ib_claims import Claims, Seen, parse_confirm, resolve, seen_ports
+from gpufabric.fabrics.infiniband.ib_match import CaMatch, FabricMatch, import_instance, match_fabric
+from gpufabric.fabrics.infiniband.ibnetdiscover import DESCRIPTION_ALLOWED, NodeKind, parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.uplinks import leaf_paths, with_paths
 
 NAME = "ibnetdiscover"
 SM_HOST = "holds the trusted SM's port: in maintenance, never leasable"
-LISTED = 20  # skipped CAs the text output lists (--json lists every node)
-Kept = Callable[[Node], tuple[Any, ...]]
+LISTED = 20  # skipped CAs (and held changes) the text output lists (--json lists every one)
 
 
 def import_format() -> ImportFormat:
@@ -46,62 +41,39 @@ def import_format() -> ImportFormat:
 
 
 def read(req: ImportRequest) -> ImportReport:
-    """The matched HCA ports merged into the known nodes, with every node of the fabric."""
-    found, m, kept = match_text(req.text, strict=req.strict, subnet=req.instance, instances=req.instances)
+    """The HCA ports seen, against the nodes the store knows (:mod:`ib_claims`): known port GUIDs
+    stay on their nodes, what a description or the cabling would change is held unless
+    ``req.confirm`` confirms it, with every node of the fabric reported."""
+    confirm = parse_confirm(req.confirm)
+    instance = import_instance(req.instance, req.instances or {})
+    topo = parse_ibnetdiscover(req.text)
+    m = match_fabric(topo)
+    seen = seen_ports(topo, m)
     known = list(req.known())
-    check_guid_moves(found, known)
-    inv, held = mark_sm_hosts(merge_ib_ports(known, found, kept), sm_guids(req.settings))
+    if req.strict:
+        check_strict(m, seen, known)
+    claims = resolve(seen, known, instance, confirm)
+    paths = leaf_paths(topo)  # each port's leaf, spines, ... (NCP NET01-01)
+    nodes = tuple(with_ib(n, *with_paths(all_ib_ports(n), paths)) for n in claims.nodes)
+    inv, held = mark_sm_hosts(Inventory(nodes), sm_guids(req.settings))
+    pending = tuple(h.doc() for h in claims.held)
+    fields = {"summary": m.counts(), "cas": [_ca_doc(c) for c in m.cas],
+              "confirmed": [h.doc() for h in claims.confirmed], "kept": [_kept_doc(q) for q in claims.missing]}
     return ImportReport(
-        inv, tuple(_entry(c) for c in m.cas), dict.fromkeys(held, SM_HOST), tuple(_lines(m)),
-        {"summary": m.counts(), "cas": [_ca_doc(c) for c in m.cas]},
+        inv, tuple(_entry(c) for c in m.cas), dict.fromkeys(held, SM_HOST), tuple(_lines(m, claims)), fields, pending
     )  # fmt: skip
 
 
-def match_text(
-    text: str, *, strict: bool = True, subnet: str | None = None, instances: Mapping[str, Any] | None = None
-) -> tuple[Inventory, FabricMatch, Kept]:
-    """The nodes (with their IB ports) matched in an ibnetdiscover output, the match of every
-    node of the fabric, and what a node keeps of its known ports (those on other instances).
-    The ports are assigned to the IB instance ``subnet`` of ``instances`` (default: the only
-    one; ValidationError naming ``--fabric`` for an unknown one). ``strict``: a CA that does not
-    match is a ValidationError."""
-    instance = import_instance(subnet, instances or {})
-    topo = parse_ibnetdiscover(text)
-    m = match_fabric(topo)
-    ports = with_paths(m.strict_ports() if strict else m.ports, leaf_paths(topo))  # each port's leaf, spines, ...
-    by_node: dict[str, list[IbPort]] = {}
-    for p in ports:
-        by_node.setdefault(p.node, []).append(on_instance(p, instance))
-    nodes = tuple(with_ib(Node(name), *by_node[name]) for name in sorted(by_node))
-    return Inventory(nodes), m, lambda node: ports_off(node, instance)
-
-
-def merge_ib_ports(existing: Iterable[Node], ib_inventory: Inventory, kept: Kept | None = None) -> Inventory:
-    """Attach IB ports found on the fabric to the known nodes, keeping their other ports (and
-    ``kept(node)``: their HCA ports on the other IB instances, one subnet being imported at a time)."""
-    by_name = {n.name: n for n in existing}
-    merged = []
-    for found in ib_inventory.nodes:
-        old = by_name.get(found.name)
-        keep = () if old is None or kept is None else kept(old)
-        merged.append(with_ib(old, *keep, *all_ib_ports(found)) if old else found)
-    return Inventory(tuple(merged))
-
-
-def check_guid_moves(found: Inventory, known: Iterable[Node]) -> None:
-    """Refuse an import (ibnetdiscover: names come from node descriptions, which root on a
-    host can rewrite) that would give a port GUID the store knows to another node."""
-    owner = {q.port_guid: n.name for n in known for q in all_ib_ports(n)}
-    for n in found.nodes:
-        for q in all_ib_ports(n):
-            was = owner.get(q.port_guid)
-            if was is not None and was != n.name:
-                raise ValidationError(
-                    "ib_node_description",
-                    f"{n.name} {q.device}",
-                    f"port GUID {q.port_guid} stays on node {was} (node descriptions are not trusted to move a known GUID)",
-                    f"would move port GUID {q.port_guid} from node {was} to {n.name}",
-                )
+def check_strict(m: FabricMatch, seen: Sequence[Seen], known: Sequence[Node]) -> None:
+    """``--strict``: ValidationError for the first CA that did not match a host and has a port
+    the store does not know (a known port is identified by its GUID, not its description)."""
+    stored = {q.port_guid for n in known for q in all_ib_ports(n)}
+    of_ca = {s.node_guid for s in seen if s.port_guid not in stored}
+    bad = next((c for c in m.cas if c.kind is NodeKind.CA and c.skipped and c.node_guid in of_ca), None)
+    if bad is not None:
+        raise ValidationError(
+            "ib_node_description", bad.description, DESCRIPTION_ALLOWED, f"CA {bad.node_guid}: {bad.reason}"
+        )
 
 
 def mark_sm_hosts(inv: Inventory, sm_guids: Iterable[Guid]) -> tuple[Inventory, tuple[str, ...]]:
@@ -131,10 +103,25 @@ def _ca_doc(c: CaMatch) -> dict[str, object]:
     return {**doc, "status": "matched", "host": c.host, "device": c.device, "ports": c.ports}
 
 
-def _lines(m: FabricMatch, limit: int = LISTED) -> list[str]:
+def _kept_doc(q: IbPort) -> dict[str, object]:
+    return {"node": q.node, "device": q.device, "port_num": q.port_num, "port_guid": str(q.port_guid)}
+
+
+def _lines(m: FabricMatch, claims: Claims, limit: int = LISTED) -> list[str]:
     out = ["nodes in the fabric: " + ", ".join(f"{k} {v}" for k, v in m.counts().items())]
     listed = [c for c in m.cas if c.skipped and c.skip not in ("switch", "router", "sharp-aggregation-node")]
     out += [f"skipped CA {c.node_guid} {c.description!r}: {c.reason}" for c in listed[:limit]]
     if len(listed) > limit:
         out.append(f"... {len(listed) - limit} more skipped CAs (--json lists every node)")
+    out += [f"confirmed {h.change} of port {h.port_guid}: {h.reason}" for h in claims.confirmed]
+    out += [h.line() for h in claims.held[:limit]]
+    if len(claims.held) > limit:
+        out.append(f"... {len(claims.held) - limit} more held changes (--json lists every one)")
+    if claims.held:
+        out.append(f"{len(claims.held)} change(s) held, not written: a node description is a claim, not an identity; "
+                   "review them and confirm with --confirm PORT_GUID=NODE (or --confirm all)")  # fmt: skip
+    if claims.missing:
+        q = claims.missing[0]
+        out.append(f"{len(claims.missing)} known port(s) not on the fabric, kept (first: {q.port_guid}, node {q.node} "
+                   f"{q.device}); a YAML/JSON import removes ports")  # fmt: skip
     return out

@@ -71,6 +71,7 @@ from gpufabric.fabrics.infiniband.entries import (
 )
 from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions, network_options
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.plan import (
     DEFAULT_INSTANCE,
     IbDesired,
@@ -165,11 +166,11 @@ class InfinibandBackend(FabricBackend[IbFabricState]):
         """Rogue SMs in ``observed``; with ``repair`` (OpenSM only) each is cut off at its switch
         port, the trusted SM restarted with the intended layout and every table verified by SMP."""
         trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        nodes = {p.port_guid: n.name for n in tenancy.nodes for p in instance_ports(n, self.instance)}
-        findings = find_rogue_sms(observed, trusted, nodes)
+        places = Places.of(p for n in tenancy.nodes for p in instance_ports(n, self.instance))
+        findings = find_rogue_sms(observed, trusted, places)
         if not findings or not repair or not isinstance(self.sm, OpenSMDriver):
             return Containment(tuple(str(f) for f in findings))
-        report = contain_rogue_sms(self.sm, reachable(desired, observed).layout, RoguePolicy.CONTAIN)
+        report = contain_rogue_sms(self.sm, reachable(desired, observed).layout, RoguePolicy.CONTAIN, places)
         alerts = tuple(f"not contained ({why}): {f}" for f, why in report.alerts)
         return Containment(tuple(str(f) for f in report.findings) + alerts, tuple(str(g) for g in report.contained))
 

@@ -71,19 +71,22 @@ def observe_fabric(reader: SmpReader, ports: dict[Guid, CaPort]) -> IbFabricStat
 
 def locate_sms(lids: Sequence[int], replies: Sequence[object], by_lid: Mapping[int, CaPort]) -> list[SmSeen]:
     """One :class:`SmSeen` per answering LID (pure): the GUID the SMInfo reply claims, and the
-    port discovery found at that LID (``port_guid``; None when the LID is not a known CA port)."""
+    port discovery found at that LID (``port_guid``; None when the LID is not a known CA port)
+    with its cabling and its node description (a claim: the node is named from the store)."""
     sms: dict[int, SmSeen] = {}
     for lid, s in zip(lids, replies, strict=True):
         port = by_lid.get(lid)
         where = port.guid if port else None
         if not isinstance(s, SmSeen):
             # an SM we cannot ask (e.g. its port is being disabled): still report it, by location
-            sms[lid] = SmSeen(where or Guid(0), lid, -1, SmState.UNKNOWN, _host(port), where)
+            sms[lid] = SmSeen(where or Guid(0), lid, -1, SmState.UNKNOWN, *_at(port))
             continue
         # the LID we asked is where it is; a reply naming another LID is not believed either
-        sms[lid] = SmSeen(s.guid, lid, s.priority, s.state, _host(port), where)
+        sms[lid] = SmSeen(s.guid, lid, s.priority, s.state, *_at(port))
     return list(sms.values())
 
 
-def _host(port: CaPort | None) -> str:
-    return port.host if port else ""
+def _at(port: CaPort | None) -> tuple[str, Guid | None, Guid | None, int | None]:
+    if port is None:
+        return "", None, None, None
+    return port.description, port.guid, port.switch_guid, port.switch_port

@@ -35,6 +35,7 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort
 from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
 from gpufabric.fabrics.infiniband.partitions import check_layout
+from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, SmState
 
 
@@ -47,14 +48,15 @@ class RoguePolicy(enum.StrEnum):
 class RogueFinding:
     guid: Guid  # the GUID the SM claims in SMInfo (not trusted for anything)
     lid: int  # where it answered
-    node: str
+    node: str  # the stored node of the port at ``lid`` (by GUID, else cabling: :mod:`.places`), never its description
     state: SmState
     priority: int
     reason: str
     port_guid: Guid | None = None  # the port discovery found at ``lid``: what containment cuts off
+    where: str = ""  # how :meth:`Places.where` puts it (" on node N ...", the description quoted as a claim)
 
     def __str__(self) -> str:
-        where = f" on {self.node}" if self.node else ""
+        where = self.where or (f" on {self.node}" if self.node else "")
         at = f", port {self.port_guid}" if self.port_guid is not None and self.port_guid != self.guid else ""
         return (
             f"{self.reason}: SM {self.guid} (lid {self.lid}{at}{where}, {self.state.value}, priority {self.priority})"
@@ -62,13 +64,16 @@ class RogueFinding:
 
 
 def find_rogue_sms(
-    state: IbFabricState, trusted: Iterable[Guid], nodes: Mapping[Guid, str] | None = None
+    state: IbFabricState, trusted: Iterable[Guid], nodes: Places | Mapping[Guid, str] | None = None
 ) -> tuple[RogueFinding, ...]:
     """Every SM seen that is not a trusted SM where it answers: its location (the port at
-    its LID) or its claimed GUID is untrusted, or the two differ. ``nodes`` (port GUID ->
-    node name) fills in the node where the observation did not."""
+    its LID) or its claimed GUID is untrusted, or the two differ. ``nodes``: where the
+    inventory puts a port (:class:`Places`, or port GUID -> node): the node of a finding is
+    the stored node of the port at its LID (by GUID, else by cabling), never its node
+    description (set by the host); with no port placed at the LID, the stored node of the
+    GUID the SM claims."""
     ok = frozenset(trusted)
-    names = nodes or {}
+    places = nodes if isinstance(nodes, Places) else Places(dict(nodes or {}))
     out: dict[int, RogueFinding] = {}
     for s in state.sms:
         where = s.port_guid  # None: discovery did not place the LID (then only the claim is known)
@@ -80,11 +85,15 @@ def find_rogue_sms(
             reason = "untrusted master SM"
         else:
             reason = "untrusted SM"
-        node = s.node or names.get(where or s.guid, "")
-        out[s.lid] = RogueFinding(s.guid, s.lid, node, s.state, s.priority, reason, where)
+        if where is None:
+            node, at = places.node(s.guid), ""
+        else:
+            node = places.node(where, s.switch_guid, s.switch_port)
+            at = places.where(where, s.switch_guid, s.switch_port, s.description)
+        out[s.lid] = RogueFinding(s.guid, s.lid, node, s.state, s.priority, reason, where, at)
     m = state.master_guid
     if m is not None and m not in ok and all(f.guid != m for f in out.values()):
-        out[0] = RogueFinding(m, 0, names.get(m, ""), SmState.MASTER, -1, "untrusted master SM")
+        out[0] = RogueFinding(m, 0, places.node(m), SmState.MASTER, -1, "untrusted master SM")
     return tuple(sorted(out.values()))
 
 
@@ -121,23 +130,24 @@ def containment_targets(
     return list(out.values()), alerts
 
 
-def check_rogue_sms(driver: OpenSMDriver) -> tuple[tuple[RogueFinding, ...], float]:
-    """Observe the fabric and return (findings, seconds it took)."""
+def check_rogue_sms(driver: OpenSMDriver, places: Places | None = None) -> tuple[tuple[RogueFinding, ...], float]:
+    """Observe the fabric and return (findings, seconds it took); ``places``: where the
+    inventory puts the ports (no node is named without it: a description is not a name)."""
     t0 = time.monotonic()
     state = driver.observe()
-    nodes = {g: p.host for g, p in driver.ports().items()}
-    return find_rogue_sms(state, driver.config.trusted_sm_guids, nodes), time.monotonic() - t0
+    return find_rogue_sms(state, driver.config.trusted_sm_guids, places), time.monotonic() - t0
 
 
 def contain_rogue_sms(
-    driver: OpenSMDriver, layout: PartitionLayout, policy: RoguePolicy = RoguePolicy.CONTAIN
-) -> RogueReport:
+    driver: OpenSMDriver, layout: PartitionLayout, policy: RoguePolicy = RoguePolicy.CONTAIN,
+    places: Places | None = None,
+) -> RogueReport:  # fmt: skip
     """Detect; with ``contain``: cut every rogue off, restart the trusted SM, verify ``layout``.
     Detection and the cut both run on a topology rediscovered now: a rogue that took over may
     have reassigned LIDs, and a cached LID -> port map would point at the wrong ports."""
     if policy is RoguePolicy.CONTAIN:
         driver.ports(refresh=True)
-    findings, detect = check_rogue_sms(driver)
+    findings, detect = check_rogue_sms(driver, places)
     if not findings or policy is RoguePolicy.ALERT:
         return RogueReport(findings, policy, detect_seconds=detect)
     t0 = time.monotonic()

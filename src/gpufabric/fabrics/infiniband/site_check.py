@@ -41,7 +41,7 @@ def trusted_sms(state: IbFabricState, trusted: tuple[Guid, ...]) -> list[SiteChe
     out: list[SiteCheck] = []
     answering = {s.guid for s in state.sms}
     for s in sorted(state.sms):
-        where = f"LID {s.lid}" + (f" ({s.node})" if s.node else "")
+        where = f"LID {s.lid}" + (f" (node description {s.description[:64]!r}, set by its host)" if s.description else "")
         if s.guid in trusted:
             out.append(SiteCheck("IB-TRUSTED-SM", OK, f"trusted SM {s.guid} answers at {where}: {s.state.value}, "
                                  f"priority {s.priority}", str(s.guid)))  # fmt: skip

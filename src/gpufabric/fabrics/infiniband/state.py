@@ -83,8 +83,10 @@ class SmSeen:
     lid: int
     priority: int
     state: SmState
-    node: str = ""  # node description's host part, when known
+    description: str = ""  # the node description at ``lid``: set by the host, a claim (never a node's name)
     port_guid: Guid | None = None  # the port found at ``lid`` by discovery (where the SM really is)
+    switch_guid: Guid | None = None  # the switch (and its port) discovery found that port cabled to
+    switch_port: int | None = None
 
 
 @dataclass(frozen=True, order=True)

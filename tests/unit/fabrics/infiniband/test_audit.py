@@ -64,13 +64,17 @@ CASES: list[Case] = [
     # ------------------------------------------------------------- IB-ROGUE-SM
     Case("clean-trusted-master-and-standby", "IB-ROGUE-SM", _noop, ()),
     Case("untrusted-standby", "IB-ROGUE-SM",
-         lambda s: _add_sm(s, SmSeen(ROGUE_GUID, 9, 1, SmState.STANDBY, "rogue-host")),
-         ((str(ROGUE_GUID), "rogue-host"),)),
+         lambda s: _add_sm(s, SmSeen(ROGUE_GUID, 9, 1, SmState.STANDBY, "rogue-host mlx5_0")),
+         ((str(ROGUE_GUID), ""),)),  # no port placed at its lid: a description names no node
+    # issue 31 item 5: the rogue on q1 whose HCA says "a1 mlx5_0" is reported on q1, not a1
+    Case("rogue-described-as-another-node", "IB-ROGUE-SM",
+         lambda s: _add_sm(s, SmSeen(guid("q1", 0), 9, 15, SmState.MASTER, "a1 mlx5_0", guid("q1", 0)), master=True),
+         ((g("q1", 0), "q1"),)),
     Case("untrusted-master-not-in-sm-list", "IB-ROGUE-SM", lambda s: setattr(s, "master", ROGUE_GUID),
          ((str(ROGUE_GUID), ""),)),
     Case("untrusted-master-listed-once", "IB-ROGUE-SM",
          lambda s: _add_sm(s, SmSeen(ROGUE_GUID, 9, 15, SmState.MASTER, "rogue-host"), master=True),
-         ((str(ROGUE_GUID), "rogue-host"),)),
+         ((str(ROGUE_GUID), ""),)),
     # ------------------------------------------------------------- IB-PKEY-CAPACITY
     Case("clean", "IB-PKEY-CAPACITY", _noop, ()),
     Case("capacity-unknown", "IB-PKEY-CAPACITY",
@@ -87,8 +91,11 @@ CASES: list[Case] = [
     Case("sms-answer-where-discovered", "IB-SM-GUID-MISMATCH",
          lambda s: setattr(s, "sms", [SmSeen(SM_GUID, 1, 15, SmState.MASTER, "sm1", SM_GUID)]), ()),
     Case("rogue-claims-trusted-guid", "IB-SM-GUID-MISMATCH",
-         lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "g1", ROGUE_GUID)), ((str(ROGUE_GUID), "g1"),),
+         lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "g1", ROGUE_GUID)), ((str(ROGUE_GUID), ""),),
          "lid:9"),
+    Case("rogue-on-q1-described-as-a1", "IB-SM-GUID-MISMATCH",
+         lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "a1 mlx5_0", guid("q1", 1))),
+         ((g("q1", 1), "q1"),), "lid:9"),
     # ------------------------------------------------------------- IB-SM-CONFIG-DIVERGED
     Case("standby-holds-what-was-written", "IB-SM-CONFIG-DIVERGED", lambda s: s.sm_files.extend(
         [SmFileSeen("sm-a", "master", "ab" * 32, "ab" * 32), SmFileSeen("sm-b", "standby", "ab" * 32, "ab" * 32)]), ()),
