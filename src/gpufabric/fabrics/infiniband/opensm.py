@@ -75,7 +75,13 @@ from gpufabric.fabrics.infiniband.partitions import (
     render_checked,
     render_partitions_conf,
 )
-from gpufabric.fabrics.infiniband.smchecks import conf_mode_ok, load_m_key, read_mcast_fdb_cap, wait_for_groups
+from gpufabric.fabrics.infiniband.smchecks import (
+    conf_keys,
+    conf_mode_ok,
+    load_m_key,
+    read_mcast_fdb_cap,
+    wait_for_groups,
+)
 from gpufabric.fabrics.infiniband.smcontrol import choose_master, sm_states, wait_subnet_up
 from gpufabric.fabrics.infiniband.smhosts import SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
@@ -129,7 +135,8 @@ class OpenSMDriver(SubnetManagerDriver):
                 text = self.fleet.hosts[0].read(c.opensm_conf)
             except (OSError, UnicodeDecodeError):
                 text = None  # unreadable: observe's settings() says so
-            self._conf_mode_ok(self.fleet.hosts[0], c.opensm_conf, text)
+            if text is not None:
+                self._conf_mode_ok(self.fleet.hosts[0], c.opensm_conf, parse_opensm_conf(text))
 
     def master(self) -> SmHost:
         """The SM host SMInfo names master (by its ``port_guid``). When the master SMInfo names is
@@ -399,27 +406,25 @@ class OpenSMDriver(SubnetManagerDriver):
         try:
             host = host or self.master()
             text = host.read(conf)
-            if text is not None:
-                self._conf_mode_ok(host, conf, text)
+            if text is None:
+                return unreadable_settings(f"{host.name}:{conf}: no such file" if self.config.sm_hosts else f"{conf}: no such file")
+            parsed = parse_opensm_conf(text)
+            self._conf_mode_ok(host, conf, parsed)
         except (OSError, UnicodeDecodeError) as e:
             return unreadable_settings(f"{conf}: {getattr(e, 'strerror', None) or e}")
         except GpufabricError as e:
             return unreadable_settings(e.message)
-        if text is None:
-            return unreadable_settings(f"{host.name}:{conf}: no such file" if self.config.sm_hosts else f"{conf}: no such file")
-        parsed = parse_opensm_conf(text)
         given = dict(self.config.keys) | ({"m_key": self.diag.m_key} if self.diag.m_key is not None else {})
         if differ := differing(given, parsed):
             parsed[KEY_DIFFERS] = ",".join(differ)
         return tuple(sorted(parsed.items()))
 
-    def _conf_mode_ok(self, host: SmHost, conf: Path, text: str | None) -> None:
-        """opensm_conf holding keys must be owner-only (:func:`~.smchecks.conf_mode_ok`):
-        ConfigError, or with ``insecure`` remembered for :meth:`transport_notes`."""
-        if text is None:
-            return
+    def _conf_mode_ok(self, host: SmHost, conf: Path, parsed: dict[str, str]) -> None:
+        """opensm_conf holding keys must be owner-only (:func:`~.smchecks.conf_mode_ok`), or with ``insecure``
+        remembered for :meth:`transport_notes`; one without a key is not stat'ed (one SSH round trip less)."""
         where = conf if not self.config.sm_hosts else Path(f"{host.name}:{conf}")
-        ok = conf_mode_ok(where, parse_opensm_conf(text), host.mode(conf), self.config.insecure)
+        mode = host.mode(conf) if conf_keys(parsed) else None
+        ok = conf_mode_ok(where, parsed, mode, self.config.insecure)
         self._loose_conf = None if ok else where
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
