@@ -45,6 +45,17 @@ class Ovs:
         m = re.search(r"sessions:(\d+)", out)
         return int(m.group(1)) if m else 0
 
+    def settled_sessions(self, timeout: float = 5.0) -> int:
+        """The session count once the sessions closed before are gone: ovsdb-server ends a closed
+        one on its next poll loop, so a count read right after a close may still hold it."""
+        deadline = time.monotonic() + timeout
+        last, same = self.sessions(), 0
+        while same < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.sessions()
+            same, last = (same + 1 if now == last else 0), now
+        return last
+
     def cfg(self) -> tuple[int, int]:
         nxt = int(self.ovs.vsctl("get", "Open_vSwitch", ".", "next_cfg").strip())
         cur = int(self.ovs.vsctl("get", "Open_vSwitch", ".", "cur_cfg").strip())
@@ -75,7 +86,7 @@ def _access(br: str, port: str, vlan: int) -> EthernetPortConfig:
 
 def test_two_drivers_on_one_remote_share_one_connection(ovs: Ovs) -> None:
     pool = OvsdbPool()
-    before = ovs.sessions()
+    before = ovs.settled_sessions()
     a, b = ovs.bridges[0], ovs.bridges[1]
     d1 = OvsdbSwitchDriver(a, ovs.ovs.remote, Q, 10, pool=pool)
     d2 = OvsdbSwitchDriver(b, ovs.ovs.remote, Q, 10, pool=pool)
@@ -131,7 +142,7 @@ def test_apply_returns_once_vswitchd_applied_it(ovs: Ovs) -> None:
 
 def test_observe_of_32_bridges_one_connection(ovs: Ovs) -> None:
     pool = OvsdbPool()
-    before = ovs.sessions()
+    before = ovs.settled_sessions()
     drivers = [OvsdbSwitchDriver(br, ovs.ovs.remote, Q, 10, pool=pool) for br in ovs.bridges]
     try:
         states = [d.observe() for d in drivers]
@@ -143,7 +154,7 @@ def test_observe_of_32_bridges_one_connection(ovs: Ovs) -> None:
 
 def test_private_pool_when_none_given(ovs: Ovs, tmp_path: Path) -> None:
     br = ovs.bridges[3]
-    before = ovs.sessions()
+    before = ovs.settled_sessions()
     d1 = OvsdbSwitchDriver(br, ovs.ovs.remote, Q, 10)
     d2 = OvsdbSwitchDriver(br, ovs.ovs.remote, Q, 10)
     try:
