@@ -97,6 +97,20 @@ def test_audit_reports_a_partition_activated_by_hand_across_two_tenants(lab: Lab
     lab.gfj("node", "move", "gpu-a03", "--to-tenant", "quarantine")
 
 
+def _serve_story(lab: LabEnv, serve: subprocess.Popen[bytes], node: str) -> str:
+    """What a failed wait shows: serve's exit code and stderr, and the node's moves with their events."""
+    serve.terminate()
+    try:
+        _, err = serve.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        serve.kill()
+        _, err = serve.communicate()
+    moves = json.loads(lab.gf("move", "list", "--json", check=False).stdout or "[]")
+    mine = [m for m in moves if m.get("node") == node]
+    shown = [lab.gf("move", "show", str(m["id"]), "--json", check=False).stdout for m in mine[-3:]]
+    return f"serve exit {serve.returncode}; stderr:\n{err.decode()[-4000:]}\nmoves of {node}:\n" + "\n".join(shown)
+
+
 def test_an_ended_lease_leaves_its_tenant_within_the_worker_tick(lab: LabEnv) -> None:
     nets = nets_of(lab)
     port = lab.eth_ports("gpu-a04")[0]
@@ -107,19 +121,22 @@ def test_an_ended_lease_leaves_its_tenant_within_the_worker_tick(lab: LabEnv) ->
         lab.gfj("lease", "create", "--tenant", "beta", "--node", "gpu-a04", "--end", end.isoformat())
         assert lab.ovs_tag(port) == nets["beta"][0]
         while lab.ovs_tag(port) != 4000:
-            assert datetime.now(UTC) < end + timedelta(seconds=30), "the ended lease was never released"
+            if datetime.now(UTC) > end + timedelta(seconds=30):
+                pytest.fail("the ended lease was never released; " + _serve_story(lab, serve, "gpu-a04"))
             time.sleep(0.05)
         # the fabrics are applied in parallel: Ethernet's read-back can come before InfiniBand's
         # SUBNET UP, so the release is done when beta's PKey is gone too (serve is not stopped mid-apply)
         while not all(not {e & 0x7FFF for e in t if e & 0x8000} & {nets["beta"][1]}
                       for t in (lab.pkey_tables()[g] for g in lab.guids("gpu-a04"))):  # fmt: skip
-            assert datetime.now(UTC) < end + timedelta(seconds=30), "beta's PKey was never removed"
+            if datetime.now(UTC) > end + timedelta(seconds=30):
+                pytest.fail("beta's PKey was never removed; " + _serve_story(lab, serve, "gpu-a04"))
             time.sleep(0.05)
         latency = (datetime.now(UTC) - end).total_seconds()
-        assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
+        assert serve.poll() is None, _serve_story(lab, serve, "gpu-a04")
     finally:
-        serve.terminate()
-        serve.wait(timeout=30)
+        if serve.poll() is None:
+            serve.terminate()
+            serve.wait(timeout=30)
     assert lab.ovs_tag(port) == 4000
     assert lab.nvlink_active("gpu-a04") == set()
     print(f"lease end -> node quarantined on every fabric: {latency:.2f} s (worker tick 0.5 s)")
