@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.domain.secrets import Secret
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
@@ -32,6 +31,7 @@ from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
+from gpufabric.transport.secrets import Secret
 
 from support.memfabric import MemorySubnetManager
 from support.ufm_server import ufm_server

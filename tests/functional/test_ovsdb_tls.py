@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
-from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.model import LogicalPort, OvsSetting
@@ -21,6 +20,7 @@ from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
 from gpufabric.fabrics.ethernet import ovsdb_tls
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
+from gpufabric.transport.secrets import TlsFiles
 
 from support.tls_ovsdb import Pki, TlsOvn, TlsOvs, make_pki
 

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from gpufabric.domain.secrets import Secret
 from gpufabric.domain.site_check import CheckLevel, SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
 from gpufabric.store.registry import parse_segments
+from gpufabric.transport.secrets import Secret
 
 from support.ufm_server import UfmServer, ufm_server
 

@@ -1,4 +1,4 @@
-"""The shared SSH runner (gpufabric.domain.sshrun) against a real sshd on 127.0.0.1 (lab.sshd).
+"""The shared SSH runner (gpufabric.transport.sshrun) against a real sshd on 127.0.0.1 (lab.sshd).
 
 A host key that is unknown or does not match known_hosts is refused during key exchange: the
 server logs no accepted session and the command (which would create a marker file) never runs,
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
-from gpufabric.domain.sshrun import REASONS, SshHost, SshPeer, SshSession, check_known_host
 from gpufabric.lab.sshd import SshServer, free_port
+from gpufabric.transport.sshrun import REASONS, SshHost, SshPeer, SshSession, check_known_host
 
 pytestmark = pytest.mark.root
 

@@ -13,12 +13,12 @@ import httpx
 import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError, VerifyError
-from gpufabric.domain.secrets import Secret, TransportNote
 from gpufabric.domain.values import Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.hardening import SETTINGS_UNREADABLE
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
+from gpufabric.transport.secrets import Secret, TransportNote
 
 from support import drivers
 from support.ufm_server import UfmServer, ufm_server

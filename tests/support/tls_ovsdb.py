@@ -18,8 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufabric.domain.secrets import TlsFiles
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
+from gpufabric.transport.secrets import TlsFiles
 
 VS_SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 NB_SCHEMA = "/usr/share/ovn/ovn-nb.ovsschema"

@@ -17,7 +17,6 @@ from gpufabric.audit import SPLIT_FABRICS_ID, Violation, metrics_samples, regist
 from gpufabric.domain import values
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.severity import Severity
 from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics
@@ -27,6 +26,7 @@ from gpufabric.fabrics.infiniband import partitions
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
+from gpufabric.transport.secrets import TransportNote
 
 from support import drivers
 from support.memfabric import DRIFT_ID_MEMORY, MemoryKind, register

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import Secret
 from gpufabric.domain.severity import Severity
 from gpufabric.fabrics.infiniband.hardening import (
     OPENSM_DEFAULTS,
@@ -24,6 +23,7 @@ from gpufabric.fabrics.infiniband.hardening import (
 )
 from gpufabric.fabrics.infiniband.ibkeys import KEY_DIFFERS, differing, key_states
 from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+from gpufabric.transport.secrets import Secret
 
 DEFAULT = parse_opensm_conf((Path(__file__).resolve().parent.parent / "fixtures" / "opensm" / "opensm.conf.default").read_text())
 POLICY = HardeningPolicy(sm_key=0x5EC2E7C0FFEE0001, sa_key=0x5A5A5A5A00C0FFEE, m_key=0x3C3C3C3CDEADBEEF, cc_key=0xCC01)

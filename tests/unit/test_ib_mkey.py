@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ConfigError, FabricError
-from gpufabric.domain.secrets import Secret
 from gpufabric.fabrics.infiniband import diag as diag_mod
 from gpufabric.fabrics.infiniband import smpbatch
 from gpufabric.fabrics.infiniband.diag import Diag
@@ -24,6 +23,7 @@ from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.smchecks import load_m_key
 from gpufabric.fabrics.infiniband.smpread import BatchSmpReader
+from gpufabric.transport.secrets import Secret
 
 KEY = "0x00000000c0ffee42"
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpufabric"

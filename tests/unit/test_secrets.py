@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import Secret, load_secret
 from gpufabric.store.db import redact, store_error
+from gpufabric.transport.secrets import Secret, load_secret
 
 
 def test_secret_never_shows_its_value(tmp_path: Path) -> None:

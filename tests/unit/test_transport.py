@@ -21,7 +21,6 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.findings import Violation
-from gpufabric.domain.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 from gpufabric.domain.severity import Severity
 from gpufabric.engine.audit_run import audit, transport_violations
 from gpufabric.engine.fabrics import Fabrics
@@ -35,6 +34,7 @@ from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
+from gpufabric.transport.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 
 from support import drivers
 from support.memfabric import register

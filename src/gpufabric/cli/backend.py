@@ -380,7 +380,7 @@ def api_token() -> str:
     path = os.environ.get("GPUFABRIC_TOKEN_FILE", "")
     if token or not path:
         return token
-    from gpufabric.domain.secrets import secret_file
+    from gpufabric.transport.secrets import secret_file
 
     return secret_file("token", path).reveal()
 

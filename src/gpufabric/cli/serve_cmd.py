@@ -30,8 +30,8 @@ from gpufabric.cli.common import (
 from gpufabric.cli.decl import Option
 from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import owner_only
 from gpufabric.runtime.move_worker import DEFAULT_WINDOW
+from gpufabric.transport.secrets import owner_only
 
 LEADER_BEAT = 1.0  # seconds between a standby's tries for the loops' lock (and the leader's check it holds it)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from gpufabric.audit import AuditInput, AuditReport, Violation, registry_for, run_audit
 from gpufabric.audit.checks_cross import SPLIT_FABRICS_ID as SPLIT_ID
-from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.state import FabricState
 from gpufabric.engine.moves import MoveEngine
+from gpufabric.transport.secrets import TransportNote
 
 __all__ = ["SPLIT_ID", "audit", "collect", "transport_violations"]
 

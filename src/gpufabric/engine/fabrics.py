@@ -39,12 +39,12 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
 from gpufabric.domain.models import Node
 from gpufabric.domain.moves import Move
-from gpufabric.domain.parallel import run_parallel
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import check_name
 from gpufabric.planning.plan import Plan
 from gpufabric.store.registry import Registry
+from gpufabric.transport.parallel import run_parallel
 
 INSTANCES = "fabrics"
 log = logging.getLogger(__name__)

@@ -15,12 +15,12 @@ from typing import Any
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan, Tenancy
 from gpufabric.domain.moves import Move
-from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.fabrics.dpu import lifecycle
 from gpufabric.fabrics.dpu.capacity import Capacity
 from gpufabric.fabrics.dpu.drain import Drainer
 from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
+from gpufabric.transport.secrets import TransportNote
 
 
 class DpuBackend(FabricBackend[DpuState]):

@@ -28,9 +28,9 @@ from typing import Final
 from gpufabric.domain.entries import node_entries
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import Node
-from gpufabric.domain.secrets import TlsFiles
 from gpufabric.domain.values import check_name
 from gpufabric.fabrics.dpu.entries import DETAIL_KEYS, KIND, Dpu, DpuMode, parse_dpus
+from gpufabric.transport.secrets import TlsFiles
 
 NEEDS = "a node with a DPU in the inventory"  # what a node must have for a DPU command
 NETDEV_ALLOWED: Final = "a netdev name: 1-15 chars of A-Z a-z 0-9 _ . -"

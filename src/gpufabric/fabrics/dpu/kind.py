@@ -41,7 +41,6 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Node
-from gpufabric.domain.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
 from gpufabric.domain.views import ApiHost, CliGroup
 from gpufabric.fabrics.dpu import checks, diff, views
 from gpufabric.fabrics.dpu.backend import DpuBackend
@@ -53,6 +52,7 @@ from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
 from gpufabric.fabrics.dpu.mst import MstReader
 from gpufabric.fabrics.dpu.profiles import desired_state, offering_role
 from gpufabric.fabrics.dpu.site import parse_sources, parse_ssh
+from gpufabric.transport.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import PowerCycled

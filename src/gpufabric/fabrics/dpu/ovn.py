@@ -10,10 +10,10 @@ import subprocess
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import ApplyError, FabricError
-from gpufabric.domain.secrets import TlsFiles, TransportNote, plain_remote_notes
 from gpufabric.fabrics.dpu.dbjson import as_set, parse_list_json
 from gpufabric.fabrics.dpu.info import check_remote_tls
 from gpufabric.fabrics.dpu.model import SWITCH_PREFIX, LogicalPort
+from gpufabric.transport.secrets import TlsFiles, TransportNote, plain_remote_notes
 
 
 class OvnNbDriver:

@@ -10,11 +10,11 @@ import subprocess
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import ApplyError, FabricError
-from gpufabric.domain.secrets import TlsFiles, TransportNote, plain_remote_notes
 from gpufabric.fabrics.dpu.dbjson import parse_list_json
 from gpufabric.fabrics.dpu.info import check_remote_tls
 from gpufabric.fabrics.dpu.model import OvsSetting
 from gpufabric.fabrics.dpu.profiles import OBSERVED_OVS_KEYS
+from gpufabric.transport.secrets import TlsFiles, TransportNote, plain_remote_notes
 
 
 def _quote(value: str) -> str:

@@ -5,7 +5,7 @@ Section (``dpu.offload.<host>.ssh`` in fabrics.yaml)::
     ssh: {host: 192.0.2.21, port: 22, user: root, key_file: /etc/gpufabric/dpu_ed25519,
           known_hosts: /etc/gpufabric/dpu_known_hosts}
 
-Connecting is the shared runner's (:mod:`gpufabric.domain.sshrun`): host keys are checked
+Connecting is the shared runner's (:mod:`gpufabric.transport.sshrun`): host keys are checked
 strictly against ``known_hosts`` (paramiko ``RejectPolicy``), an unknown or mismatched key ends
 the connection during key exchange, before authentication, so no command runs. ``insecure:
 true`` (and no ``known_hosts``) accepts any key; it is explicit and reported
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError, FabricError
-from gpufabric.domain.secrets import TransportNote, secret_file
-from gpufabric.domain.sshrun import SshHost, SshPeer, SshSession
+from gpufabric.transport.secrets import TransportNote, secret_file
+from gpufabric.transport.sshrun import SshHost, SshPeer, SshSession
 
 SSH_KEYS = frozenset({"host", "port", "user", "key_file", "known_hosts", "insecure"})
 

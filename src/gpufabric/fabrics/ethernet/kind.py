@@ -32,8 +32,6 @@ from gpufabric.domain.fabric import (
 )
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, PortKey, Segment
-from gpufabric.domain.parallel import run_parallel
-from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import IdRange, allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.topology import path_json, tiers_above
@@ -65,6 +63,8 @@ from gpufabric.fabrics.ethernet.segments import EthernetSegments, vlan_of, vlan_
 from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 from gpufabric.fabrics.ethernet.uplinks import declared_uplinks
+from gpufabric.transport.parallel import run_parallel
+from gpufabric.transport.secrets import TransportNote
 
 
 class EthernetBackend(FabricBackend[EthState]):

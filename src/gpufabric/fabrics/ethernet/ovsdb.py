@@ -50,7 +50,6 @@ from ovsdbapp.backend.ovs_idl import transaction as ovs_transaction
 from ovsdbapp.schema.open_vswitch import impl_idl
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError
-from gpufabric.domain.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet import ovsdb_tls
 from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
@@ -64,6 +63,7 @@ from gpufabric.fabrics.ethernet.ovs_columns import (
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool, wait_applied
 from gpufabric.fabrics.ethernet.ovsdb_tls import probe_ssl
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
+from gpufabric.transport.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 
 FABRIC = "ethernet"
 COMMENT_PREFIX = "gpufabric: apply"

@@ -20,7 +20,7 @@ connection (a later :meth:`api` reconnects).
 thread (not the connection's, so bridges sharing a connection confirm in parallel), until
 ``Open_vSwitch.cur_cfg`` reaches the ``next_cfg`` the commit wrote.
 
-TLS: a pool has at most one client identity (:class:`~gpufabric.domain.secrets.TlsFiles`)
+TLS: a pool has at most one client identity (:class:`~gpufabric.transport.secrets.TlsFiles`)
 for its ``ssl:`` remotes, because python-ovs has one per process
 (:mod:`gpufabric.fabrics.ethernet.ovsdb_tls`): :meth:`OvsdbPool.claim_tls`, called by each
 driver when it is built, refuses a second, different identity at load; :meth:`api` installs
@@ -38,8 +38,8 @@ from ovsdbapp.backend.ovs_idl import connection as ovs_connection
 from ovsdbapp.backend.ovs_idl import idlutils
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import TlsFiles, remote_methods
 from gpufabric.fabrics.ethernet import ovsdb_tls
+from gpufabric.transport.secrets import TlsFiles, remote_methods
 
 COLUMNS: Mapping[str, tuple[str, ...]] = {
     "Open_vSwitch": ("next_cfg", "cur_cfg"),

@@ -26,7 +26,7 @@ import threading
 from ovs.stream import Stream
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import TlsFiles
+from gpufabric.transport.secrets import TlsFiles
 
 _lock = threading.Lock()
 _active: TlsFiles | None = None

@@ -42,7 +42,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
-from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.dialects import (
     Dialect,
@@ -65,6 +64,7 @@ from gpufabric.fabrics.ethernet.parsers import (
 )
 from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
+from gpufabric.transport.secrets import Secret, TransportNote, load_secret
 
 _SLOTS: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SLOTS_LOCK = threading.Lock()

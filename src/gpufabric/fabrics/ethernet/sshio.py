@@ -10,7 +10,7 @@ closes stdin, so the switch CLI runs them non-interactively and closes the chann
 prompt regexes, no sleeps, one round trip per batch.
 
 Connecting, host-key checking, keeping and reopening the connection, and the bounded
-retry are the shared runner's (:mod:`gpufabric.domain.sshrun`); this module adds the two batch
+retry are the shared runner's (:mod:`gpufabric.transport.sshrun`); this module adds the two batch
 transports and their drain with a deadline.
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import paramiko
 
 from gpufabric.domain.errors import FabricError
-from gpufabric.domain.secrets import Secret
-from gpufabric.domain.sshrun import SshHost, SshPeer, SshSession
+from gpufabric.transport.secrets import Secret
+from gpufabric.transport.sshrun import SshHost, SshPeer, SshSession
 
 
 @dataclass(frozen=True)

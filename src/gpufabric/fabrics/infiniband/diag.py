@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from gpufabric.domain.errors import FabricError, GpufabricError
-from gpufabric.domain.secrets import Secret
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.parsers import (
@@ -42,6 +41,7 @@ from gpufabric.fabrics.infiniband.parsers import (
     parse_smpquery_portinfo,
 )
 from gpufabric.fabrics.infiniband.state import SmSeen
+from gpufabric.transport.secrets import Secret
 
 T = TypeVar("T")
 KEY_CONFIG_ARGS = ("-z", "/dev/stdin")  # infiniband-diags: "use config file" (read for CA, Port, m_key...)

@@ -1,7 +1,7 @@
 """The InfiniBand keys (NCP SDN04-05): every key the requirement names, which component here
 takes it, whether the running SM has it configured, and the secrets fabrics.yaml gives for the
 keys OpenSM takes. Pure but for reading the secrets (:func:`load_keys`, through
-:func:`~gpufabric.domain.secrets.load_secret`).
+:func:`~gpufabric.transport.secrets.load_secret`).
 
 The keys (IBA vol. 1 and NVIDIA's extensions) and where they are set here:
 
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import Secret, load_secret
 from gpufabric.domain.severity import Severity
+from gpufabric.transport.secrets import Secret, load_secret
 
 SM_NAME: Final = "OpenSM 3.3.23"
 U64: Final = 0xFFFF_FFFF_FFFF_FFFF

@@ -49,7 +49,6 @@ from gpufabric.domain.fabric import (
 )
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, PortKey, Segment
-from gpufabric.domain.secrets import TransportNote
 from gpufabric.domain.segments import allocate
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.topology import SwitchPath, path_json
@@ -92,6 +91,7 @@ from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
 from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.state import IbFabricState
 from gpufabric.fabrics.infiniband.watch import SmWatch
+from gpufabric.transport.secrets import TransportNote
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import ImportFormat

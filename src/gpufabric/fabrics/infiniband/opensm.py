@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError
-from gpufabric.domain.secrets import TransportNote, loose_note
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag, ca_ports
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
@@ -87,6 +86,7 @@ from gpufabric.fabrics.infiniband.smhosts import SmHost, SshSmHost, run_cmd
 from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet, lock_path, sm_hosts
 from gpufabric.fabrics.infiniband.smpread import SmpReader, keep_warm, make_reader, read_pkeys
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
+from gpufabric.transport.secrets import TransportNote, loose_note
 
 FABRIC = "infiniband"
 SAFE_LAYOUT = PartitionLayout()  # hosts limited in the default partition, nothing else

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.domain.secrets import Secret
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.ibkeys import SECRET_KEYS, UNSUPPORTED_OPTIONS, load_keys
 from gpufabric.fabrics.infiniband.ipoib import IpoibOptions
 from gpufabric.fabrics.infiniband.partitions import DEFAULT_CAPACITY
 from gpufabric.fabrics.infiniband.smchecks import count_option
 from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, parse_sm_hosts
+from gpufabric.transport.secrets import Secret
 
 
 @dataclass(frozen=True)

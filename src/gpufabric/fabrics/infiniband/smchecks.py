@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from gpufabric.domain.errors import ConfigError, VerifyError
-from gpufabric.domain.secrets import Secret, owner_only, secret_file
 from gpufabric.fabrics.infiniband.diag import Diag
 from gpufabric.fabrics.infiniband.ipoib import (
     broadcast_mgid,
@@ -24,6 +23,7 @@ from gpufabric.fabrics.infiniband.ipoib import (
     wrong_groups,
 )
 from gpufabric.fabrics.infiniband.smfiles import read_text
+from gpufabric.transport.secrets import Secret, owner_only, secret_file
 
 FABRIC = "infiniband"
 GROUP_POLL_S = 0.05

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from gpufabric.domain.errors import FabricError, GpufabricError, ValidationError
-from gpufabric.domain.secrets import Secret
 from gpufabric.fabrics.infiniband import smpdecode as d
 from gpufabric.fabrics.infiniband.diag import CaPort, Diag
 from gpufabric.fabrics.infiniband.parsers import NodeInfo, PkeyDump, PortInfo
 from gpufabric.fabrics.infiniband.state import SmSeen
+from gpufabric.transport.secrets import Secret
 
 FABRIC = "infiniband"
 Op = Literal["pkeys", "portinfo", "nodeinfo", "sminfo"]

@@ -1,6 +1,6 @@
 """One SSH connection to one SM host, host key checked against known_hosts.
 
-A thin IB binding of the shared runner (:mod:`gpufabric.domain.sshrun`): strict host-key
+A thin IB binding of the shared runner (:mod:`gpufabric.transport.sshrun`): strict host-key
 checking (``RejectPolicy`` over the configured known_hosts file; there is no insecure mode for an
 SM host - whoever answers there decides every tenant's isolation), key authentication only, no
 agent, the connection kept and reopened once when the server dropped it. An unknown or
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufabric.domain.sshrun import SshHost, SshPeer, SshSession, check_known_host
+from gpufabric.transport.sshrun import SshHost, SshPeer, SshSession, check_known_host
 
 FABRIC = "infiniband"
 

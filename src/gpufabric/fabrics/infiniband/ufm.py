@@ -41,7 +41,6 @@ from typing import Any, Final
 import httpx
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError, VerifyError
-from gpufabric.domain.secrets import Secret, TransportNote, load_secret
 from gpufabric.domain.values import Guid, Membership
 from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.hardening import unreadable_settings
@@ -61,6 +60,7 @@ from gpufabric.fabrics.infiniband.ufm_plan import (
     plan_ufm,
     wire_pkey,
 )
+from gpufabric.transport.secrets import Secret, TransportNote, load_secret
 
 __all__ = ["PKeyRange", "UfmCall", "UfmDriver", "UfmOp", "plan_ufm"]
 

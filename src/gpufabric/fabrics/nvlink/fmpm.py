@@ -34,7 +34,6 @@ from typing import Any, ClassVar, TypeVar
 
 from gpufabric.domain.errors import ConfigError, FabricError, VerifyError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan
-from gpufabric.domain.secrets import TransportNote, is_loopback_host
 from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.fabrics.nvlink.fmpm_parse import (
     FailedDevice,
@@ -47,6 +46,7 @@ from gpufabric.fabrics.nvlink.fmpm_parse import (
 from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.model import FABRIC, NodeFm, NvlinkPlan, NvlinkState, PartitionChange
 from gpufabric.fabrics.nvlink.smi_parse import NvlinkDomain, parse_smi_q, pdsh_text, smi_domain
+from gpufabric.transport.secrets import TransportNote, is_loopback_host
 
 T = TypeVar("T")
 FM_PORT = 6666

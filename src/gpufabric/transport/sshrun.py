@@ -32,7 +32,7 @@ from typing import Any
 import paramiko
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
-from gpufabric.domain.secrets import Secret, TransportNote
+from gpufabric.transport.secrets import Secret, TransportNote
 
 REASONS = ("host-key-unknown", "host-key-mismatch", "known-hosts", "auth", "unreachable", "command")
 
