@@ -6,7 +6,9 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,26 +38,9 @@ def test_store_head_revision_constant_matches_the_migration_scripts() -> None:
     assert db.head_revision() == db.HEAD_REVISION
 
 
-def _split_mapping() -> dict[str, str]:
-    """tools/split_service.py's table: old service module -> new dotted module (the store side is ``store.*``)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("split_service", SRC.parents[1] / "tools" / "split_service.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return dict(mod.MAPPING)
-
-
 def _store_side(path: Path) -> bool:
-    """In the store: under ``store/`` (after the split) or, before it, a ``service/`` module the split puts there."""
-    rel = path.relative_to(SRC).parts
-    if rel[0] == "store":
-        return True
-    if rel[0] != "service":
-        return False
-    target = _split_mapping().get(rel[1] if len(rel) > 2 else Path(rel[1]).stem)
-    return target is not None and target.startswith("store.")
+    """In the store: a module under ``store/``."""
+    return path.relative_to(SRC).parts[0] == "store"
 
 
 SESSION_USE = re.compile(r"\bSession\b|\._tx\b|\btx\.session\b|\bsessionmaker\b|sqlalchemy\.orm|\._engine\b")
@@ -71,7 +56,7 @@ def test_only_the_store_touches_a_session() -> None:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if SESSION_USE.search(line):
                 offenders.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
-    assert not offenders, "outside the store (a new store module? map it under store. in tools/split_service.py):\n" + (
+    assert not offenders, "outside the store (a new store module? put it under store/):\n" + (
         "\n".join(offenders))
 
 
@@ -81,18 +66,42 @@ def test_a_session_reach_outside_the_store_is_caught(tmp_path: Path) -> None:
     assert SESSION_USE.search("    rows = tx.session.scalars(q)")
     assert SESSION_USE.search("from sqlalchemy.orm import Session")
     assert not SESSION_USE.search("        with self.store.tx() as tx:")
-    assert _store_side(SRC / "service" / "store_moves.py") and not _store_side(SRC / "service" / "moves.py")
     assert _store_side(SRC / "store" / "moves.py") and not _store_side(SRC / "engine" / "moves.py")
 
 
-def test_every_service_module_has_a_place_in_the_package_split() -> None:
-    """tools/split_service.py moves each module of ``service/`` to its package; one it does not know
-    (a module added since) would stay behind: name its package in the script's MAPPING."""
-    service = SRC / "service"
-    if not service.is_dir():
-        return  # split already
-    mapping = _split_mapping()
-    here = {p.stem for p in service.glob("*.py") if p.stem != "__init__"} | {"migrations"}
-    assert sorted(here - set(mapping)) == [], "add these to MAPPING in tools/split_service.py"
-    layers = {t.split(".")[0] for t in mapping.values()}
-    assert layers == {"store", "engine", "workflow", "runtime"}
+def _contracts() -> list[dict[str, Any]]:
+    cfg = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())
+    return list(cfg["tool"]["importlinter"]["contracts"])
+
+
+def _constrained_packages() -> set[str]:
+    """Top-level packages whose imports a contract bounds: a layer of a layers contract over the whole
+    tree, or the source of a forbidden contract."""
+    out: set[str] = set()
+    for c in _contracts():
+        if c["type"] == "layers" and "containers" not in c:
+            names = [n for layer in c["layers"] for n in layer.strip("()").split("|")]
+        elif c["type"] == "forbidden":
+            names = list(c["source_modules"])
+        else:
+            continue
+        out |= {n.strip().split(".")[1] for n in names if n.strip().count(".") == 1}
+    return out
+
+
+def test_every_package_is_bound_by_an_import_contract() -> None:
+    """Every module of the tree sits in a top-level package whose imports an import-linter contract of
+    pyproject.toml bounds (a layer of the layers contracts, or a forbidden contract's source): a new
+    package, or a module put beside the packages, has no rules until a contract names it."""
+    tops = {p.relative_to(SRC).parts[0] for p in SRC.rglob("*.py") if p.relative_to(SRC).parts[0] != "__init__.py"}
+    unbound = sorted(tops - _constrained_packages())
+    assert unbound == [], f"name these in an import-linter contract of pyproject.toml: {unbound}"
+
+
+def test_the_module_table_names_every_module() -> None:
+    """docs/modules.md is generated from the tree (modules, and their docstrings' first sentences):
+    a module moved, added or removed, or a docstring's first sentence changed, shows there once
+    ``python tools/module_table.py`` runs again (the line counts are not compared)."""
+    p = subprocess.run([sys.executable, str(SRC.parents[1] / "tools" / "module_table.py"), "--check"],
+                       capture_output=True, text=True, check=False)  # fmt: skip
+    assert p.returncode == 0, p.stderr + "run: python tools/module_table.py"

@@ -30,11 +30,9 @@ from gpufabric.domain.values import check_id
 from gpufabric.store.core import Store
 from gpufabric.store.move_requests import locked_nodes
 from gpufabric.store.moves import move_to_domain
-from gpufabric.store.offers import TRANSITIONS, transition
+from gpufabric.store.offers import transition
 from gpufabric.store.tables import LeaseRow, MoveEventRow, lease_active_at
 from gpufabric.store.tx import Tx
-
-CANCELLABLE = tuple(x.value for x in TRANSITIONS["cancel"][0])
 
 
 def cancel(store: Store, move_id: int, requested_by: str = "", tx: Tx | None = None) -> Move:

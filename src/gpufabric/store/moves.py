@@ -374,9 +374,6 @@ class MoveLedger:
                 for i in ids:
                     s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
 
-    def record_event(self, move_id: int, phase: str, message: str, seconds: float | None = None) -> None:
-        self.record_events([(move_id, phase, message, seconds)])
-
     def record_events(self, events: Sequence[tuple[int, str, str, float | None]]) -> None:
         """Events ``(move id, phase, message, seconds)`` of any moves, in one transaction."""
         with self.store.tx() as tx:

@@ -31,7 +31,6 @@ from sqlalchemy import Connection, create_engine, text
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.store import db
 
-ALLOWED_SQLITE: Final = ("table", "index", "trigger")
 NAMED_KINDS: Final = {
     "TABLE": "table", "SEQUENCE": "sequence", "SEQUENCE OWNED BY": "sequence", "SEQUENCE SET": "sequence",
     "TABLE DATA": "table", "INDEX": "index", "CONSTRAINT": "constraint", "FK CONSTRAINT": "constraint",
