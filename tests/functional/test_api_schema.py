@@ -79,3 +79,15 @@ def test_v1_conforms_to_its_schema_for_an_owner(case: Any) -> None:
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
         assert set(response.json()["error"]) == {"code", "field", "value", "allowed", "message"}
+
+
+@schema.parametrize()
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_v1_conforms_to_its_schema_for_a_service(case: Any) -> None:
+    """The same for a service token (the Neutron driver's and the esi-leap sync's role): what it
+    may not do answers a documented 403 shaped like every error, never a server error."""
+    response = case.call(headers=_world["w"].headers("service"))
+    case.validate_response(response, checks=CHECKS)
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        assert set(response.json()["error"]) == {"code", "field", "value", "allowed", "message"}
