@@ -22,7 +22,7 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Inventory, Node
 
 if TYPE_CHECKING:
-    from gpufabric.domain.fabric import FabricKind
+    from gpufabric.domain.kind.identity import KindIdentity
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class ImportRequest:
 
     text: str
     known: Callable[[], Sequence[Node]]
-    instances: Mapping[str, FabricKind[Any, Any]] = field(default_factory=dict)
+    instances: Mapping[str, KindIdentity] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
     instance: str | None = None
     strict: bool = False

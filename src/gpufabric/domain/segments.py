@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from gpufabric.domain.errors import ConfigError, ExhaustedError
-from gpufabric.domain.fabric import FabricKind
 from gpufabric.domain.values import VlanId
 
 SECTION: Final = "segments"  # config.yaml's key of this section
@@ -132,9 +131,22 @@ class SegmentSection:
 S = TypeVar("S", bound=SegmentSection)
 
 
-def takes_section(kind: FabricKind[Any, Any]) -> bool:
+class SectionKind(Protocol):
+    """What :class:`SegmentConfig` reads of a fabric kind (its segments facet,
+    :class:`~gpufabric.domain.kind.segments.KindSegments`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def takes_segments(self) -> bool: ...
+
+    def segment_config(self, raw: Any, where: str) -> SegmentSection: ...
+
+
+def takes_section(kind: SectionKind) -> bool:
     """True when ``kind`` takes a section of ``segments:`` (overrides ``FabricKind.segment_config``)."""
-    return type(kind).segment_config is not FabricKind.segment_config
+    return kind.takes_segments
 
 
 @dataclass(frozen=True)
@@ -146,11 +158,11 @@ class SegmentConfig:
     sections: Mapping[str, SegmentSection] = field(default_factory=dict, hash=False)
 
     @classmethod
-    def default(cls, kinds: Iterable[FabricKind[Any, Any]]) -> SegmentConfig:
+    def default(cls, kinds: Iterable[SectionKind]) -> SegmentConfig:
         return cls.from_dict({}, kinds)
 
     @classmethod
-    def from_dict(cls, raw: Any, kinds: Iterable[FabricKind[Any, Any]]) -> SegmentConfig:
+    def from_dict(cls, raw: Any, kinds: Iterable[SectionKind]) -> SegmentConfig:
         """The ``segments:`` section of config.yaml, split by kind name: each of ``kinds`` (the
         registered ones, in order) that takes a section parses its own; a key no kind takes is
         refused naming it. Then every claim is checked against the earlier ones."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.lease_terms import LeaseTerms as LeaseTerms
@@ -25,8 +25,6 @@ from gpufabric.domain.lease_terms import term as term
 from gpufabric.domain.lease_terms import terms_json as terms_json
 from gpufabric.domain.lease_terms import terms_of as terms_of
 
-if TYPE_CHECKING:
-    from gpufabric.domain.fabric import FabricKind
 
 @dataclass(frozen=True)
 class TermSpec:
@@ -61,7 +59,18 @@ def check_terms(terms: LeaseTerms, specs: Iterable[TermSpec], prefix: str = "") 
 
 
 
-def declared_terms(kinds: Iterable[FabricKind[Any, Any]]) -> tuple[TermSpec, ...]:
+class DeclaresTerms(Protocol):
+    """What :func:`declared_terms` reads of a fabric kind (its terms facet,
+    :class:`~gpufabric.domain.kind.terms.KindTerms`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def lease_terms(self) -> tuple[TermSpec, ...]: ...
+
+
+def declared_terms(kinds: Iterable[DeclaresTerms]) -> tuple[TermSpec, ...]:
     """Every lease term ``kinds`` declare (``FabricKind.lease_terms``), by name; a name two kinds
     declare is a ConfigError naming both (a term has one owner)."""
     owner: dict[str, str] = {}

@@ -12,8 +12,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from gpufabric.domain.fabric import FabricBackend, Tenancy
+from gpufabric.domain.kind.backend import FabricBackend
 from gpufabric.domain.models import Inventory
+from gpufabric.domain.tenancy import Tenancy
 
 
 class FabricAccess(Protocol):

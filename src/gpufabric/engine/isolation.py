@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.fabric import FabricKind
@@ -25,12 +25,28 @@ from gpufabric.domain.moves import Move, MovePhase
 from gpufabric.domain.state import FabricState
 from gpufabric.planning.desired import DesiredState
 from gpufabric.planning.plan import Plan, plan
-from gpufabric.store.view import StoreView
-
-if TYPE_CHECKING:
-    from gpufabric.engine.moves import MoveEngine
+from gpufabric.store.moves import MoveLedger
+from gpufabric.store.view import Epoch, StoreView
 
 Desire = Callable[[StoreView, Sequence[str], Sequence[Lease]], DesiredState]  # (view, extra quarantine, leases)
+
+
+class BatchEngine(Protocol):
+    """What :func:`fail_alone` reads of the move engine (:class:`~gpufabric.engine.moves.MoveEngine`)."""
+
+    @property
+    def kinds(self) -> Sequence[FabricKind[Any, Any]]: ...
+
+    @property
+    def ledger(self) -> MoveLedger: ...
+
+    def view(self) -> StoreView: ...
+
+    def desired(
+        self, view: StoreView | None = None, extra_quarantine: Sequence[str] = (), leases: Sequence[Lease] | None = None
+    ) -> DesiredState: ...
+
+    def known_state(self, epoch: Epoch | None = None) -> tuple[FabricState, bool]: ...
 
 
 class JoinPlanError(GpufabricError):
@@ -74,7 +90,7 @@ def join_culprits(
     return out
 
 
-def fail_alone(engine: MoveEngine, batch: Sequence[Move]) -> list[Move] | None:
+def fail_alone(engine: BatchEngine, batch: Sequence[Move]) -> list[Move] | None:
     """After a failed join plan: fail alone the moves of ``batch`` whose own join plan fails
     (their nodes are held in quarantine), each with its own error; the failed moves, or None when
     no move fails alone, or every one does (the batch then fails as a whole)."""
