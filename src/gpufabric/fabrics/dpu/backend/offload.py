@@ -19,11 +19,11 @@ from typing import Any
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.fabrics.dpu.capacity import Capacity, merged
-from gpufabric.fabrics.dpu.collect import read_node_offload
-from gpufabric.fabrics.dpu.info import dpu_inventory
-from gpufabric.fabrics.dpu.report import NodeOffload, offload_report
-from gpufabric.fabrics.dpu.sshrun import SshRunner
+from gpufabric.fabrics.dpu.audit.capacity import Capacity, merged
+from gpufabric.fabrics.dpu.audit.report import NodeOffload, offload_report
+from gpufabric.fabrics.dpu.drivers.host.collect import read_node_offload
+from gpufabric.fabrics.dpu.drivers.host.sshrun import SshRunner
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
 
 SOURCE_KEYS = frozenset({"appctl", "netns", "ssh"})
 

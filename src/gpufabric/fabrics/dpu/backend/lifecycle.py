@@ -28,11 +28,11 @@ from gpufabric.domain.errors import ConfigError, GpufabricError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.moves import Move
-from gpufabric.fabrics.dpu.dpumode import gate
-from gpufabric.fabrics.dpu.drain import Drainer
-from gpufabric.fabrics.dpu.info import dpu_inventory
-from gpufabric.fabrics.dpu.mst import MstReader
-from gpufabric.fabrics.dpu.profiles import DPU_HOST_TAINT, offering_role
+from gpufabric.fabrics.dpu.drivers.host.mst import MstReader
+from gpufabric.fabrics.dpu.drivers.k8s.drain import Drainer
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
+from gpufabric.fabrics.dpu.plan.profiles import DPU_HOST_TAINT, offering_role
+from gpufabric.fabrics.dpu.readers.dpumode import gate
 
 TENANT_LABEL: Final = "gpufabric.io/tenant"
 OFFERING_LABEL: Final = "gpufabric.io/offering"

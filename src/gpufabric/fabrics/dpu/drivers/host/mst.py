@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.fabrics.dpu.dpumode import DpuFacts, facts_of
-from gpufabric.fabrics.dpu.info import DpuInfo
-from gpufabric.fabrics.dpu.mlx import (
+from gpufabric.fabrics.dpu.entries.info import DpuInfo
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts, facts_of
+from gpufabric.fabrics.dpu.readers.mlx import (
     Firmware,
     parse_flint_query,
     parse_mlxconfig,

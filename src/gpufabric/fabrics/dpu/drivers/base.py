@@ -1,0 +1,70 @@
+"""The contracts of the DPU fabric's three drivers, as :class:`~gpufabric.fabrics.dpu.backend.DpuBackend`
+uses them (``tests/contract/test_dpu_driver_contract.py`` holds every implementation to them).
+
+* :class:`OvnDriver` (entry point ``ovn-nb``): the tenants' logical switch ports in the OVN
+  northbound DB (:mod:`.ovn`);
+* :class:`NodeLabelDriver` (entry point ``k8s-nodes``): the DPU-role labels and the dpu-host
+  taint of Kubernetes Nodes (:mod:`.k8s`); its optional power ``drain`` (cordon, drain through
+  the Eviction API, uncordon) is declared by a non-None ``api``;
+* :class:`HostOvsDriver` (entry point ``dpu-ovsdb``): the managed keys of one DPU host's
+  DPU-side OVS (:mod:`.host`).
+
+Every ``apply(removes, adds)`` is one transaction followed by a read-back: it returns what it
+read back of the objects it touched and raises :class:`~gpufabric.domain.errors.ApplyError`
+when the device did not take a change; an unreachable device is a
+:class:`~gpufabric.domain.errors.FabricError`; a bad section or remote a
+:class:`~gpufabric.domain.errors.ConfigError` naming its field. ``transport_notes`` reports what
+the driver's own transport leaves open (audit ``TRANSPORT-INSECURE``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from gpufabric.fabrics.dpu.state import Label, LogicalPort, OvsSetting, Taint
+from gpufabric.transport.secrets import TransportNote
+
+__all__ = ["HostOvsDriver", "NodeLabelDriver", "OvnDriver"]
+
+
+@runtime_checkable
+class OvnDriver(Protocol):
+    """The OVN northbound DB: one ``gf-<tenant>`` logical switch per tenant with its ports;
+    a switch left without ports is deleted."""
+
+    remote: str
+
+    def read(self) -> frozenset[LogicalPort]: ...
+
+    def apply(self, removes: Sequence[LogicalPort], adds: Sequence[LogicalPort]) -> frozenset[LogicalPort]: ...
+
+    def transport_notes(self) -> tuple[TransportNote, ...]: ...
+
+
+@runtime_checkable
+class NodeLabelDriver(Protocol):
+    """Kubernetes Nodes: only the managed labels and taints are read and changed."""
+
+    api: Any  # the CoreV1 API (cordon/drain use it), None when the driver cannot drain
+
+    def read(self, nodes: Sequence[str] | None = None) -> tuple[frozenset[Label], frozenset[Taint]]: ...
+
+    def apply(
+        self, removes: Sequence[Label | Taint], adds: Sequence[Label | Taint]
+    ) -> tuple[frozenset[Label], frozenset[Taint]]: ...
+
+    def transport_notes(self) -> tuple[TransportNote, ...]: ...
+
+
+@runtime_checkable
+class HostOvsDriver(Protocol):
+    """One DPU host's DPU-side OVS (``Open_vSwitch`` row): only the managed keys."""
+
+    host: str
+    remote: str
+
+    def read(self) -> frozenset[OvsSetting]: ...
+
+    def apply(self, removes: Sequence[OvsSetting], adds: Sequence[OvsSetting]) -> frozenset[OvsSetting]: ...
+
+    def transport_notes(self) -> tuple[TransportNote, ...]: ...
