@@ -7,7 +7,8 @@ uses them (``tests/contract/test_dpu_driver_contract.py`` holds every implementa
   taint of Kubernetes Nodes (:mod:`.k8s`); its optional power ``drain`` (cordon, drain through
   the Eviction API, uncordon) is declared by a non-None ``api``;
 * :class:`HostOvsDriver` (entry point ``dpu-ovsdb``): the managed keys of one DPU host's
-  DPU-side OVS (:mod:`.host`).
+  DPU-side OVS (:mod:`.host`), and :class:`CommandRunner`, where the DPU host's datapath
+  commands run (``ovs-appctl``, ``tc``): on the DPU's Arm side over SSH (:mod:`.host.sshrun`).
 
 Every ``apply(removes, adds)`` is one transaction followed by a read-back: it returns what it
 read back of the objects it touched and raises :class:`~gpufabric.domain.errors.ApplyError`
@@ -24,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from gpufabric.fabrics.dpu.state import Label, LogicalPort, OvsSetting, Taint
 from gpufabric.transport.secrets import TransportNote
 
-__all__ = ["HostOvsDriver", "NodeLabelDriver", "OvnDriver"]
+__all__ = ["CommandRunner", "HostOvsDriver", "NodeLabelDriver", "OvnDriver"]
 
 
 @runtime_checkable
@@ -68,3 +69,15 @@ class HostOvsDriver(Protocol):
     def apply(self, removes: Sequence[OvsSetting], adds: Sequence[OvsSetting]) -> frozenset[OvsSetting]: ...
 
     def transport_notes(self) -> tuple[TransportNote, ...]: ...
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """Runs argument vectors on one DPU (no shell: each argument quoted); its stdout, a non-zero
+    exit status or a refused connection (e.g. an unknown host key) a ``FabricError``."""
+
+    def run(self, args: Sequence[str]) -> str: ...
+
+    def transport_notes(self) -> tuple[TransportNote, ...]: ...
+
+    def close(self) -> None: ...
