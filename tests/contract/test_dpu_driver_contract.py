@@ -9,7 +9,9 @@ scenarios, same assertions, over each implementation and transport the tests can
 * the DPU host's OVS (:class:`HostOvsDriver`): ``DpuOvsDriver`` against a real ``ovsdb-server``
   and ``ovs-vswitchd`` over ``unix:`` and over ``ssl:``; its commands on the DPU's Arm side
   (:class:`CommandRunner`): ``SshRunner`` against the lab's real sshd (lab/sshd.py), with host
-  keys checked and with ``insecure: true``.
+  keys checked and with ``insecure: true``; the DPU's mode and firmware (:class:`FactsReader`):
+  ``MstReader`` with ``flint`` and with ``mlxfwmanager`` on the lab's stand-in of NVIDIA's tools
+  (lab/mlxstub.py, in the formats of the recorded real outputs), run here and over the lab's sshd.
 
 Each suite: what ``apply`` sets is in its read-back, in ``read()`` and on the server (read
 without the driver); a removal likewise; what the driver does not manage is left alone; a bad
@@ -20,6 +22,8 @@ does not answer or refuses is a :class:`FabricError`.
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +32,17 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ConfigError, FabricError
-from gpufabric.fabrics.dpu.drivers.base import CommandRunner, HostOvsDriver, NodeLabelDriver, OvnDriver
+from gpufabric.fabrics.dpu.drivers.base import CommandRunner, FactsReader, HostOvsDriver, NodeLabelDriver, OvnDriver
+from gpufabric.fabrics.dpu.drivers.host.mst import MstReader
 from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
 from gpufabric.fabrics.dpu.drivers.host.sshrun import SshRunner
 from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver, SplitK8sDriver
 from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
+from gpufabric.fabrics.dpu.entries import DpuMode
+from gpufabric.fabrics.dpu.entries.info import DpuInfo
 from gpufabric.fabrics.dpu.plan.profiles import DPU_HOST_TAINT, DPU_LABELS, HOST_LABELS, HW_OFFLOAD, TENANT_KEY
 from gpufabric.fabrics.dpu.state import Label, LogicalPort, OvsSetting, Taint
+from gpufabric.lab import mlxstub
 from gpufabric.lab.sshd import SshServer
 
 from support.kmock_server import core_api, kmock_apiserver
@@ -454,4 +462,84 @@ def test_ssh_bad_section_names_its_field(over: dict[str, Any], field: str, tmp_p
     section = {"host": "192.0.2.21", "user": "root", "key_file": str(key), "known_hosts": str(known)} | over
     with pytest.raises(ConfigError) as ei:
         SshRunner.from_section(HOST, section)
+    assert ei.value.field == field and field in one_line(ei.value)
+
+
+# ------------------------------------------------------------------ DPU host facts (mode, firmware)
+
+DEV = "/dev/mst/mt41686_pciconf0"
+INFO = DpuInfo(HOST, "bf0", DpuMode.DPU, DPU_NODE)
+
+
+@dataclass
+class FactsTarget:
+    reader: MstReader
+    state: Path  # the lab stand-in's state of HOST's DPU (gpufabric.lab.mlxstub)
+
+    def tool(self, *args: str) -> None:
+        assert mlxstub.main([str(self.state), *args]) == 0
+
+
+@pytest.fixture(params=["flint", "mlxfwmanager", "flint-over-ssh"])
+def facts(request: pytest.FixtureRequest, tmp_path: Path) -> FactsTarget:
+    stub = [sys.executable, "-m", "gpufabric.lab.mlxstub", str(tmp_path / "{host}.json")]
+    if request.param == "flint-over-ssh":
+        if os.geteuid() != 0:
+            pytest.skip("the lab's sshd needs root")
+        sshd: SshServer = request.getfixturevalue("sshd")
+        ssh = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={sshd.known_hosts}",
+               "-i", str(sshd.client_key), "-p", str(sshd.port), f"{sshd.username}@{sshd.host}"]  # fmt: skip
+        stub = ssh + stub
+    reader = MstReader(stub, DEV, firmware=request.param.removesuffix("-over-ssh"), timeout=20)
+    state = tmp_path / f"{HOST}.json"
+    mlxstub.write_state(state, mode="embedded", firmware="24.35.2000")
+    return FactsTarget(reader, state)
+
+
+def test_facts_meet_the_contract(facts: FactsTarget) -> None:
+    assert isinstance(facts.reader, FactsReader)
+
+
+def test_facts_mode_and_running_firmware_are_read(facts: FactsTarget) -> None:
+    got = facts.reader.read(INFO)
+    assert (got.host, got.mode, got.next_mode, got.firmware, got.error) == (
+        HOST,
+        "embedded",
+        "embedded",
+        "24.35.2000",
+        "",
+    )
+    assert not got.power_cycle_pending and got.device_type
+    mlxstub.write_state(facts.state, mode="nic", firmware="24.35.2000")
+    assert facts.reader.read(INFO).mode == "nic"
+
+
+def test_facts_a_burn_is_pending_until_the_power_cycle(facts: FactsTarget) -> None:
+    facts.tool("burn", "24.40.1000")
+    got = facts.reader.read(INFO)
+    assert (got.firmware, got.flashed_firmware, got.power_cycle_pending) == ("24.35.2000", "24.40.1000", True)
+    facts.tool("power-cycle")
+    got = facts.reader.read(INFO)
+    assert (got.firmware, got.power_cycle_pending) == ("24.40.1000", False)
+
+
+def test_facts_a_failed_read_is_facts_with_its_error_never_an_exception(facts: FactsTarget) -> None:
+    got = facts.reader.read(DpuInfo("gpu-c99", "bf0", DpuMode.DPU, "gpu-c99-bf0"))  # no stand-in state for it
+    assert got.mode == "unknown" and got.error and got.host == "gpu-c99"
+
+
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        ({"firmware": "mstflint"}, "dpu.mst.firmware"),
+        ({"command": "ssh gpu-c01"}, "dpu.mst.command"),
+        ({"timeout": 0}, "dpu.mst.timeout"),
+        ({"device": ""}, "dpu.mst.device"),
+        ({"colour": "blue"}, "dpu.mst.colour"),
+    ],
+    ids=["firmware", "command", "timeout", "device", "unknown-key"],
+)
+def test_facts_bad_section_names_its_field(section: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        MstReader.from_section(section)
     assert ei.value.field == field and field in one_line(ei.value)

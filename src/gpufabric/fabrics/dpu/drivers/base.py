@@ -8,7 +8,9 @@ uses them (``tests/contract/test_dpu_driver_contract.py`` holds every implementa
   the Eviction API, uncordon) is declared by a non-None ``api``;
 * :class:`HostOvsDriver` (entry point ``dpu-ovsdb``): the managed keys of one DPU host's
   DPU-side OVS (:mod:`.host`), and :class:`CommandRunner`, where the DPU host's datapath
-  commands run (``ovs-appctl``, ``tc``): on the DPU's Arm side over SSH (:mod:`.host.sshrun`).
+  commands run (``ovs-appctl``, ``tc``): on the DPU's Arm side over SSH (:mod:`.host.sshrun`),
+  and :class:`FactsReader`, the DPU's mode and firmware read with NVIDIA's tools
+  (:mod:`.host.mst`): a failed read is facts with ``error`` set, never an exception.
 
 Every ``apply(removes, adds)`` is one transaction followed by a read-back: it returns what it
 read back of the objects it touched and raises :class:`~gpufabric.domain.errors.ApplyError`
@@ -22,10 +24,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from gpufabric.fabrics.dpu.entries.info import DpuInfo
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts
 from gpufabric.fabrics.dpu.state import Label, LogicalPort, OvsSetting, Taint
 from gpufabric.transport.secrets import TransportNote
 
-__all__ = ["CommandRunner", "HostOvsDriver", "NodeLabelDriver", "OvnDriver"]
+__all__ = ["CommandRunner", "FactsReader", "HostOvsDriver", "NodeLabelDriver", "OvnDriver"]
 
 
 @runtime_checkable
@@ -81,3 +85,12 @@ class CommandRunner(Protocol):
     def transport_notes(self) -> tuple[TransportNote, ...]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class FactsReader(Protocol):
+    """A DPU's mode and firmware, read now (``mlxconfig``, ``flint`` or ``mlxfwmanager``, and
+    ``mlxprivhost``, on the host, over SSH or through an agent: the section's argv prefix). A read
+    that fails is :class:`DpuFacts` with ``error`` set and mode ``unknown``: the gate refuses on it."""
+
+    def read(self, info: DpuInfo) -> DpuFacts: ...
