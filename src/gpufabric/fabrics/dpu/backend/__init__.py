@@ -103,7 +103,7 @@ class DpuBackend(FabricBackend[DpuState]):
         return frozenset(pairs)
 
     def metrics(self, tenancy: Tenancy) -> str:
-        """The offload report's series (report.py) of every DPU with an offload source."""
+        """The offload report's series (audit/report.py) of every DPU with an offload source."""
         if not self.offload:
             return ""
         from gpufabric.fabrics.dpu.audit.report import metrics_text

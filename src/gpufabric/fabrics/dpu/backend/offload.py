@@ -8,7 +8,7 @@ Section (``dpu.offload`` in fabrics.yaml), per host node, how to reach its DPU's
 
 ``ovs-appctl -t <appctl> dpctl/dump-flows -m`` and ``tc -j -s filter show dev <rep> ingress``
 (inside ``netns`` when set) run on this machine, or with ``ssh:`` on the DPU's Arm side over SSH
-with host keys checked (:mod:`sshrun`); the DPU's OVSDB is the ``dpu.ovsdb`` remote. Owners come
+with host keys checked (:mod:`..drivers.host.sshrun`); the DPU's OVSDB is the ``dpu.ovsdb`` remote. Owners come
 from the store (who leases each node now), logical ports from the OVN northbound DB, NIC models
 from the inventory."""
 

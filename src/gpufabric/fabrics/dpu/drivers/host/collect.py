@@ -1,4 +1,4 @@
-"""Reading a DPU's offload state for the offload report (I/O; parsing is in :mod:`offload`).
+"""Reading a DPU's offload state for the offload report (I/O; parsing is in :mod:`...readers.offload`).
 
 ``read_node_offload`` runs ``ovs-appctl dpctl/dump-flows -m`` against the DPU's
 ``ovs-vswitchd``, lists its ``Interface`` rows (``external_ids:iface-id``), reads the OVS tenant
