@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufabric.fabrics.dpu.profiles import port_mac, port_name
+from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
 from gpufabric.lab.ovn import OvnLab
 from gpufabric.lab.serve import serving
 

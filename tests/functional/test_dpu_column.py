@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from gpufabric.api.app import create_app
 from gpufabric.domain.errors import ValidationError
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
-from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.dpu.entries.info import node_dpus
 from gpufabric.workflow.inventory import parse_inventory
 
 from support.api_world import World, build_world

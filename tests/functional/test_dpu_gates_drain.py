@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import GpufabricError
-from gpufabric.fabrics.dpu.profiles import port_mac, port_name
+from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
 from gpufabric.lab.ovn import OvnLab
 
 from support.dpu_site import STUB, dpu_site

@@ -19,13 +19,13 @@ import pytest
 
 from gpufabric.domain.errors import FabricError
 from gpufabric.engine.audit_run import transport_violations
-from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
+from gpufabric.fabrics.dpu.audit.report import offload_report
+from gpufabric.fabrics.dpu.backend.offload import read_source
+from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
+from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.ovn import OvnNbDriver
-from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
-from gpufabric.fabrics.dpu.profiles import port_mac, port_name
-from gpufabric.fabrics.dpu.report import offload_report
-from gpufabric.fabrics.dpu.site import read_source
+from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
 from gpufabric.lab.ovn import OvnLab
 from gpufabric.lab.sshd import SshServer
 

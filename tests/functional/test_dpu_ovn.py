@@ -19,10 +19,11 @@ from typer.testing import CliRunner
 
 from gpufabric.cli.main import app
 from gpufabric.domain.fabric import FabricBackend, FabricKind, Tenancy
-from gpufabric.fabrics.dpu.collect import read_node_offload
-from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
-from gpufabric.fabrics.dpu.profiles import port_mac, port_name
-from gpufabric.fabrics.dpu.report import offload_report
+from gpufabric.fabrics.dpu.audit.report import offload_report
+from gpufabric.fabrics.dpu.drivers.host.collect import read_node_offload
+from gpufabric.fabrics.dpu.plan import DpuPlan
+from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
+from gpufabric.fabrics.dpu.state import DpuState
 from gpufabric.lab.ovn import OvnLab
 
 from support.kmock_server import core_api, kmock_apiserver

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpufabric.domain.models import Inventory, Node
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
-from gpufabric.fabrics.dpu.info import DpuInfo, node_dpus
+from gpufabric.fabrics.dpu.entries.info import DpuInfo, node_dpus
 from gpufabric.store.core import Store
 
 

@@ -28,8 +28,8 @@ from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.moves import MovePhase, MoveStatus
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
-from gpufabric.fabrics.dpu.info import node_dpus
-from gpufabric.fabrics.dpu.profiles import offering_mode
+from gpufabric.fabrics.dpu.entries.info import node_dpus
+from gpufabric.fabrics.dpu.plan.profiles import offering_mode
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports, with_ethernet
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
 from gpufabric.fabrics.nvlink.entries import node_gpus

@@ -13,10 +13,10 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.model import LogicalPort, OvsSetting
-from gpufabric.fabrics.dpu.ovn import OvnNbDriver
-from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.state import LogicalPort, OvsSetting
 from gpufabric.fabrics.ethernet import ovsdb_tls
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode

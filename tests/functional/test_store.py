@@ -17,8 +17,8 @@ from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError
 from gpufabric.domain.models import Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
-from gpufabric.fabrics.dpu.info import node_dpus
-from gpufabric.fabrics.dpu.profiles import offering_mode
+from gpufabric.fabrics.dpu.entries.info import node_dpus
+from gpufabric.fabrics.dpu.plan.profiles import offering_mode
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports

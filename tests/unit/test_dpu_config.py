@@ -9,11 +9,12 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.fabrics.dpu.backend import DpuBackend
-from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
+from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
+from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.model import DpuChange, DpuPlan, Label, OvsSetting
-from gpufabric.fabrics.dpu.ovn import OvnNbDriver
-from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.plan import DpuChange, DpuPlan
+from gpufabric.fabrics.dpu.state import Label, OvsSetting
 
 DRIVERS: dict[str, type] = {"dpu-ovsdb": DpuOvsDriver, "ovn-nb": OvnNbDriver, "k8s-nodes": K8sNodeDriver}
 OK: dict[str, Any] = {"ovn_nb": "unix:/run/ovn/nb.sock", "ovsdb": {"gpu-a01": "tcp:192.0.2.11:6640"}}

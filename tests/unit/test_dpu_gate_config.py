@@ -13,11 +13,11 @@ import pytest
 from gpufabric.domain.errors import ConfigError, ConflictError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.moves import Move
-from gpufabric.fabrics.dpu.dpumode import DpuFacts
-from gpufabric.fabrics.dpu.facts import facts_of
-from gpufabric.fabrics.dpu.info import DpuInfo
+from gpufabric.fabrics.dpu.backend.facts import facts_of
+from gpufabric.fabrics.dpu.backend.lifecycle import check_gates, tolerations
+from gpufabric.fabrics.dpu.entries.info import DpuInfo
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.lifecycle import check_gates, tolerations
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts
 
 from unit.dpu_scenarios import OFFERINGS, dpu_node, tenancy
 from unit.test_dpu_config import DRIVERS, OK
@@ -92,7 +92,7 @@ def test_tolerations_match_the_dpu_host_taint() -> None:
 def test_drain_of_a_node_without_pods_on_a_fresh_apiserver() -> None:
     """kmock answers 404 to a pods listing before its first pod (the lab's stand-in): nothing to
     drain, not an error (failed the lab's openshift e2e before)."""
-    from gpufabric.fabrics.dpu.drain import Drainer
+    from gpufabric.fabrics.dpu.drivers.k8s.drain import Drainer
 
     from support.kmock_evict import api_of, kmock_evicting
 
@@ -115,7 +115,7 @@ def test_gate_decides_on_the_running_firmware_end_to_end(tool: str, tmp_path: Pa
     image meets the minimum; after the power cycle it runs that image and the move passes."""
     import sys
 
-    from gpufabric.fabrics.dpu.mst import MstReader
+    from gpufabric.fabrics.dpu.drivers.host.mst import MstReader
     from gpufabric.lab.mlxstub import main, write_state
 
     st = tmp_path / "gpu-a01.json"

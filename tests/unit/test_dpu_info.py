@@ -8,8 +8,8 @@ import pytest
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Node
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
-from gpufabric.fabrics.dpu.info import DpuInfo, dpu_inventory, node_dpu, node_dpus
-from gpufabric.fabrics.dpu.sriov import sriov_policy
+from gpufabric.fabrics.dpu.entries.info import DpuInfo, dpu_inventory, node_dpu, node_dpus
+from gpufabric.fabrics.dpu.plan.sriov import sriov_policy
 from gpufabric.workflow.inventory import parse_inventory
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConflictError, ValidationError
-from gpufabric.fabrics.dpu.dpumode import DpuFacts, facts_of, gate, mode_of
-from gpufabric.fabrics.dpu.mlx import (
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts, facts_of, gate, mode_of
+from gpufabric.fabrics.dpu.readers.mlx import (
     parse_flint_query,
     parse_mlxconfig,
     parse_mlxfwmanager,

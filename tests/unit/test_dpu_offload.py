@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
-from gpufabric.fabrics.dpu.capacity import CLI_SOURCE, Capacity, parse_capacity
-from gpufabric.fabrics.dpu.model import LogicalPort
-from gpufabric.fabrics.dpu.offload import lenient_json, parse_dump_flows, parse_tc_filters
-from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_report
+from gpufabric.fabrics.dpu.audit.capacity import CLI_SOURCE, Capacity, parse_capacity
+from gpufabric.fabrics.dpu.audit.report import NodeOffload, metrics_text, offload_report
+from gpufabric.fabrics.dpu.readers.offload import lenient_json, parse_dump_flows, parse_tc_filters
+from gpufabric.fabrics.dpu.state import LogicalPort
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -11,8 +11,9 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import QUARANTINE, Node, Offering
 from gpufabric.fabrics.dpu.entries import DpuMode
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Label, LogicalPort, OvsSetting, Taint
-from gpufabric.fabrics.dpu.profiles import HW_OFFLOAD, TENANT_KEY, offering_role, port_mac
+from gpufabric.fabrics.dpu.plan import DpuPlan
+from gpufabric.fabrics.dpu.plan.profiles import HW_OFFLOAD, TENANT_KEY, offering_role, port_mac
+from gpufabric.fabrics.dpu.state import DpuState, Label, LogicalPort, OvsSetting, Taint
 
 from .dpu_scenarios import OFFERINGS, dpu_node, tenancy
 
@@ -164,7 +165,7 @@ def test_audit_role_mismatch_leftover_and_offload_off() -> None:
 
 
 def test_flow_leftovers() -> None:
-    from gpufabric.fabrics.dpu.checks import flow_leftovers
+    from gpufabric.fabrics.dpu.audit.checks import flow_leftovers
 
     t = tenancy([A, B], {"gpu-a01": ("acme", "openshift"), "gpu-a02": None})
     got = list(flow_leftovers(t, [("gpu-a01", "acme"), ("gpu-a02", "acme")]))

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.fabrics.dpu.k8s import K8sNodeDriver, SplitK8sDriver
+from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver, SplitK8sDriver
+from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.model import Label, Taint
-from gpufabric.fabrics.dpu.ovn import OvnNbDriver
-from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.state import Label, Taint
 
 DRIVERS: dict[str, type] = {"dpu-ovsdb": DpuOvsDriver, "ovn-nb": OvnNbDriver, "k8s-nodes": K8sNodeDriver}
 OK: dict[str, Any] = {"ovn_nb": "unix:/run/ovn/nb.sock", "ovsdb": {"gpu-a01": "unix:/x.sock"},

@@ -69,7 +69,7 @@ CORE = ("cli", "api", "web", "engine", "store", "workflow", "runtime")
 come through ``FabricKind.cli_group``/``api_router``: cli/kinds.py, api/v1/kinds.py)."""
 IMPORTS_DEBT: dict[str, str] = {}
 """The only core modules that still import a fabric package, each with why; none may be added.
-``cli/offload_cmd.py`` and ``api/v1/ops.py`` left this list with ``offload`` (fabrics/dpu/cli_view.py,
+``cli/offload_cmd.py`` and ``api/v1/ops.py`` left this list with ``offload`` (fabrics/dpu/views/cli.py,
 api_view.py); ``cli/dpu_facts.py`` with ``FabricKind.power_cycled`` (cli/power_cycle.py) and
 ``cli/inventory_cmd.py`` with ``FabricKind.import_formats``/``port_namings`` (cli/import_formats.py)."""
 NEVER = ("cli/offload_cmd.py", "api/v1/ops.py", "cli/dpu_facts.py", "cli/inventory_cmd.py", "cli/node_cmd.py")
@@ -120,11 +120,11 @@ def test_the_kind_views_and_hooks_left_the_core(module: str) -> None:
 def test_the_import_check_sees_every_form() -> None:
     """The import test can fail: each way of importing a fabric package is seen."""
     text = (
-        "from gpufabric.fabrics.dpu.site import site_report\n"
+        "from gpufabric.fabrics.dpu.backend.offload import site_report\n"
         "import gpufabric.fabrics.nvlink.fmpm\n"
-        "def f():\n    from gpufabric.fabrics import ethernet\n    return import_module('gpufabric.fabrics.dpu.ovn')\n"
+        "def f():\n    from gpufabric.fabrics import ethernet\n    return import_module('gpufabric.fabrics.dpu.drivers.ovn.northbound')\n"
         "from gpufabric.domain.fabric import FabricKind\nGROUP = 'gpufabric.fabrics'\n"
     )
-    assert fabric_imports(text) == ["gpufabric.fabrics.dpu.site", "gpufabric.fabrics.nvlink.fmpm",
-                                    "gpufabric.fabrics", "gpufabric.fabrics.dpu.ovn"]
+    assert fabric_imports(text) == ["gpufabric.fabrics.dpu.backend.offload", "gpufabric.fabrics.nvlink.fmpm",
+                                    "gpufabric.fabrics", "gpufabric.fabrics.dpu.drivers.ovn.northbound"]
     assert fabric_imports(Path(__file__).read_text().split("# ---- imports")[0]) == []

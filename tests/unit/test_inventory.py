@@ -14,7 +14,7 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import Guid, ModuleId, PortNaming
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
-from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.dpu.entries.info import node_dpus
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
 from gpufabric.fabrics.infiniband.ib_claims import Seen, resolve

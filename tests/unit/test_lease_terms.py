@@ -24,7 +24,7 @@ from gpufabric.domain.moves import Move, MoveRequest
 from gpufabric.domain.terms import TermSpec, check_terms, declared_terms, terms_json, terms_of
 from gpufabric.fabrics.dpu.entries import DpuMode
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.profiles import offering_mode, offering_role
+from gpufabric.fabrics.dpu.plan.profiles import offering_mode, offering_role
 from gpufabric.fabrics.nvlink.kind import GPUS, NvlinkKind
 from gpufabric.store.queries import offering_json
 from gpufabric.store.registry import registered_offering_fields, registered_terms

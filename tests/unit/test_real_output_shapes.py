@@ -6,7 +6,7 @@ made up."""
 from __future__ import annotations
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.dpu.offload import parse_dump_flows
+from gpufabric.fabrics.dpu.readers.offload import parse_dump_flows
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_config
 from gpufabric.fabrics.ethernet.state import PortMode

@@ -31,7 +31,7 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import Guid, VlanId
-from gpufabric.fabrics.dpu.offload import parse_dump_flows
+from gpufabric.fabrics.dpu.readers.offload import parse_dump_flows
 from gpufabric.fabrics.ethernet.bonds import aggregate_key
 from gpufabric.fabrics.ethernet.dialects import load_dialect
 from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_config, parse_vlan_list

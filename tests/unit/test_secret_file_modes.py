@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
+from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
 from gpufabric.fabrics.infiniband.hardening import check_hardening
 from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 

@@ -25,10 +25,10 @@ from gpufabric.domain.severity import Severity
 from gpufabric.engine.audit_run import audit, transport_violations
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
-from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
+from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
+from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.ovn import OvnNbDriver
-from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver

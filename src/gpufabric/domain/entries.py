@@ -1,6 +1,6 @@
 """The checks every inventory entry gets, and the errors they give: one source for the core's
 inventory reader (:mod:`gpufabric.workflow.inventory`) and each fabric kind's own entries (e.g.
-``fabrics/dpu/entries.py``), so a bad entry reads the same whoever parses it; and a node's
+``fabrics/dpu/entries/``), so a bad entry reads the same whoever parses it; and a node's
 stored entries of a kind, parsed once (:func:`node_entries`, behind ``FabricKind.ports``)."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import ModuleId
-from gpufabric.fabrics.dpu.profiles import port_mac, port_name
+from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
 from gpufabric.fabrics.nvlink.entries import Gpu
 from gpufabric.fabrics.nvlink.standin import init_state, lab_section
 from gpufabric.fabrics.nvlink.tables import HGX_8GPU_PCI

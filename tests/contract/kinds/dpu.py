@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import BUILTIN_OFFERINGS, QUARANTINE, Offering
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
-from gpufabric.fabrics.dpu.info import dpu_inventory
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, OvsSetting, item_object
-from gpufabric.fabrics.dpu.profiles import HW_OFFLOAD, node_items, offering_role
+from gpufabric.fabrics.dpu.plan import DpuPlan
+from gpufabric.fabrics.dpu.plan.profiles import HW_OFFLOAD, node_items, offering_role
+from gpufabric.fabrics.dpu.state import DpuState, Item, Label, OvsSetting, item_object
 
 from contract.kinds import TENANTS, KindCase
 

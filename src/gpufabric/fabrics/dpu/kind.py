@@ -17,15 +17,15 @@ Section format (``dpu:`` in fabrics.yaml)::
         ca_cert: /etc/gpufabric/k8s-ca.pem         # optional CA bundle of the API server
         token_file: /etc/gpufabric/k8s.token       # optional bearer token, mode 0600
       kubernetes_dpu: {host: ..., token_file: ...} # optional second cluster of the DPU nodes
-                                                   # (same keys; needs kubernetes; see k8s.py)
+                                                   # (same keys; needs kubernetes; see drivers/k8s/nodes.py)
       timeout: 10                                  # seconds per device command
-      mst: {command: [...], device: ...}           # DPU mode/firmware reader (see mst.py); absent: moves
-                                                   # into a dpu-host offering are refused; {verify: false}
+      mst: {command: [...], device: ...}           # DPU mode/firmware reader (drivers/host/mst.py);
+                                                   # absent: moves into a dpu-host offering are refused; {verify: false}
                                                    # skips the gate explicitly
       drain: {timeout: 120, retry_every: 2}        # drain of nodes leaving OpenShift (seconds)
       offload: {gpu-a01: {appctl: ..., netns: ..., ssh: {...}}}  # where `offload report` reads each DPU
-                                                   # (site.py; ssh: on its Arm side, sshrun.py)
-      capacity: {BlueField-2: {entries: N, source: "..."}}  # offload-table size with its source (capacity.py)
+                                                   # (backend/offload.py; ssh: on its Arm side, drivers/host/sshrun.py)
+      capacity: {BlueField-2: {entries: N, source: "..."}}  # offload-table size with its source (audit/capacity.py)
 
 One ``tls`` identity serves every ``ssl:`` remote of the section (the DPU OVSDBs and the OVN
 NB). ``tcp:`` remotes are accepted and reported by the audit (``TRANSPORT-INSECURE``, through
@@ -42,16 +42,19 @@ from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, Fab
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Node
 from gpufabric.domain.views import ApiHost, CliGroup
-from gpufabric.fabrics.dpu import checks, diff, views
+from gpufabric.fabrics.dpu import plan, views
+from gpufabric.fabrics.dpu.audit import checks
+from gpufabric.fabrics.dpu.audit.capacity import parse_capacity
 from gpufabric.fabrics.dpu.backend import DpuBackend
-from gpufabric.fabrics.dpu.capacity import parse_capacity
+from gpufabric.fabrics.dpu.backend.offload import parse_sources, parse_ssh
+from gpufabric.fabrics.dpu.drivers.host.mst import MstReader
+from gpufabric.fabrics.dpu.drivers.k8s.nodes import SplitK8sDriver
 from gpufabric.fabrics.dpu.entries import KIND, MODE_SETTING, Dpu, DpuMode, dump_dpus, parse_dpus
-from gpufabric.fabrics.dpu.info import NEEDS, check_remote, node_dpu
-from gpufabric.fabrics.dpu.k8s import SplitK8sDriver
-from gpufabric.fabrics.dpu.model import DpuPlan, DpuState
-from gpufabric.fabrics.dpu.mst import MstReader
-from gpufabric.fabrics.dpu.profiles import desired_state, offering_role
-from gpufabric.fabrics.dpu.site import parse_sources, parse_ssh
+from gpufabric.fabrics.dpu.entries.info import NEEDS, check_remote, node_dpu
+from gpufabric.fabrics.dpu.plan import DpuPlan
+from gpufabric.fabrics.dpu.plan.profiles import desired_state, offering_role
+from gpufabric.fabrics.dpu.site_check import dpu_site_checks
+from gpufabric.fabrics.dpu.state import DpuState
 from gpufabric.transport.secrets import TLS_FIELDS, TlsFiles, load_tls, remote_methods
 
 if TYPE_CHECKING:
@@ -142,7 +145,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         ovs = {h: ovs_cls(h, r, t, tls=tls if "ssl" in remote_methods(r) else None) for h, r in sorted(ovsdb.items())}
         backend = DpuBackend(
             ovs, ovn_cls(nb, t, tls=tls if "ssl" in remote_methods(nb) else None), k8s,
-            mst, _drain(section.get("drain")), gate=not gate_off,
+            mst, _drain(section.get("drain")), gate=not gate_off, checks=dpu_site_checks,
         )
         backend.offload = parse_sources(section.get("offload"))
         backend.offload_ssh = parse_ssh(section.get("offload"), t)
@@ -153,7 +156,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         return desired_state(tenancy)
 
     def diff(self, desired: DpuState, observed: DpuState) -> FabricPlan:
-        return diff.diff(desired, observed)
+        return plan.diff(desired, observed)
 
     def as_observed(self, desired: DpuState) -> DpuState:
         return desired
@@ -162,10 +165,10 @@ class DpuKind(FabricKind[DpuState, DpuState]):
         return DpuState()
 
     def merge(self, observed: DpuState, read_back: DpuState) -> DpuState:
-        return diff.merge(observed, read_back)
+        return plan.merge(observed, read_back)
 
     def tenants_seen(self, observed: DpuState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
-        return diff.tenants_seen(observed, tenancy)
+        return plan.tenants_seen(observed, tenancy)
 
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return checks.INVARIANTS
@@ -193,7 +196,7 @@ class DpuKind(FabricKind[DpuState, DpuState]):
 
     def power_cycled(self, node: Node, fabrics: FabricAccess) -> PowerCycled | None:
         """Its DPU's mode and firmware, read again (:func:`facts.power_cycled`, imported only then)."""
-        from gpufabric.fabrics.dpu.facts import power_cycled
+        from gpufabric.fabrics.dpu.backend.facts import power_cycled
 
         return power_cycled(self.instance, node, fabrics)
 

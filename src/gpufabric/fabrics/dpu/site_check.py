@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, device_check, transport_checks
-from gpufabric.fabrics.dpu.info import node_dpus
+from gpufabric.fabrics.dpu.entries.info import node_dpus
 
 
 def dpu_site_checks(backend: Any, ctx: SiteContext) -> list[SiteCheck]:

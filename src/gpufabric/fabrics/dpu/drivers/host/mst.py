@@ -17,19 +17,20 @@ local agent. The lab's stand-in is ``python -m gpufabric.lab.mlxstub STATE`` as 
 Power cycles: gpufabric never power-cycles a node by itself. An operator power-cycles host and
 DPU and then runs ``gpufabric node power-cycled NODE``, which re-reads the facts (and refuses
 while the change is still pending). A BMC driver (Redfish ``ComputerSystem.Reset`` /
-``ipmitool chassis power cycle``) would implement :class:`PowerControl` and be called by that
-command first; none is shipped (no BMC here to test one against)."""
+``ipmitool chassis power cycle``) would be a driver of its own, its contract in
+:mod:`gpufabric.fabrics.dpu.drivers.base`, called by that command first; none is shipped (no BMC
+here to test one against)."""
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.fabrics.dpu.dpumode import DpuFacts, facts_of
-from gpufabric.fabrics.dpu.info import DpuInfo
-from gpufabric.fabrics.dpu.mlx import (
+from gpufabric.fabrics.dpu.entries.info import DpuInfo
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts, facts_of
+from gpufabric.fabrics.dpu.readers.mlx import (
     Firmware,
     parse_flint_query,
     parse_mlxconfig,
@@ -39,12 +40,6 @@ from gpufabric.fabrics.dpu.mlx import (
 
 SECTION_KEYS: Final = frozenset({"command", "device", "firmware", "privhost", "timeout"})
 DEFAULT_DEVICE: Final = "/dev/mst/mt41686_pciconf0"
-
-
-class PowerControl(Protocol):
-    """The BMC seam: power-cycle a host and its DPU (cold, not a warm reboot)."""
-
-    def power_cycle(self, host: str) -> None: ...
 
 
 class MstReader:

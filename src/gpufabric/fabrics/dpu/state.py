@@ -1,4 +1,4 @@
-"""The DPU fabric's state (desired and observed share one type) and its plan.
+"""The DPU fabric's state (desired and observed share one type): the items it manages.
 
 The state holds only what this fabric manages: the DPU-role labels and the dpu-host taint on
 Kubernetes nodes, the managed keys of each DPU-side OVS (``Open_vSwitch`` row), and the OVN
@@ -6,11 +6,9 @@ logical switch ports of tenants (switches named ``gf-<tenant>``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Literal
-
-from gpufabric.domain.fabric import FabricPlan
+from typing import Any
 
 SWITCH_PREFIX = "gf-"
 
@@ -147,46 +145,3 @@ class DpuState:
             "ovs": [vars(x) for x in sorted(self.ovs)],
             "ports": [vars(x) for x in sorted(self.ports)],
         }
-
-
-@dataclass(frozen=True)
-class DpuChange:
-    op: Literal["add", "remove"]
-    item: Item
-
-    def line(self) -> str:
-        return f"{'+' if self.op == 'add' else '-'} {self.item}"
-
-    def sort_key(self) -> tuple[str, str, str]:
-        return ("1" if self.op == "add" else "0", type(self.item).__name__, str(self.item))
-
-
-@dataclass(frozen=True)
-class DpuPlan(FabricPlan):
-    fabric: ClassVar[str] = "dpu"
-    changes: tuple[DpuChange, ...] = field(default_factory=tuple)
-
-    @property
-    def empty(self) -> bool:
-        return not self.changes
-
-    def lines(self) -> list[str]:
-        return [c.line() for c in self.changes]
-
-    def to_dict(self) -> Any:
-        return [{"op": c.op, "kind": type(c.item).__name__.lower(), **vars(c.item)} for c in self.changes]
-
-    def split(self) -> tuple[DpuPlan, DpuPlan]:
-        return (
-            DpuPlan(tuple(c for c in self.changes if c.op == "remove")),
-            DpuPlan(tuple(c for c in self.changes if c.op == "add")),
-        )
-
-    def removed(self) -> list[Item]:
-        return [c.item for c in self.changes if c.op == "remove"]
-
-    def added(self) -> list[Item]:
-        return [c.item for c in self.changes if c.op == "add"]
-
-    def objects(self) -> frozenset[str]:
-        return frozenset(item_object(c.item) for c in self.changes)

@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError
-from gpufabric.fabrics.dpu.model import Label, Taint
-from gpufabric.fabrics.dpu.profiles import DPU_LABELS, MANAGED_LABELS, MANAGED_TAINT_KEYS
+from gpufabric.fabrics.dpu.plan.profiles import DPU_LABELS, MANAGED_LABELS, MANAGED_TAINT_KEYS
+from gpufabric.fabrics.dpu.state import Label, Taint
 from gpufabric.transport.secrets import TransportNote, is_loopback_host, loose_note, owner_only, secret_file
 
 SECTION_KEYS = frozenset({"host", "kubeconfig", "verify_ssl", "token_file", "ca_cert", "insecure"})

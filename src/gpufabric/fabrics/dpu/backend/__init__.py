@@ -1,14 +1,15 @@
 """``DpuBackend``: the DPU fabric's I/O in one deployment, made of three drivers — the
-DPU-side OVS of each host (:mod:`ovs`), the OVN northbound DB (:mod:`ovn`) and, when configured,
-the Kubernetes API (:mod:`k8s`). ``apply`` returns the verified read-back of the objects it
+DPU-side OVS of each host (:mod:`.drivers.host.ovs`), the OVN northbound DB (:mod:`.drivers.ovn`) and, when configured,
+the Kubernetes API (:mod:`.drivers.k8s`). ``apply`` returns the verified read-back of the objects it
 touched (``DpuState.covered``). :meth:`DpuBackend.transport_notes` gathers what each driver
 reports about its own transport (``tcp:`` remotes, Kubernetes without TLS verification or over
 http to another host) for the audit's ``TRANSPORT-INSECURE``. ``before_move``/``after_join``: the
-DPU gates and the OpenShift node lifecycle (:mod:`lifecycle`)."""
+DPU gates and the OpenShift node lifecycle (:mod:`.lifecycle`). ``site_checks``: the kind's own
+(:mod:`gpufabric.fabrics.dpu.site_check`), given by :meth:`DpuKind.build` (it sits above the backend)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -16,10 +17,12 @@ from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import FabricBackend, FabricPlan, Tenancy
 from gpufabric.domain.moves import Move
 from gpufabric.domain.site_check import SiteCheck, SiteContext
-from gpufabric.fabrics.dpu import lifecycle
-from gpufabric.fabrics.dpu.capacity import Capacity
-from gpufabric.fabrics.dpu.drain import Drainer
-from gpufabric.fabrics.dpu.model import DpuPlan, DpuState, Item, Label, LogicalPort, OvsSetting, Taint
+from gpufabric.fabrics.dpu.audit.capacity import Capacity
+from gpufabric.fabrics.dpu.backend import lifecycle
+from gpufabric.fabrics.dpu.drivers.base import HostOvsDriver, NodeLabelDriver, OvnDriver
+from gpufabric.fabrics.dpu.drivers.k8s.drain import Drainer
+from gpufabric.fabrics.dpu.plan import DpuPlan
+from gpufabric.fabrics.dpu.state import DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 from gpufabric.transport.secrets import TransportNote
 
 
@@ -27,12 +30,14 @@ class DpuBackend(FabricBackend[DpuState]):
     kind = "dpu"
 
     def __init__(
-        self, ovs: Mapping[str, Any], ovn: Any, k8s: Any | None, mst: Any | None = None,
+        self, ovs: Mapping[str, HostOvsDriver], ovn: OvnDriver, k8s: NodeLabelDriver | None, mst: Any | None = None,
         drain: Mapping[str, float] | None = None, gate: bool = True,
+        checks: Callable[[Any, SiteContext], Sequence[SiteCheck]] | None = None,
     ) -> None:  # fmt: skip
         self.ovs, self.ovn, self.k8s, self.mst, self.gate = dict(ovs), ovn, k8s, mst, gate
-        self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (site.py)
-        self.offload_ssh: dict[str, Any] = {}  # host -> SshRunner of its DPU's Arm side (sshrun.py)
+        self.checks = checks  # the kind's site checks of this backend (site_check.py)
+        self.offload: dict[str, dict[str, str]] = {}  # host -> offload source (backend/offload.py)
+        self.offload_ssh: dict[str, Any] = {}  # host -> SshRunner of its DPU's Arm side (drivers/host/sshrun.py)
         self.capacity: dict[str, Capacity] = {}  # NIC model -> offload-table size with its source
         api = getattr(k8s, "api", None)
         d = dict(drain or {})
@@ -49,9 +54,7 @@ class DpuBackend(FabricBackend[DpuState]):
         lifecycle.join(tenancy, moves, self.drainer)
 
     def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
-        from gpufabric.fabrics.dpu.site_check import dpu_site_checks
-
-        return dpu_site_checks(self, context)
+        return () if self.checks is None else self.checks(self, context)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         notes: list[TransportNote] = []
@@ -87,8 +90,8 @@ class DpuBackend(FabricBackend[DpuState]):
     def _flow_tenants(self, items: Sequence[Item]) -> frozenset[tuple[str, str]]:
         """(host, tenant) of every datapath flow the offload report attributes to a tenant, on
         the DPUs with an offload source (the audit's flow leftovers)."""
-        from gpufabric.fabrics.dpu.report import UNATTRIBUTED, flow_tenant
-        from gpufabric.fabrics.dpu.site import read_source
+        from gpufabric.fabrics.dpu.audit.report import UNATTRIBUTED, flow_tenant
+        from gpufabric.fabrics.dpu.backend.offload import read_source
 
         lsps = {p.name: p for p in items if isinstance(p, LogicalPort)}
         pairs: set[tuple[str, str]] = set()
@@ -100,11 +103,11 @@ class DpuBackend(FabricBackend[DpuState]):
         return frozenset(pairs)
 
     def metrics(self, tenancy: Tenancy) -> str:
-        """The offload report's series (report.py) of every DPU with an offload source."""
+        """The offload report's series (audit/report.py) of every DPU with an offload source."""
         if not self.offload:
             return ""
-        from gpufabric.fabrics.dpu.report import metrics_text
-        from gpufabric.fabrics.dpu.site import site_report
+        from gpufabric.fabrics.dpu.audit.report import metrics_text
+        from gpufabric.fabrics.dpu.backend.offload import site_report
 
         return metrics_text(site_report(self, tenancy))
 

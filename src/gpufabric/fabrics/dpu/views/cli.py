@@ -21,17 +21,17 @@ import yaml
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.views import CliHost
-from gpufabric.fabrics.dpu.collect import load_recorded, read_node_offload
-from gpufabric.fabrics.dpu.dpumode import DpuFacts
-from gpufabric.fabrics.dpu.facts import facts_of
-from gpufabric.fabrics.dpu.info import node_dpu
-from gpufabric.fabrics.dpu.lifecycle import tolerations as tol
-from gpufabric.fabrics.dpu.model import LogicalPort
-from gpufabric.fabrics.dpu.ovn import OvnNbDriver
-from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
-from gpufabric.fabrics.dpu.profiles import TENANT_KEY
-from gpufabric.fabrics.dpu.report import NodeOffload, metrics_text, offload_report
-from gpufabric.fabrics.dpu.sriov import sriov_policy
+from gpufabric.fabrics.dpu.audit.report import NodeOffload, metrics_text, offload_report
+from gpufabric.fabrics.dpu.backend.facts import facts_of
+from gpufabric.fabrics.dpu.backend.lifecycle import tolerations as tol
+from gpufabric.fabrics.dpu.drivers.host.collect import load_recorded, read_node_offload
+from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
+from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
+from gpufabric.fabrics.dpu.entries.info import node_dpu
+from gpufabric.fabrics.dpu.plan.profiles import TENANT_KEY
+from gpufabric.fabrics.dpu.plan.sriov import sriov_policy
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts
+from gpufabric.fabrics.dpu.state import LogicalPort
 
 FABRIC = "dpu"  # the instance the commands read (the default instance of the kind)
 
@@ -66,7 +66,7 @@ def _live(host: CliHost, root: Path) -> tuple[list[NodeOffload], dict[str, Logic
 
 def _configured(host: CliHost, capacity: dict[str, int], warn_at: float) -> dict[str, Any]:
     """Every DPU of fabrics.yaml (``dpu.offload``), owners from the store."""
-    from gpufabric.fabrics.dpu.site import site_report  # its SSH stack: only for the configured DPUs
+    from gpufabric.fabrics.dpu.backend.offload import site_report  # its SSH stack: only for the configured DPUs
 
     with host.fabrics() as f:
         b = f.backend(FABRIC)

@@ -1,4 +1,4 @@
-"""Reading a DPU's offload state for the offload report (I/O; parsing is in :mod:`offload`).
+"""Reading a DPU's offload state for the offload report (I/O; parsing is in :mod:`...readers.offload`).
 
 ``read_node_offload`` runs ``ovs-appctl dpctl/dump-flows -m`` against the DPU's
 ``ovs-vswitchd``, lists its ``Interface`` rows (``external_ids:iface-id``), reads the OVS tenant
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import FabricError, ValidationError
-from gpufabric.fabrics.dpu.dbjson import parse_list_json
-from gpufabric.fabrics.dpu.model import LogicalPort
-from gpufabric.fabrics.dpu.offload import parse_dump_flows, parse_tc_filters
-from gpufabric.fabrics.dpu.report import NodeOffload
+from gpufabric.fabrics.dpu.audit.report import NodeOffload
+from gpufabric.fabrics.dpu.readers.dbjson import parse_list_json
+from gpufabric.fabrics.dpu.readers.offload import parse_dump_flows, parse_tc_filters
+from gpufabric.fabrics.dpu.state import LogicalPort
 
 
 def _run(args: Sequence[str], timeout: float = 10.0) -> str:

@@ -8,7 +8,7 @@ Section (``dpu.offload`` in fabrics.yaml), per host node, how to reach its DPU's
 
 ``ovs-appctl -t <appctl> dpctl/dump-flows -m`` and ``tc -j -s filter show dev <rep> ingress``
 (inside ``netns`` when set) run on this machine, or with ``ssh:`` on the DPU's Arm side over SSH
-with host keys checked (:mod:`sshrun`); the DPU's OVSDB is the ``dpu.ovsdb`` remote. Owners come
+with host keys checked (:mod:`..drivers.host.sshrun`); the DPU's OVSDB is the ``dpu.ovsdb`` remote. Owners come
 from the store (who leases each node now), logical ports from the OVN northbound DB, NIC models
 from the inventory."""
 
@@ -19,11 +19,11 @@ from typing import Any
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.fabrics.dpu.capacity import Capacity, merged
-from gpufabric.fabrics.dpu.collect import read_node_offload
-from gpufabric.fabrics.dpu.info import dpu_inventory
-from gpufabric.fabrics.dpu.report import NodeOffload, offload_report
-from gpufabric.fabrics.dpu.sshrun import SshRunner
+from gpufabric.fabrics.dpu.audit.capacity import Capacity, merged
+from gpufabric.fabrics.dpu.audit.report import NodeOffload, offload_report
+from gpufabric.fabrics.dpu.drivers.host.collect import read_node_offload
+from gpufabric.fabrics.dpu.drivers.host.sshrun import SshRunner
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
 
 SOURCE_KEYS = frozenset({"appctl", "netns", "ssh"})
 

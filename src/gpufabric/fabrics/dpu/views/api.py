@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from gpufabric.domain.auth import Principal, Verb
 from gpufabric.domain.errors import UnavailableError
 from gpufabric.domain.views import ApiHost, FabricAccess
-from gpufabric.fabrics.dpu.site import site_report
+from gpufabric.fabrics.dpu.backend.offload import site_report
 
 FABRIC = "dpu"  # the instance the route reads (the default instance of the kind)
 

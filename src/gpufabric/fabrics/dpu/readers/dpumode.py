@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.errors import ConflictError
-from gpufabric.fabrics.dpu.mlx import Firmware, MlxConfig, enum_value, version_key
+from gpufabric.fabrics.dpu.readers.mlx import Firmware, MlxConfig, enum_value, version_key
 
 MODE_KEYS: Final = frozenset(
     {

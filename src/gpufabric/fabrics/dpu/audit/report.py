@@ -7,7 +7,7 @@ Prometheus metrics (:func:`metrics_text`), all gauges:
 * ``gpufabric_dpu_offload_bytes{node,tenant,path}``  bytes of those flows
 * ``gpufabric_dpu_offload_table_used{node,nic_model}`` entries in the NIC's offload table
 * ``gpufabric_dpu_offload_table_capacity{node,nic_model}`` stated capacity (only where known,
-  see capacity.py: no figure is built in, an unknown model has no capacity series)
+  see :mod:`.capacity`: no figure is built in, an unknown model has no capacity series)
 * ``gpufabric_dpu_offload_alerts{node,kind}``        open alerts per kind
 """
 
@@ -19,9 +19,9 @@ from typing import Any
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.fabrics.dpu.capacity import Capacity, merged
-from gpufabric.fabrics.dpu.model import LogicalPort
-from gpufabric.fabrics.dpu.offload import PATHS, DpFlow, TcFilter
+from gpufabric.fabrics.dpu.audit.capacity import Capacity, merged
+from gpufabric.fabrics.dpu.readers.offload import PATHS, DpFlow, TcFilter
+from gpufabric.fabrics.dpu.state import LogicalPort
 
 UNATTRIBUTED = "-"
 

@@ -1,15 +1,61 @@
-"""The DPU fabric's pure diff, merge of read-backs, and ownership view."""
+"""The DPU fabric's plan (pure): its changes (:class:`DpuPlan`), the diff of desired and observed
+state, the merge of read-backs and the ownership view. The roles and desired slice are
+:mod:`.profiles`; the SR-IOV node policy of a DPU host is :mod:`.sriov`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal
 
-from gpufabric.domain.fabric import Tenancy
+from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE
-from gpufabric.fabrics.dpu.info import dpu_inventory
-from gpufabric.fabrics.dpu.model import DpuChange, DpuPlan, DpuState, Item, OvsSetting, item_object
-from gpufabric.fabrics.dpu.profiles import REMOVABLE_OVS_KEYS
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
+from gpufabric.fabrics.dpu.plan.profiles import REMOVABLE_OVS_KEYS
+from gpufabric.fabrics.dpu.state import DpuState, Item, OvsSetting, item_object
+
+
+@dataclass(frozen=True)
+class DpuChange:
+    op: Literal["add", "remove"]
+    item: Item
+
+    def line(self) -> str:
+        return f"{'+' if self.op == 'add' else '-'} {self.item}"
+
+    def sort_key(self) -> tuple[str, str, str]:
+        return ("1" if self.op == "add" else "0", type(self.item).__name__, str(self.item))
+
+
+@dataclass(frozen=True)
+class DpuPlan(FabricPlan):
+    fabric: ClassVar[str] = "dpu"
+    changes: tuple[DpuChange, ...] = field(default_factory=tuple)
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+    def lines(self) -> list[str]:
+        return [c.line() for c in self.changes]
+
+    def to_dict(self) -> Any:
+        return [{"op": c.op, "kind": type(c.item).__name__.lower(), **vars(c.item)} for c in self.changes]
+
+    def split(self) -> tuple[DpuPlan, DpuPlan]:
+        return (
+            DpuPlan(tuple(c for c in self.changes if c.op == "remove")),
+            DpuPlan(tuple(c for c in self.changes if c.op == "add")),
+        )
+
+    def removed(self) -> list[Item]:
+        return [c.item for c in self.changes if c.op == "remove"]
+
+    def added(self) -> list[Item]:
+        return [c.item for c in self.changes if c.op == "add"]
+
+    def objects(self) -> frozenset[str]:
+        return frozenset(item_object(c.item) for c in self.changes)
 
 
 def _removable(item: Item) -> bool:

@@ -1,5 +1,5 @@
 """``Drainer``: cordon a Kubernetes node, drain it through the Eviction API, uncordon it (I/O,
-official ``kubernetes`` client, the same API object as :mod:`k8s`).
+official ``kubernetes`` client, the same API object as :mod:`.nodes`).
 
 Drain, as ``kubectl drain --ignore-daemonsets`` does it: every pod bound to the node
 (``spec.nodeName``) except DaemonSet pods (they tolerate ``unschedulable`` and would come back),

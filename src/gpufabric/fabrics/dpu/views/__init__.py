@@ -1,7 +1,7 @@
 """The DPU kind's own command group and API routes, as the core mounts them
 (:meth:`DpuKind.cli_group` / :meth:`DpuKind.api_router` return these). Light on purpose: the
 ``gpufabric.commands`` entry point names :func:`cli_group`, so ``gpufabric offload ...`` loads
-this module and :mod:`cli_view`, not the kinds (nor their SSH stacks)."""
+this package and :mod:`.cli`, not the kinds (nor their SSH stacks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from gpufabric.domain.views import ApiHost, CliGroup, CliHost
 
 
 def _cli(host: CliHost) -> Any:
-    from gpufabric.fabrics.dpu.cli_view import build
+    from gpufabric.fabrics.dpu.views.cli import build
 
     return build(host)
 
@@ -21,6 +21,6 @@ def cli_group() -> CliGroup:
 
 
 def api_router(host: ApiHost) -> Any:
-    from gpufabric.fabrics.dpu.api_view import build  # fastapi: imported by the API only
+    from gpufabric.fabrics.dpu.views.api import build  # fastapi: imported by the API only
 
     return build(host)

@@ -8,9 +8,9 @@ from gpufabric.domain.fabric import InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
-from gpufabric.fabrics.dpu.info import dpu_inventory
-from gpufabric.fabrics.dpu.model import DpuState
-from gpufabric.fabrics.dpu.profiles import DPU_LABELS, HW_OFFLOAD, TENANT_KEY, observed_role, offering_role
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
+from gpufabric.fabrics.dpu.plan.profiles import DPU_LABELS, HW_OFFLOAD, TENANT_KEY, observed_role, offering_role
+from gpufabric.fabrics.dpu.state import DpuState
 
 INVARIANTS = (
     InvariantSpec("DPU-ROLE-MISMATCH", Severity.HIGH.value, "a node's DPU role (labels, taint, OVS) matches its offering"),

@@ -6,7 +6,7 @@ with ``name`` (required), ``mode`` (``full``, ``dpu`` or ``dpu-host``; default `
 and the pairing facts of :data:`DETAIL_KEYS` (strings or integers; ``representors`` also a
 list of names). ``parse_dpus`` checks that shape and the names' uniqueness on the node, and
 ``dump_dpus`` writes back what it reads (the stored JSON); the facts' values are checked where
-the fabric uses them (:class:`gpufabric.fabrics.dpu.info.DpuInfo`)."""
+the fabric uses them (:class:`gpufabric.fabrics.dpu.entries.info.DpuInfo`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ KIND: Final = "dpu"
 
 class DpuMode(enum.StrEnum):
     """OVN-Kubernetes ovnkube-node modes: a DPU entry's ``mode`` and an offering's
-    :data:`MODE_SETTING` (the host's role, :func:`gpufabric.fabrics.dpu.profiles.offering_role`)."""
+    :data:`MODE_SETTING` (the host's role, :func:`gpufabric.fabrics.dpu.plan.profiles.offering_role`)."""
 
     FULL = "full"
     DPU = "dpu"

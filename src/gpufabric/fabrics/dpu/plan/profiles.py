@@ -29,8 +29,8 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE, Offering
 from gpufabric.fabrics.dpu.entries import MODE_SETTING, DpuMode
-from gpufabric.fabrics.dpu.info import DpuInfo, dpu_inventory
-from gpufabric.fabrics.dpu.model import DpuState, Item, Label, LogicalPort, OvsSetting, Taint
+from gpufabric.fabrics.dpu.entries.info import DpuInfo, dpu_inventory
+from gpufabric.fabrics.dpu.state import DpuState, Item, Label, LogicalPort, OvsSetting, Taint
 
 ROLES: Final = ("dpu-host", "full", "none")
 HOST_LABELS: Final = ("k8s.ovn.org/dpu-host", "network.operator.openshift.io/dpu-host")

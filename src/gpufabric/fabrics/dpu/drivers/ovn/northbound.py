@@ -10,9 +10,9 @@ import subprocess
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import ApplyError, FabricError
-from gpufabric.fabrics.dpu.dbjson import as_set, parse_list_json
-from gpufabric.fabrics.dpu.info import check_remote_tls
-from gpufabric.fabrics.dpu.model import SWITCH_PREFIX, LogicalPort
+from gpufabric.fabrics.dpu.entries.info import check_remote_tls
+from gpufabric.fabrics.dpu.readers.dbjson import as_set, parse_list_json
+from gpufabric.fabrics.dpu.state import SWITCH_PREFIX, LogicalPort
 from gpufabric.transport.secrets import TlsFiles, TransportNote, plain_remote_notes
 
 

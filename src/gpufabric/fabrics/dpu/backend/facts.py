@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from gpufabric.domain.errors import ConfigError, ConflictError, NotFoundError, ValidationError
 from gpufabric.domain.fabric import FabricBackend
 from gpufabric.domain.models import Node
-from gpufabric.fabrics.dpu.dpumode import DpuFacts
-from gpufabric.fabrics.dpu.info import NEEDS, dpu_inventory, node_dpu
+from gpufabric.fabrics.dpu.entries.info import NEEDS, dpu_inventory, node_dpu
+from gpufabric.fabrics.dpu.readers.dpumode import DpuFacts
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import PowerCycled

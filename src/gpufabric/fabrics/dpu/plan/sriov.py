@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.dpu.info import DpuInfo
-from gpufabric.fabrics.dpu.profiles import HOST_LABELS
+from gpufabric.fabrics.dpu.entries.info import DpuInfo
+from gpufabric.fabrics.dpu.plan.profiles import HOST_LABELS
 
 
 def sriov_policy(info: DpuInfo, resource: str = "dpu_vfs", namespace: str = "openshift-sriov-network-operator") -> dict[str, Any]:

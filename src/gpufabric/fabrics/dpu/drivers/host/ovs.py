@@ -10,10 +10,10 @@ import subprocess
 from collections.abc import Sequence
 
 from gpufabric.domain.errors import ApplyError, FabricError
-from gpufabric.fabrics.dpu.dbjson import parse_list_json
-from gpufabric.fabrics.dpu.info import check_remote_tls
-from gpufabric.fabrics.dpu.model import OvsSetting
-from gpufabric.fabrics.dpu.profiles import OBSERVED_OVS_KEYS
+from gpufabric.fabrics.dpu.entries.info import check_remote_tls
+from gpufabric.fabrics.dpu.plan.profiles import OBSERVED_OVS_KEYS
+from gpufabric.fabrics.dpu.readers.dbjson import parse_list_json
+from gpufabric.fabrics.dpu.state import OvsSetting
 from gpufabric.transport.secrets import TlsFiles, TransportNote, plain_remote_notes
 
 

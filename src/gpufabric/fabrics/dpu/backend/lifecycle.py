@@ -3,17 +3,17 @@
 Before a batch's quarantine (``DpuBackend.before_move``), in order, before any fabric change:
 
 1. **gates**: every move into an offering whose role is ``dpu-host`` reads its DPU's mode and
-   firmware (:mod:`mst`) and is refused unless the DPU runs in embedded/restricted mode, has no
+   firmware (:mod:`..drivers.host.mst`) and is refused unless the DPU runs in embedded/restricted mode, has no
    power cycle pending and meets the offering's ``dpu_min_firmware`` (:func:`dpumode.gate`);
    without a ``dpu.mst`` reader such a move is refused unless ``dpu.mst: {verify: false}`` says
    explicitly to skip the gate;
 2. **drain**: every node leaving a Kubernetes role (``dpu-host`` or ``full``) is cordoned and
-   drained through the Eviction API (:mod:`drain`). A drain that does not finish uncordons every
+   drained through the Eviction API (:mod:`..drivers.k8s.drain`). A drain that does not finish uncordons every
    node this batch cordoned and refuses the batch, naming the pods: the node stays in its tenant.
 
 After join (``after_join``): a node joining a Kubernetes role gets the labels
 ``gpufabric.io/tenant=<tenant>`` and ``gpufabric.io/offering=<offering>`` and is uncordoned (its
-DPU-host taint is part of the desired state, :mod:`profiles`); a node leaving one loses those
+DPU-host taint is part of the desired state, :mod:`..plan.profiles`); a node leaving one loses those
 labels and stays cordoned (in quarantine nothing is scheduled on it).
 
 Infra DaemonSets that must run on DPU hosts need :data:`INFRA_TOLERATIONS`
@@ -28,11 +28,11 @@ from gpufabric.domain.errors import ConfigError, GpufabricError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.moves import Move
-from gpufabric.fabrics.dpu.dpumode import gate
-from gpufabric.fabrics.dpu.drain import Drainer
-from gpufabric.fabrics.dpu.info import dpu_inventory
-from gpufabric.fabrics.dpu.mst import MstReader
-from gpufabric.fabrics.dpu.profiles import DPU_HOST_TAINT, offering_role
+from gpufabric.fabrics.dpu.drivers.host.mst import MstReader
+from gpufabric.fabrics.dpu.drivers.k8s.drain import Drainer
+from gpufabric.fabrics.dpu.entries.info import dpu_inventory
+from gpufabric.fabrics.dpu.plan.profiles import DPU_HOST_TAINT, offering_role
+from gpufabric.fabrics.dpu.readers.dpumode import gate
 
 TENANT_LABEL: Final = "gpufabric.io/tenant"
 OFFERING_LABEL: Final = "gpufabric.io/offering"

@@ -1,0 +1,1 @@
+"""The OVN northbound driver: tenants' logical switches and ports (:mod:`.northbound`)."""
