@@ -360,14 +360,14 @@ def test_k8s_bad_section_names_its_field(section: Any, field: str) -> None:
     assert ei.value.field == field and field in one_line(ei.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unreachable API server surfaces as urllib3's MaxRetryError, not a FabricError (the driver wraps only ApiException)",
-)
 def test_k8s_unreachable_api_server_is_a_fabric_error() -> None:
+    """Was urllib3's MaxRetryError (the driver wrapped only ApiException): now a FabricError."""
     drv = K8sNodeDriver.from_section({"host": "http://127.0.0.1:1"})
-    with pytest.raises(FabricError):
+    with pytest.raises(FabricError, match="kubernetes: reading nodes failed"):
         drv.read()
+    with pytest.raises(FabricError, match="kubernetes: patching node gpu-x01") as ei:
+        drv.apply([], [Label("gpu-x01", "k8s.ovn.org/dpu-host", "")])
+    assert ei.value.device == "gpu-x01"
 
 
 # ------------------------------------------------------------------ DPU host commands over SSH

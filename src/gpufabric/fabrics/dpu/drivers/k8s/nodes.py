@@ -35,6 +35,14 @@ def _api_exception() -> Any:
     return ApiException
 
 
+def _unreachable() -> Any:
+    """urllib3's base error: the API server refused, timed out or is unreachable (the client
+    raises it past its retries, not as an ApiException)."""
+    from urllib3.exceptions import HTTPError
+
+    return HTTPError
+
+
 class K8sNodeDriver:
     kind = "dpu"
 
@@ -118,6 +126,8 @@ class K8sNodeDriver:
                 objs = [o for o in (self._get(n) for n in nodes) if o is not None]
         except _api_exception() as e:
             raise FabricError(f"kubernetes: reading nodes failed: {e.status} {e.reason}", fabric="dpu") from None
+        except _unreachable() as e:
+            raise FabricError(f"kubernetes: reading nodes failed: {type(e).__name__}: {e}"[:300], fabric="dpu") from None
         labels: set[Label] = set()
         taints: set[Taint] = set()
         for o in objs:
@@ -170,6 +180,8 @@ class K8sNodeDriver:
             self.api.patch_node(name, patch)
         except _api_exception() as e:
             raise ApplyError(f"kubernetes: patching node {name}: {e.status} {e.reason}", fabric="dpu", device=name) from None
+        except _unreachable() as e:
+            raise ApplyError(f"kubernetes: patching node {name}: {type(e).__name__}: {e}"[:300], fabric="dpu", device=name) from None
 
 
 class SplitK8sDriver:
