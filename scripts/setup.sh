@@ -24,11 +24,14 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2
   rm -rf .venv
   "$PY" -m venv .venv
 fi
+# the stamp holds pyproject.toml's digest: a changed file (its entry points: a kind's or a
+# driver's module moved) reinstalls, whatever the two files' mtimes say
 stamp=.venv/.gpufabric-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e '.[dev]'
-  touch "$stamp"
+  echo "$want" > "$stamp"
 fi
 # PyPI's python-ovs is pure Python; Debian's python3-openvswitch ships its C JSON parser
 # (the first OVSDB read of a 32-bridge lab: ~1.4 s -> ~0.5 s). Use it when it matches the
