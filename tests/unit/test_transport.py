@@ -29,8 +29,8 @@ from gpufabric.fabrics.dpu.k8s import K8sNodeDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.ovn import OvnNbDriver
 from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
-from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.pool import OvsdbPool
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver, _bridge_ports
 from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver, _bridge_ports
 from gpufabric.fabrics.ethernet.segments import EthernetSegments
 from gpufabric.fabrics.ethernet.state import PortMode, SwitchState
 from gpufabric.transport.parallel import run_parallel
