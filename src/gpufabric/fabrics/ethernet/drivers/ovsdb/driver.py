@@ -51,7 +51,7 @@ from ovsdbapp.schema.open_vswitch import impl_idl
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.base import TRUNKS, EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.drivers.ovsdb import tls as ovsdb_tls
 from gpufabric.fabrics.ethernet.drivers.ovsdb.pool import OvsdbPool, wait_applied
 from gpufabric.fabrics.ethernet.drivers.ovsdb.tls import probe_ssl
@@ -194,6 +194,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     already in place commits none).
     """
 
+    capabilities = frozenset({TRUNKS})  # reads its trunks with the patch ports its observe leaves out
+
     def __init__(
         self,
         switch: str,
@@ -239,6 +241,22 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     @property
     def switch(self) -> str:
         return self._switch
+
+    def describe(self) -> str:
+        return f"OVSDB {self.remote}" + (" (TLS verified against ca_cert)" if self.tls is not None else "")
+
+    def trunks(self) -> dict[str, frozenset[int] | None]:
+        """Every trunk port of the bridge, patch ports included (the lab's and a typical OVS
+        leaf's uplinks); an empty ``trunks`` column carries every VLAN (None)."""
+        api = self._connect()
+        with api.ovsdb_connection.lock:
+            rows = _bridge_ports(api, self.switch)
+            raw = {n: (list(r.vlan_mode), [int(t) for t in r.trunks], list(r.tag)) for n, r in rows.items()}
+        out: dict[str, frozenset[int] | None] = {}
+        for name, (mode, trunks, tag) in raw.items():
+            if (mode and mode[0] == "trunk") or (not mode and not tag and name != self.switch):
+                out[name] = frozenset(trunks) if trunks else None
+        return out
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """A ``tcp:`` remote (plain, unauthenticated OVSDB), for the audit's TRANSPORT-INSECURE."""
