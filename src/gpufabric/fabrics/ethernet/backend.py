@@ -94,17 +94,11 @@ class EthernetBackend(FabricBackend[EthState]):
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """What every switch driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
-        out: list[TransportNote] = []
-        for d in self.switches.values():
-            notes = getattr(d, "transport_notes", None)
-            out += notes() if callable(notes) else ()
-        return tuple(out)
+        return tuple(n for d in self.switches.values() for n in d.transport_notes())
 
     def close(self) -> None:
         for d in self.switches.values():
-            close = getattr(d, "close", None)
-            if callable(close):
-                close()
+            d.close()
         if self.pool is not None:
             self.pool.close()
 

@@ -12,7 +12,6 @@ trunk port readable is reported ``not checked`` with why. An OVS trunk with an e
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
 from gpufabric.fabrics.ethernet.drivers.base import TRUNKS, EthernetSwitchDriver
@@ -55,8 +54,7 @@ def _one_switch(drv: EthernetSwitchDriver, ctx: SiteContext, instance: str) -> l
                           f"fabrics.yaml ethernet switch {sw}: {msg}"
                           + (" (add the switch's key to options.known_hosts)" if hostkey else ""), sw)]  # fmt: skip
     out = [SiteCheck("ETH-REACH", OK, f"switch {sw} answers over {drv.describe()}: {len(state.ports)} port(s)", sw)]
-    notes: Any = getattr(drv, "transport_notes", None)
-    for n in notes() if callable(notes) else ():
+    for n in drv.transport_notes():
         out.append(SiteCheck("ETH-TRANSPORT", WARN, f"fabrics.yaml ethernet switch {sw} options.{n.setting}: {n.message}", sw))
     out += _pool_on_trunks(drv, state, ctx, instance)
     out += _inventory(state, ctx, instance)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Final
 
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
+from gpufabric.transport.secrets import TransportNote
 
 TRUNKS: Final = "trunks"  # reads each trunk port's allowed VLANs, uplinks its observe leaves out included
 
@@ -46,3 +47,11 @@ class EthernetSwitchDriver(ABC):
     def trunks(self) -> dict[str, frozenset[int] | None]:
         """``TRUNKS`` drivers: trunk port -> the VLANs it allows (None: every VLAN)."""
         raise NotImplementedError(f"{type(self).__name__} does not declare {TRUNKS!r}")
+
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """What this driver's transport leaves unprotected (audit ``TRANSPORT-INSECURE``); default none."""
+        return ()
+
+    def close(self) -> None:
+        """Release the connections this driver holds (default: none held)."""
+        return None
