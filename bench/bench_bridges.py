@@ -39,8 +39,8 @@ def _vm(key: str) -> int:
 
 
 def child(remote: str, bridges: list[str], mode: str) -> dict[str, Any]:
+    from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
     from gpufabric.fabrics.ethernet.kind import EthernetKind
-    from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
     from gpufabric.store.registry import Registry
 
     registry = Registry.from_entry_points()  # imports every fabric kind and driver: not part of observe

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovsdb import COMMENT_PREFIX, OvsdbSwitchDriver
-from gpufabric.fabrics.ethernet.ovsdb_log import parse_show_log, records_with_comment
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import COMMENT_PREFIX, OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.readers.ovsdb_log import parse_show_log, records_with_comment
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run

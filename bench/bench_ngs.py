@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
-from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ssh.driver import SshSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from gpufabric.fabrics.ethernet.dialects import DIALECTS
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import DIALECTS
 
 from contract.ethernet_targets import MIN_PORTS, QUARANTINE_VLAN, EthernetTarget
 from support.memfabric import MemorySwitchDriver

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.lab.ovs import OvsServer
 
 MIN_PORTS = 24

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ssh.driver import SshSwitchDriver
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer
 

@@ -16,9 +16,10 @@ import pytest
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.bonds import OUT_ID
-from gpufabric.fabrics.ethernet.dialects import load_dialect
-from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
+from gpufabric.fabrics.ethernet.audit.bonds import OUT_ID
+from gpufabric.fabrics.ethernet.backend import EthernetBackend
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
+from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 

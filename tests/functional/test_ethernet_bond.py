@@ -27,9 +27,10 @@ import pytest
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.backend import EthernetBackend
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.entries import EthernetPort
-from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.lab.netns import EthPlan, ensure_ethernet, list_netns, plan_ethernet, remove_ethernet
 from gpufabric.lab.ovs import OvsServer

@@ -16,9 +16,9 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, FabricError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovs_columns import ALL_VLANS
-from gpufabric.fabrics.ethernet.ovsdb import COMMENT_PREFIX, OvsdbSwitchDriver
-from gpufabric.fabrics.ethernet.ovsdb_log import LogRecord, parse_show_log, records_with_comment
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import COMMENT_PREFIX, OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.readers.ovs_columns import ALL_VLANS
+from gpufabric.fabrics.ethernet.readers.ovsdb_log import LogRecord, parse_show_log, records_with_comment
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run

@@ -17,9 +17,9 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.values import VlanId
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.pool import OvsdbPool
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
-from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.procs import run

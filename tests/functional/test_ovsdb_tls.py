@@ -17,8 +17,8 @@ from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
 from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.state import LogicalPort, OvsSetting
-from gpufabric.fabrics.ethernet import ovsdb_tls
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb import tls as ovsdb_tls
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.transport.secrets import TlsFiles
 

@@ -18,8 +18,8 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import dialect_from_dict
-from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import dialect_from_dict
+from gpufabric.fabrics.ethernet.drivers.ssh.driver import SshSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 from gpufabric.lab.ovs import OvsServer
 from gpufabric.lab.sshd import SshServer, free_port

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpufabric.fabrics.ethernet.parsers import parse_vlan_list
+from gpufabric.fabrics.ethernet.readers.running_config import parse_vlan_list
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 

@@ -16,10 +16,11 @@ from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.bonds import DOWN_ID, MEMBER_ID, OUT_ID
-from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
-from gpufabric.fabrics.ethernet.kind import EthernetBackend, EthernetKind
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.audit.bonds import DOWN_ID, MEMBER_ID, OUT_ID
+from gpufabric.fabrics.ethernet.backend import EthernetBackend
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect, render_batch
+from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.workflow.inventory import inventory_from_dict
 
@@ -265,7 +266,7 @@ def test_a_fex_uplink_in_a_channel_the_config_leaves_out_is_not_read() -> None:
 
 
 def test_the_structured_read_reads_a_host_port_in_a_missing_channel_in_that_channel() -> None:
-    from gpufabric.fabrics.ethernet.jsonread import parse_nxos_json
+    from gpufabric.fabrics.ethernet.readers.jsonread import parse_nxos_json
 
     from unit.test_jsonread import nxos_answer
 

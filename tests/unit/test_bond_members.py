@@ -13,11 +13,11 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Network, Node
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.bonds import OUT_ID, aggregate_key
-from gpufabric.fabrics.ethernet.dialects import load_dialect, render_batch
+from gpufabric.fabrics.ethernet.audit.bonds import OUT_ID
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect, render_batch
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
-from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState, aggregate_key
 from gpufabric.workflow.inventory import inventory_from_dict
 
 from support.segments import segment
@@ -213,7 +213,7 @@ def test_audit_finds_members_outside_their_aggregate_on_a_parsed_state() -> None
 def test_the_ovsdb_driver_never_moves_a_port_into_a_bond() -> None:
     """An OVS bond's members are interfaces of its one Port (never read as ports, so never a
     change); a Port that a plan would put in a bond is left alone: nothing to apply, no connection."""
-    from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
+    from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 
     drv = OvsdbSwitchDriver("leaf01", "tcp:127.0.0.1:1", Q, 1)  # nothing listens there
     drv.apply([_back("l2", "lb")])  # returns before connecting

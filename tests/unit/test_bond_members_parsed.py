@@ -12,10 +12,10 @@ import pytest
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.bonds import OUT_ID
-from gpufabric.fabrics.ethernet.dialects import load_dialect
+from gpufabric.fabrics.ethernet.audit.bonds import OUT_ID
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.workflow.inventory import inventory_from_dict
 

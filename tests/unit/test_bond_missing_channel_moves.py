@@ -18,7 +18,7 @@ from gpufabric.domain.moves import MoveRequest, MoveStatus
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
-from gpufabric.fabrics.ethernet.bonds import OUT_ID
+from gpufabric.fabrics.ethernet.audit.bonds import OUT_ID
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 from gpufabric.planning.plan import tenants_seen

@@ -13,9 +13,9 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import load_dialect
-from gpufabric.fabrics.ethernet.jsonread import json_documents, ports_of, read_nxos_json
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
+from gpufabric.fabrics.ethernet.readers.jsonread import json_documents, ports_of, read_nxos_json
+from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.real_outputs import manifest, real_output

@@ -21,7 +21,14 @@ import pytest
 import yaml
 
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import Dialect, cli_port, find_errors, load_dialect, render_batch, render_lines
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import (
+    Dialect,
+    cli_port,
+    find_errors,
+    load_dialect,
+    render_batch,
+    render_lines,
+)
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngs"

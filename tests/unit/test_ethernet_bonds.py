@@ -13,7 +13,7 @@ from gpufabric.domain.errors import ConflictError, ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Inventory, Lease, Network, Node
 from gpufabric.domain.values import PortNaming, VlanId
-from gpufabric.fabrics.ethernet.dialects import load_dialect
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState

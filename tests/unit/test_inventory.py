@@ -242,7 +242,7 @@ DIALECT_PORTS: list[tuple[str, str, str, bool]] = [
 
 def _namings(dialect: str) -> dict[str, PortNaming]:
     """sw1 speaks ``dialect``: its port naming, read from fabrics.yaml the way ``inventory import`` does."""
-    from gpufabric.fabrics.ethernet.dialects import port_namings
+    from gpufabric.fabrics.ethernet.drivers.ssh.dialects import port_namings
 
     drv = {"driver": "ovsdb"} if dialect == "ovs" else {"driver": "ssh"}
     opts = {"switch": "sw1"} if dialect == "ovs" else {"switch": "sw1", "dialect": dialect}

@@ -11,15 +11,15 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import dialect_from_dict, load_dialect, render_json_read
-from gpufabric.fabrics.ethernet.jsonread import (
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import dialect_from_dict, load_dialect, render_json_read
+from gpufabric.fabrics.ethernet.readers.jsonread import (
     parse_eos_json,
     parse_nxos_json,
     ports_of,
     read_eos_json,
     read_nxos_json,
 )
-from gpufabric.fabrics.ethernet.portcfg import ALL_VLANS
+from gpufabric.fabrics.ethernet.readers.portcfg import ALL_VLANS
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.real_outputs import Manifest, manifests, real_output
@@ -175,7 +175,7 @@ def test_driver_reads_nxos_and_eos_from_json(dialect: str, commands: list[str]) 
 @pytest.mark.parametrize("dialect", ["nxos", "eos"])
 def test_driver_json_read_equals_the_text_read_of_the_same_switch(dialect: str) -> None:
     """The double prints both forms of one state: the two reads agree port for port."""
-    from gpufabric.fabrics.ethernet.parsers import parse_running_config
+    from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
 
     drv, double = double_driver(dialect, "leaf", ("Ethernet1/11",) if dialect == "nxos" else ("Ethernet7",), 3999)
     text_state = parse_running_config(load_dialect(dialect), double.show(), switch="leaf")  # type: ignore[attr-defined]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.fabrics.ethernet.dialects import load_dialect
-from gpufabric.fabrics.ethernet.parsers import expand_ifnames, parse_running_config
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
+from gpufabric.fabrics.ethernet.readers.running_config import expand_ifnames, parse_running_config
 
 from support.port_readings import assert_readings
 

@@ -26,7 +26,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "gpufabric"
 
 # modules where the number 4000 is something else than a VLAN (with why)
 OTHER_4000 = {
-    "fabrics/ethernet/ssh.py": 2,  # the tail of a failed command's output kept in the error (characters)
+    "fabrics/ethernet/drivers/ssh/driver.py": 2,  # the tail of a failed command's output kept in the error (characters)
     "lab/netns.py": 1,  # the lab's node-count limit (host numbers stay below 4096)
 }
 
@@ -197,9 +197,9 @@ def test_a_lease_ending_exactly_now_is_over_everywhere(tmp_path: Path, monkeypat
             assert move_requests.usage(tx, "acme", "leases") == 2  # the one begun and the one to come
 
 
-# ---- the Ethernet dialects: fabrics/ethernet/dialects/*.yaml, each with its own port naming
+# ---- the Ethernet dialects: fabrics/ethernet/drivers/ssh/dialects/*.yaml, each with its own port naming
 def test_the_dialect_list_is_the_dialect_files() -> None:
-    from gpufabric.fabrics.ethernet.dialects import DIALECT_DIR, DIALECTS, load_dialect
+    from gpufabric.fabrics.ethernet.drivers.ssh.dialects import DIALECT_DIR, DIALECTS, load_dialect
 
     assert tuple(sorted(p.stem for p in DIALECT_DIR.glob("*.yaml"))) == DIALECTS
     assert {"nxos", "eos", "junos", "os10", "sonic", "nvue", "ovs"} <= set(DIALECTS)
@@ -211,7 +211,7 @@ def test_the_dialect_list_is_the_dialect_files() -> None:
 def test_no_module_outside_the_ethernet_folder_enumerates_the_dialects() -> None:
     """The dialect names appear as code (string tokens) only in ``fabrics/ethernet/``: the port
     patterns that domain/values.py used to key by dialect name now live in each dialect's file."""
-    from gpufabric.fabrics.ethernet.dialects import DIALECTS
+    from gpufabric.fabrics.ethernet.drivers.ssh.dialects import DIALECTS
 
     names = set(DIALECTS) - {"ovs"}  # "ovs" also names the lab's Open vSwitch
     found = {}
@@ -229,7 +229,7 @@ def test_no_module_outside_the_ethernet_folder_enumerates_the_dialects() -> None
 def test_inventory_import_checks_port_names_with_the_dialect_files_naming() -> None:
     """A switch's port names are checked with the pattern of its dialect's file (nxos: Ethernet1/12)."""
     from gpufabric.domain.errors import ValidationError
-    from gpufabric.fabrics.ethernet.dialects import load_dialect, port_namings
+    from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect, port_namings
     from gpufabric.workflow.inventory import inventory_from_dict
 
     fy = {"fabrics": [{"name": "eth", "kind": "ethernet", "section": [

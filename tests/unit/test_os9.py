@@ -7,8 +7,8 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import VlanId, check_port_name
-from gpufabric.fabrics.ethernet.dialects import cli_port, load_dialect, render_batch
-from gpufabric.fabrics.ethernet.os9 import expand_members, parse_os9, parse_os9_bonds
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import cli_port, load_dialect, render_batch
+from gpufabric.fabrics.ethernet.readers.os9 import expand_members, parse_os9, parse_os9_bonds
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 from support.ssh_double.os9 import Os9Double

@@ -6,7 +6,7 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ovs_columns import (
+from gpufabric.fabrics.ethernet.readers.ovs_columns import (
     ALL_VLANS,
     PortColumns,
     check_quarantine_vlan,

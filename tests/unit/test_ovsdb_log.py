@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufabric.fabrics.ethernet.ovsdb import COMMENT_PREFIX
-from gpufabric.fabrics.ethernet.ovsdb_log import RowChange, parse_show_log, records_with_comment
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import COMMENT_PREFIX
+from gpufabric.fabrics.ethernet.readers.ovsdb_log import RowChange, parse_show_log, records_with_comment
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "ovsdb" / "show-log-apply.txt"
 

@@ -15,8 +15,8 @@ from gpufabric.domain.models import Node
 from gpufabric.domain.topology import path_json, path_text, tiers_above
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.ethernet.entries import EthernetPort, with_ethernet
+from gpufabric.fabrics.ethernet.inventory import declared_uplinks
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.ethernet.uplinks import declared_uplinks
 from gpufabric.fabrics.infiniband.entries import dump_ib, parse_ib, with_ib
 from gpufabric.fabrics.infiniband.ibnetdiscover import (
     IbEndpoint,

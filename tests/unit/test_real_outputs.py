@@ -32,10 +32,9 @@ import pytest
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.fabrics.dpu.readers.offload import parse_dump_flows
-from gpufabric.fabrics.ethernet.bonds import aggregate_key
-from gpufabric.fabrics.ethernet.dialects import load_dialect
-from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_config, parse_vlan_list
-from gpufabric.fabrics.ethernet.state import PortMode
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
+from gpufabric.fabrics.ethernet.readers.running_config import parse_ios_bonds, parse_running_config, parse_vlan_list
+from gpufabric.fabrics.ethernet.state import PortMode, aggregate_key
 from gpufabric.fabrics.infiniband.ib_match import match_fabric
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, match_ca_ports, parse_ibnetdiscover
 from gpufabric.fabrics.nvlink.smi_parse import parse_pdsh, parse_smi_q, smi_domain

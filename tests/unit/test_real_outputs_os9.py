@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpufabric.fabrics.ethernet.dialects import load_dialect
-from gpufabric.fabrics.ethernet.parsers import parse_os9_bonds, parse_running_config, parse_vlan_list
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
+from gpufabric.fabrics.ethernet.readers.running_config import parse_os9_bonds, parse_running_config, parse_vlan_list
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.real_outputs import Manifest, manifest, manifests, real_output

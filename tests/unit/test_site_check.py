@@ -9,7 +9,7 @@ from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.models import Network, Node
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, worst
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState

@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from gpufabric.fabrics.ethernet.dialects import load_dialect
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
+from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
 from gpufabric.fabrics.ethernet.state import PortMode
 
 from support.port_readings import assert_readings

@@ -13,7 +13,7 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import (
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import (
     DIALECTS,
     VlanListStyle,
     cli_port,
@@ -23,7 +23,7 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_batch,
     render_read,
 )
-from gpufabric.fabrics.ethernet.parsers import ALL_VLANS, parse_running_config, parse_vlan_list
+from gpufabric.fabrics.ethernet.readers.running_config import ALL_VLANS, parse_running_config, parse_vlan_list
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ssh"

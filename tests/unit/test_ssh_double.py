@@ -9,8 +9,8 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import DIALECTS, load_dialect
-from gpufabric.fabrics.ethernet.parsers import parse_running_config
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import DIALECTS, load_dialect
+from gpufabric.fabrics.ethernet.readers.running_config import parse_running_config
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.ssh_double import AGGREGATE, OVS_BRIDGE, double_driver, port_names, sample

@@ -10,8 +10,8 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
-from gpufabric.fabrics.ethernet.sshio import CommandResult
+from gpufabric.fabrics.ethernet.drivers.ssh.connection import CommandResult
+from gpufabric.fabrics.ethernet.drivers.ssh.driver import SshSwitchDriver
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 from support.ssh_double import make_double

@@ -29,8 +29,8 @@ from gpufabric.fabrics.dpu.drivers.host.ovs import DpuOvsDriver
 from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
 from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
-from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb.pool import OvsdbPool
 from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry

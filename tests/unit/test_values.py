@@ -204,7 +204,7 @@ def test_port_names(raw: str, dialect: str | None, ok: bool) -> None:
 
 
 def _naming(dialect: str | None) -> PortNaming | None:
-    from gpufabric.fabrics.ethernet.dialects import load_dialect
+    from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
 
     return load_dialect(dialect).port_naming if dialect else None
 

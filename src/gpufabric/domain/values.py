@@ -278,7 +278,7 @@ _PORT_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9/._:-]{0,63}")
 @dataclass(frozen=True)
 class PortNaming:
     """The interface names one switch CLI accepts: a full-match regex and an example for the error. Each
-    dialect states its own (``fabrics/ethernet/dialects/<name>.yaml``, ``port_names``)."""
+    dialect states its own (``fabrics/ethernet/drivers/ssh/dialects/<name>.yaml``, ``port_names``)."""
 
     dialect: str
     pattern: str

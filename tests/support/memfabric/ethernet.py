@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 
 from gpufabric.domain.errors import ApplyError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import validate_change
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
-from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
+from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import validate_change
+from gpufabric.fabrics.ethernet.readers.ovs_columns import check_quarantine_vlan
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
 from support.memfabric.faults import Faults

@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gpufabric.fabrics.ethernet.dialects import DIALECTS, load_dialect
-from gpufabric.fabrics.ethernet.ssh import SshSwitchDriver
-from gpufabric.fabrics.ethernet.sshio import CommandResult
+from gpufabric.fabrics.ethernet.drivers.ssh.connection import CommandResult
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import DIALECTS, load_dialect
+from gpufabric.fabrics.ethernet.drivers.ssh.driver import SshSwitchDriver
 
 from support.ssh_double.base import CliDouble
 from support.ssh_double.ios import IosDouble

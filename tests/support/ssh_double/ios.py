@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpufabric.fabrics.ethernet.dialects import VlanListStyle
-from gpufabric.fabrics.ethernet.parsers import parse_vlan_list
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import VlanListStyle
+from gpufabric.fabrics.ethernet.readers.running_config import parse_vlan_list
 
 from support.ssh_double.base import CliDouble, Reply
 from support.ssh_double.iosjson import JSON_SHOW, show_json

@@ -1,7 +1,7 @@
 """The ``| json`` answers of the NX-OS and EOS doubles (NOT the vendors' software).
 
 Rendered from the double's interface blocks in the shapes the real devices print (see
-src/gpufabric/fabrics/ethernet/jsonread.py and the real outputs it is held to under
+src/gpufabric/fabrics/ethernet/readers/jsonread.py and the real outputs it is held to under
 tests/fixtures/real/ethernet/{nxos,eos}-json/): NX-OS ``TABLE_interface.ROW_interface`` rows
 (``admin_state``, ``eth_mode``, ``eth_bundle: PoN`` on members; ``switchport``, ``oper_mode``,
 ``access_vlan``, ``native_vlan``, ``trunk_vlans`` printed as ``1-4094`` when every VLAN is
@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric.fabrics.ethernet.dialects import VlanListStyle
-from gpufabric.fabrics.ethernet.parsers import parse_vlan_list
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import VlanListStyle
+from gpufabric.fabrics.ethernet.readers.running_config import parse_vlan_list
 
 ALL = frozenset(range(1, 4095))
 JSON_SHOW = {

@@ -24,8 +24,8 @@ import re
 import shlex
 from typing import Any
 
-from gpufabric.fabrics.ethernet.dialects import VlanListStyle
-from gpufabric.fabrics.ethernet.parsers import parse_vlan_list
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import VlanListStyle
+from gpufabric.fabrics.ethernet.readers.running_config import parse_vlan_list
 
 from support.ssh_double.base import CliDouble, Reply
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from gpufabric.fabrics.ethernet.dialects import VlanListStyle
-from gpufabric.fabrics.ethernet.os9 import expand_members
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import VlanListStyle
+from gpufabric.fabrics.ethernet.readers.os9 import expand_members
 
 from support.ssh_double.base import CliDouble, Reply
 

@@ -1,6 +1,6 @@
 """The Ethernet fabric on the seam: VLAN allocation, desired ports, diff, and the backend
-that drives every switch of ``fabrics.yaml``'s ``ethernet:`` list in parallel (one
-transaction/session per switch) and returns the verified read-back of the ports it set.
+that drives every switch of ``fabrics.yaml``'s ``ethernet:`` list (:mod:`.backend`), composed
+from the package's layers: drivers, readers, audit, plan and the pure values below.
 
 ``fabrics.yaml``::
 
@@ -15,30 +15,19 @@ The quarantine VLAN has one source, ``config.yaml``'s ``segments.ethernet.quaran
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError, VerifyError
-from gpufabric.domain.fabric import (
-    DriverLookup,
-    FabricBackend,
-    FabricKind,
-    FabricPlan,
-    InvariantSpec,
-    PortSeen,
-    Tenancy,
-    build_driver,
-)
+from gpufabric.domain.errors import ConfigError, ConflictError, ValidationError
+from gpufabric.domain.fabric import DriverLookup, FabricKind, InvariantSpec, PortSeen, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.segments import IdRange, allocate
-from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.topology import path_json, tiers_above
 from gpufabric.domain.values import PortNaming
-from gpufabric.fabrics.ethernet import audit as eth_audit
-from gpufabric.fabrics.ethernet import bonds
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.audit import bonds
+from gpufabric.fabrics.ethernet.audit import isolation as eth_audit
+from gpufabric.fabrics.ethernet.backend import EthernetBackend, build_switches
 from gpufabric.fabrics.ethernet.entries import (
     ENTRY_SCHEMA,
     KIND,
@@ -49,7 +38,7 @@ from gpufabric.fabrics.ethernet.entries import (
     ethernet_ports,
     parse_ethernet,
 )
-from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
+from gpufabric.fabrics.ethernet.inventory import declared_uplinks
 from gpufabric.fabrics.ethernet.plan import (
     EthernetPlan,
     EthState,
@@ -61,83 +50,6 @@ from gpufabric.fabrics.ethernet.plan import (
 )
 from gpufabric.fabrics.ethernet.segments import EthernetSegments, vlan_of, vlan_segment
 from gpufabric.fabrics.ethernet.site_check import ethernet_site_checks
-from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
-from gpufabric.fabrics.ethernet.uplinks import declared_uplinks
-from gpufabric.transport.parallel import run_parallel
-from gpufabric.transport.secrets import TransportNote
-
-
-class EthernetBackend(FabricBackend[EthState]):
-    """Every configured switch; observed and applied in parallel, one thread per switch."""
-
-    capabilities = frozenset({"observe", "apply"})
-
-    def __init__(
-        self, switches: Mapping[str, EthernetSwitchDriver], verify_timeout: float = 10.0, pool: OvsdbPool | None = None,
-        instance: str = KIND,
-    ) -> None:
-        self.switches = dict(switches)
-        self.instance = instance  # the fabric instance it drives (whose inventory ports its site check reads)
-        self.verify_timeout = verify_timeout
-        self.pool = pool  # the OVSDB connections the switches share (closed with the backend)
-
-    def observe(self) -> EthState:
-        return tuple(s for s in run_parallel({n: d.observe for n, d in self.switches.items()}).values())
-
-    def apply(self, plan: FabricPlan) -> EthState:
-        assert isinstance(plan, EthernetPlan)
-        work = plan.by_switch()
-        for name in work:
-            if name not in self.switches:
-                raise ConfigError("switch", name, f"a switch in fabrics.yaml ({', '.join(sorted(self.switches))})")
-        jobs = {n: (lambda d=self.switches[n], ps=ps: self._apply_one(d, ps)) for n, ps in work.items()}
-        return tuple(run_parallel(jobs).values())
-
-    def _apply_one(self, drv: EthernetSwitchDriver, ports: Sequence[EthernetPortConfig]) -> SwitchState:
-        """Apply, then read the switch back until it holds ``ports`` (the verified read-back; a
-        member put back in its aggregate must also be read in it)."""
-        drv.apply(ports)
-        deadline = time.monotonic() + self.verify_timeout
-        want = {p.port: p for p in ports}
-        while True:
-            seen = drv.observe()
-            got = tuple(p for p in seen.ports if p.port in want)
-            if {p.port: p for p in got} == want and all(_joined(seen, w) for w in want.values()):
-                return SwitchState(drv.switch, tuple(sorted(got)))
-            if time.monotonic() > deadline:
-                bad = [str(w) for k, w in want.items() if seen.port(k) != w or not _joined(seen, w)]
-                raise VerifyError(
-                    f"{drv.switch}: {len(bad)} port(s) not as applied after {self.verify_timeout}s",
-                    fabric="ethernet",
-                    device=drv.switch,
-                    mismatches=bad[:20],
-                )
-            time.sleep(0.05)
-
-    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
-        return ethernet_site_checks(self.switches, context, self.instance)
-
-    def transport_notes(self) -> tuple[TransportNote, ...]:
-        """What every switch driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
-        out: list[TransportNote] = []
-        for d in self.switches.values():
-            notes = getattr(d, "transport_notes", None)
-            out += notes() if callable(notes) else ()
-        return tuple(out)
-
-    def close(self) -> None:
-        for d in self.switches.values():
-            close = getattr(d, "close", None)
-            if callable(close):
-                close()
-        if self.pool is not None:
-            self.pool.close()
-
-
-def _joined(seen: SwitchState, want: EthernetPortConfig) -> bool:
-    """A member put back (``want.bond``) is read in that aggregate: equality leaves ``bond`` out."""
-    got = seen.port(want.port)
-    return not want.bond or (got is not None and bonds.same_aggregate(got.bond, want.bond))
 
 
 class EthernetKind(FabricKind[EthState, EthState]):
@@ -169,7 +81,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
         """Every NIC of ``node`` (the default instance's and ``instances``' own), once per switch
         port, with its ``path`` up the fabric (its leaf, then the uplinks this instance's
-        fabrics.yaml section declares: :mod:`.uplinks`)."""
+        fabrics.yaml section declares: :mod:`.inventory`)."""
         seen: dict[tuple[str, str], EthernetPort] = {}
         for instance in (KIND, *sorted(set(instances) - {KIND})):
             for p in ethernet_ports(node, instance):
@@ -185,7 +97,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
 
     def port_namings(self, fabrics_yaml: Mapping[str, Any]) -> Mapping[str, PortNaming]:
         """switch -> the port naming of its CLI dialect (the ovsdb driver's: ``ovs``)."""
-        from gpufabric.fabrics.ethernet.dialects import port_namings
+        from gpufabric.fabrics.ethernet.drivers.ssh.dialects import port_namings
 
         return port_namings(fabrics_yaml)
 
@@ -194,18 +106,8 @@ class EthernetKind(FabricKind[EthState, EthState]):
             raise ConfigError("ethernet", section, "a list of {driver, options} entries, one per switch")
         qv = settings_quarantine_vlan(settings)
         declared_uplinks(section)  # refused here, at load, not on a node's page
-        switches: dict[str, EthernetSwitchDriver] = {}
-        pool = OvsdbPool()  # one OVSDB connection per database server, shared by its bridges
-        for i, entry in enumerate(section):
-            drv = build_driver(
-                drivers, f"ethernet[{i}]", entry, {}, {"quarantine_vlan": qv, "pool": pool},
-                expect=(EthernetSwitchDriver, "an Ethernet switch driver"),
-            )  # fmt: skip
-            assert isinstance(drv, EthernetSwitchDriver)
-            if drv.switch in switches:
-                raise ConfigError(f"ethernet[{i}].options.switch", drv.switch, "each switch once")
-            switches[drv.switch] = drv
-        return EthernetBackend(switches, pool=pool, instance=self.instance)
+        switches, pool = build_switches(section, drivers, qv)
+        return EthernetBackend(switches, pool=pool, instance=self.instance, site_checks=ethernet_site_checks)
 
     def segment_config(self, raw: Any, where: str) -> EthernetSegments:
         """``segments.ethernet``: the tenant VLAN pool and the quarantine VLAN (:mod:`.segments`)."""
@@ -251,7 +153,7 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings), self.instance)
 
-    # ---- audit (:mod:`.audit`, bonds: :mod:`.bonds`)
+    # ---- audit (:mod:`.audit.isolation`, bonds: :mod:`.audit.bonds`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return (*eth_audit.INVARIANTS, *bonds.INVARIANTS)
 

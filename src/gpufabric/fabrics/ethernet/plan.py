@@ -33,10 +33,9 @@ from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.bonds import same_aggregate
 from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
 from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING, segment_vlan, vlan_of
-from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState, same_aggregate
 
 EthState = tuple[SwitchState, ...]
 

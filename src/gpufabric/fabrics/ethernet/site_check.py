@@ -3,20 +3,19 @@ configured credentials (SSH host key known, OVSDB TLS verified), the tenant VLAN
 on the trunks toward the spines, every inventory port seen on its switch, and every access
 port of a switch that the inventory does not know.
 
-Trunks: OVSDB bridges are read with their patch ports (the lab's and a typical OVS leaf's
-uplinks); other drivers give the trunk-mode ports their ``observe`` reads. A switch with no
+Trunks: a driver declaring ``TRUNKS`` (the OVSDB driver: bridges read with their patch ports,
+the lab's and a typical OVS leaf's uplinks) reads them itself; other drivers give the
+trunk-mode ports their ``observe`` reads. A switch with no
 trunk port readable is reported ``not checked`` with why. An OVS trunk with an empty
 ``trunks`` column carries every VLAN."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.base import TRUNKS, EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
-from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver, _bridge_ports
 from gpufabric.fabrics.ethernet.segments import EthernetSegments
 from gpufabric.fabrics.ethernet.state import PortMode, SwitchState
 from gpufabric.transport.parallel import run_parallel
@@ -34,24 +33,10 @@ def _ranges(vlans: Sequence[int]) -> str:
     return ",".join(out)
 
 
-def _transport(drv: EthernetSwitchDriver) -> str:
-    if isinstance(drv, OvsdbSwitchDriver):
-        return f"OVSDB {drv.remote}" + (" (TLS verified against ca_cert)" if drv.tls is not None else "")
-    return type(drv).__name__
-
-
 def trunks_of(drv: EthernetSwitchDriver, state: SwitchState) -> dict[str, frozenset[int] | None] | None:
     """Trunk port -> the VLANs it allows (None: every VLAN); None when this driver cannot say."""
-    if isinstance(drv, OvsdbSwitchDriver):
-        api = drv._connect()
-        with api.ovsdb_connection.lock:
-            rows = _bridge_ports(api, drv.switch)
-            raw = {n: (list(r.vlan_mode), [int(t) for t in r.trunks], list(r.tag)) for n, r in rows.items()}
-        out: dict[str, frozenset[int] | None] = {}
-        for name, (mode, trunks, tag) in raw.items():
-            if (mode and mode[0] == "trunk") or (not mode and not tag and name != drv.switch):
-                out[name] = frozenset(trunks) if trunks else None
-        return out
+    if TRUNKS in drv.capabilities:
+        return drv.trunks()
     seen: dict[str, frozenset[int] | None] = {
         p.port: frozenset(v.value for v in p.trunks) for p in state.ports if p.mode is PortMode.TRUNK
     }
@@ -68,9 +53,8 @@ def _one_switch(drv: EthernetSwitchDriver, ctx: SiteContext, instance: str) -> l
         return [SiteCheck("ETH-HOSTKEY" if hostkey else "ETH-REACH", CRIT if hostkey else ERR,
                           f"fabrics.yaml ethernet switch {sw}: {msg}"
                           + (" (add the switch's key to options.known_hosts)" if hostkey else ""), sw)]  # fmt: skip
-    out = [SiteCheck("ETH-REACH", OK, f"switch {sw} answers over {_transport(drv)}: {len(state.ports)} port(s)", sw)]
-    notes: Any = getattr(drv, "transport_notes", None)
-    for n in notes() if callable(notes) else ():
+    out = [SiteCheck("ETH-REACH", OK, f"switch {sw} answers over {drv.describe()}: {len(state.ports)} port(s)", sw)]
+    for n in drv.transport_notes():
         out.append(SiteCheck("ETH-TRANSPORT", WARN, f"fabrics.yaml ethernet switch {sw} options.{n.setting}: {n.message}", sw))
     out += _pool_on_trunks(drv, state, ctx, instance)
     out += _inventory(state, ctx, instance)
@@ -86,7 +70,7 @@ def _pool_on_trunks(drv: EthernetSwitchDriver, state: SwitchState, ctx: SiteCont
         return [SiteCheck("ETH-TRUNK-VLANS", WARN, f"switch {sw}: not checked (trunks unreadable: {e})", sw)]
     trunks = {n: v for n, v in (trunks or {}).items() if f"{sw}/{n}" not in inv}
     if not trunks:
-        why = "the driver reads no trunk port" if isinstance(drv, OvsdbSwitchDriver) else f"driver {type(drv).__name__} shows no trunk port"
+        why = "the driver reads no trunk port" if TRUNKS in drv.capabilities else f"driver {type(drv).__name__} shows no trunk port"
         return [SiteCheck("ETH-TRUNK-VLANS", WARN, f"switch {sw}: VLAN pool on the uplinks not checked ({why})", sw)]
     pool = ctx.segments.of(EthernetSegments).vlans
     want = set(range(pool.start, pool.end + 1)) - {ctx.settings.get("quarantine_vlan", 0)}

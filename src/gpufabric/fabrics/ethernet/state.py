@@ -2,11 +2,13 @@
 ports. The same types describe *desired* state (from leases) and *observed* state (read back from
 the switches), so a plan is the difference of two values of one type and an audit is a check of
 one observed value. An Ethernet instance's slice of a :class:`~gpufabric.domain.state.FabricState`
-is a ``tuple[SwitchState, ...]``."""
+is a ``tuple[SwitchState, ...]``. An aggregate (port-channel, ``ae``, bond) is one name however a
+CLI spells it (:func:`aggregate_key`)."""
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -59,3 +61,15 @@ class SwitchState:
 
     def port(self, name: str) -> EthernetPortConfig | None:
         return self._by_name.get(name)
+
+
+def aggregate_key(name: str) -> str:
+    """An aggregate's name as one key however a CLI spells it: ``Port-Channel10``,
+    ``port-channel10``, ``Po10``, ``Port-channel 10`` -> ``port-channel10``; others lower-cased."""
+    n = re.sub(r"\s+", "", name).lower()
+    m = re.fullmatch(r"(?:po|port-channel)(\d+)", n)
+    return f"port-channel{m[1]}" if m else n
+
+
+def same_aggregate(a: str, b: str) -> bool:
+    return aggregate_key(a) == aggregate_key(b)

@@ -1,4 +1,4 @@
-"""The Ethernet kind's audit invariants (fabrics/ethernet/audit.py), passing and violated, on
+"""The Ethernet kind's audit invariants (fabrics/ethernet/audit/isolation.py), passing and violated, on
 the small scenarios of audit_scenarios: each case mutates the clean cluster, runs the audit
 restricted to one invariant, and asserts the exact (port, node) of every violation."""
 

@@ -2,15 +2,15 @@
 
 One parser per config family, chosen by the dialect's ``parser`` field:
 
-* ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (:mod:`~gpufabric.fabrics.ethernet.ios`)
-* ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.os9`)
+* ``ios``        – NX-OS / EOS / OS10 ``interface`` blocks (:mod:`~gpufabric.fabrics.ethernet.readers.ios`)
+* ``os9``        – Dell OS9 (FTOS): VLAN membership under ``interface Vlan N`` (:mod:`~gpufabric.fabrics.ethernet.readers.os9`)
 * ``junos_set``  – Junos ``show configuration ... | display set``
 * ``sonic_json`` – SONiC ``show runningconfiguration all`` (CONFIG_DB as JSON), also the forms of
   older releases: VLAN ``members`` lists, a missing ``admin_status`` read by release
-  (:mod:`~gpufabric.fabrics.ethernet.sonic`: a missing admin status up when the release is unknown)
+  (:mod:`~gpufabric.fabrics.ethernet.readers.sonic`: a missing admin status up when the release is unknown)
 * ``nvue_json``  – Cumulus ``nv config show -o json`` (or its default YAML, /etc/nvue.d/startup.yaml);
   range and comma keys (``bond1-3``, ``swp1,51-54``) merged into each interface they name
-  (:mod:`~gpufabric.fabrics.ethernet.nvue`)
+  (:mod:`~gpufabric.fabrics.ethernet.readers.nvue`)
 * ``ovs_json``   – ``ovs-vsctl --format=json list bridge / list port``
 
 Everything here is text in, value out: no I/O. The vendor formats follow each vendor's
@@ -49,18 +49,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import Dialect
-from gpufabric.fabrics.ethernet.ios import BondMember, parse_ios, parse_ios_bonds
-from gpufabric.fabrics.ethernet.nvue import expand_ifnames, nvue_interfaces, parse_nvue_json
-from gpufabric.fabrics.ethernet.os9 import interface_names_os9, parse_os9, parse_os9_bonds
-from gpufabric.fabrics.ethernet.ovs_columns import PortColumns, config_from_columns
-from gpufabric.fabrics.ethernet.portcfg import (
+from gpufabric.fabrics.ethernet.readers.ios import BondMember, parse_ios, parse_ios_bonds
+from gpufabric.fabrics.ethernet.readers.nvue import expand_ifnames, nvue_interfaces, parse_nvue_json
+from gpufabric.fabrics.ethernet.readers.os9 import interface_names_os9, parse_os9, parse_os9_bonds
+from gpufabric.fabrics.ethernet.readers.ovs_columns import PortColumns, config_from_columns
+from gpufabric.fabrics.ethernet.readers.portcfg import (
     ALL_VLANS,
     NO_QUARANTINE,
     NOT_PORTS,
@@ -68,9 +67,21 @@ from gpufabric.fabrics.ethernet.portcfg import (
     members_of,
     parse_vlan_list,
 )
-from gpufabric.fabrics.ethernet.portcfg import port as _port
-from gpufabric.fabrics.ethernet.sonic import parse_sonic_json, sonic_admin_default, sonic_vlan_members
+from gpufabric.fabrics.ethernet.readers.portcfg import port as _port
+from gpufabric.fabrics.ethernet.readers.sonic import parse_sonic_json, sonic_admin_default, sonic_vlan_members
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+
+
+class Dialect(Protocol):
+    """What a reader needs of a CLI dialect (a ``Dialect`` of the SSH driver's dialects.py, its
+    caller): the parser's name and its options. A reader imports no driver."""
+
+    @property
+    def parser(self) -> str: ...
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
 
 # --------------------------------------------------------------------------- junos
 _JUNOS_VLAN_LIST: Final = re.compile(r"(?i:all|none|\d+(?:-\d+)?)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.fabrics.ethernet.portcfg import json_doc, members_of
-from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.readers.portcfg import json_doc, members_of
+from gpufabric.fabrics.ethernet.readers.portcfg import port as _port
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 

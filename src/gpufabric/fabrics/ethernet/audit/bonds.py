@@ -15,14 +15,13 @@ VLANs of its own: a shut port carries none.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from gpufabric.domain.fabric import InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.severity import Severity
 from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
-from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState, same_aggregate
 
 MEMBER_ID = "ETH-BOND-MEMBER-VLAN"
 SPLIT_ID = "ETH-BOND-SPLIT"
@@ -38,18 +37,6 @@ INVARIANTS = (
     InvariantSpec(DOWN_ID, Severity.MEDIUM.value,
                   "a bond member is up while its aggregate carries VLANs (the bond runs on all its links)"),
 )  # fmt: skip
-
-
-def aggregate_key(name: str) -> str:
-    """An aggregate's name as one key however a CLI spells it: ``Port-Channel10``,
-    ``port-channel10``, ``Po10``, ``Port-channel 10`` -> ``port-channel10``; others lower-cased."""
-    n = re.sub(r"\s+", "", name).lower()
-    m = re.fullmatch(r"(?:po|port-channel)(\d+)", n)
-    return f"port-channel{m[1]}" if m else n
-
-
-def same_aggregate(a: str, b: str) -> bool:
-    return aggregate_key(a) == aggregate_key(b)
 
 
 def _vlans(c: EthernetPortConfig | None) -> str:

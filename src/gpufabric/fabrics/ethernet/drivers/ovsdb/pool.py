@@ -12,7 +12,7 @@ per ``remote`` and registers only the columns the Ethernet driver reads or write
 * ``Interface``: ``name``, ``type``.
 
 The pool is an ordinary object: the Ethernet backend (``EthernetKind.build``) makes one and
-hands it to each :class:`~gpufabric.fabrics.ethernet.ovsdb.OvsdbSwitchDriver` as its ``pool``
+hands it to each :class:`~gpufabric.fabrics.ethernet.drivers.ovsdb.driver.OvsdbSwitchDriver` as its ``pool``
 option; a driver built without one gets a private pool. :meth:`close` stops every
 connection (a later :meth:`api` reconnects).
 
@@ -22,7 +22,7 @@ thread (not the connection's, so bridges sharing a connection confirm in paralle
 
 TLS: a pool has at most one client identity (:class:`~gpufabric.transport.secrets.TlsFiles`)
 for its ``ssl:`` remotes, because python-ovs has one per process
-(:mod:`gpufabric.fabrics.ethernet.ovsdb_tls`): :meth:`OvsdbPool.claim_tls`, called by each
+(:mod:`gpufabric.fabrics.ethernet.drivers.ovsdb.tls`): :meth:`OvsdbPool.claim_tls`, called by each
 driver when it is built, refuses a second, different identity at load; :meth:`api` installs
 it before opening an ``ssl:`` connection and :meth:`close` gives it back.
 """
@@ -38,7 +38,7 @@ from ovsdbapp.backend.ovs_idl import connection as ovs_connection
 from ovsdbapp.backend.ovs_idl import idlutils
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.fabrics.ethernet import ovsdb_tls
+from gpufabric.fabrics.ethernet.drivers.ovsdb import tls as ovsdb_tls
 from gpufabric.transport.secrets import TlsFiles, remote_methods
 
 COLUMNS: Mapping[str, tuple[str, ...]] = {

@@ -37,10 +37,9 @@ import yaml
 from gpufabric.domain import values
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.values import PortNaming, VlanId
-from gpufabric.fabrics.ethernet.bonds import same_aggregate
-from gpufabric.fabrics.ethernet.jsonread import JSON_PARSERS
-from gpufabric.fabrics.ethernet.ovs_columns import check_port_config
-from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
+from gpufabric.fabrics.ethernet.readers.jsonread import JSON_PARSERS
+from gpufabric.fabrics.ethernet.readers.ovs_columns import check_port_config
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState, same_aggregate
 
 DIALECT_DIR: Final = Path(__file__).with_name("dialects")
 DIALECTS: Final = tuple(sorted(p.stem for p in DIALECT_DIR.glob("*.yaml")))  # one source: the files
@@ -102,7 +101,7 @@ class Dialect:
     name: str
     title: str
     transport: str  # "exec" or "shell"
-    parser: str  # name of a parser in gpufabric.fabrics.ethernet.parsers
+    parser: str  # name of a parser in gpufabric.fabrics.ethernet.readers.running_config
     templates: Mapping[str, tuple[str, ...]]
     errors: tuple[str, ...] = ()
     needs_current: bool = False  # render needs the current state (CLI adds to VLAN lists)

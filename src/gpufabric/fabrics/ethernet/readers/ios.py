@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from gpufabric.fabrics.ethernet.portcfg import ALL_SET, NOT_PORTS, parse_vlan_list
-from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.readers.portcfg import ALL_SET, NOT_PORTS, parse_vlan_list
+from gpufabric.fabrics.ethernet.readers.portcfg import port as _port
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 _CHANNEL_GROUP: Final = re.compile(r"^channel-group\s+(?P<n>\d+)(?:\s+force)?(?:\s+mode\s+(?P<mode>\S+))?")

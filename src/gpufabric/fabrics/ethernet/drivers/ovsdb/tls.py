@@ -4,7 +4,7 @@ python-ovs keeps the private key, certificate and CA of every ``ssl:`` connectio
 attributes of :class:`ovs.stream.Stream` (``Stream.ssl_set_private_key_file`` and friends),
 read each time a connection is opened, including the reconnects its IDL makes in ovsdbapp's
 connection thread. A process can therefore hold one identity at a time: :func:`acquire`
-installs ``tls`` for a holder (an :class:`~gpufabric.fabrics.ethernet.ovsdb_pool.OvsdbPool`
+installs ``tls`` for a holder (an :class:`~gpufabric.fabrics.ethernet.drivers.ovsdb.pool.OvsdbPool`
 about to open an ``ssl:`` connection) and refuses a *different* identity while another holder
 has live connections (a one-line ConfigError, instead of a later reconnect silently presenting
 the wrong certificate); :func:`release` is called when the holder closes.

@@ -30,9 +30,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from gpufabric.fabrics.ethernet.ios import BondMember
-from gpufabric.fabrics.ethernet.portcfg import NOT_PORTS, parse_vlan_list
-from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.readers.ios import BondMember
+from gpufabric.fabrics.ethernet.readers.portcfg import NOT_PORTS, parse_vlan_list
+from gpufabric.fabrics.ethernet.readers.portcfg import port as _port
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 _IFACE: Final = re.compile(r"^interface\s+([A-Za-z][A-Za-z-]*)\s*(\d[\d/]*)\s*$")

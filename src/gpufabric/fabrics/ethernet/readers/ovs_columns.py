@@ -1,7 +1,8 @@
 """Pure mapping between :class:`EthernetPortConfig` and the OVS ``Port`` columns.
 
-Owns the VLAN policy every OVS-backed Ethernet driver enforces (OVSDB here, and any
-driver that writes the same columns with ``ovs-vsctl``):
+Owns the VLAN policy every OVS-backed Ethernet driver enforces (the OVSDB driver, and the
+SSH driver's ``ovs`` dialect that writes the same columns with ``ovs-vsctl``; shared by both,
+it sits below the driver folders):
 
 * ACCESS  -> ``vlan_mode=access, tag=V, trunks=[]``
 * TRUNK   -> ``vlan_mode=trunk, trunks=[...]`` (no native VLAN), or

@@ -1,4 +1,5 @@
-"""Each NIC's path up the Ethernet fabric (issue 31 item 11, NVIDIA NCP NET01-01): its leaf (the
+"""The Ethernet fabric's declared inventory beyond the nodes: each switch's uplinks, hence each NIC's
+path up the Ethernet fabric (issue 31 item 11, NVIDIA NCP NET01-01): its leaf (the
 switch it is cabled to) and the tiers of switches above it, from the uplinks ``fabrics.yaml``
 declares per switch. gpufabric's switch drivers read VLANs and ports, not LLDP neighbours (and
 the lab's OVS bridges, joined by patch ports, send none), so the Ethernet topology is what the

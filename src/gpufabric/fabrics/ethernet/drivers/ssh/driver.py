@@ -9,9 +9,9 @@ second session commits it, or aborts it when the first printed an error, so a re
 leaves nothing applied. Any
 failure raises ``ApplyError(fabric="ethernet", device=<switch>)`` carrying the offending
 command and output. ``observe`` reads the running config and parses it with the pure
-``parsers.parse_running_config`` or, for dialects declaring a structured read (``json_read``:
+``readers.running_config.parse_running_config`` or, for dialects declaring a structured read (``json_read``:
 NX-OS and EOS answer ``| json``), reads the JSON answers with the pure
-``jsonread.parse_*_json`` (text parsing stays for the platforms without a structured form,
+``readers.jsonread.parse_*_json`` (text parsing stays for the platforms without a structured form,
 and for a switch whose software refuses those commands: the driver then reads the text and
 keeps doing so).
 
@@ -43,7 +43,9 @@ from pathlib import Path
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.dialects import (
+from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ssh.connection import CommandResult, SshConnection, SshTarget
+from gpufabric.fabrics.ethernet.drivers.ssh.dialects import (
     Dialect,
     check_port_name,
     find_errors,
@@ -53,16 +55,14 @@ from gpufabric.fabrics.ethernet.dialects import (
     render_lines,
     render_read,
 )
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
-from gpufabric.fabrics.ethernet.jsonread import JSON_READERS, ports_of
-from gpufabric.fabrics.ethernet.ovs_columns import check_quarantine_vlan
-from gpufabric.fabrics.ethernet.parsers import (
+from gpufabric.fabrics.ethernet.readers.jsonread import JSON_READERS, ports_of
+from gpufabric.fabrics.ethernet.readers.ovs_columns import check_quarantine_vlan
+from gpufabric.fabrics.ethernet.readers.running_config import (
     interface_names,
     lists_every_interface,
     natural_key,
     parse_running_config,
 )
-from gpufabric.fabrics.ethernet.sshio import CommandResult, SshConnection, SshTarget
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 from gpufabric.transport.secrets import Secret, TransportNote, load_secret
 

@@ -1,7 +1,7 @@
 """Pure readers of the structured (``| json``) answers of NX-OS and EOS into port configurations.
 
 Where a platform answers ``| json``, the port state is read from that answer instead of the
-running-config text (which leaves defaults out, see :mod:`~gpufabric.fabrics.ethernet.ios`).
+running-config text (which leaves defaults out, see :mod:`~gpufabric.fabrics.ethernet.readers.ios`).
 A dialect opts in with ``json_read`` (the commands) and ``json_parser`` (``nxos_json`` /
 ``eos_json``); the driver runs the commands in one session and hands the concatenated output
 here. Each command prints one JSON document; the documents are told apart by their shape:
@@ -32,7 +32,7 @@ the switchport readers are held to hand-built answers in the real shapes below.
 Defaults as both platforms apply them: a trunk without an allowed list carries every VLAN
 (1-4094), an L2 port without an access (or native) VLAN is in VLAN 1, the native VLAN carries
 traffic only when it is allowed. A port-channel member is read with its channel's VLANs (its
-own shutdown aside) as :func:`~gpufabric.fabrics.ethernet.ios.parse_ios` reads the text; a
+own shutdown aside) as :func:`~gpufabric.fabrics.ethernet.readers.ios.parse_ios` reads the text; a
 member of a routed channel is not read; one of a channel the answer does not show is read
 SHUTDOWN in that channel (the plan refuses to move it, the audit reports it) when its own
 switchport row makes it a host port, else not read. A port with no
@@ -50,10 +50,9 @@ from functools import lru_cache
 from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.ethernet.bonds import same_aggregate
-from gpufabric.fabrics.ethernet.portcfg import ALL_SET, NOT_PORTS, parse_vlan_list
-from gpufabric.fabrics.ethernet.portcfg import port as _port
-from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
+from gpufabric.fabrics.ethernet.readers.portcfg import ALL_SET, NOT_PORTS, parse_vlan_list
+from gpufabric.fabrics.ethernet.readers.portcfg import port as _port
+from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, same_aggregate
 
 DEFAULT_VLAN: Final = 1
 _EOS_SHORT: Final = (("Et", "Ethernet"), ("Po", "Port-Channel"), ("Ma", "Management"))

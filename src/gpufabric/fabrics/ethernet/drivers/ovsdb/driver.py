@@ -3,7 +3,7 @@
 Owns the OVSDB connection to one ``ovsdb-server`` and the translation of a batch of
 :class:`EthernetPortConfig` into *one* OVSDB transaction. The column mapping and the
 VLAN policy (never untagged, never VLAN 1, how SHUTDOWN is realised) live in
-:mod:`gpufabric.fabrics.ethernet.ovs_columns`.
+:mod:`gpufabric.fabrics.ethernet.readers.ovs_columns`.
 
 * ``observe()`` reads every port of the bridge from the IDL cache (the bridge's own
   internal port and patch ports are left out unless asked for).
@@ -23,11 +23,11 @@ VLAN policy (never untagged, never VLAN 1, how SHUTDOWN is realised) live in
 
 Connections: drivers given the same ``pool`` (an :class:`OvsdbPool`; the Ethernet backend
 makes one per fabric) share one OVSDB connection per ``remote``, monitoring only the
-columns the driver needs (see :mod:`gpufabric.fabrics.ethernet.ovsdb_pool`).
+columns the driver needs (see :mod:`gpufabric.fabrics.ethernet.drivers.ovsdb.pool`).
 
 Transport: ``unix:`` (a root-only socket on the same host), ``ssl:`` (TLS; the driver's
 ``private_key``, ``certificate`` and ``ca_cert`` options are required, checked at load and
-installed into python-ovs before connecting, see :mod:`gpufabric.fabrics.ethernet.ovsdb_tls`)
+installed into python-ovs before connecting, see :mod:`gpufabric.fabrics.ethernet.drivers.ovsdb.tls`)
 or ``tcp:`` (plain: unencrypted and unauthenticated; accepted, and reported by
 :meth:`OvsdbSwitchDriver.transport_notes` as the audit's ``TRANSPORT-INSECURE``).
 
@@ -51,17 +51,17 @@ from ovsdbapp.schema.open_vswitch import impl_idl
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, GpufabricError, ValidationError
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet import ovsdb_tls
-from gpufabric.fabrics.ethernet.driver import EthernetSwitchDriver
-from gpufabric.fabrics.ethernet.ovs_columns import (
+from gpufabric.fabrics.ethernet.drivers.base import TRUNKS, EthernetSwitchDriver
+from gpufabric.fabrics.ethernet.drivers.ovsdb import tls as ovsdb_tls
+from gpufabric.fabrics.ethernet.drivers.ovsdb.pool import OvsdbPool, wait_applied
+from gpufabric.fabrics.ethernet.drivers.ovsdb.tls import probe_ssl
+from gpufabric.fabrics.ethernet.readers.ovs_columns import (
     PortColumns,
     check_port_config,
     check_quarantine_vlan,
     columns_for,
     config_from_columns,
 )
-from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool, wait_applied
-from gpufabric.fabrics.ethernet.ovsdb_tls import probe_ssl
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, SwitchState
 from gpufabric.transport.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods
 
@@ -194,6 +194,8 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     already in place commits none).
     """
 
+    capabilities = frozenset({TRUNKS})  # reads its trunks with the patch ports its observe leaves out
+
     def __init__(
         self,
         switch: str,
@@ -239,6 +241,22 @@ class OvsdbSwitchDriver(EthernetSwitchDriver):
     @property
     def switch(self) -> str:
         return self._switch
+
+    def describe(self) -> str:
+        return f"OVSDB {self.remote}" + (" (TLS verified against ca_cert)" if self.tls is not None else "")
+
+    def trunks(self) -> dict[str, frozenset[int] | None]:
+        """Every trunk port of the bridge, patch ports included (the lab's and a typical OVS
+        leaf's uplinks); an empty ``trunks`` column carries every VLAN (None)."""
+        api = self._connect()
+        with api.ovsdb_connection.lock:
+            rows = _bridge_ports(api, self.switch)
+            raw = {n: (list(r.vlan_mode), [int(t) for t in r.trunks], list(r.tag)) for n, r in rows.items()}
+        out: dict[str, frozenset[int] | None] = {}
+        for name, (mode, trunks, tag) in raw.items():
+            if (mode and mode[0] == "trunk") or (not mode and not tag and name != self.switch):
+                out[name] = frozenset(trunks) if trunks else None
+        return out
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
         """A ``tcp:`` remote (plain, unauthenticated OVSDB), for the audit's TRANSPORT-INSECURE."""

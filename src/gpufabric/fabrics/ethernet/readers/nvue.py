@@ -9,8 +9,8 @@ from typing import Any, Final
 import yaml
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.ethernet.portcfg import json_doc, members_of, parse_vlan_list
-from gpufabric.fabrics.ethernet.portcfg import port as _port
+from gpufabric.fabrics.ethernet.readers.portcfg import json_doc, members_of, parse_vlan_list
+from gpufabric.fabrics.ethernet.readers.portcfg import port as _port
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode
 
 _IFNAME_PART: Final = re.compile(r"(.*?)(\d+)(?:-(\d+))?")

@@ -1,0 +1,1 @@
+"""The SSH driver: a switch driven over SSH in one of the CLI dialects (data: dialects/*.yaml)."""
