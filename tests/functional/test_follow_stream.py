@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from gpufabric.api.limits import ApiLimits
-from gpufabric.cli.backend import Remote
-from gpufabric.cli.move_cmd import _follow
+from gpufabric.cli.backends.remote import Remote
+from gpufabric.cli.move_run import _follow
 from gpufabric.domain.moves import MovePhase
 from gpufabric.store import queries
 from gpufabric.store.moves import MoveLedger

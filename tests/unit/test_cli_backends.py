@@ -10,8 +10,10 @@ import inspect
 import re
 from pathlib import Path
 
-from gpufabric.cli.backend import Remote, Terms, backend
-from gpufabric.cli.local import Local
+from gpufabric.cli.backends.base import Terms
+from gpufabric.cli.backends.choose import backend
+from gpufabric.cli.backends.local import Local
+from gpufabric.cli.backends.remote import Remote
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "gpufabric" / "cli"
 HTTP = {"get", "post", "post_text", "delete", "stream"}  # Remote's transport, not steps of a command

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from gpufabric.cli import fast
 from gpufabric.cli.decl import Group, typed
-from gpufabric.cli.main import GROUPS, _global
+from gpufabric.cli.root import GROUPS, _global
 
 from support.cli_probe import probe
 

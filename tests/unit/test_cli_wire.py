@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.cli.backend import Remote
+from gpufabric.cli.backends.remote import Remote
 from gpufabric.cli.wire import Connection, RemoteClosed, WireError
 from gpufabric.domain.errors import UnavailableError
 

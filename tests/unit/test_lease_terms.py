@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from gpufabric.api.v1 import schemas
 from gpufabric.api.v1.kind_fields import body_terms
-from gpufabric.cli.backend import Terms
+from gpufabric.cli.backends.base import Terms
 from gpufabric.cli.main import build_app
 from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import BUILTIN_OFFERINGS, Lease, Offering
@@ -146,7 +146,7 @@ def test_an_option_of_a_term_becomes_that_term_of_the_request(monkeypatch: pytes
             seen.append(terms)
             return {"phases": {"join": {}}, "lines": {"join": []}}
 
-    import gpufabric.cli.backend as backend_mod
+    import gpufabric.cli.backends.choose as backend_mod
 
     monkeypatch.setattr(backend_mod, "backend", lambda: Fake())
     monkeypatch.setattr("gpufabric.cli.lease_cmd.backend", lambda: Fake())

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufabric.api.deps import error_body
-from gpufabric.cli.backend import Answer, _raise
+from gpufabric.cli.backends.remote import Answer, _raise
 from gpufabric.domain.errors import ConflictError, GpufabricError, NotFoundError, ValidationError
 from gpufabric.domain.move_json import PHASE_KEYS, RUN_KEYS, move_detail, run_json
 

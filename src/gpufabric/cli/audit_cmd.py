@@ -26,7 +26,7 @@ def audit(
         raise ValidationError("fail-on", fail_on, "critical, high, medium or low") from None
     from gpufabric.audit import exit_code, render_html
     from gpufabric.cli.audit_view import print_report
-    from gpufabric.cli.backend import backend
+    from gpufabric.cli.backends.choose import backend
 
     report = backend().audit(tuple(only))  # here: this command reads the fabrics; --api: the server's audit
     if html is not None:

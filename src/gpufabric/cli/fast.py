@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.cli.decl import Group, Param
+from gpufabric.cli.root import _global
 
 _SCALARS: dict[Any, Callable[[str], Any]] = {str: str, int: int, float: float, Path: Path}
 # typer.Option/Argument settings that only shape help text: any other makes typer check or
@@ -185,8 +186,6 @@ def _read(params: list[Spec], argv: list[str]) -> dict[str, Any]:
 
 def resolve(groups: dict[str, tuple[str, str, str | None]], argv: list[str]) -> tuple[Callable[..., Any], dict[str, Any], Callable[..., Any], dict[str, Any]]:  # fmt: skip
     """(root callback, its kwargs, command function, its kwargs) for ``argv``; Decline otherwise."""
-    from gpufabric.cli.main import _global
-
     glob = specs(_global)
     names = {n: s for s in glob for n in s.names}
     i = 0

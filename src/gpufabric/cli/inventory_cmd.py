@@ -12,7 +12,6 @@ from gpufabric.cli.common import JSON_OPT, fabrics_yaml
 from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import Node
 
 if TYPE_CHECKING:
     from gpufabric.store.registry import Registry
@@ -46,7 +45,7 @@ def import_(
     --strict refuses the whole file instead."""
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
-    from gpufabric.cli.backend import backend
+    from gpufabric.cli.backends.choose import backend
     from gpufabric.workflow.inventory import load_inventory, port_namings
 
     name, kind_format = formats.resolve(file, fmt)
@@ -105,12 +104,3 @@ def _instances(fabrics: dict[str, Any], registry: Registry | None) -> dict[str, 
     from gpufabric.engine.fabrics import configured_instances
 
     return configured_instances(fabrics, registry) if registry is not None else {}
-
-
-def node_doc(n: Node) -> dict[str, object]:
-    """A node as an inventory document entry (the API's import body): its ports per instance."""
-    return {
-        "name": n.name,
-        **({"offering": n.offering} if n.offering else {}),
-        **({"fabrics": {p.instance: p.entries for p in n.fabric_ports}} if n.fabric_ports else {}),
-    }

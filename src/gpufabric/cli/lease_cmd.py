@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gpufabric.cli.backend import Terms, backend
+from gpufabric.cli.backends.base import Terms
+from gpufabric.cli.backends.choose import backend
 from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.decl import Group, Option
 from gpufabric.cli.output import console, emit_json, escape, table
@@ -51,7 +52,7 @@ def create(
 ) -> None:
     """Lease an available node to a tenant: a move from quarantine, applied and verified on every
     fabric (here, or by the server's worker with --api; its phases are shown as they happen)."""
-    from gpufabric.cli.move_cmd import print_plans
+    from gpufabric.cli.move_run import print_plans
 
     t0, t1 = parse_time("start", start), parse_time("end", end)
     if no_networks and network:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.cli.backend import backend
+from gpufabric.cli.backends.choose import backend
 from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape, node_table, table

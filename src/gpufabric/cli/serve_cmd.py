@@ -6,17 +6,15 @@ Secure by default: it binds to loopback; any other address is refused unless TLS
 bodies, writes per principal and event streams are limited (``--max-body``, ``--write-rate``,
 ``--max-streams``, ...). ``/metrics`` and the detailed ``/readyz`` need an admin token, or
 ``--probe-bind`` serves them openly on a second, loopback-only listener. The loops retry on
-errors (backoff) and report them in ``/metrics`` and ``/readyz``.
+errors (backoff) and report them in ``/metrics`` and ``/readyz``. This module reads the options
+and serves the API; the worker and the loops are :mod:`gpufabric.runtime.server`'s.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from gpufabric.cli.common import (
     JSON_OPT,
@@ -32,8 +30,6 @@ from gpufabric.cli.output import emit_json, err_console
 from gpufabric.domain.errors import ConfigError
 from gpufabric.runtime.move_worker import DEFAULT_WINDOW
 from gpufabric.transport.secrets import owner_only
-
-LEADER_BEAT = 1.0  # seconds between a standby's tries for the loops' lock (and the leader's check it holds it)
 
 
 def _loopback(host: str) -> bool:
@@ -107,12 +103,10 @@ def serve(
     from gpufabric.api.app import create_app, create_probe_app
     from gpufabric.api.deps import ApiContext
     from gpufabric.api.limits import ApiLimits
-    from gpufabric.engine.reconcile import Policy, reconcile_once
-    from gpufabric.runtime.loops import WATCH_INTERVAL, Loops, MoveProgress, RogueWatch, loop_metrics
-    from gpufabric.runtime.move_worker import MoveWorker
-    from gpufabric.runtime.telemetry import Cached, Telemetry, fabric_metrics
+    from gpufabric.engine.columns import configured_kinds
+    from gpufabric.engine.reconcile import Policy
+    from gpufabric.runtime.server import ServerLoops
     from gpufabric.store.auth import Tokens
-    from gpufabric.store.loop_leader import LoopLeader
 
     try:
         pol = Policy(policy)
@@ -126,88 +120,16 @@ def serve(
     now = datetime.now(UTC)
     active = [t for t in Tokens(store).list() if t.revoked_at is None and (t.expires_at is None or t.expires_at > now)]
     check_bind(host, tls_cert, tls_key, len(active))
-    telemetry = Telemetry()
-    loops = Loops(on_error=lambda name, e: err_console.print(f"{name} pass failed (will retry): {e}"))
-    has_fabrics = fabrics_path().exists()
-    worker_id = f"{os.uname().nodename}:{os.getpid()}:serve"
-    progress = MoveProgress(store, worker_id)
-    leader = LoopLeader(store)  # reconcile and the rogue-SM watch: one replica at a time
-
-    def engine(**kw: Any) -> Any:
-        from gpufabric.engine.fabrics import Fabrics
-        from gpufabric.engine.moves import MoveEngine
-        from gpufabric.store.registry import Registry
-
-        cfg = segment_config()
-        fabrics = Fabrics.load(fabrics_path(), Registry.from_entry_points(), cfg)
-        return MoveEngine(store, fabrics, cfg, **kw)
-
-    from gpufabric.engine.columns import configured_kinds
-
+    server = ServerLoops(store, fabrics_path(), segment_config, pol, interval, window, poll, heartbeat, err_console.print)
+    has_fabrics = server.has_fabrics
     columns = configured_kinds(fabrics_path())  # the nodes' fabric columns: the configured instances
     ctx = ApiContext(
-        store, segment_config, engine if has_fabrics else None, loops, limits=limits, quota_config=quota_config,
-        view_kinds=lambda: columns, network_kinds=lambda: network_kinds(fabrics_path()), fabrics_settings=fabrics_yaml,
+        store, segment_config, server.engine if has_fabrics else None, server.loops, limits=limits,
+        quota_config=quota_config, view_kinds=lambda: columns, network_kinds=lambda: network_kinds(fabrics_path()),
+        fabrics_settings=fabrics_yaml,
     )
-    progress.on_record = ctx.ring  # a follower's event stream hears this worker's progress at once
-    def read_fabric_series() -> str:
-        e = engine()
-        try:
-            return fabric_metrics(e)
-        finally:
-            e.fabrics.close()
-
-    def no_series() -> str:
-        return ""
-
-    fabric_series: Callable[[], str] = Cached(read_fabric_series) if has_fabrics else no_series
-    def leader_series() -> str:
-        return f"# TYPE gpufabric_loops_leader gauge\ngpufabric_loops_leader {int(leader.held)}\n"
-
-    ctx.metrics = lambda: telemetry.render() + loop_metrics(loops) + fabric_series() + leader_series()
-    engines: dict[str, Any] = {}
-
-    def warm() -> Any:
-        """One long-lived engine for the worker and the reconcile loop: its last verified state
-        spares a read of every fabric per phase (the fabric lock serialises the two)."""
-        if "warm" not in engines:
-            engines["warm"] = engine(worker=worker_id, progress=progress, settle=progress.flush, heartbeat_every=heartbeat)
-        return engines["warm"]
-
-    def take_converge() -> bool:
-        asked, ctx.converge_requested = ctx.converge_requested, False
-        return asked
-
-    worker_pass = MoveWorker(store, warm, progress, window, take_converge)
-
-    def reconcile_pass() -> None:
-        if not leader.held:
-            return  # a standby: the leader's loop repairs (see leader_pass)
-        e = warm()
-        result = reconcile_once(e, pol, resume_moves=False)
-        telemetry.record_reconcile(result)
-        report = telemetry.record_audit(e, result.observed)
-        ctx.set_audit(report)
-        ctx.last_reconcile = {"at": datetime.now(UTC).isoformat(), **result.to_dict()}
-
-    def leader_pass() -> None:
-        """Take the loops' lock when free (a standby replaces a dead leader within one beat)."""
-        was = leader.held
-        if leader.try_lead() and not was:
-            err_console.print(f"{worker_id}: leads the reconcile loop and the rogue-SM watch")
-            loops.wake("reconcile")
-
-    if has_fabrics:
-        loops.start("worker", worker_pass, poll, wait=lambda tick: warm().idle_wait(tick))
-        if interval > 0:
-            leader_pass()
-            loops.start("leader", leader_pass, LEADER_BEAT)
-            loops.start("reconcile", reconcile_pass, interval)
-            watch = RogueWatch(  # rogue SMs in seconds, not at the next reconcile pass
-                lambda: loops.wake("reconcile"),
-                on_suspect=lambda f: err_console.print(f"sm-watch: {'; '.join(f)[:300]}: reconcile now"),
-            )
-            loops.start("sm-watch", lambda: watch.run(warm().fabrics.backends) if leader.held else (), WATCH_INTERVAL)
+    ctx.metrics = server.metrics
+    server.start(ctx)
     scheme = "https" if tls_cert else "http"
     if json_out:
         emit_json({"listening": f"{scheme}://{host}:{port}", "openapi": f"{scheme}://{host}:{port}/openapi.json",
@@ -233,5 +155,4 @@ def serve(
     finally:
         if probe_server is not None:
             probe_server.should_exit = True
-        loops.shutdown()
-        leader.release()
+        server.stop()

@@ -1,4 +1,4 @@
-"""HTTP/1.1 over one socket, for the CLI's ``--api`` path (:class:`gpufabric.cli.backend.Remote`).
+"""HTTP/1.1 over one socket, for the CLI's ``--api`` path (:class:`gpufabric.cli.backends.remote.Remote`).
 
 ``http.client`` imports the ``email`` package to parse headers, and ``ssl`` even for plain
 http: about a quarter of a command's start (bench/bench_cli.py). This module speaks the

@@ -1,5 +1,6 @@
 """The local backend: each step of a command done directly on the store (as the local operator,
-admin), behind the same methods as :class:`gpufabric.cli.backend.Remote` — so a command has one
+admin), behind the same methods as :class:`gpufabric.cli.backends.remote.Remote`
+(:class:`gpufabric.cli.backends.base.Backend`) — so a command has one
 path, and prints the same JSON whether it acts here or through ``--api``.
 
 Reads are the API's own queries (:class:`~gpufabric.store.queries.Reader`, the same shapes);
@@ -12,13 +13,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from gpufabric.cli.backend import ALL, Terms
+from gpufabric.cli.backends.base import ALL
 from gpufabric.cli.common import actions, fabrics_path, open_engine, open_store, reader
 from gpufabric.domain.auth import LOCAL_ADMIN
 from gpufabric.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
     from gpufabric.audit import AuditReport
+    from gpufabric.cli.backends.base import Terms
     from gpufabric.domain.models import Inventory
 
 
@@ -115,7 +117,7 @@ class Local:
         return list(reader().moves(LOCAL_ADMIN, ALL, 0)[0])
 
     def move(self, move_id: int) -> dict[str, Any]:
-        from gpufabric.cli.move_cmd import local_details
+        from gpufabric.cli.move_run import local_details
 
         found = local_details(open_store(), [move_id])  # as GET /moves/{id} answers it
         if not found:
@@ -171,7 +173,7 @@ class Local:
 
     def run(self, move_ids: list[int], json_out: bool, window: float = 0.0) -> None:
         """Run the requested moves here (or follow them when a running worker took them first)."""
-        from gpufabric.cli.move_cmd import run_requested
+        from gpufabric.cli.move_run import run_requested
 
         run_requested(self.engine(), move_ids, json_out, window)
 

@@ -1,14 +1,14 @@
-"""Where a command acts: directly on the store (the local operator, admin) or through a
-running ``gpufabric serve`` (``--api URL`` / ``$GPUFABRIC_API`` with ``--token-file`` /
-``$GPUFABRIC_TOKEN_FILE`` — a file of mode 0600 — or ``--token`` / ``$GPUFABRIC_TOKEN``). Both give the same JSON-ready dicts (the API v1 shapes), so a
-command prints the same output and ``--json`` either way.
+"""The remote backend: each step of a command through a running ``gpufabric serve``'s API v1
+(``--api URL``, :mod:`gpufabric.cli.backends.choose`), behind the same methods as
+:class:`gpufabric.cli.backends.local.Local` (:class:`gpufabric.cli.backends.base.Backend`): the
+same JSON-ready dicts, so a command prints the same output and ``--json`` either way.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.domain.errors import (
     ConflictError,
@@ -25,34 +25,10 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from gpufabric.audit import AuditReport
-    from gpufabric.cli.local import Local
+    from gpufabric.cli.backends.base import Terms
     from gpufabric.cli.wire import Answer as WireAnswer
     from gpufabric.cli.wire import Connection
-    from gpufabric.domain.models import Inventory
-
-ALL = 100_000
-
-
-class Terms(NamedTuple):
-    """What a move or lease request asks for (the API's move/lease body; ``domain.moves.MoveRequest``
-    once recorded): the target, its networks (None: every network of the tenant), offering, the
-    new lease's terms the fabric kinds declare (``domain.terms``: the ones given) and, for a
-    lease, its start and end."""
-
-    to_tenant: str
-    networks: tuple[str, ...] | None = None
-    offering: str = "baremetal"
-    lease_terms: tuple[tuple[str, int], ...] = ()
-    start: datetime | None = None
-    end: datetime | None = None
-
-    def body(self) -> dict[str, Any]:
-        """The API's body of these terms (each lease term a field of its own, only when given)."""
-        return {"networks": None if self.networks is None else list(self.networks), "offering": self.offering,
-                **dict(self.lease_terms)}  # fmt: skip
-
-
-
+    from gpufabric.domain.models import Inventory, Node
 
 class Answer:
     """One HTTP answer: status and body (read whole)."""
@@ -229,7 +205,7 @@ class Remote:
         return _Stream(conn, resp)
 
 
-    # ---- each step of a command, as the API does it (cli/local.Local has the same methods)
+    # ---- each step of a command, as the API does it (backends/local.Local has the same methods)
     def nodes(self, tenant: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
         return items(self.get("/nodes", tenant=tenant, state=state, limit=1000))
 
@@ -329,14 +305,12 @@ class Remote:
 
     def run(self, move_ids: list[int], json_out: bool, window: float = 0.0) -> None:
         """Follow the moves the server's worker runs (their progress shown), then print them."""
-        from gpufabric.cli.move_cmd import follow_remote
+        from gpufabric.cli.move_run import follow_remote
 
         follow_remote(self, move_ids, json_out)
 
     def import_inventory(self, inv: Inventory, instances: Any = None) -> dict[str, Any]:
         """An inventory parsed and checked here, imported by the server (as the token's principal)."""
-        from gpufabric.cli.inventory_cmd import node_doc
-
         r: dict[str, Any] = self.post("/inventory", {"version": 1, "nodes": [node_doc(n) for n in inv.nodes]})
         return r
 
@@ -369,32 +343,14 @@ class Remote:
         return items(self.get("/events", limit=limit, action=action))
 
 
-def api_url() -> str:
-    return os.environ.get("GPUFABRIC_API", "")
-
-
-def api_token() -> str:
-    """``$GPUFABRIC_TOKEN``, else the content of ``$GPUFABRIC_TOKEN_FILE`` (owner-only: mode
-    0600 or stricter, like every secret file), else empty."""
-    token = os.environ.get("GPUFABRIC_TOKEN", "")
-    path = os.environ.get("GPUFABRIC_TOKEN_FILE", "")
-    if token or not path:
-        return token
-    from gpufabric.transport.secrets import secret_file
-
-    return secret_file("token", path).reveal()
-
-
-def backend() -> Remote | Local:
-    """The remote backend when ``--api``/``$GPUFABRIC_API`` is set, else the local one (the store
-    here, :mod:`gpufabric.cli.local`, imported only then): the same methods either way."""
-    url = api_url()
-    if url:
-        return Remote(url, api_token())
-    from gpufabric.cli.local import Local
-
-    return Local()
-
-
 def items(data: Any) -> list[dict[str, Any]]:
     return list(data["items"]) if isinstance(data, dict) and "items" in data else list(data)
+
+
+def node_doc(n: Node) -> dict[str, object]:
+    """A node as an inventory document entry (the API's import body): its ports per instance."""
+    return {
+        "name": n.name,
+        **({"offering": n.offering} if n.offering else {}),
+        **({"fabrics": {p.instance: p.entries for p in n.fabric_ports}} if n.fabric_ports else {}),
+    }
