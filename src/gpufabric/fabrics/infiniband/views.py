@@ -10,8 +10,8 @@ import typer
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.views import CliGroup, CliHost
-from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS, SETTINGS_UNREADABLE
-from gpufabric.fabrics.infiniband.ibkeys import KEYS, KeyState, key_states
+from gpufabric.fabrics.infiniband.audit.hardening import OPENSM_DEFAULTS, SETTINGS_UNREADABLE
+from gpufabric.fabrics.infiniband.audit.keys import KEYS, KeyState, key_states
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE
 
 
