@@ -1,7 +1,7 @@
 """The InfiniBand fabric on the seam: PKey allocation through the segmentation-id mapping,
-the desired partition layout, the diff of real PKey tables, and the backend around one
-subnet-manager driver (OpenSM or UFM) whose apply returns the SMP read-back of the ports
-it changed.
+the desired partition layout, the diff of real PKey tables, composing the backend
+(backend.py) around one subnet-manager driver (OpenSM or UFM, drivers/) whose
+apply returns the SMP read-back of the ports it changed.
 
 ``fabrics.yaml``::
 
@@ -11,7 +11,7 @@ it changed.
     trusted_sm_guids: ["0x..."]    # the only SMs allowed (default: sm_port_guids)
 
 ``segments`` (optional) is the subnet's own segmentation-id pool and PKey mapping
-(:mod:`.pools`); without it the instance allocates from config.yaml's ``segments.infiniband``.
+(:mod:`~gpufabric.fabrics.infiniband.segments.pools`); without it the instance allocates from config.yaml's ``segments.infiniband``.
 
 Trusted SM GUIDs have one source, the top level: they are handed to the driver, and a driver
 option that disagrees is refused. An ``infiniband`` section with no trusted SM GUID at all
@@ -19,9 +19,9 @@ is a ConfigError naming ``trusted_sm_guids``: without one every SM - the trusted
 would be "rogue", and repair would cut the trusted SM off.
 
 Tenant partitions carry ``ipoib`` (their broadcast group); the driver's ``ipoib`` option
-(:class:`~.ipoib.IpoibOptions`) sets mtu/rate/sl/scope for all of them or turns it off.
+(:class:`~gpufabric.fabrics.infiniband.state.ipoib.IpoibOptions`) sets mtu/rate/sl/scope for all of them or turns it off.
 Each IPoIB partition takes one multicast LID: allocation refuses a network beyond
-:data:`~.ipoib.IPOIB_PARTITION_LIMIT` (MulticastFDBCap 1,024 of ibsim's switches less the
+:data:`~gpufabric.fabrics.infiniband.state.ipoib.IPOIB_PARTITION_LIMIT` (MulticastFDBCap 1,024 of ibsim's switches less the
 default partition's group), and the OpenSM driver checks the switches' real MulticastFDBCap
 before it writes a layout.
 
@@ -143,7 +143,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
         """Every HCA port of ``node``, on every instance (its instance not named), with its
-        ``path`` up the subnet (leaf, spines, ...: :mod:`.uplinks`)."""
+        ``path`` up the subnet (leaf, spines, ...: :mod:`~gpufabric.fabrics.infiniband.inventory.uplinks`)."""
         return [{**_port_json(p), "path": path_json(_path(p))} for p in all_ib_ports(node)]
 
     def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
@@ -161,7 +161,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         """Each instance is one subnet with SMs of its own: two instances writing one SM's
         partitions file (the same local ``partitions_conf``, or the same file on one SM host)
         would map their PKeys twice on one SM, each write reverting the other's; and its own
-        segment pool, if any, apart from the others' (:func:`.pools.check_pools`). ConfigError
+        segment pool, if any, apart from the others' (:func:`~gpufabric.fabrics.infiniband.segments.pools.check_pools`). ConfigError
         naming the second instance's field."""
         check_pools(sections, config)
         seen: dict[str, tuple[str, str]] = {}
@@ -211,7 +211,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def pool(self, config: Any) -> tuple[PKeyMapping, str]:
         """This instance's pool (its own ``segments:``, else config.yaml's) and the
-        field naming its range (:mod:`.pools`); its own is parsed once per bound section (a
+        field naming its range (:mod:`~gpufabric.fabrics.infiniband.segments.pools`); its own is parsed once per bound section (a
         copy made by :meth:`bind` with another section parses that one)."""
         cached = self.__dict__.get("_pool")
         if cached is None or cached[0] is not self.section:
@@ -253,7 +253,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def segment_options(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int | bool], ...]:
         """A network's own IPoIB settings on this subnet: ``ipoib``, ``mtu``, ``rate``, ``sl``,
-        ``scope`` (:func:`~.ipoib.network_options`)."""
+        ``scope`` (:func:`~gpufabric.fabrics.infiniband.state.ipoib.network_options`)."""
         return network_options(raw, where)
 
     def segment_label(self, segment: Segment) -> str:
@@ -282,7 +282,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return ib_tenants_seen(observed, tenancy, self.instance)
 
-    # ---- audit (:mod:`.audit`; standby SM files: :mod:`.smhosts_audit`)
+    # ---- audit (:mod:`.audit`; standby SM files: :mod:`~gpufabric.fabrics.infiniband.audit.sm_files`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return (*ib_audit.INVARIANTS, SM_FILES_SPEC)
 

@@ -1,12 +1,12 @@
 """``gpufabric site check`` for the InfiniBand fabric: the subnet read by SMP with the
 configured driver, the SMs that answer (SMInfo) against ``trusted_sm_guids``, the SM's
-hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`.hardening`), whether a move can read back the IPoIB
+hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`~gpufabric.fabrics.infiniband.audit.hardening`), whether a move can read back the IPoIB
 broadcast groups (an ``sa_dump`` per SM host, or for the co-located SM), the PKey
 pool disjoint from partitions already on the subnet that gpufabric did not write (PKey
 tables read by SMP, and a partitions.conf that gpufabric did not render), every inventory
 port GUID on the subnet, every CA port whose host the inventory knows but not the port, and
 (with ``sm_hosts``) every standby SM's partitions file against what gpufabric wrote
-(``IB-SM-CONFIG-DIVERGED``, the audit's own reading, :mod:`.smhosts_audit`).
+(``IB-SM-CONFIG-DIVERGED``, the audit's own reading, :mod:`~gpufabric.fabrics.infiniband.audit.sm_files`).
 
 Levels: an answering SM that is not trusted is critical (repair would contain the wrong
 port, or the rogue runs the subnet); everything else that breaks a move is an error; weak

@@ -1,7 +1,7 @@
 """``gpufabric ib``, the InfiniBand kind's own command group (through
 :meth:`InfinibandKind.cli_group`; output and the configured fabrics come from the CLI's
 :class:`~gpufabric.domain.views.CliHost`): ``keys`` reads the running SM's opensm.conf through
-the driver now and reports every key NCP SDN04-05 names (:mod:`.ibkeys`): configured, unset, or
+the driver now and reports every key NCP SDN04-05 names (:mod:`~gpufabric.fabrics.infiniband.audit.keys`): configured, unset, or
 not supported by the SM (the audit's IB-HARDENING findings are the unset ones it can act on)."""
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ tests/fixtures/opensm/opensm.conf.default). Settings checked, and why:
 - ``console off`` (or ``local``) — ``socket``/``loopback`` open the unauthenticated
   OpenSM console on TCP ``console_port``, from which the SM can be reconfigured.
 - keys pairwise distinct — a host given ``sa_key`` must not thereby learn ``sm_key``/``m_key``.
-- every key NCP SDN04-05 names (:func:`check_keys`, :mod:`.ibkeys`): ``cc_key`` set (LOW when not: the CC_Key
+- every key NCP SDN04-05 names (:func:`check_keys`, :mod:`~gpufabric.fabrics.infiniband.audit.keys`): ``cc_key`` set (LOW when not: the CC_Key
   OpenSM uses on Congestion Control MADs), each key fabrics.yaml gives equal to the running
   SM's (HIGH when not; neither value shown). The keys OpenSM 3.3.23 does not take (AM_Key,
-  VS_Key, N2N_Key, M2N_Key) are ``not supported`` in the key report (:func:`.ibkeys.key_states`).
+  VS_Key, N2N_Key, M2N_Key) are ``not supported`` in the key report (:func:`~gpufabric.fabrics.infiniband.audit.keys.key_states`).
 
 Not checked: ``qos`` (service levels give performance, not security, isolation),
 ``congestion_control`` (off by default), routing and timing options. ibsim does not implement M_Key (see
@@ -293,7 +293,7 @@ def check_hardening(settings: Mapping[str, str]) -> list[HardeningFinding]:
 
 
 def check_keys(settings: Mapping[str, str]) -> list[HardeningFinding]:
-    """The findings of :mod:`.ibkeys` for ``settings`` (parsed opensm.conf, OpenSM's defaults for
+    """The findings of :mod:`~gpufabric.fabrics.infiniband.audit.keys` for ``settings`` (parsed opensm.conf, OpenSM's defaults for
     the rest), after :func:`check_hardening`'s: an unset CC_Key and a key that is not the one
     fabrics.yaml gives. None for unreadable settings (check_hardening reports those)."""
     if SETTINGS_UNREADABLE in settings:

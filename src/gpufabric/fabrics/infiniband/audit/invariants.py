@@ -4,7 +4,7 @@
 ``X-DRIFT`` and the ports the audit's ``X-NODE-SPLIT`` compares.
 
 PKey tables are what the ports really hold (read by SMP), not the SM's configuration.
-Ownership rules: :mod:`.audit_index`. The SM node's ports are exempt from the tenant checks
+Ownership rules: :mod:`~gpufabric.fabrics.infiniband.audit.index`. The SM node's ports are exempt from the tenant checks
 and are the only ports allowed full membership of the default partition. ``IB-HARDENING``
 (the trusted SM's settings as its driver read them) also takes findings the caller hands in.
 """

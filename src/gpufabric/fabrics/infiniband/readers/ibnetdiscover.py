@@ -357,7 +357,7 @@ class CaPort:
     guid: Guid
     lid: int
     port_num: int
-    description: str  # node description, "gpu-a01 mlx5_0": set by the host, never a node's name (see places.py)
+    description: str  # node description, "gpu-a01 mlx5_0": set by the host, never a node's name (see audit/places.py)
     switch_lid: int | None = None
     switch_port: int | None = None
     switch_guid: Guid | None = None  # the switch's node GUID (what the inventory's switch_guid holds)

@@ -1,7 +1,7 @@
 """Pure decoding of raw SMP attribute data (the 64-byte SMP data field), no I/O.
 
-Used by the batch SMP reader (:mod:`.smpbatch` returns raw attribute buffers as hex): it
-yields exactly the models :mod:`.parsers` builds from ``smpquery``/``sminfo`` text, so
+Used by the batch SMP reader (:mod:`~gpufabric.fabrics.infiniband.drivers.opensm.smpbatch` returns raw attribute buffers as hex): it
+yields exactly the models :mod:`~gpufabric.fabrics.infiniband.readers.diags` builds from ``smpquery``/``sminfo`` text, so
 both reader paths give identical results (tests/functional/test_ib_smpbatch.py runs both
 on the same ibsim fabric). Offsets are the InfiniBand Architecture Specification's
 (vol. 1, ch. 14.2.5: NodeInfo, SwitchInfo, PortInfo, P_KeyTable, SMInfo); big-endian; they

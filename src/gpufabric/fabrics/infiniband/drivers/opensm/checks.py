@@ -2,8 +2,8 @@
 opensm.conf holding the keys, the switches' MulticastFDBCap (by SMP) and the wait for OpenSM's
 SA database to show the IPoIB groups.
 
-Kept apart from :mod:`.opensm` so that the driver stays one screenful of apply/verify; the
-parsing they rely on is pure, in :mod:`.ipoib`.
+Kept apart from :mod:`~gpufabric.fabrics.infiniband.drivers.opensm.driver` so that the driver stays one screenful of apply/verify; the
+parsing they rely on is pure, in :mod:`~gpufabric.fabrics.infiniband.state.ipoib`.
 """
 
 from __future__ import annotations

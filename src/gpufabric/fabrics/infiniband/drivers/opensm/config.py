@@ -1,11 +1,11 @@
 """The OpenSM driver's settings (fabrics.yaml ``infiniband.options`` of the ``opensm`` driver):
 where the SM's files are, how it is reloaded, who the trusted SMs are, how tables are read back,
 IPoIB options, the M_Key file and the SM's other keys (``sm_key``/``sa_key``/``cc_key`` as
-``<key>_file`` or ``<key>_env``, :mod:`.ibkeys`: read and checked here). Validated when
+``<key>_file`` or ``<key>_env``, :mod:`~gpufabric.fabrics.infiniband.audit.keys`: read and checked here). Validated when
 fabrics.yaml loads. Pure but for reading those secrets.
 
 The SM's files are either local (``partitions_conf`` + ``log_path`` + a reload option: the
-co-located SM, the default) or on SM hosts of their own (``sm_hosts``, :mod:`.smhosts`: a
+co-located SM, the default) or on SM hosts of their own (``sm_hosts``, :mod:`~gpufabric.fabrics.infiniband.drivers.opensm.hosts`: a
 master/standby pair or more, reached over SSH); ``lock_file`` is the local lock serialising
 applies of several gpufabric processes (default: next to ``partitions_conf``, or in the
 temp directory with ``sm_hosts``)."""

@@ -5,7 +5,7 @@ site: the SM host's own tools, maybe behind ``ssh``/``sudo``; in the lab:
 ``LD_PRELOAD=libumad2sim.so`` + ``IBSIM_SOCKNAME`` + ``SIM_HOST=<sm node>``), a scratch
 working directory (umad2sim writes ``./sys-<pid>/`` there), and a small thread pool that
 runs many SMP queries concurrently. Every SMP is a separate process (~20 ms each here);
-parsing is in :mod:`.parsers` and :mod:`.ibnetdiscover`. The driver reads SMPs in bulk
+parsing is in :mod:`~gpufabric.fabrics.infiniband.readers.diags` and :mod:`~gpufabric.fabrics.infiniband.readers.ibnetdiscover`. The driver reads SMPs in bulk
 through :mod:`.smpread` (one batch process); these per-query tools are its fallback.
 
 M_Key: with ``m_key`` (a :class:`Secret`), every tool that sends SMPs (``ibnetdiscover``,

@@ -134,7 +134,7 @@ class OpenSMDriver(SubnetManagerDriver):
     def master(self) -> SmHost:
         """The SM host SMInfo names master (by its ``port_guid``). When the master SMInfo names is
         none of them (a rogue took the subnet), the SMInfo of each SM host's own port decides
-        (:func:`~.smcontrol.choose_master`); the first host listed only when no SM answers."""
+        (:func:`~gpufabric.fabrics.infiniband.drivers.opensm.control.choose_master`); the first host listed only when no SM answers."""
         hosts = self.fleet.hosts
         if len(hosts) == 1 or not any(h.port_guid for h in hosts):
             return hosts[0]
@@ -294,7 +294,7 @@ class OpenSMDriver(SubnetManagerDriver):
         self, layout: PartitionLayout, ports: Sequence[CaPort], expected: Mapping[Guid, frozenset[int]] | None = None
     ) -> dict[str, str]:
         """Ports whose real table differs from ``layout`` (``expected``: its entries_by_port,
-        when the caller has them): {guid: "have [...] want [...]"} (:mod:`.opensm_verify`)."""
+        when the caller has them): {guid: "have [...] want [...]"} (:mod:`~gpufabric.fabrics.infiniband.drivers.opensm.verify`)."""
         bad, tables = mismatches(self.reader, layout, ports, entries_by_port(layout) if expected is None else expected)
         for g, t in tables.items():
             self._capacity[g] = t.capacity
@@ -413,7 +413,7 @@ class OpenSMDriver(SubnetManagerDriver):
         return tuple(sorted(parsed.items()))
 
     def _conf_mode_ok(self, host: SmHost, conf: Path, parsed: dict[str, str]) -> None:
-        """opensm_conf holding keys must be owner-only (:func:`~.smchecks.conf_mode_ok`), or with ``insecure``
+        """opensm_conf holding keys must be owner-only (:func:`~gpufabric.fabrics.infiniband.drivers.opensm.checks.conf_mode_ok`), or with ``insecure``
         remembered for :meth:`transport_notes`; one without a key is not stat'ed (one SSH round trip less)."""
         where = conf if not self.config.sm_hosts else Path(f"{host.name}:{conf}")
         mode = host.mode(conf) if conf_keys(parsed) else None

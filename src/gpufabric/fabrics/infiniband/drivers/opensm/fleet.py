@@ -1,6 +1,6 @@
 """Every SM of a subnet gets the same partitions file: the write order, the checksums, the audit read.
 
-:class:`SmFleet` holds the subnet's SM hosts (:mod:`.smhosts`). ``master`` is the host whose
+:class:`SmFleet` holds the subnet's SM hosts (:mod:`~gpufabric.fabrics.infiniband.drivers.opensm.hosts`). ``master`` is the host whose
 ``port_guid`` SMInfo names as master (the caller passes that GUID); with none matching, the
 first host listed. :meth:`SmFleet.write_all` writes the standbys first and the master last, so a
 standby that takes over in the middle never finds an old file; on each host the sha256 the host

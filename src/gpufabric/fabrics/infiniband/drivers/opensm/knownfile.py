@@ -4,7 +4,7 @@ An apply compares the running partitions.conf with the new one: which ports' PKe
 change (only those are read back by SMP), and whether the last-good copy parses. Both
 files are almost always the one the previous apply wrote, so the driver keeps it as a
 :class:`KnownFile` - its text, its normalized layout (``parse(render(x))`` is
-``normalize_layout(x)``, see :mod:`.partitions`) and each port's expected entries - and a
+``normalize_layout(x)``, see :mod:`~gpufabric.fabrics.infiniband.state.partitions`) and each port's expected entries - and a
 file whose text is that one is not parsed again. A file changed by anyone else (other
 text) is parsed as before.
 """

@@ -16,7 +16,7 @@ requests on stdin, one JSON line per batch::
 It issues the same SMPs in the same order as ``smpquery pkeys|portinfo|nodeinfo`` and
 ``sminfo LID`` (pkeys: NodeInfo for PartitionCap - SwitchInfo for switch ports > 0 - then
 every 32-entry P_KeyTable block) and returns the raw 64-byte attribute data as hex;
-decoding is the caller's (:mod:`.smpdecode`, pure). With ``--m-key-stdin`` the first line
+decoding is the caller's (:mod:`~gpufabric.fabrics.infiniband.readers.smp`, pure). With ``--m-key-stdin`` the first line
 on stdin is ``{"m_key": "0x..."}``, read before the port opens: the M_Key every SMP carries
 (``smp_mkey_set``, what ``smpquery -y`` does) reaches this process over its stdin pipe,
 never on its command line, where ``ps`` shows it to every local user. The first line it writes is

@@ -7,7 +7,7 @@ as a :class:`GpufabricError` in its place:
 
 - :class:`BatchSmpReader` ("batch", the default): ONE ``python -m
   gpufabric.fabrics.infiniband.drivers.opensm.smpbatch`` child per driver that sends every query of a
-  read through one libibmad port; raw attribute data is decoded here by :mod:`.smpdecode`.
+  read through one libibmad port; raw attribute data is decoded here by :mod:`~gpufabric.fabrics.infiniband.readers.smp`.
   The child is started lazily with the diag env/prefix/cwd, reused by the reads that
   follow (a move's observes and verification polls), exits by itself after ``idle_exit``
   seconds without a request (a umad client holds one of ibsim's 10 client slots), and is
