@@ -42,7 +42,7 @@ from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.ethernet.segments import segment_vlan
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.readers.diags import parse_smpquery_pkeys
 from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.lab.netfile import SM_NODE
 from gpufabric.store.core import Store
@@ -91,8 +91,7 @@ class Sampler(threading.Thread):
         return {self.pkeys.get(k, f"pkey:{k:#x}") for k in keys}
 
     def run(self) -> None:
-        from gpufabric.fabrics.infiniband.diag import ca_ports
-        from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
+        from gpufabric.fabrics.infiniband.readers.ibnetdiscover import ca_ports, parse_ibnetdiscover
 
         topo = parse_ibnetdiscover(self.fab.ib.run_tool(["ibnetdiscover", "-p"], sim_host=SM_NODE, timeout=120))
         self.lids = {str(g): (p.lid, p.port_num) for g, p in ca_ports(topo).items()}

@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.values import Guid, PKey
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
-from gpufabric.fabrics.infiniband.parsers import parse_opensm_log
-from gpufabric.fabrics.infiniband.smfiles import atomic_write, read_from, size
-from gpufabric.fabrics.infiniband.smpread import keep_warm
+from gpufabric.fabrics.infiniband.drivers.opensm.config import OpenSMConfig
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.files import atomic_write, read_from, size
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import keep_warm
+from gpufabric.fabrics.infiniband.readers.diags import parse_opensm_log
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import MAX_HCAS, MAX_NODES, SM_NODE, generate_netfile, hca_port_guid

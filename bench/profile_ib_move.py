@@ -28,7 +28,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from gpufabric.fabrics.infiniband import knownfile, opensm
+from gpufabric.fabrics.infiniband.drivers.opensm import driver as opensm
+from gpufabric.fabrics.infiniband.drivers.opensm import knownfile
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

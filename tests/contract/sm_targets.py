@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
-from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.base import SubnetManagerDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.ufm.driver import UfmDriver
 from gpufabric.fabrics.infiniband.plan import expected_tables
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout
-from gpufabric.fabrics.infiniband.ufm import UfmDriver
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 from gpufabric.transport.secrets import Secret

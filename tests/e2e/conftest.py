@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.readers.diags import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.lab.lab import Lab
 
 GF = str(Path(sys.executable).parent / "gpufabric")

@@ -30,14 +30,15 @@ from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, VlanId
 from gpufabric.engine.fabrics import Fabrics
-from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.audit.rogue import RoguePolicy, find_rogue_sms
+from gpufabric.fabrics.infiniband.drivers.opensm.contain import contain_rogue_sms
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import SmpQuery, SmpReader, SmpValue
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portinfo
-from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
-from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
-from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
+from gpufabric.fabrics.infiniband.readers.diags import PortInfo, parse_smpquery_portinfo
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.state import SmSeen
+from gpufabric.fabrics.infiniband.state.partitions import parse_partitions_conf
 from gpufabric.lab.lab import Lab
 from gpufabric.store.registry import Registry
 
@@ -351,7 +352,7 @@ def test_ipoib_group_comes_with_the_lease_and_goes_with_the_move_out(lab: LabEnv
     """A lease's partition carries ``ipoib``: ``saquery -g`` on the leased node (the SA shows a
     group only to a port of its partition) lists its broadcast group; after the lease ends
     (the move out to quarantine) the partition and its group are gone."""
-    from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
+    from gpufabric.fabrics.infiniband.state.ipoib import broadcast_mgid, parse_saquery_groups
 
     fab = Lab(lab.home).ib_fabric()
     lab.gf("tenant", "create", "gamma")

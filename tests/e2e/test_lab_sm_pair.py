@@ -18,8 +18,8 @@ import yaml
 
 from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
+from gpufabric.fabrics.infiniband.audit.sm_files import sm_file_violations
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
 from gpufabric.lab.ib import SAFE_PARTITIONS
 from gpufabric.lab.lab import Lab
 from gpufabric.lab.labib import pair

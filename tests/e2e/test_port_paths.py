@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from gpufabric.fabrics.infiniband.ibnetdiscover import NodeKind, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import NodeKind, parse_ibnetdiscover
 from gpufabric.lab.lab import Lab
 
 from e2e.conftest import LabEnv

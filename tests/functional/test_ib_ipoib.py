@@ -20,11 +20,11 @@ from gpufabric.domain.errors import CapacityError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import Guid, PKey
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.plan import desired_ib
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.ipoib import broadcast_mgid, parse_saquery_groups
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

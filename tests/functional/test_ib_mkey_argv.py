@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.fabrics.infiniband.diag import ca_ports
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.smpread import BatchSmpReader, DiagSmpReader, SmpQuery
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import BatchSmpReader, DiagSmpReader, SmpQuery
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import ca_ports
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.errors import ApplyError, CapacityError, FabricError
 from gpufabric.domain.values import Guid, Membership, PKey
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import parse_opensm_log
-from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, render_partitions_conf
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.readers.diags import parse_opensm_log
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import parse_partitions_conf, render_partitions_conf
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

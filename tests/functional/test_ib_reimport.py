@@ -15,7 +15,7 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.hooks import ImportReport
 from gpufabric.domain.models import NodeState
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
-from gpufabric.fabrics.infiniband.inventory_import import import_format
+from gpufabric.fabrics.infiniband.inventory.importer import import_format
 from gpufabric.store.core import ImportResult, Store
 from gpufabric.workflow import kind_import
 

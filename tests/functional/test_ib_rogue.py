@@ -21,11 +21,12 @@ import pytest
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.values import PKey
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import PortInfo, parse_smpquery_portinfo
-from gpufabric.fabrics.infiniband.places import Places
-from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms
-from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpReader, SmpValue
+from gpufabric.fabrics.infiniband.audit.places import Places
+from gpufabric.fabrics.infiniband.audit.rogue import RoguePolicy
+from gpufabric.fabrics.infiniband.drivers.opensm.contain import contain_rogue_sms
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import SmpQuery, SmpReader, SmpValue
+from gpufabric.fabrics.infiniband.readers.diags import PortInfo, parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid

@@ -19,9 +19,10 @@ from collections.abc import Iterator
 import pytest
 
 from gpufabric.domain.values import PKey
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_portinfo
-from gpufabric.fabrics.infiniband.places import Places
-from gpufabric.fabrics.infiniband.rogue import RoguePolicy, check_rogue_sms, contain_rogue_sms
+from gpufabric.fabrics.infiniband.audit.places import Places
+from gpufabric.fabrics.infiniband.audit.rogue import RoguePolicy
+from gpufabric.fabrics.infiniband.drivers.opensm.contain import check_rogue_sms, contain_rogue_sms
+from gpufabric.fabrics.infiniband.readers.diags import parse_smpquery_portinfo
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, SmState
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import hca_port_guid

@@ -22,12 +22,12 @@ import pytest
 from gpufabric.domain.errors import ApplyError, VerifyError
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.values import Guid, PKey
-from gpufabric.fabrics.infiniband.hardening import parse_opensm_conf
-from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_sa_dump_groups
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.smhosts import read_script
-from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
+from gpufabric.fabrics.infiniband.audit.hardening import parse_opensm_conf
+from gpufabric.fabrics.infiniband.audit.sm_files import sm_file_violations
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import read_script
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.ipoib import broadcast_mgid, parse_sa_dump_groups
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import SM_NODE, hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair

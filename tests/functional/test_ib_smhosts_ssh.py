@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError
-from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import SmHostConfig, SshSmHost
 from gpufabric.lab.sshd import SshServer
 
 pytestmark = pytest.mark.root

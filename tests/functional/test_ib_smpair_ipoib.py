@@ -20,10 +20,10 @@ import pytest
 
 from gpufabric.domain.errors import VerifyError
 from gpufabric.domain.values import PKey
-from gpufabric.fabrics.infiniband.ipoib import McGroup, parse_sa_dump_groups
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.smhosts import read_script
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import read_script
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.ipoib import McGroup, parse_sa_dump_groups
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, hca_port_guid
 from gpufabric.lab.smpair import STANDBY_PORT_GUID, SmPair

@@ -18,11 +18,11 @@ import pytest
 
 from gpufabric.domain.errors import GpufabricError
 from gpufabric.domain.values import Membership, PKey
-from gpufabric.fabrics.infiniband.diag import ca_ports
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.partitions import check_layout, entries_by_port
-from gpufabric.fabrics.infiniband.smpread import BatchSmpReader, DiagSmpReader, Op, SmpQuery
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import BatchSmpReader, DiagSmpReader, Op, SmpQuery
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import ca_ports
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import check_layout, entries_by_port
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

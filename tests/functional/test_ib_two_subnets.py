@@ -33,11 +33,11 @@ from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.engine.reconcile import Policy, reconcile_once
+from gpufabric.fabrics.infiniband.drivers.opensm.config import OpenSMConfig
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
-from gpufabric.fabrics.infiniband.ipoib import broadcast_mgid, parse_saquery_groups
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
 from gpufabric.fabrics.infiniband.segments import segment_pkey
+from gpufabric.fabrics.infiniband.state.ipoib import broadcast_mgid, parse_saquery_groups
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import (
     SM_NODE,

@@ -20,7 +20,8 @@ from gpufabric.cli.lab_cmd import app as lab_group
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.ethernet.entries import ethernet_ports
 from gpufabric.fabrics.infiniband.entries import all_ib_ports
-from gpufabric.fabrics.infiniband.ibnetdiscover import ib_ports_from_topology, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.inventory.match import ib_ports_from_topology
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.lab.lab import Lab, LabStatus
 from gpufabric.lab.netfile import generate_netfile
 from gpufabric.lab.procs import pid_alive

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from gpufabric.fabrics.infiniband.hardening import (
+from gpufabric.fabrics.infiniband.audit.hardening import (
     SETTINGS_UNREADABLE,
     HardeningPolicy,
     check_hardening,
@@ -30,7 +30,7 @@ from gpufabric.fabrics.infiniband.hardening import (
     parse_opensm_conf,
     render_opensm_conf_overrides,
 )
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
 
 pytestmark = pytest.mark.root
 
@@ -208,8 +208,8 @@ def test_every_ncp_key_is_audited_configured_or_unset_on_the_running_opensm(tmp_
     IB-HARDENING finding; AM_Key, VS_Key, N2N_Key and M2N_Key not supported by OpenSM 3.3.23. The
     same SM with cc_key left out and another CC_Key in fabrics.yaml: IB-HARD-CC-KEY-DIFFERS
     (HIGH), no key value in any finding."""
-    from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
-    from gpufabric.fabrics.infiniband.ibkeys import key_states
+    from gpufabric.fabrics.infiniband.audit.hardening import OPENSM_DEFAULTS
+    from gpufabric.fabrics.infiniband.audit.keys import key_states
     from gpufabric.fabrics.infiniband.kind import InfinibandKind
     from gpufabric.planning.desired import tenancy_of
 

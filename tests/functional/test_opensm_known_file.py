@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.values import Guid, PKey
-from gpufabric.fabrics.infiniband import knownfile, opensm
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import parse_opensm_log
-from gpufabric.fabrics.infiniband.partitions import render_partitions_conf
-from gpufabric.fabrics.infiniband.smfiles import atomic_write
+from gpufabric.fabrics.infiniband.drivers.opensm import driver as opensm
+from gpufabric.fabrics.infiniband.drivers.opensm import knownfile
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.files import atomic_write
+from gpufabric.fabrics.infiniband.readers.diags import parse_opensm_log
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import render_partitions_conf
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

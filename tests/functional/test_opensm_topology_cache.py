@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufabric.fabrics.infiniband import opensm
-from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm import driver as opensm
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import IbTopology
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.netfile import SM_NODE, generate_netfile, hca_port_guid
 

@@ -11,8 +11,8 @@ import pytest
 
 from gpufabric.domain.site_check import CheckLevel, SiteContext
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.ufm import UfmDriver
-from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
+from gpufabric.fabrics.infiniband.drivers.ufm.driver import UfmDriver
+from gpufabric.fabrics.infiniband.drivers.ufm.plan import wire_guid
 from gpufabric.store.registry import parse_segments
 from gpufabric.transport.secrets import Secret
 

@@ -14,10 +14,10 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError, ConfigError, FabricError, ValidationError, VerifyError
 from gpufabric.domain.values import Guid, Membership, PKey
-from gpufabric.fabrics.infiniband.hardening import SETTINGS_UNREADABLE
+from gpufabric.fabrics.infiniband.audit.hardening import SETTINGS_UNREADABLE
+from gpufabric.fabrics.infiniband.drivers.ufm.driver import UfmDriver
+from gpufabric.fabrics.infiniband.drivers.ufm.plan import wire_guid
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember, PkeyTable
-from gpufabric.fabrics.infiniband.ufm import UfmDriver
-from gpufabric.fabrics.infiniband.ufm_plan import wire_guid
 from gpufabric.transport.secrets import Secret, TransportNote
 
 from support import drivers

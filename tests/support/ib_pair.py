@@ -19,9 +19,9 @@ from pathlib import Path
 
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.readers.diags import parse_smpquery_pkeys
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.fabrics.infiniband.state import PartitionLayout
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.labib import SMINFO

@@ -22,8 +22,8 @@ from gpufabric.engine.audit_run import audit
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.engine.moves import MoveEngine
 from gpufabric.fabrics.ethernet.kind import EthernetKind
-from gpufabric.fabrics.infiniband import partitions
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.state import partitions
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 from gpufabric.transport.secrets import TransportNote

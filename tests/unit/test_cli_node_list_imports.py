@@ -16,7 +16,7 @@ from gpufabric.cli.main import app
 
 from unit.test_cli_imports import run as probe
 
-DRIVERS = ("gpufabric.fabrics.ethernet.drivers.ssh.driver", "gpufabric.fabrics.ethernet.drivers.ssh.connection", "gpufabric.fabrics.infiniband.ufm",
+DRIVERS = ("gpufabric.fabrics.ethernet.drivers.ssh.driver", "gpufabric.fabrics.ethernet.drivers.ssh.connection", "gpufabric.fabrics.infiniband.drivers.ufm.driver",
            "gpufabric.fabrics.nvlink.fmpm")  # fmt: skip
 FABRICS = {"fabrics": [
     {"name": "ethernet", "kind": "ethernet", "driver": "ssh", "options": {

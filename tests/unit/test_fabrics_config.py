@@ -10,7 +10,7 @@ from gpufabric.domain.errors import ConfigError, NotFoundError, ValidationError
 from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics
 from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
-from gpufabric.fabrics.infiniband.ufm import UfmDriver
+from gpufabric.fabrics.infiniband.drivers.ufm.driver import UfmDriver
 from gpufabric.store.registry import Registry
 
 from support import drivers

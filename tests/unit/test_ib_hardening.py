@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.infiniband.hardening import (
+from gpufabric.fabrics.infiniband.audit.hardening import (
     OPENSM_DEFAULTS,
     HardeningPolicy,
     Severity,

@@ -28,8 +28,8 @@ from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
-from gpufabric.fabrics.infiniband.ib_claims import Seen, resolve
-from gpufabric.fabrics.infiniband.ib_match import import_instance, on_instance
+from gpufabric.fabrics.infiniband.inventory.claims import Seen, resolve
+from gpufabric.fabrics.infiniband.inventory.match import import_instance, on_instance
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbPlan, instance_ports
 from gpufabric.fabrics.infiniband.segments import segment_pkey

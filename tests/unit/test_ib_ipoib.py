@@ -17,7 +17,10 @@ import pytest
 from gpufabric.domain.errors import CapacityError, ConfigError, ExhaustedError
 from gpufabric.domain.models import Network
 from gpufabric.domain.values import Guid, PKey
-from gpufabric.fabrics.infiniband.ipoib import (
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.segments import IbSegments
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.ipoib import (
     IPOIB_PARTITION_LIMIT,
     IpoibOptions,
     McGroup,
@@ -29,10 +32,7 @@ from gpufabric.fabrics.infiniband.ipoib import (
     parse_saquery_groups,
     stale_groups,
 )
-from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf, render_partitions_conf
-from gpufabric.fabrics.infiniband.segments import IbSegments
-from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import parse_partitions_conf, render_partitions_conf
 from gpufabric.store.registry import parse_segments
 
 from support.segments import segment
@@ -135,8 +135,8 @@ def test_allocation_refused_before_the_multicast_table_runs_out() -> None:
 
 
 def test_ufm_gets_ip_over_ib_and_refuses_options_its_api_lacks() -> None:
-    from gpufabric.fabrics.infiniband.ufm import UfmDriver
-    from gpufabric.fabrics.infiniband.ufm_plan import plan_ufm
+    from gpufabric.fabrics.infiniband.drivers.ufm.driver import UfmDriver
+    from gpufabric.fabrics.infiniband.drivers.ufm.plan import plan_ufm
 
     layout = PartitionLayout((Partition("pk_0a00", PKey(0x0A00), (PartitionMember(G1),), ipoib=True),))
     calls = plan_ufm(layout, [])

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ConfigError, VerifyError
-from gpufabric.fabrics.infiniband.smchecks import wait_for_groups
-from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_sm_hosts, read_script
+from gpufabric.fabrics.infiniband.drivers.opensm.checks import wait_for_groups
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import SmHostConfig, SshSmHost, parse_sm_hosts, read_script
 
 FIX = Path(__file__).parent.parent / "fixtures" / "infiniband-diags" / "opensm-sa.dump.txt"
 

@@ -13,7 +13,7 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.severity import Severity
-from gpufabric.fabrics.infiniband.hardening import (
+from gpufabric.fabrics.infiniband.audit.hardening import (
     OPENSM_DEFAULTS,
     SETTINGS_UNREADABLE,
     HardeningPolicy,
@@ -21,8 +21,8 @@ from gpufabric.fabrics.infiniband.hardening import (
     parse_opensm_conf,
     render_opensm_conf_overrides,
 )
-from gpufabric.fabrics.infiniband.ibkeys import KEY_DIFFERS, differing, key_states
-from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+from gpufabric.fabrics.infiniband.audit.keys import KEY_DIFFERS, differing, key_states
+from gpufabric.fabrics.infiniband.drivers.opensm.config import OpenSMConfig
 from gpufabric.transport.secrets import Secret
 
 DEFAULT = parse_opensm_conf((Path(__file__).resolve().parent.parent / "fixtures" / "opensm" / "opensm.conf.default").read_text())

@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.values import Guid, Membership, PKey
-from gpufabric.fabrics.infiniband import knownfile
-from gpufabric.fabrics.infiniband.knownfile import KnownFile, affected_ports, parse_known, safe_parse
-from gpufabric.fabrics.infiniband.partitions import (
+from gpufabric.fabrics.infiniband.drivers.opensm import knownfile
+from gpufabric.fabrics.infiniband.drivers.opensm.knownfile import KnownFile, affected_ports, parse_known, safe_parse
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import (
     changed_ports,
     check_layout,
     entries_by_port,
@@ -18,7 +19,6 @@ from gpufabric.fabrics.infiniband.partitions import (
     render_checked,
     render_partitions_conf,
 )
-from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 SM = Guid(0x0002C90310000001)
 POOL = [Guid(0x0002C90320000000 | n) for n in range(1, 9)]

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ConfigError, FabricError
-from gpufabric.fabrics.infiniband import diag as diag_mod
-from gpufabric.fabrics.infiniband import smpbatch
-from gpufabric.fabrics.infiniband.diag import Diag
+from gpufabric.fabrics.infiniband.drivers.opensm import diag as diag_mod
+from gpufabric.fabrics.infiniband.drivers.opensm import smpbatch
+from gpufabric.fabrics.infiniband.drivers.opensm.checks import load_m_key
+from gpufabric.fabrics.infiniband.drivers.opensm.diag import Diag
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import BatchSmpReader
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.smchecks import load_m_key
-from gpufabric.fabrics.infiniband.smpread import BatchSmpReader
 from gpufabric.transport.secrets import Secret
 
 KEY = "0x00000000c0ffee42"

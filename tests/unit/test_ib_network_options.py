@@ -16,19 +16,19 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.models import Lease, Network
 from gpufabric.domain.values import Guid, PKey
 from gpufabric.fabrics.ethernet.kind import EthernetKind
+from gpufabric.fabrics.infiniband.drivers.ufm.driver import UfmDriver
+from gpufabric.fabrics.infiniband.drivers.ufm.plan import parse_ufm_pkey, plan_ufm
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.fabrics.infiniband.ipoib import (
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.ipoib import (
     IpoibOptions,
     McGroup,
     group_qos,
     parse_sa_dump_groups,
     wrong_groups,
 )
-from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.partitions import render_partitions_conf
-from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
-from gpufabric.fabrics.infiniband.ufm import UfmDriver
-from gpufabric.fabrics.infiniband.ufm_plan import parse_ufm_pkey, plan_ufm
+from gpufabric.fabrics.infiniband.state.partitions import render_partitions_conf
 from gpufabric.planning.desired import tenancy_of
 
 from support.ports import port_node

@@ -8,7 +8,7 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.parsers import (
+from gpufabric.fabrics.infiniband.readers.diags import (
     parse_opensm_log,
     parse_sminfo,
     parse_smpquery_nodeinfo,

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from gpufabric.domain.errors import CapacityError, ValidationError
 from gpufabric.domain.values import Guid, Membership, PKey
-from gpufabric.fabrics.infiniband.partitions import (
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import (
     changed_ports,
     check_partition_name,
     entries_by_port,
@@ -20,7 +21,6 @@ from gpufabric.fabrics.infiniband.partitions import (
     partition_name,
     render_partitions_conf,
 )
-from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 from support.ports import port_node
 from support.segments import segment

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.values import Guid, Membership, PKey
-from gpufabric.fabrics.infiniband.partitions import PortNeed, normalize_layout, port_needs
 from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
+from gpufabric.fabrics.infiniband.state.partitions import PortNeed, normalize_layout, port_needs
 
 POOL = [Guid(0x0002C90330000000 | n) for n in range(1, 9)]
 members = st.lists(st.builds(PartitionMember, st.sampled_from(POOL), st.sampled_from(Membership)), max_size=8)

@@ -27,9 +27,9 @@ from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.site_check import SiteContext
 from gpufabric.domain.values import Guid
 from gpufabric.engine.fabrics import Fabrics, network_kinds
-from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.segments import IbSegments, segment_pkey
+from gpufabric.fabrics.infiniband.state.ipoib import IPOIB_PARTITION_LIMIT
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry, parse_segments
 from gpufabric.store.tenants import adopt_network

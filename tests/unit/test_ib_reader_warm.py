@@ -8,9 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.smhosts import LocalSmHost
-from gpufabric.fabrics.infiniband.smpread import BatchSmpReader, DiagSmpReader, keep_warm
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import LocalSmHost
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import BatchSmpReader, DiagSmpReader, keep_warm
 
 from .test_ib_smpread import QUERIES, check_answers, fake_reader
 

@@ -8,10 +8,10 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError, FabricError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.diag import CaPort
+from gpufabric.fabrics.infiniband.audit.rogue import containment_targets, find_rogue_sms
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.rogue import containment_targets, find_rogue_sms
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import CaPort
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmSeen, SmState
 
 TRUSTED = Guid(0x0002C90310000001)
@@ -125,7 +125,7 @@ def test_a_decoy_finding_is_an_alert_and_the_real_rogue_is_still_cut() -> None:
 
 
 def test_observe_keeps_an_sm_borrowing_the_trusted_guid_at_its_own_lid() -> None:
-    from gpufabric.fabrics.infiniband.observe import locate_sms
+    from gpufabric.fabrics.infiniband.drivers.opensm.observe import locate_sms
 
     by_lid = {p.lid: p for p in PORTS.values()}
     replies = [
@@ -158,7 +158,7 @@ def test_infiniband_without_trusted_sm_guids_is_a_config_error() -> None:
 def test_a_rogue_sm_is_named_by_the_port_the_store_holds_not_by_its_description() -> None:
     """Issue 31 item 5: root on gpu-a04 described its HCA as "gpu-a01 mlx5_0"; the finding
     named gpu-a01 (the description), the switch port cut was gpu-a04's all the same."""
-    from gpufabric.fabrics.infiniband.observe import locate_sms
+    from gpufabric.fabrics.infiniband.drivers.opensm.observe import locate_sms
 
     lying = {**PORTS, ROGUE: CaPort(ROGUE, 7, 1, "gpu-a01 mlx5_0", SWITCH_LID, 4)}
     sms = locate_sms([1, 7], [SmSeen(TRUSTED, 1, 15, SmState.MASTER), SmSeen(ROGUE, 7, 15, SmState.MASTER)],
@@ -170,8 +170,8 @@ def test_a_rogue_sm_is_named_by_the_port_the_store_holds_not_by_its_description(
 
 
 def test_a_port_the_store_does_not_know_is_named_by_its_stored_cabling() -> None:
+    from gpufabric.fabrics.infiniband.audit.places import Places
     from gpufabric.fabrics.infiniband.entries import IbPort
-    from gpufabric.fabrics.infiniband.places import Places
 
     leaf = Guid(0x0002C90330000001)
     places = Places.of([IbPort("gpu-a04", "mlx5_0", 1, Guid(0x0002C90310000499), Guid(0x0002C90310000490), leaf, 4)])

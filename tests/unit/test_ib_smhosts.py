@@ -16,10 +16,10 @@ import pytest
 from gpufabric.domain.errors import ApplyError, ConfigError, ValidationError
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
-from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_sm_hosts
-from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
-from gpufabric.fabrics.infiniband.smhosts_fleet import SmFleet
+from gpufabric.fabrics.infiniband.audit.sm_files import sm_file_violations
+from gpufabric.fabrics.infiniband.drivers.opensm.config import OpenSMConfig
+from gpufabric.fabrics.infiniband.drivers.opensm.fleet import SmFleet
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import SmHostConfig, SshSmHost, parse_sm_hosts
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmFileSeen
 
 from unit.audit_scenarios import Scenario
@@ -189,7 +189,7 @@ def known_hosts(tmp: Path, host: str) -> Path:
 
 
 def test_an_sm_host_missing_from_known_hosts_is_refused_when_the_driver_is_built(tmp_path: Path) -> None:
-    from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+    from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
 
     kh = known_hosts(tmp_path, "sm-01")
     entries = [{**GOOD, "known_hosts": str(kh)}, {**GOOD, "host": "sm-02", "known_hosts": str(kh)}]
@@ -200,7 +200,7 @@ def test_an_sm_host_missing_from_known_hosts_is_refused_when_the_driver_is_built
 
 
 def test_no_subnet_up_after_the_reload_is_an_error_naming_the_sm_host(tmp_path: Path) -> None:
-    from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
+    from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMDriver
 
     entry = {**GOOD, "known_hosts": str(known_hosts(tmp_path, "sm-01"))}
     cfg = OpenSMConfig.from_options({"sm_hosts": [entry], "trusted_sm_guids": ["0x1"], "sweep_timeout": 0.2})

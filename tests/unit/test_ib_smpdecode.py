@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.infiniband import smpdecode as d
-from gpufabric.fabrics.infiniband.parsers import (
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import SmpQuery, decode
+from gpufabric.fabrics.infiniband.readers import smp as d
+from gpufabric.fabrics.infiniband.readers.diags import (
     PkeyDump,
     parse_sminfo,
     parse_smpquery_nodeinfo,
     parse_smpquery_pkeys,
     parse_smpquery_portinfo,
 )
-from gpufabric.fabrics.infiniband.smpread import SmpQuery, decode
 from gpufabric.fabrics.infiniband.state import SmState
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "infiniband-diags" / "smpbatch.json"

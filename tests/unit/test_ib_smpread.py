@@ -15,10 +15,16 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import FabricError, GpufabricError, ValidationError
-from gpufabric.fabrics.infiniband.diag import Diag
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
-from gpufabric.fabrics.infiniband.parsers import PkeyDump, PortInfo, parse_sminfo
-from gpufabric.fabrics.infiniband.smpread import MODULE, BatchSmpReader, DiagSmpReader, SmpQuery, make_reader
+from gpufabric.fabrics.infiniband.drivers.opensm.diag import Diag
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import (
+    MODULE,
+    BatchSmpReader,
+    DiagSmpReader,
+    SmpQuery,
+    make_reader,
+)
+from gpufabric.fabrics.infiniband.readers.diags import PkeyDump, PortInfo, parse_sminfo
 
 DIAGS = Path(__file__).parent.parent / "fixtures" / "infiniband-diags"
 

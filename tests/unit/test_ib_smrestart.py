@@ -15,8 +15,8 @@ import pytest
 
 from gpufabric.domain.errors import ApplyError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.smcontrol import choose_master
-from gpufabric.fabrics.infiniband.smhosts import SmHostConfig, SshSmHost, parse_sm_hosts, restart_script
+from gpufabric.fabrics.infiniband.drivers.opensm.control import choose_master
+from gpufabric.fabrics.infiniband.drivers.opensm.hosts import SmHostConfig, SshSmHost, parse_sm_hosts, restart_script
 from gpufabric.fabrics.infiniband.state import SmSeen, SmState
 
 from unit.test_ib_smhosts import GOOD, host

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from gpufabric.domain.errors import FabricError, GpufabricError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.diag import CaPort
-from gpufabric.fabrics.infiniband.parsers import PortInfo
-from gpufabric.fabrics.infiniband.smpread import SmpQuery, SmpValue
+from gpufabric.fabrics.infiniband.drivers.opensm.smpread import SmpQuery, SmpValue
+from gpufabric.fabrics.infiniband.drivers.opensm.watch import SmWatch, suspicions
+from gpufabric.fabrics.infiniband.readers.diags import PortInfo
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import CaPort
 from gpufabric.fabrics.infiniband.state import SmSeen, SmState
-from gpufabric.fabrics.infiniband.watch import SmWatch, suspicions
 from gpufabric.runtime.loops import RogueWatch
 
 SM = Guid(0x0002C90310000001)

@@ -11,13 +11,8 @@ import pytest
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.ibnetdiscover import (
-    NodeKind,
-    OutputFormat,
-    ib_ports_from_topology,
-    match_ca_ports,
-    parse_ibnetdiscover,
-)
+from gpufabric.fabrics.infiniband.inventory.match import ib_ports_from_topology, match_ca_ports
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import NodeKind, OutputFormat, parse_ibnetdiscover
 
 FIX = Path(__file__).parents[1] / "fixtures" / "ibnetdiscover"
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.infiniband import ibnetdiscover
-from gpufabric.fabrics.infiniband.ibnetdiscover import OutputFormat, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.readers import ibnetdiscover
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import OutputFormat, parse_ibnetdiscover
 
 _p: Any = re._parser  # type: ignore[attr-defined]  # CPython's own pattern parser
 _c: Any = re._constants  # type: ignore[attr-defined]

@@ -17,8 +17,8 @@ from gpufabric.fabrics.dpu.entries import Dpu, DpuMode
 from gpufabric.fabrics.dpu.entries.info import node_dpus
 from gpufabric.fabrics.ethernet.entries import EthernetPort, ethernet_ports
 from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports
-from gpufabric.fabrics.infiniband.ib_claims import Seen, resolve
-from gpufabric.fabrics.infiniband.inventory_import import mark_sm_hosts
+from gpufabric.fabrics.infiniband.inventory.claims import Seen, resolve
+from gpufabric.fabrics.infiniband.inventory.importer import mark_sm_hosts
 from gpufabric.fabrics.nvlink.entries import Gpu, node_gpus
 from gpufabric.workflow.inventory import inventory_from_dict, load_inventory, parse_inventory
 

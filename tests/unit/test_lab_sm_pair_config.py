@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from gpufabric.cli.main import app
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import Guid
-from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
-from gpufabric.fabrics.infiniband.partitions import parse_partitions_conf
+from gpufabric.fabrics.infiniband.drivers.opensm.config import OpenSMConfig
+from gpufabric.fabrics.infiniband.state.partitions import parse_partitions_conf
 from gpufabric.lab.fabrics_config import fabrics_config
 from gpufabric.lab.ib import SAFE_PARTITIONS
 from gpufabric.lab.lab import Lab, LabStatus

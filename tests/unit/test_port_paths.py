@@ -18,17 +18,17 @@ from gpufabric.fabrics.ethernet.entries import EthernetPort, with_ethernet
 from gpufabric.fabrics.ethernet.inventory import declared_uplinks
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.infiniband.entries import dump_ib, parse_ib, with_ib
-from gpufabric.fabrics.infiniband.ibnetdiscover import (
+from gpufabric.fabrics.infiniband.inventory.match import match_ca_ports
+from gpufabric.fabrics.infiniband.inventory.uplinks import leaf_paths, with_paths
+from gpufabric.fabrics.infiniband.kind import InfinibandKind
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import (
     IbEndpoint,
     IbLink,
     IbTopology,
     NodeKind,
     OutputFormat,
-    match_ca_ports,
     parse_ibnetdiscover,
 )
-from gpufabric.fabrics.infiniband.kind import InfinibandKind
-from gpufabric.fabrics.infiniband.uplinks import leaf_paths, with_paths
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ibnetdiscover"
 LEAF_SPINE = [{"tier": "leaf", "switches": ["leaf-01"]}, {"tier": "spine", "switches": ["spine-01", "spine-02"]}]

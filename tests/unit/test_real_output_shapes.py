@@ -10,8 +10,8 @@ from gpufabric.fabrics.dpu.readers.offload import parse_dump_flows
 from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
 from gpufabric.fabrics.ethernet.readers.running_config import parse_ios_bonds, parse_running_config
 from gpufabric.fabrics.ethernet.state import PortMode
-from gpufabric.fabrics.infiniband.ib_match import Reason, match_fabric
-from gpufabric.fabrics.infiniband.ibnetdiscover import parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.inventory.match import Reason, match_fabric
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
 
 FABRIC = """\
 vendid=0x2c9

@@ -35,8 +35,8 @@ from gpufabric.fabrics.dpu.readers.offload import parse_dump_flows
 from gpufabric.fabrics.ethernet.drivers.ssh.dialects import load_dialect
 from gpufabric.fabrics.ethernet.readers.running_config import parse_ios_bonds, parse_running_config, parse_vlan_list
 from gpufabric.fabrics.ethernet.state import PortMode, aggregate_key
-from gpufabric.fabrics.infiniband.ib_match import match_fabric
-from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, match_ca_ports, parse_ibnetdiscover
+from gpufabric.fabrics.infiniband.inventory.match import match_ca_ports, match_fabric
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
 from gpufabric.fabrics.nvlink.smi_parse import parse_pdsh, parse_smi_q, smi_domain
 
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable

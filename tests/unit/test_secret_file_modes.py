@@ -13,8 +13,8 @@ import pytest
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
-from gpufabric.fabrics.infiniband.hardening import check_hardening
-from gpufabric.fabrics.infiniband.opensm import OpenSMConfig, OpenSMDriver
+from gpufabric.fabrics.infiniband.audit.hardening import check_hardening
+from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
 
 from unit.test_ib_smhosts import host
 
@@ -105,7 +105,7 @@ def test_an_opensm_conf_made_readable_after_load_is_not_read(tmp_path: Path) -> 
 
 
 def test_the_mode_of_an_opensm_conf_on_an_sm_host_is_read_over_ssh(tmp_path: Path) -> None:
-    from gpufabric.fabrics.infiniband.smchecks import conf_mode_ok
+    from gpufabric.fabrics.infiniband.drivers.opensm.checks import conf_mode_ok
 
     sm = host(tmp_path, "sm-a")
     conf = tmp_path / "sm-a" / "opensm.conf"

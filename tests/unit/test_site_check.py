@@ -13,7 +13,7 @@ from gpufabric.fabrics.ethernet.drivers.base import EthernetSwitchDriver
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.site_check import _ranges, ethernet_site_checks
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
-from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS
+from gpufabric.fabrics.infiniband.audit.hardening import OPENSM_DEFAULTS
 from gpufabric.fabrics.infiniband.site_check import hardening, pkey_pool, standby_files, trusted_sms
 from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmFileSeen, SmSeen, SmState
 from gpufabric.store.registry import parse_segments
@@ -159,7 +159,7 @@ def test_ethernet_switch_not_reachable_or_not_configured() -> None:
 
 
 def test_ipoib_readback_warns_per_sm_host_without_an_sa_dump() -> None:
-    from gpufabric.fabrics.infiniband.opensm_config import OpenSMConfig
+    from gpufabric.fabrics.infiniband.drivers.opensm.config import OpenSMConfig
     from gpufabric.fabrics.infiniband.site_check import ipoib_readback
 
     def host(name: str, dump: str | None) -> dict[str, object]:

@@ -8,8 +8,7 @@ import pytest
 
 from gpufabric.domain.errors import FabricError, ValidationError
 from gpufabric.domain.values import Guid, Membership, PKey
-from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
-from gpufabric.fabrics.infiniband.ufm_plan import (
+from gpufabric.fabrics.infiniband.drivers.ufm.plan import (
     REMOVE_CHUNK,
     PKeyRange,
     UfmCall,
@@ -21,6 +20,7 @@ from gpufabric.fabrics.infiniband.ufm_plan import (
     wire_guid,
     wire_pkey,
 )
+from gpufabric.fabrics.infiniband.state import Partition, PartitionLayout, PartitionMember
 
 F, L = Membership.FULL, Membership.LIMITED
 G = [Guid(0x0002C90300000000 + i) for i in range(8)]

@@ -36,7 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.domain.errors import GpufabricError, LabError
-from gpufabric.fabrics.infiniband.hardening import HardeningPolicy, parse_opensm_conf, render_opensm_conf_overrides
+from gpufabric.fabrics.infiniband.audit.hardening import (
+    HardeningPolicy,
+    parse_opensm_conf,
+    render_opensm_conf_overrides,
+)
 from gpufabric.lab.procs import pid_alive, read_pid, run, stop_pid, wait_for
 
 UMAD2SIM_CANDIDATES = (

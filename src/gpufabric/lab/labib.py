@@ -32,8 +32,9 @@ from typing import Any
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.fabrics.infiniband.ibnetdiscover import match_ca_ports, parse_ibnetdiscover
-from gpufabric.fabrics.infiniband.uplinks import leaf_paths, with_paths
+from gpufabric.fabrics.infiniband.inventory.match import match_ca_ports
+from gpufabric.fabrics.infiniband.inventory.uplinks import leaf_paths, with_paths
+from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
 from gpufabric.lab.ib import SAFE_PARTITIONS, IbFabric
 from gpufabric.lab.netfile import (
     SM_NODE,

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Sequence
 
 from gpufabric.domain.errors import FabricError
 from gpufabric.domain.values import DEFAULT_PKEY, Guid
-from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
-from gpufabric.fabrics.infiniband.partitions import check_layout, layout_guids
+from gpufabric.fabrics.infiniband.drivers.base import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.plan import expected_tables
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable, SmSeen, SmState
+from gpufabric.fabrics.infiniband.state.partitions import check_layout, layout_guids
 
 from support.memfabric.faults import Faults
 

@@ -1,7 +1,7 @@
 """The InfiniBand fabric on the seam: PKey allocation through the segmentation-id mapping,
-the desired partition layout, the diff of real PKey tables, and the backend around one
-subnet-manager driver (OpenSM or UFM) whose apply returns the SMP read-back of the ports
-it changed.
+the desired partition layout, the diff of real PKey tables, composing the backend
+(backend.py) around one subnet-manager driver (OpenSM or UFM, drivers/) whose
+apply returns the SMP read-back of the ports it changed.
 
 ``fabrics.yaml``::
 
@@ -11,7 +11,7 @@ it changed.
     trusted_sm_guids: ["0x..."]    # the only SMs allowed (default: sm_port_guids)
 
 ``segments`` (optional) is the subnet's own segmentation-id pool and PKey mapping
-(:mod:`.pools`); without it the instance allocates from config.yaml's ``segments.infiniband``.
+(:mod:`~gpufabric.fabrics.infiniband.segments.pools`); without it the instance allocates from config.yaml's ``segments.infiniband``.
 
 Trusted SM GUIDs have one source, the top level: they are handed to the driver, and a driver
 option that disagrees is refused. An ``infiniband`` section with no trusted SM GUID at all
@@ -19,9 +19,9 @@ is a ConfigError naming ``trusted_sm_guids``: without one every SM - the trusted
 would be "rogue", and repair would cut the trusted SM off.
 
 Tenant partitions carry ``ipoib`` (their broadcast group); the driver's ``ipoib`` option
-(:class:`~.ipoib.IpoibOptions`) sets mtu/rate/sl/scope for all of them or turns it off.
+(:class:`~gpufabric.fabrics.infiniband.state.ipoib.IpoibOptions`) sets mtu/rate/sl/scope for all of them or turns it off.
 Each IPoIB partition takes one multicast LID: allocation refuses a network beyond
-:data:`~.ipoib.IPOIB_PARTITION_LIMIT` (MulticastFDBCap 1,024 of ibsim's switches less the
+:data:`~gpufabric.fabrics.infiniband.state.ipoib.IPOIB_PARTITION_LIMIT` (MulticastFDBCap 1,024 of ibsim's switches less the
 default partition's group), and the OpenSM driver checks the switches' real MulticastFDBCap
 before it writes a layout.
 
@@ -37,11 +37,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpufabric.domain.errors import ConfigError, ConflictError, ExhaustedError, ValidationError
 from gpufabric.domain.fabric import (
-    Containment,
     DriverLookup,
-    FabricBackend,
     FabricKind,
-    FabricPlan,
     InvariantSpec,
     PortSeen,
     Tenancy,
@@ -50,13 +47,15 @@ from gpufabric.domain.fabric import (
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import Network, Node, PortKey, Segment
 from gpufabric.domain.segments import allocate
-from gpufabric.domain.site_check import SiteCheck, SiteContext
 from gpufabric.domain.topology import SwitchPath, path_json
 from gpufabric.domain.values import Guid
 from gpufabric.domain.views import CliGroup
-from gpufabric.fabrics.infiniband import audit as ib_audit
-from gpufabric.fabrics.infiniband.audit_index import IbAudit
-from gpufabric.fabrics.infiniband.driver import SubnetManagerDriver
+from gpufabric.fabrics.infiniband.audit import invariants as ib_audit
+from gpufabric.fabrics.infiniband.audit.index import IbAudit
+from gpufabric.fabrics.infiniband.audit.sm_files import SPEC as SM_FILES_SPEC
+from gpufabric.fabrics.infiniband.audit.sm_files import sm_file_violations
+from gpufabric.fabrics.infiniband.backend import InfinibandBackend
+from gpufabric.fabrics.infiniband.drivers.base import SubnetManagerDriver
 from gpufabric.fabrics.infiniband.entries import (
     ENTRY_SCHEMA,
     KIND,
@@ -68,30 +67,20 @@ from gpufabric.fabrics.infiniband.entries import (
     ib_ports,
     parse_ib,
 )
-from gpufabric.fabrics.infiniband.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions, network_options
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.places import Places
 from gpufabric.fabrics.infiniband.plan import (
-    DEFAULT_INSTANCE,
     IbDesired,
     IbPlan,
     as_observed_ib,
     desired_ib,
     diff_ib,
     ib_tenants_seen,
-    instance_ports,
     merge_ib,
-    reachable,
 )
-from gpufabric.fabrics.infiniband.pools import check_pools, own_pool, pool_field, pool_of
-from gpufabric.fabrics.infiniband.rogue import RoguePolicy, contain_rogue_sms, find_rogue_sms
 from gpufabric.fabrics.infiniband.segments import IbSegments, PKeyMapping, global_section, pkey_segment, segment_pkey
+from gpufabric.fabrics.infiniband.segments.pools import check_pools, own_pool, pool_of
 from gpufabric.fabrics.infiniband.site_check import infiniband_site_checks
-from gpufabric.fabrics.infiniband.smhosts_audit import SPEC as SM_FILES_SPEC
-from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.state import IbFabricState
-from gpufabric.fabrics.infiniband.watch import SmWatch
-from gpufabric.transport.secrets import TransportNote
+from gpufabric.fabrics.infiniband.state.ipoib import IPOIB_PARTITION_LIMIT, IpoibOptions, network_options
 
 if TYPE_CHECKING:
     from gpufabric.domain.hooks import ImportFormat
@@ -124,73 +113,6 @@ def sm_files(section: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-class InfinibandBackend(FabricBackend[IbFabricState]):
-    """One subnet manager driver (the subnet's partition authority)."""
-
-    capabilities = frozenset({"observe", "apply", "contain", "settings", "watch"})
-
-    def __init__(
-        self,
-        sm: SubnetManagerDriver,
-        trusted_sm_guids: tuple[Guid, ...] = (),
-        instance: str = DEFAULT_INSTANCE,
-        pool: PKeyMapping | None = None,
-    ) -> None:
-        self.sm = sm
-        self.trusted_sm_guids = trusted_sm_guids
-        self.instance = instance  # the subnet this SM drives: only its HCA ports are its to place and cut
-        self.pool = pool  # the subnet's own segment pool (None: config.yaml's, shared)
-        self._watch: SmWatch | None = None
-
-    def watch(self) -> tuple[str, ...]:
-        """One cheap rogue-SM watch pass (:mod:`.watch`): what looks like a rogue SM now, one
-        line each; the caller runs the full detection/containment when it is not empty.
-        Only the OpenSM driver can be watched (UFM runs its own SM)."""
-        if not isinstance(self.sm, OpenSMDriver):
-            return ()
-        if self._watch is None:
-            trusted = self.trusted_sm_guids or self.sm.config.trusted_sm_guids
-            self._watch = SmWatch(self.sm, trusted)
-        return tuple(str(s) for s in self._watch.check())
-
-    def observe(self) -> IbFabricState:
-        return self.sm.observe()
-
-    def apply(self, plan: FabricPlan) -> IbFabricState:
-        assert isinstance(plan, IbPlan)
-        if plan.empty or plan.layout is None:
-            return IbFabricState()
-        return IbFabricState(tables=tuple(self.sm.apply(plan.layout)))
-
-    def contain(self, tenancy: Tenancy, desired: Any, observed: IbFabricState, repair: bool) -> Containment:
-        """Rogue SMs in ``observed``; with ``repair`` (OpenSM only) each is cut off at its switch
-        port, the trusted SM restarted with the intended layout and every table verified by SMP."""
-        trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        places = Places.of(p for n in tenancy.nodes for p in instance_ports(n, self.instance))
-        findings = find_rogue_sms(observed, trusted, places)
-        if not findings or not repair or not isinstance(self.sm, OpenSMDriver):
-            return Containment(tuple(str(f) for f in findings))
-        report = contain_rogue_sms(self.sm, reachable(desired, observed).layout, RoguePolicy.CONTAIN, places)
-        alerts = tuple(f"not contained ({why}): {f}" for f, why in report.alerts)
-        return Containment(tuple(str(f) for f in report.findings) + alerts, tuple(str(g) for g in report.contained))
-
-    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
-        trusted = self.trusted_sm_guids or tuple(getattr(getattr(self.sm, "config", None), "trusted_sm_guids", ()))
-        if self.pool is None:  # config.yaml's pool, in ctx.segments
-            return infiniband_site_checks(self.sm, trusted, context, instance=self.instance)
-        return infiniband_site_checks(self.sm, trusted, context, pool_field(self.instance), self.pool, self.instance)
-
-    def transport_notes(self) -> tuple[TransportNote, ...]:
-        """What the SM driver reports about its own transport (audit ``TRANSPORT-INSECURE``)."""
-        notes = getattr(self.sm, "transport_notes", None)
-        return tuple(notes()) if callable(notes) else ()
-
-    def close(self) -> None:
-        close = getattr(self.sm, "close", None)
-        if callable(close):
-            close()
-
-
 class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     name = KIND
     order = 20  # after Ethernet, before the kinds of the default order
@@ -221,7 +143,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def listed_ports(self, node: Node, instances: Collection[str] = ()) -> Sequence[Mapping[str, Any]]:
         """Every HCA port of ``node``, on every instance (its instance not named), with its
-        ``path`` up the subnet (leaf, spines, ...: :mod:`.uplinks`)."""
+        ``path`` up the subnet (leaf, spines, ...: :mod:`~gpufabric.fabrics.infiniband.inventory.uplinks`)."""
         return [{**_port_json(p), "path": path_json(_path(p))} for p in all_ib_ports(node)]
 
     def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
@@ -231,7 +153,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def import_formats(self) -> Sequence[ImportFormat]:
         """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`, imported only then)."""
-        from gpufabric.fabrics.infiniband.inventory_import import import_format
+        from gpufabric.fabrics.infiniband.inventory.importer import import_format
 
         return (import_format(),)
 
@@ -239,7 +161,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         """Each instance is one subnet with SMs of its own: two instances writing one SM's
         partitions file (the same local ``partitions_conf``, or the same file on one SM host)
         would map their PKeys twice on one SM, each write reverting the other's; and its own
-        segment pool, if any, apart from the others' (:func:`.pools.check_pools`). ConfigError
+        segment pool, if any, apart from the others' (:func:`~gpufabric.fabrics.infiniband.segments.pools.check_pools`). ConfigError
         naming the second instance's field."""
         check_pools(sections, config)
         seen: dict[str, tuple[str, str]] = {}
@@ -281,7 +203,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         )  # fmt: skip
         assert isinstance(drv, SubnetManagerDriver)
         pool = own_pool(self.instance, section)
-        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance, pool)
+        return InfinibandBackend(drv, tuple(Guid.parse(g) for g in trusted), self.instance, pool, infiniband_site_checks)
 
     def segment_config(self, raw: Any, where: str) -> IbSegments:
         """``segments.infiniband``: the global segmentation-id pool and its PKey mapping (:mod:`.segments`)."""
@@ -289,7 +211,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def pool(self, config: Any) -> tuple[PKeyMapping, str]:
         """This instance's pool (its own ``segments:``, else config.yaml's) and the
-        field naming its range (:mod:`.pools`); its own is parsed once per bound section (a
+        field naming its range (:mod:`~gpufabric.fabrics.infiniband.segments.pools`); its own is parsed once per bound section (a
         copy made by :meth:`bind` with another section parses that one)."""
         cached = self.__dict__.get("_pool")
         if cached is None or cached[0] is not self.section:
@@ -331,7 +253,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
     def segment_options(self, raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int | bool], ...]:
         """A network's own IPoIB settings on this subnet: ``ipoib``, ``mtu``, ``rate``, ``sl``,
-        ``scope`` (:func:`~.ipoib.network_options`)."""
+        ``scope`` (:func:`~gpufabric.fabrics.infiniband.state.ipoib.network_options`)."""
         return network_options(raw, where)
 
     def segment_label(self, segment: Segment) -> str:
@@ -360,7 +282,7 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
     def tenants_seen(self, observed: IbFabricState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return ib_tenants_seen(observed, tenancy, self.instance)
 
-    # ---- audit (:mod:`.audit`; standby SM files: :mod:`.smhosts_audit`)
+    # ---- audit (:mod:`.audit`; standby SM files: :mod:`~gpufabric.fabrics.infiniband.audit.sm_files`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return (*ib_audit.INVARIANTS, SM_FILES_SPEC)
 

@@ -25,9 +25,9 @@ from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
-from gpufabric.fabrics.infiniband.partitions import entries_by_port
 from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
+from gpufabric.fabrics.infiniband.state.partitions import entries_by_port
 
 DEFAULT_INSTANCE = KIND  # the default instance's name (stored segments and ports keep it)
 instance_ports = ib_ports  # a node's HCA ports on one IB instance (subnet)

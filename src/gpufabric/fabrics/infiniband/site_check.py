@@ -1,12 +1,12 @@
 """``gpufabric site check`` for the InfiniBand fabric: the subnet read by SMP with the
 configured driver, the SMs that answer (SMInfo) against ``trusted_sm_guids``, the SM's
-hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`.hardening`), whether a move can read back the IPoIB
+hardening (M_Key, sm_key...: the hardening audit's own reading, :mod:`~gpufabric.fabrics.infiniband.audit.hardening`), whether a move can read back the IPoIB
 broadcast groups (an ``sa_dump`` per SM host, or for the co-located SM), the PKey
 pool disjoint from partitions already on the subnet that gpufabric did not write (PKey
 tables read by SMP, and a partitions.conf that gpufabric did not render), every inventory
 port GUID on the subnet, every CA port whose host the inventory knows but not the port, and
 (with ``sm_hosts``) every standby SM's partitions file against what gpufabric wrote
-(``IB-SM-CONFIG-DIVERGED``, the audit's own reading, :mod:`.smhosts_audit`).
+(``IB-SM-CONFIG-DIVERGED``, the audit's own reading, :mod:`~gpufabric.fabrics.infiniband.audit.sm_files`).
 
 Levels: an answering SM that is not trusted is critical (repair would contain the wrong
 port, or the rogue runs the subnet); everything else that breaks a move is an error; weak
@@ -19,15 +19,15 @@ from typing import Any
 from gpufabric.domain.severity import Severity
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext
 from gpufabric.domain.values import Guid
+from gpufabric.fabrics.infiniband.audit.hardening import OPENSM_DEFAULTS, check_hardening, check_keys
+from gpufabric.fabrics.infiniband.audit.keys import SM_NAME, key_states
+from gpufabric.fabrics.infiniband.audit.sm_files import INVARIANT as SM_FILES
+from gpufabric.fabrics.infiniband.audit.sm_files import sm_file_violations
+from gpufabric.fabrics.infiniband.drivers.base import DISCOVERY, OPENSM_CONFIG, SMINFO, capabilities_of
 from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
-from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS, check_hardening, check_keys
-from gpufabric.fabrics.infiniband.ibkeys import SM_NAME, key_states
-from gpufabric.fabrics.infiniband.opensm import OpenSMDriver
-from gpufabric.fabrics.infiniband.partitions import HEADER, parse_partitions_conf
 from gpufabric.fabrics.infiniband.segments import PKeyMapping, global_section, segment_pkey
-from gpufabric.fabrics.infiniband.smhosts_audit import INVARIANT as SM_FILES
-from gpufabric.fabrics.infiniband.smhosts_audit import sm_file_violations
 from gpufabric.fabrics.infiniband.state import IbFabricState
+from gpufabric.fabrics.infiniband.state.partitions import HEADER, parse_partitions_conf
 
 OK, WARN, ERR, CRIT = CheckLevel.OK, CheckLevel.WARNING, CheckLevel.ERROR, CheckLevel.CRITICAL
 SUBJECT = "infiniband"
@@ -92,7 +92,7 @@ def hardening(state: IbFabricState, device: str) -> list[SiteCheck]:
 def foreign_partitions(sm: Any) -> dict[int, str]:
     """PKey number -> where: partitions of a partitions.conf that gpufabric did not render."""
     conf = getattr(getattr(sm, "config", None), "partitions_conf", None)
-    if not isinstance(sm, OpenSMDriver) or conf is None or not conf.exists():
+    if OPENSM_CONFIG not in capabilities_of(sm) or conf is None or not conf.exists():
         return {}
     text = conf.read_text()
     if text.startswith(HEADER):
@@ -126,7 +126,7 @@ def pkey_pool(
 def inventory_ports(sm: Any, state: IbFabricState, ctx: SiteContext, skip: frozenset[Guid], instance: str = KIND) -> list[SiteCheck]:
     want = {str(p.port_guid): p for n in ctx.nodes for p in ib_ports(n, instance)}
     ports: dict[Guid, str] = {t.port_guid: "" for t in state.tables}
-    if isinstance(sm, OpenSMDriver):
+    if DISCOVERY in capabilities_of(sm):
         ports.update({g: p.description for g, p in sm.ports().items()})
     seen = {str(g) for g in ports}
     out = [
@@ -180,14 +180,14 @@ def infiniband_site_checks(
     notes: Any = getattr(sm, "transport_notes", None)
     for n in notes() if callable(notes) else ():
         out.append(SiteCheck("IB-TRANSPORT", WARN, f"fabrics.yaml infiniband options.{n.setting}: {n.message}", device))
-    if isinstance(sm, OpenSMDriver) or state.sms:
+    if SMINFO in capabilities_of(sm) or state.sms:
         out += trusted_sms(state, trusted)
     else:  # UFM runs the subnet's SM itself; its REST API gives no SMInfo of the subnet
         out.append(SiteCheck("IB-TRUSTED-SM", WARN, f"{device}: the SMs that answer are not checked against "
                              "trusted_sm_guids (this driver reads no SMInfo)", device))  # fmt: skip
     out += hardening(state, device)
     out += standby_files(state, device)
-    if isinstance(sm, OpenSMDriver):
+    if OPENSM_CONFIG in capabilities_of(sm):
         out += ipoib_readback(sm.config, device)
     try:
         foreign = foreign_partitions(sm)

@@ -1,7 +1,7 @@
 """``gpufabric ib``, the InfiniBand kind's own command group (through
 :meth:`InfinibandKind.cli_group`; output and the configured fabrics come from the CLI's
 :class:`~gpufabric.domain.views.CliHost`): ``keys`` reads the running SM's opensm.conf through
-the driver now and reports every key NCP SDN04-05 names (:mod:`.ibkeys`): configured, unset, or
+the driver now and reports every key NCP SDN04-05 names (:mod:`~gpufabric.fabrics.infiniband.audit.keys`): configured, unset, or
 not supported by the SM (the audit's IB-HARDENING findings are the unset ones it can act on)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import typer
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.views import CliGroup, CliHost
-from gpufabric.fabrics.infiniband.hardening import OPENSM_DEFAULTS, SETTINGS_UNREADABLE
-from gpufabric.fabrics.infiniband.ibkeys import KEYS, KeyState, key_states
+from gpufabric.fabrics.infiniband.audit.hardening import OPENSM_DEFAULTS, SETTINGS_UNREADABLE
+from gpufabric.fabrics.infiniband.audit.keys import KEYS, KeyState, key_states
 from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE
 
 

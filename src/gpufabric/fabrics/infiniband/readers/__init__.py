@@ -1,0 +1,2 @@
+"""Pure parsers of the InfiniBand tools' outputs: ``ibnetdiscover`` (:mod:`.ibnetdiscover`), infiniband-diags
+and the OpenSM log (:mod:`.diags`), raw SMP attributes (:mod:`.smp`)."""
