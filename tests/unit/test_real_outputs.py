@@ -38,7 +38,7 @@ from gpufabric.fabrics.ethernet.parsers import parse_ios_bonds, parse_running_co
 from gpufabric.fabrics.ethernet.state import PortMode
 from gpufabric.fabrics.infiniband.ib_match import match_fabric
 from gpufabric.fabrics.infiniband.ibnetdiscover import IbTopology, NodeKind, match_ca_ports, parse_ibnetdiscover
-from gpufabric.fabrics.nvlink.smi_parse import parse_pdsh, parse_smi_q, smi_domain
+from gpufabric.fabrics.nvlink.readers.smi import parse_pdsh, parse_smi_q, smi_domain
 
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable
 

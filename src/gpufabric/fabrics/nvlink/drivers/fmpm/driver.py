@@ -3,7 +3,9 @@ command line (``fmpm``), one subprocess per call.
 
 Fabric Manager cannot run on this machine (it needs NVSwitch hardware): this driver is written
 against fmpm's documented interface and output (fmpm.cpp of NVIDIA/Fabric-Manager-Client) and
-tested with recorded outputs and the stand-in ``gpufabric.fabrics.nvlink.standin``.
+tested with recorded outputs and the lab's stand-in ``gpufabric.lab.fmpm_standin``. It implements
+the contract of :mod:`..base` (observe, apply with verified read-back, replay, failed devices,
+domains).
 
 * One FM per node: ``fm`` maps node -> address, ``unix:/path`` (``--unix-domain-socket``) or
   ``tcp:host`` / ``host`` (``--hostname``; FM's API port is its FM_CMD_PORT_NUMBER, default
@@ -33,9 +35,13 @@ from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from gpufabric.domain.errors import ConfigError, FabricError, VerifyError
-from gpufabric.domain.fabric import FabricBackend, FabricPlan
+from gpufabric.domain.fabric import FabricPlan
 from gpufabric.domain.site_check import SiteCheck, SiteContext
-from gpufabric.fabrics.nvlink.fmpm_parse import (
+from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, FAILED_DEVICES, REPLAY, FmCallError, NvlinkDriver
+from gpufabric.fabrics.nvlink.drivers.fmpm.site_check import nvlink_site_checks
+from gpufabric.fabrics.nvlink.entries import NvlinkDomain
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange
+from gpufabric.fabrics.nvlink.readers.fmpm import (
     FailedDevice,
     norm_bus,
     parse_failed_devices,
@@ -43,23 +49,19 @@ from gpufabric.fabrics.nvlink.fmpm_parse import (
     parse_partition_list,
     parse_unsupported,
 )
-from gpufabric.fabrics.nvlink.fmreturn import FmReturn
-from gpufabric.fabrics.nvlink.model import FABRIC, NodeFm, NvlinkPlan, NvlinkState, PartitionChange
-from gpufabric.fabrics.nvlink.smi_parse import NvlinkDomain, parse_smi_q, pdsh_text, smi_domain
+from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
+from gpufabric.fabrics.nvlink.readers.smi import parse_smi_q, pdsh_text, smi_domain
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NvlinkState
 from gpufabric.transport.secrets import TransportNote, is_loopback_host
 
 T = TypeVar("T")
 FM_PORT = 6666
 
 
-class FmpmError(FabricError):
+class FmpmError(FmCallError):
     """An fmpm call failed: ``fm_code`` is FM's return code (e.g. -7 in use)."""
 
     code = "fmpm"
-
-    def __init__(self, message: str, *, node: str, fm_code: int, command: str) -> None:
-        super().__init__(message, fabric=FABRIC, device=node, fm_code=fm_code, command=command)
-        self.fm_code = fm_code
 
 
 def address_args(node: str, address: str) -> list[str]:
@@ -90,10 +92,10 @@ def _command(where: str, raw: str | Sequence[str]) -> list[str]:
     return cmd
 
 
-class FmpmDriver(FabricBackend[NvlinkState]):
+class FmpmDriver(NvlinkDriver):
     """NVLink partitions of every node through its Fabric Manager, with ``fmpm``."""
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({"observe", "apply", "replay", "failed-devices"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"observe", "apply", REPLAY, FAILED_DEVICES, DOMAINS})
     kind: ClassVar[str] = "nvlink"
 
     def __init__(
@@ -118,9 +120,16 @@ class FmpmDriver(FabricBackend[NvlinkState]):
         self._verified: dict[str, frozenset[int]] = {}
         self._health: dict[str, NodeFm] = {}  # the last full read of each node (its GPUs' health)
 
-    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
-        from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted(self.fm))
 
+    @property
+    def domain_nodes(self) -> tuple[str, ...]:
+        """The nodes with an ``smi`` command."""
+        return tuple(sorted(self.smi))
+
+    def site_checks(self, context: SiteContext) -> Sequence[SiteCheck]:
         return nvlink_site_checks(self, context)
 
     def transport_notes(self) -> tuple[TransportNote, ...]:
