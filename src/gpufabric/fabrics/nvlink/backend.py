@@ -31,5 +31,7 @@ def build_backend(section: Any, drivers: DriverLookup) -> FabricBackend[NvlinkSt
     try:
         backend: FabricBackend[NvlinkState] = cls(**options)
     except TypeError as e:
-        raise ConfigError("nvlink.options", dict(options), f"the options of driver {section['driver']}", str(e)) from None
+        raise ConfigError(
+            "nvlink.options", dict(options), f"the options of driver {section['driver']}", str(e)
+        ) from None
     return backend
