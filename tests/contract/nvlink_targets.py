@@ -1,13 +1,14 @@
 """NVLink drivers the driver contract suite runs against: one factory per driver.
 
 A factory is a context manager ``factory(run_dir) -> FmTarget`` yielding a driver over
-``NODES`` (each FM fresh: an HGX H100 8-GPU board, nothing active) and the hands that change
-an FM behind the driver's back. To add a driver, add ONE line to ``FM_TARGETS``.
+``NODES`` (each FM fresh: an HGX H100 8-GPU board, nothing active), a way to make another
+driver over the same FMs, and the hands that change an FM behind the driver's back. To add a
+driver, add ONE line to ``FM_TARGETS``.
 
-* ``fmpm``: :class:`FmpmDriver` running the lab's stand-in ``fmpm`` (``python -m
+* ``fmpm``: :class:`Fmpm` running the lab's stand-in ``fmpm`` (``python -m
   gpufabric.lab.fmpm_standin``) as subprocesses, one FM per node over its unix socket path,
   ``nvidia-smi -q`` through the stand-in too;
-* ``memory``: :class:`support.memfm.MemoryFmDriver` (the stand-in's state and FM's rules, in memory).
+* ``memory``: :class:`support.memfm.MemoryFm` (the stand-in's state and FM's rules, in memory).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from gpufabric.fabrics.nvlink.drivers.base import NvlinkDriver
-from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmDriver
+from gpufabric.fabrics.nvlink.drivers.base import FmDriver
+from gpufabric.fabrics.nvlink.drivers.fmpm.driver import Fmpm
 from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
 from gpufabric.lab import fmpm_standin
 
-from support.memfm import MemoryFmDriver
+from support.memfm import MemoryFm
 
 NODES = ("gpu-a01", "gpu-a02")
 BOARD = "hgx-h100-8gpu"
@@ -36,8 +37,8 @@ STANDIN = [sys.executable, "-m", "gpufabric.lab.fmpm_standin"]
 
 @dataclass(frozen=True)
 class FmTarget:
-    driver: NvlinkDriver
-    fresh: Callable[[], NvlinkDriver]  # another driver over the same FMs (remembers nothing)
+    driver: FmDriver
+    fresh: Callable[[], FmDriver]  # another driver over the same FMs (remembers nothing)
     by_hand: Callable[[str, int], FmReturn]  # activate a partition on a node's FM, not through the driver
     restart: Callable[[str], None]  # the node's FM restarts: it forgets its active set
     stop: Callable[[str], None]  # the node's FM is gone
@@ -54,9 +55,9 @@ def fmpm_target(run_dir: Path) -> Iterator[FmTarget]:
     for n in NODES:
         assert fm(n, "--standin-init", BOARD).returncode == 0
 
-    def make() -> NvlinkDriver:
+    def make() -> FmDriver:
         smi = {n: [*STANDIN, "--unix-domain-socket", str(p), "--standin-nvidia-smi-q"] for n, p in socks.items()}
-        return FmpmDriver(fm={n: f"unix:{p}" for n, p in socks.items()}, fmpm=STANDIN, smi=smi)
+        return Fmpm(fm={n: f"unix:{p}" for n, p in socks.items()}, fmpm=STANDIN, smi=smi)
 
     def by_hand(node: str, pid: int) -> FmReturn:
         rc = fm(node, "-a", str(pid)).returncode
@@ -84,9 +85,7 @@ def memory_target(run_dir: Path) -> Iterator[FmTarget]:
         assert state is not None
         state["active"] = []
 
-    yield FmTarget(
-        MemoryFmDriver(fms), lambda: MemoryFmDriver(fms), by_hand, restart, lambda node: fms.__setitem__(node, None)
-    )
+    yield FmTarget(MemoryFm(fms), lambda: MemoryFm(fms), by_hand, restart, lambda node: fms.__setitem__(node, None))
 
 
 FmTargetFactory = Callable[[Path], AbstractContextManager[FmTarget]]

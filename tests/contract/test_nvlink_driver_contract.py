@@ -2,13 +2,16 @@
 and its doubles (contract/nvlink_targets.py: the fmpm driver against the lab's stand-in FM
 over its unix socket, the in-memory driver): same scenarios, same assertions.
 
-``observe`` lists every node's partitions, active set and GPUs; ``apply`` runs removals before
-additions, returns the verified read-back of the nodes it touched (what FM reports now) and is
-idempotent; FM's refusals (a partition overlapping an active one, an unknown partition id, no
-FM) are one-line :class:`FmCallError` s of the project's ``FabricError`` tree carrying FM's
-code, and change nothing; a node the driver does not reach is refused before any call, naming
-the field; a restarted FM's empty active set is observed as such and ``replay`` restores it,
-verified; each declared capability works.
+The driver: ``list_partitions`` shows FM's partitions, active set and GPUs; ``activate`` and
+``deactivate`` round-trip through it; FM's refusals (an active partition again, an inactive one
+off, a partition overlapping an active one, an unknown id, no FM) are one-line
+:class:`FmCallError` s of the project's ``FabricError`` tree carrying FM's code, and change
+nothing; a node it does not reach is a ConfigError naming the field; a restarted FM lists no
+active partition until ``set_activated``; each declared capability works.
+
+The backend over it (``backend.FmBackend``): ``apply`` runs removals before additions, returns
+the verified read-back of the nodes it touched (what FM reports now) and is idempotent; a
+restarted FM's empty set is observed as such and ``replay`` restores it, verified.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from collections.abc import Iterator
 import pytest
 
 from gpufabric.domain.errors import ConfigError, FabricError, GpufabricError
-from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, FAILED_DEVICES, REPLAY, FmCallError
+from gpufabric.fabrics.nvlink.backend import FmBackend
+from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, FAILED_DEVICES, REPLAY, UNSUPPORTED, FmCallError
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange
 from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
-from gpufabric.fabrics.nvlink.readers.smi import parse_pdsh
+from gpufabric.fabrics.nvlink.readers.smi import parse_pdsh, smi_domain
 from gpufabric.fabrics.nvlink.segments import table
 from gpufabric.fabrics.nvlink.state import NvlinkState
 
@@ -61,116 +65,192 @@ def check_fm_error(e: FmCallError, node: str, code: FmReturn) -> None:
     assert e.to_json()["error"]["code"] == e.code
 
 
-def test_observe_lists_every_node_idle(target: FmTarget) -> None:
-    seen = target.driver.observe()
-    assert target.driver.nodes == NODES and sorted(seen.nodes) == list(NODES)
+def listed(t: FmTarget) -> dict[str, list[int]]:
+    return {n: sorted(t.driver.list_partitions(n).active) for n in NODES}
+
+
+# ---- the driver
+
+
+def test_list_partitions_of_idle_fms(target: FmTarget) -> None:
+    d = target.driver
+    assert d.nodes == NODES
     for n in NODES:
-        fm = seen.nodes[n]
-        assert fm.node == n and fm.active == frozenset() and fm.unsupported == frozenset()
+        fm = d.list_partitions(n)
+        assert fm.node == n and fm.active == frozenset()
         assert {p.id: p.gpus for p in fm.partitions} == HGX
         assert sorted(g.module_id for g in fm.gpus) == list(range(1, 9))
-        assert fm.unhealthy() == frozenset()
 
 
-def test_activate_then_deactivate_round_trip(target: FmTarget) -> None:
+def test_activate_deactivate_list_round_trip(target: FmTarget) -> None:
     d = target.driver
-    back = d.apply(plan((N1, True, 4)))
-    assert sorted(back.nodes) == [N1] and back.nodes[N1].active == frozenset({4})
-    assert actives(d.observe()) == {N1: [4], N2: []}
-    back = d.apply(plan((N1, False, 4)))
-    assert sorted(back.nodes) == [N1] and back.nodes[N1].active == frozenset()
-    assert actives(d.observe()) == IDLE
+    d.activate(N1, 4)
+    d.activate(N2, 1)
+    assert listed(target) == {N1: [4], N2: [1]}
+    d.activate(N1, 5)  # disjoint GPUs: both active
+    assert listed(target) == {N1: [4, 5], N2: [1]}
+    d.deactivate(N1, 4)
+    d.deactivate(N2, 1)
+    assert listed(target) == {N1: [5], N2: []}
 
 
-def test_read_back_is_what_fm_reports_now(target: FmTarget) -> None:
-    back = target.driver.apply(plan((N1, True, 5), (N2, True, 0)))
-    again = target.fresh().observe()  # another driver: nothing remembered, all read
+REFUSALS = {  # name: (partitions active first, the call, FM's answer)
+    "activate-active": ([4], lambda d: d.activate(N1, 4), FmReturn.IN_USE),
+    "overlap": ([1], lambda d: d.activate(N1, 3), FmReturn.IN_USE),
+    "deactivate-inactive": ([4], lambda d: d.deactivate(N1, 5), FmReturn.UNINITIALIZED),
+    "activate-unknown-id": ([4], lambda d: d.activate(N1, 15), FmReturn.BADPARAM),
+    "deactivate-past-fm-max": ([4], lambda d: d.deactivate(N1, 64), FmReturn.BADPARAM),
+    "replay-overlap": ([4], lambda d: d.set_activated(N1, [1, 3]), FmReturn.IN_USE),
+    "replay-unknown-id": ([4], lambda d: d.set_activated(N1, [4, 99]), FmReturn.BADPARAM),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSALS))
+def test_fm_refusals_are_fm_call_errors_and_change_nothing(target: FmTarget, name: str) -> None:
+    first, call, code = REFUSALS[name]
+    for pid in first:
+        target.driver.activate(N1, pid)
+    with pytest.raises(FmCallError) as e:
+        call(target.driver)
+    check_fm_error(e.value, N1, code)
+    assert listed(target) == {N1: first, N2: []}
+
+
+def test_a_node_it_does_not_reach_is_refused_naming_the_field(target: FmTarget) -> None:
+    for call in (lambda: target.driver.activate("gpu-zz", 4), lambda: target.driver.list_partitions("gpu-zz")):
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert e.value.field == "nvlink.options.fm" and "gpu-zz" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_gone_fm_is_a_fabric_error(target: FmTarget) -> None:
+    target.stop(N2)
+    for call in (lambda: target.driver.list_partitions(N2), lambda: target.driver.activate(N2, 4)):
+        with pytest.raises(FmCallError) as e:
+            call()
+        check_fm_error(e.value, N2, FmReturn.CONNECTION_NOT_VALID)
+    assert target.driver.list_partitions(N1).active == frozenset()  # the other node's FM still answers
+
+
+def test_a_restarted_fm_lists_no_active_partition_until_told(target: FmTarget) -> None:
+    d = target.driver
+    d.activate(N1, 4)
+    d.activate(N1, 5)
+    target.restart(N1)
+    assert listed(target) == IDLE
+    assert REPLAY in d.capabilities
+    d.set_activated(N1, [5, 4])
+    assert listed(target) == {N1: [4, 5], N2: []}
+
+
+def test_each_declared_capability_works(target: FmTarget) -> None:
+    d = target.driver
+    if UNSUPPORTED in d.capabilities:
+        assert [d.unsupported(n) for n in NODES] == [frozenset(), frozenset()]
+    if FAILED_DEVICES in d.capabilities:
+        assert [d.failed_devices(n) for n in NODES] == [(), ()]
+    if DOMAINS in d.capabilities:
+        assert d.smi_nodes == NODES
+        assert [smi_domain(n, d.smi_q(n)).id for n in NODES] == [f"board:{n}" for n in NODES]
+
+
+# ---- the backend over it
+
+
+def test_observe_lists_every_node_idle_and_healthy(target: FmTarget) -> None:
+    seen = FmBackend(target.driver).observe()
+    assert sorted(seen.nodes) == list(NODES)
+    for n in NODES:
+        fm = seen.nodes[n]
+        assert fm.active == frozenset() and fm.unsupported == frozenset() and fm.unhealthy() == frozenset()
+        assert {p.id: p.gpus for p in fm.partitions} == HGX
+
+
+def test_apply_returns_the_verified_read_back(target: FmTarget) -> None:
+    b = FmBackend(target.driver)
+    back = b.apply(plan((N1, True, 5), (N2, True, 0)))
+    again = FmBackend(target.fresh()).observe()  # another backend and driver: nothing remembered
     assert actives(back) == actives(again) == {N1: [5], N2: [0]}
     for n in NODES:
         assert back.nodes[n].partitions == again.nodes[n].partitions
-        assert [g.module_id for g in back.nodes[n].gpus] == [g.module_id for g in again.nodes[n].gpus]
+    back = b.apply(plan((N1, False, 5)))
+    assert sorted(back.nodes) == [N1] and back.nodes[N1].active == frozenset()
+    assert listed(target) == {N1: [], N2: [0]}
 
 
-def test_removals_run_before_additions(target: FmTarget) -> None:
-    d = target.driver
-    d.apply(plan((N1, True, 1)))  # GPUs 1-4
-    back = d.apply(plan((N1, True, 3), (N1, False, 1)))  # GPUs 1,3: only once 1 is gone (listed first on purpose)
+def test_apply_runs_removals_before_additions(target: FmTarget) -> None:
+    b = FmBackend(target.driver)
+    b.apply(plan((N1, True, 1)))  # GPUs 1-4
+    back = b.apply(plan((N1, True, 3), (N1, False, 1)))  # GPUs 1,3: only once 1 is gone (listed first on purpose)
     assert back.nodes[N1].active == frozenset({3})
-    assert actives(d.observe()) == {N1: [3], N2: []}
+    assert listed(target) == {N1: [3], N2: []}
 
 
 def test_apply_is_idempotent(target: FmTarget) -> None:
-    d = target.driver
-    assert d.apply(plan((N1, True, 4))).nodes[N1].active == frozenset({4})
+    b = FmBackend(target.driver)
+    assert b.apply(plan((N1, True, 4))).nodes[N1].active == frozenset({4})
     assert target.by_hand(N1, 4) is FmReturn.IN_USE  # FM itself answers -7 ...
-    assert d.apply(plan((N1, True, 4))).nodes[N1].active == frozenset({4})  # ... the driver counts it done
-    assert d.apply(plan((N1, False, 4))).nodes[N1].active == frozenset()
-    assert d.apply(plan((N1, False, 4))).nodes[N1].active == frozenset()  # -4 likewise
-    assert actives(d.observe()) == IDLE
+    assert b.apply(plan((N1, True, 4))).nodes[N1].active == frozenset({4})  # ... the backend counts it done
+    assert b.apply(plan((N1, False, 4))).nodes[N1].active == frozenset()
+    assert b.apply(plan((N1, False, 4))).nodes[N1].active == frozenset()  # -4 likewise
+    assert listed(target) == IDLE
 
 
-def test_a_partition_overlapping_an_active_one_is_refused(target: FmTarget) -> None:
+def test_apply_of_an_overlapping_partition_is_refused(target: FmTarget) -> None:
     assert target.by_hand(N1, 1) is FmReturn.SUCCESS  # GPUs 1-4, by hand
     with pytest.raises(FmCallError) as e:
-        target.driver.apply(plan((N1, True, 3)))  # GPUs 1,3
+        FmBackend(target.driver).apply(plan((N1, True, 3)))  # GPUs 1,3
     check_fm_error(e.value, N1, FmReturn.IN_USE)
-    assert actives(target.driver.observe()) == {N1: [1], N2: []}
+    assert listed(target) == {N1: [1], N2: []}
 
 
 @pytest.mark.parametrize("activate", [True, False], ids=["activate", "deactivate"])
 @pytest.mark.parametrize("pid", [15, 64], ids=["past-the-board", "past-fm-max"])
-def test_a_bad_partition_id_is_refused_naming_it(target: FmTarget, activate: bool, pid: int) -> None:
+def test_apply_of_a_bad_partition_id_is_refused_naming_it(target: FmTarget, activate: bool, pid: int) -> None:
     with pytest.raises(FmCallError) as e:
-        target.driver.apply(plan((N1, activate, pid)))
+        FmBackend(target.driver).apply(plan((N1, activate, pid)))
     check_fm_error(e.value, N1, FmReturn.BADPARAM)
     assert "partition" in e.value.message.lower()
     assert re.search(rf"(partition|-[ad]) {pid}:", e.value.message), e.value.message  # the id, as asked
-    assert actives(target.driver.observe()) == IDLE
+    assert listed(target) == IDLE
 
 
-def test_a_node_it_does_not_reach_is_refused_before_any_call(target: FmTarget) -> None:
+def test_apply_to_a_node_it_does_not_reach_is_refused_before_any_call(target: FmTarget) -> None:
     with pytest.raises(ConfigError) as e:
-        target.driver.apply(plan((N1, True, 4), ("gpu-zz", True, 4)))
+        FmBackend(target.driver).apply(plan((N1, True, 4), ("gpu-zz", True, 4)))
     assert e.value.field == "nvlink.options.fm" and "gpu-zz" in str(e.value) and "\n" not in str(e.value)
-    assert actives(target.driver.observe()) == IDLE  # not even gpu-a01's change ran
+    assert listed(target) == IDLE  # not even gpu-a01's change ran
 
 
-def test_an_fm_restart_forgets_the_active_set_observed_as_such(target: FmTarget) -> None:
-    d = target.driver
-    assert REPLAY in d.capabilities
-    d.apply(plan((N1, True, 4), (N1, True, 5), (N2, True, 2)))
+def test_an_fm_restart_is_observed_as_such_and_replayed(target: FmTarget) -> None:
+    b = FmBackend(target.driver)
+    b.apply(plan((N1, True, 4), (N1, True, 5), (N2, True, 2)))
     target.restart(N1)
-    assert actives(target.fresh().observe()) == {N1: [], N2: [2]}  # what FM says, no cached set
-    assert d.replay(N1).active == frozenset({4, 5})  # the last set this driver verified
-    assert actives(d.observe()) == {N1: [4, 5], N2: [2]}
+    assert actives(FmBackend(target.fresh()).observe()) == {N1: [], N2: [2]}  # what FM says, no cached set
+    assert b.replay(N1).active == frozenset({4, 5})  # the last set this backend verified
+    assert actives(b.observe()) == {N1: [4, 5], N2: [2]}
     target.restart(N1)
-    fresh = target.fresh()
+    fresh = FmBackend(target.fresh())
     assert fresh.observe().nodes[N1].active == frozenset()
     assert fresh.replay(N1, [5, 4]).active == frozenset({4, 5})  # an explicit set, verified
     with pytest.raises(FmCallError) as e:
         fresh.replay(N1, [1, 3])  # GPUs 1-4 and 1,3 overlap: FM refuses the whole set
     check_fm_error(e.value, N1, FmReturn.IN_USE)
-    assert actives(target.fresh().observe()) == {N1: [4, 5], N2: [2]}
+    assert listed(target) == {N1: [4, 5], N2: [2]}
 
 
-def test_a_gone_fm_is_a_fabric_error(target: FmTarget) -> None:
-    d = target.driver
+def test_observe_with_a_gone_fm_is_a_fabric_error(target: FmTarget) -> None:
     target.stop(N2)
     with pytest.raises(FmCallError) as e:
-        d.observe()
+        FmBackend(target.driver).observe()
     check_fm_error(e.value, N2, FmReturn.CONNECTION_NOT_VALID)
-    with pytest.raises(FmCallError) as e:
-        d.apply(plan((N2, True, 4)))
-    check_fm_error(e.value, N2, FmReturn.CONNECTION_NOT_VALID)
-    assert d.read_node(N1).active == frozenset()  # the other node's FM still answers
 
 
-def test_each_declared_capability_works(target: FmTarget) -> None:
-    d = target.driver
-    assert {"observe", "apply"} <= d.capabilities
-    if FAILED_DEVICES in d.capabilities:
-        assert [d.failed_devices(n) for n in NODES] == [(), ()]
-    if DOMAINS in d.capabilities:
-        assert d.domain_nodes == NODES
-        assert {n: (x.id, x.source) for n, x in d.domains().items()} == {n: (f"board:{n}", "board") for n in NODES}
-        assert sorted(parse_pdsh(d.domains_text())) == list(NODES)
+def test_domains_of_the_backend(target: FmTarget) -> None:
+    b = FmBackend(target.driver)
+    if DOMAINS not in target.driver.capabilities:
+        assert b.domain_nodes == () and b.domains() == {}
+        return
+    assert b.domain_nodes == NODES
+    assert {n: (x.id, x.source) for n, x in b.domains().items()} == {n: (f"board:{n}", "board") for n in NODES}
+    assert sorted(parse_pdsh(b.domains_text())) == list(NODES)

@@ -15,7 +15,8 @@ import pytest
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Node
 from gpufabric.domain.values import ModuleId
-from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmDriver, FmpmError
+from gpufabric.fabrics.nvlink.backend import FmpmDriver
+from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmError
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange

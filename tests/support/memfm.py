@@ -14,35 +14,35 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any, ClassVar
 
-from gpufabric.domain.errors import ConfigError, VerifyError
-from gpufabric.domain.fabric import FabricPlan
-from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, FAILED_DEVICES, REPLAY, FmCallError, NvlinkDriver
-from gpufabric.fabrics.nvlink.entries import NvlinkDomain
-from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange
-from gpufabric.fabrics.nvlink.readers.fmpm import FailedDevice, parse_failed_devices, parse_partition_list
+from gpufabric.domain.errors import ConfigError
+from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, FAILED_DEVICES, REPLAY, UNSUPPORTED, FmCallError, FmDriver
+from gpufabric.fabrics.nvlink.readers.fmpm import (
+    FailedDevice,
+    parse_failed_devices,
+    parse_partition_list,
+    parse_unsupported,
+)
 from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
-from gpufabric.fabrics.nvlink.readers.smi import pdsh_text, smi_domain
-from gpufabric.fabrics.nvlink.state import NodeFm, NvlinkState
+from gpufabric.fabrics.nvlink.state import NodeFm
 from gpufabric.lab import fmpm_standin as fm
 
 State = dict[str, Any]
 
 
-class MemoryFmDriver(NvlinkDriver):
-    """NVLink partitions of in-memory Fabric Managers (node -> stand-in state, None: not running)."""
+class MemoryFm(FmDriver):
+    """In-memory Fabric Managers (node -> stand-in state; None: FM not running)."""
 
-    capabilities: ClassVar[frozenset[str]] = frozenset({"observe", "apply", REPLAY, FAILED_DEVICES, DOMAINS})
+    capabilities: ClassVar[frozenset[str]] = frozenset({REPLAY, UNSUPPORTED, FAILED_DEVICES, DOMAINS})
 
     def __init__(self, fms: MutableMapping[str, State | None]) -> None:
         self.fms = fms
-        self._verified: dict[str, frozenset[int]] = {}
 
     @property
     def nodes(self) -> tuple[str, ...]:
         return tuple(sorted(self.fms))
 
     @property
-    def domain_nodes(self) -> tuple[str, ...]:
+    def smi_nodes(self) -> tuple[str, ...]:
         return self.nodes
 
     def _state(self, node: str, what: str) -> State:
@@ -69,66 +69,27 @@ class MemoryFmDriver(NvlinkDriver):
                 command=what,
             )
 
-    def read_node(self, node: str, *, health: bool = True) -> NodeFm:
+    def list_partitions(self, node: str) -> NodeFm:
         return parse_partition_list(fm.render_list(self._state(node, "list partitions")), node)
+
+    def activate(self, node: str, partition: int) -> None:
+        self._call(node, f"activate partition {partition}", fm.activate, partition)
+
+    def deactivate(self, node: str, partition: int) -> None:
+        self._call(node, f"deactivate partition {partition}", fm.deactivate, partition)
+
+    def set_activated(self, node: str, partitions: Iterable[int]) -> None:
+        ids = list(partitions)
+        self._call(node, f"set activated partitions {','.join(map(str, ids))}", fm.set_activated, ids)
+
+    def unsupported(self, node: str) -> frozenset[int]:
+        return frozenset(p.id for p in parse_unsupported(fm.render_unsupported(self._state(node, "list unsupported"))))
 
     def failed_devices(self, node: str) -> tuple[FailedDevice, ...]:
         return parse_failed_devices(fm.render_failed(self._state(node, "list failed devices")))
 
-    def observe(self) -> NvlinkState:
-        nodes = {n: self.read_node(n) for n in self.nodes}
-        self._verified.update({n: f.active for n, f in nodes.items()})
-        return NvlinkState(nodes)
-
-    def _change(self, c: PartitionChange) -> bool:
-        """Run one change; True when FM refused it with the idempotent code (-7 / -4)."""
-        what = f"{'activate' if c.activate else 'deactivate'} partition {c.partition}"
-        try:
-            self._call(c.node, what, fm.activate if c.activate else fm.deactivate, c.partition)
-        except FmCallError as e:
-            if e.fm_code == (FmReturn.IN_USE if c.activate else FmReturn.UNINITIALIZED):
-                return True
-            raise
-        return False
-
-    def apply(self, plan: FabricPlan) -> NvlinkState:
-        if not isinstance(plan, NvlinkPlan):
-            raise ConfigError("nvlink.plan", type(plan).__name__, "an NvlinkPlan")
-        for n in plan.nodes():
-            self._state(n, "apply")
-        removals, additions = plan.split()
-        tolerated = [c for c in (*removals.changes, *additions.changes) if self._change(c)]
-        back = {n: self.read_node(n) for n in plan.nodes()}
-        for c in plan.changes:
-            if (c.partition in back[c.node].active) != c.activate:
-                want = "active" if c.activate else "inactive"
-                if c in tolerated:
-                    r = FmReturn.IN_USE if c.activate else FmReturn.UNINITIALIZED
-                    raise FmCallError(f"{c.node}: partition {c.partition} is not {want}: FM answered {int(r)} ({r.label})",
-                                      node=c.node, fm_code=int(r), command=c.line())  # fmt: skip
-                raise VerifyError(
-                    f"{c.node}: partition {c.partition} read back not {want}", fabric="nvlink", device=c.node
-                )
-        self._verified.update({n: f.active for n, f in back.items()})
-        return NvlinkState(back)
-
-    def replay(self, node: str, partitions: Iterable[int] | None = None) -> NodeFm:
-        ids = sorted(set(self._verified.get(node, frozenset()) if partitions is None else partitions))
-        if ids:
-            self._call(node, f"set activated partitions {','.join(map(str, ids))}", fm.set_activated, ids)
-        back = self.read_node(node)
-        if back.active != frozenset(ids):
-            raise VerifyError(
-                f"{node}: active partitions {sorted(back.active)} after replaying {ids}", fabric="nvlink", device=node
-            )
-        self._verified[node] = back.active
-        return back
-
-    def domains(self) -> dict[str, NvlinkDomain]:
-        return {n: smi_domain(n, fm.render_smi_q(self._state(n, "nvidia-smi -q"))) for n in self.nodes}
-
-    def domains_text(self) -> str:
-        return pdsh_text([(n, fm.render_smi_q(self._state(n, "nvidia-smi -q"))) for n in self.nodes])
+    def smi_q(self, node: str) -> str:
+        return fm.render_smi_q(self._state(node, "nvidia-smi -q"))
 
     def describe(self) -> dict[str, Any]:
         return {"driver": "memory", "nodes": list(self.nodes)}

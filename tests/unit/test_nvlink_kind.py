@@ -11,7 +11,7 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, Tenancy
 from gpufabric.domain.models import QUARANTINE, Lease, Node
 from gpufabric.domain.values import ModuleId
-from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmDriver
+from gpufabric.fabrics.nvlink.backend import FmpmDriver
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.kind import NvlinkKind, lease_gpus
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan

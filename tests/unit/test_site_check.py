@@ -104,8 +104,7 @@ def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
 
 
 def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
-    from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmDriver
-    from gpufabric.fabrics.nvlink.drivers.fmpm.site_check import nvlink_site_checks
+    from gpufabric.fabrics.nvlink.backend import FmpmDriver, nvlink_site_checks
     from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 
     drv = FmpmDriver({"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)

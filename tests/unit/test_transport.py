@@ -31,7 +31,7 @@ from gpufabric.fabrics.dpu.ovn import OvnNbDriver
 from gpufabric.fabrics.dpu.ovs import DpuOvsDriver
 from gpufabric.fabrics.ethernet.ovsdb import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.ovsdb_pool import OvsdbPool
-from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmDriver
+from gpufabric.fabrics.nvlink.backend import FmpmDriver
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 from gpufabric.transport.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods

@@ -33,7 +33,6 @@ from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.terms import TermSpec
 from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.nvlink import audit as nvaudit
-from gpufabric.fabrics.nvlink.backend import build_backend
 from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_domain, node_gpus, parse_gpus
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange, allocate, assign
 from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, Partition, table
@@ -97,7 +96,10 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
             raise ValidationError(GPUS.name, want, f"1-{count} (the GPUs of node {node.name}), or unset for all")
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[NvlinkState]:
-        """The backend the section names (:func:`backend.build_backend`)."""
+        """The backend the section names (:func:`backend.build_backend`, imported only then: listing
+        nodes loads no driver)."""
+        from gpufabric.fabrics.nvlink.backend import build_backend
+
         return build_backend(section, drivers)
 
     # ---- desired state and plan

@@ -1,20 +1,23 @@
 """``gpufabric nvlink``, the NVLink kind's own command group (through :meth:`NvlinkKind.cli_group`;
 output and the configured fabrics come from the CLI's :class:`~gpufabric.domain.views.CliHost`):
 ``domains`` reads each node's NVLink domain now through a driver declaring the ``domains``
-capability (the fmpm driver: its per-node ``smi`` commands) (``--pdsh``: the ``nvidia-smi -q`` text ``inventory import --format nvidia-smi``
+capability (the NVLink backend: each node's ``nvidia-smi -q``, e.g. the fmpm driver's ``smi`` commands) (``--pdsh``: the ``nvidia-smi -q`` text ``inventory import --format nvidia-smi``
 records on the nodes, which ``node show`` and ``GET /api/v1/nodes/{name}`` then show)."""
 
 from __future__ import annotations
 
 import sys
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import typer
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.views import CliGroup, CliHost
-from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, NvlinkDriver
+from gpufabric.fabrics.nvlink.drivers.base import DOMAINS
 from gpufabric.fabrics.nvlink.state import FABRIC
+
+if TYPE_CHECKING:  # the backend (and its drivers) load only when a command runs
+    from gpufabric.fabrics.nvlink.backend import FmBackend
 
 
 def cli_group() -> CliGroup:
@@ -35,7 +38,7 @@ def build(host: CliHost) -> typer.Typer:
         """Each node's NVLink domain (ClusterUUID/CliqueId, or its own board), read now."""
         with host.fabrics() as f:
             backend = f.backend(fabric)
-            b = cast(NvlinkDriver, backend)
+            b = cast("FmBackend", backend)
             if backend is None or DOMAINS not in backend.capabilities or not b.domain_nodes:
                 raise ConfigError(f"fabrics.{fabric}.options.smi", None, "an fmpm driver with an smi command per node")
             if pdsh:

@@ -1,38 +1,36 @@
-"""The NVLink driver contract: one Fabric Manager per node, reached by a driver that is the
-kind's :class:`~gpufabric.domain.fabric.FabricBackend` (``fmpm`` today: ``drivers/fmpm/``).
+"""The NVLink driver contract: the calls the backend (``backend.py``) makes of each node's
+Fabric Manager, one driver per way of reaching FM (``drivers/fmpm/``: NVIDIA's
+Fabric-Manager-Client command line).
 
-What the kind, its views and the service call of a driver, and nothing more:
+A driver lists a node's partitions (``list_partitions``: FM's supported partitions, which are
+active, its GPUs) and activates or deactivates one; the order of a plan's changes, their
+verified read-back and GPU health are the backend's. Optional powers are declared in
+``capabilities``, never found by ``isinstance``: :data:`REPLAY` (``set_activated``: tell a
+restarted FM its active set), :data:`UNSUPPORTED` (``unsupported``), :data:`FAILED_DEVICES`
+(``failed_devices``) and :data:`DOMAINS` (``smi_q``: a node's ``nvidia-smi -q``, for the nodes in
+``smi_nodes``: GPU fabric health and the NVLink domain).
 
-* ``observe()`` reads every node's partitions, active set and GPU health; ``apply(plan)`` runs
-  every deactivation before any activation and returns the **verified read-back** of the
-  touched nodes (a change not read back as asked is a :class:`VerifyError`; an activation of
-  an active partition, a deactivation of an inactive one, is done when read back so);
-* ``read_node(node)`` reads one node (the site check's reachability probe);
-* optional powers are declared in ``capabilities``, never found by ``isinstance``:
-  :data:`REPLAY` (``replay(node, ids)``: tell a restarted FM its active set, verified),
-  :data:`FAILED_DEVICES` (``failed_devices(node)``), :data:`DOMAINS` (``domains()`` and
-  ``domains_text()``: each node's NVLink domain from ``nvidia-smi -q``, for the nodes in
-  ``domain_nodes``).
-
-Every failure is a :class:`~gpufabric.domain.errors.FabricError`: a refusal of Fabric Manager
-is an :class:`FmCallError` carrying FM's return code (``fm_code``, ``readers.fmreturn``); a bad
-node or partition id is refused before any call, one line naming the field. The conformance
-suite is tests/contract/test_nvlink_driver_contract.py.
+Every failure of FM is an :class:`FmCallError` (the project's ``FabricError`` tree) carrying
+FM's return code (``fm_code``, :class:`~gpufabric.fabrics.nvlink.readers.fmreturn.FmReturn`):
+-7 activating an active partition, -4 deactivating an inactive one (the backend counts both
+as done once read back so), -1 an unknown partition id, -9 no FM; one line naming the node.
+A node the driver does not reach is a ConfigError naming ``nvlink.options.fm``. The
+conformance suite is tests/contract/test_nvlink_driver_contract.py.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import ClassVar, Final
+from typing import Any, ClassVar, Final
 
 from gpufabric.domain.errors import FabricError
-from gpufabric.domain.fabric import FabricBackend
-from gpufabric.fabrics.nvlink.entries import NvlinkDomain
 from gpufabric.fabrics.nvlink.readers.fmpm import FailedDevice
-from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NvlinkState
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm
+from gpufabric.transport.secrets import TransportNote
 
 REPLAY: Final = "replay"
+UNSUPPORTED: Final = "unsupported"
 FAILED_DEVICES: Final = "failed-devices"
 DOMAINS: Final = "domains"
 
@@ -47,10 +45,10 @@ class FmCallError(FabricError):
         self.fm_code = fm_code
 
 
-class NvlinkDriver(FabricBackend[NvlinkState]):
-    """One NVLink fabric: every node's Fabric Manager, with verified read-back."""
+class FmDriver(ABC):
+    """Every node's Fabric Manager, one call at a time (thread-safe across nodes)."""
 
-    kind: ClassVar[str] = "nvlink"
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     @property
     @abstractmethod
@@ -58,27 +56,41 @@ class NvlinkDriver(FabricBackend[NvlinkState]):
         """The nodes whose Fabric Manager this driver reaches, sorted."""
 
     @abstractmethod
-    def read_node(self, node: str, *, health: bool = True) -> NodeFm:
-        """``node``'s partitions, active set and (with ``health``) its GPUs' health, read now."""
+    def list_partitions(self, node: str) -> NodeFm:
+        """``node``'s supported partitions, its active set and its GPUs as FM reports them now."""
 
-    def replay(self, node: str, partitions: Iterable[int] | None = None) -> NodeFm:
-        """Capability :data:`REPLAY`: tell a restarted FM its active set (``partitions``, or the
-        last set this driver verified) and return the verified read-back."""
+    @abstractmethod
+    def activate(self, node: str, partition: int) -> None:
+        """Activate one partition (FmCallError with FM's code when FM refuses)."""
+
+    @abstractmethod
+    def deactivate(self, node: str, partition: int) -> None:
+        """Deactivate one partition (FmCallError with FM's code when FM refuses)."""
+
+    def set_activated(self, node: str, partitions: Iterable[int]) -> None:
+        """Capability :data:`REPLAY`: the active set of a restarted FM (checked by FM as a whole)."""
         raise NotImplementedError(REPLAY)
+
+    def unsupported(self, node: str) -> frozenset[int]:
+        """Capability :data:`UNSUPPORTED`: the partition ids FM cannot activate now."""
+        raise NotImplementedError(UNSUPPORTED)
 
     def failed_devices(self, node: str) -> tuple[FailedDevice, ...]:
         """Capability :data:`FAILED_DEVICES`: the NVLink-failed GPUs and switches of ``node``."""
         raise NotImplementedError(FAILED_DEVICES)
 
     @property
-    def domain_nodes(self) -> tuple[str, ...]:
-        """Capability :data:`DOMAINS`: the nodes whose NVLink domain this driver can read."""
+    def smi_nodes(self) -> tuple[str, ...]:
+        """Capability :data:`DOMAINS`: the nodes whose ``nvidia-smi -q`` this driver reads."""
         return ()
 
-    def domains(self) -> dict[str, NvlinkDomain]:
-        """Capability :data:`DOMAINS`: each node's NVLink domain, read now."""
+    def smi_q(self, node: str) -> str:
+        """Capability :data:`DOMAINS`: ``node``'s ``nvidia-smi -q``, read now."""
         raise NotImplementedError(DOMAINS)
 
-    def domains_text(self) -> str:
-        """Capability :data:`DOMAINS`: every node's ``nvidia-smi -q`` as pdsh prints it."""
-        raise NotImplementedError(DOMAINS)
+    def transport_notes(self) -> tuple[TransportNote, ...]:
+        """How each FM is reached, when not safely (for the audit's ``TRANSPORT-INSECURE``)."""
+        return ()
+
+    def describe(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes)}

@@ -1,2 +1,2 @@
 """The ``fmpm`` driver: each node's Fabric Manager through NVIDIA's Fabric-Manager-Client command
-line (``driver.py``) and its site check (``site_check.py``)."""
+line (``driver.py``)."""
