@@ -35,7 +35,7 @@ from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.nvlink import audit as nvaudit
 from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_domain, node_gpus, parse_gpus
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange, allocate, assign
-from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, Partition, table
+from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, table
 from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState
 
 BOARD_SETTING = "nvlink_baseboard"
@@ -205,9 +205,3 @@ def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:
         return 0
     want = lease.term(GPUS.name)
     return len(node_gpus(node)) if want is None else want
-
-
-def partition_of(observed: NvlinkState, node: str) -> tuple[Partition, ...]:
-    """The active partitions of ``node`` in ``observed`` (for tables and read-back checks)."""
-    fm = observed.nodes.get(node)
-    return fm.active_partitions() if fm is not None else ()
