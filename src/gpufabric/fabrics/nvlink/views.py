@@ -1,8 +1,9 @@
 """``gpufabric nvlink``, the NVLink kind's own command group (through :meth:`NvlinkKind.cli_group`;
 output and the configured fabrics come from the CLI's :class:`~gpufabric.domain.views.CliHost`):
-``domains`` reads each node's NVLink domain now through a driver declaring the ``domains``
-capability (the NVLink backend: each node's ``nvidia-smi -q``, e.g. the fmpm driver's ``smi`` commands) (``--pdsh``: the ``nvidia-smi -q`` text ``inventory import --format nvidia-smi``
-records on the nodes, which ``node show`` and ``GET /api/v1/nodes/{name}`` then show)."""
+``domains`` reads each node's NVLink domain now from its ``nvidia-smi -q``, through a backend
+declaring the ``domains`` capability (the fmpm driver's ``smi`` commands); ``--pdsh`` prints the
+``nvidia-smi -q`` text ``inventory import --format nvidia-smi`` records on the nodes, which
+``node show`` and ``GET /api/v1/nodes/{name}`` then show."""
 
 from __future__ import annotations
 
