@@ -4,7 +4,7 @@
 
 FILE is ``nvidia-smi -q`` of many nodes as ``pdsh``/``clush`` print it, ``host: line``
 (``pdsh -w gpu-a[01-18] nvidia-smi -q``, or only its ``CliqueId``/``ClusterUUID`` lines, as
-NVIDIA topograph collects them; :meth:`FmpmDriver.domains_text` prints the same through the
+NVIDIA topograph collects them; :meth:`backend.FmBackend.domains_text` prints the same through the
 driver's per-node ``smi`` commands). Each host names a node of the store with GPUs on the
 NVLink instance ``--fabric`` (default: the only one); its GPUs' entries get the NVLink domain
 its Fabric section reports (:func:`~gpufabric.fabrics.nvlink.readers.smi.smi_domain`: ClusterUUID

@@ -79,7 +79,7 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         return dump_gpus(ports)
 
     def import_formats(self) -> Sequence[ImportFormat]:
-        """``inventory import --format nvidia-smi``: each node's NVLink domain (:mod:`smi_import`, imported only then)."""
+        """``inventory import --format nvidia-smi``: each node's NVLink domain (:mod:`inventory`, imported only then)."""
         from gpufabric.fabrics.nvlink.inventory import import_format
 
         return (import_format(),)

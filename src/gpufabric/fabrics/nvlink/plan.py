@@ -1,7 +1,8 @@
 """The NVLink plan (pure): the partition (de)activations between desired and observed
-(:class:`PartitionChange`, :class:`NvlinkPlan`) and the partition allocator: a request for ``k`` GPUs of one node gets exactly one
-supported partition of size ``k``, disjoint from the node's other active partitions and from
-GPUs that cannot be handed out, preferring the choice that keeps larger partitions free.
+(:class:`PartitionChange`, :class:`NvlinkPlan`) and the partition allocator: a request for
+``k`` GPUs of one node gets exactly one supported partition of size ``k``, disjoint from the
+node's other active partitions and from GPUs that cannot be handed out, preferring the choice
+that keeps larger partitions free.
 
 Preference, in order: a partition in ``prefer`` (the one already active for this request:
 stability); then the candidate that leaves the most free partitions of the largest size, then
