@@ -96,7 +96,7 @@ class LabEnv:
         """Active NVLink partition ids of ``node``, read from its (stand-in) Fabric Manager with fmpm -l."""
         fm = self.home / "lab" / "nvlink" / f"{node}.fm"
         out = subprocess.run(
-            [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin", "--unix-domain-socket", str(fm), "-l"],
+            [sys.executable, "-m", "gpufabric.lab.fmpm_standin", "--unix-domain-socket", str(fm), "-l"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout  # fmt: skip
         return {p["partitionId"] for p in json.loads(out)["partitionInfo"] if p["isActive"]}

@@ -88,7 +88,7 @@ def test_audit_reports_a_partition_activated_by_hand_across_two_tenants(lab: Lab
     lab.gfj("node", "move", "gpu-a03", "--to-tenant", "alpha", "--gpus", "4")
     active = lab.nvlink_active("gpu-a03")
     fm = lab.home / "lab" / "nvlink" / "gpu-a03.fm"
-    fmpm = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin", "--unix-domain-socket", str(fm)]
+    fmpm = [sys.executable, "-m", "gpufabric.lab.fmpm_standin", "--unix-domain-socket", str(fm)]
     other = 2 if active == {1} else 1  # the other half of the baseboard, leased to nobody
     subprocess.run([*fmpm, "-a", str(other)], capture_output=True, check=True)
     report = json.loads(lab.gf("audit", "--json", check=False).stdout)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.fabrics.nvlink.standin import lab_section
+from gpufabric.lab.fmpm_standin import lab_section
 
 from support.api_world import World, build_world
 from support.live_api import gf, live_api
@@ -49,7 +49,7 @@ def lab(tmp_path: Path) -> Path:
 
 def set_domain(section: dict[str, object], node: str, cluster: str, clique: str) -> None:
     sock = section["options"]["fm"][node].removeprefix("unix:")  # type: ignore[index]
-    cmd = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin", "--unix-domain-socket", sock,
+    cmd = [sys.executable, "-m", "gpufabric.lab.fmpm_standin", "--unix-domain-socket", sock,
            "--standin-set-domain", cluster, clique]  # fmt: skip
     assert subprocess.run(cmd, check=False).returncode == 0
 

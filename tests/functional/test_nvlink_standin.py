@@ -15,12 +15,13 @@ import pytest
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Node
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.backend import FmpmDriver
+from gpufabric.fabrics.nvlink.drivers.fmpm.driver import FmpmError
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
-from gpufabric.fabrics.nvlink.fmpm import FmpmDriver, FmpmError
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
-from gpufabric.fabrics.nvlink.model import NvlinkPlan, PartitionChange
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange
 
-STANDIN = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin"]
+STANDIN = [sys.executable, "-m", "gpufabric.lab.fmpm_standin"]
 KIND = NvlinkKind()
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -152,7 +153,7 @@ def test_audit_reports_a_partition_activated_by_hand(driver: FmpmDriver, socks: 
 
 
 def test_lab_section_builds_a_working_backend(tmp_path: Path) -> None:
-    from gpufabric.fabrics.nvlink import standin
+    from gpufabric.lab import fmpm_standin as standin
 
     section = standin.lab_section(["gpu-c01", "gpu-c02"], tmp_path / "fm")
     backend = KIND.build(section, {"fmpm": FmpmDriver}.__getitem__, {})

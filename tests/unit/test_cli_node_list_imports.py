@@ -17,7 +17,7 @@ from gpufabric.cli.main import app
 from unit.test_cli_imports import run as probe
 
 DRIVERS = ("gpufabric.fabrics.ethernet.drivers.ssh.driver", "gpufabric.fabrics.ethernet.drivers.ssh.connection", "gpufabric.fabrics.infiniband.drivers.ufm.driver",
-           "gpufabric.fabrics.nvlink.fmpm")  # fmt: skip
+           "gpufabric.fabrics.nvlink.drivers.fmpm.driver")  # fmt: skip
 FABRICS = {"fabrics": [
     {"name": "ethernet", "kind": "ethernet", "driver": "ssh", "options": {
         "host": "192.0.2.1", "username": "u", "key_filename": "/k", "known_hosts": "/kh", "switch": "leaf1"}},

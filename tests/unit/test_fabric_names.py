@@ -121,10 +121,10 @@ def test_the_import_check_sees_every_form() -> None:
     """The import test can fail: each way of importing a fabric package is seen."""
     text = (
         "from gpufabric.fabrics.dpu.backend.offload import site_report\n"
-        "import gpufabric.fabrics.nvlink.fmpm\n"
+        "import gpufabric.fabrics.nvlink.drivers.fmpm.driver\n"
         "def f():\n    from gpufabric.fabrics import ethernet\n    return import_module('gpufabric.fabrics.dpu.drivers.ovn.northbound')\n"
         "from gpufabric.domain.fabric import FabricKind\nGROUP = 'gpufabric.fabrics'\n"
     )
-    assert fabric_imports(text) == ["gpufabric.fabrics.dpu.backend.offload", "gpufabric.fabrics.nvlink.fmpm",
+    assert fabric_imports(text) == ["gpufabric.fabrics.dpu.backend.offload", "gpufabric.fabrics.nvlink.drivers.fmpm.driver",
                                     "gpufabric.fabrics", "gpufabric.fabrics.dpu.drivers.ovn.northbound"]
     assert fabric_imports(Path(__file__).read_text().split("# ---- imports")[0]) == []

@@ -29,7 +29,7 @@ from support.memfabric import register
 from unit.test_engine_memory import CFG, engine, fabrics_config, inventory, mem, move, owners
 
 __all__ = ["engine"]  # the fixture
-STANDIN = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin"]
+STANDIN = [sys.executable, "-m", "gpufabric.lab.fmpm_standin"]
 
 
 def _actions(e: MoveEngine) -> Actions:

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.nvlink.allocator import allocate, assign, free_partitions, keep_free_score
-from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NodeWant
-from gpufabric.fabrics.nvlink.tables import Partition, table
+from gpufabric.fabrics.nvlink.plan import allocate, assign, free_partitions, keep_free_score
+from gpufabric.fabrics.nvlink.segments import Partition, table
+from gpufabric.fabrics.nvlink.state import GpuInfo, NodeFm, NodeWant
 
 HGX = table("hgx-h100-8gpu")
 

@@ -13,8 +13,8 @@ from gpufabric.domain.severity import Severity
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
-from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NvlinkState
-from gpufabric.fabrics.nvlink.tables import table
+from gpufabric.fabrics.nvlink.segments import table
+from gpufabric.fabrics.nvlink.state import GpuInfo, NodeFm, NvlinkState
 
 HGX = table("hgx-h100-8gpu")
 KIND = NvlinkKind()

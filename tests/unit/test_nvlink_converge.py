@@ -13,12 +13,13 @@ from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import Lease, Node
 from gpufabric.domain.values import ModuleId
-from gpufabric.fabrics.nvlink import standin
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
-from gpufabric.fabrics.nvlink.fmreturn import FmReturn
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
-from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NvlinkPlan, NvlinkState
-from gpufabric.fabrics.nvlink.tables import table
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan
+from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
+from gpufabric.fabrics.nvlink.segments import table
+from gpufabric.fabrics.nvlink.state import GpuInfo, NodeFm, NvlinkState
+from gpufabric.lab import fmpm_standin as standin
 
 HGX = table("hgx-h100-8gpu")
 KIND = NvlinkKind()

@@ -16,10 +16,10 @@ from gpufabric.domain.hooks import ImportRequest
 from gpufabric.domain.models import Node, NodeState
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports, node_gpus, parse_gpus
+from gpufabric.fabrics.nvlink.inventory import read
 from gpufabric.fabrics.nvlink.kind import NvlinkKind
-from gpufabric.fabrics.nvlink.smi_import import read
-from gpufabric.fabrics.nvlink.smi_parse import parse_pdsh, pdsh_text, smi_domain
-from gpufabric.fabrics.nvlink.standin import init_state, render_smi_q
+from gpufabric.fabrics.nvlink.readers.smi import parse_pdsh, pdsh_text, smi_domain
+from gpufabric.lab.fmpm_standin import init_state, render_smi_q
 
 UUID = "5f3c1a2e-0b7d-4c1e-9a8f-2d6e4b7c9a10"
 KIND = NvlinkKind()

@@ -11,11 +11,12 @@ from gpufabric.domain.errors import ConfigError, ValidationError
 from gpufabric.domain.fabric import FabricBackend, Tenancy
 from gpufabric.domain.models import QUARANTINE, Lease, Node
 from gpufabric.domain.values import ModuleId
+from gpufabric.fabrics.nvlink.backend import FmpmDriver
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
-from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
 from gpufabric.fabrics.nvlink.kind import NvlinkKind, lease_gpus
-from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm, NvlinkPlan, NvlinkState
-from gpufabric.fabrics.nvlink.tables import table
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan
+from gpufabric.fabrics.nvlink.segments import table
+from gpufabric.fabrics.nvlink.state import GpuInfo, NodeFm, NvlinkState
 
 HGX = table("hgx-h100-8gpu")
 KIND = NvlinkKind()

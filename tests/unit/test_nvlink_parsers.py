@@ -8,17 +8,17 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.nvlink import standin
-from gpufabric.fabrics.nvlink.fmpm_parse import (
+from gpufabric.fabrics.nvlink.readers.fmpm import (
     norm_bus,
     parse_failed_devices,
     parse_failure,
     parse_partition_list,
     parse_unsupported,
 )
-from gpufabric.fabrics.nvlink.fmreturn import FmReturn
-from gpufabric.fabrics.nvlink.smi_parse import parse_nvlink_status, parse_smi_q
-from gpufabric.fabrics.nvlink.tables import table
+from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
+from gpufabric.fabrics.nvlink.readers.smi import parse_nvlink_status, parse_smi_q
+from gpufabric.fabrics.nvlink.segments import table
+from gpufabric.lab import fmpm_standin as standin
 
 FIX = Path(__file__).parent.parent / "fixtures"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.domain.errors import ConfigError
-from gpufabric.fabrics.nvlink.styled import styled
-from gpufabric.fabrics.nvlink.tables import MAX_GPUS, MAX_PARTITIONS, TABLES, sizes, table
+from gpufabric.fabrics.nvlink.segments import MAX_GPUS, MAX_PARTITIONS, TABLES, sizes, table
+from gpufabric.lab.jsoncpp import styled
 
 
 @pytest.mark.parametrize("board", sorted(TABLES))

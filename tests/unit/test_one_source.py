@@ -112,7 +112,7 @@ def test_the_gpu_count_limit_has_one_source() -> None:
     from gpufabric.domain.errors import ValidationError
     from gpufabric.domain.terms import check_terms
     from gpufabric.fabrics.nvlink.kind import GPUS
-    from gpufabric.fabrics.nvlink.tables import MAX_GPUS
+    from gpufabric.fabrics.nvlink.segments import MAX_GPUS
     from gpufabric.store.registry import registered_terms
 
     assert (GPUS.minimum, GPUS.maximum) == (1, MAX_GPUS) and GPUS in registered_terms()
@@ -131,7 +131,7 @@ def test_the_store_refuses_a_lease_of_more_gpus_than_the_limit(tmp_path: Path) -
 
     from gpufabric.domain.errors import ValidationError
     from gpufabric.domain.models import Inventory, Lease, Node
-    from gpufabric.fabrics.nvlink.tables import MAX_GPUS
+    from gpufabric.fabrics.nvlink.segments import MAX_GPUS
     from gpufabric.store.core import Store
 
     with Store.open(f"sqlite:///{tmp_path / 'x.db'}") as store:

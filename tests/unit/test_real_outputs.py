@@ -37,7 +37,7 @@ from gpufabric.fabrics.ethernet.readers.running_config import parse_ios_bonds, p
 from gpufabric.fabrics.ethernet.state import PortMode, aggregate_key
 from gpufabric.fabrics.infiniband.inventory.match import match_ca_ports, match_fabric
 from gpufabric.fabrics.infiniband.readers.ibnetdiscover import IbTopology, NodeKind, parse_ibnetdiscover
-from gpufabric.fabrics.nvlink.smi_parse import parse_pdsh, parse_smi_q, smi_domain
+from gpufabric.fabrics.nvlink.readers.smi import parse_pdsh, parse_smi_q, smi_domain
 
 from support.real_outputs import REAL, Manifest, all_manifests, manifest, manifests, real_output, redistributable
 

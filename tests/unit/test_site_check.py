@@ -104,9 +104,8 @@ def test_dpu_refused_certificate_and_a_dpu_host_without_remote() -> None:
 
 
 def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
+    from gpufabric.fabrics.nvlink.backend import FmpmDriver, nvlink_site_checks
     from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
-    from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
-    from gpufabric.fabrics.nvlink.site_check import nvlink_site_checks
 
     drv = FmpmDriver({"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)
     nodes = (Node("gpu-a02", fabric_ports=gpu_ports(Gpu("gpu-a02", ModuleId(1)))),)

@@ -31,7 +31,7 @@ from gpufabric.fabrics.dpu.drivers.ovn.northbound import OvnNbDriver
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.fabrics.ethernet.drivers.ovsdb.pool import OvsdbPool
-from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
+from gpufabric.fabrics.nvlink.backend import FmpmDriver
 from gpufabric.store.core import Store
 from gpufabric.store.registry import Registry
 from gpufabric.transport.secrets import TlsFiles, TransportNote, load_tls, plain_remote_notes, remote_methods

@@ -1,6 +1,6 @@
 """The lab's NVLink and DPU fabrics, beside its InfiniBand and Ethernet ones.
 
-* NVLink: one stand-in Fabric Manager per node (``gpufabric.fabrics.nvlink.standin``, speaking
+* NVLink: one stand-in Fabric Manager per node (``gpufabric.lab.fmpm_standin``, speaking
   ``fmpm``'s interface; state files under ``lab/nvlink``), and 8 GPUs per node in the inventory
   with the Module Id <-> PCI bus map of a real HGX H100 box (not PCI order).
 * DPU: a real OVN central and, for the first ``dpus`` nodes, a DPU with its own userspace OVS and
@@ -22,8 +22,8 @@ from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
 from gpufabric.fabrics.nvlink.entries import Gpu
-from gpufabric.fabrics.nvlink.standin import init_state, lab_section
-from gpufabric.fabrics.nvlink.tables import HGX_8GPU_PCI
+from gpufabric.fabrics.nvlink.segments import HGX_8GPU_PCI
+from gpufabric.lab.fmpm_standin import init_state, lab_section
 from gpufabric.lab.kube import KubeStandin
 from gpufabric.lab.mlxstub import write_state
 from gpufabric.lab.ovn import OvnLab

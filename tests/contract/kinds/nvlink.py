@@ -17,8 +17,9 @@ from gpufabric.domain.models import Node
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports, node_gpus
 from gpufabric.fabrics.nvlink.kind import GPUS, NvlinkKind, lease_gpus
-from gpufabric.fabrics.nvlink.model import NodeFm, NvlinkPlan, NvlinkState
-from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, table
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan
+from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, table
+from gpufabric.fabrics.nvlink.state import NodeFm, NvlinkState
 
 from contract.kinds import KindCase
 

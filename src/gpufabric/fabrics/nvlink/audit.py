@@ -16,9 +16,9 @@ from gpufabric.domain.fabric import InvariantSpec
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
-from gpufabric.fabrics.nvlink.allocator import assign
-from gpufabric.fabrics.nvlink.model import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState
-from gpufabric.fabrics.nvlink.tables import Partition
+from gpufabric.fabrics.nvlink.plan import assign
+from gpufabric.fabrics.nvlink.segments import Partition
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState
 
 SHARED: Final = "NVLINK-PARTITION-SHARED"
 FOREIGN: Final = "NVLINK-FOREIGN"

@@ -6,11 +6,16 @@ with ``module_id`` (Fabric Manager's physical module id, 1-64, unique on the nod
 optional ``pci_bus_id`` (``DOMAIN:BUS:DEVICE.FUNCTION``, kept in lower case), and the NVLink
 domain the GPU reports (``cluster_uuid`` and ``clique_id``, both or neither: what ``inventory
 import --format nvidia-smi`` records from its Fabric section; every GPU of a node in one domain).
-``parse_gpus`` checks them and ``dump_gpus`` writes back what it reads (the stored JSON)."""
+``parse_gpus`` checks them and ``dump_gpus`` writes back what it reads (the stored JSON).
+
+The NVLink domain itself (:class:`NvlinkDomain`, the ClusterUUID/CliqueId rules of
+:func:`fabric_id`, one domain per node: :func:`one_domain`) lives here too: the inventory
+entries and the ``nvidia-smi -q`` reader (``readers/smi.py``) check it by the same rules."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -18,8 +23,74 @@ from gpufabric.domain.entries import listed, mapping, node_entries, required
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import FabricPorts, Node
 from gpufabric.domain.values import ModuleId
-from gpufabric.fabrics.nvlink.model import FABRIC
-from gpufabric.fabrics.nvlink.smi_parse import CLIQUE_MAX, NvlinkDomain, fabric_id, one_domain
+from gpufabric.fabrics.nvlink.state import FABRIC
+
+ZERO_UUID: Final = "00000000-0000-0000-0000-000000000000"
+CLIQUE_MAX: Final = 0xFFFF_FFFF  # NVML's nvmlGpuFabricInfo_t.cliqueId is an unsigned int
+UUID_ALLOWED: Final = "a UUID (8-4-4-4-12 hex digits), or N/A"
+CLIQUE_ALLOWED: Final = f"an integer 0-{CLIQUE_MAX}, or N/A"
+SMI: Final = "nvidia-smi"
+BOARD: Final = "board"
+_UUID_RE: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_NONE: Final = frozenset({"", "n/a"})
+_DIGITS_RE: Final = re.compile(r"[0-9]{1,20}")  # ASCII digits only: str.isdigit() takes "²", which int() refuses
+
+
+@dataclass(frozen=True)
+class NvlinkDomain:
+    """The NVLink domain ``node`` is in: the multi-node one its GPUs report (``cluster_uuid`` and
+    ``clique_id``, source ``nvidia-smi``), or none reported: its own board (source ``board``).
+    ``id`` names it for every node (and, later, every slot of a node) that shares it."""
+
+    node: str
+    cluster_uuid: str = ""
+    clique_id: int | None = None
+
+    @property
+    def source(self) -> str:
+        return SMI if self.cluster_uuid else BOARD
+
+    @property
+    def id(self) -> str:
+        return f"{self.cluster_uuid}/{self.clique_id}" if self.cluster_uuid else f"{BOARD}:{self.node}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "cluster_uuid": self.cluster_uuid or None, "clique_id": self.clique_id, "source": self.source}
+
+
+def fabric_id(cluster_uuid: str, clique_id: str, where: str, names: tuple[str, str] = ("ClusterUUID", "CliqueId")) -> tuple[str, int | None]:
+    """One GPU's (ClusterUUID, CliqueId) as printed, checked: ``("", None)`` when it reports no
+    multi-node domain (N/A, absent, or the all-zero ClusterUUID of an HGX board); a
+    ValidationError naming ``<where>.<names[0]>``/``.<names[1]>`` and the allowed range otherwise."""
+    uuid, clique = cluster_uuid.strip().lower(), clique_id.strip().lower()
+    if uuid in _NONE or uuid == ZERO_UUID:
+        if clique not in _NONE and not (_DIGITS_RE.fullmatch(clique) and int(clique) <= CLIQUE_MAX):
+            raise ValidationError(f"{where}.{names[1]}", clique_id, CLIQUE_ALLOWED)
+        return "", None
+    if not _UUID_RE.fullmatch(uuid):
+        raise ValidationError(f"{where}.{names[0]}", cluster_uuid, UUID_ALLOWED)
+    if not _DIGITS_RE.fullmatch(clique) or int(clique) > CLIQUE_MAX:
+        raise ValidationError(f"{where}.{names[1]}", clique_id, f"an integer 0-{CLIQUE_MAX} ({names[0]} {uuid} is set)")
+    return uuid, int(clique)
+
+
+def one_domain(node: str, ids: Iterable[tuple[str, tuple[str, int | None]]], where: str) -> NvlinkDomain:
+    """The one NVLink domain of ``node`` from each GPU's ``(label, (cluster_uuid, clique_id))``:
+    every GPU of a node is in the same domain (a ValidationError naming ``where`` and the GPUs
+    that differ otherwise); none reported: its board."""
+    seen: dict[tuple[str, int | None], list[str]] = {}
+    for label, fid in ids:
+        seen.setdefault(fid, []).append(label)
+    if len(seen) > 1:
+        said = "; ".join(f"{', '.join(who)}: {_said(fid)}" for fid, who in seen.items())
+        raise ValidationError(where, said, "every GPU of a node in one NVLink domain", f"node {node}")
+    cluster, clique = next(iter(seen), ("", None))
+    return NvlinkDomain(node, cluster, clique)
+
+
+def _said(fid: tuple[str, int | None]) -> str:
+    return f"{fid[0]}/{fid[1]}" if fid[0] else "none"
+
 
 KEYS: Final = frozenset({"module_id", "pci_bus_id", "cluster_uuid", "clique_id"})
 PCI_ALLOWED: Final = "a PCI address DOMAIN:BUS:DEVICE.FUNCTION, e.g. 0000:18:00.0"

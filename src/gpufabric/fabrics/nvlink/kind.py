@@ -5,7 +5,7 @@ Desired state holds, per node with GPUs in the inventory, *who* wants *how many*
 kind's lease term :data:`GPUS`, ``lease.term("gpus")``; unset = every GPU of the node =
 partition 0 on HGX 8-GPU; quarantine = 0), not partition ids: the diff picks concrete ids
 against the observed state with
-:func:`~gpufabric.fabrics.nvlink.allocator.assign`, which keeps an active partition that still
+:func:`~gpufabric.fabrics.nvlink.plan.assign`, which keeps an active partition that still
 fits the lease. So desired is deterministic and stable, and a move of a node deactivates its
 old partition (removal phase) before it activates the new one (addition phase).
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
-from gpufabric.domain.errors import ConfigError, ValidationError
+from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricKind, FabricPlan, InvariantSpec, Tenancy
 from gpufabric.domain.findings import Violation
 from gpufabric.domain.hooks import ImportFormat
@@ -33,18 +33,10 @@ from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.terms import TermSpec
 from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.nvlink import audit as nvaudit
-from gpufabric.fabrics.nvlink.allocator import allocate, assign
 from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_domain, node_gpus, parse_gpus
-from gpufabric.fabrics.nvlink.model import (
-    FABRIC,
-    NodeFm,
-    NodeWant,
-    NvlinkDesired,
-    NvlinkPlan,
-    NvlinkState,
-    PartitionChange,
-)
-from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, MAX_GPUS, Partition, table
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange, allocate, assign
+from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, table
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState
 
 BOARD_SETTING = "nvlink_baseboard"
 GPUS: Final = TermSpec(
@@ -87,8 +79,8 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         return dump_gpus(ports)
 
     def import_formats(self) -> Sequence[ImportFormat]:
-        """``inventory import --format nvidia-smi``: each node's NVLink domain (:mod:`smi_import`, imported only then)."""
-        from gpufabric.fabrics.nvlink.smi_import import import_format
+        """``inventory import --format nvidia-smi``: each node's NVLink domain (:mod:`inventory`, imported only then)."""
+        from gpufabric.fabrics.nvlink.inventory import import_format
 
         return (import_format(),)
 
@@ -104,19 +96,11 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
             raise ValidationError(GPUS.name, want, f"1-{count} (the GPUs of node {node.name}), or unset for all")
 
     def build(self, section: Any, drivers: DriverLookup, settings: Mapping[str, Any]) -> FabricBackend[NvlinkState]:
-        if not isinstance(section, Mapping) or "driver" not in section:
-            raise ConfigError("nvlink", section, "a mapping with 'driver' and 'options'")
-        cls = drivers(str(section["driver"]))
-        if not (isinstance(cls, type) and issubclass(cls, FabricBackend)):
-            raise ConfigError("nvlink.driver", section["driver"], "an NVLink backend driver (e.g. fmpm)")
-        options = section.get("options") or {}
-        if not isinstance(options, Mapping):
-            raise ConfigError("nvlink.options", options, "a mapping of driver options")
-        try:
-            backend: FabricBackend[NvlinkState] = cls(**options)
-        except TypeError as e:
-            raise ConfigError("nvlink.options", dict(options), f"the options of driver {section['driver']}", str(e)) from None
-        return backend
+        """The backend the section names (:func:`backend.build_backend`, imported only then: listing
+        nodes loads no driver)."""
+        from gpufabric.fabrics.nvlink.backend import build_backend
+
+        return build_backend(section, drivers)
 
     # ---- desired state and plan
     def desired(self, tenancy: Tenancy) -> NvlinkDesired:
@@ -221,9 +205,3 @@ def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:
         return 0
     want = lease.term(GPUS.name)
     return len(node_gpus(node)) if want is None else want
-
-
-def partition_of(observed: NvlinkState, node: str) -> tuple[Partition, ...]:
-    """The active partitions of ``node`` in ``observed`` (for tables and read-back checks)."""
-    fm = observed.nodes.get(node)
-    return fm.active_partitions() if fm is not None else ()

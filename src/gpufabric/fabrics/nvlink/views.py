@@ -1,19 +1,24 @@
 """``gpufabric nvlink``, the NVLink kind's own command group (through :meth:`NvlinkKind.cli_group`;
 output and the configured fabrics come from the CLI's :class:`~gpufabric.domain.views.CliHost`):
-``domains`` reads each node's NVLink domain now through the fmpm driver's per-node ``smi``
-commands (``--pdsh``: the ``nvidia-smi -q`` text ``inventory import --format nvidia-smi``
-records on the nodes, which ``node show`` and ``GET /api/v1/nodes/{name}`` then show)."""
+``domains`` reads each node's NVLink domain now from its ``nvidia-smi -q``, through a backend
+declaring the ``domains`` capability (the fmpm driver's ``smi`` commands); ``--pdsh`` prints the
+``nvidia-smi -q`` text ``inventory import --format nvidia-smi`` records on the nodes, which
+``node show`` and ``GET /api/v1/nodes/{name}`` then show."""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, cast
 
 import typer
 
 from gpufabric.domain.errors import ConfigError
 from gpufabric.domain.views import CliGroup, CliHost
-from gpufabric.fabrics.nvlink.fmpm import FmpmDriver
-from gpufabric.fabrics.nvlink.model import FABRIC
+from gpufabric.fabrics.nvlink.drivers.base import DOMAINS
+from gpufabric.fabrics.nvlink.state import FABRIC
+
+if TYPE_CHECKING:  # the backend (and its drivers) load only when a command runs
+    from gpufabric.fabrics.nvlink.backend import FmBackend
 
 
 def cli_group() -> CliGroup:
@@ -33,8 +38,9 @@ def build(host: CliHost) -> typer.Typer:
     ) -> None:
         """Each node's NVLink domain (ClusterUUID/CliqueId, or its own board), read now."""
         with host.fabrics() as f:
-            b = f.backend(fabric)
-            if not isinstance(b, FmpmDriver) or not b.smi:
+            backend = f.backend(fabric)
+            b = cast("FmBackend", backend)
+            if backend is None or DOMAINS not in backend.capabilities or not b.domain_nodes:
                 raise ConfigError(f"fabrics.{fabric}.options.smi", None, "an fmpm driver with an smi command per node")
             if pdsh:
                 sys.stdout.write(b.domains_text())

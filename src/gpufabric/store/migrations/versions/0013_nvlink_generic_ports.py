@@ -21,7 +21,7 @@ down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-INSTANCE = "nvlink"  # the NVLink kind's default instance (fabrics/nvlink/model.FABRIC), where a node's gpus: go
+INSTANCE = "nvlink"  # the NVLink kind's default instance (fabrics/nvlink/state.FABRIC), where a node's gpus: go
 TABLE = "node_fabric_ports"
 BUMP = "UPDATE gf_revision SET n = n + 1 WHERE id = 2"
 

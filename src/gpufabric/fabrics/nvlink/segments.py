@@ -1,4 +1,5 @@
-"""Fabric Manager's predefined GPU partitions, as data keyed by baseboard.
+"""Fabric Manager's predefined GPU partitions, as data keyed by baseboard: the NVLink kind's
+segments (what isolates one tenant's GPUs from another's).
 
 GPU ids are physical ids (``nvidia-smi -q`` "Module ID"), which do **not** follow PCI order.
 The HGX H100/H200 8-GPU table is the default Shared NVSwitch partition table of NVIDIA's

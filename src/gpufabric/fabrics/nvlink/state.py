@@ -1,14 +1,13 @@
-"""The NVLink fabric's typed values: what one node's Fabric Manager reports (observed), what
-the leases want (desired), and the plan of partition (de)activations between them."""
+"""The NVLink fabric's typed values: what one node's Fabric Manager reports (observed) and what
+the leases want (desired). The plan of partition (de)activations between them is :mod:`plan`'s."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
-from gpufabric.domain.fabric import FabricPlan
-from gpufabric.fabrics.nvlink.tables import Partition
+from gpufabric.fabrics.nvlink.segments import Partition
 
 FABRIC: Final = "nvlink"
 HEALTHY_STATE: Final = "Completed"
@@ -110,57 +109,3 @@ class NvlinkDesired:
     observed state, keeping an active partition that still fits (stable, deterministic)."""
 
     nodes: Mapping[str, NodeWant] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, order=True)
-class PartitionChange:
-    node: str
-    activate: bool
-    partition: int
-    gpus: tuple[int, ...] = ()
-    tenant: str = ""
-
-    def line(self) -> str:
-        what = "activate" if self.activate else "deactivate"
-        whom = f" for {self.tenant}" if self.activate and self.tenant else ""
-        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {','.join(map(str, self.gpus))}){whom}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "action": "activate" if self.activate else "deactivate",
-            "partition": self.partition,
-            "gpus": list(self.gpus),
-            "tenant": self.tenant,
-        }
-
-
-@dataclass(frozen=True)
-class NvlinkPlan(FabricPlan):
-    """Partition deactivations (removals) and activations (additions), per node."""
-
-    fabric: ClassVar[str] = FABRIC
-    changes: tuple[PartitionChange, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.changes
-
-    def lines(self) -> list[str]:
-        return [c.line() for c in self.ordered()]
-
-    def ordered(self) -> tuple[PartitionChange, ...]:
-        """Deactivations first (by node, id), then activations."""
-        return tuple(sorted(self.changes, key=lambda c: (c.activate, c.node, c.partition)))
-
-    def to_dict(self) -> Any:
-        return [c.to_dict() for c in self.ordered()]
-
-    def split(self) -> tuple[NvlinkPlan, NvlinkPlan]:
-        return (
-            NvlinkPlan(tuple(c for c in self.ordered() if not c.activate)),
-            NvlinkPlan(tuple(c for c in self.ordered() if c.activate)),
-        )
-
-    def nodes(self) -> tuple[str, ...]:
-        return tuple(sorted({c.node for c in self.changes}))

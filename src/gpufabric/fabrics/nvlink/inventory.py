@@ -4,10 +4,10 @@
 
 FILE is ``nvidia-smi -q`` of many nodes as ``pdsh``/``clush`` print it, ``host: line``
 (``pdsh -w gpu-a[01-18] nvidia-smi -q``, or only its ``CliqueId``/``ClusterUUID`` lines, as
-NVIDIA topograph collects them; :meth:`FmpmDriver.domains_text` prints the same through the
+NVIDIA topograph collects them; :meth:`backend.FmBackend.domains_text` prints the same through the
 driver's per-node ``smi`` commands). Each host names a node of the store with GPUs on the
 NVLink instance ``--fabric`` (default: the only one); its GPUs' entries get the NVLink domain
-its Fabric section reports (:func:`~gpufabric.fabrics.nvlink.smi_parse.smi_domain`: ClusterUUID
+its Fabric section reports (:func:`~gpufabric.fabrics.nvlink.readers.smi.smi_domain`: ClusterUUID
 and CliqueId, or none: the node is its own board's), and keep everything else. A host the store
 does not know, or a node without GPUs, is skipped and reported; ``--strict`` refuses the whole
 text instead. A bad value or a node whose GPUs disagree refuses the whole text (one line naming
@@ -26,9 +26,9 @@ from typing import Any
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.hooks import ImportEntry, ImportFormat, ImportReport, ImportRequest, import_instance
 from gpufabric.domain.models import Inventory, Node, NodeState
-from gpufabric.fabrics.nvlink.entries import gpu_ports, node_domain, node_gpus
-from gpufabric.fabrics.nvlink.model import FABRIC
-from gpufabric.fabrics.nvlink.smi_parse import NvlinkDomain, parse_pdsh, smi_domain
+from gpufabric.fabrics.nvlink.entries import NvlinkDomain, gpu_ports, node_domain, node_gpus
+from gpufabric.fabrics.nvlink.readers.smi import parse_pdsh, smi_domain
+from gpufabric.fabrics.nvlink.state import FABRIC
 
 NAME = "nvidia-smi"
 

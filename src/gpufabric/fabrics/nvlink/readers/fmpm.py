@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.values import ModuleId
-from gpufabric.fabrics.nvlink.fmreturn import FmReturn
-from gpufabric.fabrics.nvlink.model import GpuInfo, NodeFm
-from gpufabric.fabrics.nvlink.tables import MAX_PARTITIONS, Partition
+from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
+from gpufabric.fabrics.nvlink.segments import MAX_PARTITIONS, Partition
+from gpufabric.fabrics.nvlink.state import GpuInfo, NodeFm
 
 _FMRETURN_RE: Final = re.compile(r"^(?P<what>.*?)\s*fmReturn:\s*(?P<code>-?\d+)\s*$", re.MULTILINE)
 

@@ -1,6 +1,8 @@
-"""The partition allocator (pure): a request for ``k`` GPUs of one node gets exactly one
-supported partition of size ``k``, disjoint from the node's other active partitions and from
-GPUs that cannot be handed out, preferring the choice that keeps larger partitions free.
+"""The NVLink plan (pure): the partition (de)activations between desired and observed
+(:class:`PartitionChange`, :class:`NvlinkPlan`) and the partition allocator: a request for
+``k`` GPUs of one node gets exactly one supported partition of size ``k``, disjoint from the
+node's other active partitions and from GPUs that cannot be handed out, preferring the choice
+that keeps larger partitions free.
 
 Preference, in order: a partition in ``prefer`` (the one already active for this request:
 stability); then the candidate that leaves the most free partitions of the largest size, then
@@ -11,11 +13,14 @@ with a ValidationError naming ``gpus`` and listing what is possible now.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, ClassVar
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.nvlink.model import NodeFm, NodeWant
-from gpufabric.fabrics.nvlink.tables import Partition, sizes
+from gpufabric.domain.fabric import FabricPlan
+from gpufabric.fabrics.nvlink.segments import Partition, sizes
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant
 
 
 def free_partitions(
@@ -121,3 +126,57 @@ def assign(want: NodeWant, fm: NodeFm | None) -> Partition | None:
     return allocate(
         partitions, want.gpus, unavailable=unavailable, unsupported=unsupported, prefer=prefer, where=f"node {want.node}"
     )
+
+
+@dataclass(frozen=True, order=True)
+class PartitionChange:
+    node: str
+    activate: bool
+    partition: int
+    gpus: tuple[int, ...] = ()
+    tenant: str = ""
+
+    def line(self) -> str:
+        what = "activate" if self.activate else "deactivate"
+        whom = f" for {self.tenant}" if self.activate and self.tenant else ""
+        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {','.join(map(str, self.gpus))}){whom}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "action": "activate" if self.activate else "deactivate",
+            "partition": self.partition,
+            "gpus": list(self.gpus),
+            "tenant": self.tenant,
+        }
+
+
+@dataclass(frozen=True)
+class NvlinkPlan(FabricPlan):
+    """Partition deactivations (removals) and activations (additions), per node."""
+
+    fabric: ClassVar[str] = FABRIC
+    changes: tuple[PartitionChange, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.changes
+
+    def lines(self) -> list[str]:
+        return [c.line() for c in self.ordered()]
+
+    def ordered(self) -> tuple[PartitionChange, ...]:
+        """Deactivations first (by node, id), then activations."""
+        return tuple(sorted(self.changes, key=lambda c: (c.activate, c.node, c.partition)))
+
+    def to_dict(self) -> Any:
+        return [c.to_dict() for c in self.ordered()]
+
+    def split(self) -> tuple[NvlinkPlan, NvlinkPlan]:
+        return (
+            NvlinkPlan(tuple(c for c in self.ordered() if not c.activate)),
+            NvlinkPlan(tuple(c for c in self.ordered() if c.activate)),
+        )
+
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({c.node for c in self.changes}))

@@ -21,7 +21,7 @@ a fresh state prints what an HGX H100 board prints on driver 565: CliqueId 0 and
 ClusterUUID, no multi-node domain),
 ``--standin-fail-links MODULE PORTS`` (``--get-nvlink-failed-devices``; "" clears) and
 ``--standin-nvidia-smi-q`` (print ``nvidia-smi -q`` for the GPUs). Run as
-``python -m gpufabric.fabrics.nvlink.standin`` or ``gpufabric-fmpm-standin``.
+``python -m gpufabric.lab.fmpm_standin`` or ``gpufabric-fmpm-standin``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from gpufabric.fabrics.nvlink.fmreturn import FmReturn
-from gpufabric.fabrics.nvlink.styled import styled
-from gpufabric.fabrics.nvlink.tables import DEFAULT_BOARD, HGX_8GPU_PCI, MAX_PARTITIONS, TABLES
+from gpufabric.fabrics.nvlink.readers.fmreturn import FmReturn
+from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, HGX_8GPU_PCI, MAX_PARTITIONS, TABLES
+from gpufabric.lab.jsoncpp import styled
 
 ENV_DIR: Final = "GPUFABRIC_FMPM_STANDIN_DIR"
 # MAKE_FM_PARAM_VERSION-shaped struct versions (sizeof | version << 24), as fmpm prints them
@@ -86,7 +86,7 @@ def lab_section(nodes: Sequence[str], state_dir: Path, board: str = DEFAULT_BOAR
     """One stand-in FM per node under ``state_dir`` (fresh state, nothing active) and the
     ``nvlink`` section of ``fabrics.yaml`` that drives them through the fmpm backend
     (``nvidia-smi -q`` health included)."""
-    cmd = [sys.executable, "-m", "gpufabric.fabrics.nvlink.standin"]
+    cmd = [sys.executable, "-m", "gpufabric.lab.fmpm_standin"]
     fm: dict[str, str] = {}
     smi: dict[str, list[str]] = {}
     for node in nodes:
