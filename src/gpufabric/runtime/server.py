@@ -47,13 +47,20 @@ class ServerLoops:
         self.policy, self.interval, self.window, self.poll, self.heartbeat, self.say = (
             policy, interval, window, poll, heartbeat, say)  # fmt: skip
         self.telemetry = Telemetry()
-        self.loops = Loops(on_error=lambda name, e: say(f"{name} pass failed (will retry): {e}"))
+        self.loops = Loops(on_error=self._pass_failed)
         self.has_fabrics = fabrics_file.exists()
         self.worker_id = f"{os.uname().nodename}:{os.getpid()}:serve"
         self.progress = MoveProgress(store, self.worker_id)
         self.leader = LoopLeader(store)  # reconcile and the rogue-SM watch: one replica at a time
         self._fabric_series: Callable[[], str] = Cached(self._read_fabric_series) if self.has_fabrics else _no_series
         self._warm: MoveEngine | None = None
+
+    def _pass_failed(self, name: str, e: Exception) -> None:
+        """A loop's pass failed: one line for the operator; a reconcile pass (its audit included)
+        counts in ``gpufabric_errors{kind}`` by the error's type."""
+        self.say(f"{name} pass failed (will retry): {e}")
+        if name == "reconcile":
+            self.telemetry.record_error(e)
 
     def engine(self, **kw: Any) -> MoveEngine:
         """A new move engine over the store and the fabrics (the API's, for its own calls)."""
