@@ -30,7 +30,7 @@ test-durations: setup
 	$(BIN)/python scripts/durations.py
 
 unit: setup
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q tests/unit tests/fabrics/*/unit
 
 # Real OpenStack services, each in its own venv (see docs/openstack.md); part of `make test`.
 neutron-venv:

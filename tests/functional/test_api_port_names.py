@@ -3,7 +3,7 @@
 dialect in the server's fabrics.yaml, as ``inventory import FILE`` does on a local store (an NX-OS
 range ``Ethernet1/1-48`` would configure 48 ports), and ``gpufabric --api URL inventory import``
 from a home with no fabrics.yaml of its own is refused by the server the same way; nothing is
-written. The dialect renderer re-checks each name it renders (tests/unit/test_ssh_dialects.py)."""
+written. The dialect renderer re-checks each name it renders (tests/fabrics/ethernet/unit/test_ssh_dialects.py)."""
 
 from __future__ import annotations
 

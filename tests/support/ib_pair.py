@@ -4,7 +4,7 @@ independent SMP sampler of one port's PKey table; the takeover after ``kill -9``
 (by the standby's log, or by SMInfo); a port's PKey table (a CA's or a switch's) read by ``smpquery``;
 and the OpenSM driver on the pair's own options (:func:`pair_driver`), or that driver with a layout
 applied and the master checked (:func:`applied`: the opening of most pair tests).
-Used by tests/functional/test_ib_smhosts.py, test_ib_smpair_ipoib.py, test_ib_rogue_smpair.py,
+Used by tests/fabrics/infiniband/functional/test_ib_smhosts.py, test_ib_smpair_ipoib.py, test_ib_rogue_smpair.py,
 test_lab_restart_sm_pair.py and the lab e2e
 tests/e2e/test_lab_sm_pair.py."""
 

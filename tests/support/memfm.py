@@ -3,7 +3,7 @@
 through the product's own fmpm readers, behind the NVLink driver contract
 (``fabrics/nvlink/drivers/base.py``).
 
-It is the contract suite's second implementation (tests/contract/test_nvlink_driver_contract.py):
+It is the contract suite's second implementation (tests/fabrics/nvlink/contract/test_nvlink_driver_contract.py):
 what passes for it and for the fmpm driver over the stand-in is the contract, not fmpm's.
 ``fms`` is shared with the test, which changes an FM behind the driver's back (by hand,
 restarted: active set forgotten, gone: ``None``).

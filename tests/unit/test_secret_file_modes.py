@@ -16,7 +16,7 @@ from gpufabric.fabrics.dpu.drivers.k8s.nodes import K8sNodeDriver
 from gpufabric.fabrics.infiniband.audit.hardening import check_hardening
 from gpufabric.fabrics.infiniband.drivers.opensm.driver import OpenSMConfig, OpenSMDriver
 
-from unit.test_ib_smhosts import host
+from fabrics.infiniband.unit.test_ib_smhosts import host
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

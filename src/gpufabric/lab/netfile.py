@@ -27,7 +27,7 @@ GUID scheme (deterministic, the vendor prefix 0x0002c903 of the ibsim examples' 
 ibsim assigns these because every node record is preceded by an absolute ``switchguid=`` /
 ``caguid=`` line (see ibsim's sim_net.c ``parse_guidbase``).
 
-The storage subnet (``gpufabric lab up --ib-subnets 2``, tests/functional/test_ib_two_subnets.py)
+The storage subnet (``gpufabric lab up --ib-subnets 2``, tests/fabrics/infiniband/functional/test_ib_two_subnets.py)
 ---------------------------------------------------------------------------------------------
 :func:`storage_netfile`: the same generator with one HCA per node, every HCA ``mlx5_8``, its SM
 node ``sm-03`` and every GUID moved up by :data:`STORAGE_GUID_OFFSET` (``0x0002c9031..`` ->

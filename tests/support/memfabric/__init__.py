@@ -1,7 +1,7 @@
 """In-memory fakes of every fabric kind, for tests that need no root and no real device.
 
 * :class:`MemorySwitchDriver` (``mem-switch``): an :class:`EthernetSwitchDriver` holding its
-  ports in a dict; passes the Ethernet contract (tests/contract/test_ethernet_contract.py).
+  ports in a dict; passes the Ethernet contract (tests/fabrics/ethernet/contract/test_ethernet_contract.py).
 * :class:`MemorySubnetManager` (``mem-sm``): a :class:`SubnetManagerDriver` with OpenSM's
   semantics (every port's table becomes ``expected_tables(layout)``); passes the SM contract.
 * :class:`MemoryKind` (fabric ``memory``) with its backend (``mem-tags``): a small TEST FABRIC

@@ -10,7 +10,7 @@ CLIs run line by line; SONiC commands act one by one; Junos commits the lines th
 fail; NVUE keeps a pending revision), the double is not either: that is what it is for.
 
 :class:`ReplayConnection` replaces the driver's :class:`SshConnection` (same ``run_exec`` /
-``run_shell`` interface, the SSH transport itself is what tests/functional/test_ssh_ovs.py
+``run_shell`` interface, the SSH transport itself is what tests/fabrics/ethernet/functional/test_ssh_ovs.py
 covers for real).
 """
 

@@ -1,5 +1,5 @@
 """The contracts of the DPU fabric's three drivers, as :class:`~gpufabric.fabrics.dpu.backend.DpuBackend`
-uses them (``tests/contract/test_dpu_driver_contract.py`` holds every implementation to them).
+uses them (``tests/fabrics/dpu/contract/test_dpu_driver_contract.py`` holds every implementation to them).
 
 * :class:`OvnDriver` (entry point ``ovn-nb``): the tenants' logical switch ports in the OVN
   northbound DB (:mod:`.ovn`);

@@ -13,7 +13,7 @@ it sits below the driver folders):
   passing traffic), so a shut port is put alone in the quarantine VLAN and marked
   ``protected``: OVS drops every frame between two protected ports, an access port drops
   tagged frames, and the quarantine VLAN is never carried by a trunk (refused below), so
-  a shut port reaches nobody. Verified by ping in tests/functional/test_ethernet_dataplane.py.
+  a shut port reaches nobody. Verified by ping in tests/fabrics/ethernet/functional/test_ethernet_dataplane.py.
 
 Never a port without a VLAN: an access port without a VLAN, a trunk without allowed
 VLANs (in OVS an empty ``trunks`` means *every* VLAN) and VLAN 1 anywhere are refused

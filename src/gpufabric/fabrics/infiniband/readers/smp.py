@@ -2,10 +2,10 @@
 
 Used by the batch SMP reader (:mod:`~gpufabric.fabrics.infiniband.drivers.opensm.smpbatch` returns raw attribute buffers as hex): it
 yields exactly the models :mod:`~gpufabric.fabrics.infiniband.readers.diags` builds from ``smpquery``/``sminfo`` text, so
-both reader paths give identical results (tests/functional/test_ib_smpbatch.py runs both
+both reader paths give identical results (tests/fabrics/infiniband/functional/test_ib_smpbatch.py runs both
 on the same ibsim fabric). Offsets are the InfiniBand Architecture Specification's
 (vol. 1, ch. 14.2.5: NodeInfo, SwitchInfo, PortInfo, P_KeyTable, SMInfo); big-endian; they
-are cross-checked against libibmad's own ``mad_get_field`` in tests/unit/test_ib_smpdecode.py.
+are cross-checked against libibmad's own ``mad_get_field`` in tests/fabrics/infiniband/unit/test_ib_smpdecode.py.
 
 - NodeInfo: NodeType byte 2, NumPorts 3, SystemImageGUID 4-11, NodeGUID 12-19, PortGUID
   20-27, PartitionCap 28-29, LocalPortNum 36.

@@ -15,7 +15,7 @@ FM's return code (``fm_code``, :class:`~gpufabric.fabrics.nvlink.readers.fmretur
 -7 activating an active partition, -4 deactivating an inactive one (the backend counts both
 as done once read back so), -1 an unknown partition id, -9 no FM; one line naming the node.
 A node the driver does not reach is a ConfigError naming ``nvlink.options.fm``. The
-conformance suite is tests/contract/test_nvlink_driver_contract.py.
+conformance suite is tests/fabrics/nvlink/contract/test_nvlink_driver_contract.py.
 """
 
 from __future__ import annotations

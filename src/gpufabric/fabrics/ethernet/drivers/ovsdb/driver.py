@@ -32,7 +32,7 @@ or ``tcp:`` (plain: unencrypted and unauthenticated; accepted, and reported by
 :meth:`OvsdbSwitchDriver.transport_notes` as the audit's ``TRANSPORT-INSECURE``).
 
 Tested against a private ovsdb-server/ovs-vswitchd (userspace datapath): the Ethernet
-contract suite, tests/functional/test_ovsdb_driver.py, test_ovsdb_tls.py (a ``pssl:``
+contract suite, tests/fabrics/ethernet/functional/test_ovsdb_driver.py, test_ovsdb_tls.py (a ``pssl:``
 server with certificates made by the test) and the ping data-plane test.
 """
 

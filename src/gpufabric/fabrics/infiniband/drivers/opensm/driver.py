@@ -38,7 +38,7 @@ file), reloads only the master, follows the master's log and reads the IPoIB gro
 the master's ``sa_dump`` over SSH. ``observe`` reads every host's sha256 into ``sm_files``.
 Which SM is master, and the wait for SUBNET UP: :mod:`.control`; SMP verification: :mod:`.verify`.
 
-Tested for real against OpenSM 3.3.23 on ibsim (tests/functional/test_ib_opensm.py).
+Tested for real against OpenSM 3.3.23 on ibsim (tests/fabrics/infiniband/functional/test_ib_opensm.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ never on its command line, where ``ps`` shows it to every local user. The first 
 or no request for ``--idle-exit`` seconds: close the port and exit 0 (umad2sim then
 disconnects from ibsim - which has only 10 client slots - and removes its ``./sys-<pid>/``).
 
-Written against libibmad 44 (rdma-core); tested on ibsim (tests/functional/test_ib_smpbatch.py).
+Written against libibmad 44 (rdma-core); tested on ibsim (tests/fabrics/infiniband/functional/test_ib_smpbatch.py).
 """
 
 from __future__ import annotations

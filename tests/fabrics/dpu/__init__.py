@@ -1,0 +1,1 @@
+"""The dpu kind's own tests."""

@@ -1,0 +1,1 @@
+"""The ethernet kind's own tests."""

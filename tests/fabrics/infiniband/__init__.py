@@ -1,0 +1,1 @@
+"""The infiniband kind's own tests."""

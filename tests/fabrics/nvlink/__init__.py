@@ -1,0 +1,1 @@
+"""The nvlink kind's own tests."""
