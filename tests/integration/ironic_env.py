@@ -189,8 +189,10 @@ def lli(switch: str, port: str, mac: str) -> str:
 
 
 SEED_COMMANDS = (
-    *(f"baremetal node create --driver fake-hardware --name {name} --uuid {uuid} --network-interface noop"
-      for name, uuid in NODES.items()),
+    *(
+        f"baremetal node create --driver fake-hardware --name {name} --uuid {uuid} --network-interface noop"
+        for name, uuid in NODES.items()
+    ),
     # gpu-a01: an LACP bond of two NICs, one on each leaf of an MLAG pair (the port group), and a plain NIC
     f"baremetal port group create --node {NODES['gpu-a01']} --name bond1 --uuid {BOND_GROUP} --address 52:54:00:a1:00:01 --mode 802.3ad",
     f"baremetal port create 52:54:00:a1:00:01 --node {NODES['gpu-a01']} --name gpu-a01-eth0 --port-group {BOND_GROUP} "
@@ -217,7 +219,9 @@ def seed(ironic: Ironic) -> None:
     ports = ironic.get("/v1/ports?detail=True")["ports"]
     nodes = {n["name"]: n["uuid"] for n in ironic.get("/v1/nodes")["nodes"]}
     if nodes != NODES or len(ports) != 6 or len(ironic.get("/v1/portgroups")["portgroups"]) != 1:
-        raise AssertionError(f"the client's enrollment: {nodes} {len(ports)} ports\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+        raise AssertionError(
+            f"the client's enrollment: {nodes} {len(ports)} ports\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+        )
 
 
 def listings(ironic: Ironic) -> dict[str, Any]:
