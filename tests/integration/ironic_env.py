@@ -28,7 +28,7 @@ VENV = Path(os.environ.get("IRONIC_VENV", ROOT / ".venv-ironic"))
 CLIENT_VENV = Path(os.environ.get("ESICLIENT_VENV", ROOT / ".venv-esiclient"))
 API_VERSION = "1.88"  # what the recorded answers and gpufabric's reader ask for (ports' `name`: 1.88)
 
-FAKE = ("bios", "boot", "console", "deploy", "firmware", "inspect", "management", "power", "raid", "rescue", "vendor")
+FAKE = ("bios", "boot", "console", "firmware", "inspect", "management", "power", "raid", "rescue", "vendor")
 
 CONF = """[DEFAULT]
 auth_strategy = noauth
@@ -36,6 +36,7 @@ rpc_transport = none
 host = ironic-gpufabric-test
 enabled_hardware_types = fake-hardware
 {fake}
+enabled_deploy_interfaces = {deploy}
 enabled_network_interfaces = noop,flat,neutron
 default_network_interface = {network_interface}
 enabled_storage_interfaces = noop
@@ -57,6 +58,9 @@ dhcp_provider = none
 auth_type = none
 endpoint_override = {neutron}
 {networks}
+[service_catalog]
+auth_type = none
+endpoint_override = http://127.0.0.1:{port}
 [oslo_concurrency]
 lock_path = {dir}/lock
 [oslo_messaging_notifications]
@@ -82,6 +86,7 @@ class Ironic:
     neutron_url: str = "http://127.0.0.1:9"  # no Neutron: the noop/flat interfaces never call it
     network_interface: str = "noop"
     automated_clean: bool = False
+    deploy_interfaces: str = "fake"  # "fake,direct": the agent's cleaning, which binds the cleaning network
     networks: dict[str, str] = field(default_factory=dict)  # e.g. {"cleaning_network": UUID}
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -102,7 +107,7 @@ class Ironic:
             (d / sub).mkdir(parents=True, exist_ok=True)
         fake = "\n".join(f"enabled_{i}_interfaces = fake" for i in FAKE)
         self.conf.write_text(CONF.format(
-            dir=d, port=self.port, neutron=self.neutron_url, fake=fake, network_interface=self.network_interface,
+            dir=d, port=self.port, neutron=self.neutron_url, fake=fake, deploy=self.deploy_interfaces, network_interface=self.network_interface,
             automated_clean=str(self.automated_clean).lower(),
             networks="\n".join(f"{k} = {v}" for k, v in self.networks.items())))  # fmt: skip
         bin_ = VENV / "bin"
@@ -165,11 +170,12 @@ class Ironic:
     def json(self, *args: str) -> Any:
         return json.loads(self.openstack(*args, "-f", "json").stdout)
 
-    def wait_state(self, node: str, state: str, timeout: float = 60) -> dict[str, Any]:
+    def wait_state(self, node: str, state: str, timeout: float = 60, also: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The node once in ``state`` (or one of ``also``: a failure not to wait out), or at ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
             n: dict[str, Any] = self.get(f"/v1/nodes/{node}")
-            if n["provision_state"] == state or time.monotonic() > deadline:
+            if n["provision_state"] in (state, *also) or time.monotonic() > deadline:
                 return n
             time.sleep(0.3)
 
