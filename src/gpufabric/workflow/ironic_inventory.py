@@ -28,6 +28,7 @@ from typing import Any
 
 from gpufabric.domain.errors import GpufabricError, ValidationError
 from gpufabric.domain.hooks import ImportEntry, ImportFormat, ImportReport, ImportRequest
+from gpufabric.domain.kind.inventory import KindInventory
 from gpufabric.domain.models import Inventory, Node
 from gpufabric.domain.values import PortNaming, check_name
 
@@ -76,13 +77,15 @@ def parse_listing(text: str) -> Listing:
     return Listing(out["nodes"], out["ports"], out["portgroups"])
 
 
-def switched_instance(req: ImportRequest) -> tuple[str, Any, dict[str, PortNaming]]:
+def switched_instance(req: ImportRequest) -> tuple[str, KindInventory, dict[str, PortNaming]]:
     """(instance, bound kind, switch -> naming) the ports go on: the instances whose kind's
     entries name a switch and its port and whose fabrics.yaml names switches; ``--fabric``
     chooses among several. ValidationError when fabrics.yaml has none."""
-    mine: dict[str, tuple[Any, dict[str, PortNaming]]] = {}
+    mine: dict[str, tuple[KindInventory, dict[str, PortNaming]]] = {}
     for name, kind in req.instances.items():
-        props = (getattr(kind, "entry_schema", None) or {}).get("properties") or {}
+        if not isinstance(kind, KindInventory):  # a kind without an inventory column
+            continue
+        props = (kind.entry_schema or {}).get("properties") or {}
         if "switch" in props and "switch_port" in props and (namings := dict(kind.port_namings(req.settings))):
             mine[name] = (kind, namings)
     if not mine:
