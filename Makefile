@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export GPUFABRIC_HOME ?= $(CURDIR)/.gpufabric
 
-.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv openstack-venvs test-neutron-driver
+.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv ironic-venv esiclient-venv openstack-venvs test-neutron-driver
 
 setup:
 	@bash scripts/setup.sh
@@ -13,7 +13,7 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# The whole suite, tests/integration (real Neutron, real esi-leap) included: the two OpenStack
+# The whole suite, tests/integration (real Neutron, esi-leap, Ironic) included: the four OpenStack
 # venvs are built first (in parallel, idempotent: seconds when already there). The suite runs as
 # two pytest processes at once, each half of it by recorded durations (scripts/test.sh says why).
 test: setup lint lint-integrations openstack-venvs test-neutron-driver
@@ -39,8 +39,15 @@ neutron-venv:
 esi-leap-venv:
 	@bash scripts/esi-leap-venv.sh
 
+ironic-venv:
+	@bash scripts/ironic-venv.sh
+
+esiclient-venv:
+	@bash scripts/esiclient-venv.sh
+
 openstack-venvs:
-	@bash scripts/neutron-venv.sh & n=$$!; bash scripts/esi-leap-venv.sh; e=$$?; wait $$n && exit $$e
+	@bash scripts/neutron-venv.sh & n=$$!; bash scripts/ironic-venv.sh & i=$$!; bash scripts/esiclient-venv.sh & c=$$!; \
+	  bash scripts/esi-leap-venv.sh; e=$$?; wait $$n || e=1; wait $$i || e=1; wait $$c || e=1; exit $$e
 
 lint-integrations: setup
 	$(BIN)/ruff check integrations tests/integration

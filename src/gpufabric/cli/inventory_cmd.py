@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpufabric.cli import import_formats as formats
+from gpufabric.cli import ironic_source as ironic
 from gpufabric.cli.common import JSON_OPT, fabrics_yaml
 from gpufabric.cli.decl import Argument, Group, Option
 from gpufabric.cli.output import console, emit_json, escape
@@ -23,7 +24,7 @@ FORMAT_HELP = f"{formats.listed()} (default: by file suffix)."
 
 @app.command("import")
 def import_(
-    file: Path = Argument(..., exists=False),
+    file: Path | None = Argument(None, exists=False),
     fmt: str | None = Option(None, "--format", parser=formats.parse, metavar=FORMATS, help=FORMAT_HELP),
     strict: bool = Option(
         False, "--strict", help="ibnetdiscover: refuse the whole file if one CA does not match a host."
@@ -37,14 +38,27 @@ def import_(
         "it (repeatable; 'all': every change it holds); a node description is only a claim."
     ),
     json_out: bool = JSON_OPT,
+    source: str | None = Option(None, "--from", metavar="ironic", help=ironic.FROM_HELP),
+    ironic_url: str | None = Option(None, "--ironic-url", help=ironic.URL_HELP),
+    ironic_token_file: Path | None = Option(None, "--ironic-token-file", help=ironic.TOKEN_HELP),
+    ironic_ca: Path | None = Option(None, "--ironic-ca", help=ironic.CA_HELP),
+    ironic_insecure: bool = Option(False, "--ironic-insecure", help=ironic.INSECURE_HELP),
+    node_map: Path | None = Option(None, "--node-map", help=ironic.NODE_MAP_HELP),
 ) -> None:
     """Register nodes and ports. ibnetdiscover output (its default format: `-p` output has no CA
     node GUIDs and is refused) adds IB ports to nodes matched by node description "HOSTNAME DEVICE"
     ("gpu-a01 mlx5_0", "gpu-a01 HCA-1"; host names case-insensitive). Switches, SHARP aggregation
     nodes and CAs without a host description are skipped and reported (--json: every node);
-    --strict refuses the whole file instead."""
+    --strict refuses the whole file instead. --from ironic reads Ironic's nodes, ports and port
+    groups (its API, or FILE: a recorded listing) into Ethernet NICs and bonds (docs/openstack.md)."""
+    if source is not None or file is None:  # Ironic's listings, read by the core's format (cli/ironic_source.py)
+        ironic.import_from(source, file, ironic.Access(ironic_url, ironic_token_file, ironic_ca, ironic_insecure),
+                           (subnet, strict, tuple(confirm)), node_map, lambda doc, f, where: _kind_import_done(doc, f, where, json_out))  # fmt: skip
+        return
     if not file.is_file():
         raise ValidationError("file", str(file), "an existing, readable file")
+    if node_map is not None:
+        raise ValidationError("--node-map", str(node_map), "only with --from ironic")
     from gpufabric.cli.backends.choose import backend
     from gpufabric.workflow.inventory import load_inventory, port_namings
 

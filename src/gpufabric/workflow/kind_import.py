@@ -30,9 +30,17 @@ def kind_formats(registry: Registry | None = None) -> dict[str, ImportFormat]:
     return {f.name: f for k in (registry or registered()).ordered_kinds() for f in k.import_formats()}
 
 
+def core_formats() -> dict[str, ImportFormat]:
+    """The core's own formats, no kind's: Ironic's listings (``inventory import --from ironic``)."""
+    from gpufabric.workflow import ironic_inventory
+
+    return {ironic_inventory.NAME: ironic_inventory.import_format()}
+
+
 def find(name: str, registry: Registry | None = None) -> ImportFormat:
-    """The kind format ``name``; ValidationError naming the registered ones otherwise."""
+    """The kind format ``name`` (or the core's); ValidationError naming the registered ones otherwise."""
     found = kind_formats(registry)
+    found = found if name in found else {**core_formats(), **found}
     if name not in found:
         raise ValidationError("format", name, " or ".join(sorted(found)) or "a format a fabric kind adds")
     return found[name]
