@@ -163,3 +163,22 @@ def test_the_cli_updates_a_network_here_and_through_the_api(tmp_path: Path) -> N
     assert w.store.network("alpha-vpc", "alpha") == Network(
         "alpha-vpc", "alpha", w.store.network("alpha-vpc", "alpha").segments, "d1", ()
     )  # the refused updates wrote nothing
+
+
+def test_network_list_shows_description_and_tags_cut_to_a_narrow_table(tmp_path: Path) -> None:
+    """``network list``'s table has the description and tags its ``--json`` has (issue 31's
+    leftovers, item 2); a long description ends in an ellipsis, whole in ``--json``."""
+    w = build_world(tmp_path, nodes=2, leased=0)
+    long = "Training VPC for the vision team, rack 4 and rack 5, until the end of the quarter"
+    act = Actions(w.store, w.ctx.segment_config)
+    act.update_network(LOCAL_ADMIN, "alpha-net", "alpha", description="Training VPC (rack 4)", tags=["env=prod", "team:ml"])
+    act.update_network(LOCAL_ADMIN, "beta-net", "beta", description=long)
+    listed = gf(tmp_path, "network", "list", COLUMNS="200")
+    assert listed.returncode == 0, listed.stderr
+    rows = {line.split("│")[1].strip(): line for line in listed.stdout.splitlines() if line.count("│") > 3}
+    assert "description" in listed.stdout and "tags" in listed.stdout
+    assert "Training VPC (rack 4)" in rows["alpha-net"] and "env=prod, team:ml" in rows["alpha-net"]
+    assert "Training VPC for the vision tea…" in rows["beta-net"] and long not in listed.stdout
+    assert max(len(line) for line in listed.stdout.splitlines()) < 140  # narrow, though the terminal is wide
+    whole = {n["name"]: n for n in json.loads(gf(tmp_path, "network", "list", "--json").stdout)}
+    assert whole["beta-net"]["description"] == long

@@ -15,7 +15,8 @@ q1     quarantine  leaf2/p2     0x...f101, 0x...f102
 =====  ==========  ===========  ==========================
 
 leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trusted SM
-(master 0x...ff01, standby 0x...ff02) runs on a node outside the inventory.
+(master 0x...ff01, standby 0x...ff02) runs on a node outside the inventory. Every IB port is
+stored (and seen) on the IB leaf 0x...0001, ports 1-10 in the table's order (``ib_cable``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from gpufabric.fabrics.infiniband.state import (
     PartitionLayout,
     PartitionMember,
     PkeyTable,
+    PortCable,
     SmFileSeen,
     SmSeen,
     SmState,
@@ -74,13 +76,22 @@ BOND = "po1"  # with Scenario.bond(): a2's leaf2/p1 and leaf1/p9 are one MLAG bo
 BOND_MEMBERS = (("leaf2", "p1"), ("leaf1", "p9"))
 
 
+IB_LEAF = Guid(0x0002C90330000001)
+
+
+def ib_cable(node: str, i: int) -> int:
+    """The IB leaf's port ``node``'s HCA port ``i`` is stored (and, clean, seen) on."""
+    return 2 * list(ETH_PORT).index(node) + i + 1
+
+
 def nodes(bonded: bool = False) -> tuple[Node, ...]:
     out = []
     for name, (sw, port) in ETH_PORT.items():
         eth: tuple[EthernetPort, ...] = (EthernetPort(name, "eth0", sw, port),)
         if bonded and name == "a2":
             eth = tuple(EthernetPort(name, f"eth{i}", s, p, "", BOND, "lacp") for i, (s, p) in enumerate(BOND_MEMBERS))
-        ib = tuple(IbPort(name, f"mlx5_{i}", 1, guid(name, i), Guid(guid(name, i).value | 1 << 40)) for i in range(2))
+        ib = tuple(IbPort(name, f"mlx5_{i}", 1, guid(name, i), Guid(guid(name, i).value | 1 << 40), IB_LEAF,
+                          ib_cable(name, i)) for i in range(2))  # fmt: skip
         out.append(port_node(name, ethernet=eth, ib=ib))
     return tuple(out)
 
@@ -134,6 +145,8 @@ class Scenario:
     capacity: int = 16
     bonded: bool = False
     sm_files: list[SmFileSeen] = field(default_factory=list)  # the SM hosts' partitions files (sm_hosts)
+    cabling: dict[Guid, PortCable] = field(default_factory=lambda: {
+        guid(n, i): PortCable(guid(n, i), IB_LEAF, ib_cable(n, i)) for n in ETH_PORT for i in range(2)})  # fmt: skip
 
     def __post_init__(self) -> None:
         self.eth = {**self.desired_eth(), UPLINK: trunk(*UPLINK, None, 2001, 2002, 2003, 2010, QVLAN)}
@@ -230,7 +243,7 @@ class Scenario:
         observed = FabricState(slices={
             "ethernet": tuple(SwitchState(sw, tuple(ports)) for sw, ports in sorted(by_switch.items())),
             "infiniband": IbFabricState(tables=tuple(self.tables.values()), sms=tuple(self.sms), master_guid=self.master,
-                                        sm_files=tuple(self.sm_files)),
+                                        sm_files=tuple(self.sm_files), cabling=tuple(self.cabling.values())),
         })
         want = {
             "ethernet": tuple(SwitchState(sw, tuple(p)) for sw, p in sorted(desired.items())),

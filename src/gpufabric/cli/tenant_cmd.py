@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from gpufabric.cli.backends.choose import backend
 from gpufabric.cli.common import JSON_OPT
 from gpufabric.cli.decl import Group, Option
-from gpufabric.cli.output import console, emit_json, table
+from gpufabric.cli.output import ELLIPSIS, console, emit_json, table
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.models import Network, Tenant
 from gpufabric.domain.values import (
@@ -50,6 +50,22 @@ def delete_tenant(name: str, json_out: bool = JSON_OPT) -> None:
 
 
 NETWORK_COLUMNS = ["network", "tenant", "segments"]
+ABOUT_COLUMNS = ["description", "tags"]
+DESCRIPTION_CELL: Final = 32
+TAGS_CELL: Final = 24
+"""The widest description and tags cells of a network table (longer text ends in an ellipsis:
+``--json`` has it whole)."""
+
+
+def _about_cells(n: dict[str, Any]) -> tuple[str, str]:
+    """A network's description and tags as table cells, each cut to its width (``-``: none)."""
+    return (_cut(n.get("description") or "-", DESCRIPTION_CELL),
+            _cut(", ".join(n.get("tags") or []) or "-", TAGS_CELL))  # fmt: skip
+
+
+def _cut(text: str, width: int) -> str:
+    line = " ".join(text.split())  # one line: a description may hold newlines
+    return line if len(line) <= width else line[: width - 1] + ELLIPSIS
 
 
 def _segments_row(n: dict[str, Any]) -> tuple[str, str, str]:
@@ -121,7 +137,7 @@ def create_network(
     if json_out:
         emit_json(n)
     else:
-        table("network created", NETWORK_COLUMNS, [_segments_row(n)])
+        table("network created", [*NETWORK_COLUMNS, *ABOUT_COLUMNS], [(*_segments_row(n), *_about_cells(n))])
 
 
 def _about(n: Network, description: str | None, tags: list[str] | None) -> Network:
@@ -159,8 +175,7 @@ def update_network(
     if json_out:
         emit_json(n)
     else:
-        table("network updated", [*NETWORK_COLUMNS, "description", "tags"],
-              [(*_segments_row(n), n.get("description") or "-", ",".join(n.get("tags") or []) or "-")])  # fmt: skip
+        table("network updated", [*NETWORK_COLUMNS, *ABOUT_COLUMNS], [(*_segments_row(n), *_about_cells(n))])
 
 
 def as_option(e: ValidationError, field: str, option: str) -> ValidationError:
@@ -179,7 +194,7 @@ def list_networks(tenant: str = Option(None, "--tenant"), json_out: bool = JSON_
     if json_out:
         emit_json(ns)
     else:
-        table(f"{len(ns)} networks", NETWORK_COLUMNS, [_segments_row(n) for n in ns])
+        table(f"{len(ns)} networks", [*NETWORK_COLUMNS, *ABOUT_COLUMNS], [(*_segments_row(n), *_about_cells(n)) for n in ns])
 
 
 @network_app.command("delete")

@@ -155,9 +155,10 @@ class Store:
             s.execute(ins.values(rows).on_conflict_do_nothing(index_elements=["name"]))
 
     # ------------------------------------------------------------------ inventory
-    def upsert_inventory(self, inv: Inventory) -> ImportResult:
+    def upsert_inventory(self, inv: Inventory, within: Tx | None = None) -> ImportResult:
         """Add new nodes and replace the ports/GPUs/DPUs/offering of known ones, in one
-        transaction. A node's state is kept. Nodes not in ``inv`` are left alone.
+        transaction (``within``: the caller's, e.g. the one its :meth:`nodes` were read in). A
+        node's state is kept. Nodes not in ``inv`` are left alone.
 
         Raises ConflictError (and writes nothing) when a port key (a switch port, a port GUID, ...:
         ``FabricKind.port_keys``) is held by another node or by two in ``inv``, or when a node that is leased or moving would
@@ -166,8 +167,10 @@ class Store:
         """
         added = updated = unchanged = 0
         try:
-            with self._tx() as s:
-                rows = {r.name: r for r in s.scalars(select(NodeRow).options(*_NODE_LOAD, selectinload(NodeRow.port_keys)))}
+            with self.tx(within) as t:
+                s = t.session
+                q = select(NodeRow).options(*_NODE_LOAD, selectinload(NodeRow.port_keys)).with_for_update()
+                rows = {r.name: r for r in s.scalars(q)}
                 _check_claims(inv, rows)
                 changed: list[tuple[NodeRow, Node]] = []
                 for node in inv.nodes:
@@ -206,9 +209,11 @@ class Store:
             raise ConflictError(f"inventory conflicts with the store: {e.orig}", detail=str(e.orig)) from e
         return ImportResult(added, updated, unchanged)
 
-    def nodes(self) -> list[Node]:
-        with self._tx() as s:
-            return list_nodes(s)
+    def nodes(self, tx: Tx | None = None, lock: bool = False) -> list[Node]:
+        """Every node; ``lock``: in ``tx``, held until it ends (PostgreSQL: ``SELECT ... FOR
+        UPDATE`` of the node rows; SQLite: its ``BEGIN IMMEDIATE`` holds the write lock already)."""
+        with self.tx(tx) as t:
+            return list_nodes(t.session, lock)
 
     def node(self, name: str, tx: Tx | None = None) -> Node:
         with self.tx(tx) as t:

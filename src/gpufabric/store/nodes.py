@@ -20,14 +20,17 @@ Head = tuple[int, str, str, str]
 """A node's id, name, offering and state."""
 
 
-def list_nodes(s: Session) -> list[Node]:
-    heads = node_heads(s)
+def list_nodes(s: Session, lock: bool = False) -> list[Node]:
+    heads = node_heads(s, lock)
     return nodes_from(heads, node_bodies(s, {nid: name for nid, name, _, _ in heads}))
 
 
-def node_heads(s: Session) -> list[Head]:
-    """Every node's (id, name, offering, state), by name."""
+def node_heads(s: Session, lock: bool = False) -> list[Head]:
+    """Every node's (id, name, offering, state), by name; ``lock``: the rows locked until the
+    transaction ends (``FOR UPDATE`` where the database has it)."""
     q = select(NodeRow.id, NodeRow.name, NodeRow.offering, NodeRow.state).order_by(NodeRow.name)
+    if lock:
+        q = q.with_for_update(of=NodeRow)
     return [(nid, name, offering, state) for nid, name, offering, state in s.execute(q)]
 
 

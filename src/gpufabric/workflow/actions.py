@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -25,6 +26,7 @@ from gpufabric.store import tenants as tenant_admin
 from gpufabric.store.auth import EventLog, TokenInfo, Tokens
 from gpufabric.store.core import ImportResult, Store
 from gpufabric.store.moves import MoveLedger
+from gpufabric.store.tx import Tx
 from gpufabric.workflow import quotas
 from gpufabric.workflow.tenancy import TenantWorkflow
 
@@ -356,6 +358,42 @@ class Actions:
     def import_inventory(self, p: Principal, inv: Inventory) -> ImportResult:
         p.require("node", Verb.CREATE)
         return self._do(p, "inventory.import", f"{len(inv.nodes)} nodes", None, lambda: self.store.upsert_inventory(inv))
+
+    def import_read(self, p: Principal, read: Callable[[Callable[[], Sequence[Node]]], R],
+                    inventory: Callable[[R], Inventory]) -> tuple[R, ImportResult]:  # fmt: skip
+        """A kind format's import as one unit of work: ``read`` is handed the store's nodes (its
+        ``known``), read in the transaction that then writes ``inventory(what it read)`` and its
+        event, so no lease or other import lands between what the read judged and the write
+        (SQLite: that transaction's ``BEGIN IMMEDIATE`` holds the write lock from the read;
+        PostgreSQL, READ COMMITTED: the node rows read are locked ``FOR UPDATE``, and a node or
+        port key another transaction adds meanwhile is refused by the unique constraints). The
+        transaction opens when ``read`` first asks (a text refused before that opens nothing)."""
+        p.require("node", Verb.CREATE)
+        done: R | None = None
+        try:
+            with ExitStack() as held:
+                opened: list[Tx] = []
+
+                def known() -> Sequence[Node]:
+                    if not opened:
+                        held.enter_context(self._write_lock)
+                        opened.append(held.enter_context(self.store.tx()))
+                    return self.store.nodes(opened[0], lock=True)
+
+                done = read(known)
+                if not opened:
+                    held.enter_context(self._write_lock)
+                inv = inventory(done)
+                with self.store.tx(opened[0] if opened else None) as tx:
+                    result = self.store.upsert_inventory(inv, within=tx)
+                    self.events.record(p, "inventory.import", f"{len(inv.nodes)} nodes", True, "", None, tx=tx)
+        except GpufabricError as e:
+            if done is not None:  # refused by the store: recorded once its transaction is rolled back
+                self._refused(p, "inventory.import", f"{len(inventory(done).nodes)} nodes", e, None)
+                self.on_change("write")
+            raise
+        self.on_change("write")
+        return done, result
 
     def set_owner(self, p: Principal, node: str, owner: str | None) -> Node:
         p.require("node", Verb.CREATE)

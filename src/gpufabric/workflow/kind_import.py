@@ -15,7 +15,9 @@ from gpufabric.domain.models import Node
 from gpufabric.domain.serial import jsonable
 
 if TYPE_CHECKING:
+    from gpufabric.domain.auth import Principal
     from gpufabric.store.registry import Registry
+    from gpufabric.workflow.actions import Actions
 
 
 def registered() -> Registry:
@@ -58,6 +60,18 @@ def read(fmt: ImportFormat, text: str, settings: Mapping[str, Any], known: Calla
 
         instances = configured_instances(settings, registry or registered())
     return fmt.read(ImportRequest(text, known, instances, settings, instance, strict, tuple(confirm)))
+
+
+def imported(actions: Actions, p: Principal, name: str, fmt: ImportFormat, text: str, settings: Mapping[str, Any],
+             instance: str | None = None, strict: bool = False, registry: Registry | None = None,
+             confirm: Sequence[str] = ()) -> dict[str, Any]:  # fmt: skip
+    """``text`` read (:func:`read`) and imported as ``p`` in one unit of work
+    (:meth:`Actions.import_read`: the known nodes the read judges are those the write finds), and
+    the answer's :func:`document`."""
+    report, result = actions.import_read(
+        p, lambda known: read(fmt, text, settings, known, instance, strict, registry, confirm), lambda r: r.inventory
+    )
+    return document(name, report, result)
 
 
 def document(name: str, report: ImportReport, result: object) -> dict[str, Any]:

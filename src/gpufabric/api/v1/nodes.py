@@ -125,8 +125,8 @@ def import_format(
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ValidationError("body", f"byte {e.start}", "UTF-8 text") from None
-    report = kind_import.read(found, text, c.fabrics_settings(), c.store.nodes, fabric, strict, registry, confirm or ())
-    return json(kind_import.document(fmt, report, c.actions.import_inventory(p, report.inventory)))
+    return json(kind_import.imported(c.actions, p, fmt, found, text, c.fabrics_settings(), fabric, strict, registry,
+                                     confirm or ()))  # fmt: skip
 
 
 @router.put("/nodes/{node}/owner", summary="Set the tenant that owns a node (may lease it out)",

@@ -194,8 +194,7 @@ class Local:
 
         fabrics = fabrics_yaml()
         registry = Registry.from_entry_points(drivers=False) if fabrics else None
-        report = kind_import.read(fmt, text, fabrics, lambda: open_store().nodes(), fabric, strict, registry, confirm)
-        return kind_import.document(name, report, actions().import_inventory(LOCAL_ADMIN, report.inventory))
+        return kind_import.imported(actions(), LOCAL_ADMIN, name, fmt, text, fabrics, fabric, strict, registry, confirm)
 
     def audit(self, only: tuple[str, ...] = ()) -> AuditReport:
         """Every fabric of fabrics.yaml read now, the invariants checked against the store."""

@@ -200,3 +200,18 @@ def test_real_opensm_parses_every_rendered_layout(fab: IbFabric, layout: Partiti
     scan = parse_opensm_log(fab.log_since(offset))
     assert scan.parse_errors == ()
     assert scan.pkey_errors == ()
+
+
+def test_observe_carries_the_cabling_the_import_stores(fab: IbFabric) -> None:
+    """IB-CABLING (issue 31's leftovers, item 3): each port's switch GUID/port in the observed
+    state (the ``-p`` topology observe reads the ports by) is the one the import stores from
+    ``ibnetdiscover``'s topology, so a clean lab has no cabling finding."""
+    from gpufabric.fabrics.infiniband.inventory.match import match_ca_ports
+    from gpufabric.fabrics.infiniband.readers.ibnetdiscover import parse_ibnetdiscover
+
+    drv = driver_for(fab)
+    seen = {c.port_guid: (c.switch_guid, c.switch_port) for c in drv.observe().cabling}
+    stored, _ = match_ca_ports(parse_ibnetdiscover(drv.diag.run(["ibnetdiscover", *drv.diag.key_args()])))
+    assert {p.port_guid for p in stored} == set(seen) == {SM, *G}
+    assert {p.port_guid: (p.switch_guid, p.switch_port) for p in stored} == seen
+    assert all(sw is not None and port for sw, port in seen.values())

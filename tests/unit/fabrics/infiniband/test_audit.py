@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gpufabric.audit import Severity, Violation, run_audit
-from gpufabric.fabrics.infiniband.state import SmFileSeen, SmSeen, SmState
+from gpufabric.fabrics.infiniband.state import PortCable, SmFileSeen, SmSeen, SmState
 
 from unit.audit_scenarios import (
+    IB_LEAF,
     REGISTRY,
     ROGUE_GUID,
     SM_GUID,
@@ -28,6 +29,10 @@ def _add_sm(s: Scenario, sm: SmSeen, master: bool = False) -> None:
     s.sms.append(sm)
     if master:
         s.master = sm.guid
+
+
+def _seen_on(s: Scenario, node: str, i: int, port: int) -> None:
+    s.cabling[guid(node, i)] = PortCable(guid(node, i), IB_LEAF, port)
 
 
 def _hardening(s: Scenario) -> None:
@@ -96,6 +101,13 @@ CASES: list[Case] = [
     Case("rogue-on-q1-described-as-a1", "IB-SM-GUID-MISMATCH",
          lambda s: _add_sm(s, SmSeen(SM_GUID, 9, 15, SmState.MASTER, "a1 mlx5_0", guid("q1", 1))),
          ((g("q1", 1), "q1"),), "lid:9"),
+    # ------------------------------------------------------------- IB-CABLING
+    Case("seen-where-stored", "IB-CABLING", _noop, ()),
+    Case("no-cabling-observed", "IB-CABLING", lambda s: s.cabling.clear(), ()),
+    Case("a1-hca-recabled", "IB-CABLING", lambda s: _seen_on(s, "a1", 1, 30), ((g("a1", 1), "a1"),),
+         f"cable:{IB_LEAF}/30"),
+    Case("b1-guid-on-q1s-cable", "IB-CABLING", lambda s: _seen_on(s, "b1", 0, 9), ((g("b1", 0), "b1"),),
+         f"cable:{IB_LEAF}/9"),
     # ------------------------------------------------------------- IB-SM-CONFIG-DIVERGED
     Case("standby-holds-what-was-written", "IB-SM-CONFIG-DIVERGED", lambda s: s.sm_files.extend(
         [SmFileSeen("sm-a", "master", "ab" * 32, "ab" * 32), SmFileSeen("sm-b", "standby", "ab" * 32, "ab" * 32)]), ()),

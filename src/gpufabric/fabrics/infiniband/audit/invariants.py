@@ -1,6 +1,6 @@
 """InfiniBand isolation invariants (pure), checked on the *observed* PKey tables and SMs:
 ``IB-PKEY-SHARED``, ``IB-GUID-FOREIGN-PKEY``, ``IB-DEFAULT-FULL-HOST``, ``IB-ROGUE-SM``,
-``IB-PKEY-CAPACITY``, ``IB-HARDENING``, ``IB-SM-GUID-MISMATCH``, the InfiniBand part of
+``IB-PKEY-CAPACITY``, ``IB-HARDENING``, ``IB-SM-GUID-MISMATCH``, ``IB-CABLING``, the InfiniBand part of
 ``X-DRIFT`` and the ports the audit's ``X-NODE-SPLIT`` compares.
 
 PKey tables are what the ports really hold (read by SMP), not the SM's configuration.
@@ -27,6 +27,7 @@ from gpufabric.fabrics.infiniband.state import IbFabricState, SmState
 
 IB: Final = KIND
 HARDENING: Final = "IB-HARDENING"
+CABLING: Final = "IB-CABLING"
 
 INVARIANTS: Final = (
     InvariantSpec("IB-PKEY-SHARED", Severity.CRITICAL.value,
@@ -44,6 +45,8 @@ INVARIANTS: Final = (
                   external=True),
     InvariantSpec("IB-SM-GUID-MISMATCH", Severity.CRITICAL.value,
                   "An SM's SMInfo claims a GUID other than the port discovered at the LID it answers from."),
+    InvariantSpec(CABLING, Severity.HIGH.value,
+                  "A port GUID is seen on another switch GUID/port than the one stored for it (recabled, or a spoofed GUID)."),
 )  # fmt: skip
 
 _SEVERITY: Final = {**{s.id: Severity(s.severity) for s in INVARIANTS}, DRIFT: Severity.MEDIUM}
@@ -60,7 +63,7 @@ def _who(node: str, tenant: str) -> str:
 
 def violations(a: IbAudit) -> Iterator[Violation]:
     for check in (pkey_shared, guid_foreign_pkey, default_full_host, rogue_sm, pkey_capacity, hardening,
-                  sm_guid_mismatch, drift):  # fmt: skip
+                  sm_guid_mismatch, cabling, drift):  # fmt: skip
         yield from check(a)
 
 
@@ -184,6 +187,30 @@ def sm_guid_mismatch(a: IbAudit) -> Iterator[Violation]:
         yield _v("IB-SM-GUID-MISMATCH",
                  f"SM at lid {sm.lid} (port {sm.port_guid}{where}) claims GUID {sm.guid}{trusted} in SMInfo",
                  node, str(sm.port_guid), node, resource=f"lid:{sm.lid}")  # fmt: skip
+
+
+def cabling(a: IbAudit) -> Iterator[Violation]:
+    """IB-CABLING: a stored port seen by discovery on another switch GUID/port than its stored
+    cabling. High, not critical: a recabled HCA keeps its PKeys (they follow the GUID), but the
+    inventory then puts switch-port actions (a rogue SM's containment) on the wrong cable, and
+    a GUID seen where another port is cabled may be a host spoofing it, holding the PKeys of the
+    GUID's tenant, which no PKey check can tell. Fix: re-import (the change is held for
+    ``--confirm``), or find the host."""
+    if not a.observed.cabling:
+        return
+    places = a.places()
+    for seen in a.observed.cabling:
+        p = a.ib_ports.get(seen.port_guid.value)
+        if p is None or p.switch_guid is None or p.switch_port is None:
+            continue
+        if (p.switch_guid, p.switch_port) == (seen.switch_guid, seen.switch_port):
+            continue
+        other = places.by_cable.get((seen.switch_guid, seen.switch_port), "")
+        there = f", where node {other}'s port is stored" if other and other != p.node else ""
+        yield _v(CABLING,
+                 f"port {seen.port_guid} (node {p.node}, {p.device}) is seen on switch {seen.switch_guid} port "
+                 f"{seen.switch_port}{there}; stored on switch {p.switch_guid} port {p.switch_port}",
+                 p.device, str(seen.port_guid), p.node, resource=f"cable:{seen.switch_guid}/{seen.switch_port}")  # fmt: skip
 
 
 def _fmt_entries(entries: Iterable[int]) -> str:

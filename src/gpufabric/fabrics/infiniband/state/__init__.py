@@ -90,6 +90,16 @@ class SmSeen:
 
 
 @dataclass(frozen=True, order=True)
+class PortCable:
+    """Where discovery (ibnetdiscover, the topology observe reads the ports by) found a CA port:
+    the switch's node GUID and the switch port at the other end of its link."""
+
+    port_guid: Guid
+    switch_guid: Guid
+    switch_port: int
+
+
+@dataclass(frozen=True, order=True)
 class SmFileSeen:
     """The partitions file on one SM host as read back (sha256), against what gpufabric wrote."""
 
@@ -109,6 +119,7 @@ class IbFabricState:
     master_guid: Guid | None = None
     settings: tuple[tuple[str, str], ...] = ()  # e.g. ("sm_key", "0x..."), from the trusted SM's config
     sm_files: tuple[SmFileSeen, ...] = ()  # each SM host's partitions file (OpenSM driver with SM hosts)
+    cabling: tuple[PortCable, ...] = ()  # each CA port's switch GUID/port as discovered (OpenSM driver; () not read)
 
     @cached_property
     def _by_guid(self) -> dict[Guid, PkeyTable]:

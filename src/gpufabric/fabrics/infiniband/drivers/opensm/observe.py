@@ -13,7 +13,8 @@ GUID it borrowed; the audit flags the mismatch (``IB-SM-GUID-MISMATCH``) and con
 disables the switch port of the answering LID.
 All port queries go to the :class:`SmpReader` as ONE read (the batch reader sends them
 through one libibmad port; the smpquery fallback runs them on the Diag pool), then one
-more read for the SMs' SMInfo.
+more read for the SMs' SMInfo. Each port's cabling (``IbFabricState.cabling``, what the audit's
+``IB-CABLING`` compares with the stored) is the topology's, so it costs no SMP of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gpufabric.domain.values import Guid
 from gpufabric.fabrics.infiniband.drivers.opensm.smpread import SmpQuery, SmpReader
 from gpufabric.fabrics.infiniband.readers.diags import PkeyDump, PortInfo
 from gpufabric.fabrics.infiniband.readers.ibnetdiscover import CaPort
-from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, SmSeen, SmState
+from gpufabric.fabrics.infiniband.state import IbFabricState, PkeyTable, PortCable, SmSeen, SmState
 
 
 def observe_fabric(reader: SmpReader, ports: dict[Guid, CaPort]) -> IbFabricState:
@@ -66,7 +67,15 @@ def observe_fabric(reader: SmpReader, ports: dict[Guid, CaPort]) -> IbFabricStat
     if masters:
         # the master most ports point at
         master = max(masters, key=lambda s: master_lids.get(s.lid, 0)).guid
-    return IbFabricState(tables=tuple(tables), sms=tuple(sorted(sms)), master_guid=master)
+    return IbFabricState(tables=tuple(tables), sms=tuple(sorted(sms)), master_guid=master, cabling=cabling(plist))
+
+
+def cabling(ports: Sequence[CaPort]) -> tuple[PortCable, ...]:
+    """Each port's switch GUID/port as the topology the ports were read by found it (pure: no
+    SMP of its own), for the audit's ``IB-CABLING``; a port discovery placed on no switch
+    (back-to-back, or a switch without a GUID) is left out."""
+    return tuple(sorted(PortCable(p.guid, p.switch_guid, p.switch_port) for p in ports
+                        if p.switch_guid is not None and p.switch_port is not None))  # fmt: skip
 
 
 def locate_sms(lids: Sequence[int], replies: Sequence[object], by_lid: Mapping[int, CaPort]) -> list[SmSeen]:
