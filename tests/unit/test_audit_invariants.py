@@ -1,7 +1,7 @@
 """The audit core's cross-fabric invariants (X-NODE-SPLIT, X-DRIFT as the kinds report it,
 TRANSPORT-INSECURE) on the small scenarios of audit_scenarios, and the rules of the run:
 every invariant of the registry has a passing and a violating case (here or in the kinds'
-tests under tests/unit/fabrics/), a clean cluster breaks none, ids are checked."""
+tests under tests/fabrics/<kind>/unit/), a clean cluster breaks none, ids are checked."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from gpufabric.audit import Severity, Violation, run_audit
 from gpufabric.domain.errors import ValidationError
 
+from fabrics.ethernet.unit.test_audit import CASES as ETH_CASES
+from fabrics.infiniband.unit.test_audit import CASES as IB_CASES
 from unit.audit_scenarios import REGISTRY, T0, Case, Scenario, check_case, g, guid, trunk
 from unit.audit_scenarios import noop as _noop
-from unit.fabrics.ethernet.test_audit import CASES as ETH_CASES
-from unit.fabrics.infiniband.test_audit import CASES as IB_CASES
 
 
 def _no_desired(s: Scenario) -> None:
