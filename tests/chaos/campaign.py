@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from typing import IO, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for ``chaos.checker`` when run as a script
 
-from chaos.checker import (  # noqa: E402
+from chaos.checker import (
     FINISHED,
     OPEN,
     Api,
@@ -81,7 +82,9 @@ def schedule(
 class Server:
     """``gpufabric serve`` on a fixed port, killed with -9 and started again on the same port."""
 
-    def __init__(self, env: Mapping[str, str], port: int, args: Sequence[str], log: IO[Any] | int = subprocess.DEVNULL) -> None:
+    def __init__(
+        self, env: Mapping[str, str], port: int, args: Sequence[str], log: IO[Any] | int = subprocess.DEVNULL
+    ) -> None:
         self.env, self.port, self.args, self.log = dict(env), port, list(args), log
         self.proc: subprocess.Popen[Any] | None = None
 
@@ -163,7 +166,8 @@ class Nemesis:
         env = {**os.environ, "OVS_RUNDIR": str(d), "OVS_DBDIR": str(d), "OVS_LOGDIR": str(d)}
         subprocess.run(["ovsdb-server", str(d / "conf.db"), f"--remote=punix:{d / 'db.sock'}",
                         f"--pidfile={d / 'ovsdb-server.pid'}", f"--log-file={d / 'ovsdb-server.log'}",
-                        f"--unixctl={d / 'ovsdb-server.ctl'}", "--detach"], env=env, check=True, timeout=30)  # fmt: skip
+                        f"--unixctl={d / 'ovsdb-server.ctl'}", "--detach"], env=env, check=True, timeout=30,
+                       capture_output=True)  # fmt: skip
         return f"ovsdb-server restarted (pid {_pid(d / 'ovsdb-server.pid')})"
 
     def opensm_kill(self, f: Fault) -> str:
@@ -194,6 +198,7 @@ class Workload:
     requested: dict[int, str] = field(default_factory=dict)  # move id -> node
     ambiguous: dict[str, int] = field(default_factory=dict)  # node -> requests whose answer was lost
     refused: int = 0
+    unavailable: int = 0  # connection refused: the server was down, the request never reached it
     cancels: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -203,7 +208,12 @@ class Workload:
             node = rng.choice(list(self.nodes))
             try:
                 self.step(rng, node)
-            except OSError:  # the server is down: the request's fate is unknown
+            except urllib.error.URLError as e:
+                if isinstance(e.reason, ConnectionRefusedError):
+                    self.unavailable += 1
+                else:  # sent, and the answer lost (the server died): the request's fate is unknown
+                    self.ambiguous[node] = self.ambiguous.get(node, 0) + 1
+            except OSError:
                 self.ambiguous[node] = self.ambiguous.get(node, 0) + 1
 
     def step(self, rng: random.Random, node: str) -> None:
@@ -298,7 +308,7 @@ def run_campaign(
             start = time.monotonic()
             try:
                 what = nemesis.inject(f)
-            except Exception as e:  # noqa: BLE001 - a fault that could not be injected is reported, not fatal
+            except Exception as e:
                 what = f"INJECTION FAILED: {e}"
             timeline.append({"at": round(start - t0, 2), "kind": f.kind, "target": f.target, "back": time.monotonic(),
                              "what": what})  # fmt: skip
@@ -339,6 +349,7 @@ def run_campaign(
         "moves_outcomes": rep.outcomes,
         "moves_refused": work.refused,
         "cancels": work.cancels,
+        "unavailable": work.unavailable,
         "ambiguous_requests": sum(work.ambiguous.values()),
         "lost": rep.lost,
         "duplicated": rep.duplicated,
@@ -371,14 +382,16 @@ def report(r: Mapping[str, Any]) -> str:
     lines = [
         f"chaos campaign seed={r['seed']} duration={r['duration_s']}s faults={r['faults']}",
         f"  moves requested={r['moves_requested']} outcomes={r['moves_outcomes']} refused={r['moves_refused']} "
-        f"cancels={r['cancels']} ambiguous={r['ambiguous_requests']}",
+        f"cancels={r['cancels']} unavailable={r['unavailable']} ambiguous={r['ambiguous_requests']}",
         f"  splits={len(r['splits'])} lost={len(r['lost'])} duplicated={len(r['duplicated'])} "
         f"unfinished={len(r['unfinished'])} converge p50={r['converge_p50_s']}s p99={r['converge_p99_s']}s "
         f"sampler rounds={r['sampler_rounds']} (with read errors {r['sampler_rounds_with_read_errors']})",
     ]
     bad = violations(r)
     if bad:
-        lines.append(f"  FAILED (replay: python tests/chaos/campaign.py --seed {r['seed']} --duration {r['duration_s']}):")
+        lines.append(
+            f"  FAILED (replay: python tests/chaos/campaign.py --seed {r['seed']} --duration {r['duration_s']}):"
+        )
         lines += [f"    {v}" for v in bad]
     lines.append("  timeline:")
     lines += [f"    t={e['at']:7.2f} {e['kind']:<14} {e['target']:<8} converged in {e['converged_s']}s: {e['what']}"

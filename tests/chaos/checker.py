@@ -346,7 +346,9 @@ def parse_pkeys(text: str) -> frozenset[int]:
 
 def parse_fmpm_active(text: str) -> dict[int, frozenset[int]]:
     d = json.loads(text)
-    return {p["partitionId"]: frozenset(g["physicalId"] for g in p["gpuInfo"]) for p in d["partitionInfo"] if p["isActive"]}
+    return {
+        p["partitionId"]: frozenset(g["physicalId"] for g in p["gpuInfo"]) for p in d["partitionInfo"] if p["isActive"]
+    }
 
 
 class FabricReader:

@@ -4,6 +4,7 @@ checker reads the fabrics with its own code: it imports nothing from gpufabric."
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 from chaos.campaign import FAULTS, schedule, violations
@@ -16,7 +17,7 @@ def test_the_same_seed_gives_the_same_schedule_and_another_seed_another() -> Non
     assert a != schedule(1235, 600, nodes=nodes)
     assert {f.kind for f in a} == set(FAULTS), "a long campaign draws every kind of fault"
     assert all(f.target in nodes for f in a if f.kind == "fmpm_restart")
-    gaps = [b.at - x.at for x, b in zip(a, a[1:], strict=False)]
+    gaps = [b.at - x.at for x, b in itertools.pairwise(a)]
     assert all(g >= 8.0 - 1e-6 for g in gaps) and all(0 < f.at < 600 for f in a)
 
 

@@ -125,6 +125,9 @@ def test_parsers_of_the_tools_outputs() -> None:
     assert parse_ovs_ports(ovs) == {"p1": (2000, frozenset()), "up": (None, frozenset({2000, 2001}))}
     ib = "CA     4  1 0x0002c90310000101 4x SDR - SW     3  1 0x0002c90330000001 ( 'gpu-a01 mlx5_0' - 'leaf-01' )\n"
     assert parse_ca_lids(ib) == {"0x0002c90310000101": (4, 1)}
-    assert parse_pkeys("   0: 0xffff 0x8a00 0x0000\n   8: 0x0000\n64 pkeys capacity for this port\n") == {0xFFFF, 0x8A00}
+    assert parse_pkeys("   0: 0xffff 0x8a00 0x0000\n   8: 0x0000\n64 pkeys capacity for this port\n") == {
+        0xFFFF,
+        0x8A00,
+    }
     fm = '{"partitionInfo":[{"partitionId":0,"isActive":1,"gpuInfo":[{"physicalId":1}]},{"partitionId":1,"isActive":0,"gpuInfo":[]}]}'
     assert parse_fmpm_active(fm) == {0: frozenset({1})}
