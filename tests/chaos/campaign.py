@@ -36,19 +36,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for ``ch
 from chaos.checker import (
     FINISHED,
     OPEN,
-    Api,
-    FabricReader,
     Inventory,
     Persistence,
     convergence,
     disagreements,
+    failed_outside_quarantine,
     final_state_errors,
     gpu_overlaps,
+    latest_failed,
     move_outcomes,
     owners,
     percentile,
     splits,
 )
+from chaos.readers import Api, FabricReader
 
 FAULTS = ("serve_kill", "ovsdb_restart", "opensm_kill", "fmpm_restart")
 
@@ -249,6 +250,7 @@ class Watch:
     rounds: int = 0
     read_errors: int = 0
     split_seen: list[str] = field(default_factory=list)
+    failed_in_tenant: list[str] = field(default_factory=list)
     healthy: list[tuple[float, bool]] = field(default_factory=list)
     persistence: Persistence = field(init=False)
     moving: set[str] = field(default_factory=set)
@@ -258,17 +260,27 @@ class Watch:
         self.persistence = Persistence(self.grace)
         self.segments = self.api.segments()
 
-    def once(self) -> tuple[Any, list[str]]:
-        s = self.reader.sample()
+    def _failed(self) -> dict[str, int] | None:
         try:
             moves = self.api.moves()
-            self.moving = {m["node"] for m in moves if m["status"] in OPEN}
-            if self.rounds % 10 == 0:
-                self.segments = self.api.segments()
         except (OSError, RuntimeError):
-            pass  # the server is down: keep the last known moving set
+            return None  # the server is down: keep the last known moving set
+        self.moving = {m["node"] for m in moves if m["status"] in OPEN}
+        return latest_failed(moves)
+
+    def once(self) -> tuple[Any, list[str]]:
+        failed_before = self._failed()
+        s = self.reader.sample()
+        failed_after = self._failed()
+        if self.rounds % 10 == 0:
+            try:
+                self.segments = self.api.segments()
+            except (OSError, RuntimeError):
+                pass
         own = owners(s, self.inv, self.segments)
         bad = splits(own) + gpu_overlaps(s)
+        if failed_before is not None and failed_after is not None:
+            self.failed_in_tenant += failed_outside_quarantine(own, failed_before, failed_after)
         self.split_seen += [f"t={s.t:.1f} {b}" for b in bad]
         dis = disagreements(own, self.moving)
         self.persistence.feed(s.t, dis)
@@ -358,6 +370,7 @@ def run_campaign(
         "running_twice": rep.running_twice,
         "splits": watch.split_seen,
         "persistent_disagreements": watch.persistence.violations,
+        "failed_in_tenant": watch.failed_in_tenant,
         "final_state_errors": final_state_errors([m for m in history if int(m["id"]) not in set(before)], own),
         "final_disagreements": disagreements(own),
         "unconverged_faults": sum(c is None for c in conv),
@@ -371,7 +384,7 @@ def run_campaign(
 def violations(r: Mapping[str, Any]) -> list[str]:
     """What makes a campaign fail (empty: it passed)."""
     checks = ("splits", "lost", "duplicated", "unfinished", "unrequested", "running_twice", "persistent_disagreements",
-              "final_state_errors", "final_disagreements")  # fmt: skip
+              "failed_in_tenant", "final_state_errors", "final_disagreements")  # fmt: skip
     out = [f"{k}: {r[k]}" for k in checks if r[k]]
     if r["unconverged_faults"]:
         out.append(f"{r['unconverged_faults']} fault(s) never converged")

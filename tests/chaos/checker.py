@@ -7,25 +7,18 @@ public interface over HTTP, never gpufabric's code or records as proof.
   which OVS port, IB port GUID and Fabric Manager belongs to which node, the OVSDB socket, the
   ibsim socket name and the SM host (for the umad2sim LD_PRELOAD env), the quarantine VLAN.
 - Tenants' segments: ``GET /api/v1/networks`` (VLAN and PKey of each tenant's networks).
-- Sampled: Ethernet ``ovs-vsctl --format=json --columns=name,tag,trunks list Port``; InfiniBand
-  ``ibnetdiscover -p`` (LIDs) + ``smpquery pkeys LID PORT`` as the SM node under ibsim;
-  NVLink ``fmpm -l`` of each node's Fabric Manager (the stand-in's own answer, as a subprocess).
-- Move history: ``GET /api/v1/moves`` with a token.
+- Sampled (tests/chaos/readers.py): Ethernet by ovs-vsctl, InfiniBand PKey tables by SMP
+  (smpquery under ibsim), NVLink by ``fmpm -l`` of each node's Fabric Manager; the move history
+  ``GET /api/v1/moves`` with a token.
 
 The invariants are pure functions of samples (``splits``, ``gpu_overlaps``, ``disagreements``,
-``Persistence``, ``move_outcomes``, ``final_state_errors``, ``convergence``), unit-tested with
+``Persistence``, ``failed_outside_quarantine``, ``move_outcomes``, ``final_state_errors``, ``convergence``), unit-tested with
 constructed samples in tests/chaos/test_checker.py.
 """
 
 from __future__ import annotations
 
-import glob
-import json
 import os
-import re
-import subprocess
-import time
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +27,6 @@ QUARANTINE = "quarantine"
 ALL = "all-vlans"  # an access port with neither tag nor trunks carries every VLAN
 FINISHED = frozenset({"done", "failed", "cancelled"})
 OPEN = frozenset({"pending", "running"})
-UMAD2SIM = ("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so", "/usr/lib/*/umad2sim/libumad2sim.so*")
 
 
 # ---- what the checker is given -------------------------------------------------------------
@@ -264,6 +256,24 @@ def move_outcomes(
     return MoveReport(lost, dup, unfinished, unreq, twice, out)
 
 
+def latest_failed(history: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Node -> id of its latest move, for the nodes whose latest move is failed."""
+    last: dict[str, Mapping[str, Any]] = {}
+    for m in sorted(history, key=lambda m: int(m["id"])):
+        last[m["node"]] = m
+    return {n: int(m["id"]) for n, m in last.items() if m["status"] == "failed"}
+
+
+def failed_outside_quarantine(own: Owners, before: Mapping[str, int], after: Mapping[str, int]) -> list[str]:
+    """Nodes whose latest move was the same failed move in the history read before the sample and
+    after it, yet in a tenant's segment in the sample: a failed move leaves its node in quarantine."""
+    bad = []
+    for node, mid in sorted(before.items()):
+        if after.get(node) == mid and node in own and tenants_of(own[node]):
+            bad.append(f"{node}: move {mid} failed but the node is in {sorted(tenants_of(own[node]))}")
+    return bad
+
+
 def final_state_errors(history: Sequence[Mapping[str, Any]], own: Owners) -> list[str]:
     """At the end, once nothing moves: each node is where its last move left it: a done move's
     tenant, quarantine after a failed move (the failsafe), either after a cancelled one."""
@@ -300,145 +310,3 @@ def percentile(xs: Sequence[float], p: float) -> float | None:
         return None
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
-
-
-# ---- readers (I/O) --------------------------------------------------------------------------
-def _run(args: Sequence[str], env: Mapping[str, str] | None = None, cwd: str | None = None, timeout: float = 15) -> str:
-    p = subprocess.run(list(args), env=dict(env) if env else None, cwd=cwd, capture_output=True, text=True,
-                       timeout=timeout, check=False)  # fmt: skip
-    if p.returncode != 0:
-        raise RuntimeError(f"{args[0]} exited {p.returncode}: {(p.stderr or p.stdout).strip()[:200]}")
-    return p.stdout
-
-
-def _ovs_set(v: Any) -> list[Any]:
-    return list(v[1]) if isinstance(v, list) and v and v[0] == "set" else [v]
-
-
-def parse_ovs_ports(text: str) -> dict[str, tuple[int | None, frozenset[int]]]:
-    data = json.loads(text)
-    cols = data["headings"]
-    out = {}
-    for row in data["data"]:
-        r = dict(zip(cols, row, strict=True))
-        tag = _ovs_set(r["tag"])
-        out[r["name"]] = (int(tag[0]) if tag else None, frozenset(int(x) for x in _ovs_set(r["trunks"])))
-    return out
-
-
-def parse_ca_lids(text: str) -> dict[str, tuple[int, int]]:
-    """``ibnetdiscover -p`` -> port GUID -> (LID, port number) of every CA port."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"CA\s+(\d+)\s+(\d+)\s+(0x[0-9a-fA-F]+)", line)
-        if m:
-            out[m.group(3).lower()] = (int(m.group(1)), int(m.group(2)))
-    return out
-
-
-def parse_pkeys(text: str) -> frozenset[int]:
-    keys = set()
-    for line in text.splitlines():
-        if re.match(r"\s*\d+:", line):
-            keys |= {int(x, 16) for x in line.split(":", 1)[1].split()}
-    return frozenset(keys - {0})
-
-
-def parse_fmpm_active(text: str) -> dict[int, frozenset[int]]:
-    d = json.loads(text)
-    return {
-        p["partitionId"]: frozenset(g["physicalId"] for g in p["gpuInfo"]) for p in d["partitionInfo"] if p["isActive"]
-    }
-
-
-class FabricReader:
-    """Reads one :class:`Sample` of the real fabrics (Ethernet, InfiniBand by SMP, NVLink by fmpm)."""
-
-    def __init__(self, inv: Inventory) -> None:
-        self.inv = inv
-        self.lids: dict[str, tuple[int, int]] = {}
-        lib = next((h for pat in UMAD2SIM for h in sorted(glob.glob(pat))), "")
-        self.ib_env = {**os.environ, "LD_PRELOAD": lib, "IBSIM_SOCKNAME": inv.ibsim_sockname, "SIM_HOST": inv.sm_host}
-
-    def sample(self) -> Sample:
-        errors: list[str] = []
-        eth: dict[str, tuple[int | None, frozenset[int]]] = {}
-        ib: dict[str, frozenset[int]] = {}
-        nv: dict[str, dict[int, frozenset[int]]] = {}
-        t = time.monotonic()
-        try:
-            out = _run(["ovs-vsctl", f"--db=unix:{self.inv.ovsdb}", "--timeout=5", "--format=json",
-                        "--columns=name,tag,trunks", "list", "Port"], timeout=10)  # fmt: skip
-            eth = parse_ovs_ports(out)
-        except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
-            errors.append(f"ethernet: {e}")
-        if self.inv.ibsim_sockname:
-            try:
-                ib = self._ib()
-            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
-                self.lids = {}
-                ib = {}
-                errors.append(f"infiniband: {e}")
-        for n in self.inv.nodes:
-            if n.fm is None or not self.inv.fmpm:
-                continue
-            try:
-                nv[n.name] = parse_fmpm_active(_run([*self.inv.fmpm, "--unix-domain-socket", n.fm, "-l"]))
-            except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
-                errors.append(f"nvlink {n.name}: {e}")
-        return Sample(t, eth, ib, nv, tuple(errors))
-
-    def _ib(self) -> dict[str, frozenset[int]]:
-        os.makedirs(self.inv.scratch, exist_ok=True)
-        want = [g.lower() for n in self.inv.nodes for g in n.guids]
-        if any(g not in self.lids for g in want):
-            self.lids = parse_ca_lids(_run(["ibnetdiscover", "-p"], self.ib_env, self.inv.scratch, 30))
-        out = {}
-        for n in self.inv.nodes:
-            for g in n.guids:
-                if g.lower() not in self.lids:
-                    raise RuntimeError(f"port GUID {g} not discovered")
-                lid, port = self.lids[g.lower()]
-                text = _run(["smpquery", "pkeys", str(lid), str(port)], self.ib_env, self.inv.scratch)
-                out[g] = parse_pkeys(text)
-        return out
-
-
-class Api:
-    """The public API over HTTP (urllib), with a bearer token."""
-
-    def __init__(self, base: str, token: str, timeout: float = 10) -> None:
-        self.base, self.token, self.timeout = base.rstrip("/"), token, timeout
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method)
-        req.add_header("Authorization", f"Bearer {self.token}")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                return r.status, json.loads(r.read() or b"null")
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                return e.code, json.loads(raw or b"null")
-            except ValueError:
-                return e.code, raw.decode(errors="replace")
-
-    def all(self, path: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        while True:
-            sep = "&" if "?" in path else "?"
-            code, page = self.call("GET", f"{path}{sep}limit=500&offset={len(items)}")
-            if code != 200:
-                raise RuntimeError(f"GET {path}: {code} {page}")
-            items += page["items"]
-            if not page["items"] or len(items) >= page["total"]:
-                return items
-
-    def segments(self) -> Segments:
-        return Segments.from_networks(self.all("/networks"))
-
-    def moves(self) -> list[dict[str, Any]]:
-        return self.all("/moves")

@@ -12,17 +12,16 @@ from chaos.checker import (
     Segments,
     convergence,
     disagreements,
+    failed_outside_quarantine,
     final_state_errors,
     gpu_overlaps,
+    latest_failed,
     move_outcomes,
     owners,
-    parse_ca_lids,
-    parse_fmpm_active,
-    parse_ovs_ports,
-    parse_pkeys,
     percentile,
     splits,
 )
+from chaos.readers import parse_ca_lids, parse_fmpm_active, parse_ovs_ports, parse_pkeys
 
 INV = Inventory((NodeInv("n1", ("p1",), ("0xg1",), "fm1"), NodeInv("n2", ("p2",), ("0xg2",), "fm2")), "db", 4000)
 SEG = Segments({2000: "alpha", 2001: "beta"}, {0x0A00: "alpha", 0x0A01: "beta"})
@@ -131,3 +130,13 @@ def test_parsers_of_the_tools_outputs() -> None:
     }
     fm = '{"partitionInfo":[{"partitionId":0,"isActive":1,"gpuInfo":[{"physicalId":1}]},{"partitionId":1,"isActive":0,"gpuInfo":[]}]}'
     assert parse_fmpm_active(fm) == {0: frozenset({1})}
+
+
+def test_a_failed_move_whose_node_stays_in_a_tenant_is_caught_while_it_stays_failed() -> None:
+    own = owners(sample(), INV, SEG)  # n1 in alpha, n2 in quarantine
+    hist = [mv(1, "n1", "done"), mv(2, "n1", "failed", to="beta"), mv(3, "n2", "failed")]
+    assert latest_failed(hist) == {"n1": 2, "n2": 3}
+    assert latest_failed([*hist, mv(4, "n1", "done")]) == {"n2": 3}
+    failed = latest_failed(hist)
+    assert failed_outside_quarantine(own, failed, failed) == ["n1: move 2 failed but the node is in ['alpha']"]
+    assert failed_outside_quarantine(own, failed, {"n2": 3}) == [], "cancelled or retried between the reads"
