@@ -345,13 +345,13 @@ def run_campaign(
     history = api.moves()
     rep = move_outcomes(work.requested, history, work.ambiguous, before)
     conv = convergence([e["back"] for e in timeline], watch.healthy)
-    for e, c in zip(timeline, conv, strict=True):
-        e["converged_s"] = None if c is None else round(c, 2)
-        e.pop("back")
+    for ev, c in zip(timeline, conv, strict=True):
+        ev["converged_s"] = None if c is None else round(c, 2)
+        ev.pop("back")
     done = [c for c in conv if c is not None]
     counts: dict[str, int] = {}
-    for e in timeline:
-        counts[e["kind"]] = counts.get(e["kind"], 0) + 1
+    for ev in timeline:
+        counts[ev["kind"]] = counts.get(ev["kind"], 0) + 1
     return {
         "seed": seed,
         "duration_s": duration,
