@@ -9,11 +9,14 @@ prints the seed and the fault timeline (replay: ``python tests/chaos/campaign.py
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
 
 from chaos.campaign import Server, report, run_campaign, violations
+from chaos.checker import Inventory, Segments, owners, splits
+from chaos.readers import FabricReader
 from gpufabric.lab.serve import free_port
 
 from e2e.conftest import LabEnv
@@ -39,3 +42,26 @@ def test_short_campaign_no_split_no_lost_move(lab: LabEnv, tmp_path_factory: pyt
     print(report(r))
     assert sum(r["faults"].values()) >= 3 and r["moves_requested"] >= 10 and r["sampler_rounds"] >= 20, report(r)
     assert violations(r) == [], report(r)
+    assert_the_checker_sees_a_real_split(lab)
+
+
+def assert_the_checker_sees_a_real_split(lab: LabEnv) -> None:
+    """The checker can fail on the real fabric: a node's access port made to trunk both tenants'
+    VLANs (by ovs-vsctl, behind gpufabric's back) is a split in the next sample; then put back."""
+    inv = Inventory.from_status(lab.status)
+    seg = Segments.from_networks(lab.gfj("network", "list"))
+    node = inv.nodes[0]
+    port = node.eth_ports[0]
+    db = f"--db=unix:{lab.status['ovsdb_socket']}"
+    tag = lab.ovs_tag(port)
+    vlans = ",".join(str(v) for v in sorted(seg.vlans)[:2])
+    subprocess.run(
+        ["ovs-vsctl", db, "set", "port", port, f"trunks={vlans}", "--", "clear", "port", port, "tag"], check=True
+    )
+    try:
+        found = splits(owners(FabricReader(inv).sample(), inv, seg))
+    finally:
+        subprocess.run(["ovs-vsctl", db, "clear", "port", port, "trunks"], check=True)
+        if tag is not None:
+            lab.ovs_set_tag(port, tag)
+    assert len(found) == 1 and found[0].startswith(f"{node.name} in ['alpha', 'beta']"), found
