@@ -48,6 +48,7 @@ from chaos.checker import (
     owners,
     percentile,
     splits,
+    unstable,
 )
 from chaos.readers import Api, FabricReader
 
@@ -278,11 +279,12 @@ class Watch:
             except (OSError, RuntimeError):
                 pass
         own = owners(s, self.inv, self.segments)
-        bad = splits(own) + gpu_overlaps(s)
+        moved = unstable(s, self.inv)
+        bad = splits(own, moved) + gpu_overlaps(s)
         if failed_before is not None and failed_after is not None:
             self.failed_in_tenant += failed_outside_quarantine(own, failed_before, failed_after)
         self.split_seen += [f"t={s.t:.1f} {b}" for b in bad]
-        dis = disagreements(own, self.moving)
+        dis = disagreements(own, self.moving | moved)
         self.persistence.feed(s.t, dis)
         self.healthy.append((s.t, not s.errors and not dis))
         self.rounds += 1

@@ -91,13 +91,25 @@ class Segments:
 class Sample:
     """One reading of every fabric. ``eth``: port -> (tag, trunks); ``ib``: port GUID -> raw PKey
     entries; ``nv``: node -> active partition id -> its GPU physical ids; ``errors``: failed reads
-    (a fabric down is not a split; its owners are unknown for this sample)."""
+    (a fabric down is not a split; its owners are unknown for this sample). ``eth_after``: OVS read
+    again right after the PKey tables: a node whose ports read the same both times held that
+    Ethernet state while its PKeys were read (the two fabrics are compared at one instant); a node
+    whose ports changed in between moved during the sample (see :func:`unstable`)."""
 
     t: float
     eth: Mapping[str, tuple[int | None, frozenset[int]]] = field(default_factory=dict)
     ib: Mapping[str, frozenset[int]] = field(default_factory=dict)
     nv: Mapping[str, Mapping[int, frozenset[int]]] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
+    eth_after: Mapping[str, tuple[int | None, frozenset[int]]] | None = None
+
+
+def unstable(s: Sample, inv: Inventory) -> frozenset[str]:
+    """Nodes whose Ethernet ports changed between the two OVS reads around the PKey read: their
+    Ethernet and InfiniBand readings are from different instants and are not compared."""
+    if s.eth_after is None:
+        return frozenset()
+    return frozenset(n.name for n in inv.nodes if any(s.eth.get(p) != s.eth_after.get(p) for p in n.eth_ports))
 
 
 # ---- pure invariants ------------------------------------------------------------------------
@@ -148,11 +160,17 @@ def tenants_of(fabrics: Mapping[str, frozenset[str]]) -> frozenset[str]:
     return frozenset(got - {QUARANTINE} - {x for x in got if x.startswith("vlan:")})
 
 
-def splits(own: Owners) -> list[str]:
-    """Nodes in two tenants' segments at once (any port of any fabric), or on a port carrying every VLAN."""
+def splits(own: Owners, unstable: Iterable[str] = ()) -> list[str]:
+    """Nodes in two tenants' segments at once (any port of any fabric), or on a port carrying every
+    VLAN. For an ``unstable`` node (its Ethernet changed during the sample) each fabric is judged alone."""
     bad = []
+    moved = set(unstable)
     for node, fab in sorted(own.items()):
         ts = tenants_of(fab)
+        if node in moved:
+            ts = max(
+                (tenants_of({f: fab[f]}) for f in ("ethernet", "infiniband") if f in fab), key=len, default=frozenset()
+            )
         if len(ts) > 1 or ALL in ts:
             bad.append(f"{node} in {sorted(ts)} ({ {k: sorted(v) for k, v in fab.items()} })")
     return bad

@@ -88,11 +88,10 @@ class FabricReader:
         eth: dict[str, tuple[int | None, frozenset[int]]] = {}
         ib: dict[str, frozenset[int]] = {}
         nv: dict[str, dict[int, frozenset[int]]] = {}
+        eth_after: dict[str, tuple[int | None, frozenset[int]]] | None = None
         t = time.monotonic()
         try:
-            out = _run(["ovs-vsctl", f"--db=unix:{self.inv.ovsdb}", "--timeout=5", "--format=json",
-                        "--columns=name,tag,trunks", "list", "Port"], timeout=10)  # fmt: skip
-            eth = parse_ovs_ports(out)
+            eth = self._eth()
         except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
             errors.append(f"ethernet: {e}")
         if self.inv.ibsim_sockname:
@@ -102,6 +101,11 @@ class FabricReader:
                 self.lids = {}
                 ib = {}
                 errors.append(f"infiniband: {e}")
+            try:
+                eth_after = self._eth()
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                errors.append(f"ethernet (after): {e}")
+                eth_after = {}
         for n in self.inv.nodes:
             if n.fm is None or not self.inv.fmpm:
                 continue
@@ -109,7 +113,12 @@ class FabricReader:
                 nv[n.name] = parse_fmpm_active(_run([*self.inv.fmpm, "--unix-domain-socket", n.fm, "-l"]))
             except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
                 errors.append(f"nvlink {n.name}: {e}")
-        return Sample(t, eth, ib, nv, tuple(errors))
+        return Sample(t, eth, ib, nv, tuple(errors), eth_after)
+
+    def _eth(self) -> dict[str, tuple[int | None, frozenset[int]]]:
+        out = _run(["ovs-vsctl", f"--db=unix:{self.inv.ovsdb}", "--timeout=5", "--format=json",
+                    "--columns=name,tag,trunks", "list", "Port"], timeout=10)  # fmt: skip
+        return parse_ovs_ports(out)
 
     def _ib(self) -> dict[str, frozenset[int]]:
         os.makedirs(self.inv.scratch, exist_ok=True)

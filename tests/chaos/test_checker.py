@@ -20,6 +20,7 @@ from chaos.checker import (
     owners,
     percentile,
     splits,
+    unstable,
 )
 from chaos.readers import parse_ca_lids, parse_fmpm_active, parse_ovs_ports, parse_pkeys
 
@@ -140,3 +141,14 @@ def test_a_failed_move_whose_node_stays_in_a_tenant_is_caught_while_it_stays_fai
     failed = latest_failed(hist)
     assert failed_outside_quarantine(own, failed, failed) == ["n1: move 2 failed but the node is in ['alpha']"]
     assert failed_outside_quarantine(own, failed, {"n2": 3}) == [], "cancelled or retried between the reads"
+
+
+def test_fabrics_read_at_different_instants_of_a_move_are_not_compared_but_each_still_is() -> None:
+    s = sample(ib1=frozenset({FULL | 0x0A01}))  # eth alpha, ib beta: a split if eth held while ib was read
+    held = Sample(s.t, s.eth, s.ib, s.nv, eth_after=dict(s.eth))
+    assert unstable(held, INV) == frozenset() and splits(owners(held, INV, SEG), unstable(held, INV))
+    moved = Sample(s.t, s.eth, s.ib, s.nv, eth_after={**s.eth, "p1": (4000, frozenset())})
+    assert unstable(moved, INV) == {"n1"} and splits(owners(moved, INV, SEG), unstable(moved, INV)) == []
+    both = sample(eth1=(None, frozenset({2000, 2001})))  # one port in two tenants: a split however it moved
+    both = Sample(both.t, both.eth, both.ib, both.nv, eth_after={**both.eth, "p1": (4000, frozenset())})
+    assert splits(owners(both, INV, SEG), unstable(both, INV))
