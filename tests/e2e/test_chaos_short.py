@@ -21,7 +21,11 @@ from gpufabric.lab.serve import free_port
 
 from e2e.conftest import LabEnv
 
-pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.timeout(900)]
+# Not yet a gate of make test: one checker read-order flake in its first 9 runs (fixed: seed 319381),
+# 3 passes since; it runs with make test-full or GPUFABRIC_CHAOS=1 until more runs back it.
+_CHAOS = os.environ.get("GPUFABRIC_TEST_FULL") == "1" or os.environ.get("GPUFABRIC_CHAOS") == "1"
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.timeout(900),
+              pytest.mark.skipif(not _CHAOS, reason="the short fault campaign: make test-full or GPUFABRIC_CHAOS=1")]  # fmt: skip
 LAB_NODES = 4
 DURATION = float(os.environ.get("GPUFABRIC_CHAOS_SECONDS", "120"))
 
