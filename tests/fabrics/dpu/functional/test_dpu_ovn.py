@@ -163,6 +163,9 @@ def test_interrupted_apply_converges_and_reapply_is_idempotent(env: Env) -> None
     """Crash safety: gpu-a01 moves acme -> beta; the removal half is applied one device kind at
     a time with a "crash" after each (no node ever holds two tenants), the next pass converges,
     and applying the same additions again changes nothing."""
+    # where the test before leaves the lab, set here too: this test may run alone (CI's halves
+    # split the suite by recorded durations and may cut a module between two processes)
+    env.converge(tenancy(INVENTORY, {"gpu-a01": ("acme", "openshift"), "gpu-a02": None, "gpu-a03": ("beta", "openshift")}))
     t = tenancy(INVENTORY, {"gpu-a01": ("beta", "openshift"), "gpu-a02": ("beta", "openshift"),
                             "gpu-a03": ("beta", "openshift")})
     plan = env.kind.diff(env.kind.desired(t), env.backend.observe())
