@@ -14,7 +14,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
 from gpufabric.domain.errors import ConflictError, ExhaustedError, NotFoundError, ValidationError
-from gpufabric.domain.models import Inventory, Lease, Node, NodeState, Offering
+from gpufabric.domain.models import BUILTIN_OFFERINGS, Inventory, Lease, Node, NodeState, Offering
 from gpufabric.domain.values import Guid, ModuleId, PKey, VlanId
 from gpufabric.fabrics.dpu.entries import Dpu, DpuMode, dpu_ports
 from gpufabric.fabrics.dpu.entries.info import node_dpus
@@ -63,11 +63,11 @@ def store(store_url: str) -> Iterator[Store]:
 
 
 def test_open_migrates_seeds_offerings_and_reopens(store: Store) -> None:
-    assert [o.name for o in store.offerings()] == ["baremetal", "openshift", "openstack"]
+    assert [o.name for o in store.offerings()] == ["baremetal", "openshift", "openstack", "vm-host"]
     assert offering_mode(store.offerings()[1]) is DpuMode.DPU_HOST  # the DPU kind reads the built-in openshift as dpu-host
     again = Store.open(store.url)  # second open: migration and seeding are idempotent
     try:
-        assert len(again.offerings()) == 3
+        assert len(again.offerings()) == len(BUILTIN_OFFERINGS)
     finally:
         again.close()
     engine = create_engine(store.url)

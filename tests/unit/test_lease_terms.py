@@ -166,7 +166,7 @@ def test_offering_list_shows_the_kinds_fields(tmp_path: Path, monkeypatch: pytes
     r = CliRunner().invoke(build_app("offering"), ["offering", "list", "--json"])
     assert r.exit_code == 0, r.output
     assert {o["name"]: o["dpu_mode"] for o in json.loads(r.output)} == {
-        "baremetal": "full", "openshift": "dpu-host", "openstack": "full"}  # fmt: skip
+        "baremetal": "full", "openshift": "dpu-host", "openstack": "full", "vm-host": "full"}  # fmt: skip
     r = CliRunner().invoke(build_app("offering"), ["offering", "list"])
     lines = [[w for w in x.split() if w.isascii() and w != "|"] for x in r.output.splitlines()]
     head, openshift = next(x for x in lines if "description" in x), next(x for x in lines if "openshift" in x)

@@ -16,7 +16,7 @@ A fabric package ``gpufabric.fabrics.<fabric>`` (importing only ``gpufabric.doma
 :class:`FabricKind` is composed of named facets, one module of :mod:`gpufabric.domain.kind` per
 file of the kind skeleton that implements it: identity and config (``bind``, ``top_level``),
 inventory (a node's ports, import formats), terms, segments, backend (``build``; the backend's
-site checks), plan, audit and views. This module composes them and is the one a kind imports
+site checks), plan, audit, views and slots (carving a shared host, issue 33). This module composes them and is the one a kind imports
 the seam's names from (:class:`FabricPlan`, :class:`FabricBackend`, :class:`InvariantSpec`,
 :class:`PortSeen`, :class:`Containment`, :class:`Tenancy`, :class:`DriverLookup`).
 
@@ -48,6 +48,7 @@ from gpufabric.domain.kind.inventory import KindInventory
 from gpufabric.domain.kind.plan import FabricPlan as FabricPlan
 from gpufabric.domain.kind.plan import KindPlan
 from gpufabric.domain.kind.segments import KindSegments
+from gpufabric.domain.kind.slots import KindSlots
 from gpufabric.domain.kind.terms import KindTerms
 from gpufabric.domain.kind.views import KindViews
 from gpufabric.domain.tenancy import Tenancy as Tenancy
@@ -65,6 +66,7 @@ class FabricKind(
     KindPlan[D, S],
     KindAudit[D, S],
     KindViews,
+    KindSlots,
     Generic[D, S],
 ):
     """The pure side of one fabric kind: every facet of :mod:`gpufabric.domain.kind`. Objects are

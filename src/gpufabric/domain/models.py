@@ -7,6 +7,7 @@ validated entries, per instance, with the :class:`PortKey` values no other node 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 from collections.abc import Mapping
@@ -80,15 +81,31 @@ class FabricPorts:
 @dataclass(frozen=True)
 class Node:
     """A server of the inventory: its ports on every fabric instance are its kinds' entries
-    (``fabric_ports``, one per instance; each kind reads its own through ``FabricKind.ports``)."""
+    (``fabric_ports``, one per instance; each kind reads its own through ``FabricKind.ports``).
+
+    A *slot* (issue 33: a VM's share of a shared host, :mod:`gpufabric.domain.slots`) is a node too,
+    so that it is leased, moved and audited as nodes are: ``host`` names the host it is carved from
+    and ``slot_modules`` the GPU module ids it holds (one NVLink partition of the host's board). It
+    holds no ports of its own: each kind derives the slot's resources (its partition, its GPUs'
+    rail HCAs, its VM ports) from the host's entries and these GPUs."""
 
     name: str
     offering: str = ""
     state: NodeState = NodeState.AVAILABLE
     fabric_ports: tuple[FabricPorts, ...] = ()  # sorted by instance, one per instance
+    host: str = ""
+    slot_modules: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_name("node.name", self.name)
+        if self.host or self.slot_modules:
+            check_name("node.host", self.host)
+            mods = tuple(self.slot_modules)
+            if not mods or any(isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= 64 for g in mods):
+                raise ValidationError("node.slot_modules", list(mods), "1-64 GPU module ids, each 1-64")
+            if len(set(mods)) != len(mods) or self.host == self.name or self.fabric_ports:
+                raise ValidationError("node.slot_modules", list(mods), "distinct module ids of another node (the host), no ports of its own")
+            object.__setattr__(self, "slot_modules", tuple(sorted(mods)))
         instances = [p.instance for p in self.fabric_ports]
         if len(set(instances)) != len(instances):
             raise ValidationError("node.fabric_ports", ", ".join(instances), "one entry per fabric instance")
@@ -103,7 +120,12 @@ class Node:
         mine = {p.instance: p for p in self.fabric_ports}
         mine.update({p.instance: p for p in ports})
         kept = tuple(mine[i] for i in sorted(mine) if mine[i].data != "[]")
-        return Node(self.name, self.offering, self.state, kept)
+        return dataclasses.replace(self, fabric_ports=kept)
+
+    @property
+    def is_slot(self) -> bool:
+        """This node is a slot of a shared host (:attr:`host`)."""
+        return bool(self.host)
 
 
 @dataclass(frozen=True)
@@ -182,9 +204,11 @@ BUILTIN_OFFERINGS: tuple[Offering, ...] = (
     Offering("baremetal", "plain bare metal, tenant gets the host"),
     Offering("openstack", "Ironic/ESI node handed to an OpenStack project"),
     Offering("openshift", "OpenShift worker; SmartNIC hosts run OVN-K in dpu-host mode", (("dpu_mode", "dpu-host"),)),
+    Offering("vm-host", "hypervisor whose GPUs are rented as VM slots, one NVLink partition each", (("shared", "slots"),)),
 )
 """Seeded into every store. Their settings are data the kinds read (the DPU kind's ``dpu_mode``:
-OpenShift's SmartNIC hosts run OVN-Kubernetes in dpu-host mode)."""
+OpenShift's SmartNIC hosts run OVN-Kubernetes in dpu-host mode) and the core reads (``shared:
+slots``: a node leased in this offering is a shared host, :mod:`gpufabric.domain.slots`)."""
 
 
 def lease_active(start: datetime, end: datetime | None, t: datetime) -> bool:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gpufabric.domain.models import QUARANTINE, Lease, Network, Node, Offering
+from gpufabric.domain.slots import gpu_unit, is_shared, slots_by_host
 
 
 @dataclass(frozen=True)
@@ -38,3 +40,30 @@ class Tenancy:
     def offering(self, node: str) -> Offering | None:
         lease = self.owners.get(node)
         return self.offerings.get(lease.offering) if lease is not None else None
+
+    # ------------------------------------------------------------ shared hosts (issue 33)
+    @cached_property
+    def _slots(self) -> Mapping[str, tuple[Node, ...]]:
+        return slots_by_host(self.nodes)
+
+    def shared(self, host: str) -> bool:
+        """``host`` is leased in a shared offering (``vm-host``): its GPUs go to its slots."""
+        return is_shared(self.offering(host))
+
+    def slots_of(self, host: str) -> tuple[Node, ...]:
+        """The slots carved from ``host`` (whatever their owners), sorted by name."""
+        return self._slots.get(host, ())
+
+    def gpu_unit(self, host: str, module: int) -> str | None:
+        """The node whose lease governs GPU ``module`` of ``host`` (:func:`gpufabric.domain.slots.gpu_unit`):
+        a slot of a shared host, the host itself otherwise; None: in quarantine."""
+        return gpu_unit(host, module, self.shared(host), self.slots_of(host))
+
+    def gpu_lease(self, host: str, module: int) -> Lease | None:
+        """The lease that owns GPU ``module`` of ``host`` and what follows it now (None: quarantine)."""
+        unit = self.gpu_unit(host, module)
+        return self.owners.get(unit) if unit is not None else None
+
+    def slot_leases(self, host: str) -> tuple[Lease, ...]:
+        """The leases that own a slot of ``host`` now (a slot in quarantine has none), by slot name."""
+        return tuple(lease for s in self.slots_of(host) if (lease := self.owners.get(s.name)) is not None)

@@ -30,6 +30,8 @@ def node_to_domain(r: NodeRow) -> Node:
             offering=r.offering,
             state=NodeState(r.state),
             fabric_ports=tuple(FabricPorts.of(f.instance, f.data) for f in r.fabric_ports),
+            host=r.host or "",
+            slot_modules=tuple(r.slot_modules or ()),
         )
     )
 

@@ -176,7 +176,8 @@ class Store:
                 for node in inv.nodes:
                     row = rows.get(node.name)
                     if row is None:
-                        row = NodeRow(name=node.name, offering=node.offering, state=node.state.value)
+                        row = NodeRow(name=node.name, offering=node.offering, state=node.state.value,
+                                      host=node.host, slot_modules=list(node.slot_modules))  # fmt: skip
                         changed.append((row, node))
                         s.add(row)
                         added += 1

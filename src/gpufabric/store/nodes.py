@@ -16,22 +16,23 @@ from gpufabric.store.tables import NodeRow
 
 Body = tuple[FabricPorts, ...]
 """A node's ports, one per fabric instance, in the order the store returns them."""
-Head = tuple[int, str, str, str]
-"""A node's id, name, offering and state."""
+Head = tuple[int, str, str, str, str, tuple[int, ...]]
+"""A node's id, name, offering, state, host and slot modules (a slot's: issue 33)."""
 
 
 def list_nodes(s: Session, lock: bool = False) -> list[Node]:
     heads = node_heads(s, lock)
-    return nodes_from(heads, node_bodies(s, {nid: name for nid, name, _, _ in heads}))
+    return nodes_from(heads, node_bodies(s, {h[0]: h[1] for h in heads}))
 
 
 def node_heads(s: Session, lock: bool = False) -> list[Head]:
-    """Every node's (id, name, offering, state), by name; ``lock``: the rows locked until the
-    transaction ends (``FOR UPDATE`` where the database has it)."""
-    q = select(NodeRow.id, NodeRow.name, NodeRow.offering, NodeRow.state).order_by(NodeRow.name)
+    """Every node's :data:`Head`, by name; ``lock``: the rows locked until the transaction ends
+    (``FOR UPDATE`` where the database has it)."""
+    q = select(NodeRow.id, NodeRow.name, NodeRow.offering, NodeRow.state, NodeRow.host, NodeRow.slot_modules)
+    q = q.order_by(NodeRow.name)
     if lock:
         q = q.with_for_update(of=NodeRow)
-    return [(nid, name, offering, state) for nid, name, offering, state in s.execute(q)]
+    return [(nid, name, offering, state, host or "", tuple(mods or ())) for nid, name, offering, state, host, mods in s.execute(q)]
 
 
 def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
@@ -39,8 +40,8 @@ def nodes_from(heads: list[Head], bodies: dict[int, Body]) -> list[Node]:
 
 
 def node_from(head: Head, bodies: dict[int, Body]) -> Node:
-    nid, name, offering, state = head
-    return Node(name, offering, NodeState(state), bodies.get(nid, ()))
+    nid, name, offering, state, host, mods = head
+    return Node(name, offering, NodeState(state), bodies.get(nid, ()), host, mods)
 
 
 def node_bodies(s: Session, names: dict[int, str]) -> dict[int, Body]:

@@ -70,6 +70,8 @@ class NodeRow(Base):
     offering: Mapped[str] = mapped_column(String(63), default="")
     state: Mapped[str] = mapped_column(String(16))
     owner: Mapped[str | None] = mapped_column(String(63), nullable=True)  # owning tenant (ESI owner), 0004
+    host: Mapped[str] = mapped_column(String(63), default="")  # a slot's host (issue 33), 0018
+    slot_modules: Mapped[Any] = mapped_column(JSON, default=list)  # a slot's GPU module ids, 0018
 
     fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"

@@ -104,7 +104,7 @@ class ViewReader:
 
     def _read_inventory(self, s: Session, heads: list[Head], revision: int | None) -> _Inventory:
         self.refreshed += 1
-        bodies = node_bodies(s, {nid: name for nid, name, _, _ in heads})
+        bodies = node_bodies(s, {h[0]: h[1] for h in heads})
         q = select(NetworkRow).options(selectinload(NetworkRow.segments), selectinload(NetworkRow.tenant))
         networks = tuple(network_to_domain(r) for r in s.scalars(q.order_by(NetworkRow.name)))
         offerings = tuple(offering_to_domain(r) for r in s.scalars(select(OfferingRow).order_by(OfferingRow.name)))
@@ -118,7 +118,7 @@ def _unreleased(s: Session, heads: list[Head], leases: list[Lease], moves: list[
     holds it in quarantine, after its drain (:meth:`Move.holds_node_in_quarantine`)."""
     active = {x.node for x in leases}
     moving = {m.node: m for m in moves if m.phase is MovePhase.QUARANTINE and m.from_tenant != QUARANTINE}
-    leased = {name for _, name, _, state in heads if state == NodeState.LEASED.value and name not in active}
-    cand = {nid for nid, name, _, state in heads if name in leased or (state == NodeState.MOVING.value
+    leased = {name for _, name, _, state, _, _ in heads if state == NodeState.LEASED.value and name not in active}
+    cand = {nid for nid, name, _, state, _, _ in heads if name in leased or (state == NodeState.MOVING.value
             and name in moving and name not in active)}  # fmt: skip
     return [x for x in store_leases.last_ended(s, cand, now) if x.node in leased or moving[x.node].from_tenant == x.tenant]
