@@ -7,7 +7,7 @@ A host's state is the set of its busy GPUs (an 8-bit mask); both policies' in-ho
 tabulated once for all 256 masks (the real ``plan.allocate`` for gpufabric).
 
 **Stream** (one per seed, replayed unchanged to every policy): Poisson arrivals of slot requests
-of 1, 2, 4 or 8 GPUs in the ``MIX`` proportions (by count: 20 % 1-GPU, 35 % 2-GPU, the "2 GPUs
+of 1, 2, 4 or 8 GPUs in the ``MIX`` proportions (our choice, by count: 20 % 1-GPU, 35 % 2-GPU, the "2 GPUs
 x 4" VMs of seed 001, 25 % 4-GPU, 20 % whole-box 8-GPU VMs; mean 3.5 GPUs), each living an
 exponential time (mean 1, any size); the arrival rate offers ``LOADS`` x the fleet's GPUs (0.90,
 0.95, 1.00: utilisations of ~90, ~95, ~97 %). A request nothing fits is refused and gone (no
