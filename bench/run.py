@@ -1,6 +1,7 @@
 """``make bench``: every benchmark, each a ratio against a floor or a peer measured in the
 same run; results land in ``bench/results/*.json``. Set ``BENCH_ONLY=name,name`` to pick
-(audit, ethernet, ngs, ib, ib_scale, moves, bridges, churn, api, cli, takeover, real_import). ``GF_CHURN_SECONDS`` sets the churn
+(audit, ethernet, ngs, ib, ib_scale, moves, bridges, churn, api, cli, takeover, real_import,
+slot_packing). ``GF_CHURN_SECONDS`` sets the churn
 duration (default 300). The whole run takes ~20 minutes on 2 cores."""
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ SUITES: dict[str, tuple[str, str]] = {
     "takeover": ("bench.bench_takeover", "run_takeover_bench"),
     "ib_scale": ("bench.bench_ib_scale", "run_ib_scale_bench"),
     "real_import": ("bench.bench_real_import", "run_real_import_bench"),
+    "slot_packing": ("bench.bench_slot_packing", "run_slot_packing_bench"),
 }
 
 
