@@ -1,6 +1,8 @@
 # gpufabric — `make demo` and `make test` do all setup on a fresh Debian machine.
 VENV := .venv
 BIN := $(VENV)/bin
+# Where scripts/openstack-venv.sh puts Neutron's venv (the same variable overrides both).
+NEUTRON_VENV ?= .venv-neutron
 export GPUFABRIC_HOME ?= $(CURDIR)/.gpufabric
 
 .PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv ironic-venv esiclient-venv openstack-venvs test-neutron-driver
@@ -32,22 +34,22 @@ test-durations: setup
 unit: setup
 	$(BIN)/pytest -q tests/unit tests/fabrics/*/unit
 
-# Real OpenStack services, each in its own venv (see docs/openstack.md); part of `make test`.
+# Real OpenStack services, each in its own venv (scripts/openstack-venv.sh names their pins; see
+# docs/openstack.md); part of `make test`.
 neutron-venv:
-	@bash scripts/neutron-venv.sh
+	@bash scripts/openstack-venv.sh neutron
 
 esi-leap-venv:
-	@bash scripts/esi-leap-venv.sh
+	@bash scripts/openstack-venv.sh esi-leap
 
 ironic-venv:
-	@bash scripts/ironic-venv.sh
+	@bash scripts/openstack-venv.sh ironic
 
 esiclient-venv:
-	@bash scripts/esiclient-venv.sh
+	@bash scripts/openstack-venv.sh esiclient
 
 openstack-venvs:
-	@bash scripts/neutron-venv.sh & n=$$!; bash scripts/ironic-venv.sh & i=$$!; bash scripts/esiclient-venv.sh & c=$$!; \
-	  bash scripts/esi-leap-venv.sh; e=$$?; wait $$n || e=1; wait $$i || e=1; wait $$c || e=1; exit $$e
+	@bash scripts/openstack-venv.sh
 
 lint-integrations: setup
 	$(BIN)/ruff check integrations tests/integration
@@ -55,7 +57,7 @@ lint-integrations: setup
 
 # The ML2 driver's and the esi-leap sync's own unit tests, in Neutron's venv (neutron-lib, oslo).
 test-neutron-driver: neutron-venv
-	cd integrations/neutron && ../../.venv-neutron/bin/pytest -q -p no:cacheprovider tests
+	cd integrations/neutron && $(abspath $(NEUTRON_VENV))/bin/pytest -q -p no:cacheprovider tests
 
 # Only the OpenStack parts (what `make test` runs of them).
 test-integration: setup lint-integrations openstack-venvs test-neutron-driver
