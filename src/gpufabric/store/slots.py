@@ -16,13 +16,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from gpufabric.store.tx import Tx
-
 from gpufabric.domain import move_json
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.slots import SHARED, SLOTS
 from gpufabric.store.tables import LeaseRow, MoveRow, NodeRow, OfferingRow, lease_active_at
+from gpufabric.store.tx import Tx
 
 _LIVE_STATES = (NodeState.LEASED.value, NodeState.MOVING.value)
 
