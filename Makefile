@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 NEUTRON_VENV ?= .venv-neutron
 export GPUFABRIC_HOME ?= $(CURDIR)/.gpufabric
 
-.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv ironic-venv esiclient-venv openstack-venvs test-neutron-driver
+.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv ironic-venv esiclient-venv openstack-venvs test-neutron-driver chaos
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,13 @@ test: setup lint lint-integrations openstack-venvs test-neutron-driver
 # Every kill point / drill iteration of the trimmed slow tests (see their docstrings).
 test-full: setup lint
 	GPUFABRIC_TEST_FULL=1 $(BIN)/pytest -q
+
+# The fault campaign (issue 35, docs/chaos.md) on the lab: CHAOS_SECONDS long (default 1800), seeded
+# by CHAOS_SEED (default: the clock, printed; the same seed replays the same fault schedule).
+CHAOS_SECONDS ?= 1800
+chaos: setup
+	GPUFABRIC_CHAOS=1 GPUFABRIC_CHAOS_SECONDS=$(CHAOS_SECONDS) GPUFABRIC_CHAOS_SEED=$(CHAOS_SEED) \
+		$(BIN)/pytest -q -s -p no:cacheprovider tests/e2e/test_chaos_short.py
 
 # Re-records tests/durations.json (how scripts/test.sh halves the suite): one process, so the
 # durations are those of a test alone; run it when tests were added or got slower.
