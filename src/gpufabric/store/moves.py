@@ -318,14 +318,16 @@ class MoveLedger:
         with self.store.tx() as tx:
             return prepared_ids(tx.session, [m.id for m in moves if m.id is not None])
 
-    def mark_prepared(self, moves: Sequence[Move]) -> None:
+    def mark_prepared(self, moves: Sequence[Move], tx: Tx | None = None) -> None:
         """Record (event :data:`PREPARED`, fenced by each claim, one transaction) that the fabrics
         prepared ``moves``' nodes (``before_move``: gates passed, drained): from now on each move
-        holds its node in quarantine (:meth:`Move.holds_node_in_quarantine`)."""
-        with self.store.tx() as tx:
+        holds its node in quarantine (:meth:`Move.holds_node_in_quarantine`). ``tx``: the caller's
+        transaction (the quarantine phase's, which reads the holds it adds: flushed first)."""
+        with self.store.tx(tx) as tx:
             s = tx.session
             for r in self._rows(s, moves):
                 s.add(MoveEventRow(move_id=r.id, phase=PREPARED, message="prepared on every fabric: held in quarantine"))
+            s.flush()
 
     def swap_lease(self, move: Move) -> Move:
         return self.swap_leases([move])[0]
