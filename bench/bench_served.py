@@ -65,8 +65,9 @@ def _dist(xs: list[float]) -> dict[str, Any]:
             "sorted": [round(x, 3) for x in sorted(xs)]}  # fmt: skip
 
 
-def interleaved(runs: int = RUNS, serve_args: tuple[str, ...] = (), trees: dict[str, str] | None = None,
-                rounds: int = 1) -> dict[str, Any]:
+def interleaved(
+    runs: int = RUNS, serve_args: tuple[str, ...] = (), trees: dict[str, str] | None = None, rounds: int = 1
+) -> dict[str, Any]:
     """The row (see module docstring). ``trees`` (label -> a checkout's ``src``): an A/B of
     serve and the CLI of each tree (``PYTHONPATH``), ``rounds`` times alternated (a fresh serve of
     each tree per round, ``runs`` pairs each), on the same fabric and the same floor engine."""
@@ -104,9 +105,9 @@ def interleaved(runs: int = RUNS, serve_args: tuple[str, ...] = (), trees: dict[
                             wall, moves = _move(exe, api, [node], where)
                             pairs[label].append((f, wall, sum(moves[0]["timings"].values())))
                         if label == list(trees)[-1]:
-                            bwall, bmoves = _move(exe, api, names[1:BATCH + 1], "beta")  # 32 of alpha's nodes
+                            bwall, bmoves = _move(exe, api, names[1 : BATCH + 1], "beta")  # 32 of alpha's nodes
                             batches = {json.dumps(m["timings"], sort_keys=True) for m in bmoves}
-                            _move(exe, api, names[1:BATCH + 1], "alpha")  # back, for the next round
+                            _move(exe, api, names[1 : BATCH + 1], "alpha")  # back, for the next round
             load_end = loadavg()
         finally:
             eng.fabrics.close()

@@ -165,8 +165,8 @@ def test_the_prepared_mark_is_stored_with_the_quarantine_phases_first_transactio
 ) -> None:
     """A fresh move's PREPARED mark (its node held in quarantine from then on) is written in the
     transaction that reads the quarantine phase's desired state and bumps the epoch: one store
-    commit from the claim to the first apply (it was two), and the mark is stored before any
-    fabric changes (crash safety as before)."""
+    commit from the claim to the first apply (it was two), durable (fsynced: it covers the claim's,
+    which is not), and the mark is stored before any fabric changes (crash safety as before)."""
     from sqlalchemy import event
 
     from gpufabric.store.moves import prepared_ids
@@ -175,7 +175,7 @@ def test_the_prepared_mark_is_stored_with_the_quarantine_phases_first_transactio
     engine.run_pending()  # warm (the engine plans against its last verified state); n1 in ta: quarantine applies
     order: list[str] = []
     mine = threading.local()  # this test's own read, not counted
-    event.listen(engine.store.engine, "commit", lambda _conn: None if getattr(mine, "on", False) else order.append("commit"))
+    event.listen(engine.store.engine, "commit", lambda conn: None if getattr(mine, "on", False) else order.append(f"commit {conn.info.get('synchronous', 'FULL')}"))
     real_claim, apply = engine.ledger.claim, engine.fabrics.apply
 
     def claim(*a: Any, **k: Any) -> Any:
@@ -198,6 +198,6 @@ def test_the_prepared_mark_is_stored_with_the_quarantine_phases_first_transactio
     assert mid is not None
     res = engine.run_pending()
     assert res is not None and res.moves[0].status is MoveStatus.DONE
-    start = order.index("claimed")
+    start = order.index("claimed") - 1  # the claim's own commit: not fsynced (the phase's commit covers it)
     at = next(i for i, x in enumerate(order) if x.startswith("apply"))
-    assert order[start:at + 1] == ["claimed", "commit", "apply (prepared stored: True)"]
+    assert order[start:at + 1] == ["commit NORMAL", "claimed", "commit FULL", "apply (prepared stored: True)"]
