@@ -27,6 +27,7 @@ from gpufabric.domain.topology import path_json, tiers_above
 from gpufabric.domain.values import PortNaming
 from gpufabric.fabrics.ethernet.audit import bonds
 from gpufabric.fabrics.ethernet.audit import isolation as eth_audit
+from gpufabric.fabrics.ethernet.audit import slots as slot_audit
 from gpufabric.fabrics.ethernet.backend import EthernetBackend, build_switches
 from gpufabric.fabrics.ethernet.entries import (
     ENTRY_SCHEMA,
@@ -155,11 +156,11 @@ class EthernetKind(FabricKind[EthState, EthState]):
 
     # ---- audit (:mod:`.audit.isolation`, bonds: :mod:`.audit.bonds`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
-        return (*eth_audit.INVARIANTS, *bonds.INVARIANTS)
+        return (*eth_audit.INVARIANTS, *bonds.INVARIANTS, *slot_audit.INVARIANTS)
 
     def audit(self, tenancy: Tenancy, desired: EthState | None, observed: EthState) -> Iterable[Violation]:
         return [*eth_audit.EthAudit.build(tenancy, desired, observed, self.instance).violations(),
-                *bonds.audit(tenancy, observed, self.instance)]
+                *bonds.audit(tenancy, observed, self.instance), *slot_audit.audit(tenancy, observed, self.instance)]
 
     def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
         return eth_audit.ports_seen(tenancy, observed, self.instance)
@@ -172,7 +173,8 @@ class EthernetKind(FabricKind[EthState, EthState]):
         return {"ports": [_port_json(p) for p in self.ports(node)]}
 
 
-def _port_json(p: EthernetPort) -> dict[str, str]:
+def _port_json(p: EthernetPort) -> dict[str, Any]:
     """One NIC as the API shows it (``mac`` always; ``bond``/``bond_mode`` when bonded)."""
     return {"name": p.name, "switch": p.switch, "switch_port": p.switch_port, "mac": p.mac,
-            **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})}  # fmt: skip
+            **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {}),
+            **({"gpu": p.gpu} if p.gpu is not None else {})}  # fmt: skip
