@@ -13,7 +13,7 @@ the OpenSM driver of its own subnet with its own ``trusted_sm_guids`` (its SM, o
 the top-level ``sm_port_guids`` / ``trusted_sm_guids`` list every subnet's SMs.
 
 A lab with VM hosts (``lab up --vm-hosts``) lists each one's hypervisor bridge ``hv-<node>`` as an
-Ethernet switch too, over its own OVSDB socket (lab/vmhost.py)."""
+Ethernet switch too, over its own OVSDB socket, its uplink the node's leaf (lab/vmhost.py)."""
 
 from __future__ import annotations
 
@@ -72,8 +72,9 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
             for br in st.leaf_bridges
         ] + [  # each VM host's hypervisor bridge, on its own OVS instance (lab/vmhost.py)
             {"driver": "ovsdb", "options": {"switch": hv_bridge(n), "remote": f"unix:{hv_ovs(lab.dir, n, '').db_socket}",
-                                            "quarantine_vlan": quarantine_vlan}}
-            for n in st.vm_hosts
+                                            "quarantine_vlan": quarantine_vlan},
+             "uplinks": [node.ethernet[0].bridge]}  # eth0, to the node's leaf
+            for n in st.vm_hosts if (node := st.node(n)) is not None
         ],
         "sm_port_guids": sms,
         "trusted_sm_guids": sms,

@@ -58,7 +58,6 @@ from gpufabric.lab.netns import (
     remove_ethernet,
 )
 from gpufabric.lab.ovs import OvsServer
-from gpufabric.lab.vmhost import ensure_vm_host, hv_bridge, hv_ovs, vm_hosts_down, vm_mac, vm_netns, vm_port
 from gpufabric.lab.subnets import (
     SubnetStatus,
     check_subnets,
@@ -70,6 +69,7 @@ from gpufabric.lab.subnets import (
     subnets_down,
     subnets_up,
 )
+from gpufabric.lab.vmhost import ensure_vm_host, hv_bridge, hv_ovs, vm_hosts_down, vm_mac, vm_netns, vm_port
 
 Progress = Callable[[str], None]
 STATE_VERSION = 1

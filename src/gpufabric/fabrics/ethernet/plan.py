@@ -37,9 +37,8 @@ from typing import Any
 
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.models import QUARANTINE, Network
 from gpufabric.domain.values import VlanId
-from gpufabric.domain.models import Network
 from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING, segment_vlan, vlan_of
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState, same_aggregate

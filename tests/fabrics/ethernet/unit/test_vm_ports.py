@@ -17,7 +17,13 @@ from gpufabric.domain.slots import SHARED, SLOTS, VM_HOST, slot_name
 from gpufabric.domain.values import VlanId
 from gpufabric.fabrics.ethernet.audit import slots as slot_audit
 from gpufabric.fabrics.ethernet.audit.isolation import EthAudit, ports_seen
-from gpufabric.fabrics.ethernet.entries import EthernetPort, dump_ethernet, ethernet_ports, parse_ethernet, with_ethernet
+from gpufabric.fabrics.ethernet.entries import (
+    EthernetPort,
+    dump_ethernet,
+    ethernet_ports,
+    parse_ethernet,
+    with_ethernet,
+)
 from gpufabric.fabrics.ethernet.plan import desired_switches, diff_switches, tenants_seen
 from gpufabric.fabrics.ethernet.segments import vlan_segment
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
@@ -42,7 +48,9 @@ def tenancy(owners: dict[str, str | None] | None = None, shared: bool = True, in
     slots = [Node(slot_name(HOST, mods), host=HOST, slot_modules=mods) for mods in SLOTS_OF.values()]
     nets = {(t, "net"): Network("net", t, (vlan_segment("ethernet", v),)) for t, v in VLANS.items()}
     leases: dict[str, Lease | None] = {
-        HOST: Lease("infra", HOST, T0, networks=("net",) if infra_nets else (), offering=VM_HOST if shared else "baremetal"),
+        HOST: Lease(
+            "infra", HOST, T0, networks=("net",) if infra_nets else (), offering=VM_HOST if shared else "baremetal"
+        ),
         OTHER: Lease("a", OTHER, T0, networks=("net",)),
     }
     for t, s in zip(SLOTS_OF, slots, strict=True):
@@ -70,7 +78,10 @@ def trunk(sw: str, port: str, *vlans: int) -> EthernetPortConfig:
 
 # ---------------------------------------------------------------------- entries
 def test_gpu_entry_round_trips() -> None:
-    raw = [{"name": "vm3", "switch": HV, "switch_port": "vm3", "gpu": 3}, {"name": "eth0", "switch": "leaf1", "switch_port": "p1"}]
+    raw = [
+        {"name": "vm3", "switch": HV, "switch_port": "vm3", "gpu": 3},
+        {"name": "eth0", "switch": "leaf1", "switch_port": "p1"},
+    ]
     got = parse_ethernet(HOST, raw, "nodes[0].ethernet")
     assert [(p.name, p.gpu) for p in got] == [("eth0", None), ("vm3", 3)]
     assert parse_ethernet(HOST, dump_ethernet(got), "x") == got
@@ -127,8 +138,12 @@ def test_non_shared_host_is_unchanged_its_vm_ports_follow_the_host() -> None:
     assert {got[(HV, f"vm{m}")] for m in range(1, 9)} == {access(HV, f"vm{m}", 2000) for m in range(1, 9)}
 
 
-@pytest.mark.parametrize(("b_to", "trunk_vlans"), [(None, (2001, 2003)), ("d", (2001, 2003, 2004)), ("a", (2001, 2003))])
-def test_a_slot_move_changes_only_that_slots_ports_and_the_trunk(b_to: str | None, trunk_vlans: tuple[int, ...]) -> None:
+@pytest.mark.parametrize(
+    ("b_to", "trunk_vlans"), [(None, (2001, 2003)), ("d", (2001, 2003, 2004)), ("a", (2001, 2003))]
+)
+def test_a_slot_move_changes_only_that_slots_ports_and_the_trunk(
+    b_to: str | None, trunk_vlans: tuple[int, ...]
+) -> None:
     before = desired_switches(tenancy())
     after = desired_switches(tenancy({"a": "a", "b": b_to, "c": "c"}))
     plan = diff_switches(after, before)
@@ -147,7 +162,9 @@ def _audit(t: Tenancy, observed: tuple[SwitchState, ...]) -> list[tuple[str, str
 
 def _with(state: tuple[SwitchState, ...], *cfgs: EthernetPortConfig) -> tuple[SwitchState, ...]:
     by = {c.port: c for c in cfgs}
-    return tuple(replace(s, ports=tuple(by.get(p.port, p) if p.switch == s.switch else p for p in s.ports)) for s in state)
+    return tuple(
+        replace(s, ports=tuple(by.get(p.port, p) if p.switch == s.switch else p for p in s.ports)) for s in state
+    )
 
 
 def test_clean_shared_host_has_no_violation_anywhere() -> None:
@@ -182,7 +199,11 @@ def test_seen_tenants_count_vm_ports_for_their_slot_and_the_uplink_for_the_host(
     obs = desired_switches(t)
     seen = tenants_seen(obs, t, QV)
     assert seen[HOST] == {"infra"}
-    assert {seen[slot_name(HOST, m)] for m in SLOTS_OF.values()} == {frozenset({"a"}), frozenset({"b"}), frozenset({"c"})}
+    assert {seen[slot_name(HOST, m)] for m in SLOTS_OF.values()} == {
+        frozenset({"a"}),
+        frozenset({"b"}),
+        frozenset({"c"}),
+    }
     by_node = {(p.node, p.port): p.tenants for p in ports_seen(t, obs)}
     assert by_node[(HOST, "p1")] == {"infra"} and by_node[(slot_name(HOST, (5, 6)), "vm5")] == {"b"}
     leaked = _with(obs, trunk("leaf1", "p1", 2001, 2002, 2003, 2004))
