@@ -271,17 +271,21 @@ def vlan_owners(tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_
     return out
 
 
-def seen_as(tenancy: Tenancy, p: EthernetPort, instance: str = DEFAULT_INSTANCE) -> tuple[str | None, frozenset[int]]:
+def seen_as(tenancy: Tenancy, p: EthernetPort) -> tuple[str | None, frozenset[str]]:
     """Whom an observed port of ``p`` is seen as: the node it is counted for (a VM port of a
-    shared host: its GPU's slot; None: no slot holds the GPU, counted for nobody) and the VLANs
-    counted as that node's own tenant whatever their owners (a shared host's uplink: the host's and
-    its live slots' VLANs; elsewhere none)."""
+    shared host: its GPU's slot; None: no slot holds the GPU, counted for nobody) and the tenants
+    whose VLANs count as that node's own tenant (a shared host's uplink: the host's and those of its
+    live slots, which it carries by design; elsewhere none)."""
     if p.gpu is not None and tenancy.shared(p.node):
         return tenancy.gpu_unit(p.node, p.gpu), frozenset()
     if p.gpu is None and tenancy.shared(p.node):
-        units = uplink_units(tenancy, p.node)
-        return p.node, frozenset(v.value for u in units for v in networks_vlans(tenancy.lease_networks(u), instance))
+        return p.node, frozenset({tenancy.owner(p.node), *(lease.tenant for lease in tenancy.slot_leases(p.node))})
     return p.node, frozenset()
+
+
+def as_seen(tenants: Iterable[str], node_tenant: str, own: frozenset[str]) -> set[str]:
+    """``tenants`` with each of ``own`` counted as ``node_tenant`` (:func:`seen_as`)."""
+    return {node_tenant if t in own else t for t in tenants}
 
 
 def tenants_seen(
@@ -295,14 +299,12 @@ def tenants_seen(
             p = where.get((cfg.switch, cfg.port))
             if p is None:
                 continue
-            node, own = seen_as(tenancy, p, instance)
+            node, own = seen_as(tenancy, p)
             if node is None:
                 continue
             vlans = cfg.vlans()
-            tenants = {owners.get(v, f"vlan:{v}") for v in vlans - own} if vlans else {QUARANTINE}
-            if vlans & own:
-                tenants.add(tenancy.owner(node))
-            out.setdefault(node, set()).update(tenants)
+            tenants = {owners.get(v, f"vlan:{v}") for v in vlans} if vlans else {QUARANTINE}
+            out.setdefault(node, set()).update(as_seen(tenants, tenancy.owner(node), own) if own else tenants)
     return {k: frozenset(v) for k, v in out.items()}
 
 

@@ -23,7 +23,7 @@ from gpufabric.domain.findings import DRIFT, Violation
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
 from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
-from gpufabric.fabrics.ethernet.plan import seen_as, settings_quarantine_vlan
+from gpufabric.fabrics.ethernet.plan import as_seen, seen_as, settings_quarantine_vlan
 from gpufabric.fabrics.ethernet.segments import vlan_of
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
@@ -98,7 +98,7 @@ class EthAudit:
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
         qv = settings_quarantine_vlan(tenancy.settings)
         obs = {(c.switch, c.port): c for s in observed for c in s.ports}
-        columns = _columns(obs, eth, _seen(tenancy, eth, instance))
+        columns = _columns(obs, eth, _seen(tenancy, eth))
         return cls(
             tenancy=tenancy,
             eth_ports=eth,
@@ -135,14 +135,12 @@ def vlan_owner_sets(tenancy: Tenancy, instance: str = ETH) -> dict[int, frozense
     return {k: frozenset(v) for k, v in owners.items()}
 
 
-def _seen(
-    tenancy: Tenancy, eth: Mapping[EthKey, EthernetPort], instance: str
-) -> Mapping[EthKey, tuple[str, str]]:
+def _seen(tenancy: Tenancy, eth: Mapping[EthKey, EthernetPort]) -> Mapping[EthKey, tuple[str, str]]:
     """(node, tenant) each inventory port is counted for (:func:`~..plan.seen_as`: a VM port of a
     shared host, its GPU's slot; quarantine when no slot holds it)."""
     out = {}
     for key, p in eth.items():
-        node = seen_as(tenancy, p, instance)[0] if p.gpu is not None else p.node
+        node = seen_as(tenancy, p)[0] if p.gpu is not None else p.node
         out[key] = (node, tenancy.owner(node)) if node is not None else (p.node, QUARANTINE)
     return out
 
@@ -150,8 +148,8 @@ def _seen(
 def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState], instance: str = ETH) -> Iterator[PortSeen]:
     """Every observed port cabled to an inventory node, with the owners of its VLANs (ports
     whose VLANs nobody owns, shut-down ports, left out). A shared host's VM port is its GPU's
-    slot's (left out when no slot holds it); its uplinks' VLANs of the host and its live slots count
-    as the host's tenant."""
+    slot's (left out when no slot holds it); on its uplinks the VLANs of the host's and its live
+    slots' tenants count as the host's tenant."""
     owners = vlan_owner_sets(tenancy, instance)
     where = {(p.switch, p.managed_port): p for n in tenancy.nodes for p in ethernet_ports(n, instance)}
     memo: dict[frozenset[int], frozenset[str]] = {}
@@ -160,14 +158,15 @@ def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState], instance: str 
             p = where.get((c.switch, c.port))
             if p is None:
                 continue
-            node, own = seen_as(tenancy, p, instance)
+            node, own = seen_as(tenancy, p)
             if node is None:
                 continue
             vlans = c.vlans()
-            if own & vlans:
-                eff = frozenset({tenancy.owner(node), *(o for v in vlans - own for o in owners.get(v, ()))})
-            else:
-                eff = memo.get(vlans) or memo.setdefault(vlans, frozenset(o for v in vlans for o in owners.get(v, ())))
+            eff = memo.get(vlans)
+            if eff is None:
+                eff = memo[vlans] = frozenset(o for v in vlans for o in owners.get(v, ()))
+            if own:
+                eff = frozenset(as_seen(eff, tenancy.owner(node), own))
             if eff:
                 yield PortSeen(node, ETH, c.switch, c.port, eff, "/")
 
