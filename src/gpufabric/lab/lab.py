@@ -271,6 +271,9 @@ class Lab:
             plan_ethernet(self.prefix, plan.order, eth_ports_per_node, plan.nodes_per_leaf, bonded)
         if vm_hosts and (not gpus_per_node or (plan.order is not None and set(vm_hosts) - set(plan.order))):
             raise LabError(f"vm_hosts: {', '.join(vm_hosts)}: VM hosts are lab nodes with GPUs", vm_hosts=",".join(vm_hosts))
+        if set(vm_hosts) & set(bonded):  # one netdev ovs-vswitchd per namespace: the bond's or the hypervisor's
+            raise LabError(f"vm_hosts: {', '.join(sorted(set(vm_hosts) & set(bonded)))} also bonded: a node is one or the "
+                           "other", vm_hosts=",".join(vm_hosts))  # fmt: skip
         ib = subnets_up(self.dir, self.prefix, plan, nodes, sm_pair, ib_subnets, say)
         hosts, ib_pids = ib.pop("hosts"), ib.pop("pids")
 

@@ -95,24 +95,22 @@ def networks_vlans(networks: Iterable[Network], instance: str = DEFAULT_INSTANCE
     return [v for n in networks if (s := n.segment(instance)) and (v := segment_vlan(s))]
 
 
-def unit_of(tenancy: Tenancy, p: EthernetPort) -> str | None:
-    """The node whose lease governs ``p``: its GPU's slot for a VM port of a shared host (None: no
-    slot holds the GPU), else the port's node."""
-    return tenancy.gpu_unit(p.node, p.gpu) if p.gpu is not None else p.node
-
-
 def uplink_units(tenancy: Tenancy, host: str) -> tuple[str, ...]:
     """The nodes whose leases' VLANs a shared host's uplinks carry: the host and its slots held now."""
     return (host, *(s.name for s in tenancy.slots_of(host) if tenancy.owners.get(s.name) is not None))
 
 
-def port_vlans(tenancy: Tenancy, p: EthernetPort, instance: str = DEFAULT_INSTANCE) -> tuple[list[VlanId], bool]:
+def port_vlans(
+    tenancy: Tenancy, p: EthernetPort, instance: str = DEFAULT_INSTANCE, shared: bool | None = None
+) -> tuple[list[VlanId], bool]:
     """The VLANs ``p`` carries by its lease(s), and whether it is a shared host's uplink (a trunk
-    whatever their number)."""
-    if p.gpu is None and tenancy.shared(p.node):
+    whatever their number); ``shared``: ``tenancy.shared(p.node)`` when the caller knows it."""
+    if shared is None:
+        shared = tenancy.shared(p.node)
+    if p.gpu is None and shared:
         units = uplink_units(tenancy, p.node)
         return [v for u in units for v in networks_vlans(tenancy.lease_networks(u), instance)], True
-    unit = unit_of(tenancy, p)
+    unit = (tenancy.gpu_unit(p.node, p.gpu) if shared else p.node) if p.gpu is not None else p.node
     return (networks_vlans(tenancy.lease_networks(unit), instance) if unit is not None else []), False
 
 
@@ -176,8 +174,9 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     members: dict[tuple[str, str], list[str]] = {}
     modes: dict[tuple[str, str], str] = {}
     for node in tenancy.nodes:
+        shared = tenancy.shared(node.name)
         for p in ethernet_ports(node, instance):  # a bond's members share their aggregate: set once, on it
-            vlans, trunk = port_vlans(tenancy, p, instance)
+            vlans, trunk = port_vlans(tenancy, p, instance, shared)
             cfg = (trunk_config if trunk else port_config)(p.switch, p.managed_port, vlans)
             ports.setdefault(p.switch, []).append(replace(cfg, node=node.name) if p.bond else cfg)
             if p.bond:  # ... which lists its members on this switch

@@ -24,6 +24,7 @@ import yaml
 
 from gpufabric.domain.models import Inventory, Node
 from gpufabric.domain.slots import slot_name
+from gpufabric.fabrics.ethernet.drivers.ovsdb.driver import OvsdbSwitchDriver
 from gpufabric.lab.netns import list_netns
 from gpufabric.lab.vmhost import vm_ip, vm_netns
 from gpufabric.store.core import Store
@@ -144,6 +145,10 @@ def test_lab_makes_the_hypervisor_bridges_and_vm_namespaces(lab: VmLab) -> None:
     hv = next(e for e in yaml.safe_load(fabrics)["ethernet"] if e["options"]["switch"] == "hv-gpu-a01")
     assert hv["uplinks"] == [leaf]
     assert hv["options"]["remote"] == f"unix:{lab.home / 'lab' / 'vmhosts' / 'gpu-a01' / 'db.sock'}"
+    # the driver's TRUNKS power reads the hypervisor's uplink (what the site check holds to the VLAN pool)
+    with OvsdbSwitchDriver("hv-gpu-a01", hv["options"]["remote"], QV) as drv:
+        trunks = drv.trunks()
+    assert set(trunks) == {"eth0"} and {2000, 2999} <= (trunks["eth0"] or set()) and QV not in (trunks["eth0"] or {QV})
 
 
 def test_slots_tag_their_vm_ports_and_the_trunk_carries_exactly_their_tenants(
