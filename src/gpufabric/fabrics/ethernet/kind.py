@@ -154,6 +154,17 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings), self.instance)
 
+    # ---- slots of a shared host (issue 33): a slot's VM ports are its host's entries with its GPUs
+    def check_slot(self, host: Node, modules: frozenset[int]) -> None:
+        """Refuse a slot holding a GPU without a VM port when ``host`` has VM ports (entries with
+        ``gpu``) on this instance: that VM would have no isolated port. A host without any (its VMs'
+        ports elsewhere, e.g. on a DPU) is accepted."""
+        vm: set[int] = {p.gpu for p in self.ports(host) if p.gpu is not None}
+        missing = sorted(modules - vm)
+        if vm and missing:
+            raise ValidationError("gpus", sorted(modules), f"GPUs with a VM port on {host.name} ({_ranges(vm)})",
+                                  f"GPU(s) {', '.join(map(str, missing))} have no {self.instance} VM port (an entry with gpu)")  # fmt: skip
+
     # ---- audit (:mod:`.audit.isolation`, bonds: :mod:`.audit.bonds`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
         return (*eth_audit.INVARIANTS, *bonds.INVARIANTS, *slot_audit.INVARIANTS)
@@ -171,6 +182,10 @@ class EthernetKind(FabricKind[EthState, EthState]):
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
         return {"ports": [_port_json(p) for p in self.ports(node)]}
+
+
+def _ranges(mods: set[int]) -> str:
+    return ", ".join(str(m) for m in sorted(mods))
 
 
 def _port_json(p: EthernetPort) -> dict[str, Any]:

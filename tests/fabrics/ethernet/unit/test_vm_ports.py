@@ -215,3 +215,20 @@ def test_a_quarantined_slots_vm_ports_are_seen_in_quarantine_for_it() -> None:
     seen = tenants_seen(desired_switches(t), t, QV)
     assert seen[slot_name(HOST, (5, 6))] == {QUARANTINE} and seen[HOST] == {"infra"}
     assert [p.gpu for p in ethernet_ports(t.nodes[0]) if p.gpu] == list(range(1, 9))
+
+
+# ---------------------------------------------------------------------- check_slot
+def test_a_slot_of_gpus_without_a_vm_port_is_refused_naming_gpus() -> None:
+    from gpufabric.fabrics.ethernet.kind import EthernetKind
+
+    kind = EthernetKind()
+    partial = with_ethernet(Node(HOST), EthernetPort(HOST, "eth0", "leaf1", "p1"),
+                            *(EthernetPort(HOST, f"vm{m}", HV, f"vm{m}", gpu=m) for m in range(1, 5)))  # fmt: skip
+    kind.check_slot(partial, frozenset({1, 2}))  # accepted
+    with pytest.raises(ValidationError) as e:
+        kind.check_slot(partial, frozenset({3, 4, 5, 6}))
+    assert e.value.fields["field"] == "gpus" and "GPU(s) 5, 6 have no ethernet VM port" in str(e.value)
+    assert "\n" not in str(e.value)
+    kind.check_slot(
+        with_ethernet(Node(HOST), EthernetPort(HOST, "eth0", "leaf1", "p1")), frozenset({5, 6})
+    )  # no VM ports
