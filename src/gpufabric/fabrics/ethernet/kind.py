@@ -177,11 +177,20 @@ class EthernetKind(FabricKind[EthState, EthState]):
         return eth_audit.ports_seen(tenancy, observed, self.instance)
 
     # ---- display
+    def slot_vm_ports(self, node: Node, tenancy: Tenancy | None) -> tuple[EthernetPort, ...]:
+        """A slot's VM ports: its host's entries with its GPUs (none without a ``tenancy`` to find the host in)."""
+        if not node.host or tenancy is None:
+            return ()
+        host = next((n for n in tenancy.nodes if n.name == node.host), None)
+        return tuple(p for p in self.ports(host) if p.gpu in node.slot_modules) if host is not None else ()
+
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
-        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in self.ports(node))
+        ports = self.ports(node) or self.slot_vm_ports(node, tenancy)
+        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in ports)
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
-        return {"ports": [_port_json(p) for p in self.ports(node)]}
+        vm = self.slot_vm_ports(node, tenancy)
+        return {"ports": [_port_json(p) for p in self.ports(node)], **({"vm_ports": [_port_json(p) for p in vm]} if vm else {})}
 
 
 def _ranges(mods: set[int]) -> str:

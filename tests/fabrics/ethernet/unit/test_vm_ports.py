@@ -232,3 +232,15 @@ def test_a_slot_of_gpus_without_a_vm_port_is_refused_naming_gpus() -> None:
     kind.check_slot(
         with_ethernet(Node(HOST), EthernetPort(HOST, "eth0", "leaf1", "p1")), frozenset({5, 6})
     )  # no VM ports
+
+
+def test_a_slot_shows_its_hosts_vm_ports_of_its_gpus() -> None:
+    from gpufabric.fabrics.ethernet.kind import EthernetKind
+
+    kind, t = EthernetKind(), tenancy()
+    b = next(n for n in t.nodes if n.name == slot_name(HOST, (5, 6)))
+    assert kind.summary(b, t) == f"{HV}/vm5\n{HV}/vm6"
+    view = kind.node_view(b, t)
+    assert view["ports"] == [] and [(p["name"], p["gpu"]) for p in view["vm_ports"]] == [("vm5", 5), ("vm6", 6)]
+    assert kind.node_view(b) == {"ports": []}  # no tenancy: the host is not known here
+    assert "vm_ports" not in kind.node_view(t.nodes[0], t)  # the host itself: its own entries
