@@ -180,3 +180,23 @@ def test_b_to_quarantine_changes_only_bs_ports_and_the_trunks_b_vlan(lab: VmLab,
     assert lab.trunk("gpu-a02") == {vlans["a"]}
     assert not lab.ping(("gpu-a01", 5), ("gpu-a01", 6))  # quarantine: protected ports
     assert lab.ping(("gpu-a01", 1), ("gpu-a02", 4))
+
+
+def test_bs_slot_leased_to_d_gives_only_its_ports_and_the_trunk_ds_vlan(lab: VmLab, vlans: dict[str, int]) -> None:
+    lab.gf("tenant", "create", "d")
+    lab.gf("network", "create", "d-net", "--tenant", "d")
+    d = next(n for n in lab.gfj("network", "list") if n["tenant"] == "d")
+    vlan_d = next(g["vlan"] for g in d["segments"] if g["fabric"] == "ethernet")
+    before = {h: lab.vm_tags(h) for h in HOSTS}
+    lab.gf("lease", "create", "--tenant", "d", "--node", slot_name("gpu-a01", (5, 6)), "--network", "d-net")
+    after = {h: lab.vm_tags(h) for h in HOSTS}
+    assert {(h, p) for h in HOSTS for p in after[h] if after[h][p] != before[h][p]} == {
+        ("gpu-a01", "vm5"),
+        ("gpu-a01", "vm6"),
+    }
+    assert after["gpu-a01"]["vm5"] == after["gpu-a01"]["vm6"] == vlan_d
+    assert lab.trunk("gpu-a01") == {vlans["a"], vlans["c"], vlan_d}
+    assert lab.ping(("gpu-a01", 5), ("gpu-a01", 6))  # D to D
+    assert not lab.ping(("gpu-a01", 5), ("gpu-a01", 1))  # D to A
+    audit = lab.gfj("audit")
+    assert audit["violations"] == [], audit["violations"]
