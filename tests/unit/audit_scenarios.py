@@ -14,7 +14,10 @@ g1     gamma       leaf1/p3     0x...c101, 0x...c102  (gamma has no IB network)
 q1     quarantine  leaf2/p2     0x...f101, 0x...f102
 =====  ==========  ===========  ==========================
 
-leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trusted SM
+leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node.
+With ``Scenario.shared()``: a shared host h1 (issue 33) leased to infra in vm-host, its uplink
+leaf1/p8 a trunk of 2001+2002, its VM ports hv1/vm1-vm4 (GPUs 1-4); slot h1.s1x2 (GPUs 1-2) leased
+to alpha (vm1, vm2 in 2001), slot h1.s3x2 (3-4) to beta (vm3, vm4 in 2002). The trusted SM
 (master 0x...ff01, standby 0x...ff02) runs on a node outside the inventory. Every IB port is
 stored (and seen) on the IB leaf 0x...0001, ports 1-10 in the table's order (``ib_cable``).
 """
@@ -26,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
-from gpufabric.domain.models import Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node, Offering, Segment
+from gpufabric.domain.slots import SHARED, SLOTS, VM_HOST
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
@@ -96,6 +100,20 @@ def nodes(bonded: bool = False) -> tuple[Node, ...]:
     return tuple(out)
 
 
+SHARED_ETH = {
+    ("leaf1", "p8"): EthernetPortConfig("leaf1", "p8", PortMode.TRUNK, None, (VlanId(2001), VlanId(2002))),
+    **{("hv1", f"vm{m}"): EthernetPortConfig("hv1", f"vm{m}", PortMode.ACCESS, VlanId(2001 if m < 3 else 2002))
+       for m in range(1, 5)},
+}  # fmt: skip
+
+
+def shared_nodes() -> tuple[Node, ...]:
+    """h1 (uplink leaf1/p8, VM ports hv1/vm1-vm4 with gpu 1-4) and its slots h1.s1x2, h1.s3x2."""
+    eth = (EthernetPort("h1", "eth0", "leaf1", "p8"), *(EthernetPort("h1", f"vm{m}", "hv1", f"vm{m}", gpu=m) for m in range(1, 5)))
+    return (port_node("h1", ethernet=eth), Node("h1.s1x2", host="h1", slot_modules=(1, 2)),
+            Node("h1.s3x2", host="h1", slot_modules=(3, 4)))  # fmt: skip
+
+
 def networks() -> tuple[Network, ...]:
     return (
         Network("alpha-net", "alpha", (segment("ethernet", 2001, VlanId(2001)),
@@ -145,6 +163,7 @@ class Scenario:
     capacity: int = 16
     bonded: bool = False
     sm_files: list[SmFileSeen] = field(default_factory=list)  # the SM hosts' partitions files (sm_hosts)
+    shared_host: bool = False  # with shared(): h1 and its slots
     cabling: dict[Guid, PortCable] = field(default_factory=lambda: {
         guid(n, i): PortCable(guid(n, i), IB_LEAF, ib_cable(n, i)) for n in ETH_PORT for i in range(2)})  # fmt: skip
 
@@ -167,6 +186,8 @@ class Scenario:
             t = self.tenant(n)
             for s, p in ([(s, BOND) for s, _ in BOND_MEMBERS] if self.bonded and n == "a2" else [(sw, port)]):
                 out[(s, p)] = access(s, p, VLAN_OF[t] if t else QVLAN)
+        if self.shared_host:
+            out.update(SHARED_ETH)
         out.update(self.desired_eth_override)
         return out
 
@@ -204,6 +225,13 @@ class Scenario:
         self.bonded = True
         del self.eth[ETH_PORT["a2"]]
         self.eth.update({k: v for k, v in self.desired_eth().items() if k[1] == BOND})
+        return self
+
+    def shared(self) -> Scenario:
+        """The shared host h1 with its two slots (see the module's docstring), clean."""
+        self.shared_host = True
+        self.leases += [("h1", "infra"), ("h1.s1x2", "alpha"), ("h1.s3x2", "beta")]
+        self.eth.update(SHARED_ETH)
         return self
 
     def in_bond(self, sw: str, port: str, bond: str = BOND) -> Scenario:
@@ -250,8 +278,9 @@ class Scenario:
             "infiniband": IbDesired(self.desired_layout(), ()),
         }
         return AuditInput(
-            nodes=nodes(self.bonded),
-            leases=tuple(Lease(t, n, T0) for n, t in self.leases),
+            nodes=(*nodes(self.bonded), *(shared_nodes() if self.shared_host else ())),
+            leases=tuple(Lease(t, n, T0, offering=VM_HOST if n == "h1" else "baremetal") for n, t in self.leases),
+            offerings=(Offering(VM_HOST, settings=((SHARED, SLOTS),)), Offering("baremetal")),
             networks=networks(),
             observed=observed,
             settings={"quarantine_vlan": VlanId(QVLAN), "trusted_sm_guids": frozenset({SM_GUID, SM2_GUID}),
