@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricPlan
 from gpufabric.fabrics.nvlink.segments import Partition, sizes
-from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, SlotWant
 
 
 def free_partitions(
@@ -126,6 +126,43 @@ def assign(want: NodeWant, fm: NodeFm | None) -> Partition | None:
     return allocate(
         partitions, want.gpus, unavailable=unavailable, unsupported=unsupported, prefer=prefer, where=f"node {want.node}"
     )
+
+
+def slot_partition(partitions: Sequence[Partition], modules: Collection[int]) -> Partition | None:
+    """The partition of exactly GPUs ``modules`` (a slot's), None when the table has none."""
+    mine = frozenset(modules)
+    return next((p for p in partitions if p.gpus == mine), None)
+
+
+def slot_targets(want: NodeWant, fm: NodeFm | None) -> tuple[tuple[SlotWant, Partition | None], ...]:
+    """Each live slot of a shared host with the partition it holds: exactly its GPUs, supported
+    by FM, of GPUs in the inventory (None otherwise: the audit reports it and its GPUs stay in
+    no partition)."""
+    partitions = fm.partitions if fm is not None and fm.partitions else want.partitions
+    unsupported = fm.unsupported if fm is not None else frozenset()
+    out: list[tuple[SlotWant, Partition | None]] = []
+    for s in want.live_slots():
+        p = slot_partition(partitions, s.modules)
+        ok = p is not None and p.id not in unsupported and (not want.module_ids or s.modules <= want.module_ids)
+        out.append((s, p if ok else None))
+    return tuple(out)
+
+
+def targets(want: NodeWant, fm: NodeFm | None) -> tuple[tuple[Partition, str], ...]:
+    """The partitions a node's FM should have active, with the tenant of each: on a shared
+    host one per live slot (disjoint: the allocator keeps slots so; a slot overlapping an
+    earlier one is left out), else the one :func:`assign` gives the node's lease (none in
+    quarantine). Raises ValidationError as :func:`assign` does."""
+    if not want.shared:
+        p = assign(want, fm)
+        return ((p, want.tenant),) if p is not None else ()
+    out: list[tuple[Partition, str]] = []
+    used: set[int] = set()
+    for s, p in slot_targets(want, fm):
+        if p is not None and not (p.gpus & used):
+            out.append((p, s.tenant))
+            used |= p.gpus
+    return tuple(out)
 
 
 @dataclass(frozen=True, order=True)
