@@ -111,10 +111,24 @@ def audit_shared(want: NodeWant, fm: NodeFm) -> Iterator[Violation]:
             if info is not None and not info.healthy and s is not None and s.live:
                 yield _v(UNHEALTHY, Severity.HIGH, f"GPU {g} of {node} is leased to {s.tenant} (slot {s.name}) in active "
                          f"partition {p.id} but {info.why_unhealthy()}", node, (s.tenant,), f"gpu:{g}")  # fmt: skip
-    for s, target in slot_targets(want, fm):
+    yield from slot_findings(want, fm)
+
+
+def slot_findings(want: NodeWant, fm: NodeFm) -> Iterator[Violation]:
+    """Live slots of a shared host that cannot get a partition: two sharing GPUs, or GPUs FM has no
+    (supported) partition of."""
+    node, slots = want.node, want.live_slots()
+    for i, one in enumerate(slots):
+        for other in slots[i + 1 :]:
+            if both := one.modules & other.modules:
+                yield _v(SLOT, Severity.HIGH, f"slots {one.name} ({one.tenant}) and {other.name} ({other.tenant}) on "
+                         f"{node} share GPUs {','.join(map(str, sorted(both)))}: one of them gets no partition", node,
+                         tuple(sorted({one.tenant, other.tenant})), f"slot:{other.name}")  # fmt: skip
+    for slot, target in slot_targets(want, fm):
         if target is None:
-            yield _v(SLOT, Severity.HIGH, f"slot {s.name} of {s.tenant} on {node} (GPUs {','.join(map(str, sorted(s.modules)))}) "
-                     "has no partition FM can activate", node, (s.tenant,), f"slot:{s.name}")  # fmt: skip
+            yield _v(SLOT, Severity.HIGH, f"slot {slot.name} of {slot.tenant} on {node} (GPUs "
+                     f"{','.join(map(str, sorted(slot.modules)))}) has no partition FM can activate", node,
+                     (slot.tenant,), f"slot:{slot.name}")  # fmt: skip
 
 
 def audit_node(want: NodeWant, fm: NodeFm) -> Iterator[Violation]:

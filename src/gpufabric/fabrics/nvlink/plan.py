@@ -150,19 +150,22 @@ def slot_targets(want: NodeWant, fm: NodeFm | None) -> tuple[tuple[SlotWant, Par
 
 def targets(want: NodeWant, fm: NodeFm | None) -> tuple[tuple[Partition, str], ...]:
     """The partitions a node's FM should have active, with the tenant of each: on a shared
-    host one per live slot (disjoint: the allocator keeps slots so; a slot overlapping an
-    earlier one is left out), else the one :func:`assign` gives the node's lease (none in
-    quarantine). Raises ValidationError as :func:`assign` does."""
+    host one per live slot (disjoint: the allocator keeps slots so; of two live slots that
+    overlap, one whose partition is active now keeps it, else the first by name, and the other
+    gets none), else the one :func:`assign` gives the node's lease (none in quarantine). Raises
+    ValidationError as :func:`assign` does."""
     if not want.shared:
         p = assign(want, fm)
         return ((p, want.tenant),) if p is not None else ()
+    active = fm.active if fm is not None else frozenset()
+    chosen = [(s, p) for s, p in slot_targets(want, fm) if p is not None]
     out: list[tuple[Partition, str]] = []
     used: set[int] = set()
-    for s, p in slot_targets(want, fm):
-        if p is not None and not (p.gpus & used):
+    for s, p in sorted(chosen, key=lambda sp: (sp[1].id not in active, sp[0].name)):
+        if not (p.gpus & used):
             out.append((p, s.tenant))
             used |= p.gpus
-    return tuple(out)
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True, order=True)

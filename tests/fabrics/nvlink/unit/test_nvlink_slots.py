@@ -234,3 +234,14 @@ def test_node_view_lists_the_slots_partitions() -> None:
     ]
     assert KIND.summary(host(), t) == "6/8 GPUs in 2 slots"
     assert "slots" not in KIND.node_view(host(), tenancy({}, offering="baremetal"))
+
+
+def test_overlapping_live_slots_never_share_a_partition() -> None:
+    # a slot over A's GPUs 1,3 (the allocator never makes one; a corrupted store could): one of the two gets a partition
+    pair = (1, 3)
+    t = tenancy({A: "alpha", pair: "beta"})
+    assert [(c.activate, c.partition, c.tenant) for c in changes(t, fm({1}))] == []  # A's active partition stays
+    assert [(c.activate, c.partition, c.tenant) for c in changes(t, fm(set()))] == [(True, 3, "beta")]  # first by name
+    found = audit(t, fm({1}))
+    assert ("NVLINK-SLOT-PARTITION", f"slot:{slot_name(HOST, A)}", ("alpha", "beta")) in found
+    assert ("NVLINK-PARTITION-SHARED", "partition:1", ("alpha", "beta")) in found  # GPUs 1,3 are beta's slot's too
