@@ -89,6 +89,10 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         want = request.term(GPUS.name)
         if want is None or request.to_tenant == QUARANTINE:
             return
+        if node.host:  # a slot: its GPUs were fixed when it was carved
+            if want != len(node.slot_modules):
+                raise ValidationError(GPUS.name, want, f"{len(node.slot_modules)} (the GPUs of slot {node.name}), or unset")
+            return
         count = len(node_gpus(node, self.instance))
         if not count:
             raise ValidationError(GPUS.name, want, f"unset (node {node.name} has no GPUs in the inventory)")
@@ -219,6 +223,9 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         its N GPUs; ``N GPUs`` when who holds it is unknown; a second line names the multi-node
         NVLink domain its GPUs reported (none for a node that is its own board's)."""
         mine = node_gpus(node, self.instance)
+        if node.host and tenancy is not None:  # a slot: its host's partition of its GPUs
+            row = slot_row(node, tenancy)
+            return f"{len(node.slot_modules)} GPUs, partition {row['partition']}" if row and row["partition"] is not None else ""
         if not mine:
             return ""
         k = partition_gpus(node, tenancy)
@@ -247,6 +254,9 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         }
         if mine and tenancy is not None and tenancy.shared(node.name):
             view["slots"] = slot_rows(node.name, tenancy)
+        elif node.host and tenancy is not None and (row := slot_row(node, tenancy)):
+            view["slots"] = [row]
+            view["partition_gpus"] = len(node.slot_modules) if row["tenant"] != QUARANTINE else 0
         return view
 
     def cli_group(self) -> CliGroup:
@@ -277,6 +287,13 @@ def slot_rows(host: str, tenancy: Tenancy) -> list[dict[str, Any]]:
         rows.append({"slot": s.name, "partition": p.id if p else None, "gpus": sorted(s.slot_modules),
                      "tenant": tenancy.owner(s.name)})  # fmt: skip
     return rows
+
+
+def slot_row(slot: Node, tenancy: Tenancy) -> dict[str, Any] | None:
+    """The row of slot node ``slot`` (None: its host is not shared now, the slot holds no partition)."""
+    if not tenancy.shared(slot.host):
+        return None
+    return next((r for r in slot_rows(slot.host, tenancy) if r["slot"] == slot.name), None)
 
 
 def active_set(want: NodeWant) -> frozenset[int]:

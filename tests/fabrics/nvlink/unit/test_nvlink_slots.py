@@ -15,6 +15,7 @@ import pytest
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import Tenancy
 from gpufabric.domain.models import BUILTIN_OFFERINGS, QUARANTINE, Lease, Node
+from gpufabric.domain.moves import MoveRequest
 from gpufabric.domain.slots import VM_HOST, slot_name
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
@@ -245,3 +246,18 @@ def test_overlapping_live_slots_never_share_a_partition() -> None:
     found = audit(t, fm({1}))
     assert ("NVLINK-SLOT-PARTITION", f"slot:{slot_name(HOST, A)}", ("alpha", "beta")) in found
     assert ("NVLINK-PARTITION-SHARED", "partition:1", ("alpha", "beta")) in found  # GPUs 1,3 are beta's slot's too
+
+
+def test_a_slot_nodes_own_view_and_request() -> None:
+    t = tenancy({A: "alpha", B: None})
+    slot_a, slot_b = (next(n for n in t.nodes if n.name == s) for s in (NA, NB))
+    assert KIND.node_view(slot_a, t)["slots"] == [{"slot": NA, "partition": 1, "gpus": [1, 2, 3, 4], "tenant": "alpha"}]
+    assert KIND.node_view(slot_a, t)["partition_gpus"] == 4 and KIND.node_view(slot_b, t)["partition_gpus"] == 0
+    assert KIND.summary(slot_a, t) == "4 GPUs, partition 1"
+    bare = tenancy({A: "alpha"}, offering="baremetal")  # the host not shared: the slot holds nothing
+    assert "slots" not in KIND.node_view(slot_a, bare) and KIND.summary(slot_a, bare) == ""
+    # a request for a slot may name its own GPU count only
+    KIND.check_request(slot_a, MoveRequest("alpha", terms=(("gpus", 4),)))
+    with pytest.raises(ValidationError) as e:
+        KIND.check_request(slot_a, MoveRequest("alpha", terms=(("gpus", 2),)))
+    assert e.value.field == "gpus" and e.value.allowed.startswith("4 (the GPUs of slot")
