@@ -35,7 +35,7 @@ from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.nvlink import audit as nvaudit
 from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_domain, node_gpus, parse_gpus
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange, allocate, slot_partition, targets
-from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, table
+from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, Partition, table
 from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState, SlotWant
 
 BOARD_SETTING = "nvlink_baseboard"
@@ -136,15 +136,15 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         slot's move changes its own partition only). The backend runs removals first."""
         changes: list[PartitionChange] = []
         for name in sorted(desired.nodes):
-            fm = observed.nodes.get(name)
-            goal = targets(desired.nodes[name], fm)
+            want, fm = desired.nodes[name], observed.nodes.get(name)
+            goal = targets(want, fm)
             keep = {p.id for p, _ in goal}
             for p in fm.active_partitions() if fm is not None else ():
                 if p.id not in keep:
-                    changes.append(PartitionChange(name, False, p.id, tuple(sorted(p.gpus))))
+                    changes.append(PartitionChange(name, False, p.id, tuple(sorted(p.gpus)), slot=_slot(want, p)))
             for p, tenant in goal:
                 if fm is None or p.id not in fm.active:
-                    changes.append(PartitionChange(name, True, p.id, tuple(sorted(p.gpus)), tenant))
+                    changes.append(PartitionChange(name, True, p.id, tuple(sorted(p.gpus)), tenant, _slot(want, p)))
         return NvlinkPlan(tuple(changes))
 
     def as_observed(self, desired: NvlinkDesired) -> NvlinkState:
@@ -302,6 +302,11 @@ def active_set(want: NodeWant) -> frozenset[int]:
         return frozenset(p.id for p, _ in targets(want, None))
     except ValidationError:
         return frozenset()
+
+
+def _slot(want: NodeWant, p: Partition) -> str:
+    """The slot of shared host ``want`` whose GPUs are exactly ``p``'s ("" none, or not shared)."""
+    return next((s.name for s in want.slots if s.modules == p.gpus), "")
 
 
 def _ids(modules: Iterable[int]) -> str:

@@ -175,20 +175,26 @@ class PartitionChange:
     partition: int
     gpus: tuple[int, ...] = ()
     tenant: str = ""
+    slot: str = ""  # on a shared host: the slot whose GPUs the partition holds ("" none, or not shared)
 
     def line(self) -> str:
         what = "activate" if self.activate else "deactivate"
         whom = f" for {self.tenant}" if self.activate and self.tenant else ""
-        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {','.join(map(str, self.gpus))}){whom}"
+        where = f" (slot {self.slot})" if self.slot else ""
+        gpus = ",".join(map(str, self.gpus))
+        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {gpus}){whom}{where}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "node": self.node,
             "action": "activate" if self.activate else "deactivate",
             "partition": self.partition,
             "gpus": list(self.gpus),
             "tenant": self.tenant,
         }
+        if self.slot:
+            out["slot"] = self.slot
+        return out
 
 
 @dataclass(frozen=True)

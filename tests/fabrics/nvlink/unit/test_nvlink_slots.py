@@ -83,12 +83,16 @@ def test_one_partition_per_live_slot_from_nothing() -> None:
 def test_slot_to_quarantine_deactivates_only_its_partition() -> None:
     got = changes(tenancy({A: "alpha", B: None, C: "gamma"}), fm({1, 5, 6}))
     assert [(c.activate, c.partition, c.gpus) for c in got] == [(False, 5, (5, 7))]
+    assert got[0].line() == f"nvlink h: deactivate partition 5 (GPUs 5,7) (slot {NB})" and got[0].slot == NB
 
 
 def test_slot_to_another_tenant_activates_only_its_partition() -> None:
     # B's move to D: the quarantine phase took partition 5 down; the join brings it up for D
     got = changes(tenancy({A: "alpha", B: "delta", C: "gamma"}), fm({1, 6}))
     assert [(c.activate, c.partition, c.gpus, c.tenant) for c in got] == [(True, 5, (5, 7), "delta")]
+    assert got[0].to_dict() == {
+        "node": HOST, "action": "activate", "partition": 5, "gpus": [5, 7], "tenant": "delta", "slot": NB,
+    }  # fmt: skip
     # and a straight owner change (no quarantine between) changes nothing FM holds: the same GPUs
     assert changes(tenancy({A: "alpha", B: "delta", C: "gamma"}), fm({1, 5, 6})) == ()
 
