@@ -21,7 +21,7 @@ The baseboard table used before a node is read comes from the deployment setting
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from gpufabric.domain.errors import ValidationError
@@ -34,9 +34,9 @@ from gpufabric.domain.terms import TermSpec
 from gpufabric.domain.views import CliGroup
 from gpufabric.fabrics.nvlink import audit as nvaudit
 from gpufabric.fabrics.nvlink.entries import Gpu, dump_gpus, node_domain, node_gpus, parse_gpus
-from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange, allocate, assign
-from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, table
-from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState
+from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange, allocate, slot_partition, targets
+from gpufabric.fabrics.nvlink.segments import DEFAULT_BOARD, MAX_GPUS, Partition, table
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, NvlinkDesired, NvlinkState, SlotWant
 
 BOARD_SETTING = "nvlink_baseboard"
 GPUS: Final = TermSpec(
@@ -89,6 +89,10 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         want = request.term(GPUS.name)
         if want is None or request.to_tenant == QUARANTINE:
             return
+        if node.host:  # a slot: its GPUs were fixed when it was carved
+            if want != len(node.slot_modules):
+                raise ValidationError(GPUS.name, want, f"{len(node.slot_modules)} (the GPUs of slot {node.name}), or unset")
+            return
         count = len(node_gpus(node, self.instance))
         if not count:
             raise ValidationError(GPUS.name, want, f"unset (node {node.name} has no GPUs in the inventory)")
@@ -109,11 +113,17 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         for node in tenancy.nodes:
             mine = node_gpus(node, self.instance)
             if not mine:
-                continue
+                continue  # slot nodes too: they hold no ports, their host's want carries them
             mids = frozenset(g.module_id.value for g in mine)
             lease = tenancy.owners.get(node.name)
             if lease is None:
                 wants[node.name] = NodeWant(node.name, QUARANTINE, 0, parts, mids)
+            elif tenancy.shared(node.name):
+                slots = tuple(
+                    sorted(SlotWant(s.name, tenancy.owner(s.name), frozenset(s.slot_modules))
+                           for s in tenancy.slots_of(node.name))
+                )  # fmt: skip
+                wants[node.name] = NodeWant(node.name, lease.tenant, 0, parts, mids, shared=True, slots=slots)
             else:
                 want = lease.term(GPUS.name)
                 k = len(mine) if want is None else want
@@ -121,28 +131,31 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         return NvlinkDesired(wants)
 
     def diff(self, desired: NvlinkDesired, observed: NvlinkState) -> FabricPlan:
+        """Per node: deactivate every active partition that is not a target, activate every
+        target that is not active (:func:`targets`: one per live slot on a shared host, so a
+        slot's move changes its own partition only). The backend runs removals first."""
         changes: list[PartitionChange] = []
         for name in sorted(desired.nodes):
-            want = desired.nodes[name]
-            fm = observed.nodes.get(name)
-            target = assign(want, fm)
-            active = fm.active_partitions() if fm is not None else ()
-            for p in active:
-                if target is None or p.id != target.id:
-                    changes.append(PartitionChange(name, False, p.id, tuple(sorted(p.gpus))))
-            if target is not None and (fm is None or target.id not in fm.active):
-                changes.append(PartitionChange(name, True, target.id, tuple(sorted(target.gpus)), want.tenant))
+            want, fm = desired.nodes[name], observed.nodes.get(name)
+            goal = targets(want, fm)
+            keep = {p.id for p, _ in goal}
+            for p in fm.active_partitions() if fm is not None else ():
+                if p.id not in keep:
+                    changes.append(PartitionChange(name, False, p.id, tuple(sorted(p.gpus)), slot=_slot(want, p)))
+            for p, tenant in goal:
+                if fm is None or p.id not in fm.active:
+                    changes.append(PartitionChange(name, True, p.id, tuple(sorted(p.gpus)), tenant, _slot(want, p)))
         return NvlinkPlan(tuple(changes))
 
     def as_observed(self, desired: NvlinkDesired) -> NvlinkState:
-        nodes: dict[str, NodeFm] = {}
-        for name, want in desired.nodes.items():
-            try:
-                target = assign(want, None)
-            except ValidationError:
-                target = None
-            nodes[name] = NodeFm(name, want.partitions, frozenset({target.id}) if target else frozenset())
-        return NvlinkState(nodes)
+        return NvlinkState({name: NodeFm(name, want.partitions, active_set(want)) for name, want in desired.nodes.items()})
+
+    def active_set(self, desired: NvlinkDesired, node: str) -> frozenset[int]:
+        """The partition ids ``node``'s FM should have active now (on a shared host: those of
+        all its live slots): what :meth:`FmBackend.replay <gpufabric.fabrics.nvlink.backend.FmBackend.replay>`
+        sends a restarted FM that the backend has no verified set for."""
+        want = desired.nodes.get(node)
+        return active_set(want) if want is not None else frozenset()
 
     def empty_state(self) -> NvlinkState:
         return NvlinkState()
@@ -152,8 +165,50 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
 
     def tenants_seen(self, observed: NvlinkState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         """A node with an active partition is seen as its current owner's (FM keeps no tenant
-        labels; a partition that should not be active is the audit's to report)."""
-        return {name: frozenset({tenancy.owner(name)}) for name, fm in observed.nodes.items() if fm.active}
+        labels; a partition that should not be active is the audit's to report). On a shared
+        host each active partition's GPUs are seen as their slots' owners', by slot name (a GPU
+        of no slot: the host's, in quarantine)."""
+        out: dict[str, set[str]] = {}
+        for name, fm in observed.nodes.items():
+            if not fm.active:
+                continue
+            if not tenancy.shared(name):
+                out.setdefault(name, set()).add(tenancy.owner(name))
+                continue
+            for p in fm.active_partitions():
+                for g in p.gpus:
+                    unit = tenancy.gpu_unit(name, g)
+                    out.setdefault(unit or name, set()).add(tenancy.owner(unit) if unit else QUARANTINE)
+        return {n: frozenset(t) for n, t in out.items()}
+
+    # ---- slots of shared hosts (issue 33)
+    def slot_modules(self, host: Node, k: int, taken: Collection[int]) -> frozenset[int] | None:
+        """The allocator's partition for a slot of ``k`` GPUs of ``host`` (:func:`allocate`: none
+        of ``taken``, only GPUs in the inventory, keeping larger partitions free); None when the
+        host has no GPUs on this instance. Refusal: ValidationError naming ``gpus`` and what is free."""
+        mine = node_gpus(host, self.instance)
+        if not mine:
+            return None
+        parts = table(DEFAULT_BOARD)
+        every = frozenset().union(*(p.gpus for p in parts))
+        mids = frozenset(g.module_id.value for g in mine)
+        got = allocate(parts, k, busy=taken, unavailable=every - mids, where=f"node {host.name}")
+        return got.gpus
+
+    def check_slot(self, host: Node, modules: frozenset[int]) -> None:
+        """A slot's GPUs must be in ``host``'s inventory and be exactly one partition of the board."""
+        mine = node_gpus(host, self.instance)
+        if not mine:
+            return
+        mids = frozenset(g.module_id.value for g in mine)
+        where = f"a slot of node {host.name}"
+        if missing := sorted(set(modules) - mids):
+            raise ValidationError("gpus", sorted(modules), f"GPUs of node {host.name} ({_ids(mids)})",
+                                  f"{where}: GPUs {_ids(missing)} are not in the inventory")  # fmt: skip
+        parts = table(DEFAULT_BOARD)
+        if slot_partition(parts, modules) is None:
+            raise ValidationError("gpus", sorted(modules), "the GPUs of one partition: " + ", ".join(map(str, parts)),
+                                  f"{where}: GPUs {_ids(modules)} are no partition of the board")  # fmt: skip
 
     # ---- audit
     def invariants(self) -> tuple[InvariantSpec, ...]:
@@ -168,10 +223,17 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         its N GPUs; ``N GPUs`` when who holds it is unknown; a second line names the multi-node
         NVLink domain its GPUs reported (none for a node that is its own board's)."""
         mine = node_gpus(node, self.instance)
+        if node.host and tenancy is not None:  # a slot: its host's partition of its GPUs
+            row = slot_row(node, tenancy)
+            return f"{len(node.slot_modules)} GPUs, partition {row['partition']}" if row and row["partition"] is not None else ""
         if not mine:
             return ""
         k = partition_gpus(node, tenancy)
         cell = f"{len(mine)} GPUs" if k is None else f"{k}/{len(mine)} GPUs"
+        if tenancy is not None and tenancy.shared(node.name):
+            rows = slot_rows(node.name, tenancy)
+            live = [r for r in rows if r["tenant"] != QUARANTINE]
+            cell = f"{sum(len(r['gpus']) for r in live)}/{len(mine)} GPUs in {len(live)} slots"
         domain = node_domain(node.name, mine)
         return cell if domain.source == "board" else f"{cell}\nNVLink domain {domain.id}"
 
@@ -181,13 +243,21 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
         NVLink domain its GPUs reported (``id``, ``cluster_uuid``, ``clique_id``, source
         ``nvidia-smi``) or, none recorded, its own board (source ``board``, id ``board:<node>``),
         one value per node that its slots share. The partition id is the diff's to pick against
-        Fabric Manager, so it is not shown here."""
+        Fabric Manager, so it is not shown here. A shared host (issue 33) adds ``slots``: each slot's
+        ``slot`` name, ``partition`` (the board's partition of exactly its GPUs, null: none),
+        ``gpus`` and ``tenant`` (quarantine: not live); its own lease holds no partition."""
         mine = node_gpus(node, self.instance)
-        return {
+        view: dict[str, Any] = {
             "gpus": [{"module_id": g.module_id.value, "pci_bus_id": g.pci_bus_id} for g in mine],
             "partition_gpus": partition_gpus(node, tenancy) if mine else 0,
             "nvlink_domain": node_domain(node.name, mine).to_dict() if mine else None,
         }
+        if mine and tenancy is not None and tenancy.shared(node.name):
+            view["slots"] = slot_rows(node.name, tenancy)
+        elif node.host and tenancy is not None and (row := slot_row(node, tenancy)):
+            view["slots"] = [row]
+            view["partition_gpus"] = len(node.slot_modules) if row["tenant"] != QUARANTINE else 0
+        return view
 
     def cli_group(self) -> CliGroup:
         """``gpufabric nvlink domains`` (:mod:`views`)."""
@@ -197,11 +267,47 @@ class NvlinkKind(FabricKind[NvlinkDesired, NvlinkState]):
 
 
 def partition_gpus(node: Node, tenancy: Tenancy | None) -> int | None:
-    """GPUs of the partition the lease of ``node`` holds in ``tenancy`` (0: in quarantine)."""
+    """GPUs of the partition the lease of ``node`` holds in ``tenancy`` (0: in quarantine, or a
+    shared host, whose own lease holds none)."""
     if tenancy is None:
         return None
     lease = tenancy.owners.get(node.name)
-    if lease is None:
+    if lease is None or tenancy.shared(node.name):
         return 0
     want = lease.term(GPUS.name)
     return len(node_gpus(node)) if want is None else want
+
+
+def slot_rows(host: str, tenancy: Tenancy) -> list[dict[str, Any]]:
+    """The slots of shared host ``host``: name, the board's partition of exactly its GPUs, GPUs, owner."""
+    parts = table(str(tenancy.settings.get(BOARD_SETTING, DEFAULT_BOARD)))
+    rows: list[dict[str, Any]] = []
+    for s in tenancy.slots_of(host):
+        p = slot_partition(parts, s.slot_modules)
+        rows.append({"slot": s.name, "partition": p.id if p else None, "gpus": sorted(s.slot_modules),
+                     "tenant": tenancy.owner(s.name)})  # fmt: skip
+    return rows
+
+
+def slot_row(slot: Node, tenancy: Tenancy) -> dict[str, Any] | None:
+    """The row of slot node ``slot`` (None: its host is not shared now, the slot holds no partition)."""
+    if not tenancy.shared(slot.host):
+        return None
+    return next((r for r in slot_rows(slot.host, tenancy) if r["slot"] == slot.name), None)
+
+
+def active_set(want: NodeWant) -> frozenset[int]:
+    """The partition ids ``want`` has active once converged (none when nothing fits)."""
+    try:
+        return frozenset(p.id for p, _ in targets(want, None))
+    except ValidationError:
+        return frozenset()
+
+
+def _slot(want: NodeWant, p: Partition) -> str:
+    """The slot of shared host ``want`` whose GPUs are exactly ``p``'s ("" none, or not shared)."""
+    return next((s.name for s in want.slots if s.modules == p.gpus), "")
+
+
+def _ids(modules: Iterable[int]) -> str:
+    return ",".join(map(str, sorted(modules)))

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from gpufabric.domain.errors import ValidationError
 from gpufabric.domain.fabric import FabricPlan
 from gpufabric.fabrics.nvlink.segments import Partition, sizes
-from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant
+from gpufabric.fabrics.nvlink.state import FABRIC, NodeFm, NodeWant, SlotWant
 
 
 def free_partitions(
@@ -128,6 +128,46 @@ def assign(want: NodeWant, fm: NodeFm | None) -> Partition | None:
     )
 
 
+def slot_partition(partitions: Sequence[Partition], modules: Collection[int]) -> Partition | None:
+    """The partition of exactly GPUs ``modules`` (a slot's), None when the table has none."""
+    mine = frozenset(modules)
+    return next((p for p in partitions if p.gpus == mine), None)
+
+
+def slot_targets(want: NodeWant, fm: NodeFm | None) -> tuple[tuple[SlotWant, Partition | None], ...]:
+    """Each live slot of a shared host with the partition it holds: exactly its GPUs, supported
+    by FM, of GPUs in the inventory (None otherwise: the audit reports it and its GPUs stay in
+    no partition)."""
+    partitions = fm.partitions if fm is not None and fm.partitions else want.partitions
+    unsupported = fm.unsupported if fm is not None else frozenset()
+    out: list[tuple[SlotWant, Partition | None]] = []
+    for s in want.live_slots():
+        p = slot_partition(partitions, s.modules)
+        ok = p is not None and p.id not in unsupported and (not want.module_ids or s.modules <= want.module_ids)
+        out.append((s, p if ok else None))
+    return tuple(out)
+
+
+def targets(want: NodeWant, fm: NodeFm | None) -> tuple[tuple[Partition, str], ...]:
+    """The partitions a node's FM should have active, with the tenant of each: on a shared
+    host one per live slot (disjoint: the allocator keeps slots so; of two live slots that
+    overlap, one whose partition is active now keeps it, else the first by name, and the other
+    gets none), else the one :func:`assign` gives the node's lease (none in quarantine). Raises
+    ValidationError as :func:`assign` does."""
+    if not want.shared:
+        p = assign(want, fm)
+        return ((p, want.tenant),) if p is not None else ()
+    active = fm.active if fm is not None else frozenset()
+    chosen = [(s, p) for s, p in slot_targets(want, fm) if p is not None]
+    out: list[tuple[Partition, str]] = []
+    used: set[int] = set()
+    for s, p in sorted(chosen, key=lambda sp: (sp[1].id not in active, sp[0].name)):
+        if not (p.gpus & used):
+            out.append((p, s.tenant))
+            used |= p.gpus
+    return tuple(sorted(out))
+
+
 @dataclass(frozen=True, order=True)
 class PartitionChange:
     node: str
@@ -135,20 +175,26 @@ class PartitionChange:
     partition: int
     gpus: tuple[int, ...] = ()
     tenant: str = ""
+    slot: str = ""  # on a shared host: the slot whose GPUs the partition holds ("" none, or not shared)
 
     def line(self) -> str:
         what = "activate" if self.activate else "deactivate"
         whom = f" for {self.tenant}" if self.activate and self.tenant else ""
-        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {','.join(map(str, self.gpus))}){whom}"
+        where = f" (slot {self.slot})" if self.slot else ""
+        gpus = ",".join(map(str, self.gpus))
+        return f"nvlink {self.node}: {what} partition {self.partition} (GPUs {gpus}){whom}{where}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "node": self.node,
             "action": "activate" if self.activate else "deactivate",
             "partition": self.partition,
             "gpus": list(self.gpus),
             "tenant": self.tenant,
         }
+        if self.slot:
+            out["slot"] = self.slot
+        return out
 
 
 @dataclass(frozen=True)

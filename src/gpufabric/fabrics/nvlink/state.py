@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gpufabric.domain.models import QUARANTINE
 from gpufabric.fabrics.nvlink.segments import Partition
 
 FABRIC: Final = "nvlink"
@@ -89,18 +90,43 @@ class NvlinkState:
         }
 
 
+@dataclass(frozen=True, order=True)
+class SlotWant:
+    """One slot of a shared host (issue 33): its node name, its owner now (quarantine: its lease
+    is not live) and its GPU module ids, which are exactly one partition of the board's."""
+
+    name: str
+    tenant: str
+    modules: frozenset[int]
+
+    @property
+    def live(self) -> bool:
+        return self.tenant != QUARANTINE
+
+
 @dataclass(frozen=True)
 class NodeWant:
     """What the lease of one node wants: ``gpus`` GPUs (0 in quarantine) for ``tenant``.
 
     ``partitions`` is the baseboard table (used until FM's own list is read); ``module_ids``
-    are the node's GPUs in the inventory (others are never handed out)."""
+    are the node's GPUs in the inventory (others are never handed out). On a shared host
+    (``shared``) the host's own lease holds no partition (``gpus`` 0) and ``slots`` are its
+    slots, whatever their owners: each live one wants the partition of exactly its GPUs."""
 
     node: str
     tenant: str
     gpus: int
     partitions: tuple[Partition, ...]
     module_ids: frozenset[int] = frozenset()
+    shared: bool = False
+    slots: tuple[SlotWant, ...] = ()
+
+    def live_slots(self) -> tuple[SlotWant, ...]:
+        return tuple(s for s in self.slots if s.live)
+
+    def slot_of(self, module: int) -> SlotWant | None:
+        """The slot holding GPU ``module`` (None: no slot does)."""
+        return next((s for s in self.slots if module in s.modules), None)
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,14 @@ def test_build_refuses_bad_sections(section: object, field: str) -> None:
 
 def test_summary_and_invariants() -> None:
     assert KIND.summary(node("a")) == "8 GPUs" and KIND.summary(Node("b")) == ""  # who holds "a" unknown
-    assert [i.id for i in KIND.invariants()] == ["NVLINK-PARTITION-SHARED", "NVLINK-FOREIGN", "NVLINK-UNHEALTHY-LEASED"]
+    assert [i.id for i in KIND.invariants()] == [
+        "NVLINK-PARTITION-SHARED",
+        "NVLINK-FOREIGN",
+        "NVLINK-UNHEALTHY-LEASED",
+        "NVLINK-SLOT-PARTITION",
+        "NVLINK-PARTITION-OVERLAP",
+        "NVLINK-SLOT-QUARANTINE",
+    ]
 
 
 def test_registered_under_the_entry_point_groups() -> None:
