@@ -65,7 +65,7 @@ def nodes(home: Path) -> dict[str, dict[str, object]]:
 def lease_slot(home: Path, tenant: str, k: int, host: str = "gpu-a01") -> str:
     r = gf(home, "lease", "create", "--node", host, "--gpus", str(k), "--tenant", tenant, "--no-networks", "--json")
     assert ok(r)
-    return str(json.loads(r.stdout)[0]["node"])
+    return str(json.loads(r.stdout)["moves"][0]["node"])
 
 
 def test_three_tenants_hold_slots_of_one_host_each_its_own_partition(home: Path) -> None:
@@ -92,7 +92,7 @@ def test_three_tenants_hold_slots_of_one_host_each_its_own_partition(home: Path)
     refused(gf(home, "node", "move", "gpu-a01", "--to-tenant", "d"), "live slots")
     # B's slot to tenant d: its partition leaves and comes back, A's and C's stay active all along
     a_c = {i: g for i, g in three.items() if set(g) != mods[b]}
-    assert ok(gf(home, "node", "move", b, "--to-tenant", "d", "--no-networks"))
+    assert ok(gf(home, "node", "move", b, "--to-tenant", "d"))
     after = active(home, "gpu-a01")
     assert {i: g for i, g in after.items() if set(g) != mods[b]} == a_c and sorted(after.values()) == sorted(three.values())
     assert nodes(home)[b]["tenant"] == "d"
