@@ -14,6 +14,10 @@ g1     gamma       leaf1/p3     0x...c101, 0x...c102  (gamma has no IB network)
 q1     quarantine  leaf2/p2     0x...f101, 0x...f102
 =====  ==========  ===========  ==========================
 
+With ``Scenario.share_q1()`` q1 is a shared host instead (issue 33): leased to ``infra`` in
+``vm-host``, its mlx5_0 GPU 1's rail and mlx5_1 GPU 2's, slot ``q1.s1x1`` (GPU 1) leased to
+alpha and ``q1.s2x1`` (GPU 2) to beta, each HCA holding its slot's tenant's PKey.
+
 leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trusted SM
 (master 0x...ff01, standby 0x...ff02) runs on a node outside the inventory. Every IB port is
 stored (and seen) on the IB leaf 0x...0001, ports 1-10 in the table's order (``ib_cable``).
@@ -26,13 +30,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
-from gpufabric.domain.models import Lease, Network, Node, Segment
+from gpufabric.domain.models import BUILTIN_OFFERINGS, Lease, Network, Node, Segment
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
-from gpufabric.fabrics.infiniband.entries import IbPort
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbDesired
 from gpufabric.fabrics.infiniband.state import (
@@ -145,6 +149,7 @@ class Scenario:
     capacity: int = 16
     bonded: bool = False
     sm_files: list[SmFileSeen] = field(default_factory=list)  # the SM hosts' partitions files (sm_hosts)
+    shared: bool = False  # share_q1(): q1 a shared host with two slots
     cabling: dict[Guid, PortCable] = field(default_factory=lambda: {
         guid(n, i): PortCable(guid(n, i), IB_LEAF, ib_cable(n, i)) for n in ETH_PORT for i in range(2)})  # fmt: skip
 
@@ -166,7 +171,7 @@ class Scenario:
         for n, (sw, port) in ETH_PORT.items():
             t = self.tenant(n)
             for s, p in ([(s, BOND) for s, _ in BOND_MEMBERS] if self.bonded and n == "a2" else [(sw, port)]):
-                out[(s, p)] = access(s, p, VLAN_OF[t] if t else QVLAN)
+                out[(s, p)] = access(s, p, VLAN_OF.get(t, QVLAN) if t else QVLAN)  # infra (a shared host's): no VLAN here
         out.update(self.desired_eth_override)
         return out
 
@@ -224,6 +229,21 @@ class Scenario:
         del self.tables[g]
         return self
 
+    def share_q1(self) -> Scenario:
+        """q1 a shared host (module doc): its slots' PKeys on their GPUs' rail HCAs."""
+        self.shared = True
+        self.leases += [("q1", "infra"), ("q1.s1x1", "alpha"), ("q1.s2x1", "beta")]
+        self.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF)
+        return self.set_pkeys(guid("q1", 1), 0x8A02, 0x7FFF)
+
+    def _nodes(self) -> tuple[Node, ...]:
+        out = nodes(self.bonded)
+        if not self.shared:
+            return out
+        out = tuple(with_ib(n, *(replace(p, gpu=int(p.device[-1]) + 1) for p in all_ib_ports(n))) if n.name == "q1"
+                    else n for n in out)  # fmt: skip
+        return (*out, Node("q1.s1x1", host="q1", slot_modules=(1,)), Node("q1.s2x1", host="q1", slot_modules=(2,)))
+
     def lease(self, node: str, tenant: str) -> Scenario:
         self.leases.append((node, tenant))
         return self
@@ -250,8 +270,10 @@ class Scenario:
             "infiniband": IbDesired(self.desired_layout(), ()),
         }
         return AuditInput(
-            nodes=nodes(self.bonded),
-            leases=tuple(Lease(t, n, T0) for n, t in self.leases),
+            nodes=self._nodes(),
+            leases=tuple(Lease(t, n, T0, offering="vm-host" if self.shared and n == "q1" else "baremetal")
+                         for n, t in self.leases),
+            offerings=BUILTIN_OFFERINGS,
             networks=networks(),
             observed=observed,
             settings={"quarantine_vlan": VlanId(QVLAN), "trusted_sm_guids": frozenset({SM_GUID, SM2_GUID}),
