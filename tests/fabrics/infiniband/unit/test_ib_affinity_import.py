@@ -45,10 +45,13 @@ def test_real_a800_output_sets_the_rails_and_reports_gpus_without_one() -> None:
     rep = read(ImportRequest(text, lambda: [node("gpu-a01", 4), node("gpu-a02", 2)]))
     (n,) = rep.inventory.nodes
     assert gpus(n) == {"mlx5_0": 2, "mlx5_1": 4, "mlx5_2": 8, "mlx5_3": 8}  # module = index + 1
-    assert f"gpu-a01: GPU affinity by {MAPPING}: mlx5_0/1 gpu - -> 2, mlx5_1/1 gpu - -> 4, mlx5_2/1 gpu - -> 8, " \
-           "mlx5_3/1 gpu - -> 8" in rep.lines
+    assert (
+        f"gpu-a01: GPU affinity by {MAPPING}: mlx5_0/1 gpu - -> 2, mlx5_1/1 gpu - -> 4, mlx5_2/1 gpu - -> 8, "
+        "mlx5_3/1 gpu - -> 8" in rep.lines
+    )
     assert [ln for ln in rep.lines if "no rail HCA" in ln] == [
-        f"gpu-a01: GPU{g} (module {g + 1}) has no rail HCA (no NIC at PIX)" for g in (0, 2, 4, 5, 6)]
+        f"gpu-a01: GPU{g} (module {g + 1}) has no rail HCA (no NIC at PIX)" for g in (0, 2, 4, 5, 6)
+    ]
     assert rep.fields["hosts"][0]["without_rail"] == [1, 3, 5, 6, 7] and rep.fields["mapping"] == MAPPING
     again = read(ImportRequest(text, lambda: [n]))
     assert again.inventory.nodes == ()  # unchanged: nothing written

@@ -41,7 +41,9 @@ def rail(i: int) -> Guid:
 
 
 def net(tenant: str) -> Network:
-    return Network(f"{tenant}-ib", tenant, (segment("infiniband", 3000 + (PKEY[tenant] & 0xFF), pkey=PKey(PKEY[tenant])),))
+    return Network(
+        f"{tenant}-ib", tenant, (segment("infiniband", 3000 + (PKEY[tenant] & 0xFF), pkey=PKey(PKEY[tenant])),)
+    )
 
 
 def tenancy(slots: dict[str, str | None] | None = None, shared: bool = True) -> Tenancy:

@@ -92,7 +92,9 @@ def read(req: ImportRequest) -> ImportReport:
         assert node is not None
         gpu_of = rail_modules(r)
         devices = {p.device for p in ports}
-        lines += [f"{host}: GPU{g} (module {module_of(g)}) has no rail HCA (no NIC at PIX)" for g in r.gpus_without_rail]
+        lines += [
+            f"{host}: GPU{g} (module {module_of(g)}) has no rail HCA (no NIC at PIX)" for g in r.gpus_without_rail
+        ]
         lines += [f"{host}: NIC {s.hca} is reached by GPUs {', '.join(f'GPU{g}' for g in s.gpus)}: no one GPU's rail, "
                   "given to none" for s in r.shared_nics]  # fmt: skip
         lines += [f"{host}: rail NIC {h} of module {m} is no HCA port of the node in the store" for h, m in gpu_of.items()
