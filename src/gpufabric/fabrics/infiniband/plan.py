@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
 from gpufabric.domain.models import QUARANTINE, Network, Node
+from gpufabric.domain.slots import is_shared
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
 from gpufabric.fabrics.infiniband.entries import KIND, IbPort, ib_ports
 from gpufabric.fabrics.infiniband.segments import segment_pkey
@@ -125,6 +126,14 @@ def _without(layout: PartitionLayout, additions: Iterable[PkeyChange]) -> Partit
     return dataclasses.replace(layout, partitions=tuple(parts))
 
 
+def shared_hosts(tenancy: Tenancy) -> frozenset[str]:
+    """The nodes ``tenancy.shared`` answers True for, in one pass (each offering judged once)."""
+    offerings = {name for name, o in tenancy.offerings.items() if is_shared(o)}
+    if not offerings:
+        return frozenset()
+    return frozenset(n for n, lease in tenancy.owners.items() if lease is not None and lease.offering in offerings)
+
+
 def port_unit(tenancy: Tenancy, port: IbPort) -> str | None:
     """The node whose lease governs ``port`` (an HCA port of host ``port.node``): the host itself,
     except on a shared host, where it is the slot holding the port's GPU (``tenancy.gpu_unit``);
@@ -134,10 +143,13 @@ def port_unit(tenancy: Tenancy, port: IbPort) -> str | None:
     return tenancy.gpu_unit(port.node, port.gpu) if port.gpu is not None else None
 
 
-def port_groups(tenancy: Tenancy, node: Node, ports: tuple[IbPort, ...]) -> Iterator[tuple[tuple[Network, ...], tuple[IbPort, ...]]]:
+def port_groups(
+    tenancy: Tenancy, node: Node, ports: tuple[IbPort, ...], shared: frozenset[str]
+) -> Iterator[tuple[tuple[Network, ...], tuple[IbPort, ...]]]:
     """``node``'s ``ports`` grouped by the networks they carry: all of them with the node's lease's
-    networks, or on a shared host each with its own (:func:`port_unit`; none in quarantine)."""
-    if not tenancy.shared(node.name):
+    networks, or on a shared host (in ``shared``, :func:`shared_hosts`) each with its own
+    (:func:`port_unit`; none in quarantine)."""
+    if node.name not in shared:
         yield tenancy.lease_networks(node.name), ports
         return
     for p in ports:
@@ -150,12 +162,13 @@ def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = 
     pkeys: dict[int, PKey] = {}
     opts: dict[int, dict[str, int | bool]] = {}  # the network's own IPoIB settings (Segment.options)
     guids: list[Guid] = []
+    shared = shared_hosts(tenancy)
     for node in tenancy.nodes:
         ports = instance_ports(node, instance)
         if not ports:
             continue
         guids += [p.port_guid for p in ports]
-        for nets, group in port_groups(tenancy, node, ports):
+        for nets, group in port_groups(tenancy, node, ports, shared):
             for net in nets:
                 seg = net.segment(instance)
                 if seg is None or (pk := segment_pkey(seg)) is None:
@@ -239,6 +252,7 @@ def pkey_owners(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> Mapping[i
 def ib_tenants_seen(observed: IbFabricState, tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> dict[str, frozenset[str]]:
     owners = pkey_owners(tenancy, instance)
     out: dict[str, set[str]] = {}
+    shared = shared_hosts(tenancy)
     for node in tenancy.nodes:
         for p in instance_ports(node, instance):
             t = observed.table(p.port_guid)
@@ -246,5 +260,6 @@ def ib_tenants_seen(observed: IbFabricState, tenancy: Tenancy, instance: str = D
                 continue
             keys = t.tenant_keys()
             tenants = {owners.get(k, f"pkey:0x{k:04x}") for k in keys} if keys else {QUARANTINE}
-            out.setdefault(port_unit(tenancy, p) or node.name, set()).update(tenants)  # a shared host's: per slot
+            unit = (port_unit(tenancy, p) or node.name) if node.name in shared else node.name  # a shared host's: per slot
+            out.setdefault(unit, set()).update(tenants)
     return {k: frozenset(v) for k, v in out.items()}

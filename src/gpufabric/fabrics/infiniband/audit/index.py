@@ -23,7 +23,7 @@ from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
 from gpufabric.fabrics.infiniband.audit.places import Places
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports, port_unit
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports, port_unit, shared_hosts
 from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
 
@@ -60,7 +60,7 @@ class IbAudit:
     tables: Mapping[int, PkeyTable]
     columns: tuple[tuple[Any, ...], ...]  # IbRow fields, one tuple per field (see rows)
     desired_tables: Mapping[int, frozenset[int]] | None  # every inventory/observed/desired GUID
-    shared: frozenset[str] = frozenset()  # the shared hosts (issue 33) among the nodes with ports here
+    shared: frozenset[str] = frozenset()  # the shared hosts (issue 33, :func:`~gpufabric.fabrics.infiniband.plan.shared_hosts`)
 
     @classmethod
     def build(
@@ -68,8 +68,8 @@ class IbAudit:
     ) -> IbAudit:
         ib = {q.port_guid.value: q for n in tenancy.nodes for q in instance_ports(n, instance)}
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
-        shared = frozenset(n for n in {q.node for q in ib.values()} if tenancy.shared(n))
-        by_slot = {k: _slot_tenant(tenancy, q) for k, q in ib.items() if q.node in shared}
+        shared = shared_hosts(tenancy)
+        by_slot = {k: _slot_tenant(tenancy, q) for k, q in ib.items() if q.node in shared} if shared else {}
         tables = {t.port_guid.value: t for t in observed.tables}
         entry_keys = {e: split_entries(e) for e in {t.entries for t in tables.values()}}
         sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}

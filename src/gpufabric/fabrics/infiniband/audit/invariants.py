@@ -25,7 +25,7 @@ from gpufabric.fabrics.infiniband.audit.places import Places
 from gpufabric.fabrics.infiniband.audit.slots import SPECS as SLOT_SPECS
 from gpufabric.fabrics.infiniband.audit.slots import slot_violations
 from gpufabric.fabrics.infiniband.entries import KIND
-from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports, port_unit
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports, port_unit, shared_hosts
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmState
 
 IB: Final = KIND
@@ -264,7 +264,7 @@ def ports_seen(tenancy: Tenancy, observed: IbFabricState, instance: str = DEFAUL
     owners = pkey_owner_sets(tenancy, instance)
     sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}
     where = {q.port_guid.value: q for n in tenancy.nodes for q in instance_ports(n, instance)}
-    shared = {n for n in {q.node for q in where.values()} if tenancy.shared(n)}
+    shared = shared_hosts(tenancy)
     memo: dict[tuple[int, ...], frozenset[str]] = {}
     for t in observed.tables:
         key = t.port_guid.value
