@@ -1,9 +1,11 @@
 # gpufabric — `make demo` and `make test` do all setup on a fresh Debian machine.
 VENV := .venv
 BIN := $(VENV)/bin
+# Where scripts/openstack-venv.sh puts Neutron's venv (the same variable overrides both).
+NEUTRON_VENV ?= .venv-neutron
 export GPUFABRIC_HOME ?= $(CURDIR)/.gpufabric
 
-.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv ironic-venv esiclient-venv openstack-venvs test-neutron-driver
+.PHONY: setup test test-durations lint lint-integrations unit demo bench clean lab-down test-integration neutron-venv esi-leap-venv ironic-venv esiclient-venv openstack-venvs test-neutron-driver chaos
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +25,13 @@ test: setup lint lint-integrations openstack-venvs test-neutron-driver
 test-full: setup lint
 	GPUFABRIC_TEST_FULL=1 $(BIN)/pytest -q
 
+# The fault campaign (issue 35, docs/chaos.md) on the lab: CHAOS_SECONDS long (default 1800), seeded
+# by CHAOS_SEED (default: the clock, printed; the same seed replays the same fault schedule).
+CHAOS_SECONDS ?= 1800
+chaos: setup
+	GPUFABRIC_CHAOS=1 GPUFABRIC_CHAOS_SECONDS=$(CHAOS_SECONDS) GPUFABRIC_CHAOS_SEED=$(CHAOS_SEED) \
+		$(BIN)/pytest -q -s -p no:cacheprovider tests/e2e/test_chaos_short.py
+
 # Re-records tests/durations.json (how scripts/test.sh halves the suite): one process, so the
 # durations are those of a test alone; run it when tests were added or got slower.
 test-durations: setup
@@ -32,22 +41,22 @@ test-durations: setup
 unit: setup
 	$(BIN)/pytest -q tests/unit tests/fabrics/*/unit
 
-# Real OpenStack services, each in its own venv (see docs/openstack.md); part of `make test`.
+# Real OpenStack services, each in its own venv (scripts/openstack-venv.sh names their pins; see
+# docs/openstack.md); part of `make test`.
 neutron-venv:
-	@bash scripts/neutron-venv.sh
+	@bash scripts/openstack-venv.sh neutron
 
 esi-leap-venv:
-	@bash scripts/esi-leap-venv.sh
+	@bash scripts/openstack-venv.sh esi-leap
 
 ironic-venv:
-	@bash scripts/ironic-venv.sh
+	@bash scripts/openstack-venv.sh ironic
 
 esiclient-venv:
-	@bash scripts/esiclient-venv.sh
+	@bash scripts/openstack-venv.sh esiclient
 
 openstack-venvs:
-	@bash scripts/neutron-venv.sh & n=$$!; bash scripts/ironic-venv.sh & i=$$!; bash scripts/esiclient-venv.sh & c=$$!; \
-	  bash scripts/esi-leap-venv.sh; e=$$?; wait $$n || e=1; wait $$i || e=1; wait $$c || e=1; exit $$e
+	@bash scripts/openstack-venv.sh
 
 lint-integrations: setup
 	$(BIN)/ruff check integrations tests/integration
@@ -55,7 +64,7 @@ lint-integrations: setup
 
 # The ML2 driver's and the esi-leap sync's own unit tests, in Neutron's venv (neutron-lib, oslo).
 test-neutron-driver: neutron-venv
-	cd integrations/neutron && ../../.venv-neutron/bin/pytest -q -p no:cacheprovider tests
+	cd integrations/neutron && $(abspath $(NEUTRON_VENV))/bin/pytest -q -p no:cacheprovider tests
 
 # Only the OpenStack parts (what `make test` runs of them).
 test-integration: setup lint-integrations openstack-venvs test-neutron-driver

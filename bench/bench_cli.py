@@ -7,14 +7,12 @@
   typer 0.2x coerces every option through a pydantic TypeAdapter, so it imports pydantic) and,
   with ``GF_BENCH_CLI_BASE=<src dir of an older checkout>``, the same command of that checkout
   (``before``). Target: median ≤ 8× ``python -c pass``.
-* ``served`` (root: a bench fabric of 34 HCAs, :mod:`bench.benchlab`): the move's two-change
-  floor of :func:`bench.bench_moves.floor` (its quarantine and join plans applied and verified,
-  nothing else: not the command's start, the HTTP requests, the worker's wake and claim, the
-  store's reads and writes, planning, the lock and epoch, nor the progress events and their
-  stream), then ``gpufabric node move`` through a warm ``gpufabric serve`` run with its default
-  settings, as a user runs it (its worker's window, reconcile loop and rogue-SM watch included;
-  :func:`bench.bench_moves.served_moves`: a fresh process per move), wall time as a ratio to
-  that floor. Target ≤ 2× (issue 31). ``GF_BENCH_CLI_SERVED=0`` skips it.
+* ``served`` (root: a bench fabric of 34 HCAs): :func:`bench.bench_served.interleaved`, the
+  move's two-change floor (:func:`bench.bench_moves.floor`: its quarantine and join plans
+  applied and verified, in process, warm, nothing else) and ``gpufabric node move`` through a
+  warm ``gpufabric serve`` run with its default settings (a fresh process per move), pair by
+  pair in one session: medians, their ratio and the per-pair ratios. Target ≤ 2× (issue 31).
+  ``GF_BENCH_CLI_SERVED=0`` skips it.
 
 Results: ``bench/results/cli.json``. Run: ``python -m bench.bench_cli`` (``make bench``: ``BENCH_ONLY=cli``).
 """
@@ -37,7 +35,7 @@ from bench.benchlab import loadavg
 
 RESULTS = Path(__file__).parent / "results" / "cli.json"
 RUNS = 21
-SERVED_RUNS = 7
+SERVED_RUNS = 15
 TYPER_FLOOR = """
 import typer
 app = typer.Typer()
@@ -97,31 +95,10 @@ def start_bench(runs: int = RUNS) -> dict[str, Any]:
 
 
 def served_bench(runs: int = SERVED_RUNS) -> dict[str, Any]:
-    from gpufabric.domain.moves import MoveRequest
+    """The served move against its floor, interleaved pair by pair (:func:`bench.bench_served.interleaved`)."""
+    from bench.bench_served import interleaved
 
-    from bench.bench_moves import floor, served_moves
-    from bench.benchlab import start
-
-    with tempfile.TemporaryDirectory(prefix="gf-bench-cli-") as tmp:
-        fab = start(Path(tmp), 34, 1)
-        eng = fab.engine()
-        try:
-            for t in ("alpha", "beta"):
-                eng.store.create_tenant(t)
-                eng.store.create_network(f"{t}-net", t, eng.cfg, eng.kinds)
-            node = fab.nodes[0].name
-            for n in fab.nodes[:33]:
-                eng.ledger.request(n.name, MoveRequest("alpha", "baremetal", ("alpha-net",)))
-            eng.run_pending(limit=64)
-            floors = [floor(eng, node, "beta")[0] for _ in range(runs)]  # each ends as the store says (alpha)
-            eng.fabrics.close()  # the server below owns the fabrics
-            served = served_moves(fab, node, "alpha", runs=runs)
-        finally:
-            eng.fabrics.close()
-            fab.stop()
-    fl = statistics.median(floors)
-    return {"case": "node move through a warm serve, 34 HCAs", "floor": {**_stats(floors), "runs": runs},
-            "served": served, "ratio_wall_to_floor": round(served["wall_s"] / fl, 2), "target_ratio": 2.0}  # fmt: skip
+    return interleaved(runs)
 
 
 def run_cli_bench() -> list[dict[str, Any]]:

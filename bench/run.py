@@ -1,7 +1,7 @@
 """``make bench``: every benchmark, each a ratio against a floor or a peer measured in the
 same run; results land in ``bench/results/*.json``. Set ``BENCH_ONLY=name,name`` to pick
 (audit, ethernet, ngs, ib, ib_scale, moves, bridges, churn, api, cli, takeover, real_import,
-slot_packing). ``GF_CHURN_SECONDS`` sets the churn
+slot_packing, slot_move). ``GF_CHURN_SECONDS`` sets the churn
 duration (default 300). The whole run takes ~20 minutes on 2 cores."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ SUITES: dict[str, tuple[str, str]] = {
     "ib_scale": ("bench.bench_ib_scale", "run_ib_scale_bench"),
     "real_import": ("bench.bench_real_import", "run_real_import_bench"),
     "slot_packing": ("bench.bench_slot_packing", "run_slot_packing_bench"),
+    "slot_move": ("bench.bench_slot_move", "run_slot_move_bench"),
 }
 
 

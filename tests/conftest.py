@@ -21,6 +21,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+pytest_plugins = ["support.split_modules"]  # --splits/--group: whole modules per group (scripts/test.sh)
+
 PG_BIN = Path(os.environ.get("GPUFABRIC_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PG_PORT = 5432  # only names the socket file; the socket dir is private to this session
 _db_numbers = itertools.count(1)

@@ -148,13 +148,14 @@ def _type(t: Any) -> str:
 
 def driver_options(cls: type) -> list[tuple[str, str, str]]:
     """(option, type, default) of a driver: its keyword parameters, or the fields of the
-    options dataclass it builds its configuration from (a ``config`` parameter + ``**options``)."""
+    options dataclass it builds its configuration from (a ``config`` parameter + ``**options``)
+    followed by its other keyword parameters."""
     sig = inspect.signature(cls.__init__)
     params = sig.parameters
+    out: list[tuple[str, str, str]] = []
     if any(p.kind is p.VAR_KEYWORD for p in params.values()) and "config" in params:
         hints = typing.get_type_hints(cls.__init__)
         conf = next(a for a in typing.get_args(hints["config"]) if dataclasses.is_dataclass(a))
-        out = []
         for f in dataclasses.fields(conf):
             if "options" in f.metadata:  # a field read from options of other names (e.g. secrets' _file/_env)
                 out.extend((name, typ, "`None`") for name, typ in f.metadata["options"])
@@ -166,8 +167,6 @@ def driver_options(cls: type) -> list[tuple[str, str, str]]:
             else:
                 default = "required"
             out.append((f.name, _type(f.type), default))
-        return out
-    out = []
     for name, p in params.items():
         if name in NOT_CONFIG or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue

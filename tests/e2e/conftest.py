@@ -136,7 +136,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
     ``LAB_BONDED`` (default none) the comma-separated nodes whose eth0+eth1 are an LACP bond;
     ``LAB_SM_PAIR`` (default False) the subnet's trusted SMs as a master/standby pair (``--sm-pair``);
     ``LAB_IB_SUBNETS`` (default 1) the IB subnets (2: compute + storage, ``--ib-subnets 2``);
-    ``LAB_GPUS`` (default: the lab's, 8) the GPUs per node (0: no NVLink stand-ins)."""
+    ``LAB_GPUS`` (default: the lab's, 8) the GPUs per node (0: no NVLink stand-ins);
+    ``LAB_VM_HOSTS`` (default none) the comma-separated nodes that host VMs (``--vm-hosts``)."""
     home = tmp_path_factory.mktemp("gfhome")
     env = LabEnv(home, {})
     nodes = str(getattr(request.module, "LAB_NODES", 4))
@@ -147,6 +148,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
         extra += ("--sm-pair",)
     if getattr(request.module, "LAB_IB_SUBNETS", 1) != 1:
         extra += ("--ib-subnets", str(request.module.LAB_IB_SUBNETS))
+    if getattr(request.module, "LAB_VM_HOSTS", ""):  # issue 33: hypervisor OVS + VM namespaces on these nodes
+        extra += ("--vm-hosts", str(request.module.LAB_VM_HOSTS))
     if hasattr(request.module, "LAB_GPUS"):
         extra += ("--gpus-per-node", str(request.module.LAB_GPUS))
     hcas = str(getattr(request.module, "LAB_HCAS", 1))

@@ -1,6 +1,6 @@
 """A real esi-leap 1.0.0 (PyPI, in .venv-esi-leap) on loopback with dummy_node resources.
 
-Installed by ``scripts/esi-leap-venv.sh`` (idempotent; ≈ 1 min the first time). Schema by
+Installed by ``scripts/openstack-venv.sh esi-leap`` (idempotent; ≈ 1 min the first time). Schema by
 ``esi-leap-dbsync create_schema`` on SQLite (WAL, or the API's nested sessions lock it);
 ``esi-leap-api`` with ``[pecan] auth_enable = False`` (admin by ``X-Roles`` header) serves the
 event feed. Leases are created and fulfilled/expired through esi-leap's own object layer
@@ -54,7 +54,7 @@ driver = noop
 
 def ensure_venv() -> float:
     t = time.monotonic()
-    subprocess.run(["bash", str(ROOT / "scripts" / "esi-leap-venv.sh")], check=True, capture_output=True, timeout=900)
+    subprocess.run(["bash", str(ROOT / "scripts" / "openstack-venv.sh"), "esi-leap"], check=True, capture_output=True, timeout=900)
     return time.monotonic() - t
 
 

@@ -1,7 +1,7 @@
 """A real Ironic 39.0.0 (PyPI, in .venv-ironic) on loopback, and the user's own client
 (python-esiclient 1.3.0's ``openstack``, in .venv-esiclient) to drive it.
 
-Installed by ``scripts/ironic-venv.sh`` and ``scripts/esiclient-venv.sh`` (idempotent). API and
+Installed by ``scripts/openstack-venv.sh ironic esiclient`` (idempotent). API and
 conductor in ONE process (Ironic's all-in-one ``ironic`` command with ``rpc_transport = none``),
 ``auth_strategy = noauth``, a SQLite schema made by ``ironic-dbsync create_schema``; every node
 on ``fake-hardware`` (every interface fake: no BMC, no image), network interfaces ``noop``,
@@ -71,12 +71,10 @@ driver = noop
 def ensure_venvs() -> float:
     """Install .venv-ironic and .venv-esiclient if needed (in parallel); the seconds it took."""
     t = time.monotonic()
-    procs = [subprocess.Popen(["bash", str(ROOT / "scripts" / s)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for s in ("ironic-venv.sh", "esiclient-venv.sh")]  # fmt: skip
-    for p in procs:
-        out, _ = p.communicate(timeout=1200)
-        if p.returncode:
-            raise RuntimeError(f"{p.args}: {out.decode(errors='replace')[-2000:]}")
+    args = ["bash", str(ROOT / "scripts" / "openstack-venv.sh"), "ironic", "esiclient"]
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1200)
+    if p.returncode:
+        raise RuntimeError(f"{args}: {p.stdout.decode(errors='replace')[-2000:]}")
     return time.monotonic() - t
 
 

@@ -1,6 +1,6 @@
 """A real Neutron 29 (PyPI, in .venv-neutron) with the gpufabric ML2 driver, served on loopback.
 
-Installed by ``scripts/neutron-venv.sh`` (idempotent; ≈ 1 min the first time). Config as
+Installed by ``scripts/openstack-venv.sh neutron`` (idempotent; ≈ 1 min the first time). Config as
 verified in /work/shared/notes/recipes/neutron: ML2, noauth, fake transport, SQLite schema
 from the models then ``neutron-db-manage stamp heads``, the ``binding:profile`` policy
 override; ``[ml2_gpufabric]`` points the driver at a gpufabric API with a 0600 token file (plain http on
@@ -75,7 +75,7 @@ POLICY = """"create_port:binding:profile": "rule:admin_only or rule:service_api"
 def ensure_venv() -> float:
     """Install .venv-neutron if needed; returns the seconds it took (≈ 0 when already there)."""
     t = time.monotonic()
-    subprocess.run(["bash", str(ROOT / "scripts" / "neutron-venv.sh")], check=True, capture_output=True, timeout=900)
+    subprocess.run(["bash", str(ROOT / "scripts" / "openstack-venv.sh"), "neutron"], check=True, capture_output=True, timeout=900)
     return time.monotonic() - t
 
 

@@ -14,11 +14,13 @@ g1     gamma       leaf1/p3     0x...c101, 0x...c102  (gamma has no IB network)
 q1     quarantine  leaf2/p2     0x...f101, 0x...f102
 =====  ==========  ===========  ==========================
 
-With ``Scenario.share_q1()`` q1 is a shared host instead (issue 33): leased to ``infra`` in
-``vm-host``, its mlx5_0 GPU 1's rail and mlx5_1 GPU 2's, slot ``q1.s1x1`` (GPU 1) leased to
-alpha and ``q1.s2x1`` (GPU 2) to beta, each HCA holding its slot's tenant's PKey.
-
-leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node. The trusted SM
+leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node.
+With ``Scenario.share_q1()`` q1 is a shared host instead (issue 33, InfiniBand): leased to ``infra``
+in ``vm-host``, its mlx5_0 GPU 1's rail and mlx5_1 GPU 2's, slot ``q1.s1x1`` (GPU 1) leased to alpha
+and ``q1.s2x1`` (GPU 2) to beta, each HCA holding its slot's tenant's PKey.
+With ``Scenario.shared()``: a shared host h1 (issue 33) leased to infra in vm-host, its uplink
+leaf1/p8 a trunk of 2001+2002, its VM ports hv1/vm1-vm4 (GPUs 1-4); slot h1.s1x2 (GPUs 1-2) leased
+to alpha (vm1, vm2 in 2001), slot h1.s3x2 (3-4) to beta (vm3, vm4 in 2002). The trusted SM
 (master 0x...ff01, standby 0x...ff02) runs on a node outside the inventory. Every IB port is
 stored (and seen) on the IB leaf 0x...0001, ports 1-10 in the table's order (``ib_cable``).
 """
@@ -30,7 +32,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from gpufabric.audit import AuditInput, InvariantRegistry, Violation, registry_for, run_audit
-from gpufabric.domain.models import BUILTIN_OFFERINGS, Lease, Network, Node, Segment
+from gpufabric.domain.models import Lease, Network, Node, Offering, Segment
+from gpufabric.domain.slots import SHARED, SLOTS, VM_HOST
 from gpufabric.domain.state import FabricState
 from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
@@ -100,6 +103,20 @@ def nodes(bonded: bool = False) -> tuple[Node, ...]:
     return tuple(out)
 
 
+SHARED_ETH = {
+    ("leaf1", "p8"): EthernetPortConfig("leaf1", "p8", PortMode.TRUNK, None, (VlanId(2001), VlanId(2002))),
+    **{("hv1", f"vm{m}"): EthernetPortConfig("hv1", f"vm{m}", PortMode.ACCESS, VlanId(2001 if m < 3 else 2002))
+       for m in range(1, 5)},
+}  # fmt: skip
+
+
+def shared_nodes() -> tuple[Node, ...]:
+    """h1 (uplink leaf1/p8, VM ports hv1/vm1-vm4 with gpu 1-4) and its slots h1.s1x2, h1.s3x2."""
+    eth = (EthernetPort("h1", "eth0", "leaf1", "p8"), *(EthernetPort("h1", f"vm{m}", "hv1", f"vm{m}", gpu=m) for m in range(1, 5)))
+    return (port_node("h1", ethernet=eth), Node("h1.s1x2", host="h1", slot_modules=(1, 2)),
+            Node("h1.s3x2", host="h1", slot_modules=(3, 4)))  # fmt: skip
+
+
 def networks() -> tuple[Network, ...]:
     return (
         Network("alpha-net", "alpha", (segment("ethernet", 2001, VlanId(2001)),
@@ -149,7 +166,8 @@ class Scenario:
     capacity: int = 16
     bonded: bool = False
     sm_files: list[SmFileSeen] = field(default_factory=list)  # the SM hosts' partitions files (sm_hosts)
-    shared: bool = False  # share_q1(): q1 a shared host with two slots
+    shared_host: bool = False  # with shared(): h1 and its slots
+    shared_q1: bool = False  # share_q1(): q1 a shared host with two slots on its two HCAs
     cabling: dict[Guid, PortCable] = field(default_factory=lambda: {
         guid(n, i): PortCable(guid(n, i), IB_LEAF, ib_cable(n, i)) for n in ETH_PORT for i in range(2)})  # fmt: skip
 
@@ -171,7 +189,9 @@ class Scenario:
         for n, (sw, port) in ETH_PORT.items():
             t = self.tenant(n)
             for s, p in ([(s, BOND) for s, _ in BOND_MEMBERS] if self.bonded and n == "a2" else [(sw, port)]):
-                out[(s, p)] = access(s, p, VLAN_OF.get(t, QVLAN) if t else QVLAN)  # infra (a shared host's): no VLAN here
+                out[(s, p)] = access(s, p, VLAN_OF.get(t, QVLAN) if t else QVLAN)  # infra (share_q1): no VLAN here
+        if self.shared_host:
+            out.update(SHARED_ETH)
         out.update(self.desired_eth_override)
         return out
 
@@ -211,6 +231,13 @@ class Scenario:
         self.eth.update({k: v for k, v in self.desired_eth().items() if k[1] == BOND})
         return self
 
+    def shared(self) -> Scenario:
+        """The shared host h1 with its two slots (see the module's docstring), clean."""
+        self.shared_host = True
+        self.leases += [("h1", "infra"), ("h1.s1x2", "alpha"), ("h1.s3x2", "beta")]
+        self.eth.update(SHARED_ETH)
+        return self
+
     def in_bond(self, sw: str, port: str, bond: str = BOND) -> Scenario:
         """The observed ``sw/port`` is read in the aggregate ``bond`` (a member the switch reports;
         default: the bond's own)."""
@@ -231,14 +258,14 @@ class Scenario:
 
     def share_q1(self) -> Scenario:
         """q1 a shared host (module doc): its slots' PKeys on their GPUs' rail HCAs."""
-        self.shared = True
+        self.shared_q1 = True
         self.leases += [("q1", "infra"), ("q1.s1x1", "alpha"), ("q1.s2x1", "beta")]
         self.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF)
         return self.set_pkeys(guid("q1", 1), 0x8A02, 0x7FFF)
 
     def _nodes(self) -> tuple[Node, ...]:
-        out = nodes(self.bonded)
-        if not self.shared:
+        out = (*nodes(self.bonded), *(shared_nodes() if self.shared_host else ()))
+        if not self.shared_q1:
             return out
         out = tuple(with_ib(n, *(replace(p, gpu=int(p.device[-1]) + 1) for p in all_ib_ports(n))) if n.name == "q1"
                     else n for n in out)  # fmt: skip
@@ -271,9 +298,9 @@ class Scenario:
         }
         return AuditInput(
             nodes=self._nodes(),
-            leases=tuple(Lease(t, n, T0, offering="vm-host" if self.shared and n == "q1" else "baremetal")
+            leases=tuple(Lease(t, n, T0, offering=VM_HOST if n == "h1" or (self.shared_q1 and n == "q1") else "baremetal")
                          for n, t in self.leases),
-            offerings=BUILTIN_OFFERINGS,
+            offerings=(Offering(VM_HOST, settings=((SHARED, SLOTS),)), Offering("baremetal")),
             networks=networks(),
             observed=observed,
             settings={"quarantine_vlan": VlanId(QVLAN), "trusted_sm_guids": frozenset({SM_GUID, SM2_GUID}),

@@ -130,7 +130,7 @@ def _options(group: str, command: str) -> set[str]:
 
 def test_the_clis_term_options_are_the_declared_terms() -> None:
     core = {"--tenant", "--node", "--network", "--no-networks", "--offering", "--start", "--end", "--dry-run", "--json",
-            "--to-tenant", "--window", "--help"}  # fmt: skip
+            "--to-tenant", "--window", "--help", "--slot"}  # fmt: skip
     want = {f"--{t.name}" for t in registered_terms()}
     assert _options("lease", "create") - core == want
     assert _options("node", "move") - core == want

@@ -158,3 +158,46 @@ def test_progress_is_written_off_the_engine_path_and_stored_before_the_moves_end
     ends = [e for e in events if e["seconds"] is not None]  # the phases' timings, written with the move's end
     assert [e["message"] for e in reports] == given and sum("applying" in m for m in given) >= 2
     assert ends and max(e["id"] for e in reports) < min(e["id"] for e in ends)
+
+
+def test_the_prepared_mark_is_stored_with_the_quarantine_phases_first_transaction(
+    engine: MoveEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh move's PREPARED mark (its node held in quarantine from then on) is written in the
+    transaction that reads the quarantine phase's desired state and bumps the epoch: one store
+    commit from the claim to the first apply (it was two), durable (fsynced: it covers the claim's,
+    which is not), and the mark is stored before any fabric changes (crash safety as before)."""
+    from sqlalchemy import event
+
+    from gpufabric.store.moves import prepared_ids
+
+    engine.ledger.request("n1", _req("ta"))
+    engine.run_pending()  # warm (the engine plans against its last verified state); n1 in ta: quarantine applies
+    order: list[str] = []
+    mine = threading.local()  # this test's own read, not counted
+    event.listen(engine.store.engine, "commit", lambda conn: None if getattr(mine, "on", False) else order.append(f"commit {conn.info.get('synchronous', 'FULL')}"))
+    real_claim, apply = engine.ledger.claim, engine.fabrics.apply
+
+    def claim(*a: Any, **k: Any) -> Any:
+        out = real_claim(*a, **k)
+        order.append("claimed")
+        return out
+
+    def first(*a: Any, **k: Any) -> Any:
+        if not any(x.startswith("apply") for x in order):
+            mine.on = True
+            with engine.store.tx() as tx:  # what a worker taking over after a kill -9 here would read
+                stored = bool(prepared_ids(tx.session, [mid]))
+            mine.on = False
+            order.append(f"apply (prepared stored: {stored})")
+        return apply(*a, **k)
+
+    monkeypatch.setattr(engine.ledger, "claim", claim)
+    monkeypatch.setattr(engine.fabrics, "apply", first)
+    mid = engine.ledger.request("n1", _req("tb")).id
+    assert mid is not None
+    res = engine.run_pending()
+    assert res is not None and res.moves[0].status is MoveStatus.DONE
+    start = order.index("claimed") - 1  # the claim's own commit: not fsynced (the phase's commit covers it)
+    at = next(i for i, x in enumerate(order) if x.startswith("apply"))
+    assert order[start:at + 1] == ["commit NORMAL", "claimed", "commit FULL", "apply (prepared stored: True)"]

@@ -107,7 +107,7 @@ def test_nvlink_node_with_gpus_but_no_fabric_manager(tmp_path: Path) -> None:
     from gpufabric.fabrics.nvlink.backend import FmpmDriver, nvlink_site_checks
     from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 
-    drv = FmpmDriver({"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)
+    drv = FmpmDriver(fm={"gpu-a01": f"unix:{tmp_path}/no-fm.sock"}, fmpm=["false"], timeout=5)
     nodes = (Node("gpu-a02", fabric_ports=gpu_ports(Gpu("gpu-a02", ModuleId(1)))),)
     got = [(c.id, c.level, c.subject) for c in nvlink_site_checks(drv, SiteContext(nodes=nodes))]
     assert got == [("NVLINK-REACH", CheckLevel.ERROR, "gpu-a01"), ("NVLINK-INVENTORY", CheckLevel.ERROR, "gpu-a02")]

@@ -116,6 +116,9 @@ def up(
     ),
     sm_pair: bool = Option(False, "--sm-pair", help=SM_PAIR_HELP),
     subnets: int = Option(1, "--ib-subnets", help=SUBNETS_HELP),
+    vm_hosts: str = Option(
+        "", "--vm-hosts", help="Comma-separated nodes with a hypervisor OVS bridge and one VM namespace per GPU."
+    ),
     json_out: bool = JSON_OPT,
 ) -> None:
     """Start (or reuse) the lab: ibsim, the trusted OpenSM (with --sm-pair a master/standby pair;
@@ -126,17 +129,18 @@ def up(
 
     lab = _lab()
     bonds = tuple(n.strip() for n in bonded.split(",") if n.strip())
+    vms = tuple(n.strip() for n in vm_hosts.split(",") if n.strip())
     uplinks, qv = lab_vlans(segment_config())
     if json_out:
         st = lab.up(nodes, hcas_per_node, eth_ports_per_node, topology, uplink_vlans=uplinks,
                     gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
-                    ib_subnets=subnets)  # fmt: skip
+                    ib_subnets=subnets, vm_hosts=vms)  # fmt: skip
     else:
         with console.status("bringing the lab up") as spinner:
             st = lab.up(
                 nodes, hcas_per_node, eth_ports_per_node, topology, progress=spinner.update, uplink_vlans=uplinks,
                 gpus_per_node=gpus_per_node, dpus=dpus, bonded=bonds, quarantine_vlan=qv, sm_pair=sm_pair,
-                ib_subnets=subnets,
+                ib_subnets=subnets, vm_hosts=vms,
             )  # fmt: skip
     result = register(lab, st)
     converged = converge_leases()

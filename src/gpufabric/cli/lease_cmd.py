@@ -44,7 +44,8 @@ def create(
     ),
     no_networks: bool = Option(False, "--no-networks", help="Join no network: ports stay shut until one attaches."),
     offering: str = Option("baremetal", "--offering"),
-    gpus: int = Option(None, "--gpus", help="GPUs of the node leased (an NVLink partition; default all)."),
+    gpus: int = Option(None, "--gpus", help="GPUs of the node leased (an NVLink partition; default all); on a vm-host: the slot's."),
+    slot: bool = Option(False, "--slot", help="Lease a slot of a shared host (vm-host) of --gpus GPUs: refused on any other node."),
     start: str = Option(None, "--start", help="ISO time (default now); a later start schedules the lease."),
     end: str = Option(None, "--end", help="ISO time; when it passes the worker releases the node to quarantine."),
     dry_run: bool = Option(False, "--dry-run", help="Print the plan; change nothing."),
@@ -59,7 +60,7 @@ def create(
         raise ValidationError("--no-networks", " ".join(network), "either --network or --no-networks, not both")
     chosen: tuple[str, ...] | None = tuple(network) if network else (() if no_networks else None)
     b = backend()
-    terms = Terms(tenant, chosen, offering, terms_of({"gpus": gpus}), t0, t1)
+    terms = Terms(tenant, chosen, offering, terms_of({"gpus": gpus}), t0, t1, slot)
     if dry_run:  # the join phase: what the lease's move would give the node
         print_plans(b.preview(node, terms), json_out, phase="join")
         return

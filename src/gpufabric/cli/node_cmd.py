@@ -41,6 +41,11 @@ def show(name: str, json_out: bool = JSON_OPT) -> None:
         f"  owner={n['owner'] or '-'}",
         highlight=False,
     )
+    if n.get("host"):  # a slot of a shared host (issue 33)
+        console.print(f"slot of {n['host']}: GPU modules {','.join(map(str, n.get('slot_modules') or []))}", highlight=False)
+    if n.get("slots"):
+        rows = [(s["name"], ",".join(map(str, s["modules"])), s["tenant"]) for s in n["slots"]]
+        table("Slots", ["slot", "GPU modules", "tenant"], rows)
     for kind, ports in (n.get("ports") or {}).items():  # every port, as each kind lists them
         cols = list(dict.fromkeys(k for q in ports for k in q))
         table(kind, cols, [tuple(_cell(q, c) for c in cols) for q in ports])

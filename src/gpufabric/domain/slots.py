@@ -26,6 +26,10 @@ SLOTS: Final = "slots"
 """Its value: the host's GPUs are rented in VM slots."""
 VM_HOST: Final = "vm-host"
 """The built-in shared offering."""
+SIZE_TERM: Final = "gpus"
+"""The lease term that sizes a slot: the NVLink kind's, which the CLI spells ``--gpus`` (on a
+shared host it names the slot's GPU count; the slot's lease itself carries no such term: its size
+is its GPUs)."""
 SLOT_SIZES: Final = (1, 2, 4, 8)
 """GPU counts a slot lease may ask for (the partition sizes of an HGX 8-GPU board)."""
 SLOT_SIZES_ALLOWED: Final = "1, 2, 4 or 8 GPUs"

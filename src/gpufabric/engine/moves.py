@@ -188,16 +188,24 @@ class MoveEngine:
                 raise JoinPlanError(e) from e
             raise
 
-    def _converge(self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None) -> PhaseTiming:
+    def _converge(
+        self, label: str, extra_quarantine: Sequence[str] = (), ready: Prepared | None = None, prepared: Sequence[Move] = ()
+    ) -> PhaseTiming:
         try:
-            return self._converge_once(label, extra_quarantine, ready)
+            return self._converge_once(label, extra_quarantine, ready, prepared)
         finally:
             self.settle()  # the phase's progress is stored before its end (or its failure) is
 
-    def _converge_once(self, label: str, extra_quarantine: Sequence[str], ready: Prepared | None) -> PhaseTiming:
+    def _converge_once(
+        self, label: str, extra_quarantine: Sequence[str], ready: Prepared | None, prepared: Sequence[Move] = ()
+    ) -> PhaseTiming:
+        """``prepared``: moves whose ``before_move`` just passed, marked prepared (holding their
+        node in quarantine) in the transaction that reads the desired state: one commit, before any write."""
         t0 = time.monotonic()
         if ready is None:
             with self.store.tx() as tx:
+                if prepared:
+                    self.ledger.mark_prepared(prepared, tx)
                 ready = self._prepare(tx, extra_quarantine)
         desired, p, observed_first = ready.desired, ready.plan, False
         if p is None:
@@ -332,6 +340,7 @@ class MoveEngine:
             try:
                 with s.locked(batch, self.worker):  # the lock's session recorded: its end tells a watcher
                     fresh = to_prepare(s, batch)  # taken over after before_move: not prepared again
+                    prepared: list[Move] = []
                     if fresh:
                         try:  # gates and drains: a refusal cancels the moves not yet started, nothing changed
                             self._before_move(fresh)
@@ -342,10 +351,10 @@ class MoveEngine:
                             batch = [m for m in batch if m.id not in refused]
                             if not batch:
                                 raise _Refused(e) from None
-                        else:  # drained: from here (not before) each holds its node in quarantine
-                            s.mark_prepared(fresh)
+                        else:  # drained: from the quarantine phase's first transaction each holds its node there
+                            prepared = fresh
                     if any(m.phase is MovePhase.QUARANTINE for m in batch):
-                        timings.append(self._converge("quarantine"))
+                        timings.append(self._converge("quarantine", prepared=prepared))
                         checkpoint("quarantine:verified")
                     ready: Prepared | None = None
                     self._joining = frozenset(m.node for m in batch if m.to_tenant != QUARANTINE)

@@ -10,7 +10,10 @@ port GUIDs are trusted and full members of the default partition.
 A lab with two subnets (``lab up --ib-subnets 2``, lab/subnets.py) gets, in place of the one
 ``infiniband:`` section, two instances in ``fabrics:``, ``ib-compute`` and ``ib-storage``, each
 the OpenSM driver of its own subnet with its own ``trusted_sm_guids`` (its SM, or its pair);
-the top-level ``sm_port_guids`` / ``trusted_sm_guids`` list every subnet's SMs."""
+the top-level ``sm_port_guids`` / ``trusted_sm_guids`` list every subnet's SMs.
+
+A lab with VM hosts (``lab up --vm-hosts``) lists each one's hypervisor bridge ``hv-<node>`` as an
+Ethernet switch too, over its own OVSDB socket, its uplink the node's leaf (lab/vmhost.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from gpufabric.domain.values import Guid
 from gpufabric.lab.lab import Lab, LabStatus
 from gpufabric.lab.labib import fabric, pair
 from gpufabric.lab.subnets import ONE_SUBNET, SubnetStatus, spec_of
+from gpufabric.lab.vmhost import hv_bridge, hv_ovs
 
 
 def ib_section(lab: Lab, sub: SubnetStatus) -> tuple[dict[str, Any], list[str]]:
@@ -66,6 +70,11 @@ def fabrics_config(lab: Lab, st: LabStatus, quarantine_vlan: int) -> dict[str, A
             {"driver": "ovsdb", "options": {"switch": br, "remote": remote, "quarantine_vlan": quarantine_vlan},
              "uplinks": [st.spine_bridge]}  # each leaf's patch pair to the spine (netns.ensure_ethernet)
             for br in st.leaf_bridges
+        ] + [  # each VM host's hypervisor bridge, on its own OVS instance (lab/vmhost.py)
+            {"driver": "ovsdb", "options": {"switch": hv_bridge(n), "remote": f"unix:{hv_ovs(lab.dir, n, '').db_socket}",
+                                            "quarantine_vlan": quarantine_vlan},
+             "uplinks": [node.ethernet[0].bridge]}  # eth0, to the node's leaf
+            for n in st.vm_hosts if (node := st.node(n)) is not None
         ],
         "sm_port_guids": sms,
         "trusted_sm_guids": sms,

@@ -12,6 +12,9 @@ Everything lives under ``<home>/lab`` (``home`` is ``$GPUFABRIC_HOME``)::
                    the namespace ``<prefix>-sw``)
     hosts/<node>/  a bonded node's own OVS (``up(bonded=...)``: eth0+eth1 in an LACP bond on
                    the node's bridge, its vswitchd in the node's namespace; lab/bondhost.py)
+    vmhosts/<node>/
+                   a VM host's hypervisor OVS (``up(vm_hosts=...)``: bridge ``hv-<node>``, uplink
+                   the node's eth0, one VM namespace per GPU on port ``vm<m>``; lab/vmhost.py)
 
 Global names carry the lab prefix ``gf<5 hex of sha1(home)>``: IBSIM_SOCKNAME
 ``<prefix>-ibsim``, namespaces ``<prefix>-<node>`` and ``<prefix>-sw``, bridges, veths.
@@ -66,6 +69,7 @@ from gpufabric.lab.subnets import (
     subnets_down,
     subnets_up,
 )
+from gpufabric.lab.vmhost import ensure_vm_host, hv_bridge, hv_ovs, vm_hosts_down, vm_mac, vm_netns, vm_port
 
 Progress = Callable[[str], None]
 STATE_VERSION = 1
@@ -118,6 +122,7 @@ class LabStatus:
     quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN  # the VLAN new node ports were parked on
     sm_pair: SmPairStatus | None = None  # with ``up(sm_pair=True)``: the SM hosts, the master by SMInfo
     subnets: tuple[SubnetStatus, ...] = ()  # every IB subnet (2 with ``up(ib_subnets=2)``), its master by SMInfo
+    vm_hosts: tuple[str, ...] = ()  # nodes with a hypervisor OVS and one VM per GPU (lab/vmhost.py)
 
     def node(self, name: str) -> LabNode | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -146,11 +151,20 @@ class LabStatus:
                         *gpu_ports(*lab_gpus(n.name, self.gpus_per_node)),
                         *(lab_dpus(n.name) if n.name in self.dpu_hosts else ()),
                     ))),
-                ), *(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode) for e in n.ethernet)),
-                    *with_rails(n.ib, self.gpus_per_node))
+                ), *(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode) for e in n.ethernet),
+                   *self.vm_ports(n.name)), *with_rails(n.ib, self.gpus_per_node))
                 for n in self.nodes
             )
         )
+
+
+    def vm_ports(self, node: str) -> tuple[EthernetPort, ...]:
+        """A VM host's VM ports on its hypervisor bridge, one per GPU (``gpu`` = its module id)."""
+        if node not in self.vm_hosts:
+            return ()
+        k = self.vm_hosts.index(node) + 1
+        return tuple(EthernetPort(node, vm_port(m), hv_bridge(node), vm_port(m), vm_mac(k, m), gpu=m)
+                     for m in range(1, self.gpus_per_node + 1))  # fmt: skip
 
 
 def lab_dpus(node: str) -> tuple[FabricPorts, ...]:
@@ -214,11 +228,13 @@ class Lab:
         quarantine_vlan: int = DEFAULT_QUARANTINE_VLAN,
         sm_pair: bool = False,
         ib_subnets: int = 1,
+        vm_hosts: tuple[str, ...] = (),
     ) -> LabStatus:
         """``uplink_vlans`` and ``quarantine_vlan`` are the configured tenant pool and quarantine VLAN
         (``gpufabric lab up`` reads them from config.yaml): new node ports start on the quarantine VLAN.
         ``sm_pair``: the subnet's trusted SMs are a master/standby pair on sm-01 and sm-02 (lab/labib.py).
-        ``ib_subnets`` 2: a storage subnet too, with its own SM(s) (lab/subnets.py)."""
+        ``ib_subnets`` 2: a storage subnet too, with its own SM(s) (lab/subnets.py).
+        ``vm_hosts``: those nodes get a hypervisor OVS and one VM namespace per GPU (lab/vmhost.py)."""
         check_subnets(ib_subnets, topology)
         say = progress or (lambda _msg: None)
         params: dict[str, Any] = {
@@ -236,6 +252,8 @@ class Lab:
             params["sm_pair"] = True
         if ib_subnets != 1:  # and a lab without it has one subnet
             params["ib_subnets"] = ib_subnets
+        if vm_hosts:  # the same: a lab without the key has no VM hosts
+            params["vm_hosts"] = list(dict.fromkeys(vm_hosts))
         state = self._load()
         # a lab brought up before the quarantine VLAN was a parameter was brought up on the default
         before = None if state is None else {"quarantine_vlan": DEFAULT_QUARANTINE_VLAN, **state.get("params", {})}
@@ -251,6 +269,11 @@ class Lab:
         plan = net_plan(topology, nodes, hcas_per_node, sm_pair)
         if plan.order is not None and set(bonded) - set(plan.order):  # refused before anything starts
             plan_ethernet(self.prefix, plan.order, eth_ports_per_node, plan.nodes_per_leaf, bonded)
+        if vm_hosts and (not gpus_per_node or (plan.order is not None and set(vm_hosts) - set(plan.order))):
+            raise LabError(f"vm_hosts: {', '.join(vm_hosts)}: VM hosts are lab nodes with GPUs", vm_hosts=",".join(vm_hosts))
+        if set(vm_hosts) & set(bonded):  # one netdev ovs-vswitchd per namespace: the bond's or the hypervisor's
+            raise LabError(f"vm_hosts: {', '.join(sorted(set(vm_hosts) & set(bonded)))} also bonded: a node is one or the "
+                           "other", vm_hosts=",".join(vm_hosts))  # fmt: skip
         ib = subnets_up(self.dir, self.prefix, plan, nodes, sm_pair, ib_subnets, say)
         hosts, ib_pids = ib.pop("hosts"), ib.pop("pids")
 
@@ -261,6 +284,10 @@ class Lab:
             plan_ethernet(self.prefix, hosts, eth_ports_per_node, plan.nodes_per_leaf, bonded, quarantine_vlan),
             uplink_vlans=uplink_vlans,
         )
+        if set(vm_hosts) - set(hosts):
+            raise LabError(f"vm_hosts: {', '.join(vm_hosts)}: VM hosts are lab nodes with GPUs ({', '.join(hosts)})",
+                           vm_hosts=",".join(vm_hosts))  # fmt: skip
+        vms = [vm_netns(self.prefix, n, m) for n in params.get("vm_hosts", []) for m in range(1, gpus_per_node + 1)]
         say(f"creating {len(hosts)} node namespaces and {len(eth.ports)} Ethernet ports")
         record: dict[str, Any] = {
             "version": STATE_VERSION,
@@ -269,7 +296,7 @@ class Lab:
             **ib,
             "eth": {"spine": eth.spine, "leaves": list(eth.leaves), "ports": [asdict(p) for p in eth.ports]},
             "made": {
-                "netns": list(eth.netns),
+                "netns": [*eth.netns, *vms],
                 "bridges": [eth.spine, *eth.leaves],
                 "veths": [p.ovs_port for p in eth.ports],
             },
@@ -281,6 +308,10 @@ class Lab:
         if bonded_nodes:
             say(f"bonding eth0+eth1 of {', '.join(bonded_nodes)} (LACP; an OVS bridge of their own)")
             ensure_host_bonds(self.dir, eth)
+        for k, node in enumerate(params.get("vm_hosts", []), 1):
+            say(f"VM host {node}: its own OVS bridge {hv_bridge(node)} and {gpus_per_node} VM namespaces")
+            ensure_vm_host(hv_ovs(self.dir, node, f"{self.prefix}-{node}"), self.prefix, node, k, gpus_per_node,
+                           uplink_vlans, eth.quarantine_vlan)  # fmt: skip
         if gpus_per_node:
             say(f"starting {len(hosts)} stand-in Fabric Managers (NVLink)")
             record["nvlink_section"] = nvlink_up(self.dir / "nvlink", hosts)
@@ -360,6 +391,7 @@ class Lab:
             quarantine_vlan=eth.quarantine_vlan,
             sm_pair=ib_subnets[0].sm_pair,
             subnets=ib_subnets,
+            vm_hosts=tuple(state.get("params", {}).get("vm_hosts", ())),
         )
 
     # -- down ---------------------------------------------------------------------------
@@ -374,6 +406,7 @@ class Lab:
         hosts = self.dir / "hosts"  # bonded nodes' own OVS (every run dir there, even of an interrupted up)
         for run_dir in sorted(hosts.iterdir()) if hosts.is_dir() else ():
             OvsServer(run_dir).stop()
+        vm_hosts_down(self.dir)
         remove_ethernet(None, [], [], [*made.get("netns", []), f"{self.prefix}-sw"])
         self.state_file.unlink(missing_ok=True)
 

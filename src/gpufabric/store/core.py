@@ -131,14 +131,24 @@ class Store:
         return self._engine
 
     @contextmanager
-    def tx(self, within: Tx | None = None) -> Iterator[Tx]:
+    def tx(self, within: Tx | None = None, durable: bool = True) -> Iterator[Tx]:
         """The unit of work: ``with store.tx() as tx:`` is one transaction (see :mod:`.unit_of_work`);
-        ``within``: the caller's open transaction, joined (a step composed into the caller's work)."""
+        ``within``: the caller's open transaction, joined (a step composed into the caller's work).
+        ``durable=False``: on SQLite, its commit is not fsynced (it is by the next durable one: :data:`.db.RELAXED`)."""
         if within is not None:
             yield within
             return
-        with self._sessions.begin() as s:
-            yield Tx(s)
+        token = None if durable else db.RELAXED.set(True)
+        try:
+            with self._sessions.begin() as s:
+                if token is not None:
+                    s.connection()  # begun now, while relaxed
+                    db.RELAXED.reset(token)
+                    token = None
+                yield Tx(s)
+        finally:
+            if token is not None:
+                db.RELAXED.reset(token)
 
     @contextmanager
     def _tx(self) -> Iterator[Session]:

@@ -6,8 +6,14 @@ connections are set up per backend, and the programmatic ``alembic upgrade head`
 
 SQLite: every transaction is ``BEGIN IMMEDIATE`` (writers serialise up front instead
 of failing on lock upgrade) and foreign keys are on; file databases are in WAL mode
-with ``synchronous=NORMAL``. PostgreSQL (psycopg 3): plain
-READ COMMITTED; concurrent migrations are serialised with an advisory lock.
+with ``synchronous=FULL`` (each commit fsyncs the log), except a transaction begun
+while :data:`RELAXED` is set (``Store.tx(durable=False)``: a move's claim, its progress
+reports), committed with ``synchronous=NORMAL``: it survives a crash of the process (the
+log is written), and an OS crash or power loss only if a durable commit came after it —
+the next durable commit's fsync covers the whole log before it, so what was relaxed is on
+disk before anything that follows it is (a claim before the quarantine phase's commit that
+precedes any fabric change). PostgreSQL (psycopg 3): plain READ COMMITTED, every commit
+durable; concurrent migrations are serialised with an advisory lock.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,6 +40,8 @@ HEAD_REVISION: Final = "0018"
 MIGRATIONS: Final = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK: Final = 0x6770_6661  # "gpfa": pg_advisory_xact_lock key
 SQLITE_BUSY_TIMEOUT_S: Final = 30.0
+RELAXED: ContextVar[bool] = ContextVar("gpufabric_store_relaxed", default=False)
+"""Set while a transaction that need not be fsynced at its commit begins (SQLite; see module docstring)."""
 
 
 _USERINFO_RE: Final = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@\s]*)@", re.I)
@@ -134,6 +143,10 @@ def _sqlite_immediate(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
+        want = "NORMAL" if RELAXED.get() else "FULL"  # set outside a transaction (SQLite refuses it inside)
+        if conn.info.get("synchronous", "FULL") != want:  # conn.info: the pooled connection's, kept across uses
+            conn.exec_driver_sql(f"PRAGMA synchronous={want}")
+            conn.info["synchronous"] = want
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 

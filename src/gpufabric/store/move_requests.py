@@ -19,6 +19,7 @@ from gpufabric.domain.errors import ConflictError, NotFoundError, ValidationErro
 from gpufabric.domain.models import QUARANTINE, NodeState
 from gpufabric.domain.moves import MovePhase, MoveRequest, MoveStatus
 from gpufabric.domain.terms import check_terms
+from gpufabric.store import slots
 from gpufabric.store.registry import registered_terms
 from gpufabric.store.tables import (
     LeaseRow,
@@ -170,6 +171,7 @@ def new_move(
         )
     if row.state == NodeState.MAINTENANCE.value and to_tenant != QUARANTINE:
         raise ConflictError(f"node {node} is in maintenance: not leasable", node=node)
+    slots.check_request(s, row, to_tenant, now)  # a host's slots, a slot's host (issue 33)
     if not_before is not None and not_before.tzinfo is None:
         raise ValidationError("lease.start", not_before.isoformat(), "a timezone-aware time")
     if lease_end is not None and (lease_end.tzinfo is None or lease_end <= max(now, not_before or now)):

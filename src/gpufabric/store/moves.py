@@ -163,7 +163,7 @@ class MoveLedger:
         due = or_(MoveRow.not_before.is_(None), MoveRow.not_before <= now)
         beat = func.coalesce(MoveRow.heartbeat_at, MoveRow.claimed_at)
         stale = (MoveRow.status == MoveStatus.RUNNING.value) & (beat < now - timedelta(seconds=stale_after))
-        with self.store.tx() as tx:
+        with self.store.tx(durable=False) as tx:  # made durable by the quarantine phase's commit, before any fabric change
             s = tx.session
             q = (
                 select(MoveRow)
@@ -276,7 +276,7 @@ class MoveLedger:
         if not ids:
             return 0
         now = datetime.now(UTC)
-        with self.store.tx() as tx:
+        with self.store.tx(durable=False) as tx:
             s = tx.session
             rows = s.scalars(
                 select(MoveRow).where(
@@ -318,14 +318,16 @@ class MoveLedger:
         with self.store.tx() as tx:
             return prepared_ids(tx.session, [m.id for m in moves if m.id is not None])
 
-    def mark_prepared(self, moves: Sequence[Move]) -> None:
+    def mark_prepared(self, moves: Sequence[Move], tx: Tx | None = None) -> None:
         """Record (event :data:`PREPARED`, fenced by each claim, one transaction) that the fabrics
         prepared ``moves``' nodes (``before_move``: gates passed, drained): from now on each move
-        holds its node in quarantine (:meth:`Move.holds_node_in_quarantine`)."""
-        with self.store.tx() as tx:
+        holds its node in quarantine (:meth:`Move.holds_node_in_quarantine`). ``tx``: the caller's
+        transaction (the quarantine phase's, which reads the holds it adds: flushed first)."""
+        with self.store.tx(tx) as tx:
             s = tx.session
             for r in self._rows(s, moves):
                 s.add(MoveEventRow(move_id=r.id, phase=PREPARED, message="prepared on every fabric: held in quarantine"))
+            s.flush()
 
     def swap_lease(self, move: Move) -> Move:
         return self.swap_leases([move])[0]
@@ -365,8 +367,9 @@ class MoveLedger:
         self.record_running_many(worker, [(phase, message, seconds)])
 
     def record_running_many(self, worker: str, events: Sequence[tuple[str, str, float | None]]) -> None:
-        """Progress events ``(phase, message, seconds)``, in order, on every move ``worker`` runs now (one transaction)."""
-        with self.store.tx() as tx:
+        """Progress events ``(phase, message, seconds)``, in order, on every move ``worker`` runs now (one
+        transaction; a report, not fsynced at its commit: the move's next phase commit makes it durable)."""
+        with self.store.tx(durable=False) as tx:
             s = tx.session
             running = select(MoveRow.id).where(MoveRow.claimed_by == worker, MoveRow.status == MoveStatus.RUNNING.value)
             ids = s.scalars(running).all()
@@ -375,8 +378,9 @@ class MoveLedger:
                     s.add(MoveEventRow(move_id=i, phase=phase[:16], message=message[:2000], seconds=seconds))
 
     def record_events(self, events: Sequence[tuple[int, str, str, float | None]]) -> None:
-        """Events ``(move id, phase, message, seconds)`` of any moves, in one transaction."""
-        with self.store.tx() as tx:
+        """Events ``(move id, phase, message, seconds)`` of any moves, in one transaction (reports, as
+        :meth:`record_running_many`: not fsynced at their commit)."""
+        with self.store.tx(durable=False) as tx:
             for move_id, phase, message, seconds in events:
                 tx.session.add(MoveEventRow(move_id=move_id, phase=phase[:16], message=message[:2000], seconds=seconds))
 

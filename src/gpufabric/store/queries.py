@@ -103,7 +103,7 @@ class Reader:
         ``fabric``: only nodes with ports on a row of one of these instances."""
         now = datetime.now(UTC)
         with self.engine.connect() as c:
-            q = self._node_filter(select(N.c.id, N.c.name, N.c.offering, N.c.state, N.c.owner), p, now)
+            q = self._node_filter(select(N.c.id, N.c.name, N.c.offering, N.c.state, N.c.owner, N.c.host, N.c.slot_modules), p, now)
             if name is not None:
                 q = q.where(N.c.name == name)
             if state is not None:
@@ -123,6 +123,11 @@ class Reader:
         return {r[0]: (r[1], r[2]) for r in c.execute(q)}
 
     def _node_dicts(self, c: Connection, rows: Sequence[Any], cur: dict[int, tuple[str, int]]) -> list[dict[str, Any]]:
+        slots: dict[str, list[dict[str, Any]]] = {}  # a shared host's slots (issue 33), with their tenants
+        q = select(N.c.id, N.c.name, N.c.host, N.c.slot_modules).where(N.c.host.in_([r.name for r in rows]))
+        for s in c.execute(q.order_by(N.c.name)):
+            tenant = cur.get(s.id, (QUARANTINE, None))[0]
+            slots.setdefault(s.host, []).append({"name": s.name, "modules": list(s.slot_modules or []), "tenant": tenant})
         return [
             {
                 "name": r.name,
@@ -131,6 +136,9 @@ class Reader:
                 "owner": r.owner,
                 "tenant": cur.get(r.id, (QUARANTINE, None))[0],
                 "lease": cur.get(r.id, (QUARANTINE, None))[1],
+                "host": r.host or None,
+                "slot_modules": list(r.slot_modules or []),
+                "slots": slots.get(r.name, []),
             }
             for r in rows
         ]

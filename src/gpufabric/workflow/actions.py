@@ -183,8 +183,10 @@ class Actions:
         start: datetime | None = None,
         end: datetime | None = None,
         terms: LeaseTerms = (),
+        slot: bool = False,
     ) -> Move:
-        """Lease an available node: the move from quarantine that grants it (the one workflow).
+        """Lease an available node (or a slot of a shared host: ``slot``, or a GPU count on a
+        vm-host): the move from quarantine that grants it (the one workflow).
         An owner's lease into another tenant is recorded as an offer (see :meth:`decide_offer`);
         ``networks=None`` is every network of the tenant only for a principal of that tenant."""
         if not p.is_admin:
@@ -195,7 +197,7 @@ class Actions:
                 with self.store.tx() as tx:  # quotas counted, move requested, ok event: one commit per grant
                     quotas.check(tx, self.quota(), p, tenant, "leases", "open_moves")
                     move = TenantWorkflow(self.store, self.network_kinds).grant(
-                        p, tenant, node, networks, offering, terms=terms, start=start, end=end, tx=tx
+                        p, tenant, node, networks, offering, terms=terms, start=start, end=end, tx=tx, slot=slot
                     )
                     self.events.record(p, "lease.create", node, True, "", tenant, tx=tx)
             except GpufabricError as e:

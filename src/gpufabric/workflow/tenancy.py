@@ -36,6 +36,7 @@ from gpufabric.store.offers import decide_offer
 from gpufabric.store.registry import registered_kinds
 from gpufabric.store.tenants import node_owner
 from gpufabric.store.tx import Tx
+from gpufabric.workflow.slots import carve
 
 LOCAL_OPERATOR = LOCAL_ADMIN
 """The CLI acting directly on the store: the local operator's admin path."""
@@ -91,21 +92,26 @@ class TenantWorkflow:
         start: datetime | None = None,
         end: datetime | None = None,
         tx: Tx | None = None,
+        slot: bool = False,
     ) -> Move:
         """Lease ``node`` to ``tenant``: a move from quarantine (now, or at ``start``), refused
         when the node is leased now; an offer when :func:`offers_into`. ``tx``: the caller's
-        transaction (its quota counts and its event commit with the request)."""
+        transaction (its quota counts and its event commit with the request). On a shared host
+        (``vm-host``) the lease is of a slot of the GPU count the terms name, carved in the same
+        transaction (:mod:`gpufabric.workflow.slots`); ``slot``: refuse a host that is not shared."""
         check_name("lease.tenant", tenant)
         now = datetime.now(UTC)
         if start is not None and start.tzinfo is None:
             raise ValidationError("lease.start", start.isoformat(), "a timezone-aware time (e.g. ...Z)")
         nets = self._networks(principal, tenant, networks)
-        req = MoveRequest(
-            tenant, offering, nets, terms=terms, lease_end=end, grant=True, requested_by=who(principal),
-            not_before=start if start is not None and start > now else None, offered=offers_into(principal, tenant),
-        )  # fmt: skip
-        self._check([node], req, tx)
-        return self.ledger.request(node, req, tx=tx)
+        with self.store.tx(tx) as t:
+            node, terms = carve(self.store, self.kinds() or registered_kinds(), node, terms, t, slot)
+            req = MoveRequest(
+                tenant, offering, nets, terms=terms, lease_end=end, grant=True, requested_by=who(principal),
+                not_before=start if start is not None and start > now else None, offered=offers_into(principal, tenant),
+            )  # fmt: skip
+            self._check([node], req, t)
+            return self.ledger.request(node, req, tx=t)
 
     @staticmethod
     def _networks(principal: Principal, tenant: str, networks: Sequence[str] | None) -> tuple[str, ...] | None:

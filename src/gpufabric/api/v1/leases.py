@@ -69,7 +69,8 @@ async def show_lease(request: Request, lease_id: LeaseId, p: Principal = PRINCIP
 )
 def create_lease(body: LeaseIn, p: Principal = PRINCIPAL, c: ApiContext = CTX) -> Response:
     move = c.actions.create_lease(
-        p, body.tenant, body.node, networks_arg(body.networks), body.offering, body.start, body.end, body_terms(body)
+        p, body.tenant, body.node, networks_arg(body.networks), body.offering, body.start, body.end, body_terms(body),
+        slot=body.slot,
     )
     return json(move_out(move), 202)
 

@@ -17,12 +17,11 @@ from gpufabric.api.v1.schemas import (
     FormatImportOut,
     ImportOut,
     InventoryIn,
-    NodeOut,
-    NodePage,
     OwnerIn,
     PortLookupOut,
     errors,
 )
+from gpufabric.api.v1.schemas_nodes import NodeOut, NodePage
 from gpufabric.domain.auth import LOCAL_ADMIN, Principal, Verb
 from gpufabric.domain.errors import NotFoundError, ValidationError
 from gpufabric.domain.moves import Move

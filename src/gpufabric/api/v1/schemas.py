@@ -72,45 +72,6 @@ RETRY_AFTER = {"Retry-After": {"description": "Seconds until the limit allows th
 
 
 # ---------------------------------------------------------------- nodes
-class FabricViewOut(BaseModel):
-    """One fabric's part of a node: ``summary`` (its table cell) and the kind's ``node_view``."""
-
-    model_config = ConfigDict(extra="allow")
-    summary: str = Field(
-        description="The node's resources on this fabric, one line each (the node table's and the dashboard's cell; "
-        "empty: none). The other keys are the fabric kind's own: ethernet and infiniband `ports`, nvlink `gpus` and "
-        "`partition_gpus` (GPUs of the partition the lease holds, 0 in quarantine) and `nvlink_domain` (`id`, "
-        "`cluster_uuid`, `clique_id`, `source`: `nvidia-smi` when the GPUs reported a multi-node domain, else `board`, "
-        "the node's own), dpu `dpus` with their `role`"
-    )
-
-
-class NodeOut(BaseModel):
-    name: str
-    offering: str
-    state: str
-    owner: str | None
-    tenant: str = Field(description="The tenant holding the node now, or quarantine")
-    lease: int | None
-    ports: dict[str, list[dict[str, Any]]] = Field(
-        default_factory=dict, description="Every port of the node, by fabric kind (each kind's own entries, on all its "
-        "instances): ethernet `name, switch, switch_port, mac[, bond, bond_mode]`, infiniband `device, port_num, "
-        "port_guid, node_guid, switch_guid, switch_port`; each with its `path` up the fabric: [{tier: leaf|spine|core, "
-        "switches: [...]}, ...], its leaf first (InfiniBand: from the last ibnetdiscover; Ethernet: the uplinks "
-        "fabrics.yaml declares per switch)"
-    )
-    fabrics: dict[str, FabricViewOut] = Field(
-        default_factory=dict, description="Every registered fabric's view of the node, by fabric name"
-    )
-
-
-class NodePage(BaseModel):
-    items: list[NodeOut]
-    total: int
-    limit: int
-    offset: int
-
-
 class _NodeIn(Strict):
     name: Name
     offering: Name | None = None
@@ -309,6 +270,11 @@ class _LeaseIn(Strict):
     offering: Name = "baremetal"
     start: AwareDatetime | None = Field(None, description="Timezone-aware; default now")
     end: AwareDatetime | None = Field(None, description="Timezone-aware; the worker releases the node to quarantine then")
+    slot: bool = Field(
+        False,
+        description="Lease a slot of a shared host (vm-host) of the GPU count given (refused on a host that is not shared);"
+        " on a vm-host a lease with a GPU count is a slot anyway",
+    )
 
 
 class _LeaseOut(BaseModel):

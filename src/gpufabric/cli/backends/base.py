@@ -31,11 +31,12 @@ class Terms(NamedTuple):
     lease_terms: tuple[tuple[str, int], ...] = ()
     start: datetime | None = None
     end: datetime | None = None
+    slot: bool = False  # a lease of a slot of a shared host (issue 33)
 
     def body(self) -> dict[str, Any]:
         """The API's body of these terms (each lease term a field of its own, only when given)."""
         return {"networks": None if self.networks is None else list(self.networks), "offering": self.offering,
-                **dict(self.lease_terms)}  # fmt: skip
+                **dict(self.lease_terms), **({"slot": True} if self.slot else {})}  # fmt: skip
 
 
 class Backend(Protocol):

@@ -157,7 +157,7 @@ class Local:
         open_store().node(node)
         self.engine()
         t = terms
-        move = actions().create_lease(LOCAL_ADMIN, t.to_tenant, node, t.networks, t.offering, t.start, t.end, t.lease_terms)
+        move = actions().create_lease(LOCAL_ADMIN, t.to_tenant, node, t.networks, t.offering, t.start, t.end, t.lease_terms, slot=t.slot)
         return [move.id] if move.id is not None else []
 
     def end_lease(self, lease_id: int) -> tuple[dict[str, Any], list[int]]:

@@ -9,7 +9,12 @@ port name against its switch's dialect (when the inventory's reader knows it), a
 must keep to itself (unique NIC names and switch ports; a bond on one switch or an MLAG/vPC pair,
 of one mode, not named like a plain member port). What no two nodes may share, the switch ports
 and the aggregates, are the node's :func:`ethernet_keys` (unique in the store by a database
-constraint). :func:`dump_ethernet` writes back what ``parse_ethernet`` reads."""
+constraint). :func:`dump_ethernet` writes back what ``parse_ethernet`` reads.
+
+An entry with ``gpu: m`` (a GPU module id, 1-64) is a **VM port** (issue 33): a tap or VF
+representor on the hypervisor's own OVS bridge (a switch of fabrics.yaml like any other), the port
+of the VM that gets GPU ``m``; on a shared host it follows the lease of the slot holding that GPU
+(:mod:`.plan`). Entries without ``gpu`` are the host's NICs (on a shared host: its uplinks)."""
 
 from __future__ import annotations
 
@@ -25,7 +30,9 @@ from gpufabric.domain.values import PortNaming, check_mac, check_name, check_por
 KIND: Final = "ethernet"
 """The kind's name (:attr:`EthernetKind.name`): its default instance, where ``ethernet:`` entries are kept."""
 BOND_MODES: Final = ("lacp", "active-backup")
-KEYS: Final = frozenset({"name", "switch", "switch_port", "mac", "bond", "bond_mode"})
+KEYS: Final = frozenset({"name", "switch", "switch_port", "mac", "bond", "bond_mode", "gpu"})
+GPU_MODULES: Final = range(1, 65)
+GPU_ALLOWED: Final = "a GPU module id 1-64 (the GPU whose VM this port is)"
 ENTRY_SCHEMA: Final = {
     "type": "object", "additionalProperties": False, "required": ["name", "switch", "switch_port"],
     "properties": {
@@ -35,6 +42,8 @@ ENTRY_SCHEMA: Final = {
         "mac": {"type": "string", "description": "six hex octets, e.g. 52:54:00:12:34:56"},
         "bond": {"type": "string", "description": "the switch's aggregate interface this port is a member of"},
         "bond_mode": {"enum": list(BOND_MODES), "description": "with bond only (default lacp)"},
+        "gpu": {"type": "integer", "minimum": 1, "maximum": 64,
+                "description": "a VM port on the hypervisor's OVS: the module id of the GPU whose VM it serves"},
     },
 }
 """One entry as the API's OpenAPI schema shows it (:func:`parse_ethernet` checks it)."""
@@ -56,6 +65,7 @@ class EthernetPort:
     mac: str = ""
     bond: str = ""  # the switch's aggregate interface this port is a member of ("" = not bonded)
     bond_mode: str = ""  # lacp | active-backup (with bond only)
+    gpu: int | None = None  # a VM port (tap / VF representor on the host's OVS): the GPU module id it serves
 
     def __post_init__(self) -> None:
         check_name("ethernet_port.node", self.node)
@@ -70,6 +80,10 @@ class EthernetPort:
             raise ValidationError("ethernet_port.bond_mode", self.bond_mode, what)
         if self.mac:
             object.__setattr__(self, "mac", check_mac("ethernet_port.mac", self.mac))
+        if self.gpu is not None and (isinstance(self.gpu, bool) or self.gpu not in GPU_MODULES):
+            raise ValidationError("ethernet_port.gpu", self.gpu, GPU_ALLOWED)
+        if self.gpu is not None and self.bond:
+            raise ValidationError("ethernet_port.bond", self.bond, "no bond on a VM port (gpu)")
 
     @property
     def managed_port(self) -> str:
@@ -88,6 +102,9 @@ def parse_ethernet(node: str, raw: Any, where: str, namings: Mapping[str, PortNa
         unique(first, ("port", (p.switch, p.switch_port)), f"{where}[{k}].switch_port", f"{p.switch}/{p.switch_port}",
                 "switch ports")  # fmt: skip
     _check_bonds(where, found)
+    for k, p in enumerate(found):
+        if p.gpu is not None:
+            unique(first, ("gpu", (p.switch, p.gpu)), f"{where}[{k}].gpu", p.gpu, "VM ports per GPU on one switch")
     return tuple(sorted(found, key=lambda p: p.name))
 
 
@@ -136,14 +153,21 @@ def _entry(path: str, node: str, raw: Any, namings: Mapping[str, PortNaming]) ->
         mode = mode or "lacp"
     if mode not in (BOND_MODES if bond else ("",)):
         raise ValidationError(f"{path}.bond_mode", mode, "lacp or active-backup" if bond else "only with bond")
-    return EthernetPort(node, nic, switch, port, mac, bond, mode)
+    gpu = m.get("gpu")
+    if gpu is not None:
+        if isinstance(gpu, bool) or not isinstance(gpu, int) or gpu not in GPU_MODULES:
+            raise ValidationError(f"{path}.gpu", gpu, GPU_ALLOWED)
+        if bond:
+            raise ValidationError(f"{path}.bond", bond, "no bond on a VM port (an entry with gpu)")
+    return EthernetPort(node, nic, switch, port, mac, bond, mode, gpu)
 
 
 # ---------------------------------------------------------------------- stored entries
-def dump_ethernet(ports: tuple[EthernetPort, ...]) -> list[dict[str, str]]:
+def dump_ethernet(ports: tuple[EthernetPort, ...]) -> list[dict[str, Any]]:
     """The JSON entries :func:`parse_ethernet` reads back as ``ports``."""
     return [{"name": p.name, "switch": p.switch, "switch_port": p.switch_port, **({"mac": p.mac} if p.mac else {}),
-             **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})} for p in ports]  # fmt: skip
+             **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {}),
+             **({"gpu": p.gpu} if p.gpu is not None else {})} for p in ports]  # fmt: skip
 
 
 def ethernet_keys(ports: tuple[EthernetPort, ...]) -> tuple[PortKey, ...]:

@@ -27,6 +27,7 @@ from gpufabric.domain.topology import path_json, tiers_above
 from gpufabric.domain.values import PortNaming
 from gpufabric.fabrics.ethernet.audit import bonds
 from gpufabric.fabrics.ethernet.audit import isolation as eth_audit
+from gpufabric.fabrics.ethernet.audit import slots as slot_audit
 from gpufabric.fabrics.ethernet.backend import EthernetBackend, build_switches
 from gpufabric.fabrics.ethernet.entries import (
     ENTRY_SCHEMA,
@@ -153,26 +154,51 @@ class EthernetKind(FabricKind[EthState, EthState]):
     def tenants_seen(self, observed: EthState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
         return tenants_seen(observed, tenancy, settings_quarantine_vlan(tenancy.settings), self.instance)
 
+    # ---- slots of a shared host (issue 33): a slot's VM ports are its host's entries with its GPUs
+    def check_slot(self, host: Node, modules: frozenset[int]) -> None:
+        """Refuse a slot holding a GPU without a VM port when ``host`` has VM ports (entries with
+        ``gpu``) on this instance: that VM would have no isolated port. A host without any (its VMs'
+        ports elsewhere, e.g. on a DPU) is accepted."""
+        vm: set[int] = {p.gpu for p in self.ports(host) if p.gpu is not None}
+        missing = sorted(modules - vm)
+        if vm and missing:
+            raise ValidationError("gpus", sorted(modules), f"GPUs with a VM port on {host.name} ({_ranges(vm)})",
+                                  f"GPU(s) {', '.join(map(str, missing))} have no {self.instance} VM port (an entry with gpu)")  # fmt: skip
+
     # ---- audit (:mod:`.audit.isolation`, bonds: :mod:`.audit.bonds`)
     def invariants(self) -> tuple[InvariantSpec, ...]:
-        return (*eth_audit.INVARIANTS, *bonds.INVARIANTS)
+        return (*eth_audit.INVARIANTS, *bonds.INVARIANTS, *slot_audit.INVARIANTS)
 
     def audit(self, tenancy: Tenancy, desired: EthState | None, observed: EthState) -> Iterable[Violation]:
         return [*eth_audit.EthAudit.build(tenancy, desired, observed, self.instance).violations(),
-                *bonds.audit(tenancy, observed, self.instance)]
+                *bonds.audit(tenancy, observed, self.instance), *slot_audit.audit(tenancy, observed, self.instance)]
 
     def ports_seen(self, observed: EthState, tenancy: Tenancy) -> Iterable[PortSeen]:
         return eth_audit.ports_seen(tenancy, observed, self.instance)
 
     # ---- display
+    def slot_vm_ports(self, node: Node, tenancy: Tenancy | None) -> tuple[EthernetPort, ...]:
+        """A slot's VM ports: its host's entries with its GPUs (none without a ``tenancy`` to find the host in)."""
+        if not node.host or tenancy is None:
+            return ()
+        host = next((n for n in tenancy.nodes if n.name == node.host), None)
+        return tuple(p for p in self.ports(host) if p.gpu in node.slot_modules) if host is not None else ()
+
     def summary(self, node: Node, tenancy: Tenancy | None = None) -> str:
-        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in self.ports(node))
+        ports = self.ports(node) or self.slot_vm_ports(node, tenancy)
+        return "\n".join(f"{p.switch}/{p.switch_port}" + (f" ({p.bond})" if p.bond else "") for p in ports)
 
     def node_view(self, node: Node, tenancy: Tenancy | None = None) -> Mapping[str, Any]:
-        return {"ports": [_port_json(p) for p in self.ports(node)]}
+        vm = self.slot_vm_ports(node, tenancy)
+        return {"ports": [_port_json(p) for p in self.ports(node)], **({"vm_ports": [_port_json(p) for p in vm]} if vm else {})}
 
 
-def _port_json(p: EthernetPort) -> dict[str, str]:
+def _ranges(mods: set[int]) -> str:
+    return ", ".join(str(m) for m in sorted(mods))
+
+
+def _port_json(p: EthernetPort) -> dict[str, Any]:
     """One NIC as the API shows it (``mac`` always; ``bond``/``bond_mode`` when bonded)."""
     return {"name": p.name, "switch": p.switch, "switch_port": p.switch_port, "mac": p.mac,
-            **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {})}  # fmt: skip
+            **({"bond": p.bond, "bond_mode": p.bond_mode} if p.bond else {}),
+            **({"gpu": p.gpu} if p.gpu is not None else {})}  # fmt: skip

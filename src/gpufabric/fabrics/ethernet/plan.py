@@ -21,6 +21,12 @@ are left as read) and records a one-line ConflictError naming the node, the memb
 channel (``EthernetPlan.refusals``); the move engine fails the move that joins that node with it
 (engine/isolation.py). Every other node's changes are planned; a bond that already carries its
 tenant, or goes to quarantine, plans on.
+
+A shared host (issue 33, ``tenancy.shared(host)``): its VM ports (entries with ``gpu``, on the
+hypervisor's OVS) follow the lease of the slot holding that GPU (``tenancy.gpu_lease``; none: the
+quarantine VLAN), and its uplinks carry a trunk (a trunk even of one VLAN: the hypervisor's bridge
+tags each VM's frames) of exactly the host's own lease's VLANs and those of every live slot lease
+there (:func:`port_vlans`), so a slot move changes only that slot's VM ports and the uplinks' trunk.
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ from typing import Any
 
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.models import QUARANTINE, Network
 from gpufabric.domain.values import VlanId
-from gpufabric.fabrics.ethernet.entries import KIND, ethernet_ports
+from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
 from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN, SETTING, segment_vlan, vlan_of
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState, same_aggregate
 
@@ -74,6 +80,38 @@ def port_config(switch: str, port: str, vlans: Iterable[VlanId]) -> EthernetPort
     if len(vs) == 1:
         return EthernetPortConfig(switch, port, PortMode.ACCESS, vs[0])
     return EthernetPortConfig(switch, port, PortMode.TRUNK, None, tuple(vs))
+
+
+def trunk_config(switch: str, port: str, vlans: Iterable[VlanId]) -> EthernetPortConfig:
+    """A trunk of exactly ``vlans``, even of one (none: SHUTDOWN): a shared host's uplink."""
+    vs = tuple(sorted(set(vlans), key=lambda v: v.value))
+    if not vs:
+        return EthernetPortConfig(switch, port, PortMode.SHUTDOWN)
+    return EthernetPortConfig(switch, port, PortMode.TRUNK, None, vs)
+
+
+def networks_vlans(networks: Iterable[Network], instance: str = DEFAULT_INSTANCE) -> list[VlanId]:
+    """The VLANs of ``networks`` on ``instance`` (networks without a segment there: none)."""
+    return [v for n in networks if (s := n.segment(instance)) and (v := segment_vlan(s))]
+
+
+def uplink_units(tenancy: Tenancy, host: str) -> tuple[str, ...]:
+    """The nodes whose leases' VLANs a shared host's uplinks carry: the host and its slots held now."""
+    return (host, *(s.name for s in tenancy.slots_of(host) if tenancy.owners.get(s.name) is not None))
+
+
+def port_vlans(
+    tenancy: Tenancy, p: EthernetPort, instance: str = DEFAULT_INSTANCE, shared: bool | None = None
+) -> tuple[list[VlanId], bool]:
+    """The VLANs ``p`` carries by its lease(s), and whether it is a shared host's uplink (a trunk
+    whatever their number); ``shared``: ``tenancy.shared(p.node)`` when the caller knows it."""
+    if shared is None:
+        shared = tenancy.shared(p.node)
+    if p.gpu is None and shared:
+        units = uplink_units(tenancy, p.node)
+        return [v for u in units for v in networks_vlans(tenancy.lease_networks(u), instance)], True
+    unit = (tenancy.gpu_unit(p.node, p.gpu) if shared else p.node) if p.gpu is not None else p.node
+    return (networks_vlans(tenancy.lease_networks(unit), instance) if unit is not None else []), False
 
 
 def removal_of(change: EthernetChange) -> EthernetPortConfig:
@@ -136,9 +174,10 @@ def desired_switches(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> EthS
     members: dict[tuple[str, str], list[str]] = {}
     modes: dict[tuple[str, str], str] = {}
     for node in tenancy.nodes:
-        vlans = [v for n in tenancy.lease_networks(node.name) if (s := n.segment(instance)) and (v := segment_vlan(s))]
+        shared = tenancy.shared(node.name)
         for p in ethernet_ports(node, instance):  # a bond's members share their aggregate: set once, on it
-            cfg = port_config(p.switch, p.managed_port, vlans)
+            vlans, trunk = port_vlans(tenancy, p, instance, shared)
+            cfg = (trunk_config if trunk else port_config)(p.switch, p.managed_port, vlans)
             ports.setdefault(p.switch, []).append(replace(cfg, node=node.name) if p.bond else cfg)
             if p.bond:  # ... which lists its members on this switch
                 members.setdefault((p.switch, p.bond), []).append(p.switch_port)
@@ -231,20 +270,40 @@ def vlan_owners(tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_
     return out
 
 
+def seen_as(tenancy: Tenancy, p: EthernetPort) -> tuple[str | None, frozenset[str]]:
+    """Whom an observed port of ``p`` is seen as: the node it is counted for (a VM port of a
+    shared host: its GPU's slot; None: no slot holds the GPU, counted for nobody) and the tenants
+    whose VLANs count as that node's own tenant (a shared host's uplink: the host's and those of its
+    live slots, which it carries by design; elsewhere none)."""
+    if p.gpu is not None and tenancy.shared(p.node):
+        return tenancy.gpu_unit(p.node, p.gpu), frozenset()
+    if p.gpu is None and tenancy.shared(p.node):
+        return p.node, frozenset({tenancy.owner(p.node), *(lease.tenant for lease in tenancy.slot_leases(p.node))})
+    return p.node, frozenset()
+
+
+def as_seen(tenants: Iterable[str], node_tenant: str, own: frozenset[str]) -> set[str]:
+    """``tenants`` with each of ``own`` counted as ``node_tenant`` (:func:`seen_as`)."""
+    return {node_tenant if t in own else t for t in tenants}
+
+
 def tenants_seen(
     observed: EthState, tenancy: Tenancy, quarantine_vlan: int, instance: str = DEFAULT_INSTANCE
 ) -> dict[str, frozenset[str]]:
     owners = vlan_owners(tenancy, quarantine_vlan, instance)
-    where = {(p.switch, p.managed_port): n.name for n in tenancy.nodes for p in ethernet_ports(n, instance)}
+    where = {(p.switch, p.managed_port): p for n in tenancy.nodes for p in ethernet_ports(n, instance)}
     out: dict[str, set[str]] = {}
     for sw in observed:
         for cfg in sw.ports:
-            node = where.get((cfg.switch, cfg.port))
+            p = where.get((cfg.switch, cfg.port))
+            if p is None:
+                continue
+            node, own = seen_as(tenancy, p)
             if node is None:
                 continue
             vlans = cfg.vlans()
             tenants = {owners.get(v, f"vlan:{v}") for v in vlans} if vlans else {QUARANTINE}
-            out.setdefault(node, set()).update(tenants)
+            out.setdefault(node, set()).update(as_seen(tenants, tenancy.owner(node), own) if own else tenants)
     return {k: frozenset(v) for k, v in out.items()}
 
 

@@ -26,7 +26,7 @@ from gpufabric.domain.errors import ConfigError, VerifyError
 from gpufabric.domain.fabric import DriverLookup, FabricBackend, FabricPlan
 from gpufabric.domain.site_check import CheckLevel, SiteCheck, SiteContext, device_check, transport_checks
 from gpufabric.fabrics.nvlink.drivers.base import DOMAINS, FAILED_DEVICES, REPLAY, UNSUPPORTED, FmCallError, FmDriver
-from gpufabric.fabrics.nvlink.drivers.fmpm.driver import Fmpm
+from gpufabric.fabrics.nvlink.drivers.fmpm.driver import Fmpm, FmpmConfig
 from gpufabric.fabrics.nvlink.entries import NvlinkDomain, node_gpus
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan, PartitionChange
 from gpufabric.fabrics.nvlink.readers.fmpm import FailedDevice, norm_bus
@@ -220,19 +220,11 @@ class FmBackend(FabricBackend[NvlinkState]):
 
 class FmpmDriver(FmBackend):
     """The registered ``fmpm`` driver (``gpufabric.drivers``): this backend over :class:`Fmpm`,
-    built from fabrics.yaml's ``nvlink.options`` (``fm``, ``fmpm``, ``timeout``, ``smi``, ``env``,
-    ``workers``)."""
+    built from fabrics.yaml's ``nvlink.options``: :class:`FmpmConfig`'s fields (``fm``, ``fmpm``,
+    ``timeout``, ``smi``, ``env``) and the backend's ``workers``."""
 
-    def __init__(
-        self,
-        fm: Mapping[str, str],
-        fmpm: str | Sequence[str] = "fmpm",
-        timeout: float = 10.0,
-        smi: Mapping[str, str | Sequence[str]] | None = None,
-        env: Mapping[str, str] | None = None,
-        workers: int = 8,
-    ) -> None:
-        self.fmpm = Fmpm(fm, fmpm, timeout, smi, env)
+    def __init__(self, config: FmpmConfig | None = None, *, workers: int = 8, **options: Any) -> None:
+        self.fmpm = Fmpm(config, **options)
         super().__init__(self.fmpm, workers)
 
     @property

@@ -65,6 +65,23 @@ CASES: list[Case] = [
          (("po1", "a2"),), "bond:po1"),
     Case("bonded-node-in-a-foreign-vlan", "ETH-VLAN-SHARED", lambda s: s.bond().set_port("leaf2", "po1", "access", 2002),
          (("po1", "a2"),)),
+    # ------------------------------------------------------------- shared hosts (issue 33)
+    Case("shared-clean", "ETH-VM-PORT-FOREIGN", lambda s: s.shared(), ()),
+    Case("vm-port-in-another-slots-vlan", "ETH-VM-PORT-FOREIGN", lambda s: s.shared().set_port("hv1", "vm3", "access", 2001),
+         (("vm3", "h1"),), "vlan:2001"),
+    Case("vm-ports-of-a-slot-gone-keep-its-vlan", "ETH-VM-PORT-FOREIGN", lambda s: s.shared().unlease("h1.s3x2"),
+         (("vm3", "h1"), ("vm4", "h1"))),
+    Case("vm-port-of-a-quarantined-slot-in-quarantine", "ETH-VM-PORT-FOREIGN",
+         lambda s: s.shared().unlease("h1.s3x2").set_port("hv1", "vm3", "access", 4000).set_port("hv1", "vm4", "shutdown"), ()),
+    Case("shared-clean", "ETH-UPLINK-FOREIGN-VLAN", lambda s: s.shared(), ()),
+    Case("uplink-keeps-a-vlan-of-a-tenant-without-a-slot", "ETH-UPLINK-FOREIGN-VLAN",
+         lambda s: s.shared().set_port("leaf1", "p8", "trunk", None, 2001, 2002, 2010), (("p8", "h1"),), "vlan:2010"),
+    Case("uplink-keeps-the-vlan-of-a-slot-gone", "ETH-UPLINK-FOREIGN-VLAN", lambda s: s.shared().unlease("h1.s1x2"),
+         (("p8", "h1"),), "vlan:2001"),
+    Case("shared-uplink-is-no-foreign-trunk", "ETH-TRUNK-FOREIGN-VLAN", lambda s: s.shared(), ()),
+    Case("shared-host-slots-share-no-vlan", "ETH-VLAN-SHARED", lambda s: s.shared(), ()),
+    Case("slot-vm-port-in-another-slots-vlan-is-shared", "ETH-VLAN-SHARED",
+         lambda s: s.shared().set_port("hv1", "vm3", "access", 2001), (("vm3", "h1.s3x2"),), "vlan:2001"),
 ]  # fmt: skip
 
 
@@ -78,3 +95,13 @@ def test_severity_and_fabric_come_from_the_registry() -> None:
     assert [(v.severity, v.fabric, v.device, v.tenants) for v in violations] == [
         (Severity.CRITICAL, "ethernet", "leaf1", ("alpha", "beta"))
     ]
+
+
+def test_a_clean_shared_host_breaks_no_invariant_of_any_check() -> None:
+    """Every invariant (X-NODE-SPLIT, X-DRIFT included): the uplink carrying two tenants' VLANs and
+    VM ports in two tenants are the host's design, counted for the host and for each slot."""
+    from gpufabric.audit import run_audit
+
+    from unit.audit_scenarios import REGISTRY, T0, Scenario
+
+    assert run_audit(Scenario().shared().build(), now=T0, registry=REGISTRY).violations == ()

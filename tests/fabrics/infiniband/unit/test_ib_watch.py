@@ -90,6 +90,28 @@ def test_watch_samples_in_one_read_and_rotates() -> None:
     assert [len(s) for s in seen] == [0, 0, 1] and seen[2][0].lid == 14
 
 
+
+def test_watch_steps_aside_while_the_driver_applies_for_at_most_max_yield() -> None:
+    """While the driver applies (its verify reads through the same SMP reader), a pass sends no
+    read and repeats the last answer (a suspicion stays suspected); once its last real pass is
+    ``max_yield`` s old it reads again, applying or not."""
+    reader = FakeReader(rogue_lid=14)
+    busy = [False]
+    w = SmWatch(FakeDriver(reader), [SM], sample=5, max_yield=0.2, applying=lambda: busy[0])  # type: ignore[arg-type]
+    first = w.check()
+    assert len(reader.reads) == 1 and [s.lid for s in first] == [14]
+    busy[0] = True
+    assert w.check() == first and w.check() == first  # stepped aside: no read
+    assert len(reader.reads) == 1 and w.yielded == 2
+    import time
+
+    time.sleep(0.25)  # the last real pass is now older than max_yield: read, even while applying
+    assert w.check() == first and len(reader.reads) == 2
+    busy[0] = False
+    w.check()
+    assert len(reader.reads) == 3 and w.yielded == 2
+
+
 class WatchedBackend:
     capabilities = frozenset({"watch"})
 

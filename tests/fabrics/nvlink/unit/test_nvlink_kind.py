@@ -3,6 +3,7 @@ removals first, previews, merge, ownership, lease GPU counts, and building the b
 
 from __future__ import annotations
 
+import inspect
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,7 @@ from gpufabric.domain.fabric import FabricBackend, Tenancy
 from gpufabric.domain.models import QUARANTINE, Lease, Node
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.nvlink.backend import FmpmDriver
+from gpufabric.fabrics.nvlink.drivers.fmpm.driver import Fmpm, FmpmConfig
 from gpufabric.fabrics.nvlink.entries import Gpu, gpu_ports
 from gpufabric.fabrics.nvlink.kind import NvlinkKind, lease_gpus
 from gpufabric.fabrics.nvlink.plan import NvlinkPlan
@@ -140,6 +142,26 @@ def test_build_from_section() -> None:
     )
     assert isinstance(backend, FabricBackend) and isinstance(backend, FmpmDriver)
     assert backend.fm == {"a": ["--unix-domain-socket", "/run/fm.sock"], "b": ["--hostname", "10.0.0.2"]}
+
+
+def test_driver_built_from_a_config_or_its_options() -> None:
+    """The options have one source, FmpmConfig: the registered driver and Fmpm take it or its fields."""
+    conf = FmpmConfig(fm={"a": "unix:/run/fm.sock"}, fmpm="fmpm -v", timeout=3, smi={"a": ["ssh", "a", "nvidia-smi", "-q"]})
+    by_conf = FmpmDriver(conf, workers=2)
+    by_options = FmpmDriver(fm={"a": "unix:/run/fm.sock"}, fmpm="fmpm -v", timeout=3,
+                            smi={"a": ["ssh", "a", "nvidia-smi", "-q"]}, workers=2)  # fmt: skip
+    for d in (by_conf, by_options, FmpmDriver(**conf.__dict__, workers=2)):
+        assert d.fmpm.config == conf and d.workers == 2
+        assert (d.fm, d.fmpm.fmpm, d.fmpm.timeout, d.fmpm.smi) == (
+            {"a": ["--unix-domain-socket", "/run/fm.sock"]}, ["fmpm", "-v"], 3.0, {"a": ["ssh", "a", "nvidia-smi", "-q"]})
+    assert Fmpm(conf).fm == by_conf.fm and FmpmDriver(fm={"a": "h"}).workers == 8
+    assert list(inspect.signature(FmpmDriver).parameters) == ["config", "workers", "options"]
+    with pytest.raises(TypeError, match="not both"):
+        FmpmDriver(conf, timeout=5)
+    with pytest.raises(TypeError, match="FmpmConfig, not dict"):
+        FmpmDriver({"a": "h"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="nope"):
+        Fmpm(fm={"a": "h"}, nope=1)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,9 @@ A port's tenant is the tenant of the node cabled to it (its owner in the ``Tenan
 lease, else quarantine). A VLAN's owners are the tenants whose networks use it (an Ethernet
 segment's VLAN is ``vlan``, else ``seg_id``; the quarantine VLAN is owned by quarantine).
 Ports that no inventory node is cabled to (uplinks, spare ports) only take part in ``ETH-VLAN1``.
+On a shared host (issue 33) a VM port's tenant is its GPU's slot's (quarantine when no slot holds
+it) and the host's uplinks, which carry every slot's VLANs by design, are checked by
+:mod:`.slots` instead of ``ETH-VLAN-SHARED`` / ``ETH-TRUNK-FOREIGN-VLAN``.
 :class:`EthAudit` builds its lookups once so that every check is linear in the input.
 """
 
@@ -20,7 +23,7 @@ from gpufabric.domain.findings import DRIFT, Violation
 from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
 from gpufabric.fabrics.ethernet.entries import KIND, EthernetPort, ethernet_ports
-from gpufabric.fabrics.ethernet.plan import settings_quarantine_vlan
+from gpufabric.fabrics.ethernet.plan import as_seen, seen_as, settings_quarantine_vlan
 from gpufabric.fabrics.ethernet.segments import vlan_of
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
 
@@ -85,6 +88,7 @@ class EthAudit:
     desired: Mapping[EthKey, EthernetPortConfig] | None
     quarantine_vlan: int
     instance: str = ETH
+    shared_uplinks: frozenset[EthKey] = frozenset()  # a shared host's uplinks (checked by .slots)
 
     @classmethod
     def build(
@@ -94,7 +98,7 @@ class EthAudit:
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
         qv = settings_quarantine_vlan(tenancy.settings)
         obs = {(c.switch, c.port): c for s in observed for c in s.ports}
-        columns = _columns(obs, eth, tenant)
+        columns = _columns(obs, eth, _seen(tenancy, eth))
         return cls(
             tenancy=tenancy,
             eth_ports=eth,
@@ -106,6 +110,7 @@ class EthAudit:
             desired=None if desired is None else {(c.switch, c.port): c for s in desired for c in s.ports},
             quarantine_vlan=qv,
             instance=instance,
+            shared_uplinks=frozenset(k for k, p in eth.items() if p.gpu is None and tenancy.shared(p.node)),
         )
 
     def owner_set(self, vlan: int) -> frozenset[str]:
@@ -130,27 +135,44 @@ def vlan_owner_sets(tenancy: Tenancy, instance: str = ETH) -> dict[int, frozense
     return {k: frozenset(v) for k, v in owners.items()}
 
 
+def _seen(tenancy: Tenancy, eth: Mapping[EthKey, EthernetPort]) -> Mapping[EthKey, tuple[str, str]]:
+    """(node, tenant) each inventory port is counted for (:func:`~..plan.seen_as`: a VM port of a
+    shared host, its GPU's slot; quarantine when no slot holds it)."""
+    out = {}
+    for key, p in eth.items():
+        node = seen_as(tenancy, p)[0] if p.gpu is not None else p.node
+        out[key] = (node, tenancy.owner(node)) if node is not None else (p.node, QUARANTINE)
+    return out
+
+
 def ports_seen(tenancy: Tenancy, observed: Iterable[SwitchState], instance: str = ETH) -> Iterator[PortSeen]:
     """Every observed port cabled to an inventory node, with the owners of its VLANs (ports
-    whose VLANs nobody owns, shut-down ports, left out)."""
+    whose VLANs nobody owns, shut-down ports, left out). A shared host's VM port is its GPU's
+    slot's (left out when no slot holds it); on its uplinks the VLANs of the host's and its live
+    slots' tenants count as the host's tenant."""
     owners = vlan_owner_sets(tenancy, instance)
-    where = {(p.switch, p.managed_port): p.node for n in tenancy.nodes for p in ethernet_ports(n, instance)}
+    where = {(p.switch, p.managed_port): p for n in tenancy.nodes for p in ethernet_ports(n, instance)}
     memo: dict[frozenset[int], frozenset[str]] = {}
     for s in observed:
         for c in s.ports:
-            node = where.get((c.switch, c.port))
+            p = where.get((c.switch, c.port))
+            if p is None:
+                continue
+            node, own = seen_as(tenancy, p)
             if node is None:
                 continue
             vlans = c.vlans()
             eff = memo.get(vlans)
             if eff is None:
                 eff = memo[vlans] = frozenset(o for v in vlans for o in owners.get(v, ()))
+            if own:
+                eff = frozenset(as_seen(eff, tenancy.owner(node), own))
             if eff:
                 yield PortSeen(node, ETH, c.switch, c.port, eff, "/")
 
 
 def _columns(
-    observed: Mapping[EthKey, EthernetPortConfig], eth: Mapping[EthKey, EthernetPort], tenant: Mapping[str, str]
+    observed: Mapping[EthKey, EthernetPortConfig], eth: Mapping[EthKey, EthernetPort], seen: Mapping[EthKey, tuple[str, str]]
 ) -> tuple[tuple[Any, ...], ...]:
     keys, cfgs, vlans, nodes, tenants = [], [], [], [], []
     memo: dict[frozenset[int], frozenset[int]] = {}
@@ -160,8 +182,9 @@ def _columns(
         keys.append(key)
         cfgs.append(cfg)
         vlans.append(memo.setdefault(v, v))  # share equal sets
-        nodes.append(p.node if p else "")
-        tenants.append(tenant[p.node] if p else "")
+        node, tenant = seen[key] if p else ("", "")
+        nodes.append(node)
+        tenants.append(tenant)
     return tuple(keys), tuple(cfgs), tuple(vlans), tuple(nodes), tuple(tenants)
 
 
@@ -173,7 +196,7 @@ def vlan_shared(a: EthAudit) -> Iterator[Violation]:
     """
     by_vlan: dict[int, list[EthRow]] = {}
     for row in a.rows():
-        if row[3]:
+        if row[3] and row[0] not in a.shared_uplinks:
             for vlan in row[2]:
                 by_vlan.setdefault(vlan, []).append(row)
     for vlan, members in by_vlan.items():
@@ -215,7 +238,7 @@ def trunk_foreign_vlan(a: EthAudit) -> Iterator[Violation]:
     """ETH-TRUNK-FOREIGN-VLAN: a trunk port of a node carries (native or tagged) a VLAN
     its node's tenant does not own."""
     for key, cfg, vlans, node, tenant in a.rows():
-        if cfg.mode is not PortMode.TRUNK or not node:
+        if cfg.mode is not PortMode.TRUNK or not node or key in a.shared_uplinks:
             continue
         foreign = [v for v in vlans if tenant not in a.owner_set(v)]
         if not foreign:

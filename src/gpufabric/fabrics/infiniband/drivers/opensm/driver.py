@@ -426,7 +426,7 @@ class OpenSMDriver(SubnetManagerDriver):
         return (loose_note("opensm", "opensm_conf (sm_key/m_key)", self._loose_conf),) if self._loose_conf else ()
 
     def watcher(self, trusted: Sequence[Guid]) -> SmWatch:
-        return SmWatch(self, trusted)
+        return SmWatch(self, trusted, applying=self._lock.locked)  # held while it writes the SM's partitions
 
     def contain_rogue(self, layout: PartitionLayout, policy: RoguePolicy, places: Places | None) -> RogueReport:
         return contain_rogue_sms(self, layout, policy, places)

@@ -17,6 +17,8 @@ observe, the order of a plan's changes and its verified read-back are the backen
 * A call FM refuses is an :class:`FmpmError` with FM's return code (``fmpm`` exits with it).
 * ``smi`` (optional) maps node -> a command printing that node's ``nvidia-smi -q`` (e.g. over
   ssh): the GPUs' Fabric State/Status and NVLink domain.
+* The options (fabrics.yaml ``nvlink.options`` but ``workers``) are :class:`FmpmConfig`'s fields,
+  their one source: :class:`Fmpm` and the registered backend driver take a config or the options.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from gpufabric.domain.errors import ConfigError, FabricError
@@ -77,28 +80,44 @@ def _command(where: str, raw: str | Sequence[str]) -> list[str]:
     return cmd
 
 
+@dataclass(frozen=True)
+class FmpmConfig:
+    """The fmpm driver's options as written (checked when :class:`Fmpm` is built from them)."""
+
+    fm: Mapping[str, str]  # node -> FM address: unix:/path, tcp:host or host
+    fmpm: str | Sequence[str] = "fmpm"  # the fmpm command (string split as a shell would, or a list)
+    timeout: float = 10.0  # seconds per fmpm (or smi) run
+    smi: Mapping[str, str | Sequence[str]] | None = None  # node -> command printing its nvidia-smi -q
+    env: Mapping[str, str] | None = None  # added to the environment of every run
+
+    @classmethod
+    def of(cls, config: FmpmConfig | None, options: Mapping[str, Any]) -> FmpmConfig:
+        """``config``, or one made of ``options`` (TypeError naming an unknown or missing one)."""
+        if config is None:
+            return cls(**options)
+        if not isinstance(config, FmpmConfig):
+            raise TypeError(f"config: an FmpmConfig, not {type(config).__name__} (options by name: fm=...)")
+        if options:
+            raise TypeError(f"a config or options, not both (options {sorted(options)})")
+        return config
+
+
 class Fmpm(FmDriver):
     """Every node's Fabric Manager through ``fmpm``, one subprocess per call."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({REPLAY, FAILED_DEVICES, UNSUPPORTED, DOMAINS})
 
-    def __init__(
-        self,
-        fm: Mapping[str, str],
-        fmpm: str | Sequence[str] = "fmpm",
-        timeout: float = 10.0,
-        smi: Mapping[str, str | Sequence[str]] | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> None:
-        if not isinstance(fm, Mapping) or not fm:
-            raise ConfigError("nvlink.options.fm", fm, "a mapping node -> FM address (unix:/path or tcp:host)")
-        self.fm = {str(n): address_args(str(n), a) for n, a in fm.items()}
-        self.fmpm = _command("nvlink.options.fmpm", fmpm)
-        self.smi = {str(n): _command(f"nvlink.options.smi.{n}", c) for n, c in (smi or {}).items()}
-        if not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ConfigError("nvlink.options.timeout", timeout, "a positive number of seconds")
-        self.timeout = float(timeout)
-        self.env = {**os.environ, **{str(k): str(v) for k, v in (env or {}).items()}}
+    def __init__(self, config: FmpmConfig | None = None, **options: Any) -> None:
+        c = self.config = FmpmConfig.of(config, options)
+        if not isinstance(c.fm, Mapping) or not c.fm:
+            raise ConfigError("nvlink.options.fm", c.fm, "a mapping node -> FM address (unix:/path or tcp:host)")
+        self.fm = {str(n): address_args(str(n), a) for n, a in c.fm.items()}
+        self.fmpm = _command("nvlink.options.fmpm", c.fmpm)
+        self.smi = {str(n): _command(f"nvlink.options.smi.{n}", cmd) for n, cmd in (c.smi or {}).items()}
+        if not isinstance(c.timeout, (int, float)) or c.timeout <= 0:
+            raise ConfigError("nvlink.options.timeout", c.timeout, "a positive number of seconds")
+        self.timeout = float(c.timeout)
+        self.env = {**os.environ, **{str(k): str(v) for k, v in (c.env or {}).items()}}
 
     @property
     def nodes(self) -> tuple[str, ...]:
