@@ -15,6 +15,9 @@ q1     quarantine  leaf2/p2     0x...f101, 0x...f102
 =====  ==========  ===========  ==========================
 
 leaf1/up1 is an uplink trunk (2001-2003, 2010, 4000) cabled to no node.
+With ``Scenario.share_q1()`` q1 is a shared host instead (issue 33, InfiniBand): leased to ``infra``
+in ``vm-host``, its mlx5_0 GPU 1's rail and mlx5_1 GPU 2's, slot ``q1.s1x1`` (GPU 1) leased to alpha
+and ``q1.s2x1`` (GPU 2) to beta, each HCA holding its slot's tenant's PKey.
 With ``Scenario.shared()``: a shared host h1 (issue 33) leased to infra in vm-host, its uplink
 leaf1/p8 a trunk of 2001+2002, its VM ports hv1/vm1-vm4 (GPUs 1-4); slot h1.s1x2 (GPUs 1-2) leased
 to alpha (vm1, vm2 in 2001), slot h1.s3x2 (3-4) to beta (vm3, vm4 in 2002). The trusted SM
@@ -36,7 +39,7 @@ from gpufabric.domain.values import Guid, PKey, VlanId
 from gpufabric.fabrics.ethernet.entries import EthernetPort
 from gpufabric.fabrics.ethernet.kind import EthernetKind
 from gpufabric.fabrics.ethernet.state import EthernetPortConfig, PortMode, SwitchState
-from gpufabric.fabrics.infiniband.entries import IbPort
+from gpufabric.fabrics.infiniband.entries import IbPort, all_ib_ports, with_ib
 from gpufabric.fabrics.infiniband.kind import InfinibandKind
 from gpufabric.fabrics.infiniband.plan import IbDesired
 from gpufabric.fabrics.infiniband.state import (
@@ -164,6 +167,7 @@ class Scenario:
     bonded: bool = False
     sm_files: list[SmFileSeen] = field(default_factory=list)  # the SM hosts' partitions files (sm_hosts)
     shared_host: bool = False  # with shared(): h1 and its slots
+    shared_q1: bool = False  # share_q1(): q1 a shared host with two slots on its two HCAs
     cabling: dict[Guid, PortCable] = field(default_factory=lambda: {
         guid(n, i): PortCable(guid(n, i), IB_LEAF, ib_cable(n, i)) for n in ETH_PORT for i in range(2)})  # fmt: skip
 
@@ -185,7 +189,7 @@ class Scenario:
         for n, (sw, port) in ETH_PORT.items():
             t = self.tenant(n)
             for s, p in ([(s, BOND) for s, _ in BOND_MEMBERS] if self.bonded and n == "a2" else [(sw, port)]):
-                out[(s, p)] = access(s, p, VLAN_OF[t] if t else QVLAN)
+                out[(s, p)] = access(s, p, VLAN_OF.get(t, QVLAN) if t else QVLAN)  # infra (share_q1): no VLAN here
         if self.shared_host:
             out.update(SHARED_ETH)
         out.update(self.desired_eth_override)
@@ -252,6 +256,21 @@ class Scenario:
         del self.tables[g]
         return self
 
+    def share_q1(self) -> Scenario:
+        """q1 a shared host (module doc): its slots' PKeys on their GPUs' rail HCAs."""
+        self.shared_q1 = True
+        self.leases += [("q1", "infra"), ("q1.s1x1", "alpha"), ("q1.s2x1", "beta")]
+        self.set_pkeys(guid("q1", 0), 0x8A01, 0x7FFF)
+        return self.set_pkeys(guid("q1", 1), 0x8A02, 0x7FFF)
+
+    def _nodes(self) -> tuple[Node, ...]:
+        out = (*nodes(self.bonded), *(shared_nodes() if self.shared_host else ()))
+        if not self.shared_q1:
+            return out
+        out = tuple(with_ib(n, *(replace(p, gpu=int(p.device[-1]) + 1) for p in all_ib_ports(n))) if n.name == "q1"
+                    else n for n in out)  # fmt: skip
+        return (*out, Node("q1.s1x1", host="q1", slot_modules=(1,)), Node("q1.s2x1", host="q1", slot_modules=(2,)))
+
     def lease(self, node: str, tenant: str) -> Scenario:
         self.leases.append((node, tenant))
         return self
@@ -278,8 +297,9 @@ class Scenario:
             "infiniband": IbDesired(self.desired_layout(), ()),
         }
         return AuditInput(
-            nodes=(*nodes(self.bonded), *(shared_nodes() if self.shared_host else ())),
-            leases=tuple(Lease(t, n, T0, offering=VM_HOST if n == "h1" else "baremetal") for n, t in self.leases),
+            nodes=self._nodes(),
+            leases=tuple(Lease(t, n, T0, offering=VM_HOST if n == "h1" or (self.shared_q1 and n == "q1") else "baremetal")
+                         for n, t in self.leases),
             offerings=(Offering(VM_HOST, settings=((SHARED, SLOTS),)), Offering("baremetal")),
             networks=networks(),
             observed=observed,

@@ -133,7 +133,7 @@ def test_a_kind_import_format_is_reached_through_the_core_command(home: Path) ->
     assert e.value.field == "--fabric" and "a memory instance: memory" in str(e.value)
     r = CliRunner().invoke(build_app("inventory"), ["inventory", "import", str(home / "ports.memtext"), "--format", "nope"])
     said = " ".join(r.output.replace("│", " ").split())  # (the error box, wrapped)
-    assert r.exit_code == 2 and "'nope' is not one of 'yaml', 'json', 'ibnetdiscover', 'nvidia-smi'." in said, said  # the listed ones
+    assert r.exit_code == 2 and "'nope' is not one of 'yaml', 'json', 'ibnetdiscover', 'nvidia-smi', 'nvidia-smi-topo'." in said, said  # the listed ones
 
 
 def test_a_kind_reacts_to_a_power_cycle_through_the_core_command(home: Path) -> None:

@@ -3,6 +3,8 @@
 * NVLink: one stand-in Fabric Manager per node (``gpufabric.lab.fmpm_standin``, speaking
   ``fmpm``'s interface; state files under ``lab/nvlink``), and 8 GPUs per node in the inventory
   with the Module Id <-> PCI bus map of a real HGX H100 box (not PCI order).
+* Rails (issue 33): with as many HCAs on a subnet as GPUs, HCA ``mlx5_i`` is GPU module i+1's
+  rail (``gpu`` of its inventory entry, :func:`with_rails`), the NIC:GPU 1:1 of an HGX box.
 * DPU: a real OVN central and, for the first ``dpus`` nodes, a DPU with its own userspace OVS and
   ``ovn-controller`` (``lab/ovn.py``, under ``lab/ovn``), one veth "pod" on VF representor
   ``pf0vf1`` per DPU bound to the node's logical port, and a Kubernetes API stand-in (kmock,
@@ -13,6 +15,8 @@ Real Fabric Manager, BlueField offload and a Kubernetes API server cannot run he
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 from gpufabric.domain.errors import LabError
 from gpufabric.domain.values import ModuleId
 from gpufabric.fabrics.dpu.plan.profiles import port_mac, port_name
+from gpufabric.fabrics.infiniband.entries import IbPort
 from gpufabric.fabrics.nvlink.entries import Gpu
 from gpufabric.fabrics.nvlink.segments import HGX_8GPU_PCI
 from gpufabric.lab.fmpm_standin import init_state, lab_section
@@ -37,6 +42,24 @@ def lab_gpus(node: str, count: int) -> tuple[Gpu, ...]:
     if count not in (0, 8):
         raise LabError(f"gpus per node must be 0 or 8 (one HGX 8-GPU baseboard), got {count}", gpus=count)
     return tuple(Gpu(node, ModuleId(m), HGX_8GPU_PCI[m]) for m in sorted(HGX_8GPU_PCI)) if count else ()
+
+
+def with_rails(ports: tuple[IbPort, ...], gpus: int) -> tuple[IbPort, ...]:
+    """``ports`` (one node's) with GPU affinity: on a subnet where the node has exactly ``gpus``
+    HCAs, the i-th HCA by device number (``mlx5_0``, ``mlx5_1``, ...) is GPU module i+1's rail;
+    every other shape is left as it is."""
+    by_subnet: dict[str, list[str]] = {}
+    for p in ports:
+        devices = by_subnet.setdefault(p.subnet, [])
+        if p.device not in devices:
+            devices.append(p.device)
+    gpu_of: dict[tuple[str, str], int] = {}
+    for subnet, devices in by_subnet.items():
+        if gpus and len(devices) == gpus:
+            ordered = sorted(devices, key=lambda d: (int(m.group()) if (m := re.search(r"\d+$", d)) else -1, d))
+            gpu_of.update({(subnet, d): i + 1 for i, d in enumerate(ordered)})
+    return tuple(dataclasses.replace(p, gpu=gpu_of[(p.subnet, p.device)]) if (p.subnet, p.device) in gpu_of else p
+                 for p in ports)  # fmt: skip
 
 
 def nvlink_up(root: Path, hosts: list[str]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from gpufabric.fabrics.ethernet.segments import DEFAULT_QUARANTINE_VLAN
 from gpufabric.fabrics.infiniband.entries import IbPort, with_ib
 from gpufabric.fabrics.nvlink.entries import gpu_ports
 from gpufabric.lab.bondhost import ensure_host_bond, host_ovs
-from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up
+from gpufabric.lab.extras import DPU_NAME, dpu_details, dpus_down, dpus_up, lab_gpus, nvlink_up, with_rails
 from gpufabric.lab.ib import IbFabric
 from gpufabric.lab.labib import SmPairStatus, ib_from_dict, ib_to_dict, natural, net_plan
 from gpufabric.lab.netfile import SM_NODE
@@ -152,7 +152,7 @@ class LabStatus:
                         *(lab_dpus(n.name) if n.name in self.dpu_hosts else ()),
                     ))),
                 ), *(EthernetPort(n.name, e.nic, e.bridge, e.ovs_port, e.mac, e.bond, e.bond_mode) for e in n.ethernet),
-                   *self.vm_ports(n.name)), *n.ib)
+                   *self.vm_ports(n.name)), *with_rails(n.ib, self.gpus_per_node))
                 for n in self.nodes
             )
         )

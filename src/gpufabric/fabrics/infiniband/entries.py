@@ -4,8 +4,10 @@ A node's HCA ports, on every InfiniBand instance (subnet), come from its ``ib: [
 (:attr:`InfinibandKind.inventory_key`; ``fabrics: {infiniband: [...]}`` is the same list) and
 are kept in one row, on the kind's default instance ``infiniband``. Each entry is a mapping with
 ``device`` (e.g. ``mlx5_0``), ``port_guid`` and ``node_guid`` (required), ``port_num`` (default
-1), ``switch_guid``/``switch_port`` (where it is cabled) and ``instance``: the subnet the port is
-on (unset: the default instance). A ``fabrics: {<ib-instance>: [...]}`` section is refused,
+1), ``switch_guid``/``switch_port`` (where it is cabled), ``instance``: the subnet the port is
+on (unset: the default instance), and ``gpu``: the GPU module id (1-64) whose rail the HCA is
+(issue 33: on a shared host the port carries the PKeys of the slot holding that GPU; read from
+``nvidia-smi topo -m`` by the ``nvidia-smi-topo`` import, :mod:`.inventory.affinity`). A ``fabrics: {<ib-instance>: [...]}`` section is refused,
 naming the ``ib:`` form: one list says where every HCA port of a node is, so one port can never
 be listed on two subnets. :func:`ib_ports` gives a node's ports on one subnet. What no two nodes
 may share, the port GUIDs and the node GUIDs of their HCAs, are the node's :func:`ib_keys`
@@ -24,7 +26,9 @@ from gpufabric.domain.values import Guid, check_name
 
 KIND: Final = "infiniband"
 """The kind's name (:attr:`InfinibandKind.name`): its default instance, where ``ib:`` entries are kept."""
-KEYS: Final = frozenset({"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance", "path"})
+KEYS: Final = frozenset({"device", "port_num", "port_guid", "node_guid", "switch_guid", "switch_port", "instance", "path", "gpu"})
+GPU_MAX: Final = 64
+"""The highest GPU module id an HCA port's ``gpu`` may name."""
 _GUID: Final = {"type": ["string", "integer"], "description": "64-bit GUID, e.g. 0x0002c90300000001"}
 ENTRY_SCHEMA: Final = {
     "type": "object", "additionalProperties": False, "required": ["device", "port_guid", "node_guid"],
@@ -34,6 +38,8 @@ ENTRY_SCHEMA: Final = {
         "port_guid": _GUID, "node_guid": _GUID, "switch_guid": _GUID,
         "switch_port": {"type": "integer", "minimum": 1, "maximum": 254},
         "instance": {"type": "string", "description": "the subnet (InfiniBand instance) it is on; unset: the default one"},
+        "gpu": {"type": "integer", "minimum": 1, "maximum": 64,
+                "description": "the GPU module id whose rail HCA this is (a shared host's slots get their GPUs' rails)"},
         "path": {"type": "array", "maxItems": MAX_TIERS, "items": {"type": "array", "items": {"type": "string"}},
                  "description": "the switches above the port, tier by tier, its leaf first (an ibnetdiscover "
                  "import finds them), e.g. [[leaf-01], [spine-01, spine-02]]"},
@@ -57,6 +63,7 @@ class IbPort:
     switch_port: int | None = None
     instance: str = ""  # the fabric instance (subnet) it is cabled to; "": the kind's default instance
     path: SwitchPath = ()  # the switches above it, tier by tier, its leaf first (uplinks.leaf_paths); (): unknown
+    gpu: int | None = None  # the GPU module id (1-64) whose rail this HCA is; None: no affinity recorded
 
     def __post_init__(self) -> None:
         check_name("ib_port.node", self.node)
@@ -66,6 +73,8 @@ class IbPort:
             raise ValidationError("ib_port.port_num", self.port_num, "1-254")
         if self.switch_port is not None and not 1 <= self.switch_port <= 254:
             raise ValidationError("ib_port.switch_port", self.switch_port, "1-254")
+        if self.gpu is not None and not 1 <= self.gpu <= GPU_MAX:
+            raise ValidationError("ib_port.gpu", self.gpu, f"a GPU module id 1-{GPU_MAX}")
 
     @property
     def subnet(self) -> str:
@@ -101,7 +110,8 @@ def _entry(path: str, node: str, raw: Any) -> IbPort:
     if instance:
         checked(f"{path}.instance", instance, lambda: check_name(f"{path}.instance", instance))
     up = check_path(f"{path}.path", m["path"]) if m.get("path") is not None else ()
-    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance, up)
+    gpu = None if m.get("gpu") is None else _int(f"{path}.gpu", m["gpu"], 1, GPU_MAX)
+    return IbPort(node, device, port_num, port_guid, node_guid, sw_guid, sw_port, instance, up, gpu)
 
 
 def _int(path: str, raw: Any, lo: int, hi: int) -> int:
@@ -126,7 +136,8 @@ def dump_ib(ports: tuple[IbPort, ...]) -> list[dict[str, Any]]:
              **({"switch_guid": str(p.switch_guid)} if p.switch_guid else {}),
              **({"switch_port": p.switch_port} if p.switch_port else {}),
              **({"instance": p.instance} if p.instance else {}),
-             **({"path": [list(t) for t in p.path]} if p.path else {})} for p in ports]  # fmt: skip
+             **({"path": [list(t) for t in p.path]} if p.path else {}),
+             **({"gpu": p.gpu} if p.gpu is not None else {})} for p in ports]  # fmt: skip
 
 
 def ib_keys(ports: tuple[IbPort, ...]) -> tuple[PortKey, ...]:
@@ -149,6 +160,24 @@ def ib_ports(node: Node, instance: str = KIND) -> tuple[IbPort, ...]:
 def all_ib_ports(node: Node) -> tuple[IbPort, ...]:
     """Every HCA port of ``node``, on every instance."""
     return node_entries(node, KIND, parse_ib)
+
+
+def check_rails(host: Node, modules: frozenset[int]) -> None:
+    """Refuse a slot of ``host`` holding GPU modules ``modules`` when one of them has no rail HCA
+    (no HCA port of ``host`` with that ``gpu``), only when ``host`` has HCA ports at all: its VM
+    would get no InfiniBand for that GPU. ``ValidationError`` naming ``infiniband.gpu``."""
+    ports = all_ib_ports(host)
+    if not ports:
+        return
+    railed = {p.gpu for p in ports if p.gpu is not None}
+    missing = sorted(m for m in modules if m not in railed)
+    if missing:
+        have = ", ".join(map(str, sorted(railed))) or "none"
+        raise ValidationError(
+            f"{KIND}.gpu", missing[0], f"GPUs with a rail HCA in {host.name}'s inventory ({have})",
+            f"GPU {missing[0]} of {host.name} has no rail HCA (no ib: port with gpu: {missing[0]}; "
+            "import its nvidia-smi topo -m with --format nvidia-smi-topo)",
+        )  # fmt: skip
 
 
 def with_ib(node: Node, *ports: IbPort) -> Node:

@@ -62,6 +62,7 @@ from gpufabric.fabrics.infiniband.entries import (
     PORT_GUID,
     IbPort,
     all_ib_ports,
+    check_rails,
     dump_ib,
     ib_keys,
     ib_ports,
@@ -146,16 +147,23 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
         ``path`` up the subnet (leaf, spines, ...: :mod:`~gpufabric.fabrics.infiniband.inventory.uplinks`)."""
         return [{**_port_json(p), "path": path_json(_path(p))} for p in all_ib_ports(node)]
 
+    def check_slot(self, host: Node, modules: frozenset[int]) -> None:
+        """A slot's GPUs each need a rail HCA (an ``ib:`` port with that ``gpu``) when ``host`` has
+        HCA ports (:func:`~gpufabric.fabrics.infiniband.entries.check_rails`)."""
+        check_rails(host, modules)
+
     def lookup_key(self, query: Mapping[str, str]) -> PortKey | None:
         """``guid``: the HCA port of that port GUID."""
         guid = query.get("guid")
         return PortKey(PORT_GUID, str(Guid.parse(guid))) if guid else None
 
     def import_formats(self) -> Sequence[ImportFormat]:
-        """``inventory import --format ibnetdiscover`` (:mod:`inventory_import`, imported only then)."""
+        """``inventory import --format ibnetdiscover`` (:mod:`.inventory.importer`) and ``--format
+        nvidia-smi-topo`` (the GPU <-> HCA affinity, :mod:`.inventory.affinity`), imported only then."""
+        from gpufabric.fabrics.infiniband.inventory.affinity import import_format as affinity_format
         from gpufabric.fabrics.infiniband.inventory.importer import import_format
 
-        return (import_format(),)
+        return (import_format(), affinity_format())
 
     def check_instances(self, sections: Mapping[str, Any], config: Any = None) -> None:
         """Each instance is one subnet with SMs of its own: two instances writing one SM's
@@ -308,9 +316,10 @@ class InfinibandKind(FabricKind[IbDesired, IbFabricState]):
 
 
 def _port_json(p: IbPort) -> dict[str, Any]:
-    """One HCA port as the API shows it."""
+    """One HCA port as the API shows it (``gpu``: the GPU module id whose rail it is, when recorded)."""
     return {"device": p.device, "port_num": p.port_num, "port_guid": str(p.port_guid), "node_guid": str(p.node_guid),
-            "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port}  # fmt: skip
+            "switch_guid": None if p.switch_guid is None else str(p.switch_guid), "switch_port": p.switch_port,
+            **({"gpu": p.gpu} if p.gpu is not None else {})}  # fmt: skip
 
 
 def _path(p: IbPort) -> SwitchPath:

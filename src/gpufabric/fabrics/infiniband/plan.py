@@ -12,19 +12,25 @@ Every function is per fabric *instance* (one IB subnet): a node's ports on it ar
 :class:`IbPort` rows whose ``instance`` names it (:func:`instance_ports`; an empty name is the
 default instance, named after the kind), and a network's PKey there is its segment on that
 instance (``network.segment(instance)``).
+
+On a shared host (issue 33, ``tenancy.shared(host)``) a port follows the GPU whose rail it is
+(:func:`port_unit`): an HCA port with ``gpu: m`` carries the PKeys of ``tenancy.gpu_lease(host, m)``'s
+networks (none: quarantine), an HCA port without affinity is in quarantine (the hypervisor holds
+no tenant PKey). So a slot's move changes only its own HCAs' tables. Other hosts: the host's lease.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from gpufabric.domain.fabric import FabricPlan, Tenancy
-from gpufabric.domain.models import QUARANTINE
+from gpufabric.domain.models import QUARANTINE, Network, Node
+from gpufabric.domain.slots import is_shared
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership, PKey
-from gpufabric.fabrics.infiniband.entries import KIND, ib_ports
+from gpufabric.fabrics.infiniband.entries import KIND, IbPort, ib_ports
 from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, Partition, PartitionLayout, PartitionMember, PkeyTable
 from gpufabric.fabrics.infiniband.state.partitions import entries_by_port
@@ -120,24 +126,57 @@ def _without(layout: PartitionLayout, additions: Iterable[PkeyChange]) -> Partit
     return dataclasses.replace(layout, partitions=tuple(parts))
 
 
+def shared_hosts(tenancy: Tenancy) -> frozenset[str]:
+    """The nodes ``tenancy.shared`` answers True for, in one pass (each offering judged once)."""
+    offerings = {name for name, o in tenancy.offerings.items() if is_shared(o)}
+    if not offerings:
+        return frozenset()
+    return frozenset(n for n, lease in tenancy.owners.items() if lease is not None and lease.offering in offerings)
+
+
+def port_unit(tenancy: Tenancy, port: IbPort) -> str | None:
+    """The node whose lease governs ``port`` (an HCA port of host ``port.node``): the host itself,
+    except on a shared host, where it is the slot holding the port's GPU (``tenancy.gpu_unit``);
+    None (quarantine) for a port of a shared host without GPU affinity or whose GPU no slot holds."""
+    if not tenancy.shared(port.node):
+        return port.node
+    return tenancy.gpu_unit(port.node, port.gpu) if port.gpu is not None else None
+
+
+def port_groups(
+    tenancy: Tenancy, node: Node, ports: tuple[IbPort, ...], shared: frozenset[str]
+) -> Iterator[tuple[tuple[Network, ...], tuple[IbPort, ...]]]:
+    """``node``'s ``ports`` grouped by the networks they carry: all of them with the node's lease's
+    networks, or on a shared host (in ``shared``, :func:`shared_hosts`) each with its own
+    (:func:`port_unit`; none in quarantine)."""
+    if node.name not in shared:
+        yield tenancy.lease_networks(node.name), ports
+        return
+    for p in ports:
+        unit = port_unit(tenancy, p)
+        yield (tenancy.lease_networks(unit) if unit is not None else ()), (p,)
+
+
 def desired_ib(tenancy: Tenancy, sm_port_guids: Iterable[Guid], instance: str = DEFAULT_INSTANCE) -> IbDesired:
     members: dict[int, set[Guid]] = {}
     pkeys: dict[int, PKey] = {}
     opts: dict[int, dict[str, int | bool]] = {}  # the network's own IPoIB settings (Segment.options)
     guids: list[Guid] = []
+    shared = shared_hosts(tenancy)
     for node in tenancy.nodes:
         ports = instance_ports(node, instance)
         if not ports:
             continue
         guids += [p.port_guid for p in ports]
-        for net in tenancy.lease_networks(node.name):
-            seg = net.segment(instance)
-            if seg is None or (pk := segment_pkey(seg)) is None:
-                continue
-            k = pk.value & 0x7FFF
-            pkeys[k] = pk
-            opts[k] = dict(seg.options)
-            members.setdefault(k, set()).update(p.port_guid for p in ports)
+        for nets, group in port_groups(tenancy, node, ports, shared):
+            for net in nets:
+                seg = net.segment(instance)
+                if seg is None or (pk := segment_pkey(seg)) is None:
+                    continue
+                k = pk.value & 0x7FFF
+                pkeys[k] = pk
+                opts[k] = dict(seg.options)
+                members.setdefault(k, set()).update(p.port_guid for p in group)
     parts = tuple(
         Partition(
             pkey_partition_name(k),
@@ -213,6 +252,7 @@ def pkey_owners(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> Mapping[i
 def ib_tenants_seen(observed: IbFabricState, tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> dict[str, frozenset[str]]:
     owners = pkey_owners(tenancy, instance)
     out: dict[str, set[str]] = {}
+    shared = shared_hosts(tenancy)
     for node in tenancy.nodes:
         for p in instance_ports(node, instance):
             t = observed.table(p.port_guid)
@@ -220,5 +260,6 @@ def ib_tenants_seen(observed: IbFabricState, tenancy: Tenancy, instance: str = D
                 continue
             keys = t.tenant_keys()
             tenants = {owners.get(k, f"pkey:0x{k:04x}") for k in keys} if keys else {QUARANTINE}
-            out.setdefault(node.name, set()).update(tenants)
+            unit = (port_unit(tenancy, p) or node.name) if node.name in shared else node.name  # a shared host's: per slot
+            out.setdefault(unit, set()).update(tenants)
     return {k: frozenset(v) for k, v in out.items()}

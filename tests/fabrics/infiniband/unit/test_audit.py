@@ -114,6 +114,20 @@ CASES: list[Case] = [
     Case("standby-edited-by-hand", "IB-SM-CONFIG-DIVERGED", lambda s: s.sm_files.extend(
         [SmFileSeen("sm-a", "master", "ab" * 32, "ab" * 32), SmFileSeen("sm-b", "standby", "cd" * 32, "ab" * 32)]),
          (("", ""),), "sm-host:sm-b"),
+    # ------------------------------------------------------------- shared hosts (issue 33): q1 with two slots
+    Case("slots-on-their-rails", "IB-SLOT-FOREIGN-PKEY", lambda s: s.share_q1(), ()),
+    Case("alpha-pkey-on-beta-slots-rail", "IB-SLOT-FOREIGN-PKEY",
+         lambda s: s.share_q1().set_pkeys(guid("q1", 1), 0x8A01, 0x7FFF), ((g("q1", 1), "q1.s2x1"),), "pkey:0x0a01"),
+    Case("beta-slot-in-quarantine-keeps-its-pkey", "IB-SLOT-FOREIGN-PKEY",
+         lambda s: s.share_q1().unlease("q1.s2x1"), ((g("q1", 1), "q1.s2x1"),), "pkey:0x0a02"),
+    Case("one-tenant-per-rail", "IB-SLOT-SHARED-HCA", lambda s: s.share_q1(), ()),
+    Case("two-tenants-on-one-rail", "IB-SLOT-SHARED-HCA",
+         lambda s: s.share_q1().set_pkeys(guid("q1", 0), 0x8A01, 0x8A02, 0x7FFF), ((g("q1", 0), "q1.s1x1"),),
+         "pkey:0x0a01,0x0a02"),
+    Case("shared-host-is-not-guid-foreign", "IB-GUID-FOREIGN-PKEY", lambda s: s.share_q1(), ()),
+    Case("shared-host-slots-are-not-a-split-node", "X-NODE-SPLIT", lambda s: s.share_q1(), ()),
+    Case("slot-rail-in-two-tenants-splits-the-slot", "X-NODE-SPLIT",
+         lambda s: s.share_q1().set_pkeys(guid("q1", 1), 0x8A01, 0x8A02, 0x7FFF), ((g("q1", 1), "q1.s2x1"),)),
 ]  # fmt: skip
 
 

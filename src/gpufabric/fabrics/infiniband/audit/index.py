@@ -2,7 +2,9 @@
 in the input: port GUID -> inventory port, node -> tenant, PKey -> owning tenants, and the
 observed/desired PKey table of each port.
 
-A port's tenant is its node's owner in the ``Tenancy`` (lease, else quarantine); a port GUID
+A port's tenant is its node's owner in the ``Tenancy`` (lease, else quarantine) or, on a shared
+host (issue 33), the owner of the slot holding the port's GPU (:func:`~gpufabric.fabrics.infiniband.plan.port_unit`:
+quarantine without affinity or slot); a port GUID
 that is not in the inventory counts as the pseudo-tenant ``(not in inventory)``. A PKey's
 owners are the tenants whose networks use it; quarantine owns no PKey. The SM node's ports
 (``settings["sm_port_guids"]``) are infrastructure: they are left out of the tenant rows.
@@ -17,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gpufabric.domain.fabric import Tenancy
+from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.values import DEFAULT_PKEY, Guid, Membership
 from gpufabric.fabrics.infiniband.audit.places import Places
 from gpufabric.fabrics.infiniband.entries import IbPort
-from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports, port_unit, shared_hosts
 from gpufabric.fabrics.infiniband.segments import segment_pkey
 from gpufabric.fabrics.infiniband.state import IbFabricState, PartitionLayout, PkeyTable
 
@@ -57,6 +60,7 @@ class IbAudit:
     tables: Mapping[int, PkeyTable]
     columns: tuple[tuple[Any, ...], ...]  # IbRow fields, one tuple per field (see rows)
     desired_tables: Mapping[int, frozenset[int]] | None  # every inventory/observed/desired GUID
+    shared: frozenset[str] = frozenset()  # the shared hosts (issue 33, :func:`~gpufabric.fabrics.infiniband.plan.shared_hosts`)
 
     @classmethod
     def build(
@@ -64,6 +68,8 @@ class IbAudit:
     ) -> IbAudit:
         ib = {q.port_guid.value: q for n in tenancy.nodes for q in instance_ports(n, instance)}
         tenant = {n.name: tenancy.owner(n.name) for n in tenancy.nodes}
+        shared = shared_hosts(tenancy)
+        by_slot = {k: _slot_tenant(tenancy, q) for k, q in ib.items() if q.node in shared} if shared else {}
         tables = {t.port_guid.value: t for t in observed.tables}
         entry_keys = {e: split_entries(e) for e in {t.entries for t in tables.values()}}
         sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}
@@ -74,8 +80,9 @@ class IbAudit:
             ib_ports=ib,
             pkey_owners=pkey_owner_sets(tenancy, instance),
             tables=tables,
-            columns=_columns(tables, ib, tenant, sm, entry_keys),
+            columns=_columns(tables, ib, tenant, sm, entry_keys, by_slot),
             desired_tables=None if layout is None else _desired_tables(layout, ib, tables),
+            shared=shared,
         )
 
     def owner_set(self, pkey: int) -> frozenset[str]:
@@ -97,6 +104,12 @@ class IbAudit:
         """(device, node) of a port GUID, empty strings when not in the inventory."""
         p = self.ib_ports.get(guid.value)
         return (p.device, p.node) if p else ("", "")
+
+
+def _slot_tenant(tenancy: Tenancy, port: IbPort) -> str:
+    """The tenant of a shared host's HCA port: its GPU's slot's owner (quarantine: none)."""
+    unit = port_unit(tenancy, port)
+    return tenancy.owner(unit) if unit is not None else QUARANTINE
 
 
 def pkey_owner_sets(tenancy: Tenancy, instance: str = DEFAULT_INSTANCE) -> dict[int, frozenset[str]]:
@@ -123,6 +136,7 @@ def _columns(
     tenant: Mapping[str, str],
     sm: set[int],
     entry_keys: Mapping[tuple[int, ...], tuple[frozenset[int], frozenset[int]]],
+    by_slot: Mapping[int, str],
 ) -> tuple[tuple[Any, ...], ...]:
     cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
     guid_col, devices, nodes, tenants, entries, keys, full = cols
@@ -134,7 +148,7 @@ def _columns(
         guid_col.append(t.port_guid)
         devices.append(p.device if p else "")
         nodes.append(p.node if p else "")
-        tenants.append(tenant[p.node] if p else NOT_IN_INVENTORY)
+        tenants.append((by_slot.get(key) or tenant[p.node]) if p else NOT_IN_INVENTORY)
         entries.append(t.entries)
         keys.append(k)
         full.append(f)

@@ -1,6 +1,7 @@
 """InfiniBand isolation invariants (pure), checked on the *observed* PKey tables and SMs:
 ``IB-PKEY-SHARED``, ``IB-GUID-FOREIGN-PKEY``, ``IB-DEFAULT-FULL-HOST``, ``IB-ROGUE-SM``,
-``IB-PKEY-CAPACITY``, ``IB-HARDENING``, ``IB-SM-GUID-MISMATCH``, ``IB-CABLING``, the InfiniBand part of
+``IB-PKEY-CAPACITY``, ``IB-HARDENING``, ``IB-SM-GUID-MISMATCH``, ``IB-CABLING``, the shared hosts'
+``IB-SLOT-FOREIGN-PKEY`` and ``IB-SLOT-SHARED-HCA`` (:mod:`.slots`), the InfiniBand part of
 ``X-DRIFT`` and the ports the audit's ``X-NODE-SPLIT`` compares.
 
 PKey tables are what the ports really hold (read by SMP), not the SM's configuration.
@@ -21,8 +22,10 @@ from gpufabric.domain.values import DEFAULT_PKEY, Guid
 from gpufabric.fabrics.infiniband.audit.hardening import check_hardening, check_keys
 from gpufabric.fabrics.infiniband.audit.index import IbAudit, fmt_pkeys, guids, pkey_owner_sets, split_entries
 from gpufabric.fabrics.infiniband.audit.places import Places
+from gpufabric.fabrics.infiniband.audit.slots import SPECS as SLOT_SPECS
+from gpufabric.fabrics.infiniband.audit.slots import slot_violations
 from gpufabric.fabrics.infiniband.entries import KIND
-from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports
+from gpufabric.fabrics.infiniband.plan import DEFAULT_INSTANCE, instance_ports, port_unit, shared_hosts
 from gpufabric.fabrics.infiniband.state import IbFabricState, SmState
 
 IB: Final = KIND
@@ -47,6 +50,7 @@ INVARIANTS: Final = (
                   "An SM's SMInfo claims a GUID other than the port discovered at the LID it answers from."),
     InvariantSpec(CABLING, Severity.HIGH.value,
                   "A port GUID is seen on another switch GUID/port than the one stored for it (recabled, or a spoofed GUID)."),
+    *SLOT_SPECS,
 )  # fmt: skip
 
 _SEVERITY: Final = {**{s.id: Severity(s.severity) for s in INVARIANTS}, DRIFT: Severity.MEDIUM}
@@ -63,7 +67,7 @@ def _who(node: str, tenant: str) -> str:
 
 def violations(a: IbAudit) -> Iterator[Violation]:
     for check in (pkey_shared, guid_foreign_pkey, default_full_host, rogue_sm, pkey_capacity, hardening,
-                  sm_guid_mismatch, cabling, drift):  # fmt: skip
+                  sm_guid_mismatch, cabling, slot_violations, drift):  # fmt: skip
         yield from check(a)
 
 
@@ -97,10 +101,11 @@ def pkey_shared(a: IbAudit) -> Iterator[Violation]:
 
 
 def guid_foreign_pkey(a: IbAudit) -> Iterator[Violation]:
-    """IB-GUID-FOREIGN-PKEY: a port holds (full or limited) a PKey its tenant does not own."""
+    """IB-GUID-FOREIGN-PKEY: a port holds (full or limited) a PKey its tenant does not own (a
+    shared host's ports: ``IB-SLOT-FOREIGN-PKEY``, :mod:`.slots`)."""
     memo: dict[tuple[str, frozenset[int]], frozenset[int]] = {}
     for guid, device, node, tenant, _, keys, _ in a.rows():
-        if not keys:
+        if not keys or node in a.shared:
             continue
         k = (tenant, keys)
         foreign = memo.get(k)
@@ -259,6 +264,7 @@ def ports_seen(tenancy: Tenancy, observed: IbFabricState, instance: str = DEFAUL
     owners = pkey_owner_sets(tenancy, instance)
     sm = {g.value for g in guids(tenancy.settings, "sm_port_guids")}
     where = {q.port_guid.value: q for n in tenancy.nodes for q in instance_ports(n, instance)}
+    shared = shared_hosts(tenancy)
     memo: dict[tuple[int, ...], frozenset[str]] = {}
     for t in observed.tables:
         key = t.port_guid.value
@@ -268,5 +274,6 @@ def ports_seen(tenancy: Tenancy, observed: IbFabricState, instance: str = DEFAUL
         eff = memo.get(t.entries)
         if eff is None:
             eff = memo[t.entries] = frozenset(o for k in split_entries(t.entries)[0] for o in owners.get(k, ()))
-        if eff:
-            yield PortSeen(p.node, IB, p.device, t.port_guid, eff)
+        if eff:  # a shared host's HCA: its GPU's slot's (the host's own without one)
+            node = (port_unit(tenancy, p) or p.node) if p.node in shared else p.node
+            yield PortSeen(node, IB, p.device, t.port_guid, eff)

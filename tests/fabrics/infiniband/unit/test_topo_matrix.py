@@ -1,4 +1,4 @@
-"""``nvidia-smi topo -m`` (fabrics/nvlink/readers/topo.py) held to real outputs and to bad input.
+"""``nvidia-smi topo -m`` (fabrics/infiniband/readers/topo.py) held to real outputs and to bad input.
 
 Each real output's reading is written by hand in its manifest (tests/fixtures/real/nvidia-smi-topo/):
 the device columns and the NIC Legend, links read off the matrix, GPU affinities, and the rail
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.fabrics.nvlink.readers.topo import gpu_rails, parse_topo_matrix
+from gpufabric.fabrics.infiniband.readers.topo import gpu_rails, parse_topo_matrix
 
 from support.real_outputs import Manifest, manifest, manifests, real_output
 
