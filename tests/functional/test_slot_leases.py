@@ -2,7 +2,8 @@
 stand-in (fmpm's command line and JSON; real FM cannot run here): a host leased in ``vm-host``
 is carved into slots by ``lease create --gpus N``, one NVLink partition each, read back with
 ``fmpm -l``; several tenants hold slots of one host at once; a slot's move or end changes only
-its own partition; bad input is one line naming the field, and nothing is written."""
+its own partition; a slot has its host's owner; bad input is one line naming the field, and
+nothing is written."""
 
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def test_three_tenants_hold_slots_of_one_host_each_its_own_partition(home: Path)
     refused(gf(home, "lease", "create", "--slot", "--node", "gpu-a01", "--gpus", "2", "--tenant", "a", "--no-networks"),
             "node", "vm-host")  # fmt: skip
     assert nodes(home).keys() == before.keys()
+    assert ok(gf(home, "node", "owner", "gpu-a01", "--tenant", "infra"))
     assert ok(gf(home, "lease", "create", "--node", "gpu-a01", "--tenant", "infra", "--offering", "vm-host", "--no-networks"))
     assert active(home, "gpu-a01") == {}  # the hypervisor holds no GPU
     refused(gf(home, "lease", "create", "--node", "gpu-a01", "--gpus", "3", "--tenant", "a", "--no-networks"), "gpus", "1, 2, 4 or 8")
@@ -81,6 +83,7 @@ def test_three_tenants_hold_slots_of_one_host_each_its_own_partition(home: Path)
     mods = {s: set(json.loads(gf(home, "node", "show", s, "--json").stdout)["slot_modules"]) for s in (a, b, c)}
     assert [len(mods[s]) for s in (a, b, c)] == [4, 2, 2] and not (mods[a] & mods[b] or mods[a] & mods[c] or mods[b] & mods[c])
     assert {shown[s]["tenant"] for s in (a, b, c)} == {"a", "b", "c"}
+    assert {shown[s]["owner"] for s in (a, b, c)} == {"infra"}  # owners apply per slot: the host's owner
     three = active(home, "gpu-a01")
     assert sorted(map(set, three.values()), key=min) == sorted((mods[a], mods[b], mods[c]), key=min)
     assert active(home, "gpu-b01") == {}

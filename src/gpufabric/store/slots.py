@@ -103,6 +103,15 @@ def slot_modules_of(tx: Tx, name: str) -> tuple[str, tuple[int, ...]] | None:
     return None if row is None else (row.host or "", tuple(sorted(row.slot_modules or ())))
 
 
+def inherit_owner(tx: Tx, slot: str, host: str) -> None:
+    """Slot ``slot`` has its host's owner (ESI's owner: who may lease and offer it), as it is now."""
+    s = tx.session
+    owner = s.scalar(select(NodeRow.owner).where(NodeRow.name == host))
+    row = s.scalars(select_node(slot)).first()
+    if row is not None:
+        row.owner = owner
+
+
 def is_shared(tx: Tx, host: str, now: datetime) -> bool:
     """:func:`shared_now` in ``tx``."""
     return shared_now(tx.session, host, now)

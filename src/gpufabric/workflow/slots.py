@@ -57,6 +57,7 @@ def carve(
         store.upsert_inventory(Inventory((Node(name, host=host, slot_modules=tuple(sorted(modules))),)), within=tx)
     elif known != (host, tuple(sorted(modules))):
         raise ValidationError("node", name, "a name no other node holds (a slot's name is its host and GPUs)")
+    stored.inherit_owner(tx, name, host)  # owners apply per slot: the host's owner owns its slots
     return name, tuple((n, v) for n, v in terms if n != SIZE_TERM)
 
 
