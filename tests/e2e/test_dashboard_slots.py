@@ -82,33 +82,43 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         if tenant:
             lease(tenant, slot_name("gpu-h01", mods))
     lease("delta", "gpu-h02")
-    token = act.create_token(LOCAL_ADMIN, "ops", "admin", None)[1]
+    tokens = {
+        "admin": act.create_token(LOCAL_ADMIN, "ops", "admin", None)[1],
+        "alpha": act.create_token(LOCAL_ADMIN, "alpha-user", "lessee", "alpha")[1],
+    }
     kinds = [k.bind("ethernet", UPLINKS) if k.name == "ethernet" else k for k in registered_kinds()]
     ctx = ApiContext(store, lambda: cfg, view_kinds=lambda: kinds)
     with live_api(ctx) as base:
-        yield {"base": base, "token": token}
+        yield {"base": base, "tokens": tokens}
 
 
 @pytest.fixture(scope="module")
-def page(served: dict[str, Any]) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
     with playwright.sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=ARGS)
-        pg = b.new_page(viewport={"width": 1366, "height": 900})
-        errors: list[str] = []
-        # a script error or a CSP refusal (an HTTP error is an answer the page expects: no audit yet, no DPU)
-        pg.on(
-            "console",
-            lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith(ANSWERED) else None,
-        )
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(served["base"] + "/")
-        pg.get_by_label("API token").fill(served["token"])
-        pg.get_by_role("button", name="Sign in").click()
-        pg.wait_for_selector("#boards svg.board[data-node='gpu-h01']")
-        pg.wait_for_selector("#fabrics svg.fabric")
-        yield pg
-        assert errors == []
+        yield b
         b.close()
+
+
+def _signed_in(browser: Any, served: dict[str, Any], who: str, errors: list[str]) -> Any:
+    pg = browser.new_page(viewport={"width": 1366, "height": 900})
+    # a script error or a CSP refusal (an HTTP error is an answer the page expects: no audit yet, no DPU)
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith(ANSWERED) else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(served["base"] + "/")
+    pg.get_by_label("API token").fill(served["tokens"][who])
+    pg.get_by_role("button", name="Sign in").click()
+    pg.wait_for_selector("#boards svg.board[data-node='gpu-h01']")
+    return pg
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, served: dict[str, Any]) -> Iterator[Any]:
+    errors: list[str] = []
+    pg = _signed_in(browser, served, "admin", errors)
+    pg.wait_for_selector("#fabrics svg.fabric")
+    yield pg
+    assert errors == []
 
 
 def _fill(page: Any, selector: str) -> list[str]:
@@ -202,3 +212,17 @@ def test_the_fabric_drawings_hold_the_paths_switches_and_hosts_by_tenant(page: A
     page.locator("#fabrics").screenshot(path=str(tmp_path / "fabric.png"))
     assert (tmp_path / "fabric.png").stat().st_size > 5000
     assert (tmp_path / "fabric.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_lessee_sees_a_board_of_only_its_own_slot(browser: Any, served: dict[str, Any], tmp_path: Path) -> None:
+    errors: list[str] = []
+    page = _signed_in(browser, served, "alpha", errors)
+    boards = [b.get_attribute("data-node") for b in page.locator("#boards svg.board").all()]
+    assert boards == ["gpu-h01"]  # the host it cannot see, drawn from its slot
+    cells = page.locator("#boards g.gpu")
+    assert [c.get_attribute("data-module") for c in cells.all()] == ["1", "2", "3", "4"]
+    assert {c.get_attribute("data-tenant") for c in cells.all()} == {"alpha"}
+    assert page.locator("#boards .board-tenant").text_content() == "your slots"
+    assert page.locator("#boards g.rail, #boards g.vmport").count() == 0  # the host's ports are not its to see
+    page.locator("#boards").screenshot(path=str(tmp_path / "lessee.png"))
+    assert errors == []

@@ -80,9 +80,10 @@ const GfDraw = (() => {
       class: `board-frame ${whole ? colour(node.tenant) : "shared"}`, "data-tenant": whole ? node.tenant : "" });
     const root = svg("svg", { class: "board", viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
       "data-node": node.name, "aria-label": boardLabel(node, shared, hold) }, frame,
-      title(shared ? `${node.name}: shared host (${node.tenant}), ${(node.slots || []).length} slot(s)` : `${node.name}: ${node.tenant}`),
+      title(node.ghost ? `${node.name}: your slots of this shared host` : shared
+        ? `${node.name}: shared host (${node.tenant}), ${(node.slots || []).length} slot(s)` : `${node.name}: ${node.tenant}`),
       text(8, 16, node.name, "board-name"),
-      text(width - 8, 16, shared ? `shared (${node.tenant})` : node.tenant, "board-tenant"));
+      text(width - 8, 16, node.ghost ? "your slots" : shared ? `shared (${node.tenant})` : node.tenant, "board-tenant"));
     // slot bars: runs of consecutive GPUs held by one unit
     let i = 0;
     while (shared && i < mods.length) {
@@ -133,7 +134,7 @@ const GfDraw = (() => {
     const ghosts = new Map();
     for (const n of nodes) {
       if (!n.host || names.has(n.host)) continue;
-      const g = ghosts.get(n.host) || { name: n.host, tenant: "?", slots: [], ports: {}, fabrics: {} };
+      const g = ghosts.get(n.host) || { name: n.host, tenant: "", ghost: true, slots: [], ports: {}, fabrics: {} };
       g.slots.push({ name: n.name, modules: n.slot_modules, tenant: n.tenant });
       ghosts.set(n.host, g);
     }
