@@ -111,9 +111,11 @@ function report(e) {
 
 // ------------------------------------------------------------------ panels
 async function refresh() {
-  await renderAudit();
-  await renderMap();  // after the audit: it marks drifted ports; first to colour: tenants by name
-  await Promise.all([renderLeases(), renderMoves(), renderEvents()]);
+  const nodes = await api("/nodes?limit=1000");
+  const tenants = new Set(nodes.items.flatMap((n) => [n.tenant, ...(n.slots || []).map((s) => s.tenant)]));
+  [...tenants].sort().forEach(colour);  // first, by name: the same tenants get the same colours
+  await Promise.all([renderAudit(), renderLeases(), renderMoves(), renderEvents()]);
+  await renderMap(nodes, tenants);  // after the audit: it marks drifted ports
   renderOffload().catch(report);  // reads every DPU: never holds up the other panels
 }
 
@@ -133,17 +135,13 @@ function fabricLine(fabric, line, node, tenant) {
   return el("li", attrs, drift ? "\u26a0 " : "", line);
 }
 
-async function renderMap() {
-  const data = await api("/nodes?limit=1000");
-  const tenants = new Set();
+async function renderMap(data, tenants) {
   const fabrics = [];
   for (const n of data.items) for (const f of Object.keys(n.fabrics || {})) if (!fabrics.includes(f)) fabrics.push(f);
   const head = $("#map thead tr");
   const want = ["Node", "Tenant", "State", ...fabrics];
   if ([...head.children].map((th) => th.textContent).join("|") !== want.join("|"))
     head.replaceChildren(...want.map((h) => el("th", { scope: "col" }, h)));
-  for (const n of data.items) [n.tenant, ...(n.slots || []).map((s) => s.tenant)].forEach((t) => tenants.add(t));
-  [...tenants].sort().forEach(colour);  // the same set in the same order: the same colours
   await renderDrawings(data);
   const rows = data.items.map((n) => {
     const cells = fabrics.map((f) => {
