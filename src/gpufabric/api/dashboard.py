@@ -1,6 +1,7 @@
-"""The web dashboard: one server-rendered page plus a small vanilla JS file and a style
-sheet, all shipped in the package (no CDN; works offline). The page signs in with a token
-(kept in sessionStorage, sent as Bearer) and reads the v1 API, so a lessee sees only its nodes."""
+"""The web dashboard: one server-rendered page plus small vanilla JS files (app.js; draw.js, the
+hosts' boards and the fabric drawn in SVG) and a style sheet, all shipped in the package (no CDN;
+works offline). The page signs in with a token (kept in sessionStorage, sent as Bearer) and reads
+the v1 API, so a lessee sees only its nodes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from importlib import resources
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, Response
 
-_TYPES = {"app.js": "text/javascript", "app.css": "text/css"}
+_TYPES = {"app.js": "text/javascript", "draw.js": "text/javascript", "app.css": "text/css"}
 
 
 def _static(name: str) -> str:

@@ -42,9 +42,23 @@ async function api(path, opts = {}) {
   return data;
 }
 
+// A tenant's colour: the palette entry (app.css .t0-.t9) its name hashes to (FNV-1a), or on a
+// clash with a tenant already shown the next free one; kept for the session. Quarantine: grey.
+const PALETTE = 10;
+function hashName(s) {
+  let h = 2166136261;
+  for (const c of s) h = Math.imul(h ^ c.codePointAt(0), 16777619) >>> 0;
+  return h;
+}
+
 function colour(tenant) {
   if (tenant === "quarantine") return "quarantine";
-  if (!state.colours.has(tenant)) state.colours.set(tenant, `t${state.colours.size % 8}`);
+  if (!state.colours.has(tenant)) {
+    const taken = new Set(state.colours.values());
+    let k = hashName(tenant) % PALETTE;
+    for (let i = 0; i < PALETTE && taken.has(`t${k}`); i++) k = (k + 1) % PALETTE;
+    state.colours.set(tenant, `t${k}`);
+  }
   return state.colours.get(tenant);
 }
 
@@ -97,8 +111,11 @@ function report(e) {
 
 // ------------------------------------------------------------------ panels
 async function refresh() {
+  const nodes = await api("/nodes?limit=1000");
+  const tenants = new Set(nodes.items.flatMap((n) => [n.tenant, ...(n.slots || []).map((s) => s.tenant)]));
+  [...tenants].sort().forEach(colour);  // first, by name: the same tenants get the same colours
   await Promise.all([renderAudit(), renderLeases(), renderMoves(), renderEvents()]);
-  await renderMap();  // after the audit: it marks drifted ports
+  await renderMap(nodes, tenants);  // after the audit: it marks drifted ports
   renderOffload().catch(report);  // reads every DPU: never holds up the other panels
 }
 
@@ -118,17 +135,15 @@ function fabricLine(fabric, line, node, tenant) {
   return el("li", attrs, drift ? "\u26a0 " : "", line);
 }
 
-async function renderMap() {
-  const data = await api("/nodes?limit=1000");
-  const tenants = new Set();
+async function renderMap(data, tenants) {
   const fabrics = [];
   for (const n of data.items) for (const f of Object.keys(n.fabrics || {})) if (!fabrics.includes(f)) fabrics.push(f);
   const head = $("#map thead tr");
   const want = ["Node", "Tenant", "State", ...fabrics];
   if ([...head.children].map((th) => th.textContent).join("|") !== want.join("|"))
     head.replaceChildren(...want.map((h) => el("th", { scope: "col" }, h)));
+  await renderDrawings(data);
   const rows = data.items.map((n) => {
-    tenants.add(n.tenant);
     const cells = fabrics.map((f) => {
       const lines = (n.fabrics?.[f]?.summary || "").split("\n").filter(Boolean);
       return el("td", { "data-fabric": f }, lines.length
@@ -140,7 +155,10 @@ async function renderMap() {
       el("td", {}, n.state), ...cells);
   });
   fill($("#map tbody"), rows);
-  fill($("#legend"), [...tenants].sort().map((t) => el("span", { class: `badge ${colour(t)}` }, t)));
+  const legend = () => [...tenants].sort().map((t) => el("span", { class: `badge ${colour(t)}`, "data-tenant": t }, t));
+  fill($("#legend"), legend());
+  fill($("#draw-legend"), [...legend().filter((e) => e.dataset.tenant !== "quarantine"),
+    el("span", { class: "badge quarantine", "data-tenant": "quarantine" }, "quarantine (no tenant)")]);
   const nodes = $("#move-node");
   if (!$("#move-form").hidden && nodes.options.length !== data.items.length) {
     nodes.replaceChildren(...data.items.map((n) => el("option", { value: n.name }, n.name)));
@@ -148,6 +166,24 @@ async function renderMap() {
     $("#move-tenant").replaceChildren(el("option", { value: "quarantine" }, "quarantine (release)"),
       ...ts.items.map((t) => el("option", { value: t.name }, t.name)));
   }
+}
+
+// The drawings (draw.js): redrawn when the nodes' answer changed (an unchanged one is the cached
+// object of a 304). A host's GPUs go by slot when a slot of it is live or its lease's offering is
+// shared (`shared: slots`, e.g. vm-host): then a GPU in no live slot is in quarantine.
+async function renderDrawings(data) {
+  const [leases, offerings] = await Promise.all([api("/leases?state=active&limit=1000"),
+    api("/offerings?limit=1000").catch(() => ({ items: [] }))]);
+  if (state.drawn === data && state.drawnLeases === leases) return;
+  state.drawn = data;
+  state.drawnLeases = leases;
+  const sharedOffer = new Set(offerings.items.filter((o) => o.settings?.shared === "slots").map((o) => o.name));
+  const hostLease = new Map(leases.items.map((l) => [l.node, l]));
+  const isShared = (n) => (n.slots || []).some((s) => s.tenant !== "quarantine") ||
+    sharedOffer.has(hostLease.get(n.name)?.offering);
+  GfDraw.hosts($("#boards"), data.items, isShared, colour);
+  const drawn = GfDraw.fabrics($("#fabrics"), data.items, isShared, colour);
+  $("#fabrics-none").textContent = drawn.length ? "" : "No port has a path up its fabric yet.";
 }
 
 async function renderLeases() {
