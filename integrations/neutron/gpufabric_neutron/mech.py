@@ -10,8 +10,8 @@
 - ``bind_port`` (``binding:vnic_type=baremetal`` only) first checks, reading gpufabric only:
   the port's project is its network's project (the node goes into the PORT's project; a port
   on another project's network is refused, never attached into the network's project);
-  ``binding:host_id`` (Ironic's node) names a gpufabric node (``node_map``, else the host
-  id); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
+  ``binding:host_id`` (Ironic's node UUID) names a gpufabric node (``node_map`` if set, else
+  the node gpufabric stores that host id for: ``GET /nodes?host_id=``, else the host id as a name); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
   port GUID, on the segment's own IB instance) is a port of that node (``GET /nodes/{name}``),
   so link info alone never picks a node (of several of our segments, the first whose checks
   pass is bound: an HCA binds the segment of its own subnet); and the node is in quarantine or already the port's project's. A refusal writes
@@ -216,10 +216,19 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         return node, tenant
 
     def _host_node(self, port: dict[str, Any]) -> str:
+        """The node ``binding:host_id`` names: its ``node_map`` entry (when one is configured),
+        else the node gpufabric stores that host id for (Ironic's UUID, from ``inventory import
+        --from ironic``), else the host id itself when it is a node name."""
         host = port.get(portbindings.HOST_ID)
-        node = names.node_name(host, self.node_map())
+        mapped = self.node_map()
+        if isinstance(host, str) and host and host not in mapped:
+            found = self.client.node_by_host(host)
+            if found is not None:
+                return found
+        node = names.node_name(host, mapped)
         if node is None:
-            raise Refused(f"binding:host_id {host!r} names no gpufabric node (not in node_map, not a node name)")
+            raise Refused(f"binding:host_id {host!r} names no gpufabric node (no node has that host id; not in "
+                          "node_map; not a node name)")  # fmt: skip
         return node
 
     def _check_links(self, port: dict[str, Any], node: str, info: dict[str, Any], fabric: str,

@@ -51,6 +51,7 @@ from gpufabric.store.convert import (
     offering_to_domain,
     segment_row,
 )
+from gpufabric.store.host_ids import write_host_ids
 from gpufabric.store.nodes import list_nodes
 from gpufabric.store.registry import Registry
 from gpufabric.store.tables import (
@@ -216,6 +217,8 @@ class Store:
                 s.flush()  # delete every replaced child first: a port may move between nodes
                 for row, node in changed:
                     fill_node_children(row, node)
+                if inv.host_ids:
+                    write_host_ids(s, {**rows, **{r.name: r for r, _ in changed}}, inv.host_ids)
         except IntegrityError as e:
             raise ConflictError(f"inventory conflicts with the store: {e.orig}", detail=str(e.orig)) from e
         return ImportResult(added, updated, unchanged)

@@ -5,7 +5,8 @@ read into gpufabric's nodes. Pure: text in, an :class:`ImportReport` out; the HT
 ironic [LISTING.json]``: the API, or a recorded listing; also behind ``--api``) reads:
 
 - a node by its Ironic ``name`` (a node without a valid name is reported, not imported), its
-  Ironic ``uuid`` kept as its identity (``identities``: what Neutron's ``binding:host_id`` names);
+  Ironic ``uuid`` kept as its identity (``identities``; stored as the node's ``host_id``: what
+  Neutron's ``binding:host_id`` names, which the Neutron driver looks the node up by);
 - an Ironic port by its ``local_link_connection``: ``switch_info``, else ``switch_id``, must name a
   switch of fabrics.yaml (the switch port naming the kinds declare: :meth:`FabricKind.port_namings`)
   and ``port_id`` that switch's interface; a port without link information, on a switch
@@ -216,7 +217,8 @@ def read(req: ImportRequest) -> ImportReport:
         lines.append(f"... and {len(skipped) - LISTED} more ports not imported (--json lists every one)")
     fields = {"instance": instance, "identities": identities, "imported": [e.doc for e in out], "unmatched": skipped,
               "node_map": {uuid: name for name, uuid in identities.items()}}  # fmt: skip
-    return ImportReport(Inventory(tuple(nodes)), tuple(out), lines=tuple(lines), fields=fields)
+    host_ids = tuple((n.name, identities[n.name]) for n in nodes)  # the UUID stored as the node's identity
+    return ImportReport(Inventory(tuple(nodes), host_ids), tuple(out), lines=tuple(lines), fields=fields)
 
 
 def node_map(doc: Mapping[str, Any]) -> dict[str, str]:
