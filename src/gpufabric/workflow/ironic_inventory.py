@@ -16,6 +16,9 @@ ironic [LISTING.json]``: the API, or a recorded listing; also behind ``--api``) 
   ``name``; Linux bonding mode ``802.3ad``/``4`` is LACP, ``active-backup``/``1`` active-backup
   (another mode: the member is reported).
 
+A node Ironic deployed (``active``) while gpufabric holds it in quarantine, or one Ironic
+cleans while gpufabric holds it in a tenant, is reported (``disagree``), not changed.
+
 The ports go on the one fabric instance whose kind's entries name a ``switch`` and a
 ``switch_port`` (``--fabric``: one of several); a node keeps its ports on every other instance
 (e.g. HCAs from ibnetdiscover). No fabric kind is named here."""
@@ -30,7 +33,7 @@ from typing import Any
 from gpufabric.domain.errors import GpufabricError, ValidationError
 from gpufabric.domain.hooks import ImportEntry, ImportFormat, ImportReport, ImportRequest
 from gpufabric.domain.kind.inventory import KindInventory
-from gpufabric.domain.models import Inventory, Node
+from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import PortNaming, check_name
 
 NAME = "ironic"
@@ -195,7 +198,7 @@ def read(req: ImportRequest) -> ImportReport:
     instance, kind, namings = switched_instance(req)
     per_node, skipped, identities = entries(listing, namings)
     checked = kind.for_inventory(namings)
-    known = {n.name: n for n in req.known()} if per_node else {}
+    known = {n.name: n for n in req.known()} if per_node or listing.nodes else {}
     nodes: list[Node] = []
     out: list[ImportEntry] = []
     for name in sorted(per_node):
@@ -215,10 +218,38 @@ def read(req: ImportRequest) -> ImportReport:
               for s in skipped[:LISTED]]  # fmt: skip
     if len(skipped) > LISTED:
         lines.append(f"... and {len(skipped) - LISTED} more ports not imported (--json lists every one)")
-    fields = {"instance": instance, "identities": identities, "imported": [e.doc for e in out], "unmatched": skipped,
+    disagree = disagreements(listing, identities, known)
+    lines += [f"{d['node']}: {d['why']}" for d in disagree]
+    fields = {"disagree": disagree, "instance": instance, "identities": identities, "imported": [e.doc for e in out], "unmatched": skipped,
               "node_map": {uuid: name for name, uuid in identities.items()}}  # fmt: skip
     host_ids = tuple((n.name, identities[n.name]) for n in nodes)  # the UUID stored as the node's identity
     return ImportReport(Inventory(tuple(nodes), host_ids), tuple(out), lines=tuple(lines), fields=fields)
+
+
+CLEANING = frozenset({"cleaning", "clean wait", "clean hold", "clean failed"})
+"""Ironic's provision states of a node it cleans (what the Neutron driver refuses a tenant join in)."""
+
+
+def disagreements(listing: Listing, identities: Mapping[str, str], known: Mapping[str, Node]) -> list[dict[str, Any]]:
+    """The nodes whose Ironic state and gpufabric's hold disagree: Ironic deployed it
+    (``active``) while gpufabric holds it in quarantine (no tenant network reached it through
+    gpufabric), or Ironic cleans it while gpufabric holds it in a tenant."""
+    out: list[dict[str, Any]] = []
+    by_uuid = {uuid: name for name, uuid in identities.items()}
+    for n in listing.nodes:
+        name, state = by_uuid.get(str(n["uuid"])), n.get("provision_state")
+        node = known.get(name) if name else None
+        if node is None or not isinstance(state, str):
+            continue
+        held = node.state is NodeState.LEASED or node.state is NodeState.MOVING
+        if state == "active" and node.state is NodeState.AVAILABLE:
+            why = "Ironic deployed it (provision_state active) while gpufabric holds it in quarantine"
+        elif state in CLEANING and held:
+            why = f"Ironic cleans it (provision_state {state}) while gpufabric holds it in a tenant ({node.state.value})"
+        else:
+            continue
+        out.append({"node": name, "uuid": n["uuid"], "provision_state": state, "gpufabric": node.state.value, "why": why})
+    return out
 
 
 def node_map(doc: Mapping[str, Any]) -> dict[str, str]:
