@@ -73,7 +73,9 @@ def stack(lab: LabEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
             t = time.monotonic()
             ironic.start()
             p = ironic.session(*enroll(lab))
-            assert {n["name"] for n in ironic.get("/v1/nodes")["nodes"]} == {n["name"] for n in lab.status["nodes"][:2]}, p.stderr
+            assert {n["name"] for n in ironic.get("/v1/nodes")["nodes"]} == {
+                n["name"] for n in lab.status["nodes"][:2]
+            }, p.stderr
             print(f"ironic up and enrolled in {time.monotonic() - t:.1f}s")
             neutron = Neutron(d / "neutron", gf.url, gf.token_file, bind_timeout=120, port=neutron_port,
                               extra_ml2=f"ironic_networks = {CLEANING}\nironic_url = {ironic.url}\n")  # fmt: skip
@@ -135,7 +137,9 @@ def test_cleaning_is_quarantine_on_every_fabric(lab: LabEnv, stack: tuple[Ironic
     assert ironic.wait_state(n1, "clean failed", 60)["provision_state"] == "clean failed"
 
 
-def test_a_node_ironic_deployed_in_quarantine_is_reported(lab: LabEnv, stack: tuple[Ironic, Neutron, GpufabricServe]) -> None:
+def test_a_node_ironic_deployed_in_quarantine_is_reported(
+    lab: LabEnv, stack: tuple[Ironic, Neutron, GpufabricServe]
+) -> None:
     ironic, _, _ = stack
     n2 = lab.status["nodes"][1]["name"]
     ironic.session(f"baremetal node set {n2} --network-interface noop", f"baremetal node manage {n2}")

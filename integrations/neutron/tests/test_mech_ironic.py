@@ -45,7 +45,9 @@ def ironic_states() -> Iterator[dict[str, str]]:
         def do_GET(self) -> None:
             uuid = self.path.split("?")[0].rsplit("/", 1)[-1]
             ok = uuid in states and self.headers.get("X-OpenStack-Ironic-API-Version")
-            raw = json.dumps({"uuid": uuid, "provision_state": states.get(uuid)} if ok else {"error_message": "nf"}).encode()
+            raw = json.dumps(
+                {"uuid": uuid, "provision_state": states.get(uuid)} if ok else {"error_message": "nf"}
+            ).encode()
             self.send_response(200 if ok else 404)
             self.send_header("Content-Length", str(len(raw)))
             self.end_headers()
@@ -108,7 +110,9 @@ def test_cleaning_bind_with_another_nodes_link_info_is_refused(idriver: Gpufabri
                                                                fake: FakeGpufabric) -> None:  # fmt: skip
     net_a = _lease_node1(idriver, fake)
     before = writes(fake)
-    ctx = port_context(port(ETH_LLI, host="node-uuid-2", project="ironic-service"), cleaning_net(segment("physnet1", 2900)))
+    ctx = port_context(
+        port(ETH_LLI, host="node-uuid-2", project="ironic-service"), cleaning_net(segment("physnet1", 2900))
+    )
     idriver.bind_port(ctx)
     assert bound_segment(ctx) is None
     assert writes(fake) == before and attached(fake) == {"node1": {net_a}}

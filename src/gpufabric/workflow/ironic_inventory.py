@@ -13,7 +13,7 @@ ironic [LISTING.json]``: the API, or a recorded listing; also behind ``--api``) 
   fabrics.yaml does not have, or with an interface name its switch would read otherwise, is
   REPORTED (``unmatched``), never guessed;
 - a port group as a bond: its members' aggregate is the group's ``extra.switch_bond``, else its
-  ``name``; Linux bonding mode ``802.3ad``/``4`` is LACP, ``active-backup``/``1`` active-backup
+  ``name``, which must be an interface name of the member's switch (else the member is reported); Linux bonding mode ``802.3ad``/``4`` is LACP, ``active-backup``/``1`` active-backup
   (another mode: the member is reported).
 
 A node Ironic deployed (``active``) while gpufabric holds it in quarantine, or one Ironic
@@ -181,6 +181,9 @@ def entries(
                     why = (
                         f"port group {gid} mode {groups[gid].get('mode')!r} (gpufabric bonds: 802.3ad or active-backup)"
                     )
+                elif not namings[switch].matches(bond):  # e.g. a group named for people, not for the switch
+                    why = (f"port group {gid}: {bond!r} (its extra.switch_bond, else its name) is not a "
+                           f"{namings[switch].dialect} aggregate name of {switch}: set extra.switch_bond")  # fmt: skip
                 else:
                     entry.update(bond=bond, bond_mode=mode)
             if not why:
