@@ -12,11 +12,20 @@ UUID (VLAN + PKey); ``openstack baremetal node manage`` / ``provide``: Ironic's 
 n1's ports on the cleaning network, and gpufabric moves n1 to quarantine on EVERY fabric (VLAN
 4000 and out of A's partition, although Ironic only bound Ethernet ports); while Ironic cleans,
 project B's bind of n1 is refused (one line naming the node and ``clean wait``) with the fabrics
-unchanged; n2, deployed by Ironic with no network through gpufabric, is reported by the import."""
+unchanged; n2, deployed by Ironic with no network through gpufabric, is reported by the import.
+InfiniBand through ESI (item 4): the lessee's ``openstack esi node network attach --network
+<ib-net> n2`` (python-esiclient) puts n2's HCA in the PKey the segmentation id maps to (SMP) and
+changes no switch port (OVSDB before/after); the Ethernet network's attach sets the VLAN and
+changes no PKey table (SMP before/after). Each node's HCA is an Ironic port on the IB physnet
+with its port GUID as ``local_link_connection.port_id``, not PXE-enabled (else Ironic puts it on
+its cleaning network, whose Ethernet segment it is not a port of: that bind is refused and
+cleaning never ends)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +33,7 @@ from typing import Any
 import pytest
 
 from .gf_env import GpufabricServe, lab_up
-from .ironic_env import Ironic, ensure_venvs
+from .ironic_env import CLIENT_VENV, Ironic, ensure_venvs
 from .neutron_env import ETH_PHYSNET, IB_PHYSNET, Neutron, ensure_venv, free_port
 from .test_neutron_real import diag, eth_lli, ib_lli, member_pkeys
 from e2e.conftest import LabEnv
@@ -50,11 +59,16 @@ def enroll(lab: LabEnv) -> list[str]:
     cmds = []
     for i, n in enumerate(lab.status["nodes"][:2]):
         uuid = list(UUIDS.values())[i]
-        e = n["ethernet"][0]
+        e, guid = n["ethernet"][0], n["ib"][0]["port_guid"]
         cmds += [f"baremetal node create --driver fake-hardware --name {n['name']} --uuid {uuid} --network-interface neutron",
                  f"baremetal port create {e['mac']} --node {uuid} --extra nic={e['nic']} --physical-network {ETH_PHYSNET} "
                  f"--local-link-connection switch_id=0c:00:00:00:00:0{i + 1} --local-link-connection port_id={e['ovs_port']} "
-                 f"--local-link-connection switch_info={e['bridge']}"]  # fmt: skip
+                 f"--local-link-connection switch_info={e['bridge']}",
+                 # the HCA: its port GUID as the link's port (what the driver matches on the IB physnet); not
+                # PXE-enabled, so Ironic puts it on no provisioning/cleaning network (add_all_ports = false)
+                 f"baremetal port create 52:54:00:1b:00:0{i + 1} --node {uuid} --extra nic=ib0 --physical-network {IB_PHYSNET} --pxe-enabled False "
+                 f"--local-link-connection switch_id=0c:00:00:00:01:0{i + 1} --local-link-connection port_id={guid} "
+                 "--local-link-connection switch_info=ib-fabric"]  # fmt: skip
     return cmds
 
 
@@ -80,6 +94,7 @@ def stack(lab: LabEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
             neutron = Neutron(d / "neutron", gf.url, gf.token_file, bind_timeout=120, port=neutron_port,
                               extra_ml2=f"ironic_networks = {CLEANING}\nironic_url = {ironic.url}\n")  # fmt: skip
             neutron.start()
+            neutron.create_network(IRONIC_PROJECT, CLEANING, ETH_PHYSNET, QUARANTINE_VLAN)
             yield ironic, neutron, gf
         finally:
             ironic.stop()
@@ -96,7 +111,9 @@ def test_cleaning_is_quarantine_on_every_fabric(lab: LabEnv, stack: tuple[Ironic
     ironic, neutron, gf = stack
     n1, n2 = (n["name"] for n in lab.status["nodes"][:2])
     doc = gf_import(lab, ironic)
-    assert doc["identities"] == {n1: UUIDS["n1"], n2: UUIDS["n2"]} and doc["unmatched"] == [], doc
+    assert doc["identities"] == {n1: UUIDS["n1"], n2: UUIDS["n2"]}, doc
+    # the HCAs' Ironic ports are reported, not imported (HCAs come from ibnetdiscover)
+    assert sorted(u["port_id"] for u in doc["unmatched"]) == sorted(lab.guids(n1) + lab.guids(n2)), doc["unmatched"]
     assert [x["name"] for x in gf.api("GET", f"/nodes?host_id={UUIDS['n1']}")["items"]] == [n1]
 
     # a tenant: project A's Ethernet and IB networks, n1's ports bound with its Ironic UUID as host (no node_map)
@@ -108,7 +125,7 @@ def test_cleaning_is_quarantine_on_every_fabric(lab: LabEnv, stack: tuple[Ironic
     assert lab.ovs_tag(lab.eth_ports(n1)[0]) == A_VLAN and member_pkeys(lab, n1) == {A_PKEY}, diag(lab, n1)
 
     # the operator's own commands: Ironic cleans n1 and binds its ports on the cleaning network
-    clean = neutron.create_network(IRONIC_PROJECT, CLEANING, ETH_PHYSNET, QUARANTINE_VLAN)
+    clean = neutron.ok("GET", f"/networks?name={CLEANING}")["networks"][0]
     t = time.monotonic()
     ironic.session(f"baremetal node set {n1} --deploy-interface direct", f"baremetal node manage {n1}")
     assert ironic.wait_state(n1, "manageable")["provision_state"] == "manageable"
@@ -142,7 +159,7 @@ def test_a_node_ironic_deployed_in_quarantine_is_reported(
 ) -> None:
     ironic, _, _ = stack
     n2 = lab.status["nodes"][1]["name"]
-    ironic.session(f"baremetal node set {n2} --network-interface noop", f"baremetal node manage {n2}")
+    ironic.session(f"baremetal node manage {n2}")  # fake deploy: its cleaning and deploy bind no network
     assert ironic.wait_state(n2, "manageable")["provision_state"] == "manageable"
     ironic.session(f"baremetal node provide {n2}")
     assert ironic.wait_state(n2, "available", 60)["provision_state"] == "available"
@@ -152,3 +169,62 @@ def test_a_node_ironic_deployed_in_quarantine_is_reported(
     doc = gf_import(lab, ironic)
     assert [(x["node"], x["provision_state"], x["gpufabric"]) for x in doc["disagree"]] == [(n2, "active", "available")]
     assert any(f"{n2}: Ironic deployed it" in m for m in doc["messages"])
+
+
+LESSEE = "fake_project_id"  # the project a noauth client's Neutron ports are created in: the lessee here
+L_VLAN, L_IBSEG = 2702, 3041
+L_PKEY = 0x0A00 + (L_IBSEG - 3000)
+
+
+def esi(ironic: Ironic, neutron: Neutron, *args: str) -> subprocess.CompletedProcess[str]:
+    """The lessee's ``openstack ARGS`` (python-esiclient 1.3.0 in .venv-esiclient), noauth: Ironic
+    at --os-endpoint, Neutron at its endpoint override (OS_NETWORK_ENDPOINT_OVERRIDE)."""
+    cmd = [str(CLIENT_VENV / "bin" / "openstack"), "--os-auth-type", "none", "--os-endpoint", ironic.url,
+           "--os-baremetal-api-version", "1.88", *args]  # fmt: skip
+    env = {
+        **os.environ,
+        "OS_NETWORK_ENDPOINT_OVERRIDE": neutron.url.removesuffix("/v2.0") + "/",
+    }  # its version document
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_an_ib_network_through_esi_touches_no_switch_and_an_ethernet_one_no_sm(
+    lab: LabEnv, stack: tuple[Ironic, Neutron, GpufabricServe]
+) -> None:
+    """Item 4 of issue 34: ``openstack esi node network attach --network <ib-net> NODE`` puts the
+    node's HCA in the partition the segmentation id maps to (SMP) and changes no switch port
+    (OVSDB before/after); the Ethernet network's attach puts the VLAN on the node's switch port
+    and changes no PKey table (SMP before/after)."""
+    ironic, neutron, gf = stack
+    n1, n2 = (n["name"] for n in lab.status["nodes"][:2])
+    assert ironic.get(f"/v1/nodes/{n2}")["provision_state"] == "active"  # deployed by the test before
+    neutron.create_network(LESSEE, "lessee-ib", IB_PHYSNET, L_IBSEG)
+    neutron.create_network(LESSEE, "lessee-eth", ETH_PHYSNET, L_VLAN)
+
+    def tags() -> dict[str, int | None]:
+        return {p: lab.ovs_tag(p) for n in (n1, n2) for p in lab.eth_ports(n)}
+
+    switch_before, sm_before = tags(), lab.pkey_tables()
+    t = time.monotonic()
+    r = esi(ironic, neutron, "esi", "node", "network", "attach", "--network", "lessee-ib", n2, "-f", "json")
+    assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-3000:], neutron.errors()[-3:])
+    print(f"esi node network attach (IB): {time.monotonic() - t:.1f}s")
+    assert member_pkeys(lab, n2) == {L_PKEY}, neutron.errors()[-3:]
+    assert tags() == switch_before, "an IB network's attach touched a switch port"
+    sm_after_ib = lab.pkey_tables()
+    assert {g: t for g, t in sm_after_ib.items() if g not in lab.guids(n2)} == {
+        g: t for g, t in sm_before.items() if g not in lab.guids(n2)
+    }  # only n2's HCA changed
+    r = esi(ironic, neutron, "esi", "node", "network", "attach", "--network", "lessee-eth", n2, "-f", "json")
+    assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-3000:], neutron.errors()[-3:])
+    assert lab.ovs_tag(lab.eth_ports(n2)[0]) == L_VLAN, diag(lab, n2)
+    assert lab.pkey_tables() == sm_after_ib, "an Ethernet network's attach touched a PKey table"
+    assert gf.api("GET", f"/nodes/{n2}")["tenant"] != "quarantine"  # the lessee's project's tenant
+    # what ESI attached, as Ironic and Neutron hold it (esi node network list also asks Neutron for
+    # floating IPs: this Neutron runs no L3 plugin, so it answers 404 to that)
+    vifs = {v["id"] for v in ironic.get(f"/v1/nodes/{n2}/vifs")["vifs"]}
+    ports = {p["name"]: p for p in neutron.ok("GET", "/ports")["ports"] if p["id"] in vifs}
+    assert {n: (p["status"], p["binding:host_id"]) for n, p in ports.items()} == {
+        f"esi-{n2}-lessee-ib": ("ACTIVE", UUIDS["n2"]),
+        f"esi-{n2}-lessee-eth": ("ACTIVE", UUIDS["n2"]),
+    }, ports
