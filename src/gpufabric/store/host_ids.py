@@ -20,6 +20,8 @@ def write_host_ids(s: Session, rows: Mapping[str, NodeRow], pairs: Sequence[tupl
     added by the import included). The outside inventory is the source of its ids: a host id
     another node held (a node renamed there) moves to the node it names now; the store's unique
     constraint refuses two nodes with one id."""
+    if not pairs:
+        return
     wanted = dict(pairs)
     if len(set(wanted.values())) != len(wanted):
         raise ValidationError("host_ids", str(sorted(wanted.values()))[:200], "one node per host id")
