@@ -44,8 +44,8 @@ def test_a_recorded_ironic_listing_imports_with_its_node_map(tmp_path: Path) -> 
     assert doc["identities"] == {"gpu-a01": A01, "gpu-a02": A02}
     assert json.loads((tmp_path / "map.json").read_text()) == {A01: "gpu-a01", A02: "gpu-a02"}
     assert sorted(u["address"] for u in doc["unmatched"]) == ["52:54:00:a2:00:02", "52:54:00:a2:00:03"]
-    rows = {n["name"] for n in json.loads(gf(tmp_path, "node", "list", "--json").stdout)}
-    assert rows == {"gpu-a01", "gpu-a02"}
+    rows = {n["name"]: n["host_id"] for n in json.loads(gf(tmp_path, "node", "list", "--json").stdout)}
+    assert rows == {"gpu-a01": A01, "gpu-a02": A02}  # the UUID stored as the node's identity (binding:host_id)
 
 
 def test_the_ironic_options_it_refuses(tmp_path: Path) -> None:

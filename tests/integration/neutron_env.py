@@ -93,6 +93,7 @@ class Neutron:
     bind_timeout: float = 120.0
     node_map: dict[str, str] = field(default_factory=dict)
     ib_physnets: str = ""  # e.g. "ib:infiniband,ib-storage:ib-storage"; empty: ib_physnet alone
+    extra_ml2: str = ""  # more [ml2_gpufabric] lines, e.g. "ironic_networks = ironic-cleaning"
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -109,7 +110,7 @@ class Neutron:
         (d / "ml2_conf.ini").write_text(ML2_CONF.format(url=self.gpufabric_url, token_file=self.token_file,
                                                         eth=ETH_PHYSNET, ib=IB_PHYSNET, ib2=IB2_PHYSNET,
                                                         bind_timeout=self.bind_timeout, node_map=d / "node-map.json",
-                                                        extra=f"ib_physnets = {self.ib_physnets}\n" if self.ib_physnets else ""))  # fmt: skip
+                                                        extra=(f"ib_physnets = {self.ib_physnets}\n" if self.ib_physnets else "") + self.extra_ml2))  # fmt: skip
         (d / "policy.yaml").write_text(POLICY)
         # this checkout's driver first, whichever checkout the venv's editable install points at
         path = os.pathsep.join(x for x in (str(ROOT / "integrations" / "neutron"), os.environ.get("PYTHONPATH")) if x)

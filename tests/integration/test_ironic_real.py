@@ -128,6 +128,12 @@ def test_inventory_import_from_ironic_through_the_api(ironic: Ironic, tmp_path: 
                "--ironic-url", ironic.url, "--json")  # fmt: skip
         assert r.returncode == 0, (r.stdout, r.stderr, (tmp_path / "serve.log").read_text()[-2000:])
         check_import(json.loads(r.stdout))
+        # the UUID is the node's identity: what the Neutron driver looks binding:host_id up by (no node_map)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/nodes?host_id={A02}",
+                                     headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=10) as got:
+            items = json.loads(got.read())["items"]
+        assert [(n["name"], n["host_id"]) for n in items] == [("gpu-a02", A02)]
     finally:
         serve.terminate()
         serve.wait(timeout=30)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufabric.domain.errors import ValidationError
-from gpufabric.domain.models import FabricPorts, Node
+from gpufabric.domain.models import FabricPorts, Node, NodeState
 from gpufabric.workflow import kind_import
 from gpufabric.workflow.ironic_inventory import import_format, nic_name, node_map, parse_listing
 
@@ -147,3 +147,20 @@ def test_the_fixture_is_the_recorded_one() -> None:
     manifest = yaml.safe_load(FIXTURE.with_name(FIXTURE.name + ".source.yaml").read_text())
     assert hashlib.sha256(FIXTURE.read_bytes()).hexdigest() == manifest["sha256"]
     assert copy.deepcopy(manifest["expected"]["nodes"]) == {"gpu-a01": A01, "gpu-a02": A02}
+
+
+def test_a_node_ironic_deployed_while_gpufabric_holds_it_in_quarantine_is_reported() -> None:
+    doc = json.loads(FIXTURE.read_text())
+    nodes = doc["nodes"]["nodes"] if isinstance(doc["nodes"], dict) else doc["nodes"]
+    for n in nodes:
+        n["provision_state"] = {A01: "active", A02: "clean wait"}[n["uuid"]]
+    known = (Node("gpu-a01"), Node("gpu-a02", state=NodeState.LEASED))
+    report, out = _read(json.dumps(doc), known=known)
+    assert [(d["node"], d["provision_state"], d["gpufabric"]) for d in out["disagree"]] == [
+        ("gpu-a01", "active", "available"),
+        ("gpu-a02", "clean wait", "leased"),
+    ]
+    assert "gpu-a01: Ironic deployed it (provision_state active) while gpufabric holds it in quarantine" in report.lines
+    # in agreement: nothing reported
+    _, quiet = _read(json.dumps(doc), known=(Node("gpu-a01", state=NodeState.LEASED), Node("gpu-a02")))
+    assert quiet["disagree"] == []

@@ -244,6 +244,17 @@ class GpufabricClient:
             raise
         return r if isinstance(r, dict) else None
 
+    def node_by_host(self, host_id: str) -> str | None:
+        """The node whose identity in the outside inventory is ``host_id`` (``GET
+        /nodes?host_id=``: Ironic's node UUID, stored by ``inventory import --from ironic``), or
+        None (no node has it)."""
+        r = self.request("GET", f"/nodes?host_id={_q(host_id)}&limit=2")
+        items = r.get("items") if isinstance(r, dict) else None
+        if isinstance(items, list) and len(items) == 1 and isinstance(items[0], dict):
+            name = items[0].get("name")
+            return name if isinstance(name, str) else None
+        return None
+
     def attach(self, node: str, network: str, tenant: str) -> dict[str, Any] | None:
         """Start attaching: ``{"node", "move", "lease"}`` (a move when the node changes tenant,
         else the lease's networks grow and gpufabric's worker converges the fabrics); None when

@@ -31,6 +31,17 @@ OPTS = [
                help="The one IB physnet when ib_physnets is unset, on the default instance (infiniband): the "
                     "segmentation id is gpufabric's fake VLAN, mapped to a PKey by gpufabric's seg-id <-> PKey "
                     "mapping. Empty: no IB physnet."),
+    cfg.ListOpt("ironic_networks", default=[],
+                help="Ironic's own networks, by Neutron name or UUID (ironic.conf [neutron] cleaning_network, "
+                     "provisioning_network, rescuing_network, inspection_network): gpufabric's quarantine. A port "
+                     "Ironic binds on one moves the node to quarantine on every fabric (its lease ended, verified); "
+                     "these networks are never gpufabric networks."),
+    cfg.StrOpt("ironic_url",
+               help="Ironic's API (e.g. https://ironic:6385). Set: a tenant bind is refused while Ironic cleans "
+                    "the node (provision_state cleaning, clean wait, clean hold, clean failed)."),
+    cfg.StrOpt("ironic_token_file",
+               help="File (0600/0400) holding a Keystone token that may read Ironic's nodes; unset: noauth."),
+    cfg.StrOpt("ironic_ca_file", help="CA bundle to verify Ironic's TLS certificate (default: system CAs)."),
     cfg.FloatOpt("timeout", default=10.0, min=0.1, help="Timeout of one HTTP request to gpufabric, seconds."),
     cfg.FloatOpt("retry_for", default=30.0, min=0,
                  help="How long one call keeps retrying while gpufabric is unreachable, seconds."),

@@ -10,8 +10,8 @@
 - ``bind_port`` (``binding:vnic_type=baremetal`` only) first checks, reading gpufabric only:
   the port's project is its network's project (the node goes into the PORT's project; a port
   on another project's network is refused, never attached into the network's project);
-  ``binding:host_id`` (Ironic's node) names a gpufabric node (``node_map``, else the host
-  id); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
+  ``binding:host_id`` (Ironic's node UUID) names a gpufabric node (``node_map`` if set, else
+  the node gpufabric stores that host id for: ``GET /nodes?host_id=``, else the host id as a name); every link of ``binding:profile.local_link_information`` (switch + port, or the IB
   port GUID, on the segment's own IB instance) is a port of that node (``GET /nodes/{name}``),
   so link info alone never picks a node (of several of our segments, the first whose checks
   pass is bound: an HCA binds the segment of its own subnet); and the node is in quarantine or already the port's project's. A refusal writes
@@ -29,6 +29,10 @@
   ``delete_port_postcommit``): gpufabric detaches the node the binding recorded
   (``binding:vif_details.gpufabric_node``) from the network (back to quarantine if it was its
   last).
+
+- Ironic's own networks (``ironic_networks``: provisioning, cleaning, ...) are gpufabric's
+  quarantine (:mod:`gpufabric_neutron.ironic`): a bind there moves the node to quarantine on
+  every fabric; with ``ironic_url``, a tenant bind is refused while Ironic cleans the node.
 
 The token is a gpufabric ``service`` token (not admin): see docs/openstack.md.
 
@@ -50,7 +54,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from gpufabric_neutron import client as gf
-from gpufabric_neutron import config, names, physnets
+from gpufabric_neutron import config, ironic, names, physnets
 
 LOG = logging.getLogger(__name__)
 
@@ -87,6 +91,12 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             LOG.warning("gpufabric: ib_physnet %s ignored: ib_physnets is set (%s)", conf.ib_physnet,
                         ",".join(conf.ib_physnets))  # fmt: skip
         self.node_map()  # a bad node_map fails the start, not each bind
+        self.ironic_networks = frozenset(conf.ironic_networks or ())
+        self.ironic: ironic.IronicNodes | None = None
+        if conf.ironic_url:
+            itoken = gf.read_token(conf.ironic_token_file) if conf.ironic_token_file else None
+            self.ironic = ironic.IronicNodes(conf.ironic_url, itoken, ca_file=conf.ironic_ca_file, insecure=conf.insecure,
+                                             timeout=conf.timeout)  # fmt: skip
         LOG.info("gpufabric driver: %s, %s", conf.url, self.physnets.describe())
 
     @property
@@ -97,7 +107,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
     def create_network_postcommit(self, context: Any) -> None:
         net = context.current
         segments = self.physnets.gpufabric_segments(context.network_segments)
-        if not segments:
+        if not segments or ironic.is_ironics(net, self.ironic_networks):  # Ironic's: gpufabric's quarantine
             return
         try:
             self._ensure_network(net, segments)
@@ -107,7 +117,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
 
     def delete_network_postcommit(self, context: Any) -> None:
         net = context.current
-        if not self.physnets.gpufabric_segments(context.network_segments):
+        if not self.physnets.gpufabric_segments(context.network_segments) or ironic.is_ironics(net, self.ironic_networks):
             return
         try:
             self.client.delete_network(names.tenant_name(net["project_id"]), names.network_name(net["id"]))
@@ -121,7 +131,7 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         description and the Neutron tags gpufabric takes as its tags (:func:`names.about`).
         Segments are gpufabric's at create only: a segment change is not forwarded."""
         net, old = context.current, context.original or {}
-        if not self.physnets.gpufabric_segments(context.network_segments):
+        if not self.physnets.gpufabric_segments(context.network_segments) or ironic.is_ironics(net, self.ironic_networks):
             return
         changes = names.about(net)
         if old and names.about(old) == changes:
@@ -147,6 +157,9 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         if port.get(portbindings.VNIC_TYPE) != portbindings.VNIC_BAREMETAL:
             return
         ours = [seg for seg in context.segments_to_bind if self.physnets.fabric_of(seg) is not None]
+        if ours and ironic.is_ironics(context.network.current, self.ironic_networks):
+            self._bind_quarantine(context, ours)
+            return
         refused: list[str] = []
         for seg in ours:  # several IB subnets: the segment whose subnet has the port's HCA
             fabric, instance = self.physnets.place(seg) or (names.ETHERNET, names.ETHERNET)
@@ -170,6 +183,37 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             return
         if refused:
             LOG.error("gpufabric: binding port %s refused: %s", port["id"], "; ".join(refused))
+
+    def _bind_quarantine(self, context: Any, ours: list[dict[str, Any]]) -> None:
+        """A port on one of Ironic's networks (provisioning, cleaning, ...): the host's node to
+        quarantine on every fabric (its lease ended, the move verified), then bound. Refused
+        (nothing written) when the link info is not the host's node's."""
+        port = context.current
+        for seg in ours:
+            fabric, instance = self.physnets.place(seg) or (names.ETHERNET, names.ETHERNET)
+            try:
+                node = self._host_node(port)
+                info = self.client.node(node)
+                if info is None:
+                    raise Refused(f"binding:host_id {port.get(portbindings.HOST_ID)!r}: gpufabric has no node {node}")
+                self._check_links(port, node, info, fabric, instance)
+            except Refused as e:
+                LOG.error("gpufabric: binding port %s on Ironic's network %s refused: %s", port["id"],
+                          context.network.current.get("name"), e)  # fmt: skip
+                continue
+            except (gf.ApiError, gf.Unreachable) as e:
+                LOG.error("gpufabric: binding port %s on Ironic's network failed: %s", port["id"], e)
+                return
+            try:
+                ended = ironic.quarantine(self.client, node, self.conf.bind_timeout, self.conf.poll_interval)
+            except (gf.ApiError, gf.Unreachable, gf.MoveFailed) as e:
+                LOG.error("gpufabric: node %s to quarantine for Ironic's network failed: %s", node, e)
+                return
+            context.set_binding(seg[api.ID], BOUND_VIF, {"gpufabric_node": node, "gpufabric_quarantine": True},
+                                status=n_const.PORT_STATUS_ACTIVE)  # fmt: skip
+            LOG.info("gpufabric: port %s bound on Ironic's network %s: node %s in quarantine (%s)", port["id"],
+                     context.network.current.get("name"), node, "lease ended" if ended else "already there")  # fmt: skip
+            return
 
     def _attach(self, context: Any, node: str) -> str:
         net = context.network.current
@@ -209,6 +253,11 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         if info is None:
             raise Refused(f"binding:host_id {port.get(portbindings.HOST_ID)!r}: gpufabric has no node {node}")
         self._check_links(port, node, info, fabric, instance)
+        host = port.get(portbindings.HOST_ID)
+        if self.ironic is not None and isinstance(host, str):
+            why = ironic.cleaning(node, host, self.ironic.provision_state(host))
+            if why:
+                raise Refused(why)
         holder = info.get("tenant")
         if holder not in (None, QUARANTINE, tenant):
             raise Refused(f"node {node} is held by another tenant; allowed: a node in quarantine or already "
@@ -216,10 +265,19 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
         return node, tenant
 
     def _host_node(self, port: dict[str, Any]) -> str:
+        """The node ``binding:host_id`` names: its ``node_map`` entry (when one is configured),
+        else the node gpufabric stores that host id for (Ironic's UUID, from ``inventory import
+        --from ironic``), else the host id itself when it is a node name."""
         host = port.get(portbindings.HOST_ID)
-        node = names.node_name(host, self.node_map())
+        mapped = self.node_map()
+        if isinstance(host, str) and host and host not in mapped:
+            found = self.client.node_by_host(host)
+            if found is not None:
+                return found
+        node = names.node_name(host, mapped)
         if node is None:
-            raise Refused(f"binding:host_id {host!r} names no gpufabric node (not in node_map, not a node name)")
+            raise Refused(f"binding:host_id {host!r} names no gpufabric node (no node has that host id; not in "
+                          "node_map; not a node name)")  # fmt: skip
         return node
 
     def _check_links(self, port: dict[str, Any], node: str, info: dict[str, Any], fabric: str,
@@ -276,8 +334,11 @@ class GpufabricMechanismDriver(api.MechanismDriver):  # type: ignore[misc]
             self._detach(port, context.top_bound_segment, context.network.current)
 
     def _bound_by_us(self, port: dict[str, Any], segment: dict[str, Any] | None) -> bool:
+        """A tenant binding of ours (a binding on Ironic's network left the node in quarantine:
+        its unbind changes nothing)."""
         return (
-            port.get(portbindings.VNIC_TYPE) == portbindings.VNIC_BAREMETAL
+            not (port.get(portbindings.VIF_DETAILS) or {}).get("gpufabric_quarantine")
+            and port.get(portbindings.VNIC_TYPE) == portbindings.VNIC_BAREMETAL
             and port.get(portbindings.VIF_TYPE) == BOUND_VIF
             and segment is not None
             and self.physnets.fabric_of(segment) is not None

@@ -57,6 +57,7 @@ class State:
         self.instances: dict[str, tuple[str, range, int]] = {"ethernet": ("ethernet", ETH_RANGE, 0),
                                                               "infiniband": ("infiniband", IB_RANGE, PKEY_BASE)}
         self.guid_instance: dict[str, str] = {}
+        self.host_ids: dict[str, str] = {}  # host id (Ironic's node UUID) -> node, as inventory import --from ironic stores it
         self.worker = {"name": "worker", "alive": True, "passes": 0, "errors": 0, "last_error": ""}
 
     def pkey(self, seg: dict[str, Any]) -> int | None:
@@ -125,6 +126,10 @@ class FakeGpufabric:
             if method == "GET" and p == ["ports", "lookup"]:
                 node = s.guids.get(query.get("guid", "")) or s.switch_ports.get((query.get("switch", ""), query.get("port", "")))
                 return (200, {"node": node}) if node else _err(404, "not_found", f"no node has port {query}")
+            if method == "GET" and p == ["nodes"] and "host_id" in query:  # the driver's lookup of binding:host_id
+                found = s.host_ids.get(query["host_id"])
+                items = [dict(self._node(found), host_id=query["host_id"])] if found else []
+                return 200, {"items": items, "total": len(items), "limit": 100, "offset": 0}
             if method == "GET" and p[0] == "nodes" and len(p) == 2:
                 if p[1] not in set(s.switch_ports.values()) | set(s.guids.values()):
                     return _err(404, "not_found", f"node not found: {p[1]}", "node", p[1])
@@ -323,7 +328,7 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--token-file", required=True)
     ap.add_argument("--seed", help='JSON file: {"switch_ports": [[switch, port, node]], "guids": {guid: node}, '
-                    '"instances": {name: [kind, first seg id, last seg id, PKey base]}, "guid_instance": {guid: name}}')
+                    '"instances": {name: [kind, first seg id, last seg id, PKey base]}, "guid_instance": {guid: name}, "host_ids": {host id: node}}')
     ap.add_argument("--state-out", help="write the state as JSON to this file after every request")
     a = ap.parse_args()
     f = FakeGpufabric(Path(a.token_file).read_text().strip())
@@ -334,6 +339,7 @@ if __name__ == "__main__":  # a contract server for manual runs and the real-Neu
         f.state.guids.update(seed.get("guids", {}))
         f.state.instances.update({n: (k, range(a, b + 1), base) for n, (k, a, b, base) in seed.get("instances", {}).items()})
         f.state.guid_instance.update(seed.get("guid_instance", {}))
+        f.state.host_ids.update(seed.get("host_ids", {}))
     if a.state_out:
         inner = f.handle
 

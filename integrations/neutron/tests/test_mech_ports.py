@@ -373,3 +373,33 @@ def test_unbind_of_a_binding_without_record_uses_the_hosts_node(driver: Gpufabri
     old.pop(portbindings.VIF_DETAILS)  # bound by an older driver
     driver.delete_port_postcommit(port_context(old, net, top=seg))
     assert attached(fake) == {}
+
+
+def test_host_id_gpufabric_stores_needs_no_map(driver: GpufabricMechanismDriver, fake: FakeGpufabric,
+                                               conf: cfg.ConfigOpts) -> None:  # fmt: skip
+    """No node_map: Ironic's UUID is the node's host id in gpufabric (inventory import --from
+    ironic stored it), looked up by GET /nodes?host_id=."""
+    conf.set_override("node_map", None, group="ml2_gpufabric")
+    fake.state.host_ids["6f1c3a52-8f43-4b9e-9a63-0b5c2a9d0a02"] = "node2"
+    ctx, net = bind(driver, [{"switch_info": "leaf1", "port_id": "p2"}], segment("physnet1", 2545),
+                    host="6f1c3a52-8f43-4b9e-9a63-0b5c2a9d0a02")  # fmt: skip
+    assert bound_segment(ctx) is not None
+    assert attached(fake) == {"node2": {names.network_name(net.current["id"])}}
+    assert fake.state.requests[0][:2] == ("GET", "/api/v1/nodes")  # the lookup (the fake records the path only)
+
+
+def test_host_id_no_node_has_is_refused(driver: GpufabricMechanismDriver, fake: FakeGpufabric,
+                                        conf: cfg.ConfigOpts) -> None:  # fmt: skip
+    conf.set_override("node_map", None, group="ml2_gpufabric")
+    fake.state.host_ids["6f1c3a52-8f43-4b9e-9a63-0b5c2a9d0a02"] = "node2"
+    ctx, _ = bind(driver, [{"switch_info": "leaf1", "port_id": "p2"}], segment("physnet1", 2546),
+                  host="6f1c3a52-8f43-4b9e-9a63-0b5c2a9d0aff")  # fmt: skip
+    assert bound_segment(ctx) is None
+    assert writes(fake) == [] and attached(fake) == {}
+
+
+def test_node_map_entry_wins_over_a_stored_host_id(driver: GpufabricMechanismDriver, fake: FakeGpufabric) -> None:
+    fake.state.host_ids["node-uuid-1"] = "node2"  # the site's map says node1
+    ctx, net = bind(driver, ETH_LLI, segment("physnet1", 2547), host="node-uuid-1")
+    assert bound_segment(ctx) is not None
+    assert attached(fake) == {"node1": {names.network_name(net.current["id"])}}

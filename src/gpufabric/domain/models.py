@@ -257,6 +257,10 @@ class Inventory:
     """Everything known about the hardware: nodes with their ports."""
 
     nodes: tuple[Node, ...] = field(default_factory=tuple)
+    host_ids: tuple[tuple[str, str], ...] = ()
+    """(node name, host id) of nodes an outside inventory names: the node's identity there, what
+    Neutron's ``binding:host_id`` names (Ironic's node UUID). Written with the nodes; a node not
+    listed keeps the one it has."""
 
     def node(self, name: str) -> Node | None:
         return next((n for n in self.nodes if n.name == name), None)

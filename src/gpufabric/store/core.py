@@ -41,7 +41,7 @@ from gpufabric.domain.models import (
 )
 from gpufabric.domain.segments import SegmentConfig
 from gpufabric.domain.values import check_name
-from gpufabric.store import db
+from gpufabric.store import db, host_ids
 from gpufabric.store import leases as store_leases
 from gpufabric.store.convert import (
     canonical,
@@ -166,9 +166,8 @@ class Store:
 
     # ------------------------------------------------------------------ inventory
     def upsert_inventory(self, inv: Inventory, within: Tx | None = None) -> ImportResult:
-        """Add new nodes and replace the ports/GPUs/DPUs/offering of known ones, in one
-        transaction (``within``: the caller's, e.g. the one its :meth:`nodes` were read in). A
-        node's state is kept. Nodes not in ``inv`` are left alone.
+        """Add new nodes and replace the ports/offering of known ones (and write ``inv.host_ids``), in one
+        transaction (``within``: the caller's, e.g. the one its :meth:`nodes` were read in); states kept, others alone.
 
         Raises ConflictError (and writes nothing) when a port key (a switch port, a port GUID, ...:
         ``FabricKind.port_keys``) is held by another node or by two in ``inv``, or when a node that is leased or moving would
@@ -216,6 +215,7 @@ class Store:
                 s.flush()  # delete every replaced child first: a port may move between nodes
                 for row, node in changed:
                     fill_node_children(row, node)
+                host_ids.write_host_ids(s, {**rows, **{r.name: r for r, _ in changed}}, inv.host_ids)
         except IntegrityError as e:
             raise ConflictError(f"inventory conflicts with the store: {e.orig}", detail=str(e.orig)) from e
         return ImportResult(added, updated, unchanged)

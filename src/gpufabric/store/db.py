@@ -34,7 +34,7 @@ from gpufabric.domain.errors import ConfigError
 if TYPE_CHECKING:
     from alembic.config import Config
 
-HEAD_REVISION: Final = "0018"
+HEAD_REVISION: Final = "0019"
 """The newest migration; a store already there opens without loading alembic (a test keeps it true)."""
 
 MIGRATIONS: Final = Path(__file__).parent / "migrations"

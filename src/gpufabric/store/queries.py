@@ -98,14 +98,18 @@ class Reader:
         state: str | None = None,
         fabric: Collection[str] | None = None,
         name: str | None = None,
+        host_id: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
         """A page of nodes as the API shows them, less their fabric columns (``engine.columns``);
-        ``fabric``: only nodes with ports on a row of one of these instances."""
+        ``fabric``: only nodes with ports on a row of one of these instances; ``host_id``: the
+        node an outside inventory names so (Ironic's UUID)."""
         now = datetime.now(UTC)
         with self.engine.connect() as c:
-            q = self._node_filter(select(N.c.id, N.c.name, N.c.offering, N.c.state, N.c.owner, N.c.host, N.c.slot_modules), p, now)
+            q = self._node_filter(select(N.c.id, N.c.name, N.c.offering, N.c.state, N.c.owner, N.c.host, N.c.slot_modules, N.c.host_id), p, now)
             if name is not None:
                 q = q.where(N.c.name == name)
+            if host_id is not None:
+                q = q.where(N.c.host_id == host_id)
             if state is not None:
                 q = q.where(N.c.state == state)
             if fabric is not None:
@@ -134,6 +138,7 @@ class Reader:
                 "offering": r.offering,
                 "state": r.state,
                 "owner": r.owner,
+                "host_id": r.host_id,
                 "tenant": cur.get(r.id, (QUARANTINE, None))[0],
                 "lease": cur.get(r.id, (QUARANTINE, None))[1],
                 "host": r.host or None,

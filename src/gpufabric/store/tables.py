@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint, and_, or_
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, and_, or_
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
@@ -64,6 +64,7 @@ class Base(DeclarativeBase):
 
 class NodeRow(Base):
     __tablename__ = "nodes"
+    __table_args__ = (Index("uq_nodes_host_id", "host_id", unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
@@ -72,6 +73,8 @@ class NodeRow(Base):
     owner: Mapped[str | None] = mapped_column(String(63), nullable=True)  # owning tenant (ESI owner), 0004
     host: Mapped[str] = mapped_column(String(63), default="")  # a slot's host (issue 33), 0018
     slot_modules: Mapped[Any] = mapped_column(JSON, default=list)  # a slot's GPU module ids, 0018
+    # its identity in an outside inventory: what Neutron's binding:host_id names (Ironic's node UUID), 0019
+    host_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
     fabric_ports: Mapped[list[NodeFabricPortsRow]] = relationship(
         back_populates="node", cascade="all, delete-orphan", order_by="NodeFabricPortsRow.instance"

@@ -5,15 +5,19 @@ read into gpufabric's nodes. Pure: text in, an :class:`ImportReport` out; the HT
 ironic [LISTING.json]``: the API, or a recorded listing; also behind ``--api``) reads:
 
 - a node by its Ironic ``name`` (a node without a valid name is reported, not imported), its
-  Ironic ``uuid`` kept as its identity (``identities``: what Neutron's ``binding:host_id`` names);
+  Ironic ``uuid`` kept as its identity (``identities``; stored as the node's ``host_id``: what
+  Neutron's ``binding:host_id`` names, which the Neutron driver looks the node up by);
 - an Ironic port by its ``local_link_connection``: ``switch_info``, else ``switch_id``, must name a
   switch of fabrics.yaml (the switch port naming the kinds declare: :meth:`FabricKind.port_namings`)
   and ``port_id`` that switch's interface; a port without link information, on a switch
   fabrics.yaml does not have, or with an interface name its switch would read otherwise, is
   REPORTED (``unmatched``), never guessed;
 - a port group as a bond: its members' aggregate is the group's ``extra.switch_bond``, else its
-  ``name``; Linux bonding mode ``802.3ad``/``4`` is LACP, ``active-backup``/``1`` active-backup
+  ``name``, which must be an interface name of the member's switch (else the member is reported); Linux bonding mode ``802.3ad``/``4`` is LACP, ``active-backup``/``1`` active-backup
   (another mode: the member is reported).
+
+A node Ironic deployed (``active``) while gpufabric holds it in quarantine, or one Ironic
+cleans while gpufabric holds it in a tenant, is reported (``disagree``), not changed.
 
 The ports go on the one fabric instance whose kind's entries name a ``switch`` and a
 ``switch_port`` (``--fabric``: one of several); a node keeps its ports on every other instance
@@ -29,7 +33,7 @@ from typing import Any
 from gpufabric.domain.errors import GpufabricError, ValidationError
 from gpufabric.domain.hooks import ImportEntry, ImportFormat, ImportReport, ImportRequest
 from gpufabric.domain.kind.inventory import KindInventory
-from gpufabric.domain.models import Inventory, Node
+from gpufabric.domain.models import Inventory, Node, NodeState
 from gpufabric.domain.values import PortNaming, check_name
 
 NAME = "ironic"
@@ -177,6 +181,9 @@ def entries(
                     why = (
                         f"port group {gid} mode {groups[gid].get('mode')!r} (gpufabric bonds: 802.3ad or active-backup)"
                     )
+                elif not namings[switch].matches(bond):  # e.g. a group named for people, not for the switch
+                    why = (f"port group {gid}: {bond!r} (its extra.switch_bond, else its name) is not a "
+                           f"{namings[switch].dialect} aggregate name of {switch}: set extra.switch_bond")  # fmt: skip
                 else:
                     entry.update(bond=bond, bond_mode=mode)
             if not why:
@@ -194,7 +201,7 @@ def read(req: ImportRequest) -> ImportReport:
     instance, kind, namings = switched_instance(req)
     per_node, skipped, identities = entries(listing, namings)
     checked = kind.for_inventory(namings)
-    known = {n.name: n for n in req.known()} if per_node else {}
+    known = {n.name: n for n in req.known()} if per_node or listing.nodes else {}
     nodes: list[Node] = []
     out: list[ImportEntry] = []
     for name in sorted(per_node):
@@ -214,9 +221,38 @@ def read(req: ImportRequest) -> ImportReport:
               for s in skipped[:LISTED]]  # fmt: skip
     if len(skipped) > LISTED:
         lines.append(f"... and {len(skipped) - LISTED} more ports not imported (--json lists every one)")
-    fields = {"instance": instance, "identities": identities, "imported": [e.doc for e in out], "unmatched": skipped,
+    disagree = disagreements(listing, identities, known)
+    lines += [f"{d['node']}: {d['why']}" for d in disagree]
+    fields = {"disagree": disagree, "instance": instance, "identities": identities, "imported": [e.doc for e in out], "unmatched": skipped,
               "node_map": {uuid: name for name, uuid in identities.items()}}  # fmt: skip
-    return ImportReport(Inventory(tuple(nodes)), tuple(out), lines=tuple(lines), fields=fields)
+    host_ids = tuple((n.name, identities[n.name]) for n in nodes)  # the UUID stored as the node's identity
+    return ImportReport(Inventory(tuple(nodes), host_ids), tuple(out), lines=tuple(lines), fields=fields)
+
+
+CLEANING = frozenset({"cleaning", "clean wait", "clean hold", "clean failed"})
+"""Ironic's provision states of a node it cleans (what the Neutron driver refuses a tenant join in)."""
+
+
+def disagreements(listing: Listing, identities: Mapping[str, str], known: Mapping[str, Node]) -> list[dict[str, Any]]:
+    """The nodes whose Ironic state and gpufabric's hold disagree: Ironic deployed it
+    (``active``) while gpufabric holds it in quarantine (no tenant network reached it through
+    gpufabric), or Ironic cleans it while gpufabric holds it in a tenant."""
+    out: list[dict[str, Any]] = []
+    by_uuid = {uuid: name for name, uuid in identities.items()}
+    for n in listing.nodes:
+        name, state = by_uuid.get(str(n["uuid"])), n.get("provision_state")
+        node = known.get(name) if name else None
+        if node is None or not isinstance(state, str):
+            continue
+        held = node.state is NodeState.LEASED or node.state is NodeState.MOVING
+        if state == "active" and node.state is NodeState.AVAILABLE:
+            why = "Ironic deployed it (provision_state active) while gpufabric holds it in quarantine"
+        elif state in CLEANING and held:
+            why = f"Ironic cleans it (provision_state {state}) while gpufabric holds it in a tenant ({node.state.value})"
+        else:
+            continue
+        out.append({"node": name, "uuid": n["uuid"], "provision_state": state, "gpufabric": node.state.value, "why": why})
+    return out
 
 
 def node_map(doc: Mapping[str, Any]) -> dict[str, str]:

@@ -31,6 +31,8 @@ from gpufabric.engine.columns import registered_kinds, with_fabrics
 router = APIRouter(tags=["nodes"])
 NodeName = Annotated[str, Path(min_length=1, max_length=63, pattern=NAME_PATTERN)]
 StateQ = Literal["available", "leased", "moving", "maintenance"]
+HostIdQ = Annotated[str | None, Query(min_length=1, max_length=255, description="The node an outside inventory names so: "
+                    "what Neutron's binding:host_id carries (Ironic's node UUID, written by inventory import --from ironic)")]
 FabricQ = Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN, description="A fabric instance or kind: nodes with ports on it")]
 
 
@@ -43,11 +45,12 @@ async def list_nodes(
     tenant: Annotated[str | None, Query(max_length=63, pattern=NAME_PATTERN)] = None,
     state: StateQ | None = None,
     fabric: FabricQ = None,
+    host_id: HostIdQ = None,
 ) -> Response:
     rows = None if fabric is None else _rows(c, fabric)
 
     def build() -> dict[str, Any]:
-        items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, rows)
+        items, total = c.reader.nodes(p, pg.limit, pg.offset, tenant, state, rows, host_id=host_id)
         return paged(with_fabrics(items, c.store, c.view_kinds()), total, pg)
 
     return await c.cached(request, (p.role, p.tenant), build)

@@ -34,6 +34,8 @@ class NodeOut(BaseModel):
     offering: str
     state: str
     owner: str | None
+    host_id: str | None = Field(None, description="Its identity in an outside inventory: what Neutron's binding:host_id "
+                                "names (Ironic's node UUID; inventory import --from ironic writes it)")
     tenant: str = Field(description="The tenant holding the node now, or quarantine")
     lease: int | None
     host: str | None = Field(None, description="A slot's host (a slot is a VM's share of a shared host, issue 33); null: not a slot")
