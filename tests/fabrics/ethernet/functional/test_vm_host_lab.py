@@ -1,7 +1,7 @@
 """VM slots of a shared host on the lab's real OVS (issue 33, Ethernet only): ``lab up --vm-hosts
 gpu-a01,gpu-a02`` gives both nodes a hypervisor OVS bridge ``hv-<node>`` (its uplink the node's
 leaf-facing eth0) and one VM namespace per GPU on port ``vm<m>``. gpu-a01 and gpu-a02 are leased to
-``infra`` in ``vm-host``; gpu-a01's slots A (GPUs 1-4, tenant a), B (5-6, b), C (7-8, c) and
+``infra`` in ``vm-host``; gpu-a01's slots A (GPUs 1-4, tenant a), B (5,7, b), C (6,8, c) and
 gpu-a02's slot A2 (1-4, tenant a) are slot nodes (made through the store, as the slot-lease workflow
 will) leased by the ordinary lease workflow (a node move from quarantine). Read back with
 ``ovs-vsctl`` on each hypervisor bridge and on the leaf, independently of gpufabric's drivers; pings
@@ -35,8 +35,8 @@ GF = str(Path(sys.executable).parent / "gpufabric")
 HOSTS = ("gpu-a01", "gpu-a02")
 SLOTS = {
     "a": ("gpu-a01", (1, 2, 3, 4)),
-    "b": ("gpu-a01", (5, 6)),
-    "c": ("gpu-a01", (7, 8)),
+    "b": ("gpu-a01", (5, 7)),  # pairs of the HGX board's partition table
+    "c": ("gpu-a01", (6, 8)),
     "a2": ("gpu-a02", (1, 2, 3, 4)),
 }
 TENANT = {"a": "a", "b": "b", "c": "c", "a2": "a"}
@@ -160,9 +160,9 @@ def test_slots_tag_their_vm_ports_and_the_trunk_carries_exactly_their_tenants(
     assert lab.trunk("gpu-a02") == {vlans["a"]}
     assert lab.ping(("gpu-a01", 1), ("gpu-a01", 4))  # A to A, one host
     assert lab.ping(("gpu-a01", 2), ("gpu-a02", 3))  # A to A across hosts: through both trunks and the leaf
-    assert lab.ping(("gpu-a01", 5), ("gpu-a01", 6))  # B to B
+    assert lab.ping(("gpu-a01", 5), ("gpu-a01", 7))  # B to B
     assert not lab.ping(("gpu-a01", 1), ("gpu-a01", 5))  # A to B
-    assert not lab.ping(("gpu-a01", 7), ("gpu-a02", 1))  # C to A on the other host
+    assert not lab.ping(("gpu-a01", 6), ("gpu-a02", 1))  # C to A on the other host
     audit = lab.gfj("audit")
     assert audit["violations"] == [], audit["violations"]
 
@@ -170,15 +170,15 @@ def test_slots_tag_their_vm_ports_and_the_trunk_carries_exactly_their_tenants(
 def test_b_to_quarantine_changes_only_bs_ports_and_the_trunks_b_vlan(lab: VmLab, vlans: dict[str, int]) -> None:
     before = {h: lab.vm_tags(h) for h in HOSTS}
     leases = lab.gfj("lease", "list")
-    b = next(x for x in leases if x["node"] == slot_name("gpu-a01", (5, 6)) and x["active"])
+    b = next(x for x in leases if x["node"] == slot_name("gpu-a01", (5, 7)) and x["active"])
     lab.gf("lease", "delete", str(b["id"]))
     after = {h: lab.vm_tags(h) for h in HOSTS}
     changed = {(h, p) for h in HOSTS for p in after[h] if after[h][p] != before[h][p]}
-    assert changed == {("gpu-a01", "vm5"), ("gpu-a01", "vm6")}
+    assert changed == {("gpu-a01", "vm5"), ("gpu-a01", "vm7")}
     assert after == _expected(vlans, set(SLOTS) - {"b"})
     assert lab.trunk("gpu-a01") == {vlans["a"], vlans["c"]}
     assert lab.trunk("gpu-a02") == {vlans["a"]}
-    assert not lab.ping(("gpu-a01", 5), ("gpu-a01", 6))  # quarantine: protected ports
+    assert not lab.ping(("gpu-a01", 5), ("gpu-a01", 7))  # quarantine: protected ports
     assert lab.ping(("gpu-a01", 1), ("gpu-a02", 4))
 
 
@@ -188,15 +188,15 @@ def test_bs_slot_leased_to_d_gives_only_its_ports_and_the_trunk_ds_vlan(lab: VmL
     d = next(n for n in lab.gfj("network", "list") if n["tenant"] == "d")
     vlan_d = next(g["vlan"] for g in d["segments"] if g["fabric"] == "ethernet")
     before = {h: lab.vm_tags(h) for h in HOSTS}
-    lab.gf("lease", "create", "--tenant", "d", "--node", slot_name("gpu-a01", (5, 6)), "--network", "d-net")
+    lab.gf("lease", "create", "--tenant", "d", "--node", slot_name("gpu-a01", (5, 7)), "--network", "d-net")
     after = {h: lab.vm_tags(h) for h in HOSTS}
     assert {(h, p) for h in HOSTS for p in after[h] if after[h][p] != before[h][p]} == {
         ("gpu-a01", "vm5"),
-        ("gpu-a01", "vm6"),
+        ("gpu-a01", "vm7"),
     }
-    assert after["gpu-a01"]["vm5"] == after["gpu-a01"]["vm6"] == vlan_d
+    assert after["gpu-a01"]["vm5"] == after["gpu-a01"]["vm7"] == vlan_d
     assert lab.trunk("gpu-a01") == {vlans["a"], vlans["c"], vlan_d}
-    assert lab.ping(("gpu-a01", 5), ("gpu-a01", 6))  # D to D
+    assert lab.ping(("gpu-a01", 5), ("gpu-a01", 7))  # D to D
     assert not lab.ping(("gpu-a01", 5), ("gpu-a01", 1))  # D to A
     audit = lab.gfj("audit")
     assert audit["violations"] == [], audit["violations"]
