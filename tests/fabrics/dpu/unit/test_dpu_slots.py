@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpufabric.domain.fabric import Tenancy
-from gpufabric.domain.models import Lease, Node
-from gpufabric.domain.slots import VM_HOST, slot_name
 from gpufabric.fabrics.dpu.audit.report import NodeOffload, metrics_text, offload_report
 from gpufabric.fabrics.dpu.kind import DpuKind
 from gpufabric.fabrics.dpu.plan import DpuPlan
@@ -18,27 +16,11 @@ from gpufabric.fabrics.dpu.plan.profiles import TENANT_KEY, port_mac
 from gpufabric.fabrics.dpu.readers.offload import DpFlow
 from gpufabric.fabrics.dpu.state import LogicalPort, OvsSetting
 
-from .dpu_scenarios import OFFERINGS, T0, dpu_node
+from .dpu_scenarios import HOST, OFFERINGS, OTHER, SA, SB, SC, slot_tenancy
+
+tenancy = slot_tenancy
 
 KIND = DpuKind()
-HOST, OTHER = "gpu-a01", "gpu-a02"
-SLOTS_OF = {"a": (1, 2, 3, 4), "b": (5, 6), "c": (7, 8)}
-SA, SB, SC = (slot_name(HOST, m) for m in SLOTS_OF.values())
-
-
-def tenancy(owners: dict[str, str | None] | None = None, host_offering: str = VM_HOST) -> Tenancy:
-    """``HOST`` leased to infra in ``host_offering``, its slots leased per ``owners`` (slot's
-    tenant -> lease tenant, None: quarantine); ``OTHER`` leased to a in baremetal."""
-    owners = {t: t for t in SLOTS_OF} if owners is None else owners
-    slots = [Node(slot_name(HOST, m), host=HOST, slot_modules=m) for m in SLOTS_OF.values()]
-    leases: dict[str, Lease | None] = {
-        HOST: Lease("infra", HOST, T0, offering=host_offering),
-        OTHER: Lease("a", OTHER, T0, offering="baremetal"),
-    }
-    for t, s in zip(SLOTS_OF, slots, strict=True):
-        who = owners.get(t)
-        leases[s.name] = Lease(who, s.name, T0, offering="baremetal") if who else None
-    return Tenancy((dpu_node(HOST), dpu_node(OTHER), *slots), leases, {}, OFFERINGS)
 
 
 def slot_port(slot: str, tenant: str) -> LogicalPort:

@@ -73,7 +73,8 @@ class OvnNbDriver:
         for p in adds:
             args += ["--", "--may-exist", "lsp-add", p.switch, p.name, "--", "lsp-set-addresses", p.name, p.mac]
             args += ["--", "lsp-set-port-security", p.name, p.mac, "--", "set", "Logical_Switch_Port", p.name]
-            args += [f"external_ids:gpufabric-node={p.node}", f"external_ids:gpufabric-representor={p.representor}"]
+            args += [f"external_ids:gpufabric-node={p.node}"]  # a slot's port has no representor (ovsdb takes no empty value)
+            args += [f"external_ids:gpufabric-representor={p.representor}"] if p.representor else []
             args += [f"external_ids:gpufabric-slot={p.slot}"] if p.slot else []
         if args:
             self._run(args, wait=True)
