@@ -55,20 +55,28 @@ class OvsSetting:
 
 @dataclass(frozen=True, order=True)
 class LogicalPort:
-    """A tenant's OVN logical switch port for one VF representor of ``node``'s DPU."""
+    """A tenant's OVN logical switch port for one VF representor of ``node``'s DPU; ``slot``: the
+    slot of shared host ``node`` whose VM the port is (issue 33; "" for the host's own ports)."""
 
     name: str
     tenant: str
     node: str
     mac: str
     representor: str = ""
+    slot: str = ""
+
+    @property
+    def unit(self) -> str:
+        """The node whose lease the port follows: its slot, else its host."""
+        return self.slot or self.node
 
     @property
     def switch(self) -> str:
         return tenant_switch(self.tenant)
 
     def __str__(self) -> str:
-        return f"lsp {self.switch}/{self.name} node={self.node} mac={self.mac}"
+        where = f" slot={self.slot}" if self.slot else ""
+        return f"lsp {self.switch}/{self.name} node={self.node}{where} mac={self.mac}"
 
 
 Item = Label | Taint | OvsSetting | LogicalPort

@@ -1,4 +1,9 @@
-"""The DPU fabric's audit invariants (pure): role vs offering, tenant leftovers, hw-offload."""
+"""The DPU fabric's audit invariants (pure): role vs offering, tenant leftovers, hw-offload.
+
+On a shared host (issue 33) a slot's logical port (``LogicalPort.slot``) belongs to that slot's
+tenant: it is a leftover when the slot is not one of the host's, the host is not shared, or the
+slot's tenant is another (quarantine included); flows are judged by the node they are counted for
+(a slot's port: the slot)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from gpufabric.domain.models import QUARANTINE
 from gpufabric.domain.severity import Severity
 from gpufabric.fabrics.dpu.entries.info import dpu_inventory
 from gpufabric.fabrics.dpu.plan.profiles import DPU_LABELS, HW_OFFLOAD, TENANT_KEY, observed_role, offering_role
-from gpufabric.fabrics.dpu.state import DpuState
+from gpufabric.fabrics.dpu.state import DpuState, LogicalPort
 
 INVARIANTS = (
     InvariantSpec("DPU-ROLE-MISMATCH", Severity.HIGH.value, "a node's DPU role (labels, taint, OVS) matches its offering"),
@@ -42,8 +47,9 @@ def audit(tenancy: Tenancy, observed: DpuState) -> Iterator[Violation]:
                 resource=f"role:{want}",
             )
         owner = tenancy.owner(host)
-        for p in sorted(x for x in observed.ports_of(host) if x.tenant != owner):
-            yield _leftover(host, info.dpu_node, p.tenant, owner, f"logical port {p.switch}/{p.name}")
+        for p, want_tenant in sorted((x, port_owner(tenancy, x)) for x in observed.ports_of(host)):
+            if p.tenant != want_tenant:
+                yield _leftover(host, info.dpu_node, p.tenant, want_tenant, f"logical port {p.switch}/{p.name}")
         bound = observed.ovs_of(host).get(TENANT_KEY)
         if bound is not None and bound != owner:
             yield _leftover(host, info.dpu_node, bound, owner, f"OVS {TENANT_KEY}={bound}")
@@ -64,6 +70,16 @@ def audit(tenancy: Tenancy, observed: DpuState) -> Iterator[Violation]:
         yield _leftover(p.node, "", p.tenant, "unknown node", f"logical port {p.switch}/{p.name}")
 
 
+def port_owner(tenancy: Tenancy, port: LogicalPort) -> str:
+    """Whom ``port`` may belong to: its slot's tenant for a slot's port of a shared host whose own
+    lease is live (quarantine when the slot is not one of that host's), else its host's."""
+    if not port.slot:
+        return tenancy.owner(port.node)
+    live = tenancy.owner(port.node) != QUARANTINE and tenancy.shared(port.node)
+    mine = any(s.name == port.slot for s in tenancy.slots_of(port.node))
+    return tenancy.owner(port.slot) if live and mine else QUARANTINE
+
+
 def _leftover(host: str, device: str, tenant: str, owner: str, what: str) -> Violation:
     return Violation(
         "DPU-TENANT-LEFTOVER",
@@ -79,7 +95,8 @@ def _leftover(host: str, device: str, tenant: str, owner: str, what: str) -> Vio
 
 def flow_leftovers(tenancy: Tenancy, flow_tenants: Iterable[tuple[str, str]]) -> Iterator[Violation]:
     """DPU-TENANT-LEFTOVER for datapath flows: ``(node, tenant)`` pairs that an offload report
-    attributed to tenants, where the node no longer belongs to that tenant."""
+    attributed to tenants (node: a slot for a flow of a slot's port), where the node no longer
+    belongs to that tenant."""
     for node, tenant in sorted(set(flow_tenants)):
         owner = tenancy.owner(node)
         if tenant != owner:

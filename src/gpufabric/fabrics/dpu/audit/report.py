@@ -1,9 +1,12 @@
 """The offload report (pure): datapath flows and tc filters of each DPU joined to tenants
-through OVS ports (``external_ids:iface-id``) and OVN logical ports.
+through OVS ports (``external_ids:iface-id``) and OVN logical ports. On a shared host (issue 33) a
+flow whose logical port is a slot's (``LogicalPort.slot``) is counted for that slot: its row has
+``slot`` set (None: the host's own) and it is judged against the slot's owner, not the host's.
 
 Prometheus metrics (:func:`metrics_text`), all gauges:
 
 * ``gpufabric_dpu_offload_flows{node,tenant,path}``  flows per path ``hw``/``tc``/``datapath``
+  (a slot's row also carries ``slot``: ``{node,slot,tenant,path}``, on the bytes too)
 * ``gpufabric_dpu_offload_bytes{node,tenant,path}``  bytes of those flows
 * ``gpufabric_dpu_offload_table_used{node,nic_model}`` entries in the NIC's offload table
 * ``gpufabric_dpu_offload_table_capacity{node,nic_model}`` stated capacity (only where known,
@@ -38,18 +41,25 @@ class NodeOffload:
     iface_ids: Mapping[str, str] = field(default_factory=dict)
 
 
-def _tenant_of(port: str, node: NodeOffload, lsps: Mapping[str, LogicalPort]) -> str | None:
-    lsp = lsps.get(node.iface_ids.get(port, ""))
-    return lsp.tenant if lsp is not None else None
+def flow_port(flow: DpFlow, node: NodeOffload, lsps: Mapping[str, LogicalPort]) -> LogicalPort | None:
+    """The logical port of a flow: its input port's, else its first output's (None: neither)."""
+    for port in (flow.in_port, *flow.out_ports):
+        lsp = lsps.get(node.iface_ids.get(port, ""))
+        if lsp is not None:
+            return lsp
+    return None
 
 
 def flow_tenant(flow: DpFlow, node: NodeOffload, lsps: Mapping[str, LogicalPort]) -> str:
-    """The tenant of a flow: its input port's logical port, else its first output's."""
-    for port in (flow.in_port, *flow.out_ports):
-        t = _tenant_of(port, node, lsps)
-        if t is not None:
-            return t
-    return UNATTRIBUTED
+    """The tenant of a flow: its logical port's (:func:`flow_port`), else ``-``."""
+    lsp = flow_port(flow, node, lsps)
+    return lsp.tenant if lsp is not None else UNATTRIBUTED
+
+
+def flow_unit(flow: DpFlow, node: NodeOffload, lsps: Mapping[str, LogicalPort]) -> tuple[str, str]:
+    """(the node a flow is counted for, its tenant): its logical port's slot, else the DPU's host."""
+    lsp = flow_port(flow, node, lsps)
+    return (lsp.slot or node.node, lsp.tenant) if lsp is not None else (node.node, UNATTRIBUTED)
 
 
 def offload_report(
@@ -64,28 +74,31 @@ def offload_report(
     by another tenant, and for offload-table occupancy at ``warn_at`` (warning) or full
     (critical) of the NIC model's capacity where it is known (``capacity``: model -> figure
     with its source; unknown models get ``capacity: null``, no ratio and no alert).
-    ``owners``: node -> tenant or ``quarantine``."""
+    ``owners``: node -> tenant or ``quarantine`` (slots included: a slot's flows are its own)."""
     if not 0 < warn_at <= 1:
         raise ValidationError("offload.warn_at", warn_at, "a fraction in (0, 1]")
     caps = merged({}, capacity)
-    rows: dict[tuple[str, str], dict[str, int]] = {}
+    rows: dict[tuple[str, str, str], dict[str, int]] = {}
     alerts: list[dict[str, Any]] = []
     tables: list[dict[str, Any]] = []
     for n in sorted(nodes, key=lambda x: x.node):
-        owner = owners.get(n.node, QUARANTINE)
-        foreign: dict[str, int] = {}
+        foreign: dict[tuple[str, str], int] = {}
         for f in n.flows:
-            t = flow_tenant(f, n, lsps)
-            row = rows.setdefault((n.node, t), {f"{p}_{k}": 0 for p in PATHS for k in ("flows", "bytes")})
+            unit, t = flow_unit(f, n, lsps)
+            slot = "" if unit == n.node else unit
+            row = rows.setdefault((n.node, slot, t), {f"{p}_{k}": 0 for p in PATHS for k in ("flows", "bytes")})
             row[f"{f.path}_flows"] += 1
             row[f"{f.path}_bytes"] += f.bytes
-            if t != UNATTRIBUTED and t != owner:
-                foreign[t] = foreign.get(t, 0) + 1
-        for t, count in sorted(foreign.items()):
+            if t != UNATTRIBUTED and t != owners.get(unit, QUARANTINE):
+                foreign[(slot, t)] = foreign.get((slot, t), 0) + 1
+        for (slot, t), count in sorted(foreign.items()):
+            owner = owners.get(slot or n.node, QUARANTINE)
             kind = "quarantined_node_flows" if owner == QUARANTINE else "other_tenant_flows"
+            where = f"{n.node} slot {slot}" if slot else n.node
             alerts.append(
                 {"kind": kind, "severity": "critical", "node": n.node, "tenant": t, "flows": count,
-                 "message": f"{n.node}: {count} flow(s) of tenant {t!r} on a node owned by {owner!r}"}
+                 **({"slot": slot} if slot else {}),
+                 "message": f"{where}: {count} flow(s) of tenant {t!r} on a {'slot' if slot else 'node'} owned by {owner!r}"}
             )
         for tf in n.filters:
             if tf.silent_drop:
@@ -111,7 +124,7 @@ def offload_report(
                  "message": f"{n.node} ({n.nic_model}): offload table {used}/{cap} ({ratio:.0%}; capacity from {known.source})"}
             )
     return {
-        "rows": [{"node": k[0], "tenant": k[1], **v} for k, v in sorted(rows.items())],
+        "rows": [{"node": k[0], "slot": k[1] or None, "tenant": k[2], **v} for k, v in sorted(rows.items())],
         "tables": tables,
         "alerts": alerts,
     }
@@ -126,7 +139,8 @@ def metrics_text(report: Mapping[str, Any]) -> str:
     out = ["# TYPE gpufabric_dpu_offload_flows gauge", "# TYPE gpufabric_dpu_offload_bytes gauge"]
     for r in report["rows"]:
         for p in PATHS:
-            lab = _labels(node=r["node"], tenant=r["tenant"], path=p)
+            slot = {"slot": r["slot"]} if r.get("slot") else {}
+            lab = _labels(node=r["node"], **slot, tenant=r["tenant"], path=p)
             out.append(f"gpufabric_dpu_offload_flows{lab} {r[p + '_flows']}")
             out.append(f"gpufabric_dpu_offload_bytes{lab} {r[p + '_bytes']}")
     out += ["# TYPE gpufabric_dpu_offload_table_used gauge", "# TYPE gpufabric_dpu_offload_table_capacity gauge"]

@@ -88,9 +88,10 @@ class DpuBackend(FabricBackend[DpuState]):
         return items
 
     def _flow_tenants(self, items: Sequence[Item]) -> frozenset[tuple[str, str]]:
-        """(host, tenant) of every datapath flow the offload report attributes to a tenant, on
-        the DPUs with an offload source (the audit's flow leftovers)."""
-        from gpufabric.fabrics.dpu.audit.report import UNATTRIBUTED, flow_tenant
+        """(node, tenant) of every datapath flow the offload report attributes to a tenant, on
+        the DPUs with an offload source (the audit's flow leftovers); node: the DPU's host, or the
+        slot whose logical port the flow is."""
+        from gpufabric.fabrics.dpu.audit.report import UNATTRIBUTED, flow_unit
         from gpufabric.fabrics.dpu.backend.offload import read_source
 
         lsps = {p.name: p for p in items if isinstance(p, LogicalPort)}
@@ -99,7 +100,7 @@ class DpuBackend(FabricBackend[DpuState]):
             if host not in self.ovs:
                 continue
             node = read_source(self, host, src)
-            pairs |= {(host, t) for f in node.flows if (t := flow_tenant(f, node, lsps)) != UNATTRIBUTED}
+            pairs |= {u for f in node.flows if (u := flow_unit(f, node, lsps))[1] != UNATTRIBUTED}
         return frozenset(pairs)
 
     def metrics(self, tenancy: Tenancy) -> str:

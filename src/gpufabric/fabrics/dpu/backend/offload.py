@@ -76,5 +76,6 @@ def site_report(
         nodes.append(read_source(backend, host, src, model))
     lsps = {p.name: p for p in backend.ovn.read()}
     owners = {n.node: tenancy.owner(n.node) for n in nodes}
+    owners |= {s.name: tenancy.owner(s.name) for n in nodes for s in tenancy.slots_of(n.node)}
     caps = merged(getattr(backend, "capacity", {}), capacity)
     return offload_report(nodes, lsps, owners, dict(caps), warn_at)

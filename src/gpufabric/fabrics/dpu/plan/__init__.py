@@ -90,11 +90,12 @@ def merge(observed: DpuState, read_back: DpuState) -> DpuState:
 
 
 def tenants_seen(observed: DpuState, tenancy: Tenancy) -> Mapping[str, frozenset[str]]:
-    """host -> tenants its DPU holds resources of (logical ports, the OVS tenant binding)."""
+    """host -> tenants its DPU holds resources of (logical ports, the OVS tenant binding); a slot's
+    logical port (issue 33) is counted for its slot."""
     hosts = dpu_inventory(tenancy.nodes)
     seen: dict[str, set[str]] = {h: set() for h in hosts}
     for p in observed.ports:
-        seen.setdefault(p.node, set()).add(p.tenant)
+        seen.setdefault(p.unit, set()).add(p.tenant)
     for s in observed.ovs:
         if s.key == "external_ids:gpufabric-tenant":
             seen.setdefault(s.node, set()).add(s.value)

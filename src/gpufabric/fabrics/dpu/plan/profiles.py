@@ -18,6 +18,11 @@ Every leased node with a DPU also gets ``external_ids:gpufabric-tenant`` and ``g
 on its DPU's OVS and one OVN logical port per tenant-facing VF representor on the tenant's
 logical switch ``gf-<tenant>``. Quarantine removes all of that; ``hw-offload`` is left as it is
 (changing it needs an ``ovs-vswitchd`` restart on real hardware) and never removed by a plan.
+
+A shared host (issue 33, ``tenancy.shared(host)``) whose DPU is in use: the host's own lease keeps
+all of the above, and each live slot's tenant also gets one logical port of its own on the host's
+DPU (:func:`slot_ports`: ``<slot>.<dpu>`` on ``gf-<slot tenant>``, ``external_ids:gpufabric-slot``),
+the VM's port; a slot in quarantine has none. A slot move therefore changes only that slot's port.
 """
 
 from __future__ import annotations
@@ -110,10 +115,29 @@ def node_items(info: DpuInfo, tenant: str, role: str) -> list[Item]:
     return out
 
 
+def slot_ports(info: DpuInfo, tenancy: Tenancy) -> list[LogicalPort]:
+    """The logical ports of the live slots of ``info``'s host on its DPU (a shared host whose own
+    lease is live; otherwise none): one per slot, named ``<slot>.<dpu>``, in its tenant's switch.
+    The VM's VF representor is the hypervisor's choice: it binds it by ``iface-id`` = the name."""
+    if tenancy.owner(info.host) == QUARANTINE or not tenancy.shared(info.host):
+        return []
+    out = []
+    for s in tenancy.slots_of(info.host):
+        tenant = tenancy.owner(s.name)
+        if tenant != QUARANTINE:
+            out.append(LogicalPort(slot_port_name(s.name, info), tenant, info.host, port_mac(s.name, info.name), slot=s.name))
+    return out
+
+
+def slot_port_name(slot: str, info: DpuInfo) -> str:
+    return f"{slot}.{info.name}"
+
+
 def desired_state(tenancy: Tenancy) -> DpuState:
     items: list[Item] = []
     for host, info in dpu_inventory(tenancy.nodes).items():
         items += node_items(info, tenancy.owner(host), offering_role(tenancy.offering(host)))
+        items += slot_ports(info, tenancy)
     return DpuState.of(items)
 
 

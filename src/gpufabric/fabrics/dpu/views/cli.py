@@ -104,8 +104,8 @@ def build(host: CliHost) -> typer.Typer:
         if prometheus:
             sys.stdout.write(metrics_text(rep))
             return
-        host.table("Offload by tenant", ["node", "tenant", "hw flows", "hw bytes", "tc flows", "tc bytes", "dp flows",
-                   "dp bytes"], [(r["node"], r["tenant"], r["hw_flows"], r["hw_bytes"], r["tc_flows"], r["tc_bytes"],
+        host.table("Offload by tenant", ["node", "slot", "tenant", "hw flows", "hw bytes", "tc flows", "tc bytes", "dp flows",
+                   "dp bytes"], [(r["node"], r.get("slot") or "-", r["tenant"], r["hw_flows"], r["hw_bytes"], r["tc_flows"], r["tc_bytes"],
                                   r["datapath_flows"], r["datapath_bytes"]) for r in rep["rows"]])  # fmt: skip
         host.table("Offload tables", ["node", "NIC model", "used", "capacity", "full"],
                    [(t["node"], t["nic_model"], t["used"], "unknown" if t["capacity"] is None else t["capacity"],

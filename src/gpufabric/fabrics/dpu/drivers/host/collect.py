@@ -9,7 +9,7 @@ of recorded outputs::
     DIR/<node>/dump-flows.txt      DIR/<node>/tc/<dev>.json
     DIR/<node>/ifaces.json  {"<ovs port>": "<logical port>"}
     DIR/meta.json           {"owners": {"<node>": "<tenant>"}, "nic_models": {"<node>": "..."},
-                             "logical_ports": [{"name", "tenant", "node", "mac"}]}
+                             "logical_ports": [{"name", "tenant", "node", "mac", "slot"}]}
 """
 
 from __future__ import annotations
@@ -71,5 +71,6 @@ def load_recorded(root: Path) -> tuple[list[NodeOffload], dict[str, LogicalPort]
         filters = [f for t in sorted((d / "tc").glob("*.json")) for f in parse_tc_filters(t.read_text(), t.stem)]
         ifaces = json.loads((d / "ifaces.json").read_text()) if (d / "ifaces.json").exists() else {}
         nodes.append(NodeOffload(d.name, meta.get("nic_models", {}).get(d.name, "generic"), tuple(flows), tuple(filters), ifaces))
-    lsps = {p["name"]: LogicalPort(p["name"], p["tenant"], p.get("node", ""), p.get("mac", "")) for p in meta.get("logical_ports", [])}
+    lsps = {p["name"]: LogicalPort(p["name"], p["tenant"], p.get("node", ""), p.get("mac", ""), slot=p.get("slot", ""))
+            for p in meta.get("logical_ports", [])}  # fmt: skip
     return nodes, lsps, dict(meta.get("owners", {}))

@@ -59,7 +59,8 @@ class OvnNbDriver:
                 addrs = as_set(r.get("addresses") or [])
                 mac = str(addrs[0]).split()[0] if addrs else ""
                 tenant = sw[len(SWITCH_PREFIX) :]
-                out.add(LogicalPort(r["name"], tenant, ext.get("gpufabric-node", ""), mac, ext.get("gpufabric-representor", "")))
+                out.add(LogicalPort(r["name"], tenant, ext.get("gpufabric-node", ""), mac,
+                                    ext.get("gpufabric-representor", ""), ext.get("gpufabric-slot", "")))  # fmt: skip
         return frozenset(out)
 
     def apply(self, removes: Sequence[LogicalPort], adds: Sequence[LogicalPort]) -> frozenset[LogicalPort]:
@@ -72,7 +73,9 @@ class OvnNbDriver:
         for p in adds:
             args += ["--", "--may-exist", "lsp-add", p.switch, p.name, "--", "lsp-set-addresses", p.name, p.mac]
             args += ["--", "lsp-set-port-security", p.name, p.mac, "--", "set", "Logical_Switch_Port", p.name]
-            args += [f"external_ids:gpufabric-node={p.node}", f"external_ids:gpufabric-representor={p.representor}"]
+            args += [f"external_ids:gpufabric-node={p.node}"]  # a slot's port has no representor (ovsdb takes no empty value)
+            args += [f"external_ids:gpufabric-representor={p.representor}"] if p.representor else []
+            args += [f"external_ids:gpufabric-slot={p.slot}"] if p.slot else []
         if args:
             self._run(args, wait=True)
         touched = {p.switch for p in [*removes, *adds]}
