@@ -29,6 +29,7 @@ from gpufabric.lab.lab import Lab
 from gpufabric.lab.vmhost import vm_ip, vm_netns
 
 from e2e.conftest import GF, LabEnv
+from e2e.test_move import nets_of
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 LAB_NODES = 3
@@ -48,14 +49,6 @@ class Slots:
 
     def of(self, host: str, tenant: str) -> str:
         return next(n for n, (h, t, _m) in self.by_name.items() if h == host and t == tenant)
-
-
-def nets(lab: LabEnv) -> dict[str, tuple[int, int]]:
-    out = {}
-    for n in lab.gfj("network", "list"):
-        seg = {s["fabric"]: s for s in n["segments"]}
-        out[n["tenant"]] = (seg["ethernet"]["vlan"], int(seg["infiniband"]["pkey"], 16))
-    return out
 
 
 def vm_tags(lab: LabEnv, host: str) -> dict[int, int | None]:
@@ -131,7 +124,7 @@ def ping(lab: LabEnv, src: tuple[str, int], dst: tuple[str, int]) -> bool:
 
 
 def test_every_fabric_holds_each_slot_for_its_tenant(lab: LabEnv, slots: Slots) -> None:
-    n = nets(lab)
+    n = nets_of(lab)
     # Ethernet: each slot's VM ports in its tenant's VLAN, the others quarantined; the trunks exactly the slots' tenants
     for host in HOSTS:
         want = {m: QV for m in range(1, 9)}
@@ -209,7 +202,7 @@ def test_a_slot_move_leaves_the_other_slots_untouched(lab: LabEnv, slots: Slots)
     assert moved["moves"][0]["status"] == "done"
     for fabric, seen in sampler.samples.items():  # A's and C's resources never changed, on any fabric
         assert len(seen) >= 3 and set(seen) == {first[fabric]}, (fabric, len(seen), set(seen), first[fabric])
-    n = nets(lab)
+    n = nets_of(lab)
     assert {vm_tags(lab, "gpu-a01")[m] for m in slots.by_name[b][2]} == {n["delta"][0]}
     assert trunk(lab, "gpu-a01") == {n["alpha"][0], n["delta"][0], n["gamma"][0]}  # beta's VLAN left with its last slot
     slots.by_name[b] = ("gpu-a01", "delta", slots.by_name[b][2])
@@ -232,7 +225,7 @@ def test_kill_nine_mid_slot_move_never_puts_a_resource_in_two_tenants(lab: LabEn
     smp = Smp(lab)
     slot = slots.of("gpu-a01", "delta")
     mods = set(slots.by_name[slot][2])
-    n = nets(lab)
+    n = nets_of(lab)
     for to in ("beta", "delta", "beta"):
         env = lab.env
         proc = subprocess.Popen([GF, "node", "move", slot, "--to-tenant", to, "--network", f"{to}-net", "--json"],

@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 from gpufabric.domain import move_json
 from gpufabric.domain.errors import ConflictError
 from gpufabric.domain.models import QUARANTINE, NodeState
-from gpufabric.domain.slots import SHARED, SLOTS
+from gpufabric.domain.slots import is_shared as offering_shared
+from gpufabric.store.convert import offering_to_domain
 from gpufabric.store.tables import LeaseRow, MoveRow, NodeRow, OfferingRow, lease_active_at
 from gpufabric.store.tx import Tx
 
@@ -55,12 +56,12 @@ def taken_modules(s: Session, host: str, but: str = "") -> frozenset[int]:
 def shared_now(s: Session, host: str, now: datetime) -> bool:
     """``host`` is leased now in an offering whose ``shared`` setting is ``slots``."""
     q = (
-        select(OfferingRow.settings)
+        select(OfferingRow)
         .join(LeaseRow, LeaseRow.offering == OfferingRow.name)
         .join(NodeRow, LeaseRow.node_id == NodeRow.id)
         .where(NodeRow.name == host, lease_active_at(now))
     )
-    return any([SHARED, SLOTS] in [list(kv) for kv in (settings or [])] for settings in s.scalars(q))
+    return any(offering_shared(offering_to_domain(o)) for o in s.scalars(q))  # the one rule: domain.slots
 
 
 def check_request(s: Session, row: NodeRow, to_tenant: str, now: datetime) -> None:
